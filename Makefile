@@ -1,0 +1,41 @@
+# Thin wrapper over CMake: `make`, `make test`, `make demo`, `make bench`, `make asan`.
+BUILD ?= build
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+
+.PHONY: all deps models test test-asan demo bench install clean
+
+all: $(BUILD)/Makefile
+	cmake --build $(BUILD) -j $(JOBS)
+
+$(BUILD)/Makefile:
+	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+deps:
+	bash scripts/install_deps.sh
+
+models:
+	bash scripts/fetch_models.sh
+
+# Installs packages, fetches the default model, builds, runs the whole suite, then the
+# sanitizer build (ASan + UBSan).
+test: deps models all
+	cd $(BUILD) && ctest --output-on-failure -j 2
+	$(MAKE) test-asan
+
+test-asan:
+	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVQ_SANITIZE=address,undefined -DVQ_OPENMP=OFF -DVQ_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD)-asan -j $(JOBS)
+	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j 2 -LE model
+
+demo: deps models all
+	bash scripts/demo.sh $(BUILD)/veloxquant
+
+bench: all
+	$(BUILD)/veloxquant bench --method turboquant_mse --bits 4 --seq_lens 1024 8192 --compare_optimized
+
+install: all
+	cmake --install $(BUILD)
+
+clean:
+	rm -rf $(BUILD) $(BUILD)-asan

@@ -1,0 +1,292 @@
+/*
+ * veloxquant.h — KV-cache compression with attention computed on the compressed codes.
+ *
+ * Overview
+ *   A *codec* turns one head's key or value vectors (head_dim floats per token) into packed
+ *   bytes and back, and — the point of the library — scores a query against the packed bytes
+ *   and accumulates softmax-weighted values without ever rebuilding an fp16 copy.
+ *   A *cache* (vq_cache) holds the codes of every (layer, kv-head) of a model in pages that
+ *   grow up to max_tokens, keeps optional fp16 windows (recent tokens, sink tokens), and runs
+ *   attention for one layer with GQA and causal masking.
+ *
+ * Example
+ *     struct vq_cache_params cp = vq_cache_params_default();
+ *     cp.n_layers = 30; cp.n_kv_heads = 3; cp.head_dim = 64; cp.max_tokens = 4096;
+ *     cp.key.method = VQ_METHOD_TURBOQUANT_MSE;   cp.key.bits = 4;
+ *     cp.value.method = VQ_METHOD_TURBOQUANT_MSE; cp.value.bits = 4;
+ *     vq_status st;
+ *     vq_cache *c = vq_cache_create(&cp, &st);
+ *     if (!c) { fprintf(stderr, "%s\n", vq_status_str(st)); return 1; }
+ *     // per layer: append post-RoPE K/V of n new tokens, (n, n_kv_heads, head_dim) each
+ *     st = vq_cache_append(c, layer, k, v, VQ_DTYPE_F32, n);
+ *     // attend: q is (n_q, n_q_heads, head_dim), out the same shape
+ *     st = vq_cache_attend(c, layer, q, n_q_heads, n_q, NULL, 1.0f / sqrtf(64), out);
+ *     vq_cache_free(c);
+ *
+ * Ownership
+ *   Whoever creates a handle frees it; every *_free(NULL) is a no-op. Pointers passed in are
+ *   borrowed for the duration of the call unless a comment says otherwise.
+ *
+ * Threading
+ *   Handles carry no global state. A codec is immutable after creation: any number of threads
+ *   may encode/score/accumulate with one codec at once (each with its own buffers). A cache
+ *   may be used by one thread at a time; vq_cache_attend itself uses OpenMP threads across
+ *   heads (n_threads in the params, 0 = OpenMP default). The only process-wide state is the
+ *   ISA dispatch choice, made once (thread-safe) on first use.
+ *
+ * Errors
+ *   Functions return enum vq_status (0 = OK, negative = error); vq_status_str() names it.
+ *   The library never exits and never prints to stdout. A failed append leaves the cache as
+ *   it was.
+ *
+ * Environment
+ *   VQ_ISA=scalar|avx2|avx512  forces a kernel variant (default: best the CPU supports).
+ *
+ * Limits
+ *   head_dim: 8..1024 and a multiple of 8; power-of-two or K*2^n with K in {12, 20, 28} use a
+ *   Hadamard rotation, other multiples of 8 use block-diagonal power-of-two blocks.
+ *   Stored scale/norm values use vq_sf16 (see docs/FORMAT.md): |v| <= 8.5e9, never inf.
+ */
+#ifndef VELOXQUANT_H
+#define VELOXQUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(VQ_BUILD) && defined(__GNUC__)
+#define VQ_API __attribute__((visibility("default")))
+#else
+#define VQ_API
+#endif
+
+#define VQ_VERSION_MAJOR 0
+#define VQ_VERSION_MINOR 1
+#define VQ_VERSION_PATCH 0
+
+/* Returns the library version as "MAJOR.MINOR.PATCH" (static string). Thread-safe. */
+VQ_API const char *vq_version(void);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Status codes (one list generates the enum and the strings).                               */
+
+#define VQ_STATUS_LIST(X)                                                          \
+    X(OK, 0, "ok")                                                                 \
+    X(INVALID_ARG, -1, "invalid argument")                                         \
+    X(NO_MEMORY, -2, "out of memory")                                              \
+    X(UNSUPPORTED, -3, "unsupported feature or configuration")                     \
+    X(IO, -4, "i/o error")                                                         \
+    X(BAD_FORMAT, -5, "malformed or truncated file")                               \
+    X(NON_FINITE, -6, "input contains NaN or Inf")                                 \
+    X(RANGE, -7, "value out of representable range")                               \
+    X(CAPACITY, -8, "capacity exceeded (max_tokens / context)")                    \
+    X(NOT_FOUND, -9, "not found")                                                  \
+    X(INTERNAL, -10, "internal error")
+
+enum vq_status_e {
+#define VQ_STATUS_ENUM_(name, val, str) VQ_STATUS_##name = val,
+    VQ_STATUS_LIST(VQ_STATUS_ENUM_)
+#undef VQ_STATUS_ENUM_
+};
+typedef int vq_status;
+
+/* Returns a static, human-readable string for a status (unknown codes give "unknown status"). */
+VQ_API const char *vq_status_str(vq_status st);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Element types of caller buffers.                                                          */
+
+enum vq_dtype { VQ_DTYPE_F32 = 0, VQ_DTYPE_F16 = 1, VQ_DTYPE_BF16 = 2 };
+
+/* Kernel variants. VQ_ISA_AUTO picks the best available (or VQ_ISA from the environment). */
+enum vq_isa { VQ_ISA_AUTO = 0, VQ_ISA_SCALAR = 1, VQ_ISA_AVX2 = 2, VQ_ISA_AVX512 = 3, VQ_ISA_COUNT };
+
+/* Returns the ISA chosen for VQ_ISA_AUTO on this machine (honours $VQ_ISA). Thread-safe. */
+VQ_API enum vq_isa vq_isa_default(void);
+/* Returns 1 if this CPU (and build) can run the variant, else 0. Thread-safe. */
+VQ_API int vq_isa_available(enum vq_isa isa);
+/* Returns "scalar", "avx2", "avx512" or "auto". */
+VQ_API const char *vq_isa_name(enum vq_isa isa);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Methods and codecs.                                                                       */
+
+/* Append only; never renumber. */
+enum vq_method {
+    VQ_METHOD_FP16 = 0,
+    VQ_METHOD_FP32 = 1,
+    VQ_METHOD_TURBOQUANT_MSE = 2,
+    VQ_METHOD_TURBOQUANT_PROD = 3,
+    VQ_METHOD_QJL = 4,
+    VQ_METHOD_POLAR = 5,
+    VQ_METHOD_TURBOQUANT_RVQ = 6,
+    VQ_METHOD_KIVI = 7,
+    VQ_METHOD_KIVI_SINK = 8,
+    VQ_METHOD_COUNT
+};
+
+/* Whether a codec stores keys or values (KIVI groups keys per channel, values per token). */
+enum vq_role { VQ_ROLE_KEY = 0, VQ_ROLE_VALUE = 1 };
+
+/* Configuration of one codec. Start from vq_codec_params_default() and set what you need. */
+struct vq_codec_params {
+    enum vq_method method;    /* default VQ_METHOD_FP16 */
+    enum vq_role role;        /* default VQ_ROLE_KEY */
+    int head_dim;             /* elements per vector; default 128 */
+    int bits;                 /* bits per coordinate (method-specific range); default 4 */
+    uint64_t seed;            /* rotation / sketch seed; default 42 */
+    int unbiased_scale;       /* turboquant_mse: store n/<y,yhat> instead of n; default 1 */
+    int jl_dim;               /* qjl / turboquant_prod sketch size m; 0 = head_dim */
+    int group_size;           /* kivi: G; default 32 */
+    int residual_length;      /* kivi: fp16 recent window R (multiple of G); default 128 */
+    int n_sink_tokens;        /* kivi_sink: tokens kept fp16 by key norm; default 5 */
+    int polar_bits[4];        /* polar: bits of level 1..4 angles; default {4,2,2,2} */
+    enum vq_isa isa;          /* kernel variant; default VQ_ISA_AUTO */
+};
+
+/* Returns the defaults listed above. Thread-safe. */
+VQ_API struct vq_codec_params vq_codec_params_default(void);
+
+/* Method name as used on the command line ("turboquant_mse"), or NULL if out of range. */
+VQ_API const char *vq_method_name(enum vq_method m);
+/* Parses a method name; returns VQ_STATUS_NOT_FOUND for unknown names. */
+VQ_API vq_status vq_method_from_name(const char *name, enum vq_method *out);
+
+typedef struct vq_codec vq_codec;
+
+/* Creates a codec. Validates every parameter against the method (bits range, head_dim rules,
+ * group sizes); on failure returns NULL and writes the reason to *st (if st != NULL).
+ * The codec is immutable and owned by the caller (vq_codec_free). Thread-safe. */
+VQ_API vq_codec *vq_codec_create(const struct vq_codec_params *p, vq_status *st);
+/* Frees a codec; NULL is a no-op. */
+VQ_API void vq_codec_free(vq_codec *c);
+/* Returns the parameters the codec was created with (defaults resolved, e.g. jl_dim). */
+VQ_API const struct vq_codec_params *vq_codec_params_get(const vq_codec *c);
+
+/* Tokens encoded together in one block: 1 for per-token codecs, group_size for KIVI keys. */
+VQ_API int vq_codec_block_tokens(const vq_codec *c);
+/* Exact bytes of one encoded block (codes + side data); no padding beyond the documented
+ * layout (docs/FORMAT.md). */
+VQ_API size_t vq_codec_block_bytes(const vq_codec *c);
+/* Stored bits per element of the quantized part: 8 * block_bytes / (block_tokens * head_dim). */
+VQ_API double vq_codec_bits_per_elem(const vq_codec *c);
+
+/* Encodes n_tokens vectors x (n_tokens, head_dim) into dst (n_tokens / block_tokens blocks).
+ * n_tokens must be a multiple of block_tokens. Returns VQ_STATUS_NON_FINITE for NaN/Inf input,
+ * VQ_STATUS_RANGE when a stored scale would not fit vq_sf16; dst content is unspecified on
+ * error. Deterministic for a given codec (seed). Thread-safe. */
+VQ_API vq_status vq_codec_encode(const vq_codec *c, const float *x, int64_t n_tokens, void *dst);
+/* Decodes n_tokens vectors (multiple of block_tokens) from src into x (n_tokens, head_dim).
+ * This is the reference path; attention does not use it. Thread-safe. */
+VQ_API vq_status vq_codec_decode(const vq_codec *c, const void *src, int64_t n_tokens, float *x);
+
+/* Size in bytes of the prepared-query state (rotated query, lookup tables). */
+VQ_API size_t vq_codec_query_bytes(const vq_codec *c);
+/* Prepares query q (head_dim floats) into qs (query_bytes, 64-byte aligned, caller-owned):
+ * rotates once and builds lookup tables. Thread-safe. */
+VQ_API void vq_codec_prepare_query(const vq_codec *c, const float *q, void *qs);
+/* Scores n_tokens encoded tokens (whole blocks) against a prepared query:
+ * scores[t] = estimate of <q, x_t> (no softmax scale applied). Thread-safe. */
+VQ_API void vq_codec_score(const vq_codec *c, const void *qs, const void *codes, int64_t n_tokens,
+                           float *scores);
+/* Floats in the value accumulator (head_dim for most codecs; larger for histogram forms). */
+VQ_API size_t vq_codec_acc_floats(const vq_codec *c);
+/* Adds sum_t w[t] * x_t to the accumulator acc (acc_floats, zeroed by the caller before the
+ * first call) in the codec's own domain (e.g. rotated). n_tokens whole blocks. Thread-safe. */
+VQ_API void vq_codec_accumulate(const vq_codec *c, const void *codes, int64_t n_tokens,
+                                const float *w, float *acc);
+/* Maps the accumulator to the output domain: out (head_dim) = sum_t w[t] * xhat_t. */
+VQ_API void vq_codec_finish(const vq_codec *c, const float *acc, float *out);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Cache.                                                                                    */
+
+struct vq_cache_params {
+    int n_layers;             /* >= 1 */
+    int n_kv_heads;           /* >= 1 */
+    int head_dim;             /* overrides key.head_dim / value.head_dim */
+    int64_t max_tokens;       /* capacity per layer; pages are allocated as the cache grows */
+    int page_tokens;          /* tokens per page (multiple of the codecs' block tokens); default 256 */
+    struct vq_codec_params key;
+    struct vq_codec_params value;
+    const int *key_bits_per_layer;   /* optional (n_layers), overrides key.bits per layer; copied */
+    const int *value_bits_per_layer; /* optional (n_layers), overrides value.bits per layer; copied */
+    int n_threads;            /* threads used by vq_cache_attend; 0 = OpenMP default */
+};
+
+/* Defaults: 1 layer, 1 kv head, head_dim 128, max_tokens 4096, page 256, fp16 keys and values. */
+VQ_API struct vq_cache_params vq_cache_params_default(void);
+
+typedef struct vq_cache vq_cache;
+
+/* Creates an empty cache (no pages yet). Returns NULL and sets *st on invalid parameters.
+ * Caller-owned (vq_cache_free). */
+VQ_API vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st);
+/* Frees a cache; NULL is a no-op. */
+VQ_API void vq_cache_free(vq_cache *c);
+
+/* Appends n_tokens new tokens to one layer. k and v are (n_tokens, n_kv_heads, head_dim) in
+ * dtype, post-RoPE. Returns INVALID_ARG (bad layer/size/NULL), NON_FINITE (NaN/Inf),
+ * RANGE (magnitude beyond vq_sf16), CAPACITY (beyond max_tokens), NO_MEMORY; on any error the
+ * cache is unchanged. */
+VQ_API vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v,
+                                 enum vq_dtype dtype, int64_t n_tokens);
+
+/* Attention for one layer on the stored codes. q is (n_q, n_q_heads, head_dim) fp32,
+ * n_q_heads a multiple of n_kv_heads (query head h uses kv head h / (n_q_heads/n_kv_heads)).
+ * q_pos (n_q) gives each query's position: it attends to tokens 0..q_pos[i]; NULL means the
+ * last n_q positions (n_tokens - n_q + i). out is (n_q, n_q_heads, head_dim) fp32.
+ * scale multiplies the scores before softmax (usually 1/sqrt(head_dim)). */
+VQ_API vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
+                                 int64_t n_q, const int64_t *q_pos, float scale, float *out);
+/* Same contract, computed by decoding every stored token to fp32 first and doing plain
+ * dot products (reference for tests and `bench --compare_optimized`). Slow. */
+VQ_API vq_status vq_cache_attend_ref(vq_cache *c, int layer, const float *q, int n_q_heads,
+                                     int64_t n_q, const int64_t *q_pos, float scale, float *out);
+
+/* Tokens stored in a layer. */
+VQ_API int64_t vq_cache_n_tokens(const vq_cache *c, int layer);
+
+struct vq_cache_memory {
+    size_t key_bytes;      /* packed key blocks (codes + side data) of all layers/heads */
+    size_t value_bytes;    /* packed value blocks */
+    size_t window_bytes;   /* fp16 windows (recent, sink) of keys and values */
+    size_t total_bytes;    /* key_bytes + value_bytes + window_bytes */
+    size_t fp16_bytes;     /* what an fp16 cache of the same tokens would take (K + V) */
+    size_t fp16_key_bytes; /* fp16 bytes of the keys alone */
+    size_t key_total_bytes;/* stored key bytes including key windows */
+    size_t allocated_bytes;/* bytes of pages actually allocated (>= total_bytes) */
+};
+/* Fills *m with exact byte counts for the tokens stored now. */
+VQ_API void vq_cache_memory(const vq_cache *c, struct vq_cache_memory *m);
+
+/* Keeps the first n_tokens tokens of every layer (n_tokens <= stored). Dropping tokens that
+ * were encoded in a multi-token block re-opens that block only if its fp16 source is still in
+ * the window; otherwise returns UNSUPPORTED and leaves the cache unchanged. */
+VQ_API vq_status vq_cache_truncate(vq_cache *c, int64_t n_tokens);
+/* Empties every layer (pages are kept for reuse). */
+VQ_API void vq_cache_reset(vq_cache *c);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Scalars.                                                                                  */
+
+/* IEEE binary16 and bfloat16 conversion (round to nearest even). Thread-safe. */
+VQ_API uint16_t vq_fp32_to_fp16(float f);
+VQ_API float vq_fp16_to_fp32(uint16_t h);
+VQ_API uint16_t vq_fp32_to_bf16(float f);
+VQ_API float vq_bf16_to_fp32(uint16_t h);
+/* vq_sf16: the 16-bit scale format of stored norms/scales: sign, 6-bit exponent (bias 31),
+ * 9-bit mantissa, subnormals, no inf/NaN; |v| <= VQ_SF16_MAX, relative step 2^-9.
+ * vq_fp32_to_sf16 saturates; callers check vq_sf16_fits() first. */
+#define VQ_SF16_MAX 8581545984.0f /* 2^32 * (1 + 511/512) */
+VQ_API uint16_t vq_fp32_to_sf16(float f);
+VQ_API float vq_sf16_to_fp32(uint16_t h);
+VQ_API int vq_sf16_fits(float f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VELOXQUANT_H */

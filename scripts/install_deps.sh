@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Installs the Debian packages veloxquant builds and tests with. Idempotent; skips apt when
+# everything is present.
+set -euo pipefail
+PKGS="build-essential cmake pkg-config libcjson-dev libplplot-dev plplot-driver-cairo python3 python3-pip unzip"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    echo "install_deps: installing$missing"
+    SUDO=""
+    [ "$(id -u)" -ne 0 ] && SUDO=sudo
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing
+fi

@@ -1,0 +1,47 @@
+/*
+ * codec_impl.h — the small vtable every KV codec implements, and the registry.
+ * A codec file (src/codecs/<method>.c) defines one `const struct vq_codec_i vq_codec_<method>`
+ * and is listed in codec.c's registry. Kernels: a scalar `_ref` version always exists; ISA
+ * variants live in src/codecs/arch/x86/<method>_{avx2,avx512}.c and are picked at create time
+ * from params.isa (resolved through vq_isa_resolve).
+ */
+#ifndef VQ_CODEC_IMPL_H
+#define VQ_CODEC_IMPL_H
+
+#include "core/core.h"
+
+struct vq_codec_i {
+    const char *name;            /* CLI name, e.g. "turboquant_mse" */
+    const char *params_doc;      /* e.g. "bits=1..4 unbiased_scale" */
+    const char *bits_formula;    /* e.g. "b + 16/d" */
+    int needs_calibration;
+    /* Validates p and fills c->impl / c->block_tokens / c->block_bytes / c->query_bytes /
+     * c->acc_floats and the kernel pointers below. */
+    vq_status (*init)(struct vq_codec *c);
+    void (*destroy)(struct vq_codec *c);
+};
+
+struct vq_codec {
+    struct vq_codec_params p;    /* resolved parameters */
+    const struct vq_codec_i *iface;
+    enum vq_isa isa;             /* resolved variant */
+    int block_tokens;
+    size_t block_bytes;
+    size_t query_bytes;
+    size_t acc_floats;
+    void *impl;                  /* codec-private state (rotation, codebooks, sketch) */
+    /* kernels, set by init (may depend on isa) */
+    vq_status (*encode)(const struct vq_codec *c, const float *x, int64_t n_blocks, uint8_t *dst);
+    void (*decode)(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x);
+    void (*prepare_query)(const struct vq_codec *c, const float *q, void *qs);
+    void (*score)(const struct vq_codec *c, const void *qs, const uint8_t *codes,
+                  int64_t n_tokens, float *scores);
+    void (*accumulate)(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
+                       const float *w, float *acc);
+    void (*finish)(const struct vq_codec *c, const float *acc, float *out);
+};
+
+/* Registry lookup (NULL if the method has no implementation in this build). */
+const struct vq_codec_i *vq_codec_iface(enum vq_method m);
+
+#endif

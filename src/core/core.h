@@ -1,0 +1,86 @@
+/*
+ * core.h — internal numerics shared by every codec: assertions, aligned allocation, CPU
+ * feature dispatch, seeded RNG, randomized Hadamard rotation (power-of-two, Kronecker
+ * K*2^n for K in {12,20,28}, block-diagonal otherwise), Lloyd-Max codebooks, bit packing.
+ * Not part of the public API.
+ */
+#ifndef VQ_CORE_H
+#define VQ_CORE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "veloxquant.h"
+
+/* ---- assertions (always on; abort with file:line) ---- */
+void vq_assert_fail(const char *expr, const char *file, int line);
+#define VQ_ASSERT(x) ((x) ? (void)0 : vq_assert_fail(#x, __FILE__, __LINE__))
+#if defined(VQ_DEBUG) && VQ_DEBUG >= 1
+#define VQ_DASSERT(x) VQ_ASSERT(x)
+#else
+#define VQ_DASSERT(x) ((void)0)
+#endif
+#define VQ_RETURN_IF_ERR(expr) do { vq_status st_ = (expr); if (st_ != VQ_STATUS_OK) return st_; } while (0)
+
+/* ---- memory: 64-byte aligned, zeroed; vq_free(NULL) is a no-op ---- */
+void *vq_alloc(size_t bytes);
+void vq_free(void *p);
+
+/* ---- CPU dispatch ---- */
+/* Resolves VQ_ISA_AUTO to the default variant (honours $VQ_ISA); returns the variant itself
+ * if it is available, else VQ_ISA_SCALAR. */
+enum vq_isa vq_isa_resolve(enum vq_isa want);
+
+/* ---- seeded RNG: splitmix64-seeded xoshiro256** ---- */
+typedef struct vq_rng { uint64_t s[4]; } vq_rng;
+void vq_rng_seed(vq_rng *r, uint64_t seed);
+uint64_t vq_rng_u64(vq_rng *r);
+double vq_rng_uniform(vq_rng *r);         /* [0, 1) */
+double vq_rng_normal(vq_rng *r);          /* N(0, 1) */
+
+/* ---- randomized Hadamard rotation ---- */
+/* y = (1/sqrt(d)) H (D x) for power-of-two d; Kronecker H_K (x) H_{2^n} for d = K*2^n,
+ * K in {12, 20, 28}; otherwise a random permutation followed by independent power-of-two
+ * blocks (each normalized by its own size). Orthogonal in every case: ||y|| = ||x||. */
+typedef struct vq_rht {
+    int d;
+    int kind;          /* 0 = pow2, 1 = kronecker, 2 = block-diagonal */
+    int K, P;          /* kronecker: d = K*P */
+    float *signs;      /* (d) +-1 */
+    float *hk;         /* (K*K) kronecker matrix, or NULL */
+    int *perm;         /* (d) block-diagonal permutation, or NULL */
+    int n_blocks;
+    int blk_off[16], blk_len[16];
+} vq_rht;
+vq_status vq_rht_init(vq_rht *r, int d, uint64_t seed);
+void vq_rht_free(vq_rht *r);
+void vq_rht_forward(const vq_rht *r, const float *x, float *y);   /* x may equal y */
+void vq_rht_inverse(const vq_rht *r, const float *y, float *x);   /* x may equal y */
+/* In-place unnormalized fast Walsh-Hadamard transform of n = 2^k floats. */
+void vq_fwht(float *v, int n);
+
+/* ---- Lloyd-Max codebooks (computed at start-up, cached, thread-safe) ---- */
+enum vq_law { VQ_LAW_GAUSS = 0, VQ_LAW_LAPLACE = 1, VQ_LAW_SPHERE = 2 };
+/* Returns 2^bits centroids (ascending) and 2^bits - 1 boundaries for the law at unit scale:
+ * GAUSS = N(0,1); LAPLACE = Laplace with scale 1 (variance 2); SPHERE = sqrt(d) * coordinate
+ * of a random unit vector in R^d (d used only for SPHERE). bits 1..6 (SPHERE 1..4).
+ * Pointers are library-owned, valid for the process lifetime. */
+vq_status vq_lloyd_max(enum vq_law law, int bits, int d, const float **centroids,
+                       const float **boundaries);
+/* Index = number of boundaries strictly below v (n_bounds = 2^bits - 1). */
+static inline int vq_lm_encode(float v, const float *bounds, int n_bounds) {
+    int idx = 0;
+    for (int i = 0; i < n_bounds; i++) idx += v > bounds[i];
+    return idx;
+}
+
+/* ---- bit packing: LSB-first little-endian bit stream; code j at bit offset j*bits ---- */
+size_t vq_pack_bytes(int64_t n, int bits);     /* ceil(n*bits/8) */
+void vq_pack(const uint8_t *codes, int64_t n, int bits, uint8_t *dst);
+void vq_unpack(const uint8_t *src, int64_t n, int bits, uint8_t *codes);
+
+/* ---- fp16/bf16 row conversion (ISA-dispatched) ---- */
+void vq_fp16_to_fp32_row(const uint16_t *src, float *dst, int64_t n);
+void vq_fp32_to_fp16_row(const float *src, uint16_t *dst, int64_t n);
+void vq_bf16_to_fp32_row(const uint16_t *src, float *dst, int64_t n);
+
+#endif

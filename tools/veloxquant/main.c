@@ -1,0 +1,37 @@
+/* main.c — veloxquant command dispatcher. */
+#include <stdio.h>
+#include <string.h>
+
+#include "veloxquant.h"
+#include "cli.h"
+
+static int cmd_version(int argc, char **argv) {
+    (void)argc; (void)argv;
+    printf("veloxquant %s\n", vq_version());
+    return 0;
+}
+
+static const struct vq_cli_cmd cmds[] = {
+    {"version", cmd_version, "print the library version"},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "veloxquant %s — KV-cache compression with attention on codes\n\n", vq_version());
+    fprintf(f, "usage: veloxquant COMMAND [options]   (veloxquant COMMAND --help for details)\n\ncommands:\n");
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        fprintf(f, "  %-16s %s\n", cmds[i].name, cmds[i].summary);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 2) { usage(stderr); return 2; }
+    if (!strcmp(argv[1], "--help") || !strcmp(argv[1], "-h") || !strcmp(argv[1], "help")) {
+        usage(stdout);
+        return 0;
+    }
+    if (!strcmp(argv[1], "--version")) { printf("veloxquant %s\n", vq_version()); return 0; }
+    for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
+        if (!strcmp(argv[1], cmds[i].name)) return cmds[i].fn(argc - 1, argv + 1);
+    fprintf(stderr, "veloxquant: unknown command '%s'\n\n", argv[1]);
+    usage(stderr);
+    return 2;
+}
