@@ -1,0 +1,98 @@
+/* cpu.c — CPU feature detection (cpuid + xgetbv) and the process-wide ISA choice.
+ * The only mutable global state of the library: the detected features and the default
+ * variant, computed once under pthread_once. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+
+#if defined(VQ_HAVE_X86) && (defined(__x86_64__) || defined(__i386__))
+#include <cpuid.h>
+#define VQ_CPU_X86 1
+#endif
+
+static pthread_once_t g_isa_once = PTHREAD_ONCE_INIT;
+static int g_avail[VQ_ISA_COUNT];
+static enum vq_isa g_default = VQ_ISA_SCALAR;
+
+#ifdef VQ_CPU_X86
+static uint64_t xgetbv0(void) {
+    uint32_t lo, hi;
+    __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+    return ((uint64_t)hi << 32) | lo;
+}
+
+static void detect_x86(void) {
+    unsigned a, b, c, d;
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return;
+    int fma = (c >> 12) & 1, osxsave = (c >> 27) & 1, avx = (c >> 28) & 1, f16c = (c >> 29) & 1;
+    int popcnt = (c >> 23) & 1;
+    if (!osxsave || !avx) return;
+    uint64_t xcr0 = xgetbv0();
+    int os_avx = (xcr0 & 0x6) == 0x6;
+    int os_avx512 = (xcr0 & 0xE6) == 0xE6;
+    if (__get_cpuid_max(0, NULL) < 7) return;
+    __cpuid_count(7, 0, a, b, c, d);
+    int avx2 = (b >> 5) & 1, bmi2 = (b >> 8) & 1;
+    int f512 = (b >> 16) & 1, dq = (b >> 17) & 1, bw = (b >> 30) & 1, vl = (b >> 31) & 1;
+    if (os_avx && avx2 && fma && f16c && bmi2 && popcnt) {
+        g_avail[VQ_ISA_AVX2] = 1;
+        if (os_avx512 && f512 && dq && bw && vl) g_avail[VQ_ISA_AVX512] = 1;
+    }
+}
+#endif
+
+static void isa_init(void) {
+    g_avail[VQ_ISA_SCALAR] = 1;
+#ifdef VQ_CPU_X86
+    detect_x86();
+#endif
+    enum vq_isa best = VQ_ISA_SCALAR;
+    if (g_avail[VQ_ISA_AVX2]) best = VQ_ISA_AVX2;
+    if (g_avail[VQ_ISA_AVX512]) best = VQ_ISA_AVX512;
+    const char *env = getenv("VQ_ISA");
+    if (env && *env) {
+        enum vq_isa want = best;
+        if (!strcmp(env, "scalar") || !strcmp(env, "generic")) want = VQ_ISA_SCALAR;
+        else if (!strcmp(env, "avx2")) want = VQ_ISA_AVX2;
+        else if (!strcmp(env, "avx512")) want = VQ_ISA_AVX512;
+        /* An unavailable request falls back to the best available variant below it. */
+        while (want > VQ_ISA_SCALAR && !g_avail[want]) want = (enum vq_isa)(want - 1);
+        best = want;
+    }
+    g_default = best;
+}
+
+/* Returns the variant VQ_ISA_AUTO resolves to: $VQ_ISA (scalar|generic|avx2|avx512, clamped
+ * to what the CPU supports) or the best available. Thread-safe (computed once). */
+enum vq_isa vq_isa_default(void) {
+    pthread_once(&g_isa_once, isa_init);
+    return g_default;
+}
+
+/* 1 if this CPU and build can run `isa` (VQ_ISA_AUTO always counts as available). */
+int vq_isa_available(enum vq_isa isa) {
+    pthread_once(&g_isa_once, isa_init);
+    if (isa == VQ_ISA_AUTO) return 1;
+    if ((int)isa < 0 || isa >= VQ_ISA_COUNT) return 0;
+    return g_avail[isa];
+}
+
+/* Static name of a variant ("auto", "scalar", "avx2", "avx512"; "unknown" out of range). */
+const char *vq_isa_name(enum vq_isa isa) {
+    switch (isa) {
+    case VQ_ISA_AUTO: return "auto";
+    case VQ_ISA_SCALAR: return "scalar";
+    case VQ_ISA_AVX2: return "avx2";
+    case VQ_ISA_AVX512: return "avx512";
+    default: return "unknown";
+    }
+}
+
+/* Resolves AUTO to vq_isa_default(); an explicit variant is returned if available, else
+ * VQ_ISA_SCALAR. Thread-safe. */
+enum vq_isa vq_isa_resolve(enum vq_isa want) {
+    if (want == VQ_ISA_AUTO) return vq_isa_default();
+    return vq_isa_available(want) ? want : VQ_ISA_SCALAR;
+}

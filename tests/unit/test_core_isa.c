@@ -1,0 +1,94 @@
+/* test_core_isa.c — ISA detection and the $VQ_ISA override (each case in a forked child so
+ * the once-only initialisation starts fresh), names, resolve rules, aligned zeroed allocation. */
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "test.h"
+#include "core/core.h"
+
+/* Runs vq_isa_default() in a child with VQ_ISA=env; returns the ISA (or -1 on failure). */
+static int child_default(const char *env) {
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        if (env) setenv("VQ_ISA", env, 1); else unsetenv("VQ_ISA");
+        unsigned char v = (unsigned char)vq_isa_default();
+        ssize_t w = write(fds[1], &v, 1);
+        _exit(w == 1 ? 0 : 1);
+    }
+    close(fds[1]);
+    unsigned char v = 255;
+    ssize_t rd = read(fds[0], &v, 1);
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return rd == 1 ? v : -1;
+}
+
+static int best_avail(void) {
+    return vq_isa_available(VQ_ISA_AVX512) ? VQ_ISA_AVX512
+         : vq_isa_available(VQ_ISA_AVX2)   ? VQ_ISA_AVX2 : VQ_ISA_SCALAR;
+}
+
+static int r_none, r_scalar, r_generic, r_avx2, r_avx512, r_bogus;
+
+TEST(env_override) {
+    int best = best_avail();
+    ASSERT_EQ_INT(r_none, best);
+    ASSERT_EQ_INT(r_scalar, VQ_ISA_SCALAR);
+    ASSERT_EQ_INT(r_generic, VQ_ISA_SCALAR);
+    ASSERT_EQ_INT(r_avx2, vq_isa_available(VQ_ISA_AVX2) ? VQ_ISA_AVX2 : VQ_ISA_SCALAR);
+    ASSERT_EQ_INT(r_avx512, best);
+    ASSERT_EQ_INT(r_bogus, best);
+}
+
+TEST(names_and_resolve) {
+    ASSERT(strcmp(vq_isa_name(VQ_ISA_SCALAR), "scalar") == 0);
+    ASSERT(strcmp(vq_isa_name(VQ_ISA_AVX2), "avx2") == 0);
+    ASSERT(strcmp(vq_isa_name(VQ_ISA_AVX512), "avx512") == 0);
+    ASSERT(strcmp(vq_isa_name(VQ_ISA_AUTO), "auto") == 0);
+    ASSERT(vq_isa_available(VQ_ISA_SCALAR));
+    ASSERT(!vq_isa_available(VQ_ISA_COUNT));
+    ASSERT(vq_isa_available(vq_isa_default()));
+    ASSERT_EQ_INT(vq_isa_resolve(VQ_ISA_AUTO), vq_isa_default());
+    ASSERT_EQ_INT(vq_isa_resolve(VQ_ISA_SCALAR), VQ_ISA_SCALAR);
+    for (int i = VQ_ISA_SCALAR; i < VQ_ISA_COUNT; i++)
+        ASSERT_EQ_INT(vq_isa_resolve((enum vq_isa)i), vq_isa_available((enum vq_isa)i) ? i : VQ_ISA_SCALAR);
+    /* AVX-512 implies AVX2 in our feature sets */
+    if (vq_isa_available(VQ_ISA_AVX512)) ASSERT(vq_isa_available(VQ_ISA_AVX2));
+    fprintf(stderr, "isa: default %s, avx2 %d, avx512 %d\n", vq_isa_name(vq_isa_default()),
+            vq_isa_available(VQ_ISA_AVX2), vq_isa_available(VQ_ISA_AVX512));
+}
+
+TEST(alloc) {
+    for (size_t n = 0; n < 5000; n = n * 3 + 1) {
+        unsigned char *p = (unsigned char *)vq_alloc(n);
+        ASSERT(p != NULL);
+        ASSERT_EQ_INT((uintptr_t)p % 64, 0);
+        int nz = 0;
+        for (size_t i = 0; i < n; i++) nz += p[i] != 0;
+        ASSERT_EQ_INT(nz, 0);
+        vq_free(p);
+    }
+    vq_free(NULL);
+    ASSERT(vq_alloc(SIZE_MAX - 10) == NULL);
+}
+
+int main(void) {
+    /* Children first: the parent must not have initialised the dispatch yet. */
+    r_none = child_default(NULL);
+    r_scalar = child_default("scalar");
+    r_generic = child_default("generic");
+    r_avx2 = child_default("avx2");
+    r_avx512 = child_default("avx512");
+    r_bogus = child_default("sse9");
+    unsetenv("VQ_ISA");
+    RUN(env_override);
+    RUN(names_and_resolve);
+    RUN(alloc);
+    return TEST_REPORT();
+}
