@@ -7,6 +7,10 @@
 
 #include "core/core.h"
 
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
 /* ---- type traits --------------------------------------------------------------------- */
 
 static const char *const g_type_names[] = {
@@ -38,4 +42,568 @@ static const struct vq_ggml_type_info g_info[] = {
 const struct vq_ggml_type_info *vq_ggml_type_info(uint32_t type) {
     if (type < sizeof g_info / sizeof g_info[0] && g_info[type].name) return &g_info[type];
     return NULL;
+}
+
+/* ---- ISA choice ---------------------------------------------------------------------- */
+
+#include <math.h>
+#include <stdlib.h>
+
+int vq_ggml_isa_available(enum vq_isa isa) {
+    switch (isa) {
+    case VQ_ISA_SCALAR: return 1;
+#if defined(VQ_HAVE_X86) && (defined(__GNUC__) || defined(__clang__))
+    case VQ_ISA_AVX2:
+        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+               __builtin_cpu_supports("f16c");
+    case VQ_ISA_AVX512:
+        return vq_ggml_isa_available(VQ_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
+               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+               __builtin_cpu_supports("avx512dq");
+#endif
+    default: return 0;
+    }
+}
+
+enum vq_isa vq_ggml_isa_default(void) {
+    const char *e = getenv("VQ_ISA");
+    if (e) {
+        enum vq_isa want = VQ_ISA_AUTO;
+        if (!strcmp(e, "scalar") || !strcmp(e, "generic")) want = VQ_ISA_SCALAR;
+        else if (!strcmp(e, "avx2")) want = VQ_ISA_AVX2;
+        else if (!strcmp(e, "avx512")) want = VQ_ISA_AVX512;
+        if (want != VQ_ISA_AUTO && vq_ggml_isa_available(want)) return want;
+    }
+    if (vq_ggml_isa_available(VQ_ISA_AVX512)) return VQ_ISA_AVX512;
+    if (vq_ggml_isa_available(VQ_ISA_AVX2)) return VQ_ISA_AVX2;
+    return VQ_ISA_SCALAR;
+}
+
+/* ---- dequantization (reference) ------------------------------------------------------ */
+
+void vq_dequantize_row_f32_ref(const void *x, float *y, int64_t n) {
+    memcpy(y, x, (size_t)n * sizeof(float));
+}
+
+void vq_dequantize_row_f16_ref(const void *x, float *y, int64_t n) {
+    const vq_half *h = x;
+    for (int64_t i = 0; i < n; i++) y[i] = vq_ggml_h2f(h[i]);
+}
+
+void vq_dequantize_row_bf16_ref(const void *x, float *y, int64_t n) {
+    const uint16_t *h = x;
+    for (int64_t i = 0; i < n; i++) y[i] = vq_ggml_bf2f(h[i]);
+}
+
+void vq_dequantize_row_q4_0_ref(const void *x, float *y, int64_t n) {
+    const vq_block_q4_0 *b = x;
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        float d = vq_ggml_h2f(b[i].d);
+        for (int j = 0; j < 16; j++) {
+            y[j] = d * (float)((b[i].qs[j] & 15) - 8);
+            y[j + 16] = d * (float)((b[i].qs[j] >> 4) - 8);
+        }
+    }
+}
+
+void vq_dequantize_row_q4_1_ref(const void *x, float *y, int64_t n) {
+    const vq_block_q4_1 *b = x;
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        float d = vq_ggml_h2f(b[i].d), m = vq_ggml_h2f(b[i].m);
+        for (int j = 0; j < 16; j++) {
+            y[j] = d * (float)(b[i].qs[j] & 15) + m;
+            y[j + 16] = d * (float)(b[i].qs[j] >> 4) + m;
+        }
+    }
+}
+
+static uint32_t rd32(const uint8_t *p) {
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
+}
+
+void vq_dequantize_row_q5_0_ref(const void *x, float *y, int64_t n) {
+    const vq_block_q5_0 *b = x;
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        float d = vq_ggml_h2f(b[i].d);
+        uint32_t qh = rd32(b[i].qh);
+        for (int j = 0; j < 16; j++) {
+            int lo = (b[i].qs[j] & 15) | (int)(((qh >> j) & 1) << 4);
+            int hi = (b[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+            y[j] = d * (float)(lo - 16);
+            y[j + 16] = d * (float)(hi - 16);
+        }
+    }
+}
+
+void vq_dequantize_row_q5_1_ref(const void *x, float *y, int64_t n) {
+    const vq_block_q5_1 *b = x;
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        float d = vq_ggml_h2f(b[i].d), m = vq_ggml_h2f(b[i].m);
+        uint32_t qh = rd32(b[i].qh);
+        for (int j = 0; j < 16; j++) {
+            int lo = (b[i].qs[j] & 15) | (int)(((qh >> j) & 1) << 4);
+            int hi = (b[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+            y[j] = d * (float)lo + m;
+            y[j + 16] = d * (float)hi + m;
+        }
+    }
+}
+
+void vq_dequantize_row_q8_0_ref(const void *x, float *y, int64_t n) {
+    const vq_block_q8_0 *b = x;
+    for (int64_t i = 0; i < n / 32; i++, y += 32) {
+        float d = vq_ggml_h2f(b[i].d);
+        for (int j = 0; j < 32; j++) y[j] = d * (float)b[i].qs[j];
+    }
+}
+
+/* 6-bit scale and min of sub-block s (0..7) of a Q4_K/Q5_K super-block. */
+static void get_scale_min_k4(int s, const uint8_t *q, uint8_t *sc, uint8_t *m) {
+    if (s < 4) {
+        *sc = q[s] & 63;
+        *m = q[s + 4] & 63;
+    } else {
+        *sc = (uint8_t)((q[s + 4] & 15) | ((q[s - 4] >> 6) << 4));
+        *m = (uint8_t)((q[s + 4] >> 4) | ((q[s] >> 6) << 4));
+    }
+}
+
+void vq_dequantize_row_q4_K_ref(const void *x, float *y, int64_t n) {
+    const vq_block_q4_K *b = x;
+    for (int64_t i = 0; i < n / VQ_QK_K; i++) {
+        float d = vq_ggml_h2f(b[i].d), dmin = vq_ggml_h2f(b[i].dmin);
+        for (int e = 0; e < VQ_QK_K; e++) {
+            int p = e / 64, l = e % 32, s = e / 32;
+            int nib = (e % 64) < 32 ? (b[i].qs[32 * p + l] & 15) : (b[i].qs[32 * p + l] >> 4);
+            uint8_t sc, m;
+            get_scale_min_k4(s, b[i].scales, &sc, &m);
+            y[i * VQ_QK_K + e] = d * (float)sc * (float)nib - dmin * (float)m;
+        }
+    }
+}
+
+void vq_dequantize_row_q5_K_ref(const void *x, float *y, int64_t n) {
+    const vq_block_q5_K *b = x;
+    for (int64_t i = 0; i < n / VQ_QK_K; i++) {
+        float d = vq_ggml_h2f(b[i].d), dmin = vq_ggml_h2f(b[i].dmin);
+        for (int e = 0; e < VQ_QK_K; e++) {
+            int p = e / 64, l = e % 32, s = e / 32;
+            int nib = (e % 64) < 32 ? (b[i].qs[32 * p + l] & 15) : (b[i].qs[32 * p + l] >> 4);
+            int q = nib + 16 * ((b[i].qh[l] >> s) & 1);
+            uint8_t sc, m;
+            get_scale_min_k4(s, b[i].scales, &sc, &m);
+            y[i * VQ_QK_K + e] = d * (float)sc * (float)q - dmin * (float)m;
+        }
+    }
+}
+
+void vq_dequantize_row_q6_K_ref(const void *x, float *y, int64_t n) {
+    const vq_block_q6_K *b = x;
+    for (int64_t i = 0; i < n / VQ_QK_K; i++) {
+        float d = vq_ggml_h2f(b[i].d);
+        for (int e = 0; e < VQ_QK_K; e++) {
+            int h = e / 128, g = (e % 128) / 32, l = e % 32;
+            int ql = b[i].ql[64 * h + 32 * (g & 1) + l];
+            int low4 = g < 2 ? (ql & 15) : (ql >> 4);
+            int hi2 = (b[i].qh[32 * h + l] >> (2 * g)) & 3;
+            int q = (low4 | (hi2 << 4)) - 32;
+            y[i * VQ_QK_K + e] = d * (float)b[i].scales[e / 16] * (float)q;
+        }
+    }
+}
+
+/* ---- quantization (reference) -------------------------------------------------------- */
+
+static int nearest_int(float f) { return (int)lrintf(f); }
+
+void vq_quantize_row_q8a_ref(const float *x, void *y, int64_t n) {
+    vq_block_q8a *b = y;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            int q = nearest_int(x[j] * id);
+            b[i].qs[j] = (int8_t)q;
+            sum += q;
+        }
+        b[i].d = d;
+        b[i].s = d * (float)sum;
+    }
+}
+
+void vq_quantize_row_q8_K_ref(const float *x, void *y, int64_t n) {
+    vq_block_q8_K *b = y;
+    for (int64_t i = 0; i < n / VQ_QK_K; i++, x += VQ_QK_K) {
+        float amax = 0;
+        for (int j = 0; j < VQ_QK_K; j++) amax = fmaxf(amax, fabsf(x[j]));
+        float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+        for (int j = 0; j < VQ_QK_K; j++) b[i].qs[j] = (int8_t)nearest_int(x[j] * id);
+        for (int g = 0; g < 16; g++) {
+            int s = 0;
+            for (int j = 0; j < 16; j++) s += b[i].qs[16 * g + j];
+            b[i].bsums[g] = (int16_t)s;
+        }
+        b[i].d = d;
+    }
+}
+
+void vq_quantize_row_q8_0_ref(const float *x, void *y, int64_t n) {
+    vq_block_q8_0 *b = y;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+        for (int j = 0; j < 32; j++) b[i].qs[j] = (int8_t)nearest_int(x[j] * id);
+        b[i].d = vq_ggml_f2h(d);
+    }
+}
+
+/* Element of largest magnitude, sign kept. */
+static float signed_absmax(const float *x, int n) {
+    float amax = 0, v = 0;
+    for (int j = 0; j < n; j++)
+        if (fabsf(x[j]) > amax) { amax = fabsf(x[j]); v = x[j]; }
+    return v;
+}
+
+void vq_quantize_row_q4_0_ref(const float *x, void *y, int64_t n) {
+    vq_block_q4_0 *b = y;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float d = signed_absmax(x, 32) / -8.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        b[i].d = vq_ggml_f2h(d);
+        for (int j = 0; j < 16; j++) {
+            int q0 = (int)(x[j] * id + 8.5f), q1 = (int)(x[j + 16] * id + 8.5f);
+            q0 = q0 > 15 ? 15 : q0;
+            q1 = q1 > 15 ? 15 : q1;
+            b[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
+void vq_quantize_row_q4_1_ref(const float *x, void *y, int64_t n) {
+    vq_block_q4_1 *b = y;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float mn = x[0], mx = x[0];
+        for (int j = 1; j < 32; j++) { mn = fminf(mn, x[j]); mx = fmaxf(mx, x[j]); }
+        float d = (mx - mn) / 15.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        b[i].d = vq_ggml_f2h(d);
+        b[i].m = vq_ggml_f2h(mn);
+        for (int j = 0; j < 16; j++) {
+            int q0 = (int)((x[j] - mn) * id + 0.5f), q1 = (int)((x[j + 16] - mn) * id + 0.5f);
+            q0 = q0 > 15 ? 15 : q0;
+            q1 = q1 > 15 ? 15 : q1;
+            b[i].qs[j] = (uint8_t)(q0 | (q1 << 4));
+        }
+    }
+}
+
+void vq_quantize_row_q5_0_ref(const float *x, void *y, int64_t n) {
+    vq_block_q5_0 *b = y;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float d = signed_absmax(x, 32) / -16.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        b[i].d = vq_ggml_f2h(d);
+        uint32_t qh = 0;
+        for (int j = 0; j < 16; j++) {
+            int q0 = (int)(x[j] * id + 16.5f), q1 = (int)(x[j + 16] * id + 16.5f);
+            q0 = q0 > 31 ? 31 : q0;
+            q1 = q1 > 31 ? 31 : q1;
+            b[i].qs[j] = (uint8_t)((q0 & 15) | ((q1 & 15) << 4));
+            qh |= (uint32_t)((q0 >> 4) & 1) << j;
+            qh |= (uint32_t)((q1 >> 4) & 1) << (j + 16);
+        }
+        for (int k = 0; k < 4; k++) b[i].qh[k] = (uint8_t)(qh >> (8 * k));
+    }
+}
+
+void vq_quantize_row_q5_1_ref(const float *x, void *y, int64_t n) {
+    vq_block_q5_1 *b = y;
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        float mn = x[0], mx = x[0];
+        for (int j = 1; j < 32; j++) { mn = fminf(mn, x[j]); mx = fmaxf(mx, x[j]); }
+        float d = (mx - mn) / 31.0f, id = d != 0 ? 1.0f / d : 0.0f;
+        b[i].d = vq_ggml_f2h(d);
+        b[i].m = vq_ggml_f2h(mn);
+        uint32_t qh = 0;
+        for (int j = 0; j < 16; j++) {
+            int q0 = (int)((x[j] - mn) * id + 0.5f), q1 = (int)((x[j + 16] - mn) * id + 0.5f);
+            q0 = q0 > 31 ? 31 : q0;
+            q1 = q1 > 31 ? 31 : q1;
+            b[i].qs[j] = (uint8_t)((q0 & 15) | ((q1 & 15) << 4));
+            qh |= (uint32_t)((q0 >> 4) & 1) << j;
+            qh |= (uint32_t)((q1 >> 4) & 1) << (j + 16);
+        }
+        for (int k = 0; k < 4; k++) b[i].qh[k] = (uint8_t)(qh >> (8 * k));
+    }
+}
+
+/* ---- dot products (reference) -------------------------------------------------------- */
+
+float vq_vec_dot_f32_f32_ref(int64_t n, const void *w, const void *a) {
+    const float *x = w, *y = a;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)x[i] * y[i];
+    return (float)s;
+}
+
+float vq_vec_dot_f16_f32_ref(int64_t n, const void *w, const void *a) {
+    const vq_half *x = w;
+    const float *y = a;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)vq_ggml_h2f(x[i]) * y[i];
+    return (float)s;
+}
+
+float vq_vec_dot_bf16_f32_ref(int64_t n, const void *w, const void *a) {
+    const uint16_t *x = w;
+    const float *y = a;
+    double s = 0;
+    for (int64_t i = 0; i < n; i++) s += (double)vq_ggml_bf2f(x[i]) * y[i];
+    return (float)s;
+}
+
+float vq_vec_dot_q4_0_q8a_ref(int64_t n, const void *w, const void *a) {
+    const vq_block_q4_0 *x = w;
+    const vq_block_q8a *y = a;
+    float s = 0;
+    for (int64_t i = 0; i < n / 32; i++) {
+        int sum = 0;
+        for (int j = 0; j < 16; j++)
+            sum += ((x[i].qs[j] & 15) - 8) * y[i].qs[j] + ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + 16];
+        s += vq_ggml_h2f(x[i].d) * y[i].d * (float)sum;
+    }
+    return s;
+}
+
+float vq_vec_dot_q4_1_q8a_ref(int64_t n, const void *w, const void *a) {
+    const vq_block_q4_1 *x = w;
+    const vq_block_q8a *y = a;
+    float s = 0;
+    for (int64_t i = 0; i < n / 32; i++) {
+        int sum = 0;
+        for (int j = 0; j < 16; j++)
+            sum += (x[i].qs[j] & 15) * y[i].qs[j] + (x[i].qs[j] >> 4) * y[i].qs[j + 16];
+        s += vq_ggml_h2f(x[i].d) * y[i].d * (float)sum + vq_ggml_h2f(x[i].m) * y[i].s;
+    }
+    return s;
+}
+
+float vq_vec_dot_q5_0_q8a_ref(int64_t n, const void *w, const void *a) {
+    const vq_block_q5_0 *x = w;
+    const vq_block_q8a *y = a;
+    float s = 0;
+    for (int64_t i = 0; i < n / 32; i++) {
+        uint32_t qh = rd32(x[i].qh);
+        int sum = 0;
+        for (int j = 0; j < 16; j++) {
+            int lo = (x[i].qs[j] & 15) | (int)(((qh >> j) & 1) << 4);
+            int hi = (x[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+            sum += (lo - 16) * y[i].qs[j] + (hi - 16) * y[i].qs[j + 16];
+        }
+        s += vq_ggml_h2f(x[i].d) * y[i].d * (float)sum;
+    }
+    return s;
+}
+
+float vq_vec_dot_q5_1_q8a_ref(int64_t n, const void *w, const void *a) {
+    const vq_block_q5_1 *x = w;
+    const vq_block_q8a *y = a;
+    float s = 0;
+    for (int64_t i = 0; i < n / 32; i++) {
+        uint32_t qh = rd32(x[i].qh);
+        int sum = 0;
+        for (int j = 0; j < 16; j++) {
+            int lo = (x[i].qs[j] & 15) | (int)(((qh >> j) & 1) << 4);
+            int hi = (x[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
+            sum += lo * y[i].qs[j] + hi * y[i].qs[j + 16];
+        }
+        s += vq_ggml_h2f(x[i].d) * y[i].d * (float)sum + vq_ggml_h2f(x[i].m) * y[i].s;
+    }
+    return s;
+}
+
+float vq_vec_dot_q8_0_q8a_ref(int64_t n, const void *w, const void *a) {
+    const vq_block_q8_0 *x = w;
+    const vq_block_q8a *y = a;
+    float s = 0;
+    for (int64_t i = 0; i < n / 32; i++) {
+        int sum = 0;
+        for (int j = 0; j < 32; j++) sum += x[i].qs[j] * y[i].qs[j];
+        s += vq_ggml_h2f(x[i].d) * y[i].d * (float)sum;
+    }
+    return s;
+}
+
+float vq_vec_dot_q4_K_q8_K_ref(int64_t n, const void *w, const void *a) {
+    const vq_block_q4_K *x = w;
+    const vq_block_q8_K *y = a;
+    float s = 0;
+    for (int64_t i = 0; i < n / VQ_QK_K; i++) {
+        int sumq = 0, summ = 0;
+        for (int sb = 0; sb < 8; sb++) {
+            uint8_t sc, m;
+            get_scale_min_k4(sb, x[i].scales, &sc, &m);
+            int p = sb / 2, hi = sb & 1, acc = 0;
+            for (int l = 0; l < 32; l++) {
+                int q = hi ? (x[i].qs[32 * p + l] >> 4) : (x[i].qs[32 * p + l] & 15);
+                acc += q * y[i].qs[32 * sb + l];
+            }
+            sumq += sc * acc;
+            summ += m * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
+        }
+        s += y[i].d * (vq_ggml_h2f(x[i].d) * (float)sumq - vq_ggml_h2f(x[i].dmin) * (float)summ);
+    }
+    return s;
+}
+
+float vq_vec_dot_q5_K_q8_K_ref(int64_t n, const void *w, const void *a) {
+    const vq_block_q5_K *x = w;
+    const vq_block_q8_K *y = a;
+    float s = 0;
+    for (int64_t i = 0; i < n / VQ_QK_K; i++) {
+        int sumq = 0, summ = 0;
+        for (int sb = 0; sb < 8; sb++) {
+            uint8_t sc, m;
+            get_scale_min_k4(sb, x[i].scales, &sc, &m);
+            int p = sb / 2, hi = sb & 1, acc = 0;
+            for (int l = 0; l < 32; l++) {
+                int q = hi ? (x[i].qs[32 * p + l] >> 4) : (x[i].qs[32 * p + l] & 15);
+                q += 16 * ((x[i].qh[l] >> sb) & 1);
+                acc += q * y[i].qs[32 * sb + l];
+            }
+            sumq += sc * acc;
+            summ += m * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
+        }
+        s += y[i].d * (vq_ggml_h2f(x[i].d) * (float)sumq - vq_ggml_h2f(x[i].dmin) * (float)summ);
+    }
+    return s;
+}
+
+float vq_vec_dot_q6_K_q8_K_ref(int64_t n, const void *w, const void *a) {
+    const vq_block_q6_K *x = w;
+    const vq_block_q8_K *y = a;
+    float s = 0;
+    for (int64_t i = 0; i < n / VQ_QK_K; i++) {
+        int sum = 0;
+        for (int sb = 0; sb < 16; sb++) {
+            int acc = 0;
+            for (int k = 0; k < 16; k++) {
+                int e = 16 * sb + k;
+                int h = e / 128, g = (e % 128) / 32, l = e % 32;
+                int ql = x[i].ql[64 * h + 32 * (g & 1) + l];
+                int low4 = g < 2 ? (ql & 15) : (ql >> 4);
+                int hi2 = (x[i].qh[32 * h + l] >> (2 * g)) & 3;
+                acc += ((low4 | (hi2 << 4)) - 32) * y[i].qs[e];
+            }
+            sum += x[i].scales[sb] * acc;
+        }
+        s += y[i].d * vq_ggml_h2f(x[i].d) * (float)sum;
+    }
+    return s;
+}
+
+/* ---- tables -------------------------------------------------------------------------- */
+
+size_t vq_ggml_act_row_bytes(enum vq_ggml_act act, int64_t n) {
+    switch (act) {
+    case VQ_ACT_Q8A: return (size_t)(n / 32) * sizeof(vq_block_q8a);
+    case VQ_ACT_Q8K: return (size_t)(n / VQ_QK_K) * sizeof(vq_block_q8_K);
+    default: return (size_t)n * sizeof(float);
+    }
+}
+
+void vq_ggml_quantize_act(enum vq_ggml_act act, const float *x, void *y, int64_t n) {
+    switch (act) {
+    case VQ_ACT_Q8A: vq_quantize_row_q8a_ref(x, y, n); break;
+    case VQ_ACT_Q8K: vq_quantize_row_q8_K_ref(x, y, n); break;
+    default: memcpy(y, x, (size_t)n * sizeof(float)); break;
+    }
+}
+
+#define K_(t, act, deq, dot) {t, act, deq, dot}
+static const struct vq_ggml_kernels g_ref[] = {
+    K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_ref),
+    K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_ref),
+    K_(VQ_GGML_BF16, VQ_ACT_F32, vq_dequantize_row_bf16_ref, vq_vec_dot_bf16_f32_ref),
+    K_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_ref),
+    K_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_ref),
+    K_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_ref),
+    K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_ref),
+    K_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_ref),
+    K_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_ref),
+    K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref),
+    K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_ref),
+};
+#define N_KERNELS (sizeof g_ref / sizeof g_ref[0])
+
+#ifdef VQ_HAVE_X86
+static const struct vq_ggml_kernels g_avx2[] = {
+    K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_avx2),
+    K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_avx2),
+    K_(VQ_GGML_BF16, VQ_ACT_F32, vq_dequantize_row_bf16_ref, vq_vec_dot_bf16_f32_avx2),
+    K_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx2),
+    K_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx2),
+    K_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2),
+    K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_avx2),
+    K_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2),
+    K_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2),
+    K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref),
+    K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2),
+};
+/* AVX-512 variants where they exist; AVX2 otherwise. */
+static const struct vq_ggml_kernels g_avx512[] = {
+    K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_avx512),
+    K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_avx2),
+    K_(VQ_GGML_BF16, VQ_ACT_F32, vq_dequantize_row_bf16_ref, vq_vec_dot_bf16_f32_avx2),
+    K_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx512),
+    K_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx512),
+    K_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2),
+    K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_avx2),
+    K_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx512),
+    K_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2),
+    K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref),
+    K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2),
+};
+static_assert(sizeof g_avx2 == sizeof g_ref && sizeof g_avx512 == sizeof g_ref, "tables");
+#endif
+
+const struct vq_ggml_kernels *vq_ggml_kernels(uint32_t type, enum vq_isa isa) {
+    if (isa == VQ_ISA_AUTO) isa = vq_ggml_isa_default();
+    if (!vq_ggml_isa_available(isa)) isa = VQ_ISA_SCALAR;
+    const struct vq_ggml_kernels *tab = g_ref;
+#ifdef VQ_HAVE_X86
+    if (isa == VQ_ISA_AVX2) tab = g_avx2;
+    if (isa == VQ_ISA_AVX512) tab = g_avx512;
+#endif
+    for (size_t i = 0; i < N_KERNELS; i++)
+        if (tab[i].type == type) return &tab[i];
+    return NULL;
+}
+
+/* ---- matrix product ------------------------------------------------------------------ */
+
+#define VQ_MM_TILE 16
+
+void vq_ggml_matmul(const struct vq_ggml_kernels *k, const void *w, size_t w_row_bytes,
+                    int64_t n_rows, int64_t n_cols, const void *act, size_t act_stride,
+                    int64_t n_tok, float *out, int64_t ld_out, int n_threads) {
+    const int64_t n_tiles = (n_rows + VQ_MM_TILE - 1) / VQ_MM_TILE;
+    const vq_ggml_vec_dot_fn dot = k->vec_dot;
+    const uint8_t *wb = w, *ab = act;
+#ifdef _OPENMP
+    int nt = n_threads > 0 ? n_threads : omp_get_max_threads();
+    if (n_tiles * n_tok < 8) nt = 1;
+#pragma omp parallel for num_threads(nt) schedule(static)
+#else
+    (void)n_threads;
+#endif
+    for (int64_t tile = 0; tile < n_tiles; tile++) {
+        int64_t r0 = tile * VQ_MM_TILE, r1 = r0 + VQ_MM_TILE < n_rows ? r0 + VQ_MM_TILE : n_rows;
+        for (int64_t t = 0; t < n_tok; t++) {
+            const void *a = ab + (size_t)t * act_stride;
+            float *o = out + t * ld_out;
+            for (int64_t r = r0; r < r1; r++) o[r] = dot(n_cols, wb + (size_t)r * w_row_bytes, a);
+        }
+    }
 }

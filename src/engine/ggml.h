@@ -2,12 +2,23 @@
  * ggml.h — ggml weight block formats (ALGORITHMS.md §9): type traits, row dequantization
  * (scalar _ref, the normative spec) and dot-product kernels for matrix-vector / matrix-matrix
  * products that never dequantize a whole matrix. Not part of the public API.
+ *
+ * Products follow ggml: the activation row is quantized once per row (vec_dot_type) and every
+ * weight row is dotted against it with integer arithmetic per block:
+ *   - legacy 32-element weights (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) use VQ_ACT_Q8A
+ *     (32 int8 + float scale d + float s = d * sum(q)), like ggml's Q8_1;
+ *   - K-quants (Q4_K, Q5_K, Q6_K) use VQ_ACT_Q8K (256 int8 + float d + 16 int16 block sums);
+ *   - float weights (F32, F16, BF16) use the fp32 activation as is (VQ_ACT_F32).
+ * Kernels are pure functions of their inputs (thread-safe); the table returned by
+ * vq_ggml_kernels is immutable.
  */
 #ifndef VQ_GGML_H
 #define VQ_GGML_H
 
+#include <assert.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 #include "engine/gguf.h"
 
 /* Storage traits of a ggml type. block_size elements take type_size bytes. */
@@ -19,5 +30,177 @@ struct vq_ggml_type_info {
 
 /* Traits of a ggml type id whose layout this reader knows, or NULL (unknown / removed ids). */
 const struct vq_ggml_type_info *vq_ggml_type_info(uint32_t type);
+
+/* ---- block structs ------------------------------------------------------------------- */
+
+typedef uint16_t vq_half;   /* IEEE binary16 bits */
+
+#define VQ_QK4_0 32
+#define VQ_QK4_1 32
+#define VQ_QK5_0 32
+#define VQ_QK5_1 32
+#define VQ_QK8_0 32
+#define VQ_QK8A 32
+#define VQ_QK_K 256
+#define VQ_K_SCALE_SIZE 12
+
+typedef struct { vq_half d; uint8_t qs[16]; } vq_block_q4_0;
+typedef struct { vq_half d, m; uint8_t qs[16]; } vq_block_q4_1;
+typedef struct { vq_half d; uint8_t qh[4]; uint8_t qs[16]; } vq_block_q5_0;
+typedef struct { vq_half d, m; uint8_t qh[4]; uint8_t qs[16]; } vq_block_q5_1;
+typedef struct { vq_half d; int8_t qs[32]; } vq_block_q8_0;
+typedef struct { vq_half d, dmin; uint8_t scales[VQ_K_SCALE_SIZE]; uint8_t qs[128]; } vq_block_q4_K;
+typedef struct { vq_half d, dmin; uint8_t scales[VQ_K_SCALE_SIZE]; uint8_t qh[32]; uint8_t qs[128]; } vq_block_q5_K;
+typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; vq_half d; } vq_block_q6_K;
+/* activation blocks (in memory only) */
+typedef struct { float d; float s; int8_t qs[32]; } vq_block_q8a;            /* s = d * sum(qs) */
+typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } vq_block_q8_K; /* bsums: 16-sums */
+
+static_assert(sizeof(vq_block_q4_0) == 18, "q4_0 size");
+static_assert(sizeof(vq_block_q4_1) == 20, "q4_1 size");
+static_assert(sizeof(vq_block_q5_0) == 22, "q5_0 size");
+static_assert(sizeof(vq_block_q5_1) == 24, "q5_1 size");
+static_assert(sizeof(vq_block_q8_0) == 34, "q8_0 size");
+static_assert(sizeof(vq_block_q4_K) == 144, "q4_K size");
+static_assert(sizeof(vq_block_q5_K) == 176, "q5_K size");
+static_assert(sizeof(vq_block_q6_K) == 210, "q6_K size");
+static_assert(sizeof(vq_block_q8a) == 40, "q8a size");
+static_assert(sizeof(vq_block_q8_K) == 292, "q8_K size");
+
+/* ---- scalar conversions -------------------------------------------------------------- */
+
+/* binary16 -> fp32, exact (subnormals, inf, NaN). */
+static inline float vq_ggml_h2f(vq_half h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 0x3FFu, u;
+    if (e == 0) {
+        if (m == 0) u = sign;
+        else {   /* subnormal: normalize */
+            int sh = 0;
+            while (!(m & 0x400u)) { m <<= 1; sh++; }
+            u = sign | ((uint32_t)(113 - sh) << 23) | ((m & 0x3FFu) << 13);
+        }
+    } else if (e == 31) u = sign | 0x7F800000u | (m << 13);
+    else u = sign | ((e + 112u) << 23) | (m << 13);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* fp32 -> binary16, round to nearest even (used by tests and the reference quantizers). */
+static inline vq_half vq_ggml_f2h(float f) {
+    uint32_t x;
+    memcpy(&x, &f, 4);
+    uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7FFFFFFFu;
+    if (ax >= 0x7F800000u) return (vq_half)(sign | 0x7C00u | (ax > 0x7F800000u ? 0x200u : 0));
+    if (ax >= 0x477FF000u) return (vq_half)(sign | 0x7C00u);           /* overflow -> inf */
+    if (ax < 0x38800000u) {                                            /* subnormal / zero */
+        if (ax < 0x33000000u) return (vq_half)sign;
+        uint32_t e = ax >> 23, m = (ax & 0x7FFFFFu) | 0x800000u;
+        uint32_t shift = 126 - e;                                      /* 14 + (113 - e) - 1 */
+        uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+        if (rem > half || (rem == half && (r & 1))) r++;
+        return (vq_half)(sign | r);
+    }
+    uint32_t r = ax + 0xFFFu + ((ax >> 13) & 1u);
+    return (vq_half)(sign | ((r - 0x38000000u) >> 13));
+}
+
+static inline float vq_ggml_bf2f(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* ---- kernels ------------------------------------------------------------------------- */
+
+enum vq_ggml_act { VQ_ACT_F32 = 0, VQ_ACT_Q8A = 1, VQ_ACT_Q8K = 2 };
+
+/* Dequantizes n elements (a multiple of the block size) of one row. */
+typedef void (*vq_ggml_to_float_fn)(const void *x, float *y, int64_t n);
+/* Returns the dot product of one weight row w (n elements, the weight type) with one
+ * activation row a (n elements in the kernel's act format). n is a multiple of the block size. */
+typedef float (*vq_ggml_vec_dot_fn)(int64_t n, const void *w, const void *a);
+/* Converts an fp32 activation row to an act format (n a multiple of its block size). */
+typedef void (*vq_ggml_from_float_fn)(const float *x, void *y, int64_t n);
+
+struct vq_ggml_kernels {
+    uint32_t type;
+    enum vq_ggml_act act;
+    vq_ggml_to_float_fn to_float;
+    vq_ggml_vec_dot_fn vec_dot;
+};
+
+/* Kernels of a weight type for an ISA (VQ_ISA_AUTO resolves to the best available; types with
+ * no variant for an ISA fall back to the next lower one). NULL if the type has no kernels. */
+const struct vq_ggml_kernels *vq_ggml_kernels(uint32_t type, enum vq_isa isa);
+/* Bytes of one activation row of n elements in format act. */
+size_t vq_ggml_act_row_bytes(enum vq_ggml_act act, int64_t n);
+/* Converts an fp32 activation row into act format (VQ_ACT_F32 copies). n must be a multiple
+ * of 32 (Q8A) or 256 (Q8K). */
+void vq_ggml_quantize_act(enum vq_ggml_act act, const float *x, void *y, int64_t n);
+/* Returns the ISA the engine uses for VQ_ISA_AUTO: $VQ_ISA if set and available, else the best
+ * of avx512 / avx2 / scalar this CPU and build support. Thread-safe. */
+enum vq_isa vq_ggml_isa_default(void);
+int vq_ggml_isa_available(enum vq_isa isa);
+
+/* Scalar reference kernels (normative). */
+void vq_dequantize_row_f32_ref(const void *x, float *y, int64_t n);
+void vq_dequantize_row_f16_ref(const void *x, float *y, int64_t n);
+void vq_dequantize_row_bf16_ref(const void *x, float *y, int64_t n);
+void vq_dequantize_row_q4_0_ref(const void *x, float *y, int64_t n);
+void vq_dequantize_row_q4_1_ref(const void *x, float *y, int64_t n);
+void vq_dequantize_row_q5_0_ref(const void *x, float *y, int64_t n);
+void vq_dequantize_row_q5_1_ref(const void *x, float *y, int64_t n);
+void vq_dequantize_row_q8_0_ref(const void *x, float *y, int64_t n);
+void vq_dequantize_row_q4_K_ref(const void *x, float *y, int64_t n);
+void vq_dequantize_row_q5_K_ref(const void *x, float *y, int64_t n);
+void vq_dequantize_row_q6_K_ref(const void *x, float *y, int64_t n);
+void vq_quantize_row_q8a_ref(const float *x, void *y, int64_t n);
+void vq_quantize_row_q8_K_ref(const float *x, void *y, int64_t n);
+/* Reference quantizers of weight formats (tests and fixtures; ALGORITHMS.md §9.1). */
+void vq_quantize_row_q4_0_ref(const float *x, void *y, int64_t n);
+void vq_quantize_row_q4_1_ref(const float *x, void *y, int64_t n);
+void vq_quantize_row_q5_0_ref(const float *x, void *y, int64_t n);
+void vq_quantize_row_q5_1_ref(const float *x, void *y, int64_t n);
+void vq_quantize_row_q8_0_ref(const float *x, void *y, int64_t n);
+
+float vq_vec_dot_f32_f32_ref(int64_t n, const void *w, const void *a);
+float vq_vec_dot_f16_f32_ref(int64_t n, const void *w, const void *a);
+float vq_vec_dot_bf16_f32_ref(int64_t n, const void *w, const void *a);
+float vq_vec_dot_q4_0_q8a_ref(int64_t n, const void *w, const void *a);
+float vq_vec_dot_q4_1_q8a_ref(int64_t n, const void *w, const void *a);
+float vq_vec_dot_q5_0_q8a_ref(int64_t n, const void *w, const void *a);
+float vq_vec_dot_q5_1_q8a_ref(int64_t n, const void *w, const void *a);
+float vq_vec_dot_q8_0_q8a_ref(int64_t n, const void *w, const void *a);
+float vq_vec_dot_q4_K_q8_K_ref(int64_t n, const void *w, const void *a);
+float vq_vec_dot_q5_K_q8_K_ref(int64_t n, const void *w, const void *a);
+float vq_vec_dot_q6_K_q8_K_ref(int64_t n, const void *w, const void *a);
+
+/* ISA variants (src/engine/arch/x86/); only called after vq_ggml_isa_available(). */
+float vq_vec_dot_f32_f32_avx2(int64_t n, const void *w, const void *a);
+float vq_vec_dot_f16_f32_avx2(int64_t n, const void *w, const void *a);
+float vq_vec_dot_bf16_f32_avx2(int64_t n, const void *w, const void *a);
+float vq_vec_dot_q4_0_q8a_avx2(int64_t n, const void *w, const void *a);
+float vq_vec_dot_q4_1_q8a_avx2(int64_t n, const void *w, const void *a);
+float vq_vec_dot_q5_0_q8a_avx2(int64_t n, const void *w, const void *a);
+float vq_vec_dot_q5_1_q8a_avx2(int64_t n, const void *w, const void *a);
+float vq_vec_dot_q8_0_q8a_avx2(int64_t n, const void *w, const void *a);
+float vq_vec_dot_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a);
+float vq_vec_dot_q6_K_q8_K_avx2(int64_t n, const void *w, const void *a);
+float vq_vec_dot_f32_f32_avx512(int64_t n, const void *w, const void *a);
+float vq_vec_dot_q4_1_q8a_avx512(int64_t n, const void *w, const void *a);
+float vq_vec_dot_q8_0_q8a_avx512(int64_t n, const void *w, const void *a);
+float vq_vec_dot_q4_0_q8a_avx512(int64_t n, const void *w, const void *a);
+
+
+/* Matrix product out[t * ld_out + r] = dot(W row r, act row t) for r < n_rows, t < n_tok.
+ * w: n_rows rows of n_cols elements of k->type (row stride w_row_bytes); act: n_tok rows already
+ * in k->act format (stride act_stride bytes). Rows are split across n_threads OpenMP threads
+ * (0 = default) in tiles of 16 rows so that a tile stays in L1 while every token passes over it.
+ * No allocation; safe to call concurrently on disjoint outputs. */
+void vq_ggml_matmul(const struct vq_ggml_kernels *k, const void *w, size_t w_row_bytes,
+                    int64_t n_rows, int64_t n_cols, const void *act, size_t act_stride,
+                    int64_t n_tok, float *out, int64_t ld_out, int n_threads);
 
 #endif

@@ -1,0 +1,226 @@
+/*
+ * ggml_avx2.c — AVX2/FMA/F16C dot-product kernels for ggml weight rows (see ggml.h).
+ * Each matches its scalar _ref twin up to float summation order (tests/unit/test_ggml_types.c).
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "engine/ggml.h"
+
+static inline float hsum256(__m256 v) {
+    __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
+    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
+    return _mm_cvtss_f32(lo);
+}
+
+/* 16 packed bytes -> 32 bytes: low nibbles (elements 0..15), then high nibbles (16..31). */
+static inline __m256i unpack_nibbles(const uint8_t *qs) {
+    __m128i t = _mm_loadu_si128((const __m128i *)qs);
+    __m256i v = _mm256_set_m128i(_mm_srli_epi16(t, 4), t);
+    return _mm256_and_si256(v, _mm256_set1_epi8(15));
+}
+
+/* 8 int32 sums of u8 x s8 products (4 products each). */
+static inline __m256i dot_u8s8_i32(__m256i u, __m256i s) {
+    return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
+}
+static inline __m256 dot_u8s8(__m256i u, __m256i s) { return _mm256_cvtepi32_ps(dot_u8s8_i32(u, s)); }
+static inline __m256 dot_s8s8(__m256i x, __m256i y) {
+    return dot_u8s8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
+}
+
+/* 32 bits -> 32 bytes, 0xFF where the bit is set. */
+static inline __m256i bytes_from_bits32(const uint8_t *p) {
+    uint32_t x;
+    memcpy(&x, p, 4);
+    __m256i v = _mm256_set1_epi32((int)x);
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
+                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    v = _mm256_shuffle_epi8(v, shuf);
+    const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
+    return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
+}
+
+float vq_vec_dot_f32_f32_avx2(int64_t n, const void *w, const void *a) {
+    const float *x = w, *y = a;
+    __m256 s0 = _mm256_setzero_ps(), s1 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) {
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s0);
+        s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), s1);
+    }
+    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s0);
+    float s = hsum256(_mm256_add_ps(s0, s1));
+    for (; i < n; i++) s += x[i] * y[i];
+    return s;
+}
+
+float vq_vec_dot_f16_f32_avx2(int64_t n, const void *w, const void *a) {
+    const vq_half *x = w;
+    const float *y = a;
+    __m256 s0 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256 xf = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(x + i)));
+        s0 = _mm256_fmadd_ps(xf, _mm256_loadu_ps(y + i), s0);
+    }
+    float s = hsum256(s0);
+    for (; i < n; i++) s += vq_ggml_h2f(x[i]) * y[i];
+    return s;
+}
+
+float vq_vec_dot_bf16_f32_avx2(int64_t n, const void *w, const void *a) {
+    const uint16_t *x = w;
+    const float *y = a;
+    __m256 s0 = _mm256_setzero_ps();
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        __m256i v = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(x + i)));
+        __m256 xf = _mm256_castsi256_ps(_mm256_slli_epi32(v, 16));
+        s0 = _mm256_fmadd_ps(xf, _mm256_loadu_ps(y + i), s0);
+    }
+    float s = hsum256(s0);
+    for (; i < n; i++) s += vq_ggml_bf2f(x[i]) * y[i];
+    return s;
+}
+
+float vq_vec_dot_q4_0_q8a_avx2(int64_t n, const void *w, const void *a) {
+    const vq_block_q4_0 *x = w;
+    const vq_block_q8a *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    float corr = 0;
+    for (int64_t i = 0; i < n / 32; i++) {
+        float dw = _cvtsh_ss(x[i].d);
+        __m256i q = unpack_nibbles(x[i].qs);
+        __m256i qa = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * y[i].d), dot_u8s8(q, qa), acc);
+        corr += dw * y[i].s;
+    }
+    return hsum256(acc) - 8.0f * corr;
+}
+
+float vq_vec_dot_q4_1_q8a_avx2(int64_t n, const void *w, const void *a) {
+    const vq_block_q4_1 *x = w;
+    const vq_block_q8a *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    float summ = 0;
+    for (int64_t i = 0; i < n / 32; i++) {
+        __m256i q = unpack_nibbles(x[i].qs);
+        __m256i qa = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), dot_u8s8(q, qa), acc);
+        summ += _cvtsh_ss(x[i].m) * y[i].s;
+    }
+    return hsum256(acc) + summ;
+}
+
+float vq_vec_dot_q5_0_q8a_avx2(int64_t n, const void *w, const void *a) {
+    const vq_block_q5_0 *x = w;
+    const vq_block_q8a *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    float corr = 0;
+    for (int64_t i = 0; i < n / 32; i++) {
+        float dw = _cvtsh_ss(x[i].d);
+        __m256i hb = _mm256_and_si256(bytes_from_bits32(x[i].qh), _mm256_set1_epi8(16));
+        __m256i q = _mm256_or_si256(unpack_nibbles(x[i].qs), hb);
+        __m256i qa = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * y[i].d), dot_u8s8(q, qa), acc);
+        corr += dw * y[i].s;
+    }
+    return hsum256(acc) - 16.0f * corr;
+}
+
+float vq_vec_dot_q5_1_q8a_avx2(int64_t n, const void *w, const void *a) {
+    const vq_block_q5_1 *x = w;
+    const vq_block_q8a *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    float summ = 0;
+    for (int64_t i = 0; i < n / 32; i++) {
+        __m256i hb = _mm256_and_si256(bytes_from_bits32(x[i].qh), _mm256_set1_epi8(16));
+        __m256i q = _mm256_or_si256(unpack_nibbles(x[i].qs), hb);
+        __m256i qa = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), dot_u8s8(q, qa), acc);
+        summ += _cvtsh_ss(x[i].m) * y[i].s;
+    }
+    return hsum256(acc) + summ;
+}
+
+float vq_vec_dot_q8_0_q8a_avx2(int64_t n, const void *w, const void *a) {
+    const vq_block_q8_0 *x = w;
+    const vq_block_q8a *y = a;
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        __m256i q = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        __m256i qa = _mm256_loadu_si256((const __m256i *)y[i].qs);
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), dot_s8s8(q, qa), acc);
+    }
+    return hsum256(acc);
+}
+
+static inline int hsum_i32(__m256i v) {
+    __m128i s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0x4E));
+    s = _mm_add_epi32(s, _mm_shuffle_epi32(s, 0xB1));
+    return _mm_cvtsi128_si32(s);
+}
+
+float vq_vec_dot_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a) {
+    const vq_block_q4_K *x = w;
+    const vq_block_q8_K *y = a;
+    float s = 0;
+    for (int64_t i = 0; i < n / VQ_QK_K; i++) {
+        const uint8_t *q = x[i].scales;
+        int sc[8], m[8];
+        for (int k = 0; k < 4; k++) {
+            sc[k] = q[k] & 63;
+            m[k] = q[k + 4] & 63;
+            sc[k + 4] = (q[k + 8] & 15) | ((q[k] >> 6) << 4);
+            m[k + 4] = (q[k + 8] >> 4) | ((q[k + 4] >> 6) << 4);
+        }
+        __m256i sumi = _mm256_setzero_si256();
+        for (int p = 0; p < 4; p++) {
+            __m256i raw = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * p));
+            __m256i lo = _mm256_and_si256(raw, _mm256_set1_epi8(15));
+            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), _mm256_set1_epi8(15));
+            __m256i a0 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * p));
+            __m256i a1 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * p + 32));
+            __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), _mm256_set1_epi16((short)sc[2 * p]));
+            __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), _mm256_set1_epi16((short)sc[2 * p + 1]));
+            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
+        }
+        int summ = 0;
+        for (int sb = 0; sb < 8; sb++) summ += m[sb] * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
+        s += y[i].d * (_cvtsh_ss(x[i].d) * (float)hsum_i32(sumi) - _cvtsh_ss(x[i].dmin) * (float)summ);
+    }
+    return s;
+}
+
+float vq_vec_dot_q6_K_q8_K_avx2(int64_t n, const void *w, const void *a) {
+    const vq_block_q6_K *x = w;
+    const vq_block_q8_K *y = a;
+    float s = 0;
+    for (int64_t i = 0; i < n / VQ_QK_K; i++) {
+        __m256i sumi = _mm256_setzero_si256();
+        int corr = 0;
+        for (int h = 0; h < 2; h++) {
+            __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
+            __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
+            __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
+            const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+            for (int g = 0; g < 4; g++) {
+                __m256i ql = (g & 1) ? ql1 : ql0;
+                __m256i low4 = g < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
+                __m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m3);
+                __m256i q = _mm256_or_si256(low4, _mm256_slli_epi16(hi2, 4));
+                int e0 = 128 * h + 32 * g;
+                __m256i qa = _mm256_loadu_si256((const __m256i *)(y[i].qs + e0));
+                int sc0 = x[i].scales[e0 / 16], sc1 = x[i].scales[e0 / 16 + 1];
+                __m256i scv = _mm256_set_m128i(_mm_set1_epi16((short)sc1), _mm_set1_epi16((short)sc0));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q, qa), scv));
+                corr += sc0 * y[i].bsums[e0 / 16] + sc1 * y[i].bsums[e0 / 16 + 1];
+            }
+        }
+        s += y[i].d * _cvtsh_ss(x[i].d) * (float)(hsum_i32(sumi) - 32 * corr);
+    }
+    return s;
+}

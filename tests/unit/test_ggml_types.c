@@ -1,0 +1,311 @@
+/* test_ggml_types.c — ggml block formats: dequantization of hand-built blocks with known values,
+ * reference quantizer round trips, dot kernels against fp64 and every ISA variant against _ref
+ * (odd block counts, odd float lengths), and the matrix product with odd row/token counts. */
+#include "test.h"
+
+#include <stdint.h>
+
+#include "engine/ggml.h"
+
+static uint64_t rs = 0x243F6A8885A308D3ull;
+static uint64_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return rs; }
+static float frand(void) { return (float)((double)(rnd() >> 11) / 9007199254740992.0 * 2.0 - 1.0); }
+static vq_half H(float f) { return vq_ggml_f2h(f); }
+
+TEST(half_conversion) {
+    ASSERT_EQ_INT(H(1.0f), 0x3c00);
+    ASSERT_EQ_INT(H(-2.0f), 0xc000);
+    ASSERT_EQ_INT(H(65504.0f), 0x7bff);
+    ASSERT_EQ_INT(H(1e6f), 0x7c00);
+    ASSERT_EQ_INT(H(5.9604645e-8f), 0x0001);      /* smallest subnormal */
+    ASSERT_NEAR(vq_ggml_h2f(0x0001), 5.9604645e-8, 1e-15);
+    ASSERT_NEAR(vq_ggml_h2f(0x03ff), 6.0975552e-5, 1e-12);
+    ASSERT_NEAR(vq_ggml_h2f(0x3555), 0.33325195, 1e-8);
+    ASSERT_NEAR(vq_ggml_bf2f(0x3f80), 1.0, 0);
+    for (uint32_t h = 0; h < 0x7c00; h++) {   /* every finite positive half round-trips */
+        if (H(vq_ggml_h2f((vq_half)h)) != h) { ASSERT_EQ_INT(H(vq_ggml_h2f((vq_half)h)), h); break; }
+    }
+    ASSERT_EQ_INT(H(1.0f + 1.0f / 2048), 0x3c00);     /* tie -> even */
+    ASSERT_EQ_INT(H(1.0f + 3.0f / 2048), 0x3c02);
+}
+
+/* ---- hand-built blocks ---- */
+
+TEST(dequant_legacy_known) {
+    float y[32];
+    vq_block_q4_0 b40;
+    b40.d = H(0.5f);
+    for (int j = 0; j < 16; j++) b40.qs[j] = (uint8_t)(j | ((15 - j) << 4));
+    vq_dequantize_row_q4_0_ref(&b40, y, 32);
+    ASSERT_NEAR(y[0], -4.0, 0); ASSERT_NEAR(y[15], 3.5, 0); ASSERT_NEAR(y[16], 3.5, 0); ASSERT_NEAR(y[31], -4.0, 0);
+    ASSERT_NEAR(y[9], 0.5, 0);
+
+    vq_block_q4_1 b41;
+    b41.d = H(0.25f); b41.m = H(-1.0f);
+    for (int j = 0; j < 16; j++) b41.qs[j] = (uint8_t)(j | ((15 - j) << 4));
+    vq_dequantize_row_q4_1_ref(&b41, y, 32);
+    ASSERT_NEAR(y[0], -1.0, 0); ASSERT_NEAR(y[15], 2.75, 0); ASSERT_NEAR(y[16], 2.75, 0); ASSERT_NEAR(y[20], 1.75, 0);
+
+    vq_block_q5_0 b50;
+    b50.d = H(2.0f);
+    for (int j = 0; j < 16; j++) b50.qs[j] = (uint8_t)(j | (j << 4));
+    /* qh bit e set for e in {1, 17, 31} */
+    uint32_t qh = (1u << 1) | (1u << 17) | (1u << 31);
+    memcpy(b50.qh, &qh, 4);
+    vq_dequantize_row_q5_0_ref(&b50, y, 32);
+    ASSERT_NEAR(y[0], 2.0 * (0 - 16), 0);
+    ASSERT_NEAR(y[1], 2.0 * (1 + 16 - 16), 0);
+    ASSERT_NEAR(y[17], 2.0 * (1 + 16 - 16), 0);
+    ASSERT_NEAR(y[18], 2.0 * (2 - 16), 0);
+    ASSERT_NEAR(y[31], 2.0 * (15 + 16 - 16), 0);
+
+    vq_block_q5_1 b51;
+    b51.d = H(0.5f); b51.m = H(10.0f);
+    memcpy(b51.qs, b50.qs, 16); memcpy(b51.qh, b50.qh, 4);
+    vq_dequantize_row_q5_1_ref(&b51, y, 32);
+    ASSERT_NEAR(y[0], 10.0, 0); ASSERT_NEAR(y[1], 10.0 + 0.5 * 17, 0); ASSERT_NEAR(y[31], 10.0 + 0.5 * 31, 0);
+
+    vq_block_q8_0 b80;
+    b80.d = H(0.125f);
+    for (int j = 0; j < 32; j++) b80.qs[j] = (int8_t)(j * 8 - 128);
+    vq_dequantize_row_q8_0_ref(&b80, y, 32);
+    ASSERT_NEAR(y[0], -16.0, 0); ASSERT_NEAR(y[31], 0.125 * 120, 0);
+
+    uint16_t f16[3] = {0x3c00, 0xc000, 0x3555};
+    vq_dequantize_row_f16_ref(f16, y, 3);
+    ASSERT_NEAR(y[1], -2.0, 0); ASSERT_NEAR(y[2], 0.33325195, 1e-8);
+    uint16_t bf[2] = {0x3f80, 0xc040};
+    vq_dequantize_row_bf16_ref(bf, y, 2);
+    ASSERT_NEAR(y[0], 1.0, 0); ASSERT_NEAR(y[1], -3.0, 0);
+}
+
+TEST(dequant_kquants_known) {
+    static float y[256];
+    /* Q4_K: sub-block s has scale s+1 and min 2s (6-bit packing per ALGORITHMS.md §9.2). */
+    vq_block_q4_K b;
+    memset(&b, 0, sizeof b);
+    b.d = H(0.5f); b.dmin = H(0.25f);
+    int sc[8], mn[8];
+    for (int s = 0; s < 8; s++) { sc[s] = s + 1 + (s == 7 ? 50 : 0); mn[s] = 2 * s + (s == 6 ? 40 : 0); }
+    for (int s = 0; s < 4; s++) {
+        b.scales[s] = (uint8_t)((sc[s] & 63) | ((sc[s + 4] >> 4) << 6));
+        b.scales[s + 4] = (uint8_t)((mn[s] & 63) | ((mn[s + 4] >> 4) << 6));
+        b.scales[s + 8] = (uint8_t)((sc[s + 4] & 15) | ((mn[s + 4] & 15) << 4));
+    }
+    for (int j = 0; j < 128; j++) b.qs[j] = (uint8_t)((j % 16) | ((15 - j % 16) << 4));
+    vq_dequantize_row_q4_K_ref(&b, y, 256);
+    for (int e = 0; e < 256; e++) {
+        int s = e / 32, l = e % 32, p = e / 64;
+        int nib = (e % 64) < 32 ? ((32 * p + l) % 16) : (15 - (32 * p + l) % 16);
+        double want = 0.5 * sc[s] * nib - 0.25 * mn[s];
+        if (fabs(y[e] - want) > 1e-6) { ASSERT_NEAR(y[e], want, 1e-6); break; }
+    }
+    ASSERT_NEAR(y[255], -0.25 * 14, 1e-6);   /* e=255: sub-block 7, nibble 0, min 14 */
+
+    /* Q5_K: same scales plus a high bit from qh[l] bit s. */
+    vq_block_q5_K b5;
+    memset(&b5, 0, sizeof b5);
+    b5.d = b.d; b5.dmin = b.dmin;
+    memcpy(b5.scales, b.scales, 12);
+    memcpy(b5.qs, b.qs, 128);
+    for (int l = 0; l < 32; l++) b5.qh[l] = (uint8_t)(l % 2 ? 0xAA : 0x55);
+    vq_dequantize_row_q5_K_ref(&b5, y, 256);
+    for (int e = 0; e < 256; e++) {
+        int s = e / 32, l = e % 32, p = e / 64;
+        int nib = (e % 64) < 32 ? ((32 * p + l) % 16) : (15 - (32 * p + l) % 16);
+        int hb = (((l % 2) ? 0xAA : 0x55) >> s) & 1;
+        double want = 0.5 * sc[s] * (nib + 16 * hb) - 0.25 * mn[s];
+        if (fabs(y[e] - want) > 1e-6) { ASSERT_NEAR(y[e], want, 1e-6); break; }
+    }
+
+    /* Q6_K: q = (low4 | hi2 << 4) - 32 with per-16 int8 scales. */
+    vq_block_q6_K b6;
+    for (int j = 0; j < 128; j++) b6.ql[j] = (uint8_t)(j * 7 + 3);
+    for (int j = 0; j < 64; j++) b6.qh[j] = (uint8_t)(j * 13 + 5);
+    for (int j = 0; j < 16; j++) b6.scales[j] = (int8_t)(j * 9 - 70);
+    b6.d = H(0.03125f);
+    vq_dequantize_row_q6_K_ref(&b6, y, 256);
+    for (int e = 0; e < 256; e++) {
+        int h = e / 128, g = (e % 128) / 32, l = e % 32;
+        int qlb = b6.ql[64 * h + 32 * (g & 1) + l];
+        int low4 = g < 2 ? qlb & 15 : qlb >> 4;
+        int hi2 = (b6.qh[32 * h + l] >> (2 * g)) & 3;
+        double want = 0.03125 * b6.scales[e / 16] * ((low4 | (hi2 << 4)) - 32);
+        if (fabs(y[e] - want) > 1e-6) { ASSERT_NEAR(y[e], want, 1e-6); break; }
+    }
+    /* a fixed element checked by hand: e=0: ql[0]=3 -> low4 3, qh[0]=5 -> hi2 1, q=19-32=-13 */
+    ASSERT_NEAR(y[0], 0.03125 * -70 * -13, 1e-6);
+}
+
+/* ---- round trips of the reference quantizers ---- */
+
+TEST(quantize_round_trip) {
+    enum { N = 32 * 64 };
+    static float x[N], y[N];
+    static uint8_t buf[N * 2];
+    for (int i = 0; i < N; i++) x[i] = frand() * (1.0f + (float)(i % 7));
+    struct { void (*q)(const float *, void *, int64_t); void (*dq)(const void *, float *, int64_t); double tol; const char *name; } c[] = {
+        {vq_quantize_row_q4_0_ref, vq_dequantize_row_q4_0_ref, 0.12, "q4_0"},
+        {vq_quantize_row_q4_1_ref, vq_dequantize_row_q4_1_ref, 0.09, "q4_1"},
+        {vq_quantize_row_q5_0_ref, vq_dequantize_row_q5_0_ref, 0.06, "q5_0"},
+        {vq_quantize_row_q5_1_ref, vq_dequantize_row_q5_1_ref, 0.045, "q5_1"},
+        {vq_quantize_row_q8_0_ref, vq_dequantize_row_q8_0_ref, 0.008, "q8_0"},
+    };
+    for (size_t k = 0; k < sizeof c / sizeof c[0]; k++) {
+        c[k].q(x, buf, N);
+        c[k].dq(buf, y, N);
+        double e = 0, r = 0;
+        for (int i = 0; i < N; i++) { e += (x[i] - y[i]) * (x[i] - y[i]); r += x[i] * x[i]; }
+        double rel = sqrt(e / r);
+        if (rel > c[k].tol) fprintf(stderr, "%s rel rmse %g\n", c[k].name, rel);
+        ASSERT_LE(rel, c[k].tol);
+        ASSERT_GE(rel, c[k].tol / 20);   /* not lossless: the check can fail */
+    }
+    /* q8a activation: s = d * sum(q) and |q| <= 127 */
+    static vq_block_q8a qa[N / 32];
+    vq_quantize_row_q8a_ref(x, qa, N);
+    for (int b = 0; b < N / 32; b++) {
+        int s = 0;
+        for (int j = 0; j < 32; j++) { s += qa[b].qs[j]; ASSERT(qa[b].qs[j] >= -127); }
+        ASSERT_NEAR(qa[b].s, qa[b].d * s, 1e-4 * fabs(qa[b].d * 32 * 127));
+    }
+}
+
+/* ---- random valid weight blocks ---- */
+
+static void fill_random_blocks(uint32_t type, uint8_t *w, int64_t n_elem) {
+    const struct vq_ggml_type_info *ti = vq_ggml_type_info(type);
+    int64_t nb = n_elem / ti->block_size;
+    size_t bytes = (size_t)nb * (size_t)ti->type_size;
+    for (size_t i = 0; i < bytes; i++) w[i] = (uint8_t)rnd();
+    for (int64_t b = 0; b < nb; b++) {
+        uint8_t *p = w + b * ti->type_size;
+        vq_half h1 = H(0.01f + 0.05f * fabsf(frand())), h2 = H(0.01f * frand());
+        switch (type) {
+        case VQ_GGML_F32: for (int64_t i = 0; i < n_elem; i++) ((float *)w)[i] = frand(); return;
+        case VQ_GGML_F16: for (int64_t i = 0; i < n_elem; i++) ((vq_half *)w)[i] = H(frand()); return;
+        case VQ_GGML_BF16: for (int64_t i = 0; i < n_elem; i++) { float f = frand(); uint32_t u; memcpy(&u, &f, 4); ((uint16_t *)w)[i] = (uint16_t)(u >> 16); } return;
+        case VQ_GGML_Q4_1: case VQ_GGML_Q5_1: case VQ_GGML_Q4_K: case VQ_GGML_Q5_K:
+            memcpy(p, &h1, 2); memcpy(p + 2, &h2, 2); break;
+        case VQ_GGML_Q6_K: memcpy(p + 208, &h1, 2); break;
+        default: memcpy(p, &h1, 2); break;
+        }
+    }
+}
+
+static const uint32_t all_types[] = {VQ_GGML_F32, VQ_GGML_F16, VQ_GGML_BF16, VQ_GGML_Q4_0,
+    VQ_GGML_Q4_1, VQ_GGML_Q5_0, VQ_GGML_Q5_1, VQ_GGML_Q8_0, VQ_GGML_Q4_K, VQ_GGML_Q5_K, VQ_GGML_Q6_K};
+#define N_TYPES (sizeof all_types / sizeof all_types[0])
+
+/* The reference dot equals the fp64 dot of the dequantized weight and dequantized activation. */
+TEST(ref_dot_vs_fp64) {
+    enum { N = 256 * 3 };
+    static uint8_t w[N * 4], act[N * 4];
+    static float x[N], wf[N], af[N];
+    for (size_t k = 0; k < N_TYPES; k++) {
+        const struct vq_ggml_kernels *kr = vq_ggml_kernels(all_types[k], VQ_ISA_SCALAR);
+        ASSERT(kr != NULL);
+        if (!kr) continue;
+        fill_random_blocks(all_types[k], w, N);
+        for (int i = 0; i < N; i++) x[i] = frand();
+        vq_ggml_quantize_act(kr->act, x, act, N);
+        kr->to_float(w, wf, N);
+        /* dequantize the activation */
+        if (kr->act == VQ_ACT_F32) memcpy(af, x, sizeof af);
+        else if (kr->act == VQ_ACT_Q8A) {
+            const vq_block_q8a *q = (const vq_block_q8a *)act;
+            for (int i = 0; i < N; i++) af[i] = q[i / 32].d * q[i / 32].qs[i % 32];
+        } else {
+            const vq_block_q8_K *q = (const vq_block_q8_K *)act;
+            for (int i = 0; i < N; i++) af[i] = q[i / 256].d * q[i / 256].qs[i % 256];
+        }
+        double want = 0, wx = 0, mag = 0;
+        for (int i = 0; i < N; i++) { want += (double)wf[i] * af[i]; wx += (double)wf[i] * x[i]; mag += fabs(wf[i] * x[i]); }
+        float got = kr->vec_dot(N, w, act);
+        if (fabs(got - want) > 1e-5 * mag + 1e-6) fprintf(stderr, "type %s\n", vq_ggml_type_name(all_types[k]));
+        ASSERT_NEAR(got, want, 1e-5 * mag + 1e-6);
+        ASSERT_NEAR(got, wx, 0.02 * mag);   /* activation quantization error stays small */
+    }
+}
+
+/* Every ISA variant matches the reference on odd sizes and fresh random inputs. */
+TEST(isa_variants_match_ref) {
+    static uint8_t w[256 * 19 * 4], act[256 * 19 * 4 + 64];
+    static float x[256 * 19];
+    const int nblk[] = {1, 2, 3, 7, 17, 19};
+    const int nflt[] = {1, 7, 8, 13, 31, 67, 129, 576};
+    int checked = 0;
+    for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
+        if (!vq_ggml_isa_available((enum vq_isa)isa)) { fprintf(stderr, "  (isa %d not available)\n", isa); continue; }
+        for (size_t k = 0; k < N_TYPES; k++) {
+            const struct vq_ggml_kernels *kr = vq_ggml_kernels(all_types[k], VQ_ISA_SCALAR);
+            const struct vq_ggml_kernels *kv = vq_ggml_kernels(all_types[k], (enum vq_isa)isa);
+            ASSERT(kv && kv->act == kr->act);
+            const struct vq_ggml_type_info *ti = vq_ggml_type_info(all_types[k]);
+            int float_type = ti->block_size == 1;
+            int ncase = float_type ? (int)(sizeof nflt / sizeof nflt[0]) : (int)(sizeof nblk / sizeof nblk[0]);
+            for (int c = 0; c < ncase; c++) {
+                int64_t n = float_type ? nflt[c] : (int64_t)nblk[c] * ti->block_size;
+                if (n > 256 * 19) continue;
+                for (int rep = 0; rep < 4; rep++) {
+                    fill_random_blocks(all_types[k], w, n);
+                    for (int64_t i = 0; i < n; i++) x[i] = frand() * 3.0f;
+                    vq_ggml_quantize_act(kr->act, x, act, n);
+                    float r = kr->vec_dot(n, w, act), v = kv->vec_dot(n, w, act);
+                    double mag = 0;
+                    static float wf[256 * 19];
+                    kr->to_float(w, wf, n);
+                    for (int64_t i = 0; i < n; i++) mag += fabs(wf[i] * x[i]);
+                    if (fabs(r - v) > 1e-5 * mag + 1e-6)
+                        fprintf(stderr, "isa %d type %s n %lld: ref %g got %g\n", isa,
+                                vq_ggml_type_name(all_types[k]), (long long)n, r, v);
+                    ASSERT_NEAR(v, r, 1e-5 * mag + 1e-6);
+                    checked++;
+                }
+            }
+        }
+    }
+    ASSERT(checked > 100);
+}
+
+/* Matrix product with odd rows/tokens equals per-row reference dots. */
+TEST(matmul_odd_shapes) {
+    enum { COLS = 96, ROWS = 37, TOK = 5 };
+    const uint32_t types[] = {VQ_GGML_Q4_1, VQ_GGML_Q8_0, VQ_GGML_F32, VQ_GGML_Q4_0};
+    static uint8_t w[ROWS * COLS * 4], act[TOK * COLS * 4];
+    static float x[TOK * COLS], out[TOK * 41];
+    for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {
+        const struct vq_ggml_kernels *kr = vq_ggml_kernels(types[k], VQ_ISA_SCALAR);
+        const struct vq_ggml_kernels *kv = vq_ggml_kernels(types[k], VQ_ISA_AUTO);
+        const struct vq_ggml_type_info *ti = vq_ggml_type_info(types[k]);
+        size_t rb = (size_t)(COLS / ti->block_size * ti->type_size);
+        fill_random_blocks(types[k], w, (int64_t)ROWS * COLS);
+        for (int i = 0; i < TOK * COLS; i++) x[i] = frand();
+        size_t ab = vq_ggml_act_row_bytes(kr->act, COLS);
+        for (int t = 0; t < TOK; t++) vq_ggml_quantize_act(kr->act, x + t * COLS, act + t * ab, COLS);
+        for (int nt = 1; nt <= 2; nt++) {
+            for (int i = 0; i < TOK * 41; i++) out[i] = -999.0f;
+            vq_ggml_matmul(kv, w, rb, ROWS, COLS, act, ab, TOK, out, 41, nt);
+            int bad = 0;
+            for (int t = 0; t < TOK; t++) {
+                for (int r = 0; r < ROWS; r++) {
+                    float want = kr->vec_dot(COLS, w + r * rb, act + t * ab);
+                    if (fabsf(out[t * 41 + r] - want) > 1e-4f * (1 + fabsf(want))) bad++;
+                }
+                for (int r = ROWS; r < 41; r++) if (out[t * 41 + r] != -999.0f) bad++;   /* no writes past n_rows */
+            }
+            ASSERT_EQ_INT(bad, 0);
+        }
+    }
+}
+
+int main(void) {
+    RUN(half_conversion);
+    RUN(dequant_legacy_known);
+    RUN(dequant_kquants_known);
+    RUN(quantize_round_trip);
+    RUN(ref_dot_vs_fp64);
+    RUN(isa_variants_match_ref);
+    RUN(matmul_odd_shapes);
+    return TEST_REPORT();
+}
