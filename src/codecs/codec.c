@@ -24,10 +24,16 @@
 
 extern const struct vq_codec_i vq_codec_fp16;
 extern const struct vq_codec_i vq_codec_fp32;
+extern const struct vq_codec_i vq_codec_turboquant_prod;
+extern const struct vq_codec_i vq_codec_qjl;
+extern const struct vq_codec_i vq_codec_polar;
 
 static const struct vq_codec_i *const vq_registry_[VQ_METHOD_COUNT] = {
     [VQ_METHOD_FP16] = &vq_codec_fp16,
     [VQ_METHOD_FP32] = &vq_codec_fp32,
+    [VQ_METHOD_TURBOQUANT_PROD] = &vq_codec_turboquant_prod,
+    [VQ_METHOD_QJL] = &vq_codec_qjl,
+    [VQ_METHOD_POLAR] = &vq_codec_polar,
 };
 
 /* Method names; every enum value has one, whether or not it is implemented. */

@@ -1,0 +1,404 @@
+/*
+ * polar.c — PolarQuant codec (arXiv 2502.02617, ALGORITHMS.md §5): randomized Hadamard
+ * precondition, then per block of 16 rotated coordinates a 4-level polar transform whose angles
+ * are quantized with per-level codebooks and whose final radius is stored as vq_sf16.
+ *
+ * Math. y = R x (R = vq_rht(d, seed); x is not normalized). Block k holds y[16k .. 16k+15].
+ *   level 1: r1_j = hypot(y_2j, y_2j+1), psi1_j = atan2(y_2j+1, y_2j) in [0, 2pi)  (j < 8)
+ *   level l = 2..4: r_l,j = hypot(r_{l-1},2j, r_{l-1},2j+1),
+ *                   psi_l,j = atan2(r_{l-1},2j+1, r_{l-1},2j) in [0, pi/2]        (j < 2^(4-l))
+ *   radius = r_4,0 (the block norm).
+ * Codebooks (vq_polar_codebook): level 1 uniform with b1 bits; levels >= 2 Lloyd-Max for the
+ * sine-power law sin(2 psi)^(2^(l-1)-1) with b_l bits; bits from params.polar_bits
+ * (default 4,2,2,2; an all-zero array means the default). params.bits is ignored.
+ * Decode is top-down: a parent radius r with quantized angle psi splits into (r cos psi,
+ * r sin psi) = (child 2j, child 2j+1); level 1 gives (y_2j, y_2j+1); then x^ = R^T y^.
+ * Fused score (§5.4), no reconstruction: q_r = R q; per query table
+ * T1[p][c] = q_r[2p] cos(c1[c]) + q_r[2p+1] sin(c1[c]) (d/2 x 2^b1 floats); per block
+ * s1_j = T1[8k+j][code], then s_l,j = s_{l-1},2j cos(c_l[code]) + s_{l-1},2j+1 sin(c_l[code]),
+ * score += radius * s_4,0. Values: the top-down tree of each token is evaluated in the rotated
+ * domain, weighted by w_t, and added to acc; finish applies R^T once.
+ *
+ * Parameters: head_dim a multiple of 16 in 16..1024 (else UNSUPPORTED), polar_bits[0] in 1..6,
+ * polar_bits[1..3] in 1..4, seed.
+ *
+ * Block layout (one token per block; nb = d/16 coordinate blocks,
+ * B = 8 b1 + 4 b2 + 2 b3 + b4 bits per coordinate block,
+ * block_bytes = 2 nb + ceil(nb B / 8)):
+ *   offset 0, 2 nb bytes: radius of coordinate block k as vq_sf16, little-endian, at 2k
+ *   offset 2 nb: one LSB-first little-endian bit stream; coordinate block k occupies bits
+ *                [k B, (k+1) B) and holds, in order, the 8 level-1 codes (b1 bits each, j = 0..7),
+ *                the 4 level-2 codes, the 2 level-3 codes, the level-4 code. A field of w bits
+ *                at bit offset o has its least significant bit at bit (o % 8) of byte o / 8.
+ *                Padding bits of the last byte are 0.
+ * Bits/elem = (8 b1 + 4 b2 + 2 b3 + b4 + 16) / 16 (3.875 at 4,2,2,2) when nb B is a multiple of
+ * 8 (always at the defaults for d % 64 == 0; otherwise up to 7 padding bits per token).
+ *
+ * Prepared query (query_bytes = 4 * (d/2) * 2^b1): the table T1, row p = pair (2p, 2p+1).
+ * Accumulator (acc_floats = d): sum_t w_t y^_t in the rotated domain.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "codecs/polar.h"
+
+#define POLAR_TWO_PI 6.28318530717958647692
+#define POLAR_HALF_PI 1.57079632679489661923
+#define POLAR_GRID 20001
+#define POLAR_MAX_D 1024
+
+/* ============================== codebooks ================================================= */
+
+/* Cumulative integral of f and x f at x by linear interpolation of the grid sums. */
+static void polar_cum_at(const double *F, const double *M, double h, double x, double *fa,
+                         double *ma) {
+    if (x <= 0.0) { *fa = 0.0; *ma = 0.0; return; }
+    if (x >= h * (POLAR_GRID - 1)) { *fa = F[POLAR_GRID - 1]; *ma = M[POLAR_GRID - 1]; return; }
+    int k = (int)(x / h);
+    if (k > POLAR_GRID - 2) k = POLAR_GRID - 2;
+    const double fr = (x - k * h) / h;
+    *fa = F[k] + fr * (F[k + 1] - F[k]);
+    *ma = M[k] + fr * (M[k + 1] - M[k]);
+}
+
+vq_status vq_polar_codebook(int level, int bits, float *centroids, float *boundaries) {
+    if (level < 1 || level > VQ_POLAR_LEVELS) return VQ_STATUS_INVALID_ARG;
+    const int L = 1 << bits;
+    if (level == 1) {
+        if (bits < 1 || bits > VQ_POLAR_MAX_BITS1) return VQ_STATUS_INVALID_ARG;
+        const double w = POLAR_TWO_PI / L;
+        for (int i = 0; i < L; i++) centroids[i] = (float)((i + 0.5) * w);
+        for (int i = 1; i < L; i++) boundaries[i - 1] = (float)(i * w);
+        return VQ_STATUS_OK;
+    }
+    if (bits < 1 || bits > VQ_POLAR_MAX_BITSL) return VQ_STATUS_INVALID_ARG;
+    double *F = (double *)vq_alloc(sizeof(double) * 2 * POLAR_GRID);
+    if (!F) return VQ_STATUS_NO_MEMORY;
+    double *M = F + POLAR_GRID;
+    const int expo = (1 << (level - 1)) - 1;
+    const double h = POLAR_HALF_PI / (POLAR_GRID - 1);
+    double fprev = 0.0, xprev = 0.0;
+    F[0] = M[0] = 0.0;
+    for (int i = 0; i < POLAR_GRID; i++) {
+        const double x = i * h;
+        const double s = sin(2.0 * x);
+        double f = 1.0;
+        for (int e = 0; e < expo; e++) f *= s;
+        if (f < 0.0) f = 0.0;
+        if (i > 0) {
+            F[i] = F[i - 1] + 0.5 * h * (fprev + f);
+            M[i] = M[i - 1] + 0.5 * h * (xprev * fprev + x * f);
+        }
+        fprev = f;
+        xprev = x;
+    }
+    const double Z = F[POLAR_GRID - 1];
+    for (int i = 0; i < POLAR_GRID; i++) { F[i] /= Z; M[i] /= Z; }
+
+    double c[16], t[16];
+    for (int i = 0; i < L; i++) c[i] = POLAR_HALF_PI / 2 + (i - (L - 1) / 2.0) * 0.3 / L;
+    for (int it = 0; it < 5000; it++) {
+        for (int i = 0; i < L - 1; i++) t[i] = 0.5 * (c[i] + c[i + 1]);
+        double delta = 0.0;
+        for (int i = 0; i < L; i++) {
+            double fa, ma, fb, mb;
+            polar_cum_at(F, M, h, i == 0 ? -1.0 : t[i - 1], &fa, &ma);
+            polar_cum_at(F, M, h, i == L - 1 ? 10.0 : t[i], &fb, &mb);
+            const double nc = (fb - fa > 1e-300) ? (mb - ma) / (fb - fa) : c[i];
+            delta = fmax(delta, fabs(nc - c[i]));
+            c[i] = nc;   /* Gauss-Seidel update: converges to the same fixed point */
+        }
+        if (delta < 1e-13) break;
+    }
+    vq_free(F);
+    for (int i = 0; i < L; i++) centroids[i] = (float)c[i];
+    for (int i = 0; i < L - 1; i++) boundaries[i] = (float)(0.5 * (c[i] + c[i + 1]));
+    return VQ_STATUS_OK;
+}
+
+/* ============================== codec ===================================================== */
+
+struct polar_impl {
+    int d, nblk;
+    int b[VQ_POLAR_LEVELS];     /* bits per level (index 0 = level 1) */
+    int rec_bits;               /* B = 8 b1 + 4 b2 + 2 b3 + b4 */
+    size_t ang_off;             /* 2 nblk: byte offset of the angle bit stream */
+    size_t ang_bytes;           /* ceil(nblk B / 8) */
+    size_t t1_cols;             /* 2^b1 */
+    double w1;                  /* level-1 cell width 2pi / 2^b1 */
+    /* cos / sin of the centroids: [0] level 1 (2^b1 entries), [l] level l+1 (2^b_l entries) */
+    float cs[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITS1];
+    float sn[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITS1];
+    float bounds[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITSL];  /* levels >= 2 */
+    vq_rht rot;
+};
+
+static inline float polar_radius(const uint8_t *s, size_t k) {
+    return vq_sf16_to_fp32((uint16_t)(s[2 * k] | (s[2 * k + 1] << 8)));
+}
+
+/* Reads a field of w <= 8 bits at bit offset off of a stream of nbytes bytes. */
+static inline unsigned polar_get(const uint8_t *p, size_t nbytes, size_t off, int w) {
+    const size_t i = off >> 3;
+    unsigned v = p[i];
+    if (i + 1 < nbytes) v |= (unsigned)p[i + 1] << 8;
+    return (v >> (off & 7)) & ((1u << w) - 1u);
+}
+
+/* ORs a field of w <= 8 bits at bit offset off (the stream is zeroed beforehand). */
+static inline void polar_put(uint8_t *p, size_t off, int w, unsigned v) {
+    const size_t i = off >> 3;
+    const unsigned sh = (unsigned)(off & 7);
+    p[i] = (uint8_t)(p[i] | ((v << sh) & 0xff));
+    if (sh + (unsigned)w > 8) p[i + 1] = (uint8_t)(p[i + 1] | (v >> (8 - sh)));
+}
+
+/* Codes of coordinate block k: codes[0..7] level 1, [8..11] level 2, [12..13] level 3,
+ * [14] level 4. */
+static void polar_read_codes(const struct polar_impl *im, const uint8_t *ang, size_t k,
+                             unsigned codes[15]) {
+    size_t off = k * (size_t)im->rec_bits;
+    int n = 0;
+    for (int l = 0; l < VQ_POLAR_LEVELS; l++) {
+        for (int j = 0; j < (8 >> l); j++, n++) {
+            codes[n] = polar_get(ang, im->ang_bytes, off, im->b[l]);
+            off += (size_t)im->b[l];
+        }
+    }
+}
+
+/* Top-down reconstruction of one coordinate block (16 values, rotated domain). */
+static void polar_block_leaves(const struct polar_impl *im, const unsigned codes[15],
+                               float radius, float *y) {
+    float r[8], nr[8];
+    r[0] = radius;
+    int base = 14;   /* first code index of the current level, walking down 4 -> 2 */
+    for (int l = VQ_POLAR_LEVELS - 1; l >= 1; l--) {
+        const int cnt = 8 >> l;    /* angles at this level: 1, 2, 4 */
+        for (int j = 0; j < cnt; j++) {
+            const unsigned cd = codes[base + j];
+            nr[2 * j] = r[j] * im->cs[l][cd];
+            nr[2 * j + 1] = r[j] * im->sn[l][cd];
+        }
+        memcpy(r, nr, sizeof(float) * (size_t)(2 * cnt));
+        base -= 2 * cnt;
+    }
+    for (int j = 0; j < 8; j++) {
+        y[2 * j] = r[j] * im->cs[0][codes[j]];
+        y[2 * j + 1] = r[j] * im->sn[0][codes[j]];
+    }
+}
+
+static vq_status polar_encode(const struct vq_codec *c, const float *x, int64_t n_blocks,
+                              uint8_t *dst) {
+    const struct polar_impl *im = (const struct polar_impl *)c->impl;
+    const int d = im->d;
+    float y[POLAR_MAX_D];
+    for (int64_t t = 0; t < n_blocks; t++) {
+        const float *xt = x + (size_t)t * (size_t)d;
+        uint8_t *o = dst + (size_t)t * c->block_bytes;
+        double ss = 0.0;
+        for (int j = 0; j < d; j++) {
+            if (!isfinite(xt[j])) return VQ_STATUS_NON_FINITE;
+            ss += (double)xt[j] * (double)xt[j];
+        }
+        /* every block radius is <= ||x||; checking it first also keeps the rotation finite */
+        if (!(sqrt(ss) <= (double)VQ_SF16_MAX)) return VQ_STATUS_RANGE;
+        vq_rht_forward(&im->rot, xt, y);
+        memset(o, 0, c->block_bytes);
+        uint8_t *ang = o + im->ang_off;
+        for (int k = 0; k < im->nblk; k++) {
+            const float *v = y + 16 * k;
+            double r[8], nr[4];
+            size_t off = (size_t)k * (size_t)im->rec_bits;
+            for (int j = 0; j < 8; j++) {
+                const double a = v[2 * j], bq = v[2 * j + 1];
+                r[j] = hypot(a, bq);
+                double psi = atan2(bq, a);
+                if (psi < 0.0) psi += POLAR_TWO_PI;
+                unsigned cd = (unsigned)(psi / im->w1);
+                cd &= (unsigned)(im->t1_cols - 1);   /* psi == 2pi after rounding wraps to 0 */
+                polar_put(ang, off, im->b[0], cd);
+                off += (size_t)im->b[0];
+            }
+            for (int l = 1; l < VQ_POLAR_LEVELS; l++) {
+                const int cnt = 8 >> l;
+                const int nbnd = (1 << im->b[l]) - 1;
+                for (int j = 0; j < cnt; j++) {
+                    nr[j] = hypot(r[2 * j], r[2 * j + 1]);
+                    const float psi = (float)atan2(r[2 * j + 1], r[2 * j]);
+                    const unsigned cd = (unsigned)vq_lm_encode(psi, im->bounds[l], nbnd);
+                    polar_put(ang, off, im->b[l], cd);
+                    off += (size_t)im->b[l];
+                }
+                memcpy(r, nr, sizeof(double) * (size_t)cnt);
+            }
+            const double radius = r[0];
+            if (!(radius <= (double)VQ_SF16_MAX) || !vq_sf16_fits((float)radius))
+                return VQ_STATUS_RANGE;
+            const uint16_t h = vq_fp32_to_sf16((float)radius);
+            o[2 * k] = (uint8_t)(h & 0xff);
+            o[2 * k + 1] = (uint8_t)(h >> 8);
+        }
+    }
+    return VQ_STATUS_OK;
+}
+
+static void polar_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks,
+                         float *x) {
+    const struct polar_impl *im = (const struct polar_impl *)c->impl;
+    unsigned codes[15];
+    for (int64_t t = 0; t < n_blocks; t++) {
+        const uint8_t *s = src + (size_t)t * c->block_bytes;
+        float *xt = x + (size_t)t * (size_t)im->d;
+        for (int k = 0; k < im->nblk; k++) {
+            polar_read_codes(im, s + im->ang_off, (size_t)k, codes);
+            polar_block_leaves(im, codes, polar_radius(s, (size_t)k), xt + 16 * k);
+        }
+        vq_rht_inverse(&im->rot, xt, xt);
+    }
+}
+
+static void polar_prepare_query(const struct vq_codec *c, const float *q, void *qs) {
+    const struct polar_impl *im = (const struct polar_impl *)c->impl;
+    float qr[POLAR_MAX_D];
+    float *T1 = (float *)qs;
+    const size_t L1 = im->t1_cols;
+    vq_rht_forward(&im->rot, q, qr);
+    for (int p = 0; p < im->d / 2; p++)
+        for (size_t cd = 0; cd < L1; cd++)
+            T1[(size_t)p * L1 + cd] = qr[2 * p] * im->cs[0][cd] + qr[2 * p + 1] * im->sn[0][cd];
+}
+
+/* Bottom-up score of one token against the level-1 table. */
+static float polar_token_score(const struct polar_impl *im, const float *T1, const uint8_t *s) {
+    const size_t L1 = im->t1_cols;
+    unsigned codes[15];
+    float total = 0.0f;
+    for (int k = 0; k < im->nblk; k++) {
+        polar_read_codes(im, s + im->ang_off, (size_t)k, codes);
+        const float *tk = T1 + (size_t)k * 8 * L1;
+        float v[8];
+        for (int j = 0; j < 8; j++) v[j] = tk[(size_t)j * L1 + codes[j]];
+        int base = 8;
+        for (int l = 1; l < VQ_POLAR_LEVELS; l++) {
+            const int cnt = 8 >> l;
+            for (int j = 0; j < cnt; j++) {
+                const unsigned cd = codes[base + j];
+                v[j] = v[2 * j] * im->cs[l][cd] + v[2 * j + 1] * im->sn[l][cd];
+            }
+            base += cnt;
+        }
+        total += polar_radius(s, (size_t)k) * v[0];
+    }
+    return total;
+}
+
+static void polar_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
+                        int64_t n_tokens, float *scores) {
+    const struct polar_impl *im = (const struct polar_impl *)c->impl;
+    for (int64_t t = 0; t < n_tokens; t++)
+        scores[t] = polar_token_score(im, (const float *)qs, codes + (size_t)t * c->block_bytes);
+}
+
+static void polar_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
+                             const float *w, float *acc) {
+    const struct polar_impl *im = (const struct polar_impl *)c->impl;
+    unsigned cd[15];
+    float leaves[16];
+    for (int64_t t = 0; t < n_tokens; t++) {
+        if (w[t] == 0.0f) continue;
+        const uint8_t *s = codes + (size_t)t * c->block_bytes;
+        for (int k = 0; k < im->nblk; k++) {
+            const float r = w[t] * polar_radius(s, (size_t)k);
+            if (r == 0.0f) continue;
+            polar_read_codes(im, s + im->ang_off, (size_t)k, cd);
+            polar_block_leaves(im, cd, r, leaves);
+            float *a = acc + 16 * k;
+            for (int i = 0; i < 16; i++) a[i] += leaves[i];
+        }
+    }
+}
+
+static void polar_finish(const struct vq_codec *c, const float *acc, float *out) {
+    const struct polar_impl *im = (const struct polar_impl *)c->impl;
+    vq_rht_inverse(&im->rot, acc, out);
+}
+
+static void polar_destroy(struct vq_codec *c) {
+    struct polar_impl *im = (struct polar_impl *)c->impl;
+    if (!im) return;
+    vq_rht_free(&im->rot);
+    vq_free(im);
+    c->impl = NULL;
+}
+
+static vq_status polar_init(struct vq_codec *c) {
+    static const int def_bits[VQ_POLAR_LEVELS] = {4, 2, 2, 2};
+    const int d = c->p.head_dim;
+    if (d < 8 || d > POLAR_MAX_D || d % 8 != 0) return VQ_STATUS_INVALID_ARG;
+    if (d % VQ_POLAR_BLOCK != 0) return VQ_STATUS_UNSUPPORTED;  /* needs whole 16-blocks */
+    int allzero = 1;
+    for (int l = 0; l < VQ_POLAR_LEVELS; l++) allzero &= c->p.polar_bits[l] == 0;
+    if (allzero) memcpy(c->p.polar_bits, def_bits, sizeof(def_bits));
+    if (c->p.polar_bits[0] < 1 || c->p.polar_bits[0] > VQ_POLAR_MAX_BITS1)
+        return VQ_STATUS_INVALID_ARG;
+    for (int l = 1; l < VQ_POLAR_LEVELS; l++)
+        if (c->p.polar_bits[l] < 1 || c->p.polar_bits[l] > VQ_POLAR_MAX_BITSL)
+            return VQ_STATUS_INVALID_ARG;
+    if (c->isa == VQ_ISA_AUTO) c->isa = vq_isa_resolve(c->p.isa);
+
+    struct polar_impl *im = (struct polar_impl *)vq_alloc(sizeof(*im));
+    if (!im) return VQ_STATUS_NO_MEMORY;
+    im->d = d;
+    im->nblk = d / VQ_POLAR_BLOCK;
+    im->rec_bits = 0;
+    for (int l = 0; l < VQ_POLAR_LEVELS; l++) {
+        im->b[l] = c->p.polar_bits[l];
+        im->rec_bits += (8 >> l) * im->b[l];
+        float cent[1 << VQ_POLAR_MAX_BITS1], bnd[1 << VQ_POLAR_MAX_BITS1];
+        vq_status st = vq_polar_codebook(l + 1, im->b[l], cent, bnd);
+        if (st != VQ_STATUS_OK) {
+            vq_free(im);
+            return st;
+        }
+        for (int i = 0; i < (1 << im->b[l]); i++) {
+            im->cs[l][i] = (float)cos((double)cent[i]);
+            im->sn[l][i] = (float)sin((double)cent[i]);
+        }
+        if (l > 0)
+            for (int i = 0; i < (1 << im->b[l]) - 1; i++) im->bounds[l][i] = bnd[i];
+    }
+    im->t1_cols = (size_t)1 << im->b[0];
+    im->w1 = POLAR_TWO_PI / (double)im->t1_cols;
+    im->ang_off = 2 * (size_t)im->nblk;
+    im->ang_bytes = ((size_t)im->nblk * (size_t)im->rec_bits + 7) / 8;
+    vq_status st = vq_rht_init(&im->rot, d, c->p.seed);
+    if (st != VQ_STATUS_OK) {
+        vq_free(im);
+        return st;
+    }
+    c->impl = im;
+    c->block_tokens = 1;
+    c->block_bytes = im->ang_off + im->ang_bytes;
+    c->query_bytes = sizeof(float) * (size_t)(d / 2) * im->t1_cols;
+    c->acc_floats = (size_t)d;
+    c->encode = polar_encode;
+    c->decode = polar_decode;
+    c->prepare_query = polar_prepare_query;
+    c->score = polar_score;
+    c->accumulate = polar_accumulate;
+    c->finish = polar_finish;
+    return VQ_STATUS_OK;
+}
+
+/* Registry entry (see codec.c). */
+const struct vq_codec_i vq_codec_polar = {
+    .name = "polar",
+    .params_doc = "polar_bits=b1,b2,b3,b4 (level 1: 1..6, levels 2-4: 1..4; default 4,2,2,2); "
+                  "head_dim multiple of 16",
+    .bits_formula = "(8 b1 + 4 b2 + 2 b3 + b4 + 16) / 16",
+    .needs_calibration = 0,
+    .init = polar_init,
+    .destroy = polar_destroy,
+};

@@ -1,0 +1,293 @@
+/*
+ * qjl.c — QJL codec (arXiv 2406.03482): 1-bit quantized Johnson-Lindenstrauss sketch of keys,
+ * plus the Hadamard sketch and sign-dot kernels shared with turboquant_prod (qjl.h).
+ *
+ * Math (ALGORITHMS.md §4): S is the Hadamard sketch of qjl.h (m rows of norm sqrt(d),
+ * S_b = sqrt(d) * RHT_b, independent signs per d-row block, m may exceed d).
+ *   encode:  z = sign(S k) in {+1,-1}^m, n = ||k||
+ *   score:   est<q,k> = sqrt(pi/2)/m * n * <S q, z>      (unbiased over the sketch signs)
+ *   decode:  k^ = sqrt(pi/2)/m * n * S^T z                (low cosine, ~0.62 at m = d)
+ * Values: qjl is meant for keys. Used for values, accumulate adds w_t * k^_t exactly as the
+ * decode would (accumulated in the m-dimensional sketch domain, S^T applied once in finish),
+ * so attention output equals the weighted sum of decodes.
+ * Not implemented yet: the official code's outlier channels (per-32-token-group outlier sketch
+ * and norm, ALGORITHMS.md §4.2); a later issue.
+ *
+ * Parameters: head_dim (8..1024, multiple of 8), jl_dim m (0 = head_dim; 8..8192, multiple of
+ * 8), seed. `bits` is ignored (always one bit per sketch row).
+ *
+ * Block layout (one token per block, block_bytes = 2 + m/8):
+ *   offset 0, 2 bytes: n = ||k|| as vq_sf16, little-endian
+ *   offset 2, m/8 bytes: sign bits of S k; bit i = bit (i % 8) of byte 2 + i/8, 1 means
+ *                        (S k)_i > 0 (z_i = +1), 0 means z_i = -1.
+ * A token whose n rounds to sf16 zero is stored as all-zero bytes (decodes to 0, scores 0).
+ * Bits/elem = (m + 16) / d (1.125 at m = d = 128, 2.125 at m = 2d).
+ *
+ * Prepared query (query_bytes = 4 * (pad16(m) + 16)): floats a = S q (m, zero-padded to a
+ * multiple of 16), then sum(a).
+ * Accumulator (acc_floats = m): sum_t w_t * sqrt(pi/2)/m * n_t * z_t; finish applies S^T.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "codecs/qjl.h"
+
+#define VQ_SQRT_HALF_PI 1.25331413731550025f
+
+/* ============================== Hadamard sketch =========================================== */
+
+uint64_t vq_sketch_block_seed(uint64_t seed, int b) {
+    vq_rng r;
+    vq_rng_seed(&r, seed ^ 0x514a4c534b455443ull); /* "QJLSKETC" */
+    uint64_t s = 0;
+    for (int i = 0; i <= b; i++) s = vq_rng_u64(&r);
+    return s;
+}
+
+vq_status vq_sketch_init(vq_sketch *sk, int d, int m, uint64_t seed) {
+    memset(sk, 0, sizeof(*sk));
+    if (d < 1 || d > VQ_SKETCH_MAX_D || m < 1 || m > VQ_QJL_MAX_M) return VQ_STATUS_INVALID_ARG;
+    sk->d = d;
+    sk->m = m;
+    sk->n_blocks = (m + d - 1) / d;
+    sk->scale = sqrtf((float)d);
+    sk->blk = (vq_rht *)vq_alloc(sizeof(vq_rht) * (size_t)sk->n_blocks);
+    if (!sk->blk) return VQ_STATUS_NO_MEMORY;
+    for (int b = 0; b < sk->n_blocks; b++) {
+        vq_status st = vq_rht_init(&sk->blk[b], d, vq_sketch_block_seed(seed, b));
+        if (st != VQ_STATUS_OK) {
+            for (int j = 0; j < b; j++) vq_rht_free(&sk->blk[j]);
+            vq_free(sk->blk);
+            sk->blk = NULL;
+            return st;
+        }
+    }
+    return VQ_STATUS_OK;
+}
+
+void vq_sketch_free(vq_sketch *sk) {
+    if (!sk || !sk->blk) return;
+    for (int b = 0; b < sk->n_blocks; b++) vq_rht_free(&sk->blk[b]);
+    vq_free(sk->blk);
+    sk->blk = NULL;
+}
+
+void vq_sketch_apply(const vq_sketch *sk, const float *x, float *out) {
+    float tmp[VQ_SKETCH_MAX_D];
+    const int d = sk->d;
+    for (int b = 0; b < sk->n_blocks; b++) {
+        vq_rht_forward(&sk->blk[b], x, tmp);
+        const int r0 = b * d, r1 = (r0 + d < sk->m) ? r0 + d : sk->m;
+        for (int i = r0; i < r1; i++) out[i] = sk->scale * tmp[i - r0];
+    }
+}
+
+void vq_sketch_signs(const vq_sketch *sk, const float *x, uint8_t *bits) {
+    float tmp[VQ_SKETCH_MAX_D];
+    const int d = sk->d;
+    memset(bits, 0, (size_t)sk->m / 8);
+    for (int b = 0; b < sk->n_blocks; b++) {
+        vq_rht_forward(&sk->blk[b], x, tmp);
+        const int r0 = b * d, r1 = (r0 + d < sk->m) ? r0 + d : sk->m;
+        for (int i = r0; i < r1; i++)
+            if (tmp[i - r0] > 0.0f) bits[i >> 3] = (uint8_t)(bits[i >> 3] | (1u << (i & 7)));
+    }
+}
+
+void vq_sketch_transpose(const vq_sketch *sk, const float *v, float *out) {
+    float tmp[VQ_SKETCH_MAX_D];
+    const int d = sk->d;
+    for (int j = 0; j < d; j++) out[j] = 0.0f;
+    for (int b = 0; b < sk->n_blocks; b++) {
+        const int r0 = b * d, r1 = (r0 + d < sk->m) ? r0 + d : sk->m;
+        for (int i = r0; i < r1; i++) tmp[i - r0] = v[i];
+        for (int i = r1 - r0; i < d; i++) tmp[i] = 0.0f;
+        vq_rht_inverse(&sk->blk[b], tmp, tmp);
+        for (int j = 0; j < d; j++) out[j] += sk->scale * tmp[j];
+    }
+}
+
+/* ============================== row kernels (reference) =================================== */
+
+void vq_signdot_rows_ref(const float *a, float sum_a, int m, const uint8_t *src, size_t stride,
+                         int64_t n, float *out) {
+    (void)sum_a;
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *z = src + (size_t)t * stride;
+        float s = 0.0f;
+        for (int i = 0; i < m; i++) s += ((z[i >> 3] >> (i & 7)) & 1) ? a[i] : -a[i];
+        out[t] = s;
+    }
+}
+
+void vq_lutdot_rows_ref(const float *q, const float *cb, int bits, int d, const uint8_t *src,
+                        size_t stride, int64_t n, float *out) {
+    uint8_t codes[VQ_SKETCH_MAX_D];
+    VQ_ASSERT(d <= VQ_SKETCH_MAX_D && bits >= 1 && bits <= 8);
+    for (int64_t t = 0; t < n; t++) {
+        vq_unpack(src + (size_t)t * stride, d, bits, codes);
+        float s = 0.0f;
+        for (int j = 0; j < d; j++) s += q[j] * cb[codes[j]];
+        out[t] = s;
+    }
+}
+
+vq_signdot_rows_fn vq_signdot_rows_pick(enum vq_isa isa) {
+#if defined(VQ_HAVE_X86)
+    if (isa == VQ_ISA_AVX512) return vq_signdot_rows_avx512;
+    if (isa == VQ_ISA_AVX2) return vq_signdot_rows_avx2;
+#endif
+    (void)isa;
+    return vq_signdot_rows_ref;
+}
+
+vq_lutdot_rows_fn vq_lutdot_rows_pick(enum vq_isa isa) {
+#if defined(VQ_HAVE_X86)
+    if (isa == VQ_ISA_AVX512) return vq_lutdot_rows_avx512;
+    if (isa == VQ_ISA_AVX2) return vq_lutdot_rows_avx2;
+#endif
+    (void)isa;
+    return vq_lutdot_rows_ref;
+}
+
+/* ============================== qjl codec ================================================= */
+
+struct qjl_impl {
+    int d, m;
+    size_t a_floats;            /* pad16(m): offset of sum(a) in the prepared query */
+    vq_sketch sk;
+    vq_signdot_rows_fn signdot;
+};
+
+static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
+
+static vq_status qjl_encode(const struct vq_codec *c, const float *x, int64_t n_blocks,
+                            uint8_t *dst) {
+    const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
+    const int d = im->d;
+    float u[VQ_SKETCH_MAX_D];
+    for (int64_t t = 0; t < n_blocks; t++) {
+        const float *xt = x + (size_t)t * (size_t)d;
+        uint8_t *o = dst + (size_t)t * c->block_bytes;
+        double ss = 0.0;
+        for (int j = 0; j < d; j++) {
+            if (!isfinite(xt[j])) return VQ_STATUS_NON_FINITE;
+            ss += (double)xt[j] * (double)xt[j];
+        }
+        const double nrm = sqrt(ss);
+        if (nrm > (double)VQ_SF16_MAX || !vq_sf16_fits((float)nrm)) return VQ_STATUS_RANGE;
+        const uint16_t h = vq_fp32_to_sf16((float)nrm);
+        if (vq_sf16_to_fp32(h) == 0.0f) {
+            memset(o, 0, c->block_bytes);
+            continue;
+        }
+        vq_wr_le16(o, h);
+        const float inv = (float)(1.0 / nrm);
+        for (int j = 0; j < d; j++) u[j] = xt[j] * inv;
+        vq_sketch_signs(&im->sk, u, o + 2);
+    }
+    return VQ_STATUS_OK;
+}
+
+static void qjl_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks,
+                       float *x) {
+    const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
+    float v[VQ_QJL_MAX_M];
+    for (int64_t t = 0; t < n_blocks; t++) {
+        const uint8_t *s = src + (size_t)t * c->block_bytes;
+        float *xt = x + (size_t)t * (size_t)im->d;
+        const float g = VQ_SQRT_HALF_PI / (float)im->m * vq_sf16_to_fp32(vq_rd_le16(s));
+        for (int i = 0; i < im->m; i++) v[i] = ((s[2 + (i >> 3)] >> (i & 7)) & 1) ? g : -g;
+        vq_sketch_transpose(&im->sk, v, xt);
+    }
+}
+
+static void qjl_prepare_query(const struct vq_codec *c, const float *q, void *qs) {
+    const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
+    float *a = (float *)qs;
+    vq_sketch_apply(&im->sk, q, a);
+    float sum = 0.0f;
+    for (int i = 0; i < im->m; i++) sum += a[i];
+    for (size_t i = (size_t)im->m; i < im->a_floats + 16; i++) a[i] = 0.0f;
+    a[im->a_floats] = sum;
+}
+
+static void qjl_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
+                      int64_t n_tokens, float *scores) {
+    const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
+    const float *a = (const float *)qs;
+    const size_t bb = c->block_bytes;
+    im->signdot(a, a[im->a_floats], im->m, codes + 2, bb, n_tokens, scores);
+    const float k = VQ_SQRT_HALF_PI / (float)im->m;
+    for (int64_t t = 0; t < n_tokens; t++)
+        scores[t] *= k * vq_sf16_to_fp32(vq_rd_le16(codes + (size_t)t * bb));
+}
+
+static void qjl_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
+                           const float *w, float *acc) {
+    const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
+    const float k = VQ_SQRT_HALF_PI / (float)im->m;
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const uint8_t *s = codes + (size_t)t * c->block_bytes;
+        const float g = w[t] * k * vq_sf16_to_fp32(vq_rd_le16(s));
+        if (g == 0.0f) continue;
+        for (int i = 0; i < im->m; i++) acc[i] += ((s[2 + (i >> 3)] >> (i & 7)) & 1) ? g : -g;
+    }
+}
+
+static void qjl_finish(const struct vq_codec *c, const float *acc, float *out) {
+    const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
+    vq_sketch_transpose(&im->sk, acc, out);
+}
+
+static void qjl_destroy(struct vq_codec *c) {
+    struct qjl_impl *im = (struct qjl_impl *)c->impl;
+    if (!im) return;
+    vq_sketch_free(&im->sk);
+    vq_free(im);
+    c->impl = NULL;
+}
+
+static vq_status qjl_init(struct vq_codec *c) {
+    const int d = c->p.head_dim;
+    if (d < 8 || d > VQ_SKETCH_MAX_D || d % 8 != 0) return VQ_STATUS_INVALID_ARG;
+    const int m = c->p.jl_dim ? c->p.jl_dim : d;
+    if (m < 8 || m > VQ_QJL_MAX_M || m % 8 != 0) return VQ_STATUS_INVALID_ARG;
+    c->p.jl_dim = m;
+    if (c->isa == VQ_ISA_AUTO) c->isa = vq_isa_resolve(c->p.isa);
+
+    struct qjl_impl *im = (struct qjl_impl *)vq_alloc(sizeof(*im));
+    if (!im) return VQ_STATUS_NO_MEMORY;
+    im->d = d;
+    im->m = m;
+    im->a_floats = pad16((size_t)m);
+    vq_status st = vq_sketch_init(&im->sk, d, m, c->p.seed);
+    if (st != VQ_STATUS_OK) {
+        vq_free(im);
+        return st;
+    }
+    im->signdot = vq_signdot_rows_pick(c->isa);
+    c->impl = im;
+    c->block_tokens = 1;
+    c->block_bytes = 2 + (size_t)m / 8;
+    c->query_bytes = sizeof(float) * (im->a_floats + 16);
+    c->acc_floats = (size_t)m;
+    c->encode = qjl_encode;
+    c->decode = qjl_decode;
+    c->prepare_query = qjl_prepare_query;
+    c->score = qjl_score;
+    c->accumulate = qjl_accumulate;
+    c->finish = qjl_finish;
+    return VQ_STATUS_OK;
+}
+
+/* Registry entry (see codec.c). */
+const struct vq_codec_i vq_codec_qjl = {
+    .name = "qjl",
+    .params_doc = "jl_dim=m (0 = head_dim; multiple of 8, may exceed head_dim); keys only "
+                  "(values decode to the low-cosine reconstruction)",
+    .bits_formula = "m/d + 16/d",
+    .needs_calibration = 0,
+    .init = qjl_init,
+    .destroy = qjl_destroy,
+};

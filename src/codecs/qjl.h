@@ -1,0 +1,80 @@
+/*
+ * qjl.h — internal pieces shared by the qjl and turboquant_prod codecs: the Hadamard sign
+ * sketch S (m x d) and the per-token row kernels (sign dot, small-codebook table dot) with
+ * their scalar references and x86 variants. Not part of the public API.
+ *
+ * Sketch definition (normative; docs/FORMAT.md depends on it):
+ *   S = [S_0; S_1; ...; S_{B-1}] truncated to its first m rows, B = ceil(m / d),
+ *   S_b = sqrt(d) * R_b where R_b is the orthogonal vq_rht of size d seeded with
+ *   vq_sketch_block_seed(seed, b). Rows have norm sqrt(d); rows of one block are orthogonal,
+ *   blocks have independent random signs.
+ * Sign bits: bit i of a sign stream is bit (i % 8) of byte i / 8 (LSB first); 1 means
+ * z_i = +1 ((S x)_i > 0), 0 means z_i = -1 ((S x)_i <= 0).
+ */
+#ifndef VQ_CODECS_QJL_H
+#define VQ_CODECS_QJL_H
+
+#include "codecs/codec_impl.h"
+
+#define VQ_QJL_MAX_M 8192          /* largest accepted jl_dim */
+#define VQ_SKETCH_MAX_D 1024       /* largest head_dim (stack scratch size) */
+
+typedef struct vq_sketch {
+    int d;          /* input dimension */
+    int m;          /* output rows (multiple of 8) */
+    int n_blocks;   /* ceil(m / d) */
+    float scale;    /* sqrt(d) */
+    vq_rht *blk;    /* (n_blocks) orthogonal rotations, owned */
+} vq_sketch;
+
+/* Seed of sketch block b derived from the codec seed (splitmix64 of seed ^ tag, b-th draw). */
+uint64_t vq_sketch_block_seed(uint64_t seed, int b);
+/* Builds the sketch for dimension d (a valid vq_rht size) and m rows (1..VQ_QJL_MAX_M).
+ * Returns NO_MEMORY / the vq_rht_init status on failure (sk is then freed). */
+vq_status vq_sketch_init(vq_sketch *sk, int d, int m, uint64_t seed);
+/* Releases the sketch; safe on a zeroed or already freed struct. */
+void vq_sketch_free(vq_sketch *sk);
+/* out (m floats) = S x (x: d floats). Thread-safe (sketch is read-only). */
+void vq_sketch_apply(const vq_sketch *sk, const float *x, float *out);
+/* bits (m/8 bytes) = sign bits of S x. */
+void vq_sketch_signs(const vq_sketch *sk, const float *x, uint8_t *bits);
+/* out (d floats) = S^T v (v: m floats). */
+void vq_sketch_transpose(const vq_sketch *sk, const float *v, float *out);
+
+/* ---- row kernels -------------------------------------------------------------------- */
+/* out[t] = sum_i a[i] * z_i for the sign stream at src + t * stride (m bits, m % 8 == 0).
+ * sum_a = sum_i a[i] (lets SIMD versions compute 2 * sum_{z=+1} a - sum_a). */
+typedef void (*vq_signdot_rows_fn)(const float *a, float sum_a, int m, const uint8_t *src,
+                                   size_t stride, int64_t n, float *out);
+/* out[t] = sum_j q[j] * cb[code_j] for the LSB-first `bits`-bit code stream of d codes at
+ * src + t * stride (bits 1..3, d % 8 == 0, cb has 2^bits entries). */
+typedef void (*vq_lutdot_rows_fn)(const float *q, const float *cb, int bits, int d,
+                                  const uint8_t *src, size_t stride, int64_t n, float *out);
+
+void vq_signdot_rows_ref(const float *a, float sum_a, int m, const uint8_t *src, size_t stride,
+                         int64_t n, float *out);
+void vq_lutdot_rows_ref(const float *q, const float *cb, int bits, int d, const uint8_t *src,
+                        size_t stride, int64_t n, float *out);
+#if defined(VQ_HAVE_X86)
+void vq_signdot_rows_avx2(const float *a, float sum_a, int m, const uint8_t *src, size_t stride,
+                          int64_t n, float *out);
+void vq_signdot_rows_avx512(const float *a, float sum_a, int m, const uint8_t *src,
+                            size_t stride, int64_t n, float *out);
+void vq_lutdot_rows_avx2(const float *q, const float *cb, int bits, int d, const uint8_t *src,
+                         size_t stride, int64_t n, float *out);
+void vq_lutdot_rows_avx512(const float *q, const float *cb, int bits, int d, const uint8_t *src,
+                           size_t stride, int64_t n, float *out);
+#endif
+
+/* Kernel choice for a resolved ISA (scalar fallback when x86 kernels are not built). */
+vq_signdot_rows_fn vq_signdot_rows_pick(enum vq_isa isa);
+vq_lutdot_rows_fn vq_lutdot_rows_pick(enum vq_isa isa);
+
+/* Little-endian 16-bit load/store of stored sf16 scalars. */
+static inline uint16_t vq_rd_le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static inline void vq_wr_le16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)(v & 0xff);
+    p[1] = (uint8_t)(v >> 8);
+}
+
+#endif
