@@ -27,6 +27,8 @@ extern const struct vq_codec_i vq_codec_fp32;
 extern const struct vq_codec_i vq_codec_turboquant_prod;
 extern const struct vq_codec_i vq_codec_qjl;
 extern const struct vq_codec_i vq_codec_polar;
+extern const struct vq_codec_i vq_codec_kivi;
+extern const struct vq_codec_i vq_codec_kivi_sink;
 
 static const struct vq_codec_i *const vq_registry_[VQ_METHOD_COUNT] = {
     [VQ_METHOD_FP16] = &vq_codec_fp16,
@@ -34,6 +36,8 @@ static const struct vq_codec_i *const vq_registry_[VQ_METHOD_COUNT] = {
     [VQ_METHOD_TURBOQUANT_PROD] = &vq_codec_turboquant_prod,
     [VQ_METHOD_QJL] = &vq_codec_qjl,
     [VQ_METHOD_POLAR] = &vq_codec_polar,
+    [VQ_METHOD_KIVI] = &vq_codec_kivi,
+    [VQ_METHOD_KIVI_SINK] = &vq_codec_kivi_sink,
 };
 
 /* Method names; every enum value has one, whether or not it is implemented. */

@@ -1,7 +1,8 @@
 /*
  * fp16_avx2.c — AVX2 + F16C + FMA kernels of the fp16 codec (contract in codecs/fp16.h).
  * Score: 8 tokens at a time, one accumulator per token (8 independent FMA chains), then a
- * hadd tree that reduces the 8 accumulators to 8 scores with one store.
+ * hadd tree that reduces the 8 accumulators to 8 scores with one store. Leftover tokens use
+ * the same per-token operation order, so scores do not depend on a token's place in a call.
  * Accumulate: channel blocks of 32 (4 ymm) x 2 interleaved token streams = 8 FMA chains.
  * head_dim is a multiple of 8 (checked at codec creation), so there are no partial vectors.
  */
@@ -25,11 +26,12 @@ VQ_INLINE __m256 hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, 
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
+/* Sum of the 8 lanes in the same order as one lane of hsum8x8, so a token scores bit-identically
+ * whether it is reduced alone or in a group of 8. */
 VQ_INLINE float hsum1(__m256 a) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
+    const __m256 t = _mm256_hadd_ps(a, a);
+    const __m256 u = _mm256_hadd_ps(t, t);
+    return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)));
 }
 
 void vq_fp16_score_avx2(const float *q, const uint16_t *x, int d, int64_t n, float *scores) {
@@ -53,14 +55,9 @@ void vq_fp16_score_avx2(const float *q, const uint16_t *x, int d, int64_t n, flo
     }
     for (; t < n; t++) {
         const uint16_t *r = x + t * d;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0;
-        int c = 0;
-        for (; c + 16 <= d; c += 16) {
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), ld8h(r + c), a0);
-            a1 = _mm256_fmadd_ps(_mm256_loadu_ps(q + c + 8), ld8h(r + c + 8), a1);
-        }
-        if (c < d) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), ld8h(r + c), a0);
-        scores[t] = hsum1(_mm256_add_ps(a0, a1));
+        __m256 a0 = _mm256_setzero_ps();
+        for (int c = 0; c < d; c += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), ld8h(r + c), a0);
+        scores[t] = hsum1(a0);
     }
 }
 

@@ -3,7 +3,7 @@
  * codecs/fp16.h).
  * Score: 8 tokens at a time, one zmm accumulator per token (8 independent FMA chains), a
  * masked 8-lane step when head_dim % 16 == 8, then fold to ymm and a hadd tree (8 scores,
- * one store).
+ * one store). Leftover tokens use the same per-token operation order (bit-identical scores).
  * Accumulate: channel blocks of 64 (4 zmm) x 2 interleaved token streams = 8 FMA chains; the
  * last 16-lane chunk is masked when head_dim % 16 == 8.
  */
@@ -35,6 +35,13 @@ VQ_INLINE __m256 hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, 
     const __m256 t2 = _mm256_hadd_ps(a4, a5), t3 = _mm256_hadd_ps(a6, a7);
     const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+/* Same lane order as one lane of hsum8x8 (see fp16_avx2.c). */
+VQ_INLINE float hsum1(__m256 a) {
+    const __m256 t = _mm256_hadd_ps(a, a);
+    const __m256 u = _mm256_hadd_ps(t, t);
+    return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)));
 }
 
 void vq_fp16_score_avx512(const float *q, const uint16_t *x, int d, int64_t n, float *scores) {
@@ -72,18 +79,10 @@ void vq_fp16_score_avx512(const float *q, const uint16_t *x, int d, int64_t n, f
     }
     for (; t < n; t++) {
         const uint16_t *r = x + t * d;
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0;
-        int c = 0;
-        for (; c + 32 <= d; c += 32) {
-            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), ld16h(r + c), a0);
-            a1 = _mm512_fmadd_ps(_mm512_loadu_ps(q + c + 16), ld16h(r + c + 16), a1);
-        }
-        if (c + 16 <= d) {
-            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), ld16h(r + c), a0);
-            c += 16;
-        }
-        if (c < d) a1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(0xFF, q + c), ld8h(r + c), a1);
-        scores[t] = _mm512_reduce_add_ps(_mm512_add_ps(a0, a1));
+        __m512 a0 = _mm512_setzero_ps();
+        for (int c = 0; c < d16; c += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), ld16h(r + c), a0);
+        if (d16 < d) a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(0xFF, q + d16), ld8h(r + d16), a0);
+        scores[t] = hsum1(fold(a0));
     }
 }
 

@@ -1,0 +1,917 @@
+/*
+ * cache.c — the paged KV cache (vq_cache_*) and the fused attention driver.
+ *
+ * Storage model
+ *   Per (layer, kv-head) there are two streams, K and V. A stream holds its tokens in order:
+ *   tokens [0, n_coded) live in codec blocks inside pages of page_tokens tokens (allocated on
+ *   demand, page bytes = page_tokens / block_tokens * block_bytes), tokens [n_coded, n_tokens)
+ *   live in an fp16 window, always contiguous: rows [win_start, win_start + win_n) of a buffer
+ *   of buf_rows rows (R for FLUSH; 2R for SLIDE, where the live rows are moved to the front
+ *   once per R tokens, so sliding costs O(1) amortized). K and V of one layer may have
+ *   different n_coded (KIVI keys flush in chunks of R, values slide).
+ *
+ * Window modes (decided from the stream's codec)
+ *   NONE  — no window: tokens are encoded as they arrive (per-token codecs other than KIVI).
+ *   FLUSH — KIVI keys (and any codec with block_tokens > 1): tokens collect in fp16 until the
+ *           window holds R = residual_length tokens, then all R are encoded as R/G blocks and
+ *           the window is emptied (0..R-1 fp16 tokens at any time).
+ *   SLIDE — KIVI values: a sliding window of the newest R tokens in fp16; the oldest token is
+ *           encoded when the window would exceed R.
+ *   Tokens of windowed streams are rounded to fp16 before they are encoded, so the stored
+ *   state does not depend on how a sequence is split into appends.
+ *
+ * Sinks (kivi_sink)
+ *   In a layer's first append, the n_sink_tokens tokens with the largest key norm (mean of the
+ *   per-head L2 norms over kv-heads) are chosen; their K and V rows are kept in fp16 in a
+ *   per-stream side store. Before a KIVI key block is encoded, its sink rows are replaced by
+ *   the nearest non-sink row of the block (earlier row first on ties), so a huge sink does not
+ *   inflate the group's min/max. Attention scores a sink token from its fp16 key and takes its
+ *   value from the fp16 copy (its value codes get weight 0).
+ *
+ * Append is two-phase: phase A validates everything (arguments, NaN/Inf, fp16 range of
+ * windowed streams, capacity), allocates missing pages and encodes into the space behind each
+ * stream's end (invisible until committed) — the encode itself is the trial for codec RANGE
+ * errors; phase B (which cannot fail) updates windows, sinks and counters. Any failure in
+ * phase A frees the pages it allocated, so the cache is exactly as before.
+ *
+ * Threads: vq_cache_attend runs (query, head) pairs in an OpenMP loop; every thread uses its
+ * own scratch slab allocated at create, so attend never allocates.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "codecs/codec_impl.h"
+
+#define VQ_MAX_SINKS 64
+
+enum { WIN_NONE = 0, WIN_FLUSH = 1, WIN_SLIDE = 2 };
+
+struct vq_stream {
+    uint8_t **pages;        /* (pages_cap) page pointers; [0, n_pages) allocated */
+    int64_t pages_cap;
+    int64_t n_pages;
+    int64_t n_coded;        /* tokens stored in codec blocks (multiple of block_tokens) */
+    uint16_t *win;          /* (buf_rows, head_dim) fp16 rows, NULL when the mode is NONE */
+    int win_start;          /* buffer row of the oldest window token */
+    int win_n;              /* tokens in the window */
+    uint16_t *sink;         /* (sink_cap, head_dim) fp16 rows of the layer's sinks, or NULL */
+};
+
+struct vq_side {            /* K or V configuration of one layer */
+    const vq_codec *codec;  /* shared, owned by the cache's codec list */
+    int mode;               /* WIN_* */
+    int win_cap;            /* R: most tokens the window holds after an append */
+    int buf_rows;           /* rows allocated for the window buffer (R or 2R) */
+    int bt;                 /* codec block tokens */
+    size_t page_bytes;      /* page_tokens / bt * block_bytes */
+    int use_sinks;          /* 1 if this side keeps fp16 sink copies */
+    struct vq_stream *s;    /* (n_kv_heads) */
+};
+
+struct vq_layer {
+    struct vq_side k, v;
+    int64_t n_tokens;
+    int sink_cap;           /* sinks chosen in the first append (0 = no sinks) */
+    int n_sinks;
+    int64_t sink_pos[VQ_MAX_SINKS]; /* ascending positions of the sinks */
+};
+
+/* Per-stream plan of one append (phase A computes it, phase B commits it). */
+struct plan {
+    int64_t n_enc;          /* virtual rows [0, n_enc) of (window ++ new) get encoded */
+    int64_t old_pages;      /* pages before this append (rollback point) */
+};
+
+struct vq_cache {
+    int n_layers, n_kv, d;
+    int64_t max_tokens;
+    int page_tokens;
+    int n_threads;          /* scratch slabs = threads used by attend */
+    vq_codec **codecs;      /* (n_codecs) unique codecs */
+    int n_codecs;
+    vq_codec *f16;          /* fp16 codec (same head_dim and ISA) for windows and sinks */
+    struct vq_layer *layers;/* (n_layers) */
+    size_t qs_bytes, acc_floats;
+    int max_bt;
+    /* per-thread attend scratch: one slab each, slab_bytes apart */
+    uint8_t *slabs;
+    size_t slab_bytes;
+    size_t off_scores, off_qs, off_qs16, off_acc, off_acc16;
+    /* append staging (single-threaded): (page_tokens, head_dim) fp32 */
+    float *stage;
+    struct plan *kplan, *vplan; /* (n_kv_heads) per-append plans */
+};
+
+/* ---- small helpers ---------------------------------------------------------------------- */
+
+static size_t align64(size_t x) { return (x + 63) & ~(size_t)63; }
+
+static size_t dtype_size(enum vq_dtype t) { return t == VQ_DTYPE_F32 ? 4 : 2; }
+
+/* Converts n elements of src (dtype t) to fp32. */
+static void to_f32(const void *src, enum vq_dtype t, float *dst, int64_t n) {
+    if (t == VQ_DTYPE_F32) memcpy(dst, src, (size_t)n * sizeof(float));
+    else if (t == VQ_DTYPE_F16) vq_fp16_to_fp32_row(src, dst, n);
+    else vq_bf16_to_fp32_row(src, dst, n);
+}
+
+static int same_params(const struct vq_codec_params *a, const struct vq_codec_params *b) {
+    return a->method == b->method && a->role == b->role && a->head_dim == b->head_dim &&
+           a->bits == b->bits && a->seed == b->seed && a->unbiased_scale == b->unbiased_scale &&
+           a->jl_dim == b->jl_dim && a->group_size == b->group_size &&
+           a->residual_length == b->residual_length && a->n_sink_tokens == b->n_sink_tokens &&
+           memcmp(a->polar_bits, b->polar_bits, sizeof a->polar_bits) == 0 && a->isa == b->isa;
+}
+
+static int is_kivi(enum vq_method m) { return m == VQ_METHOD_KIVI || m == VQ_METHOD_KIVI_SINK; }
+
+static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* ---- create / free -------------------------------------------------------------------------- */
+
+struct vq_cache_params vq_cache_params_default(void) {
+    struct vq_cache_params p;
+    memset(&p, 0, sizeof p);
+    p.n_layers = 1;
+    p.n_kv_heads = 1;
+    p.head_dim = 128;
+    p.max_tokens = 4096;
+    p.page_tokens = 256;
+    p.key = vq_codec_params_default();
+    p.key.role = VQ_ROLE_KEY;
+    p.value = vq_codec_params_default();
+    p.value.role = VQ_ROLE_VALUE;
+    p.key_bits_per_layer = NULL;
+    p.value_bits_per_layer = NULL;
+    p.n_threads = 0;
+    return p;
+}
+
+/* Returns the codec for params q, creating it (or reusing an identical one). */
+static vq_codec *get_codec(struct vq_cache *c, const struct vq_codec_params *q, vq_status *st) {
+    for (int i = 0; i < c->n_codecs; i++) {
+        struct vq_codec_params r = *q;
+        r.isa = vq_isa_resolve(q->isa);
+        if (same_params(vq_codec_params_get(c->codecs[i]), &r)) return c->codecs[i];
+    }
+    vq_codec *cd = vq_codec_create(q, st);
+    if (!cd) return NULL;
+    c->codecs[c->n_codecs++] = cd;
+    return cd;
+}
+
+/* Fills one side (K or V) of a layer; allocates the per-head stream array and windows. */
+static vq_status side_init(struct vq_cache *c, struct vq_side *sd, const vq_codec *cd) {
+    const struct vq_codec_params *cp = vq_codec_params_get(cd);
+    sd->codec = cd;
+    sd->bt = vq_codec_block_tokens(cd);
+    if (c->page_tokens % sd->bt != 0) return VQ_STATUS_INVALID_ARG;
+    sd->page_bytes = (size_t)(c->page_tokens / sd->bt) * vq_codec_block_bytes(cd);
+    if (is_kivi(cp->method) && cp->residual_length > 0) {
+        sd->mode = cp->role == VQ_ROLE_KEY ? WIN_FLUSH : WIN_SLIDE;
+        sd->win_cap = cp->residual_length;
+    } else if (sd->bt > 1) {
+        sd->mode = WIN_FLUSH;
+        sd->win_cap = sd->bt;
+    } else {
+        sd->mode = WIN_NONE;
+        sd->win_cap = 0;
+    }
+    if (sd->mode == WIN_FLUSH && sd->win_cap % sd->bt != 0) return VQ_STATUS_INVALID_ARG;
+    sd->buf_rows = sd->mode == WIN_SLIDE ? 2 * sd->win_cap : sd->win_cap;
+    sd->use_sinks = cp->method == VQ_METHOD_KIVI_SINK && cp->n_sink_tokens > 0;
+    sd->s = calloc((size_t)c->n_kv, sizeof *sd->s);
+    if (!sd->s) return VQ_STATUS_NO_MEMORY;
+    for (int h = 0; h < c->n_kv; h++) {
+        if (sd->win_cap > 0) {
+            sd->s[h].win = vq_alloc((size_t)sd->buf_rows * (size_t)c->d * 2);
+            if (!sd->s[h].win) return VQ_STATUS_NO_MEMORY;
+        }
+    }
+    return VQ_STATUS_OK;
+}
+
+static void side_free(struct vq_side *sd, int n_kv) {
+    if (!sd->s) return;
+    for (int h = 0; h < n_kv; h++) {
+        struct vq_stream *s = &sd->s[h];
+        for (int64_t p = 0; p < s->n_pages; p++) vq_free(s->pages[p]);
+        free(s->pages);
+        vq_free(s->win);
+        vq_free(s->sink);
+    }
+    free(sd->s);
+    sd->s = NULL;
+}
+
+void vq_cache_free(vq_cache *c) {
+    if (!c) return;
+    if (c->layers) {
+        for (int l = 0; l < c->n_layers; l++) {
+            side_free(&c->layers[l].k, c->n_kv);
+            side_free(&c->layers[l].v, c->n_kv);
+        }
+        free(c->layers);
+    }
+    if (c->codecs)
+        for (int i = 0; i < c->n_codecs; i++) vq_codec_free(c->codecs[i]);
+    free(c->codecs);
+    vq_codec_free(c->f16);
+    vq_free(c->slabs);
+    vq_free(c->stage);
+    free(c->kplan);
+    free(c->vplan);
+    free(c);
+}
+
+static vq_cache *create_fail(vq_cache *c, vq_status *st, vq_status code) {
+    vq_cache_free(c);
+    if (st) *st = code;
+    return NULL;
+}
+
+vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
+    if (!p || p->n_layers < 1 || p->n_kv_heads < 1 || p->max_tokens < 1 ||
+        p->max_tokens > ((int64_t)1 << 31) || p->page_tokens < 1 || p->page_tokens > (1 << 20) ||
+        p->n_threads < 0 || p->n_layers > (1 << 16) || p->n_kv_heads > (1 << 12))
+        return create_fail(NULL, st, VQ_STATUS_INVALID_ARG);
+    struct vq_cache *c = calloc(1, sizeof *c);
+    if (!c) return create_fail(NULL, st, VQ_STATUS_NO_MEMORY);
+    c->n_layers = p->n_layers;
+    c->n_kv = p->n_kv_heads;
+    c->d = p->head_dim;
+    c->max_tokens = p->max_tokens;
+    c->page_tokens = p->page_tokens;
+    c->codecs = calloc((size_t)p->n_layers * 2, sizeof *c->codecs);
+    c->layers = calloc((size_t)p->n_layers, sizeof *c->layers);
+    if (!c->codecs || !c->layers) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
+
+    vq_status s = VQ_STATUS_OK;
+    struct vq_codec_params f16p = vq_codec_params_default();
+    f16p.head_dim = p->head_dim;
+    f16p.isa = p->key.isa;
+    c->f16 = vq_codec_create(&f16p, &s);
+    if (!c->f16) return create_fail(c, st, s);
+
+    c->qs_bytes = 0;
+    c->acc_floats = 0;
+    c->max_bt = 1;
+    for (int l = 0; l < c->n_layers; l++) {
+        struct vq_layer *L = &c->layers[l];
+        struct vq_codec_params kp = p->key, vp = p->value;
+        kp.role = VQ_ROLE_KEY;
+        vp.role = VQ_ROLE_VALUE;
+        kp.head_dim = vp.head_dim = p->head_dim;
+        if (p->key_bits_per_layer) kp.bits = p->key_bits_per_layer[l];
+        if (p->value_bits_per_layer) vp.bits = p->value_bits_per_layer[l];
+        vq_codec *kc = get_codec(c, &kp, &s);
+        if (!kc) return create_fail(c, st, s);
+        vq_codec *vc = get_codec(c, &vp, &s);
+        if (!vc) return create_fail(c, st, s);
+        if ((s = side_init(c, &L->k, kc)) != VQ_STATUS_OK) return create_fail(c, st, s);
+        if ((s = side_init(c, &L->v, vc)) != VQ_STATUS_OK) return create_fail(c, st, s);
+        const struct vq_codec_params *kcp = vq_codec_params_get(kc), *vcp = vq_codec_params_get(vc);
+        L->sink_cap = L->k.use_sinks ? kcp->n_sink_tokens : L->v.use_sinks ? vcp->n_sink_tokens : 0;
+        if (L->sink_cap > VQ_MAX_SINKS) return create_fail(c, st, VQ_STATUS_INVALID_ARG);
+        struct vq_side *sides[2] = {&L->k, &L->v};
+        for (int j = 0; j < 2; j++) {
+            if (!sides[j]->use_sinks) continue;
+            for (int h = 0; h < c->n_kv; h++) {
+                sides[j]->s[h].sink = vq_alloc((size_t)L->sink_cap * (size_t)c->d * 2);
+                if (!sides[j]->s[h].sink) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
+            }
+        }
+        if (vq_codec_query_bytes(kc) > c->qs_bytes) c->qs_bytes = vq_codec_query_bytes(kc);
+        if (vq_codec_acc_floats(vc) > c->acc_floats) c->acc_floats = vq_codec_acc_floats(vc);
+        if (L->k.bt > c->max_bt) c->max_bt = L->k.bt;
+        if (L->v.bt > c->max_bt) c->max_bt = L->v.bt;
+    }
+
+    int nt = p->n_threads;
+#ifdef _OPENMP
+    if (nt == 0) nt = omp_get_max_threads();
+#else
+    nt = 1;
+#endif
+    if (nt < 1) nt = 1;
+    c->n_threads = nt;
+    size_t off = 0;
+    c->off_scores = off;
+    off += align64((size_t)(c->max_tokens + c->max_bt) * sizeof(float));
+    c->off_qs = off;
+    off += align64(c->qs_bytes > 0 ? c->qs_bytes : 1);
+    c->off_qs16 = off;
+    off += align64(vq_codec_query_bytes(c->f16));
+    c->off_acc = off;
+    off += align64(c->acc_floats * sizeof(float));
+    c->off_acc16 = off;
+    off += align64((size_t)c->d * sizeof(float));
+    c->slab_bytes = off;
+    c->slabs = vq_alloc(c->slab_bytes * (size_t)nt);
+    c->stage = vq_alloc((size_t)c->page_tokens * (size_t)c->d * sizeof(float));
+    c->kplan = calloc((size_t)c->n_kv, sizeof *c->kplan);
+    c->vplan = calloc((size_t)c->n_kv, sizeof *c->vplan);
+    if (!c->slabs || !c->stage || !c->kplan || !c->vplan) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
+    if (st) *st = VQ_STATUS_OK;
+    return c;
+}
+
+/* ---- append ------------------------------------------------------------------------------- */
+
+
+/* Row i of the virtual sequence (window rows, then the new tokens) of stream (side, head) as
+ * fp32 into dst. Windowed streams round new tokens through fp16. */
+static void virt_row(const struct vq_cache *c, const struct vq_side *sd, int h, const void *src,
+                     enum vq_dtype dt, int64_t i, float *dst) {
+    const struct vq_stream *s = &sd->s[h];
+    const int d = c->d;
+    if (i < s->win_n) {
+        const int r = s->win_start + (int)i;
+        vq_fp16_to_fp32_row(s->win + (size_t)r * (size_t)d, dst, d);
+        return;
+    }
+    const int64_t t = i - s->win_n;
+    const uint8_t *p = (const uint8_t *)src + (size_t)((t * c->n_kv + h) * d) * dtype_size(dt);
+    if (sd->mode != WIN_NONE && dt == VQ_DTYPE_F16) {
+        vq_fp16_to_fp32_row((const uint16_t *)(const void *)p, dst, d);
+        return;
+    }
+    to_f32(p, dt, dst, d);
+    if (sd->mode != WIN_NONE) {
+        uint16_t tmp[1024];
+        vq_fp32_to_fp16_row(dst, tmp, d);
+        vq_fp16_to_fp32_row(tmp, dst, d);
+    }
+}
+
+/* Writes new token t of head h as an fp16 row into dst. */
+static void new_row_f16(const struct vq_cache *c, const void *src, enum vq_dtype dt, int h,
+                        int64_t t, uint16_t *dst) {
+    const int d = c->d;
+    const uint8_t *p = (const uint8_t *)src + (size_t)((t * c->n_kv + h) * d) * dtype_size(dt);
+    if (dt == VQ_DTYPE_F16) {
+        memcpy(dst, p, (size_t)d * 2);
+        return;
+    }
+    float tmp[1024];
+    to_f32(p, dt, tmp, d);
+    vq_fp32_to_fp16_row(tmp, dst, d);
+}
+
+static int is_sink_pos(const struct vq_layer *L, int64_t pos) {
+    for (int i = 0; i < L->n_sinks; i++)
+        if (L->sink_pos[i] == pos) return 1;
+    return 0;
+}
+
+/* Replaces sink rows of each block of `rows` staged rows (absolute positions pos0..) by the
+ * nearest non-sink row of the same block (earlier first). Blocks that are all sinks stay. */
+static void replace_sinks(const struct vq_layer *L, int bt, int d, int64_t pos0, int64_t rows,
+                          float *stage) {
+    if (L->n_sinks == 0 || bt <= 1) return;
+    for (int64_t b0 = 0; b0 < rows; b0 += bt) {
+        for (int i = 0; i < bt; i++) {
+            if (!is_sink_pos(L, pos0 + b0 + i)) continue;
+            for (int k = 1; k < bt; k++) {
+                int j = -1;
+                if (i - k >= 0 && !is_sink_pos(L, pos0 + b0 + i - k)) j = i - k;
+                else if (i + k < bt && !is_sink_pos(L, pos0 + b0 + i + k)) j = i + k;
+                if (j >= 0) {
+                    memcpy(stage + (b0 + i) * d, stage + (b0 + j) * d, (size_t)d * sizeof(float));
+                    break;
+                }
+            }
+        }
+    }
+}
+
+/* Scans k and v: NaN/Inf anywhere gives NON_FINITE; a magnitude above 65504 in a stream that
+ * keeps fp16 rows gives RANGE. */
+static vq_status scan_input(const struct vq_cache *c, const struct vq_layer *L, const void *src,
+                            enum vq_dtype dt, int64_t n, int windowed_or_sink) {
+    const int64_t total = n * c->n_kv * c->d;
+    int range = 0;
+    if (dt == VQ_DTYPE_F32) {
+        const float *x = src;
+        for (int64_t i = 0; i < total; i++) {
+            if (!isfinite(x[i])) return VQ_STATUS_NON_FINITE;
+            range |= fabsf(x[i]) > 65504.0f;
+        }
+    } else if (dt == VQ_DTYPE_F16) {
+        const uint16_t *x = src;
+        for (int64_t i = 0; i < total; i++)
+            if ((x[i] & 0x7C00u) == 0x7C00u) return VQ_STATUS_NON_FINITE;
+    } else {
+        const uint16_t *x = src;
+        for (int64_t i = 0; i < total; i++) {
+            if ((x[i] & 0x7F80u) == 0x7F80u) return VQ_STATUS_NON_FINITE;
+            range |= fabsf(vq_bf16_to_fp32(x[i])) > 65504.0f;
+        }
+    }
+    (void)L;
+    return range && windowed_or_sink ? VQ_STATUS_RANGE : VQ_STATUS_OK;
+}
+
+/* Phase A for one stream: plan, allocate pages, encode behind the end. */
+static vq_status stream_encode(struct vq_cache *c, struct vq_layer *L, struct vq_side *sd, int h,
+                               const void *src, enum vq_dtype dt, int64_t n, struct plan *pl) {
+    struct vq_stream *s = &sd->s[h];
+    const int64_t total = s->win_n + n;
+    int64_t n_enc;
+    if (sd->mode == WIN_NONE) n_enc = n;
+    else if (sd->mode == WIN_FLUSH) n_enc = total / sd->win_cap * sd->win_cap;
+    else n_enc = total > sd->win_cap ? total - sd->win_cap : 0;
+    pl->n_enc = n_enc;
+    if (n_enc == 0) return VQ_STATUS_OK;
+    const int64_t end = s->n_coded + n_enc;
+    const int64_t need = (end + c->page_tokens - 1) / c->page_tokens;
+    if (need > s->pages_cap) {
+        int64_t cap = s->pages_cap ? s->pages_cap : 4;
+        while (cap < need) cap *= 2;
+        uint8_t **np = realloc(s->pages, (size_t)cap * sizeof *np);
+        if (!np) return VQ_STATUS_NO_MEMORY;
+        s->pages = np;
+        s->pages_cap = cap;
+    }
+    while (s->n_pages < need) {
+        uint8_t *pg = vq_alloc(sd->page_bytes);
+        if (!pg) return VQ_STATUS_NO_MEMORY;
+        s->pages[s->n_pages++] = pg;
+    }
+    const int d = c->d;
+    const size_t bb = vq_codec_block_bytes(sd->codec);
+    int64_t i = 0;
+    while (i < n_enc) {
+        const int64_t pos = s->n_coded + i;
+        const int64_t in_page = pos % c->page_tokens;
+        int64_t rows = c->page_tokens - in_page;
+        if (rows > n_enc - i) rows = n_enc - i;
+        for (int64_t r = 0; r < rows; r++) virt_row(c, sd, h, src, dt, i + r, c->stage + r * d);
+        if (sd->use_sinks && sd->codec->p.role == VQ_ROLE_KEY)
+            replace_sinks(L, sd->bt, d, pos, rows, c->stage);
+        uint8_t *dst = s->pages[pos / c->page_tokens] + (size_t)(in_page / sd->bt) * bb;
+        VQ_RETURN_IF_ERR(vq_codec_encode(sd->codec, c->stage, rows, dst));
+        i += rows;
+    }
+    return VQ_STATUS_OK;
+}
+
+static void stream_rollback(struct vq_side *sd, int h, const struct plan *pl) {
+    struct vq_stream *s = &sd->s[h];
+    while (s->n_pages > pl->old_pages) {
+        s->n_pages--;
+        vq_free(s->pages[s->n_pages]);
+        s->pages[s->n_pages] = NULL;
+    }
+}
+
+/* Phase B for one stream: window update and counters (cannot fail). */
+static void stream_commit(struct vq_cache *c, struct vq_side *sd, int h, const void *src,
+                          enum vq_dtype dt, int64_t n, const struct plan *pl) {
+    struct vq_stream *s = &sd->s[h];
+    const int d = c->d;
+    s->n_coded += pl->n_enc;
+    if (sd->mode == WIN_NONE) return;
+    int64_t first_new; /* first new token that goes into the window */
+    if (sd->mode == WIN_FLUSH) {
+        if (pl->n_enc == 0) {
+            first_new = 0;
+        } else {
+            first_new = pl->n_enc - s->win_n;
+            s->win_n = 0;
+            s->win_start = 0;
+        }
+    } else {
+        int64_t drop = pl->n_enc < s->win_n ? pl->n_enc : s->win_n;
+        s->win_start += (int)drop;
+        s->win_n -= (int)drop;
+        first_new = pl->n_enc - drop;
+        if (s->win_start + s->win_n + (n - first_new) > sd->buf_rows) {
+            memmove(s->win, s->win + (size_t)s->win_start * (size_t)d, (size_t)s->win_n * (size_t)d * 2);
+            s->win_start = 0;
+        }
+    }
+    for (int64_t t = first_new; t < n; t++) {
+        const int r = s->win_start + s->win_n;
+        new_row_f16(c, src, dt, h, t, s->win + (size_t)r * (size_t)d);
+        s->win_n++;
+    }
+    VQ_ASSERT(s->win_n <= sd->win_cap && s->win_start + s->win_n <= sd->buf_rows);
+}
+
+/* Chooses the layer's sinks among the n new tokens (first append): the L->sink_cap tokens of
+ * largest mean key norm, kept in ascending position order. Ties keep the earlier token. */
+static int choose_sinks(const struct vq_cache *c, const struct vq_layer *L, const void *k,
+                        enum vq_dtype dt, int64_t n, int64_t *pos) {
+    const int want = (int)(L->sink_cap < n ? L->sink_cap : n);
+    float best[VQ_MAX_SINKS];
+    int nb = 0;
+    float row[1024];
+    for (int64_t t = 0; t < n; t++) {
+        double norm = 0;
+        for (int h = 0; h < c->n_kv; h++) {
+            const uint8_t *p = (const uint8_t *)k + (size_t)((t * c->n_kv + h) * c->d) * dtype_size(dt);
+            to_f32(p, dt, row, c->d);
+            double ss = 0;
+            for (int i = 0; i < c->d; i++) ss += (double)row[i] * row[i];
+            norm += sqrt(ss);
+        }
+        const float v = (float)(norm / c->n_kv);
+        /* insertion into the descending list best[0..nb) */
+        int at = nb;
+        while (at > 0 && best[at - 1] < v) at--;
+        if (at >= want) continue;
+        int last = nb < want ? nb : want - 1;
+        for (int j = last; j > at; j--) { best[j] = best[j - 1]; pos[j] = pos[j - 1]; }
+        best[at] = v;
+        pos[at] = t;
+        if (nb < want) nb++;
+    }
+    /* ascending positions */
+    for (int i = 1; i < nb; i++)
+        for (int j = i; j > 0 && pos[j - 1] > pos[j]; j--) {
+            int64_t tp = pos[j]; pos[j] = pos[j - 1]; pos[j - 1] = tp;
+        }
+    return nb;
+}
+
+vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v,
+                          enum vq_dtype dtype, int64_t n_tokens) {
+    if (!c || layer < 0 || layer >= c->n_layers || n_tokens < 0) return VQ_STATUS_INVALID_ARG;
+    if (dtype != VQ_DTYPE_F32 && dtype != VQ_DTYPE_F16 && dtype != VQ_DTYPE_BF16)
+        return VQ_STATUS_INVALID_ARG;
+    if (n_tokens == 0) return VQ_STATUS_OK;
+    if (!k || !v) return VQ_STATUS_INVALID_ARG;
+    struct vq_layer *L = &c->layers[layer];
+    if (n_tokens > c->max_tokens - L->n_tokens) return VQ_STATUS_CAPACITY;
+    const int first = L->n_tokens == 0 && L->sink_cap > 0;
+    vq_status st = scan_input(c, L, k, dtype, n_tokens, L->k.mode != WIN_NONE || L->k.use_sinks);
+    if (st == VQ_STATUS_OK)
+        st = scan_input(c, L, v, dtype, n_tokens, L->v.mode != WIN_NONE || L->v.use_sinks);
+    if (st != VQ_STATUS_OK) return st;
+
+    /* Sinks are chosen before encoding (key blocks need them); committed only on success. */
+    const int old_n_sinks = L->n_sinks;
+    int64_t old_pos[VQ_MAX_SINKS];
+    memcpy(old_pos, L->sink_pos, sizeof old_pos);
+    if (first) L->n_sinks = choose_sinks(c, L, k, dtype, n_tokens, L->sink_pos);
+
+    struct plan *kpl = c->kplan, *vpl = c->vplan;
+    for (int h = 0; h < c->n_kv; h++) {
+        kpl[h].n_enc = vpl[h].n_enc = 0;
+        kpl[h].old_pages = L->k.s[h].n_pages;
+        vpl[h].old_pages = L->v.s[h].n_pages;
+    }
+    for (int h = 0; h < c->n_kv && st == VQ_STATUS_OK; h++) {
+        st = stream_encode(c, L, &L->k, h, k, dtype, n_tokens, &kpl[h]);
+        if (st == VQ_STATUS_OK) st = stream_encode(c, L, &L->v, h, v, dtype, n_tokens, &vpl[h]);
+    }
+    if (st != VQ_STATUS_OK) {
+        for (int h = 0; h < c->n_kv; h++) {
+            stream_rollback(&L->k, h, &kpl[h]);
+            stream_rollback(&L->v, h, &vpl[h]);
+        }
+        L->n_sinks = old_n_sinks;
+        memcpy(L->sink_pos, old_pos, sizeof old_pos);
+        return st;
+    }
+    /* phase B */
+    if (first) {
+        for (int h = 0; h < c->n_kv; h++)
+            for (int i = 0; i < L->n_sinks; i++) {
+                if (L->k.use_sinks)
+                    new_row_f16(c, k, dtype, h, L->sink_pos[i], L->k.s[h].sink + (size_t)i * (size_t)c->d);
+                if (L->v.use_sinks)
+                    new_row_f16(c, v, dtype, h, L->sink_pos[i], L->v.s[h].sink + (size_t)i * (size_t)c->d);
+            }
+    }
+    for (int h = 0; h < c->n_kv; h++) {
+        stream_commit(c, &L->k, h, k, dtype, n_tokens, &kpl[h]);
+        stream_commit(c, &L->v, h, v, dtype, n_tokens, &vpl[h]);
+    }
+    L->n_tokens += n_tokens;
+    return VQ_STATUS_OK;
+}
+
+int64_t vq_cache_n_tokens(const vq_cache *c, int layer) {
+    if (!c || layer < 0 || layer >= c->n_layers) return 0;
+    return c->layers[layer].n_tokens;
+}
+
+/* ---- attention -------------------------------------------------------------------------- */
+
+/* Validates attend arguments and fills the position of query i into pos (or checks q_pos). */
+static vq_status attend_check(const vq_cache *c, int layer, const float *q, int n_q_heads,
+                              int64_t n_q, const int64_t *q_pos, float scale, const float *out) {
+    if (!c || layer < 0 || layer >= c->n_layers || n_q < 0 || n_q_heads < 1 ||
+        n_q_heads % c->n_kv != 0 || !isfinite(scale))
+        return VQ_STATUS_INVALID_ARG;
+    if (n_q == 0) return VQ_STATUS_OK;
+    if (!q || !out) return VQ_STATUS_INVALID_ARG;
+    const int64_t nt = c->layers[layer].n_tokens;
+    if (q_pos) {
+        for (int64_t i = 0; i < n_q; i++)
+            if (q_pos[i] < 0 || q_pos[i] >= nt) return VQ_STATUS_INVALID_ARG;
+    } else if (n_q > nt) {
+        return VQ_STATUS_INVALID_ARG;
+    }
+    return VQ_STATUS_OK;
+}
+
+static int64_t query_pos(const vq_cache *c, int layer, int64_t n_q, const int64_t *q_pos, int64_t i) {
+    return q_pos ? q_pos[i] : c->layers[layer].n_tokens - n_q + i;
+}
+
+/* Scores fp16 window rows [0, n) of stream s into sc. */
+static void window_score(const vq_cache *c, const struct vq_side *sd, const struct vq_stream *s,
+                         const void *qs16, int64_t n, float *sc) {
+    (void)sd;
+    vq_codec_score(c->f16, qs16, s->win + (size_t)s->win_start * (size_t)c->d, n, sc);
+}
+
+static void window_acc(const vq_cache *c, const struct vq_side *sd, const struct vq_stream *s,
+                       int64_t n, const float *w, float *acc) {
+    (void)sd;
+    vq_codec_accumulate(c->f16, s->win + (size_t)s->win_start * (size_t)c->d, n, w, acc);
+}
+
+/* One (query, head) pair: out (head_dim) = softmax(scale * K q) V over tokens 0..pos. */
+static void attend_one(const vq_cache *c, const struct vq_layer *L, int g, const float *q,
+                       int64_t pos, float scale, uint8_t *slab, float *out) {
+    float *sc = (float *)(void *)(slab + c->off_scores);
+    void *qs = slab + c->off_qs, *qs16 = slab + c->off_qs16;
+    float *acc = (float *)(void *)(slab + c->off_acc);
+    float *acc16 = (float *)(void *)(slab + c->off_acc16);
+    const int d = c->d;
+    const int64_t nv = pos + 1;
+    const int64_t PT = c->page_tokens;
+
+    /* keys: codec pages, sinks, window */
+    const struct vq_side *ks = &L->k;
+    const struct vq_stream *kst = &ks->s[g];
+    const int64_t kc_vis = kst->n_coded < nv ? kst->n_coded : nv;
+    vq_codec_prepare_query(c->f16, q, qs16);
+    if (kc_vis > 0) {
+        const int64_t kend = round_up(kc_vis, ks->bt);
+        vq_codec_prepare_query(ks->codec, q, qs);
+        for (int64_t p0 = 0; p0 < kend; p0 += PT) {
+            const int64_t p1 = p0 + PT < kend ? p0 + PT : kend;
+            vq_codec_score(ks->codec, qs, kst->pages[p0 / PT], p1 - p0, sc + p0);
+        }
+        if (ks->use_sinks)
+            for (int i = 0; i < L->n_sinks; i++)
+                if (L->sink_pos[i] < kc_vis)
+                    vq_codec_score(c->f16, qs16, kst->sink + (size_t)i * (size_t)d, 1,
+                                   sc + L->sink_pos[i]);
+    }
+    if (nv > kst->n_coded) window_score(c, ks, kst, qs16, nv - kst->n_coded, sc + kst->n_coded);
+
+    /* softmax over [0, nv) with max subtraction; weights are normalized in place */
+    float m = -INFINITY;
+    for (int64_t t = 0; t < nv; t++) {
+        sc[t] *= scale;
+        if (sc[t] > m) m = sc[t];
+    }
+    double sum = 0;
+    for (int64_t t = 0; t < nv; t++) {
+        sc[t] = expf(sc[t] - m);
+        sum += sc[t];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t t = 0; t < nv; t++) sc[t] *= inv;
+
+    /* values: codec pages (+ sinks from fp16), window */
+    const struct vq_side *vs = &L->v;
+    const struct vq_stream *vst = &vs->s[g];
+    const int64_t vc_vis = vst->n_coded < nv ? vst->n_coded : nv;
+    memset(acc16, 0, (size_t)d * sizeof(float));
+    if (vc_vis > 0) {
+        const int64_t vend = round_up(vc_vis, vs->bt);
+        for (int64_t t = nv; t < vend; t++) sc[t] = 0.0f;
+        if (vs->use_sinks)
+            for (int i = 0; i < L->n_sinks; i++) {
+                const int64_t sp = L->sink_pos[i];
+                if (sp >= vc_vis) continue;
+                vq_codec_accumulate(c->f16, vst->sink + (size_t)i * (size_t)d, 1, sc + sp, acc16);
+                sc[sp] = 0.0f;
+            }
+        memset(acc, 0, vq_codec_acc_floats(vs->codec) * sizeof(float));
+        for (int64_t p0 = 0; p0 < vend; p0 += PT) {
+            const int64_t p1 = p0 + PT < vend ? p0 + PT : vend;
+            vq_codec_accumulate(vs->codec, vst->pages[p0 / PT], p1 - p0, sc + p0, acc);
+        }
+        vq_codec_finish(vs->codec, acc, out);
+    } else {
+        memset(out, 0, (size_t)d * sizeof(float));
+    }
+    if (nv > vst->n_coded) window_acc(c, vs, vst, nv - vst->n_coded, sc + vst->n_coded, acc16);
+    for (int i = 0; i < d; i++) out[i] += acc16[i];
+}
+
+vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads, int64_t n_q,
+                          const int64_t *q_pos, float scale, float *out) {
+    VQ_RETURN_IF_ERR(attend_check(c, layer, q, n_q_heads, n_q, q_pos, scale, out));
+    if (n_q == 0) return VQ_STATUS_OK;
+    const struct vq_layer *L = &c->layers[layer];
+    const int grp = n_q_heads / c->n_kv;
+    const int64_t n_pairs = n_q * n_q_heads;
+    const int d = c->d;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(c->n_threads) if (n_pairs > 1)
+#endif
+    for (int64_t pi = 0; pi < n_pairs; pi++) {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        const int64_t i = pi / n_q_heads;
+        const int h = (int)(pi % n_q_heads);
+        attend_one(c, L, h / grp, q + (size_t)pi * (size_t)d, query_pos(c, layer, n_q, q_pos, i),
+                   scale, c->slabs + (size_t)tid * c->slab_bytes, out + (size_t)pi * (size_t)d);
+    }
+    return VQ_STATUS_OK;
+}
+
+/* Decodes every token of stream (side, head) into x (n_tokens, head_dim) fp32, with sink
+ * tokens taken from their fp16 copies. */
+static void stream_decode(const vq_cache *c, const struct vq_layer *L, const struct vq_side *sd,
+                          int h, float *x) {
+    const struct vq_stream *s = &sd->s[h];
+    const int d = c->d;
+    const int64_t PT = c->page_tokens;
+    for (int64_t p0 = 0; p0 < s->n_coded; p0 += PT) {
+        const int64_t p1 = p0 + PT < s->n_coded ? p0 + PT : s->n_coded;
+        vq_codec_decode(sd->codec, s->pages[p0 / PT], p1 - p0, x + p0 * d);
+    }
+    if (sd->use_sinks)
+        for (int i = 0; i < L->n_sinks; i++)
+            if (L->sink_pos[i] < s->n_coded)
+                vq_fp16_to_fp32_row(s->sink + (size_t)i * (size_t)d, x + L->sink_pos[i] * d, d);
+    for (int j = 0; j < s->win_n; j++) {
+        const int r = s->win_start + j;
+        vq_fp16_to_fp32_row(s->win + (size_t)r * (size_t)d, x + (s->n_coded + j) * d, d);
+    }
+}
+
+vq_status vq_cache_attend_ref(vq_cache *c, int layer, const float *q, int n_q_heads, int64_t n_q,
+                              const int64_t *q_pos, float scale, float *out) {
+    VQ_RETURN_IF_ERR(attend_check(c, layer, q, n_q_heads, n_q, q_pos, scale, out));
+    if (n_q == 0) return VQ_STATUS_OK;
+    const struct vq_layer *L = &c->layers[layer];
+    const int64_t nt = L->n_tokens;
+    const int d = c->d, grp = n_q_heads / c->n_kv;
+    float *K = malloc((size_t)(nt * d) * sizeof(float));
+    float *V = malloc((size_t)(nt * d) * sizeof(float));
+    double *p = malloc((size_t)nt * sizeof(double));
+    double *o = malloc((size_t)d * sizeof(double));
+    if (!K || !V || !p || !o) {
+        free(K); free(V); free(p); free(o);
+        return VQ_STATUS_NO_MEMORY;
+    }
+    for (int g = 0; g < c->n_kv; g++) {
+        stream_decode(c, L, &L->k, g, K);
+        stream_decode(c, L, &L->v, g, V);
+        for (int64_t i = 0; i < n_q; i++) {
+            const int64_t nv = query_pos(c, layer, n_q, q_pos, i) + 1;
+            for (int h = g * grp; h < (g + 1) * grp; h++) {
+                const float *qq = q + (size_t)((i * n_q_heads + h) * d);
+                double m = -INFINITY, sum = 0;
+                for (int64_t t = 0; t < nv; t++) {
+                    double s = 0;
+                    for (int j = 0; j < d; j++) s += (double)qq[j] * K[t * d + j];
+                    p[t] = s * scale;
+                    if (p[t] > m) m = p[t];
+                }
+                for (int64_t t = 0; t < nv; t++) {
+                    p[t] = exp(p[t] - m);
+                    sum += p[t];
+                }
+                for (int j = 0; j < d; j++) o[j] = 0;
+                for (int64_t t = 0; t < nv; t++)
+                    for (int j = 0; j < d; j++) o[j] += p[t] * V[t * d + j];
+                float *oo = out + (size_t)((i * n_q_heads + h) * d);
+                for (int j = 0; j < d; j++) oo[j] = (float)(o[j] / sum);
+            }
+        }
+    }
+    free(K); free(V); free(p); free(o);
+    return VQ_STATUS_OK;
+}
+
+/* ---- memory, truncate, reset ---------------------------------------------------------- */
+
+void vq_cache_memory(const vq_cache *c, struct vq_cache_memory *m) {
+    if (!m) return;
+    memset(m, 0, sizeof *m);
+    if (!c) return;
+    const size_t row16 = (size_t)c->d * 2;
+    for (int l = 0; l < c->n_layers; l++) {
+        const struct vq_layer *L = &c->layers[l];
+        const struct vq_side *sides[2] = {&L->k, &L->v};
+        for (int j = 0; j < 2; j++) {
+            const struct vq_side *sd = sides[j];
+            const size_t bb = vq_codec_block_bytes(sd->codec);
+            for (int h = 0; h < c->n_kv; h++) {
+                const struct vq_stream *s = &sd->s[h];
+                const size_t coded = (size_t)(s->n_coded / sd->bt) * bb;
+                size_t win = (size_t)s->win_n * row16;
+                if (sd->use_sinks) win += (size_t)L->n_sinks * row16;
+                if (j == 0) {
+                    m->key_bytes += coded;
+                    m->key_total_bytes += coded + win;
+                } else {
+                    m->value_bytes += coded;
+                }
+                m->window_bytes += win;
+                m->allocated_bytes += (size_t)s->n_pages * sd->page_bytes +
+                                      (size_t)sd->buf_rows * row16 +
+                                      (sd->use_sinks ? (size_t)L->sink_cap * row16 : 0);
+            }
+        }
+        m->fp16_key_bytes += (size_t)L->n_tokens * (size_t)c->n_kv * row16;
+    }
+    m->fp16_bytes = 2 * m->fp16_key_bytes;
+    m->total_bytes = m->key_bytes + m->value_bytes + m->window_bytes;
+}
+
+/* Checks whether stream s can be cut to n tokens (see stream_truncate). */
+static int stream_can_cut(const struct vq_side *sd, const struct vq_stream *s, int64_t n) {
+    return n >= s->n_coded || n % sd->bt == 0;
+}
+
+/* Keeps the first n tokens of a stream: window rows beyond n are dropped; a cut inside the
+ * coded part drops whole blocks (the caller checked block alignment) and empties the window. */
+static void stream_truncate(struct vq_side *sd, struct vq_stream *s, int64_t n) {
+    if (n >= s->n_coded) {
+        const int64_t keep = n - s->n_coded;
+        if (keep < s->win_n) s->win_n = (int)keep;
+    } else {
+        s->n_coded = n;
+        s->win_n = 0;
+        s->win_start = 0;
+    }
+    (void)sd;
+}
+
+vq_status vq_cache_truncate(vq_cache *c, int64_t n_tokens) {
+    if (!c || n_tokens < 0) return VQ_STATUS_INVALID_ARG;
+    int64_t maxn = 0;
+    for (int l = 0; l < c->n_layers; l++)
+        if (c->layers[l].n_tokens > maxn) maxn = c->layers[l].n_tokens;
+    if (n_tokens > maxn) return VQ_STATUS_INVALID_ARG;
+    for (int l = 0; l < c->n_layers; l++) {
+        const struct vq_layer *L = &c->layers[l];
+        if (L->n_tokens <= n_tokens) continue;
+        for (int h = 0; h < c->n_kv; h++)
+            if (!stream_can_cut(&L->k, &L->k.s[h], n_tokens) ||
+                !stream_can_cut(&L->v, &L->v.s[h], n_tokens))
+                return VQ_STATUS_UNSUPPORTED;
+    }
+    for (int l = 0; l < c->n_layers; l++) {
+        struct vq_layer *L = &c->layers[l];
+        if (L->n_tokens <= n_tokens) continue;
+        for (int h = 0; h < c->n_kv; h++) {
+            stream_truncate(&L->k, &L->k.s[h], n_tokens);
+            stream_truncate(&L->v, &L->v.s[h], n_tokens);
+        }
+        /* Sinks beyond the cut go away; their side-store rows are compacted in order. */
+        int w = 0;
+        for (int i = 0; i < L->n_sinks; i++) {
+            if (L->sink_pos[i] >= n_tokens) continue;
+            if (w != i) {
+                L->sink_pos[w] = L->sink_pos[i];
+                struct vq_side *sides[2] = {&L->k, &L->v};
+                for (int j = 0; j < 2; j++)
+                    if (sides[j]->use_sinks)
+                        for (int h = 0; h < c->n_kv; h++)
+                            memcpy(sides[j]->s[h].sink + (size_t)w * (size_t)c->d,
+                                   sides[j]->s[h].sink + (size_t)i * (size_t)c->d, (size_t)c->d * 2);
+            }
+            w++;
+        }
+        L->n_sinks = w;
+        L->n_tokens = n_tokens;
+    }
+    return VQ_STATUS_OK;
+}
+
+void vq_cache_reset(vq_cache *c) {
+    if (!c) return;
+    for (int l = 0; l < c->n_layers; l++) {
+        struct vq_layer *L = &c->layers[l];
+        struct vq_side *sides[2] = {&L->k, &L->v};
+        for (int j = 0; j < 2; j++)
+            for (int h = 0; h < c->n_kv; h++) {
+                struct vq_stream *s = &sides[j]->s[h];
+                s->n_coded = 0;
+                s->win_n = 0;
+                s->win_start = 0;
+            }
+        L->n_tokens = 0;
+        L->n_sinks = 0;
+    }
+}

@@ -1,0 +1,384 @@
+/*
+ * kivi.c — KIVI (arXiv 2402.02750) asymmetric min/max quantization, ALGORITHMS.md §7, as two
+ * registered methods: VQ_METHOD_KIVI and VQ_METHOD_KIVI_SINK (identical blocks; the cache
+ * adds fp16 sink tokens for kivi_sink, see src/cache/cache.c).
+ *
+ * Parameters: bits in {2, 3, 4}; group_size G in 1..1024; residual_length R >= 0, a multiple
+ * of G (the cache's fp16 window; 0 = none for values, G for keys); kivi_sink: n_sink_tokens in
+ * 0..64. Values need head_dim % G == 0. head_dim d is a multiple of 8.
+ *
+ * Quantizer (per group of elements): z = min, s = (max - min) / (2^b - 1), both stored as
+ * vq_sf16 (ŝ, ẑ); code = clamp(round_half_up((x - ẑ) / ŝ), 0, 2^b - 1) (code 0 when ŝ = 0);
+ * decode x̂ = code * ŝ + ẑ. Encode returns NON_FINITE for NaN/Inf and RANGE when z or s does
+ * not fit vq_sf16 (|v| > VQ_SF16_MAX, including max - min overflowing).
+ *
+ * Code row (the d codes of one token, channel order), rowb = d*b/8 bytes:
+ *   b = 2, 4: one LSB-first bit stream, code of channel c at bits [c*b, (c+1)*b).
+ *   b = 3:    a 2-bit plane (low two bits of every code, LSB-first, d/4 bytes) followed by a
+ *             1-bit plane (bit 2 of every code, LSB-first, d/8 bytes).
+ *
+ * Key block (role KEY, per-channel groups along time; block_tokens = G):
+ *   [0, 2d)            ŝ_c, sf16 little-endian, channel c = 0..d-1
+ *   [2d, 4d)           ẑ_c, sf16 little-endian
+ *   [4d, 4d + G*rowb)  G code rows, token order
+ *   block_bytes = 4d + G*d*b/8; bits/elem = b + 32/G.
+ * Value block (role VALUE, per-token groups of G channels; block_tokens = 1), ng = d/G:
+ *   [0, 2ng)           ŝ_h, sf16, group h = 0..ng-1 (channels hG .. hG+G-1)
+ *   [2ng, 4ng)         ẑ_h, sf16
+ *   [4ng, 4ng + rowb)  the token's code row
+ *   block_bytes = 4d/G + d*b/8; bits/elem = b + 32/G.
+ *
+ * Fused paths (§7.3): keys score a block with the scale-folded query q'_c = q_c ŝ_c and the
+ * bias β = Σ_c q_c ẑ_c: score_t = β + Σ_c q'_c code_{t,c}. Values accumulate in
+ * acc (d + ng floats): acc[c] += (w ŝ_h) code_c, acc[d + h] += w ẑ_h; finish adds the bias.
+ * Key-role accumulate and value-role score (not used by the cache) are exact but scalar.
+ */
+#include <math.h>
+#include <string.h>
+
+#include "codecs/codec_impl.h"
+#include "codecs/kivi.h"
+
+/* ---- code rows -------------------------------------------------------------------------- */
+
+void vq_kivi_pack_row(const uint8_t *codes, int d, int bits, uint8_t *row) {
+    if (bits != 3) {
+        vq_pack(codes, d, bits, row);
+        return;
+    }
+    uint8_t lo[1024], hi[1024];
+    for (int c = 0; c < d; c++) {
+        lo[c] = codes[c] & 3u;
+        hi[c] = (uint8_t)(codes[c] >> 2);
+    }
+    vq_pack(lo, d, 2, row);
+    vq_pack(hi, d, 1, row + d / 4);
+}
+
+void vq_kivi_unpack_row(const uint8_t *row, int d, int bits, uint8_t *codes) {
+    if (bits != 3) {
+        vq_unpack(row, d, bits, codes);
+        return;
+    }
+    for (int c = 0; c < d; c++) {
+        const unsigned lo = (row[c >> 2] >> ((c & 3) * 2)) & 3u;
+        const unsigned hi = (row[d / 4 + (c >> 3)] >> (c & 7)) & 1u;
+        codes[c] = (uint8_t)(lo | hi << 2);
+    }
+}
+
+/* ---- scalar reference kernels ---------------------------------------------------------- */
+
+void vq_kivi_dot_rows_ref(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
+                          float bias, float *out) {
+    const size_t rb = vq_kivi_row_bytes(d, bits);
+    uint8_t codes[1024];
+    for (int64_t t = 0; t < n; t++) {
+        vq_kivi_unpack_row(rows + (size_t)t * rb, d, bits, codes);
+        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+        for (int c = 0; c < d; c += 4) {
+            s0 += qp[c] * (float)codes[c];
+            s1 += qp[c + 1] * (float)codes[c + 1];
+            s2 += qp[c + 2] * (float)codes[c + 2];
+            s3 += qp[c + 3] * (float)codes[c + 3];
+        }
+        out[t] = bias + ((s0 + s1) + (s2 + s3));
+    }
+}
+
+void vq_kivi_acc_row_ref(const uint8_t *row, int d, int bits, int g, const float *a, float *acc) {
+    uint8_t codes[1024];
+    vq_kivi_unpack_row(row, d, bits, codes);
+    for (int c = 0; c < d; c++) acc[c] += a[c / g] * (float)codes[c];
+}
+
+/* ---- codec state --------------------------------------------------------------------------- */
+
+struct vq_kivi_impl {
+    int d, bits, g, ng;     /* ng = d / g for values, 0 for keys */
+    size_t rowb;
+    vq_kivi_dot_rows_fn dot_rows;
+    vq_kivi_acc_row_fn acc_row;
+};
+
+static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+static inline void wr16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
+
+/* Quantizes elements x[0], x[stride], ... (n of them) of one group: writes ŝ, ẑ and the codes.
+ * Returns RANGE when a side value does not fit vq_sf16. */
+static vq_status quant_group(const float *x, int64_t stride, int n, int bits, uint16_t *s_out,
+                             uint16_t *z_out, uint8_t *codes, int64_t code_stride) {
+    float lo = x[0], hi = x[0];
+    for (int i = 1; i < n; i++) {
+        const float v = x[(int64_t)i * stride];
+        lo = v < lo ? v : lo;
+        hi = v > hi ? v : hi;
+    }
+    const float qmax = (float)((1 << bits) - 1);
+    const float s = (hi - lo) / qmax;
+    if (!vq_sf16_fits(lo) || !vq_sf16_fits(s)) return VQ_STATUS_RANGE;
+    *s_out = vq_fp32_to_sf16(s);
+    *z_out = vq_fp32_to_sf16(lo);
+    const float sh = vq_sf16_to_fp32(*s_out), zh = vq_sf16_to_fp32(*z_out);
+    for (int i = 0; i < n; i++) {
+        int q = 0;
+        if (sh > 0.0f) {
+            const float r = floorf((x[(int64_t)i * stride] - zh) / sh + 0.5f);
+            q = r < 0.0f ? 0 : r > qmax ? (int)qmax : (int)r;
+        }
+        codes[(int64_t)i * code_stride] = (uint8_t)q;
+    }
+    return VQ_STATUS_OK;
+}
+
+static vq_status kivi_encode(const struct vq_codec *c, const float *x, int64_t n_blocks,
+                             uint8_t *dst) {
+    const struct vq_kivi_impl *im = c->impl;
+    const int d = im->d, bits = im->bits, g = im->g;
+    const int64_t n = n_blocks * c->block_tokens * d;
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(x[i])) return VQ_STATUS_NON_FINITE;
+    uint8_t codes[1024];
+    if (c->p.role == VQ_ROLE_KEY) {
+        float sh[1024], zh[1024];
+        const float qmax = (float)((1 << bits) - 1);
+        for (int64_t b = 0; b < n_blocks; b++) {
+            const float *xb = x + b * g * d;
+            uint8_t *blk = dst + (size_t)b * c->block_bytes;
+            for (int ch = 0; ch < d; ch++) {
+                float lo = xb[ch], hi = xb[ch];
+                for (int t = 1; t < g; t++) {
+                    const float v = xb[(int64_t)t * d + ch];
+                    lo = v < lo ? v : lo;
+                    hi = v > hi ? v : hi;
+                }
+                const float s = (hi - lo) / qmax;
+                if (!vq_sf16_fits(lo) || !vq_sf16_fits(s)) return VQ_STATUS_RANGE;
+                const uint16_t s16 = vq_fp32_to_sf16(s), z16 = vq_fp32_to_sf16(lo);
+                wr16(blk + 2 * ch, s16);
+                wr16(blk + 2 * d + 2 * ch, z16);
+                sh[ch] = vq_sf16_to_fp32(s16);
+                zh[ch] = vq_sf16_to_fp32(z16);
+            }
+            for (int t = 0; t < g; t++) {
+                const float *xr = xb + (int64_t)t * d;
+                for (int ch = 0; ch < d; ch++) {
+                    int q = 0;
+                    if (sh[ch] > 0.0f) {
+                        const float r = floorf((xr[ch] - zh[ch]) / sh[ch] + 0.5f);
+                        q = r < 0.0f ? 0 : r > qmax ? (int)qmax : (int)r;
+                    }
+                    codes[ch] = (uint8_t)q;
+                }
+                vq_kivi_pack_row(codes, d, bits, blk + 4 * (size_t)d + (size_t)t * im->rowb);
+            }
+        }
+        return VQ_STATUS_OK;
+    }
+    for (int64_t t = 0; t < n_blocks; t++) {
+        const float *xr = x + t * d;
+        uint8_t *blk = dst + (size_t)t * c->block_bytes;
+        for (int h = 0; h < im->ng; h++) {
+            uint16_t s, z;
+            VQ_RETURN_IF_ERR(quant_group(xr + h * g, 1, g, bits, &s, &z, codes + h * g, 1));
+            wr16(blk + 2 * h, s);
+            wr16(blk + 2 * im->ng + 2 * h, z);
+        }
+        vq_kivi_pack_row(codes, d, bits, blk + 4 * (size_t)im->ng);
+    }
+    return VQ_STATUS_OK;
+}
+
+static void kivi_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x) {
+    const struct vq_kivi_impl *im = c->impl;
+    const int d = im->d, bits = im->bits, g = im->g;
+    uint8_t codes[1024];
+    if (c->p.role == VQ_ROLE_KEY) {
+        for (int64_t b = 0; b < n_blocks; b++) {
+            const uint8_t *blk = src + (size_t)b * c->block_bytes;
+            for (int t = 0; t < g; t++) {
+                vq_kivi_unpack_row(blk + 4 * (size_t)d + (size_t)t * im->rowb, d, bits, codes);
+                float *xr = x + (b * g + t) * d;
+                for (int ch = 0; ch < d; ch++)
+                    xr[ch] = (float)codes[ch] * vq_sf16_to_fp32(rd16(blk + 2 * ch)) +
+                             vq_sf16_to_fp32(rd16(blk + 2 * d + 2 * ch));
+            }
+        }
+        return;
+    }
+    for (int64_t t = 0; t < n_blocks; t++) {
+        const uint8_t *blk = src + (size_t)t * c->block_bytes;
+        vq_kivi_unpack_row(blk + 4 * (size_t)im->ng, d, bits, codes);
+        float *xr = x + t * d;
+        for (int ch = 0; ch < d; ch++) {
+            const int h = ch / g;
+            xr[ch] = (float)codes[ch] * vq_sf16_to_fp32(rd16(blk + 2 * h)) +
+                     vq_sf16_to_fp32(rd16(blk + 2 * im->ng + 2 * h));
+        }
+    }
+}
+
+/* Prepared query: q (d floats), then for values the per-group sums of q (ng floats). */
+static void kivi_prepare_query(const struct vq_codec *c, const float *q, void *qs) {
+    const struct vq_kivi_impl *im = c->impl;
+    float *o = qs;
+    memcpy(o, q, (size_t)im->d * sizeof(float));
+    for (int h = 0; h < im->ng; h++) {
+        float s = 0;
+        for (int i = 0; i < im->g; i++) s += q[h * im->g + i];
+        o[im->d + h] = s;
+    }
+}
+
+static void kivi_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
+                       int64_t n_tokens, float *scores) {
+    const struct vq_kivi_impl *im = c->impl;
+    const int d = im->d, g = im->g;
+    const float *q = qs;
+    if (c->p.role == VQ_ROLE_KEY) {
+        float qp[1024];
+        for (int64_t b = 0; b < n_tokens / g; b++) {
+            const uint8_t *blk = codes + (size_t)b * c->block_bytes;
+            float bias = 0;
+            for (int ch = 0; ch < d; ch++) {
+                qp[ch] = q[ch] * vq_sf16_to_fp32(rd16(blk + 2 * ch));
+                bias += q[ch] * vq_sf16_to_fp32(rd16(blk + 2 * d + 2 * ch));
+            }
+            im->dot_rows(qp, blk + 4 * (size_t)d, d, im->bits, g, bias, scores + b * g);
+        }
+        return;
+    }
+    uint8_t cd[1024];
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const uint8_t *blk = codes + (size_t)t * c->block_bytes;
+        vq_kivi_unpack_row(blk + 4 * (size_t)im->ng, d, im->bits, cd);
+        float s = 0;
+        for (int h = 0; h < im->ng; h++) {
+            float dot = 0;
+            for (int i = 0; i < g; i++) dot += q[h * g + i] * (float)cd[h * g + i];
+            s += vq_sf16_to_fp32(rd16(blk + 2 * h)) * dot +
+                 vq_sf16_to_fp32(rd16(blk + 2 * im->ng + 2 * h)) * q[d + h];
+        }
+        scores[t] = s;
+    }
+}
+
+/* Accumulator: values: acc[0..d) = sum_t w_t s_{t,h} code_{t,c}, acc[d + h] = sum_t w_t z_{t,h};
+ * keys: acc[0..d) directly in the output domain (per-block s_c, z_c folded at once). */
+static void kivi_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
+                            const float *w, float *acc) {
+    const struct vq_kivi_impl *im = c->impl;
+    const int d = im->d, g = im->g;
+    if (c->p.role == VQ_ROLE_KEY) {
+        uint8_t cd[1024];
+        float tmp[1024];
+        for (int64_t b = 0; b < n_tokens / g; b++) {
+            const uint8_t *blk = codes + (size_t)b * c->block_bytes;
+            float wsum = 0;
+            memset(tmp, 0, (size_t)d * sizeof(float));
+            for (int t = 0; t < g; t++) {
+                const float wt = w[b * g + t];
+                if (wt == 0.0f) continue;
+                wsum += wt;
+                vq_kivi_unpack_row(blk + 4 * (size_t)d + (size_t)t * im->rowb, d, im->bits, cd);
+                for (int ch = 0; ch < d; ch++) tmp[ch] += wt * (float)cd[ch];
+            }
+            for (int ch = 0; ch < d; ch++)
+                acc[ch] += vq_sf16_to_fp32(rd16(blk + 2 * ch)) * tmp[ch] +
+                           vq_sf16_to_fp32(rd16(blk + 2 * d + 2 * ch)) * wsum;
+        }
+        return;
+    }
+    float a[1024];
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const float wt = w[t];
+        if (wt == 0.0f) continue;
+        const uint8_t *blk = codes + (size_t)t * c->block_bytes;
+        for (int h = 0; h < im->ng; h++) {
+            a[h] = wt * vq_sf16_to_fp32(rd16(blk + 2 * h));
+            acc[d + h] += wt * vq_sf16_to_fp32(rd16(blk + 2 * im->ng + 2 * h));
+        }
+        im->acc_row(blk + 4 * (size_t)im->ng, d, im->bits, g, a, acc);
+    }
+}
+
+static void kivi_finish(const struct vq_codec *c, const float *acc, float *out) {
+    const struct vq_kivi_impl *im = c->impl;
+    for (int ch = 0; ch < im->d; ch++) out[ch] = acc[ch] + (im->ng ? acc[im->d + ch / im->g] : 0.0f);
+}
+
+static vq_status kivi_init(struct vq_codec *c) {
+    const struct vq_codec_params *p = &c->p;
+    const int d = p->head_dim, bits = p->bits, g = p->group_size;
+    if (bits < 2 || bits > 4) return VQ_STATUS_INVALID_ARG;
+    if (g < 1 || g > 1024) return VQ_STATUS_INVALID_ARG;
+    if (p->residual_length < 0 || p->residual_length % g != 0 || p->residual_length > (1 << 20))
+        return VQ_STATUS_INVALID_ARG;
+    if (p->role == VQ_ROLE_VALUE && d % g != 0) return VQ_STATUS_INVALID_ARG;
+    if (p->method == VQ_METHOD_KIVI_SINK &&
+        (p->n_sink_tokens < 0 || p->n_sink_tokens > VQ_KIVI_MAX_SINKS))
+        return VQ_STATUS_INVALID_ARG;
+    struct vq_kivi_impl *im = vq_alloc(sizeof *im);
+    if (!im) return VQ_STATUS_NO_MEMORY;
+    im->d = d;
+    im->bits = bits;
+    im->g = g;
+    im->ng = p->role == VQ_ROLE_VALUE ? d / g : 0;
+    im->rowb = vq_kivi_row_bytes(d, bits);
+    im->dot_rows = vq_kivi_dot_rows_ref;
+    im->acc_row = vq_kivi_acc_row_ref;
+#ifdef VQ_HAVE_X86
+    if (c->isa == VQ_ISA_AVX512) {
+        im->dot_rows = vq_kivi_dot_rows_avx512;
+        im->acc_row = vq_kivi_acc_row_avx512;
+    } else if (c->isa == VQ_ISA_AVX2) {
+        im->dot_rows = vq_kivi_dot_rows_avx2;
+        im->acc_row = vq_kivi_acc_row_avx2;
+    }
+#endif
+    c->impl = im;
+    if (p->role == VQ_ROLE_KEY) {
+        c->block_tokens = g;
+        c->block_bytes = 4 * (size_t)d + (size_t)g * im->rowb;
+        c->query_bytes = (size_t)d * sizeof(float);
+        c->acc_floats = (size_t)d;
+    } else {
+        c->block_tokens = 1;
+        c->block_bytes = 4 * (size_t)im->ng + im->rowb;
+        c->query_bytes = (size_t)(d + im->ng) * sizeof(float);
+        c->acc_floats = (size_t)(d + im->ng);
+    }
+    c->encode = kivi_encode;
+    c->decode = kivi_decode;
+    c->prepare_query = kivi_prepare_query;
+    c->score = kivi_score;
+    c->accumulate = kivi_accumulate;
+    c->finish = kivi_finish;
+    return VQ_STATUS_OK;
+}
+
+static void kivi_destroy(struct vq_codec *c) {
+    vq_free(c->impl);
+    c->impl = NULL;
+}
+
+const struct vq_codec_i vq_codec_kivi = {
+    .name = "kivi",
+    .params_doc = "bits=2|3|4 group_size=G residual_length=R (multiple of G)",
+    .bits_formula = "b + 32/G (+ 16-bit fp16 window of the newest tokens)",
+    .needs_calibration = 0,
+    .init = kivi_init,
+    .destroy = kivi_destroy,
+};
+
+const struct vq_codec_i vq_codec_kivi_sink = {
+    .name = "kivi_sink",
+    .params_doc = "bits=2|3|4 group_size=G residual_length=R n_sink_tokens=0..64",
+    .bits_formula = "b + 32/G (+ fp16 window and sink tokens)",
+    .needs_calibration = 0,
+    .init = kivi_init,
+    .destroy = kivi_destroy,
+};

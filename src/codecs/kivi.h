@@ -1,0 +1,42 @@
+/*
+ * kivi.h — kernels of the KIVI codecs (kivi, kivi_sink): scalar reference + x86 variants.
+ * A "code row" is the d codes of one token packed as described in kivi.c (bits 2 and 4: one
+ * LSB-first stream of d codes; bits 3: a 2-bit plane of d codes followed by a 1-bit plane).
+ */
+#ifndef VQ_CODECS_KIVI_H
+#define VQ_CODECS_KIVI_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* Most sink tokens a kivi_sink codec may keep per layer (n_sink_tokens range 0..64). */
+#define VQ_KIVI_MAX_SINKS 64
+
+/* Bytes of one code row of d codes at `bits` bits (d multiple of 8): d*bits/8. */
+static inline size_t vq_kivi_row_bytes(int d, int bits) { return (size_t)d * (size_t)bits / 8; }
+
+/* Packs / unpacks one code row (codes in 0 .. 2^bits - 1). */
+void vq_kivi_pack_row(const uint8_t *codes, int d, int bits, uint8_t *row);
+void vq_kivi_unpack_row(const uint8_t *row, int d, int bits, uint8_t *codes);
+
+/* out[t] = bias + sum_c qp[c] * code_{t,c} for n consecutive code rows. */
+typedef void (*vq_kivi_dot_rows_fn)(const float *qp, const uint8_t *rows, int d, int bits,
+                                    int64_t n, float bias, float *out);
+/* acc[c] += a[c / g] * code_c for one code row (g = channel group size). */
+typedef void (*vq_kivi_acc_row_fn)(const uint8_t *row, int d, int bits, int g, const float *a,
+                                   float *acc);
+
+void vq_kivi_dot_rows_ref(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
+                          float bias, float *out);
+void vq_kivi_acc_row_ref(const uint8_t *row, int d, int bits, int g, const float *a, float *acc);
+#ifdef VQ_HAVE_X86
+void vq_kivi_dot_rows_avx2(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
+                           float bias, float *out);
+void vq_kivi_acc_row_avx2(const uint8_t *row, int d, int bits, int g, const float *a, float *acc);
+void vq_kivi_dot_rows_avx512(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
+                             float bias, float *out);
+void vq_kivi_acc_row_avx512(const uint8_t *row, int d, int bits, int g, const float *a,
+                            float *acc);
+#endif
+
+#endif
