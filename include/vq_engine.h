@@ -1,0 +1,156 @@
+/*
+ * vq_engine.h — a small GGUF inference engine whose KV cache is a veloxquant vq_cache.
+ *
+ * Overview
+ *   vq_model_load maps a GGUF file read-only (weights are used in place, never copied) and
+ *   validates architecture, hyper-parameters and every tensor shape/type it needs.
+ *   vq_ctx_create allocates everything a forward pass needs once (activations, scratch, RoPE
+ *   tables, logits) plus a vq_cache whose geometry (layers, kv heads, head_dim, max_tokens) the
+ *   engine fills; the caller picks the K/V methods and bits. vq_ctx_eval runs a batch of tokens
+ *   (prefill: many tokens per forward pass, split into chunks of n_batch) or a single token
+ *   (decode). Post-RoPE keys/values go to the cache (vq_cache_append) and attention reads the
+ *   cache (vq_cache_attend): the engine keeps no full-precision copy of K/V.
+ *   Architectures: "llama" (SmolLM2, Llama: RoPE on adjacent pairs) and "qwen2" (NEOX RoPE,
+ *   q/k/v biases). RMSNorm, GQA, SwiGLU, tied or separate output head.
+ *
+ * Example
+ *     vq_status st;
+ *     vq_model *m = vq_model_load("SmolLM2-135M-Instruct.Q4_1.gguf", &st);
+ *     if (!m) { fprintf(stderr, "%s\n", vq_engine_last_error()); return 1; }
+ *     struct vq_ctx_params cp = vq_ctx_params_default();
+ *     cp.n_ctx = 512; cp.n_threads = 2;
+ *     cp.cache.key.method = VQ_METHOD_TURBOQUANT_MSE; cp.cache.key.bits = 4;
+ *     vq_ctx *c = vq_ctx_create(m, &cp, &st);
+ *     float *logits = malloc(sizeof(float) * vq_model_info_get(m)->n_vocab);
+ *     st = vq_ctx_eval(c, prompt, n_prompt, logits);           // prefill, logits of last token
+ *     struct vq_sampler_params sp = vq_sampler_params_default();   // greedy
+ *     vq_sampler *s = vq_sampler_create(&sp, vq_model_info_get(m)->n_vocab, &st);
+ *     int32_t tok = vq_sampler_sample(s, logits);
+ *     st = vq_ctx_eval(c, &tok, 1, logits);                     // decode
+ *     vq_sampler_free(s); vq_ctx_free(c); vq_model_free(m);
+ *
+ * Ownership and threading
+ *   Whoever creates a handle frees it; *_free(NULL) is a no-op. A model is immutable after load
+ *   and may be shared by any number of contexts in any threads; it must outlive them. A context
+ *   or sampler is used by one thread at a time; vq_ctx_eval itself uses n_threads OpenMP threads.
+ *
+ * Errors
+ *   Statuses from veloxquant.h. Load/create failures also leave a message for
+ *   vq_engine_last_error() (thread-local). The engine never prints and never exits.
+ */
+#ifndef VQ_ENGINE_H
+#define VQ_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "veloxquant.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct vq_model vq_model;
+typedef struct vq_ctx vq_ctx;
+typedef struct vq_sampler vq_sampler;
+
+/* RoPE pairing: NORM rotates (x[2i], x[2i+1]) (llama GGUFs); NEOX rotates (x[i], x[i+d/2]). */
+enum vq_rope_type { VQ_ROPE_NORM = 0, VQ_ROPE_NEOX = 2 };
+
+struct vq_model_info {
+    char arch[32];            /* general.architecture, e.g. "llama" */
+    char name[96];            /* general.name (may be empty) */
+    int n_layers;
+    int n_heads;              /* query heads */
+    int n_kv_heads;
+    int head_dim;
+    int n_embd;
+    int n_ff;
+    int n_vocab;
+    int64_t n_ctx_train;
+    float rope_theta;         /* {arch}.rope.freq_base */
+    int rope_dim;             /* rotated dims per head (<= head_dim) */
+    enum vq_rope_type rope_type;
+    float rms_eps;
+    int tied_embeddings;      /* 1 when output.weight is absent and token_embd is reused */
+    int has_qkv_bias;
+    uint32_t file_type;       /* general.file_type (ggml ftype) or 0 */
+    size_t weight_bytes;      /* bytes of all tensors */
+};
+
+/* Loads and validates a GGUF model (mmap, read-only). Returns NULL with *st = IO / BAD_FORMAT
+ * (truncated or corrupt file, missing tensor, shape mismatch) / UNSUPPORTED (architecture,
+ * tensor type) / NO_MEMORY, and a message in vq_engine_last_error(). Caller-owned. */
+VQ_API vq_model *vq_model_load(const char *path, vq_status *st);
+/* Frees a model (NULL: no-op). Every context of the model must be freed first. */
+VQ_API void vq_model_free(vq_model *m);
+/* Hyper-parameters of a loaded model (library-owned, valid until vq_model_free). */
+VQ_API const struct vq_model_info *vq_model_info_get(const vq_model *m);
+/* Thread-local text of the last load/create failure ("" if none). */
+VQ_API const char *vq_engine_last_error(void);
+
+struct vq_ctx_params {
+    int64_t n_ctx;            /* max tokens (prompt + generated); default 512; <= n_ctx_train * 8 */
+    int n_threads;            /* OpenMP threads for matmuls and attention; 0 = OpenMP default */
+    int n_batch;              /* max tokens per forward pass (prefill chunk); default 512 */
+    int logits_all;           /* 1: vq_ctx_eval writes (n, n_vocab) logits; 0 (default): last row */
+    enum vq_isa isa;          /* weight kernels; default VQ_ISA_AUTO */
+    /* K/V storage: methods, bits, windows, page size, per-layer bits. The engine overwrites
+     * n_layers, n_kv_heads, head_dim, max_tokens (= n_ctx) and n_threads. Default fp16. */
+    struct vq_cache_params cache;
+};
+
+/* Defaults listed above. Thread-safe. */
+VQ_API struct vq_ctx_params vq_ctx_params_default(void);
+
+/* Creates a context: allocates every buffer of the forward pass and the KV cache. Returns NULL
+ * with *st = INVALID_ARG (bad n_ctx / n_batch / threads) or the cache's status (e.g. UNSUPPORTED
+ * codec configuration for this head_dim). Caller-owned; the model must outlive it. */
+VQ_API vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_status *st);
+/* Frees a context (NULL: no-op). */
+VQ_API void vq_ctx_free(vq_ctx *c);
+
+/* Runs n tokens (n >= 1) at positions n_past .. n_past+n-1 through the model, appending their
+ * keys/values to the cache. logits (may be NULL): (n, n_vocab) when logits_all, else (n_vocab)
+ * for the last token. Returns INVALID_ARG (token id out of range, n < 1), CAPACITY (n_past + n
+ * > n_ctx), or a cache status (NON_FINITE, RANGE). On error the cache may hold part of the
+ * batch; call vq_ctx_truncate(c, n_past_before) or vq_ctx_reset to recover. No allocation. */
+VQ_API vq_status vq_ctx_eval(vq_ctx *c, const int32_t *tokens, int64_t n, float *logits);
+/* Tokens evaluated so far (the cache length). */
+VQ_API int64_t vq_ctx_n_past(const vq_ctx *c);
+/* Forgets every token (the cache keeps its pages). */
+VQ_API void vq_ctx_reset(vq_ctx *c);
+/* Keeps the first n tokens (see vq_cache_truncate for codecs with multi-token blocks). */
+VQ_API vq_status vq_ctx_truncate(vq_ctx *c, int64_t n);
+/* The context's cache (for vq_cache_memory); owned by the context. */
+VQ_API const vq_cache *vq_ctx_cache(const vq_ctx *c);
+/* The cache parameters actually used (geometry filled in). */
+VQ_API const struct vq_cache_params *vq_ctx_cache_params(const vq_ctx *c);
+/* Bytes the context allocated for activations and scratch (excluding the cache). */
+VQ_API size_t vq_ctx_scratch_bytes(const vq_ctx *c);
+
+/* ---- sampling ---- */
+
+struct vq_sampler_params {
+    float temperature;        /* <= 0: greedy (argmax, lowest id on ties); default 0 */
+    int top_k;                /* keep the k most likely tokens; 0 = all; default 40 */
+    float top_p;              /* nucleus: smallest set with mass >= top_p; 1 = off; default 0.95 */
+    uint64_t seed;            /* default 42 */
+};
+
+/* Defaults listed above. Thread-safe. */
+VQ_API struct vq_sampler_params vq_sampler_params_default(void);
+/* Creates a sampler for n_vocab logits (buffers allocated here). NULL with INVALID_ARG for
+ * temperature NaN, top_k < 0, top_p outside (0, 1], n_vocab < 1. Caller-owned. */
+VQ_API vq_sampler *vq_sampler_create(const struct vq_sampler_params *p, int n_vocab, vq_status *st);
+VQ_API void vq_sampler_free(vq_sampler *s);
+/* Picks a token id from logits (n_vocab floats; NaN logits are never picked unless all are).
+ * Deterministic for a seed and the sequence of calls. No allocation. */
+VQ_API int32_t vq_sampler_sample(vq_sampler *s, const float *logits);
+/* Restarts the random stream from seed. */
+VQ_API void vq_sampler_reseed(vq_sampler *s, uint64_t seed);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* VQ_ENGINE_H */

@@ -1,0 +1,338 @@
+/*
+ * context.c — inference context and the transformer forward pass (llama / qwen2).
+ *
+ * Per layer, for a batch of n tokens at positions p0..p0+n-1:
+ *   h = RMSNorm(x) * attn_norm
+ *   q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv); RoPE on q and k (NORM or NEOX pairing)
+ *   vq_cache_append(k, v); a = vq_cache_attend(q) (GQA + causal mask inside the cache)
+ *   x += a Wo
+ *   h = RMSNorm(x) * ffn_norm; x += (SiLU(h Wgate) * (h Wup)) Wdown
+ * then logits = RMSNorm(x) * output_norm Wout. Activations are quantized once per row to the
+ * weight kernels' activation format (Q8A / Q8K / F32) and every matmul runs over all rows of
+ * the batch with the weights streamed once (vq_ggml_matmul). All buffers come from ctx create.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/core.h"
+#include "engine/model.h"
+
+#ifdef _OPENMP
+#include <omp.h>
+#define VQ_OMP_FOR(nt) _Pragma("omp parallel for num_threads(nt) schedule(static)")
+#endif
+
+struct vq_ctx {
+    const vq_model *m;
+    struct vq_ctx_params p;
+    vq_cache *cache;
+    int n_threads;
+    int64_t n_past;
+    /* activations, n_batch rows each */
+    float *x;          /* (n_batch, n_embd) residual stream */
+    float *h;          /* (n_batch, n_embd) normalized input of a sub-block */
+    float *q;          /* (n_batch, n_heads * head_dim) */
+    float *k;          /* (n_batch, n_kv_heads * head_dim) */
+    float *v;          /* (n_batch, n_kv_heads * head_dim) */
+    float *att;        /* (n_batch, n_heads * head_dim) attention output */
+    float *g;          /* (n_batch, n_ff) gate, then SiLU(gate) * up */
+    float *u;          /* (n_batch, n_ff) up */
+    void *act;         /* (n_batch, act row bytes of the widest input) quantized activations */
+    size_t act_stride; /* bytes per activation row */
+    float *rope_cos;   /* (n_ctx, rope_dim / 2) */
+    float *rope_sin;   /* (n_ctx, rope_dim / 2) */
+    size_t scratch_bytes;
+};
+
+struct vq_ctx_params vq_ctx_params_default(void) {
+    struct vq_ctx_params p;
+    memset(&p, 0, sizeof p);
+    p.n_ctx = 512;
+    p.n_threads = 0;
+    p.n_batch = 512;
+    p.logits_all = 0;
+    p.isa = VQ_ISA_AUTO;
+    p.cache = vq_cache_params_default();
+    return p;
+}
+
+void vq_ctx_free(vq_ctx *c) {
+    if (!c) return;
+    vq_cache_free(c->cache);
+    vq_free(c->x);
+    vq_free(c->h);
+    vq_free(c->q);
+    vq_free(c->k);
+    vq_free(c->v);
+    vq_free(c->att);
+    vq_free(c->g);
+    vq_free(c->u);
+    vq_free(c->act);
+    vq_free(c->rope_cos);
+    vq_free(c->rope_sin);
+    free(c);
+}
+
+static void *alloc_track(vq_ctx *c, size_t bytes, int *ok) {
+    void *p = vq_alloc(bytes ? bytes : 64);
+    if (!p) *ok = 0;
+    c->scratch_bytes += bytes;
+    return p;
+}
+
+vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_status *st) {
+    struct vq_ctx_params dp = vq_ctx_params_default();
+    if (!p) p = &dp;
+    if (!m) { vq_engine_set_error("ctx: NULL model"); if (st) *st = VQ_STATUS_INVALID_ARG; return NULL; }
+    const struct vq_model_info *I = &m->info;
+    if (p->n_ctx < 1 || p->n_ctx > (int64_t)1 << 24) {
+        vq_engine_set_error("ctx: n_ctx %lld out of range (1..16777216)", (long long)p->n_ctx);
+        if (st) *st = VQ_STATUS_INVALID_ARG;
+        return NULL;
+    }
+    if (p->n_batch < 1 || p->n_batch > 65536 || p->n_threads < 0 || p->n_threads > 1024 ||
+        p->isa < VQ_ISA_AUTO || p->isa >= VQ_ISA_COUNT) {
+        vq_engine_set_error("ctx: n_batch %d (1..65536), n_threads %d (0..1024) or isa %d invalid",
+                            p->n_batch, p->n_threads, (int)p->isa);
+        if (st) *st = VQ_STATUS_INVALID_ARG;
+        return NULL;
+    }
+    vq_ctx *c = calloc(1, sizeof *c);
+    if (!c) { vq_engine_set_error("ctx: out of memory"); if (st) *st = VQ_STATUS_NO_MEMORY; return NULL; }
+    c->m = m;
+    c->p = *p;
+    if (c->p.n_batch > c->p.n_ctx) c->p.n_batch = (int)c->p.n_ctx;
+#ifdef _OPENMP
+    c->n_threads = p->n_threads > 0 ? p->n_threads : omp_get_max_threads();
+#else
+    c->n_threads = 1;
+#endif
+    c->p.n_threads = c->n_threads;
+
+    c->p.cache.n_layers = I->n_layers;
+    c->p.cache.n_kv_heads = I->n_kv_heads;
+    c->p.cache.head_dim = I->head_dim;
+    c->p.cache.key.head_dim = I->head_dim;
+    c->p.cache.value.head_dim = I->head_dim;
+    c->p.cache.max_tokens = c->p.n_ctx;
+    c->p.cache.n_threads = c->n_threads;
+    vq_status s = VQ_STATUS_OK;
+    c->cache = vq_cache_create(&c->p.cache, &s);
+    if (!c->cache) {
+        vq_engine_set_error("ctx: KV cache creation failed: %s (key %s/%d bits, value %s/%d bits, head_dim %d)",
+                            vq_status_str(s), vq_method_name(c->p.cache.key.method) ? vq_method_name(c->p.cache.key.method) : "?",
+                            c->p.cache.key.bits,
+                            vq_method_name(c->p.cache.value.method) ? vq_method_name(c->p.cache.value.method) : "?",
+                            c->p.cache.value.bits, I->head_dim);
+        free(c);
+        if (st) *st = s;
+        return NULL;
+    }
+
+    const size_t B = (size_t)c->p.n_batch, E = (size_t)I->n_embd, HD = (size_t)I->head_dim;
+    const size_t NQ = (size_t)I->n_heads * HD, NK = (size_t)I->n_kv_heads * HD, F = (size_t)I->n_ff;
+    size_t widest = E > NQ ? E : NQ;
+    if (F > widest) widest = F;
+    /* fp32 is the widest activation format (Q8A 1.25 B/elem, Q8K 1.14 B/elem) */
+    c->act_stride = (widest * sizeof(float) + 63) / 64 * 64;
+    int ok = 1;
+    c->x = alloc_track(c, B * E * sizeof(float), &ok);
+    c->h = alloc_track(c, B * E * sizeof(float), &ok);
+    c->q = alloc_track(c, B * NQ * sizeof(float), &ok);
+    c->k = alloc_track(c, B * NK * sizeof(float), &ok);
+    c->v = alloc_track(c, B * NK * sizeof(float), &ok);
+    c->att = alloc_track(c, B * NQ * sizeof(float), &ok);
+    c->g = alloc_track(c, B * F * sizeof(float), &ok);
+    c->u = alloc_track(c, B * F * sizeof(float), &ok);
+    c->act = alloc_track(c, B * c->act_stride, &ok);
+    const size_t half = (size_t)I->rope_dim / 2;
+    c->rope_cos = alloc_track(c, (size_t)c->p.n_ctx * half * sizeof(float), &ok);
+    c->rope_sin = alloc_track(c, (size_t)c->p.n_ctx * half * sizeof(float), &ok);
+    if (!ok) {
+        vq_engine_set_error("ctx: out of memory for activations (n_batch %d, n_ctx %lld)", c->p.n_batch, (long long)c->p.n_ctx);
+        vq_ctx_free(c);
+        if (st) *st = VQ_STATUS_NO_MEMORY;
+        return NULL;
+    }
+    /* theta_i = pos * base^(-2i / rope_dim), computed in double once */
+    for (int64_t pos = 0; pos < c->p.n_ctx; pos++)
+        for (size_t i = 0; i < half; i++) {
+            double th = (double)pos * pow((double)I->rope_theta, -2.0 * (double)i / (double)I->rope_dim);
+            c->rope_cos[(size_t)pos * half + i] = (float)cos(th);
+            c->rope_sin[(size_t)pos * half + i] = (float)sin(th);
+        }
+    if (st) *st = VQ_STATUS_OK;
+    return c;
+}
+
+int64_t vq_ctx_n_past(const vq_ctx *c) { return c->n_past; }
+
+void vq_ctx_reset(vq_ctx *c) {
+    vq_cache_reset(c->cache);
+    c->n_past = 0;
+}
+
+vq_status vq_ctx_truncate(vq_ctx *c, int64_t n) {
+    if (n < 0 || n > c->n_past) return VQ_STATUS_INVALID_ARG;
+    VQ_RETURN_IF_ERR(vq_cache_truncate(c->cache, n));
+    c->n_past = n;
+    return VQ_STATUS_OK;
+}
+
+const vq_cache *vq_ctx_cache(const vq_ctx *c) { return c->cache; }
+const struct vq_cache_params *vq_ctx_cache_params(const vq_ctx *c) { return &c->p.cache; }
+size_t vq_ctx_scratch_bytes(const vq_ctx *c) { return c->scratch_bytes; }
+
+/* ---- building blocks ----------------------------------------------------------------- */
+
+static void rmsnorm(const float *x, const float *w, float *y, int64_t n_rows, int64_t n, float eps) {
+    for (int64_t r = 0; r < n_rows; r++) {
+        const float *xr = x + r * n;
+        float *yr = y + r * n;
+        double ss = 0;
+        for (int64_t i = 0; i < n; i++) ss += (double)xr[i] * xr[i];
+        float scale = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+        for (int64_t i = 0; i < n; i++) yr[i] = xr[i] * scale * w[i];
+    }
+}
+
+/* y (n_tok, w->rows) = x (n_tok, w->cols) W^T, quantizing x into c->act first. */
+static void matmul(vq_ctx *c, const struct vq_weight *w, const float *x, int64_t n_tok, float *y) {
+    for (int64_t t = 0; t < n_tok; t++)
+        vq_ggml_quantize_act(w->k->act, x + t * w->cols, (uint8_t *)c->act + (size_t)t * c->act_stride, w->cols);
+    vq_ggml_matmul(w->k, w->data, w->row_bytes, w->rows, w->cols, c->act, c->act_stride, n_tok,
+                   y, w->rows, c->n_threads);
+}
+
+/* Three products sharing one input (q/k/v, gate/up): quantize once when formats agree. */
+static void matmul_shared(vq_ctx *c, const struct vq_weight *const *ws, float *const *ys, int n,
+                          const float *x, int64_t n_tok) {
+    int quantized_act = -1;
+    for (int i = 0; i < n; i++) {
+        const struct vq_weight *w = ws[i];
+        if ((int)w->k->act != quantized_act) {
+            for (int64_t t = 0; t < n_tok; t++)
+                vq_ggml_quantize_act(w->k->act, x + t * w->cols, (uint8_t *)c->act + (size_t)t * c->act_stride, w->cols);
+            quantized_act = (int)w->k->act;
+        }
+        vq_ggml_matmul(w->k, w->data, w->row_bytes, w->rows, w->cols, c->act, c->act_stride, n_tok,
+                       ys[i], w->rows, c->n_threads);
+    }
+}
+
+static void add_bias(float *y, const float *b, int64_t n_tok, int64_t n) {
+    if (!b) return;
+    for (int64_t t = 0; t < n_tok; t++)
+        for (int64_t i = 0; i < n; i++) y[t * n + i] += b[i];
+}
+
+/* Rotates n_heads vectors of head_dim per token (rope_dim leading dims) at positions p0 + t. */
+static void rope(const vq_ctx *c, float *x, int64_t n_tok, int n_heads, int64_t p0) {
+    const struct vq_model_info *I = &c->m->info;
+    const int hd = I->head_dim, half = I->rope_dim / 2;
+    for (int64_t t = 0; t < n_tok; t++) {
+        const float *cs = c->rope_cos + (size_t)(p0 + t) * (size_t)half;
+        const float *sn = c->rope_sin + (size_t)(p0 + t) * (size_t)half;
+        for (int h = 0; h < n_heads; h++) {
+            float *v = x + (t * n_heads + h) * hd;
+            if (I->rope_type == VQ_ROPE_NEOX) {
+                for (int i = 0; i < half; i++) {
+                    float a = v[i], b = v[i + half];
+                    v[i] = a * cs[i] - b * sn[i];
+                    v[i + half] = a * sn[i] + b * cs[i];
+                }
+            } else {
+                for (int i = 0; i < half; i++) {
+                    float a = v[2 * i], b = v[2 * i + 1];
+                    v[2 * i] = a * cs[i] - b * sn[i];
+                    v[2 * i + 1] = a * sn[i] + b * cs[i];
+                }
+            }
+        }
+    }
+}
+
+static void swiglu(float *g, const float *u, int64_t n, int nt) {
+#ifdef VQ_OMP_FOR
+    if (n < 65536) nt = 1;
+    VQ_OMP_FOR(nt)
+#else
+    (void)nt;
+#endif
+    for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+}
+
+/* One forward pass over n <= n_batch tokens at positions n_past..; logits may be NULL. */
+static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *logits) {
+    const vq_model *m = c->m;
+    const struct vq_model_info *I = &m->info;
+    const int64_t E = I->n_embd, HD = I->head_dim;
+    const int64_t NQ = (int64_t)I->n_heads * HD, NK = (int64_t)I->n_kv_heads * HD;
+    const int64_t p0 = c->n_past;
+
+    for (int64_t t = 0; t < n; t++)
+        m->tok_embd.k->to_float((const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes,
+                                c->x + t * E, E);
+
+    for (int l = 0; l < I->n_layers; l++) {
+        const struct vq_layer *ly = &m->layers[l];
+        rmsnorm(c->x, ly->attn_norm, c->h, n, E, I->rms_eps);
+        const struct vq_weight *qkv[3] = {&ly->wq, &ly->wk, &ly->wv};
+        float *const outs[3] = {c->q, c->k, c->v};
+        matmul_shared(c, qkv, outs, 3, c->h, n);
+        add_bias(c->q, ly->bq, n, NQ);
+        add_bias(c->k, ly->bk, n, NK);
+        add_bias(c->v, ly->bv, n, NK);
+        rope(c, c->q, n, I->n_heads, p0);
+        rope(c, c->k, n, I->n_kv_heads, p0);
+        VQ_RETURN_IF_ERR(vq_cache_append(c->cache, l, c->k, c->v, VQ_DTYPE_F32, n));
+        VQ_RETURN_IF_ERR(vq_cache_attend(c->cache, l, c->q, I->n_heads, n, NULL,
+                                         1.0f / sqrtf((float)HD), c->att));
+        matmul(c, &ly->wo, c->att, n, c->h);
+        for (int64_t i = 0; i < n * E; i++) c->x[i] += c->h[i];
+
+        rmsnorm(c->x, ly->ffn_norm, c->h, n, E, I->rms_eps);
+        const struct vq_weight *gu[2] = {&ly->w_gate, &ly->w_up};
+        float *const gu_out[2] = {c->g, c->u};
+        matmul_shared(c, gu, gu_out, 2, c->h, n);
+        swiglu(c->g, c->u, n * I->n_ff, c->n_threads);
+        matmul(c, &ly->w_down, c->g, n, c->h);
+        for (int64_t i = 0; i < n * E; i++) c->x[i] += c->h[i];
+    }
+    if (!logits) return VQ_STATUS_OK;
+    if (c->p.logits_all) {
+        rmsnorm(c->x, m->output_norm, c->h, n, E, I->rms_eps);
+        matmul(c, &m->output, c->h, n, logits);
+    } else {
+        rmsnorm(c->x + (n - 1) * E, m->output_norm, c->h, 1, E, I->rms_eps);
+        matmul(c, &m->output, c->h, 1, logits);
+    }
+    return VQ_STATUS_OK;
+}
+
+vq_status vq_ctx_eval(vq_ctx *c, const int32_t *tokens, int64_t n, float *logits) {
+    if (!c || !tokens || n < 1) return VQ_STATUS_INVALID_ARG;
+    const struct vq_model_info *I = &c->m->info;
+    for (int64_t i = 0; i < n; i++)
+        if (tokens[i] < 0 || tokens[i] >= I->n_vocab) return VQ_STATUS_INVALID_ARG;
+    if (n > c->p.n_ctx - c->n_past) return VQ_STATUS_CAPACITY;
+    const int64_t start = c->n_past;
+    for (int64_t done = 0; done < n;) {
+        int64_t chunk = n - done < c->p.n_batch ? n - done : c->p.n_batch;
+        int last = done + chunk == n;
+        float *lg = NULL;
+        if (logits && c->p.logits_all) lg = logits + done * (int64_t)I->n_vocab;
+        else if (logits && last) lg = logits;
+        vq_status st = forward(c, tokens + done, chunk, lg);
+        if (st != VQ_STATUS_OK) {
+            /* drop whatever part of the batch reached the cache */
+            if (vq_cache_truncate(c->cache, start) == VQ_STATUS_OK) c->n_past = start;
+            else c->n_past = vq_cache_n_tokens(c->cache, I->n_layers - 1);
+            return st;
+        }
+        c->n_past += chunk;
+        done += chunk;
+    }
+    return VQ_STATUS_OK;
+}

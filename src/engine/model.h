@@ -1,0 +1,44 @@
+/*
+ * model.h — internal view of a loaded model (weights bound by pointer into the GGUF mapping)
+ * shared by model.c (loading/validation) and context.c (forward pass). Not public.
+ */
+#ifndef VQ_ENGINE_MODEL_H
+#define VQ_ENGINE_MODEL_H
+
+#include "engine/ggml.h"
+#include "engine/gguf.h"
+#include "vq_engine.h"
+
+/* One weight matrix: rows of cols elements (ggml ne[1] x ne[0]), used in place. */
+struct vq_weight {
+    const void *data;                      /* (rows, row_bytes) in the mapping */
+    uint32_t type;
+    int64_t rows, cols;
+    size_t row_bytes;
+    const struct vq_ggml_kernels *k;       /* kernels for the model's ISA */
+};
+
+struct vq_layer {
+    const float *attn_norm;                /* (n_embd) */
+    const float *ffn_norm;                 /* (n_embd) */
+    struct vq_weight wq, wk, wv, wo;       /* (n_heads*hd, n_embd), (n_kv*hd, n_embd) x2, (n_embd, n_heads*hd) */
+    const float *bq, *bk, *bv;             /* qwen2 biases or NULL */
+    struct vq_weight w_gate, w_up, w_down; /* (n_ff, n_embd) x2, (n_embd, n_ff) */
+};
+
+struct vq_model {
+    vq_gguf *gguf;                         /* owns the mapping */
+    struct vq_model_info info;
+    struct vq_weight tok_embd;             /* (n_vocab, n_embd) */
+    struct vq_weight output;               /* (n_vocab, n_embd); = tok_embd when tied */
+    const float *output_norm;              /* (n_embd) */
+    struct vq_layer *layers;               /* (n_layers) */
+    float *owned;                          /* norm/bias vectors converted to fp32 (non-F32 files) */
+};
+
+/* The GGUF handle of a model (tokenizer, metadata); valid until vq_model_free. */
+const vq_gguf *vq_model_gguf(const vq_model *m);
+/* Records an engine error message for vq_engine_last_error (printf-style). */
+void vq_engine_set_error(const char *fmt, ...);
+
+#endif
