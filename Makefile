@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps models test test-asan demo bench install clean
+.PHONY: all deps models bench-data test test-asan demo bench install clean
 
 all: $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
@@ -17,9 +17,13 @@ deps:
 models:
 	bash scripts/fetch_models.sh
 
-# Installs packages, fetches the default model, builds, runs the whole suite, then the
+# English prose for perplexity (data/corpus_en.txt, sha256-pinned) from python3.11-doc.
+bench-data:
+	python3 scripts/extract_corpus.py
+
+# Installs packages, fetches the default model, extracts the corpus, builds, runs the whole suite, then the
 # sanitizer build (ASan + UBSan).
-test: deps models all
+test: deps models bench-data all
 	cd $(BUILD) && ctest --output-on-failure -j 2
 	$(MAKE) test-asan
 

@@ -2,7 +2,7 @@
 # Installs the Debian packages veloxquant builds and tests with. Idempotent; skips apt when
 # everything is present.
 set -euo pipefail
-PKGS="build-essential cmake pkg-config libcjson-dev libplplot-dev plplot-driver-cairo python3 python3-pip unzip"
+PKGS="build-essential cmake pkg-config libcjson-dev libplplot-dev plplot-driver-cairo python3 python3-pip unzip python3.11-doc"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
