@@ -1,0 +1,139 @@
+/*
+ * kvmem.c — analytic KV-cache bytes and GGUF KV geometry (see kvmem.h).
+ */
+#include "eval/kvmem.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "engine/gguf.h"
+
+static int is_kivi(enum vq_method m) { return m == VQ_METHOD_KIVI || m == VQ_METHOD_KIVI_SINK; }
+
+/* Bytes of one side (K or V) of one kv-head stream holding ctx tokens. */
+struct side_bytes { size_t coded, window, alloc; };
+
+static struct side_bytes side_estimate(const vq_codec *cd, int64_t ctx, int d, int page_tokens,
+                                       int n_sinks, int sink_cap) {
+    const struct vq_codec_params *cp = vq_codec_params_get(cd);
+    const int64_t bt = vq_codec_block_tokens(cd);
+    const size_t bb = vq_codec_block_bytes(cd), row16 = (size_t)d * 2;
+    int64_t n_coded, win_cap;
+    if (is_kivi(cp->method) && cp->residual_length > 0) {
+        win_cap = cp->residual_length;
+        if (cp->role == VQ_ROLE_KEY) n_coded = ctx / win_cap * win_cap;
+        else n_coded = ctx > win_cap ? ctx - win_cap : 0;
+    } else if (bt > 1) {
+        win_cap = bt;
+        n_coded = ctx / bt * bt;
+    } else {
+        win_cap = 0;
+        n_coded = ctx;
+    }
+    const int use_sinks = cp->method == VQ_METHOD_KIVI_SINK && cp->n_sink_tokens > 0;
+    struct side_bytes s;
+    s.coded = (size_t)(n_coded / bt) * bb;
+    s.window = (size_t)(ctx - n_coded) * row16 + (use_sinks ? (size_t)n_sinks * row16 : 0);
+    const int64_t pages = (n_coded + page_tokens - 1) / page_tokens;
+    s.alloc = (size_t)pages * ((size_t)(page_tokens / bt) * bb) + (size_t)win_cap * row16 +
+              (use_sinks ? (size_t)sink_cap * row16 : 0);
+    return s;
+}
+
+vq_status vq_kv_estimate(const struct vq_cache_params *p, int64_t ctx, struct vq_cache_memory *m) {
+    if (!p || !m || ctx < 0 || p->n_layers < 1 || p->n_kv_heads < 1 || p->page_tokens < 1)
+        return VQ_STATUS_INVALID_ARG;
+    memset(m, 0, sizeof *m);
+    const int d = p->head_dim;
+    const size_t row16 = (size_t)d * 2;
+    for (int l = 0; l < p->n_layers; l++) {
+        struct vq_codec_params kp = p->key, vp = p->value;
+        kp.role = VQ_ROLE_KEY;
+        vp.role = VQ_ROLE_VALUE;
+        kp.head_dim = vp.head_dim = d;
+        if (p->key_bits_per_layer) kp.bits = p->key_bits_per_layer[l];
+        if (p->value_bits_per_layer) vp.bits = p->value_bits_per_layer[l];
+        vq_status st;
+        vq_codec *kc = vq_codec_create(&kp, &st);
+        if (!kc) return st;
+        vq_codec *vc = vq_codec_create(&vp, &st);
+        if (!vc) { vq_codec_free(kc); return st; }
+        if (p->page_tokens % vq_codec_block_tokens(kc) || p->page_tokens % vq_codec_block_tokens(vc)) {
+            vq_codec_free(kc);
+            vq_codec_free(vc);
+            return VQ_STATUS_INVALID_ARG;
+        }
+        const int k_sink = kp.method == VQ_METHOD_KIVI_SINK && kp.n_sink_tokens > 0;
+        const int v_sink = vp.method == VQ_METHOD_KIVI_SINK && vp.n_sink_tokens > 0;
+        const int sink_cap = k_sink ? kp.n_sink_tokens : v_sink ? vp.n_sink_tokens : 0;
+        const int n_sinks = (int)(sink_cap < ctx ? sink_cap : ctx);
+        struct side_bytes ks = side_estimate(kc, ctx, d, p->page_tokens, n_sinks, sink_cap);
+        struct side_bytes vs = side_estimate(vc, ctx, d, p->page_tokens, n_sinks, sink_cap);
+        const size_t h = (size_t)p->n_kv_heads;
+        m->key_bytes += h * ks.coded;
+        m->key_total_bytes += h * (ks.coded + ks.window);
+        m->value_bytes += h * vs.coded;
+        m->window_bytes += h * (ks.window + vs.window);
+        m->allocated_bytes += h * (ks.alloc + vs.alloc);
+        m->fp16_key_bytes += (size_t)ctx * h * row16;
+        vq_codec_free(kc);
+        vq_codec_free(vc);
+    }
+    m->fp16_bytes = 2 * m->fp16_key_bytes;
+    m->total_bytes = m->key_bytes + m->value_bytes + m->window_bytes;
+    return VQ_STATUS_OK;
+}
+
+static void seterr(char *err, size_t errlen, const char *path, const char *what) {
+    if (err && errlen) snprintf(err, errlen, "%s: %s", path, what);
+}
+
+vq_status vq_kv_geometry_from_gguf(const char *path, struct vq_kv_geometry *g, char *err,
+                                   size_t errlen) {
+    memset(g, 0, sizeof *g);
+    vq_status st;
+    vq_gguf *f = vq_gguf_open(path, &st);
+    if (!f) { seterr(err, errlen, path, vq_gguf_last_error()); return st; }
+    struct vq_gguf_str a;
+    char key[96];
+    uint32_t n_layers = 0, n_heads = 0, n_kv = 0, key_len = 0, n_embd = 0;
+    st = vq_gguf_get_str(f, "general.architecture", &a);
+    if (st != VQ_STATUS_OK || a.len == 0 || a.len >= sizeof g->arch) {
+        seterr(err, errlen, path, "no general.architecture");
+        vq_gguf_close(f);
+        return st != VQ_STATUS_OK ? st : VQ_STATUS_BAD_FORMAT;
+    }
+    memcpy(g->arch, a.ptr, a.len);
+    g->arch[a.len] = 0;
+#define GET(suffix, var, required)                                                          \
+    do {                                                                                    \
+        snprintf(key, sizeof key, "%s." suffix, g->arch);                                   \
+        vq_status s_ = vq_gguf_get_u32(f, key, &var);                                       \
+        if (s_ != VQ_STATUS_OK && (required || s_ != VQ_STATUS_NOT_FOUND)) {                \
+            char m_[160];                                                                   \
+            snprintf(m_, sizeof m_, "metadata %s: %s", key, vq_status_str(s_));             \
+            seterr(err, errlen, path, m_);                                                  \
+            vq_gguf_close(f);                                                               \
+            return s_;                                                                      \
+        }                                                                                   \
+    } while (0)
+    GET("block_count", n_layers, 1);
+    GET("attention.head_count", n_heads, 1);
+    GET("attention.head_count_kv", n_kv, 0);
+    GET("attention.key_length", key_len, 0);
+    GET("embedding_length", n_embd, 0);
+#undef GET
+    vq_gguf_close(f);
+    if (n_kv == 0) n_kv = n_heads;
+    if (key_len == 0 && n_heads > 0) key_len = n_embd / n_heads;
+    if (n_layers == 0 || n_heads == 0 || n_kv == 0 || key_len == 0 || n_layers > 4096 ||
+        n_kv > 4096 || key_len > 4096) {
+        seterr(err, errlen, path, "implausible KV geometry in metadata");
+        return VQ_STATUS_BAD_FORMAT;
+    }
+    g->n_layers = (int)n_layers;
+    g->n_heads = (int)n_heads;
+    g->n_kv_heads = (int)n_kv;
+    g->head_dim = (int)key_len;
+    return VQ_STATUS_OK;
+}

@@ -1,0 +1,47 @@
+/*
+ * kvmem.h — analytic KV-cache memory: the exact byte counts a vq_cache reports
+ * (vq_cache_memory) after a context of ctx tokens, computed from each codec's block size
+ * (vq_codec_block_bytes / vq_codec_block_tokens) and the cache's fp16 window rules, without
+ * allocating a cache. Also reads the KV geometry of a GGUF model. Not part of the public API.
+ *
+ * Window rules mirrored from the cache (src/cache/cache.c):
+ *   - per-token codecs (block_tokens 1, not KIVI): every token is encoded;
+ *   - KIVI keys with residual_length R > 0: tokens are encoded in whole R-chunks, the
+ *     remaining ctx mod R stay fp16; KIVI values with R > 0: the newest min(ctx, R) tokens
+ *     stay fp16, the rest are encoded;
+ *   - any other codec with block_tokens B > 1 (or KIVI with R = 0): whole B-blocks are
+ *     encoded, ctx mod B tokens stay fp16;
+ *   - kivi_sink: each side that is kivi_sink also keeps min(n_sink_tokens, ctx) fp16 rows per
+ *     kv-head (the sink count of a layer comes from the key codec if it is kivi_sink, else
+ *     from the value codec). This assumes the context was appended in one call (a prefill);
+ *     sinks are chosen in the first append only.
+ */
+#ifndef VQ_EVAL_KVMEM_H
+#define VQ_EVAL_KVMEM_H
+
+#include <stdint.h>
+#include "veloxquant.h"
+
+struct vq_kv_geometry {
+    int n_layers;
+    int n_kv_heads;
+    int head_dim;
+    int n_heads;             /* query heads (0 if unknown) */
+    char arch[32];           /* general.architecture, or "" */
+};
+
+/* Computes *m as vq_cache_memory would report it for a cache created from p (geometry,
+ * key/value codec params, per-layer bits, page_tokens) holding ctx tokens in every layer.
+ * Creates the codecs it needs (freed before returning). Returns the codec-creation status
+ * on invalid parameters (INVALID_ARG, UNSUPPORTED, ...), INVALID_ARG for ctx < 0.
+ * Thread-safe. */
+vq_status vq_kv_estimate(const struct vq_cache_params *p, int64_t ctx, struct vq_cache_memory *m);
+
+/* Reads n_layers, n_kv_heads, head_dim, n_heads and the architecture from a GGUF file's
+ * metadata ({arch}.block_count, {arch}.attention.head_count[_kv], {arch}.attention.key_length
+ * or embedding_length / head_count). Returns IO / BAD_FORMAT / NOT_FOUND (missing keys) with
+ * a reason in err (errlen bytes, may be NULL). */
+vq_status vq_kv_geometry_from_gguf(const char *path, struct vq_kv_geometry *g, char *err,
+                                   size_t errlen);
+
+#endif
