@@ -35,7 +35,10 @@ static struct side_bytes side_estimate(const vq_codec *cd, int64_t ctx, int d, i
     s.coded = (size_t)(n_coded / bt) * bb;
     s.window = (size_t)(ctx - n_coded) * row16 + (use_sinks ? (size_t)n_sinks * row16 : 0);
     const int64_t pages = (n_coded + page_tokens - 1) / page_tokens;
-    s.alloc = (size_t)pages * ((size_t)(page_tokens / bt) * bb) + (size_t)win_cap * row16 +
+    /* a sliding (KIVI value) window keeps a 2R-row buffer so that it can shift rarely */
+    const int64_t buf_rows = is_kivi(cp->method) && cp->residual_length > 0 && cp->role == VQ_ROLE_VALUE
+                                 ? 2 * win_cap : win_cap;
+    s.alloc = (size_t)pages * ((size_t)(page_tokens / bt) * bb) + (size_t)buf_rows * row16 +
               (use_sinks ? (size_t)sink_cap * row16 : 0);
     return s;
 }

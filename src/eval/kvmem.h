@@ -15,6 +15,9 @@
  *     kv-head (the sink count of a layer comes from the key codec if it is kivi_sink, else
  *     from the value codec). This assumes the context was appended in one call (a prefill);
  *     sinks are chosen in the first append only.
+ *   allocated_bytes also mirrors the cache's buffers: whole pages of page_tokens tokens for
+ *   coded tokens, R rows per KIVI key window (B rows for block codecs), 2R rows per KIVI
+ *   value window, n_sink_tokens rows per kivi_sink side.
  */
 #ifndef VQ_EVAL_KVMEM_H
 #define VQ_EVAL_KVMEM_H
