@@ -125,11 +125,17 @@ enum vq_method {
     VQ_METHOD_TURBOQUANT_RVQ = 6,
     VQ_METHOD_KIVI = 7,
     VQ_METHOD_KIVI_SINK = 8,
+    VQ_METHOD_VECINFER = 9,   /* needs calibration (vq_calib_data); see below */
+    VQ_METHOD_SPECTRAL = 10,  /* needs calibration (vq_calib_data); see below */
     VQ_METHOD_COUNT
 };
 
 /* Whether a codec stores keys or values (KIVI groups keys per channel, values per token). */
 enum vq_role { VQ_ROLE_KEY = 0, VQ_ROLE_VALUE = 1 };
+
+/* Calibration data (codebooks, smoothing factors, PCA rotations, layer sensitivities) fitted
+ * offline for one model; opaque, see the "Calibration" section below. */
+typedef struct vq_calib_data vq_calib_data;
 
 /* Configuration of one codec. Start from vq_codec_params_default() and set what you need. */
 struct vq_codec_params {
@@ -145,6 +151,23 @@ struct vq_codec_params {
     int n_sink_tokens;        /* kivi_sink: tokens kept fp16 by key norm; default 5 */
     int polar_bits[4];        /* polar: bits of level 1..4 angles; default {4,2,2,2} */
     enum vq_isa isa;          /* kernel variant; default VQ_ISA_AUTO */
+    /* Calibrated methods (vecinfer, spectral). calib: borrowed, read-only, may be shared by
+     * any number of codecs/threads; it must stay alive as long as any codec or cache created
+     * from these params (the current codecs copy what they need at create time, but callers
+     * must not rely on that). NULL = the method's data-free fallback (documented per method;
+     * poor quality, meant for shape/contract tests). calib_layer selects the layer whose
+     * entries (for this role) the codec uses; a cache sets it per layer. */
+    const vq_calib_data *calib;   /* default NULL */
+    int calib_layer;              /* default 0 */
+    /* vecinfer: product-VQ codeword bits c and sub-vector length v (bits/elem = c/v).
+     * 0 = preset from bits: 1 -> (8,8), 2 -> (8,4), 3 -> (12,4), 4 -> (8,2); "1.5 bits" is
+     * (12,8). With calib the layer's codebook must have exactly 2^c entries of length v. */
+    int pq_codeword_bits;         /* default 0 */
+    int pq_subvec_dim;            /* default 0 */
+    /* spectral: 1 = water-filling bit allocation over PCA coordinates from the calibrated
+     * eigenvalues (sum of bits = head_dim * bits, each coordinate 0..6 bits); 0 = every
+     * coordinate at `bits` bits (the paper's SQ_noQJL configuration). Default 1. */
+    int spectral_waterfill;
 };
 
 /* Returns the defaults listed above. Thread-safe. */
@@ -269,6 +292,93 @@ VQ_API void vq_cache_memory(const vq_cache *c, struct vq_cache_memory *m);
 VQ_API vq_status vq_cache_truncate(vq_cache *c, int64_t n_tokens);
 /* Empties every layer (pages are kept for reuse). */
 VQ_API void vq_cache_reset(vq_cache *c);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Calibration.                                                                              */
+/*
+ * A vq_calib_data holds, per (layer, role), whatever calibrated methods need:
+ *   - smoothing factors lambda (head_dim) for vecinfer keys: lambda_c = sqrt(max_t |K[t,c]|),
+ *     floored at 1e-4;
+ *   - a product-VQ codebook (2^c x v floats) for vecinfer, trained by k-means on the
+ *     sub-vectors of the transformed keys (WHT(K / lambda)) or of the raw values;
+ *   - a PCA basis for spectral: eigenvectors U (head_dim x head_dim, descending eigenvalues),
+ *     eigenvalues, and the signal dimension d_s = ceil(participation ratio);
+ * and per layer a sensitivity w_i (mean ||k||^2, RateQuant). Heads are pooled: samples are
+ * vectors of head_dim floats from any kv-head of the layer, post-RoPE for keys.
+ * Fitting and loading are deterministic for a seed. A vq_calib_data is mutable only through
+ * the vq_calib_fit_* functions (one thread at a time); once fitted or loaded it is read-only
+ * and may be shared by any number of threads and codecs.
+ */
+
+/* Creates an empty calibration set for a model geometry (n_layers >= 1, head_dim as for
+ * codecs). Returns NULL and sets *st on invalid input or allocation failure. Caller-owned. */
+VQ_API vq_calib_data *vq_calib_data_create(int n_layers, int head_dim, vq_status *st);
+/* Frees a calibration set; NULL is a no-op. */
+VQ_API void vq_calib_data_free(vq_calib_data *cd);
+/* Geometry of a calibration set (0 for NULL). */
+VQ_API int vq_calib_data_n_layers(const vq_calib_data *cd);
+VQ_API int vq_calib_data_head_dim(const vq_calib_data *cd);
+
+/* Fits vecinfer data for (layer, role) from x (n, head_dim) samples: for keys the smoothing
+ * factors and a codebook on WHT(x / lambda) sub-vectors, for values a codebook on raw value
+ * sub-vectors. k-means: 2^codeword_bits centroids of length subvec_dim (must divide
+ * head_dim, <= 16; codeword_bits 1..12), random-sample init from seed, 30 Lloyd iterations,
+ * empty clusters reseeded. Needs n * head_dim / subvec_dim >= 2^codeword_bits. Replaces any
+ * previous vecinfer entry for (layer, role). NON_FINITE on NaN/Inf input. */
+VQ_API vq_status vq_calib_fit_vecinfer(vq_calib_data *cd, int layer, enum vq_role role,
+                                       const float *x, int64_t n, int codeword_bits,
+                                       int subvec_dim, uint64_t seed);
+/* Fits the spectral PCA basis for (layer, role) from x (n >= 2, head_dim) samples: the
+ * (uncentered) second-moment matrix E[x x^T], its eigendecomposition (Jacobi), and
+ * d_s = ceil((sum lambda)^2 / sum lambda^2). */
+VQ_API vq_status vq_calib_fit_spectral(vq_calib_data *cd, int layer, enum vq_role role,
+                                       const float *x, int64_t n);
+/* Sets the RateQuant sensitivity of a layer to the mean of ||x_t||^2 over the n key samples
+ * x (n, head_dim). */
+VQ_API vq_status vq_calib_fit_sensitivity(vq_calib_data *cd, int layer, const float *x,
+                                          int64_t n);
+/* Returns the sensitivities (n_layers) if every layer has one, else NULL (library-owned,
+ * valid until vq_calib_data_free). */
+VQ_API const double *vq_calib_sensitivities(const vq_calib_data *cd);
+
+/* RateQuant per-layer bit allocation (ALGORITHMS.md section 8.3). w (n >= 1, all > 0):
+ * sensitivities; b_avg: target mean bits; allowed (n_allowed >= 1, strictly ascending):
+ * the permitted bit-widths; beta > 1: distortion ratio per bit (D(b) ~ beta^-b), or <= 0 to
+ * use the Lloyd-Max Gaussian fit over b = 1..3 (vq_ratequant_fit_beta). Writes bits_out (n):
+ * closed form b_i = b_avg + (ln w_i - mean ln w) / ln beta, clamped and snapped to the
+ * allowed set, then greedy one-step moves on the largest rounding gaps until
+ * sum bits = round(n * b_avg); the sum equals that target whenever the allowed set makes it
+ * reachable (always for consecutive integers covering b_avg), otherwise it is the closest
+ * reachable sum not above it. Larger w never gets fewer bits. Thread-safe. */
+VQ_API vq_status vq_ratequant_allocate(const double *w, int n, double b_avg, const int *allowed,
+                                       int n_allowed, double beta, int *bits_out);
+/* Least-squares fit of log D(b) = log alpha - b log beta on Gaussian Lloyd-Max distortions
+ * for the n_bits bit-widths in bits (1..6, n_bits >= 2); writes beta. Thread-safe. */
+VQ_API vq_status vq_ratequant_fit_beta(const int *bits, int n_bits, double *beta);
+
+/* Artifact files (docs/FORMAT.md "Calibration artifact"): header (magic, format version,
+ * method tag, model sha256, geometry, parameters, payload length), payload, FNV-1a-64
+ * checksum. method: a short tag ("vecinfer", "spectral", "ratequant"; <= 15 chars,
+ * [a-z0-9_]); params: up to 6 method parameters recorded in the header (may be NULL).
+ * Written atomically (temp file in the same folder, fsync, rename); missing folders are
+ * created. */
+VQ_API vq_status vq_calib_data_save(const vq_calib_data *cd, const char *path,
+                                    const char *method, const uint8_t model_sha256[32],
+                                    const uint32_t params[6]);
+/* Loads and fully validates an artifact (untrusted input). model_sha256 (may be NULL to
+ * skip the check) must match the header. Returns NULL and sets *st: IO (cannot read),
+ * BAD_FORMAT (bad magic, truncated, corrupted, checksum, inconsistent records),
+ * UNSUPPORTED (newer format version), NOT_FOUND (model hash or method tag differ: a stale
+ * artifact). method (may be NULL) must match the header's tag. Caller-owned result. */
+VQ_API vq_calib_data *vq_calib_data_load(const char *path, const char *method,
+                                         const uint8_t model_sha256[32], vq_status *st);
+/* Writes the default artifact path "<root>/<method>/<model_sha256 hex>/<name>.vqcal" into buf
+ * (cap bytes, NUL-terminated); root = $VQ_CACHE_DIR if set and non-empty, else
+ * $HOME/.cache/veloxquant. method and name: 1..63 chars of [A-Za-z0-9_.-], not starting with
+ * '.'. Returns OK, INVALID_ARG (bad tag/name/NULL), NOT_FOUND (neither variable set) or
+ * RANGE (cap too small). Reads the environment; thread-safe if nobody modifies it. */
+VQ_API vq_status vq_calib_artifact_path(const char *method, const uint8_t model_sha256[32],
+                                        const char *name, char *buf, size_t cap);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Scalars.                                                                                  */

@@ -51,6 +51,8 @@ static const char *const vq_method_names_[VQ_METHOD_COUNT] = {
     [VQ_METHOD_TURBOQUANT_RVQ] = "turboquant_rvq",
     [VQ_METHOD_KIVI] = "kivi",
     [VQ_METHOD_KIVI_SINK] = "kivi_sink",
+    [VQ_METHOD_VECINFER] = "vecinfer",
+    [VQ_METHOD_SPECTRAL] = "spectral",
 };
 
 /* Returns the vtable of method m, or NULL if m is out of range or not built. Thread-safe. */
@@ -79,6 +81,11 @@ struct vq_codec_params vq_codec_params_default(void) {
     p.polar_bits[2] = 2;
     p.polar_bits[3] = 2;
     p.isa = VQ_ISA_AUTO;
+    p.calib = NULL;
+    p.calib_layer = 0;
+    p.pq_codeword_bits = 0;
+    p.pq_subvec_dim = 0;
+    p.spectral_waterfill = 1;
     return p;
 }
 
