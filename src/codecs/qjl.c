@@ -109,15 +109,35 @@ void vq_sketch_transpose(const vq_sketch *sk, const float *v, float *out) {
 
 /* ============================== row kernels (reference) =================================== */
 
+/* Flips the sign of a unless bit is 1 (branch-free, vectorizable). */
+static inline float vq_signed_(float a, unsigned bit) {
+    uint32_t u;
+    memcpy(&u, &a, 4);
+    u ^= (uint32_t)(~bit & 1u) << 31;
+    memcpy(&a, &u, 4);
+    return a;
+}
+
 void vq_signdot_rows_ref(const float *a, float sum_a, int m, const uint8_t *src, size_t stride,
                          int64_t n, float *out) {
     (void)sum_a;
     for (int64_t t = 0; t < n; t++) {
         const uint8_t *z = src + (size_t)t * stride;
         float s = 0.0f;
-        for (int i = 0; i < m; i++) s += ((z[i >> 3] >> (i & 7)) & 1) ? a[i] : -a[i];
+        for (int i = 0; i < m; i++) s += vq_signed_(a[i], (unsigned)(z[i >> 3] >> (i & 7)));
         out[t] = s;
     }
+}
+
+void vq_signacc_ref(const uint8_t *z, int m, float g, float *acc) {
+    for (int i = 0; i < m; i++) acc[i] += vq_signed_(g, (unsigned)(z[i >> 3] >> (i & 7)));
+}
+
+void vq_lutacc_ref(const uint8_t *codes, const float *cb, int bits, int d, float wn, float *acc) {
+    uint8_t idx[VQ_SKETCH_MAX_D];
+    VQ_ASSERT(d <= VQ_SKETCH_MAX_D && bits >= 1 && bits <= 8);
+    vq_unpack(codes, d, bits, idx);
+    for (int j = 0; j < d; j++) acc[j] += wn * cb[idx[j]];
 }
 
 void vq_lutdot_rows_ref(const float *q, const float *cb, int bits, int d, const uint8_t *src,
@@ -150,6 +170,24 @@ vq_lutdot_rows_fn vq_lutdot_rows_pick(enum vq_isa isa) {
     return vq_lutdot_rows_ref;
 }
 
+vq_signacc_fn vq_signacc_pick(enum vq_isa isa) {
+#if defined(VQ_HAVE_X86)
+    if (isa == VQ_ISA_AVX512) return vq_signacc_avx512;
+    if (isa == VQ_ISA_AVX2) return vq_signacc_avx2;
+#endif
+    (void)isa;
+    return vq_signacc_ref;
+}
+
+vq_lutacc_fn vq_lutacc_pick(enum vq_isa isa) {
+#if defined(VQ_HAVE_X86)
+    if (isa == VQ_ISA_AVX512) return vq_lutacc_avx512;
+    if (isa == VQ_ISA_AVX2) return vq_lutacc_avx2;
+#endif
+    (void)isa;
+    return vq_lutacc_ref;
+}
+
 /* ============================== qjl codec ================================================= */
 
 struct qjl_impl {
@@ -157,6 +195,7 @@ struct qjl_impl {
     size_t a_floats;            /* pad16(m): offset of sum(a) in the prepared query */
     vq_sketch sk;
     vq_signdot_rows_fn signdot;
+    vq_signacc_fn signacc;
 };
 
 static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -231,7 +270,7 @@ static void qjl_accumulate(const struct vq_codec *c, const uint8_t *codes, int64
         const uint8_t *s = codes + (size_t)t * c->block_bytes;
         const float g = w[t] * k * vq_sf16_to_fp32(vq_rd_le16(s));
         if (g == 0.0f) continue;
-        for (int i = 0; i < im->m; i++) acc[i] += ((s[2 + (i >> 3)] >> (i & 7)) & 1) ? g : -g;
+        im->signacc(s + 2, im->m, g, acc);
     }
 }
 
@@ -267,6 +306,7 @@ static vq_status qjl_init(struct vq_codec *c) {
         return st;
     }
     im->signdot = vq_signdot_rows_pick(c->isa);
+    im->signacc = vq_signacc_pick(c->isa);
     c->impl = im;
     c->block_tokens = 1;
     c->block_bytes = 2 + (size_t)m / 8;

@@ -51,11 +51,25 @@ typedef void (*vq_signdot_rows_fn)(const float *a, float sum_a, int m, const uin
 typedef void (*vq_lutdot_rows_fn)(const float *q, const float *cb, int bits, int d,
                                   const uint8_t *src, size_t stride, int64_t n, float *out);
 
+/* acc[i] += z_i ? g : -g for the m sign bits at z (m % 8 == 0). */
+typedef void (*vq_signacc_fn)(const uint8_t *z, int m, float g, float *acc);
+/* acc[j] += wn * cb[code_j] for the LSB-first `bits`-bit stream of d codes (bits 1..3,
+ * d % 8 == 0). */
+typedef void (*vq_lutacc_fn)(const uint8_t *codes, const float *cb, int bits, int d, float wn,
+                             float *acc);
+
 void vq_signdot_rows_ref(const float *a, float sum_a, int m, const uint8_t *src, size_t stride,
                          int64_t n, float *out);
 void vq_lutdot_rows_ref(const float *q, const float *cb, int bits, int d, const uint8_t *src,
                         size_t stride, int64_t n, float *out);
+void vq_signacc_ref(const uint8_t *z, int m, float g, float *acc);
+void vq_lutacc_ref(const uint8_t *codes, const float *cb, int bits, int d, float wn, float *acc);
 #if defined(VQ_HAVE_X86)
+void vq_signacc_avx2(const uint8_t *z, int m, float g, float *acc);
+void vq_signacc_avx512(const uint8_t *z, int m, float g, float *acc);
+void vq_lutacc_avx2(const uint8_t *codes, const float *cb, int bits, int d, float wn, float *acc);
+void vq_lutacc_avx512(const uint8_t *codes, const float *cb, int bits, int d, float wn,
+                      float *acc);
 void vq_signdot_rows_avx2(const float *a, float sum_a, int m, const uint8_t *src, size_t stride,
                           int64_t n, float *out);
 void vq_signdot_rows_avx512(const float *a, float sum_a, int m, const uint8_t *src,
@@ -69,6 +83,8 @@ void vq_lutdot_rows_avx512(const float *q, const float *cb, int bits, int d, con
 /* Kernel choice for a resolved ISA (scalar fallback when x86 kernels are not built). */
 vq_signdot_rows_fn vq_signdot_rows_pick(enum vq_isa isa);
 vq_lutdot_rows_fn vq_lutdot_rows_pick(enum vq_isa isa);
+vq_signacc_fn vq_signacc_pick(enum vq_isa isa);
+vq_lutacc_fn vq_lutacc_pick(enum vq_isa isa);
 
 /* Little-endian 16-bit load/store of stored sf16 scalars. */
 static inline uint16_t vq_rd_le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }

@@ -49,6 +49,8 @@ struct prod_impl {
     vq_sketch sk;
     vq_signdot_rows_fn signdot;
     vq_lutdot_rows_fn lutdot;
+    vq_signacc_fn signacc;
+    vq_lutacc_fn lutacc;
 };
 
 static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -155,17 +157,13 @@ static void prod_accumulate(const struct vq_codec *c, const uint8_t *codes, int6
                             const float *w, float *acc) {
     const struct prod_impl *im = (const struct prod_impl *)c->impl;
     const float k = VQ_SQRT_HALF_PI / (float)im->m;
-    uint8_t idx[VQ_SKETCH_MAX_D];
-    float *acc_s = acc + im->d;
     for (int64_t t = 0; t < n_tokens; t++) {
         const uint8_t *s = codes + (size_t)t * c->block_bytes;
         const float wn = w[t] * vq_sf16_to_fp32(vq_rd_le16(s));
         if (wn == 0.0f) continue;
-        vq_unpack(s + 4, im->d, im->bm, idx);
-        for (int j = 0; j < im->d; j++) acc[j] += wn * im->cb[idx[j]];
+        im->lutacc(s + 4, im->cb, im->bm, im->d, wn, acc);
         const float g = wn * k * vq_sf16_to_fp32(vq_rd_le16(s + 2));
-        const uint8_t *z = s + 4 + im->code_bytes;
-        for (int i = 0; i < im->m; i++) acc_s[i] += ((z[i >> 3] >> (i & 7)) & 1) ? g : -g;
+        im->signacc(s + 4 + im->code_bytes, im->m, g, acc + im->d);
     }
 }
 
@@ -221,6 +219,8 @@ static vq_status prod_init(struct vq_codec *c) {
     }
     im->signdot = vq_signdot_rows_pick(c->isa);
     im->lutdot = vq_lutdot_rows_pick(c->isa);
+    im->signacc = vq_signacc_pick(c->isa);
+    im->lutacc = vq_lutacc_pick(c->isa);
     c->impl = im;
     c->block_tokens = 1;
     c->block_bytes = 4 + im->code_bytes + (size_t)m / 8;

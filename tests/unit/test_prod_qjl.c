@@ -327,6 +327,12 @@ TEST(row_kernels_vs_ref) {
             vq_signdot_rows_ref(a, (float)sum, m, src, stride, 13, o_ref);
             sd(a, (float)sum, m, src, stride, 13, o);
             for (int t = 0; t < 13; t++) ASSERT_NEAR(o[t], o_ref[t], 1e-5 * sabs);
+            /* sign accumulate: same start, same bits */
+            float acc_ref[264], acc[264];
+            for (int i = 0; i < m; i++) acc_ref[i] = acc[i] = nrand();
+            vq_signacc_ref(src + 1, m, 0.37f, acc_ref);
+            vq_signacc_pick((enum vq_isa)isa)(src + 1, m, 0.37f, acc);
+            for (int i = 0; i < m; i++) ASSERT_NEAR(acc[i], acc_ref[i], 1e-6);
             for (int bits = 1; bits <= 3; bits++) {
                 const int d = m;
                 const size_t st2 = (size_t)d * bits / 8 + 1;
@@ -338,6 +344,11 @@ TEST(row_kernels_vs_ref) {
                 double bound = 0;
                 for (int i = 0; i < d; i++) bound += fabs(a[i]) * 3.0;
                 for (int t = 0; t < 13; t++) ASSERT_NEAR(o[t], o_ref[t], 1e-5 * bound);
+                float lacc_ref[264], lacc[264];
+                for (int i = 0; i < d; i++) lacc_ref[i] = lacc[i] = nrand();
+                vq_lutacc_ref(src + 3, cb, bits, d, -1.7f, lacc_ref);
+                vq_lutacc_pick((enum vq_isa)isa)(src + 3, cb, bits, d, -1.7f, lacc);
+                for (int i = 0; i < d; i++) ASSERT_NEAR(lacc[i], lacc_ref[i], 1e-5);
             }
         }
     }

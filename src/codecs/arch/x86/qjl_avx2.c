@@ -35,3 +35,14 @@ void vq_signdot_rows_avx2(const float *a, float sum_a, int m, const uint8_t *src
         out[t] = 2.0f * hsum256(_mm256_add_ps(acc0, acc1)) - sum_a;
     }
 }
+
+void vq_signacc_avx2(const uint8_t *z, int m, float g, float *acc) {
+    const __m256i sel = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+    const __m256 pos = _mm256_set1_ps(g), neg = _mm256_set1_ps(-g);
+    for (int i = 0; i < m; i += 8) {
+        const __m256i b = _mm256_and_si256(_mm256_set1_epi32(z[i / 8]), sel);
+        const __m256 msk = _mm256_castsi256_ps(_mm256_cmpeq_epi32(b, sel));
+        const __m256 v = _mm256_blendv_ps(neg, pos, msk);
+        _mm256_storeu_ps(acc + i, _mm256_add_ps(_mm256_loadu_ps(acc + i), v));
+    }
+}

@@ -33,3 +33,19 @@ void vq_signdot_rows_avx512(const float *a, float sum_a, int m, const uint8_t *s
         out[t] = 2.0f * _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1)) - sum_a;
     }
 }
+
+void vq_signacc_avx512(const uint8_t *z, int m, float g, float *acc) {
+    const __m512 pos = _mm512_set1_ps(g), neg = _mm512_set1_ps(-g);
+    int i = 0;
+    for (; i + 16 <= m; i += 16) {
+        uint16_t bits;
+        memcpy(&bits, z + i / 8, 2);
+        const __m512 v = _mm512_mask_blend_ps((__mmask16)bits, neg, pos);
+        _mm512_storeu_ps(acc + i, _mm512_add_ps(_mm512_loadu_ps(acc + i), v));
+    }
+    if (i < m) {   /* m % 16 == 8 */
+        const __m512 v = _mm512_mask_blend_ps((__mmask16)z[i / 8], neg, pos);
+        const __m512 a = _mm512_maskz_loadu_ps((__mmask16)0xff, acc + i);
+        _mm512_mask_storeu_ps(acc + i, (__mmask16)0xff, _mm512_add_ps(a, v));
+    }
+}

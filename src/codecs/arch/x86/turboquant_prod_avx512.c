@@ -1,51 +1,97 @@
-/* turboquant_prod_avx512.c — AVX-512 table-dot row kernel for the (b-1)-bit MSE codes of
- * turboquant_prod (contract and reference in codecs/qjl.h, qjl.c). 16 codes of `bits` bits
- * are 2*bits bytes; BMI2 pdep spreads them into 16 bytes, which index a 16-lane centroid
- * register through vpermps; one FMA with the rotated query per 16 coordinates. */
+/* turboquant_prod_avx512.c — AVX-512 kernels for the (b-1)-bit MSE codes of turboquant_prod
+ * (contracts and references in codecs/qjl.h, qjl.c). 16 codes of `bits` bits are 2*bits
+ * bytes; BMI2 pdep spreads them into 16 bytes, which index a 16-lane centroid register through
+ * vpermps. Table dot: one FMA with the rotated query per 16 coordinates. Table accumulate: the
+ * centroid register is pre-scaled by the token weight and added to the accumulator. The bit
+ * width is a compile-time constant in each instantiation so the loads are fixed-size. */
 #include <immintrin.h>
 #include <string.h>
 
 #include "codecs/qjl.h"
+
+#define VQ_INLINE static inline __attribute__((always_inline))
+
+/* Loads 16 codes (2*bits bytes) and returns their indices as 16 dwords. */
+VQ_INLINE __m512i idx16(const uint8_t *p, const int bits) {
+    uint64_t x = 0;
+    if (bits == 1) { uint16_t v; memcpy(&v, p, 2); x = v; }
+    else if (bits == 2) { uint32_t v; memcpy(&v, p, 4); x = v; }
+    else { uint32_t v; uint16_t h; memcpy(&v, p, 4); memcpy(&h, p + 4, 2); x = v | ((uint64_t)h << 32); }
+    const uint64_t m8 = 0x0101010101010101ull * (uint64_t)((1u << bits) - 1u);
+    const __m128i b = _mm_set_epi64x((long long)_pdep_u64(x >> (8 * bits), m8),
+                                     (long long)_pdep_u64(x, m8));
+    return _mm512_cvtepu8_epi32(b);
+}
+
+/* Loads the last 8 codes (bits bytes); upper 8 indices are 0. */
+VQ_INLINE __m512i idx8(const uint8_t *p, const int bits) {
+    uint64_t x = 0;
+    if (bits == 1) x = p[0];
+    else if (bits == 2) { uint16_t v; memcpy(&v, p, 2); x = v; }
+    else { uint16_t v; memcpy(&v, p, 2); x = v | ((uint64_t)p[2] << 16); }
+    const uint64_t m8 = 0x0101010101010101ull * (uint64_t)((1u << bits) - 1u);
+    return _mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)_pdep_u64(x, m8)));
+}
+
+VQ_INLINE void lutdot_b(const float *q, __m512 cbv, const int bits, int d, const uint8_t *src,
+                        size_t stride, int64_t n, float *out) {
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *p = src + (size_t)t * stride;
+        __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
+        int j = 0;
+        for (; j + 32 <= d; j += 32, p += 4 * bits) {
+            const __m512 v0 = _mm512_permutexvar_ps(idx16(p, bits), cbv);
+            const __m512 v1 = _mm512_permutexvar_ps(idx16(p + 2 * bits, bits), cbv);
+            acc0 = _mm512_fmadd_ps(v0, _mm512_loadu_ps(q + j), acc0);
+            acc1 = _mm512_fmadd_ps(v1, _mm512_loadu_ps(q + j + 16), acc1);
+        }
+        if (j + 16 <= d) {
+            const __m512 v0 = _mm512_permutexvar_ps(idx16(p, bits), cbv);
+            acc0 = _mm512_fmadd_ps(v0, _mm512_loadu_ps(q + j), acc0);
+            j += 16;
+            p += 2 * bits;
+        }
+        if (j < d) {   /* d % 16 == 8 */
+            const __m512 v0 = _mm512_permutexvar_ps(idx8(p, bits), cbv);
+            acc1 = _mm512_fmadd_ps(v0, _mm512_maskz_loadu_ps((__mmask16)0xff, q + j), acc1);
+        }
+        out[t] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    }
+}
 
 void vq_lutdot_rows_avx512(const float *q, const float *cb, int bits, int d, const uint8_t *src,
                            size_t stride, int64_t n, float *out) {
     float cbp[16] = {0};
     memcpy(cbp, cb, sizeof(float) * (size_t)(1 << bits));
     const __m512 cbv = _mm512_loadu_ps(cbp);
-    const uint64_t m8 = 0x0101010101010101ull * (uint64_t)((1u << bits) - 1u);
-    const size_t g16 = 2 * (size_t)bits;       /* bytes per 16 codes */
-    for (int64_t t = 0; t < n; t++) {
-        const uint8_t *p = src + (size_t)t * stride;
-        __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
-        int j = 0;
-        for (; j + 32 <= d; j += 32, p += 2 * g16) {
-            uint64_t x0 = 0, x1 = 0;
-            memcpy(&x0, p, g16);
-            memcpy(&x1, p + g16, g16);
-            const __m128i i0 = _mm_set_epi64x((long long)_pdep_u64(x0 >> (8 * bits), m8),
-                                              (long long)_pdep_u64(x0, m8));
-            const __m128i i1 = _mm_set_epi64x((long long)_pdep_u64(x1 >> (8 * bits), m8),
-                                              (long long)_pdep_u64(x1, m8));
-            const __m512 v0 = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(i0), cbv);
-            const __m512 v1 = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(i1), cbv);
-            acc0 = _mm512_fmadd_ps(v0, _mm512_loadu_ps(q + j), acc0);
-            acc1 = _mm512_fmadd_ps(v1, _mm512_loadu_ps(q + j + 16), acc1);
-        }
-        for (; j + 16 <= d; j += 16, p += g16) {
-            uint64_t x0 = 0;
-            memcpy(&x0, p, g16);
-            const __m128i i0 = _mm_set_epi64x((long long)_pdep_u64(x0 >> (8 * bits), m8),
-                                              (long long)_pdep_u64(x0, m8));
-            const __m512 v0 = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(i0), cbv);
-            acc0 = _mm512_fmadd_ps(v0, _mm512_loadu_ps(q + j), acc0);
-        }
-        if (j < d) {   /* d % 16 == 8: bits bytes hold the last 8 codes */
-            uint64_t x0 = 0;
-            memcpy(&x0, p, (size_t)bits);
-            const __m128i i0 = _mm_cvtsi64_si128((long long)_pdep_u64(x0, m8));
-            const __m512 v0 = _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(i0), cbv);
-            acc1 = _mm512_fmadd_ps(v0, _mm512_maskz_loadu_ps((__mmask16)0xff, q + j), acc1);
-        }
-        out[t] = _mm512_reduce_add_ps(_mm512_add_ps(acc0, acc1));
+    switch (bits) {
+    case 1: lutdot_b(q, cbv, 1, d, src, stride, n, out); break;
+    case 2: lutdot_b(q, cbv, 2, d, src, stride, n, out); break;
+    default: VQ_ASSERT(bits == 3); lutdot_b(q, cbv, 3, d, src, stride, n, out); break;
+    }
+}
+
+VQ_INLINE void lutacc_b(const uint8_t *p, __m512 cbw, const int bits, int d, float *acc) {
+    int j = 0;
+    for (; j + 16 <= d; j += 16, p += 2 * bits) {
+        const __m512 v = _mm512_permutexvar_ps(idx16(p, bits), cbw);
+        _mm512_storeu_ps(acc + j, _mm512_add_ps(_mm512_loadu_ps(acc + j), v));
+    }
+    if (j < d) {
+        const __m512 v = _mm512_permutexvar_ps(idx8(p, bits), cbw);
+        const __m512 a = _mm512_maskz_loadu_ps((__mmask16)0xff, acc + j);
+        _mm512_mask_storeu_ps(acc + j, (__mmask16)0xff, _mm512_add_ps(a, v));
+    }
+}
+
+void vq_lutacc_avx512(const uint8_t *codes, const float *cb, int bits, int d, float wn,
+                      float *acc) {
+    float cbp[16] = {0};
+    memcpy(cbp, cb, sizeof(float) * (size_t)(1 << bits));
+    const __m512 cbw = _mm512_mul_ps(_mm512_loadu_ps(cbp), _mm512_set1_ps(wn));
+    switch (bits) {
+    case 1: lutacc_b(codes, cbw, 1, d, acc); break;
+    case 2: lutacc_b(codes, cbw, 2, d, acc); break;
+    default: VQ_ASSERT(bits == 3); lutacc_b(codes, cbw, 3, d, acc); break;
     }
 }
