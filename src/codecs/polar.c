@@ -129,20 +129,14 @@ struct polar_impl {
     /* cos / sin of the centroids: [0] level 1 (2^b1 entries), [l] level l+1 (2^b_l entries) */
     float cs[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITS1];
     float sn[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITS1];
-    float bounds[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITSL];  /* levels >= 2 */
+    /* cos / sin of the cell boundaries of levels >= 2 (encode compares without atan2) */
+    double bcos[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITSL];
+    double bsin[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITSL];
     vq_rht rot;
 };
 
 static inline float polar_radius(const uint8_t *s, size_t k) {
     return vq_sf16_to_fp32((uint16_t)(s[2 * k] | (s[2 * k + 1] << 8)));
-}
-
-/* Reads a field of w <= 8 bits at bit offset off of a stream of nbytes bytes. */
-static inline unsigned polar_get(const uint8_t *p, size_t nbytes, size_t off, int w) {
-    const size_t i = off >> 3;
-    unsigned v = p[i];
-    if (i + 1 < nbytes) v |= (unsigned)p[i + 1] << 8;
-    return (v >> (off & 7)) & ((1u << w) - 1u);
 }
 
 /* ORs a field of w <= 8 bits at bit offset off (the stream is zeroed beforehand). */
@@ -154,15 +148,30 @@ static inline void polar_put(uint8_t *p, size_t off, int w, unsigned v) {
 }
 
 /* Codes of coordinate block k: codes[0..7] level 1, [8..11] level 2, [12..13] level 3,
- * [14] level 4. */
+ * [14] level 4. The record (B + 7 <= 83 bits) is copied into two 64-bit words (bytes past the
+ * end of the stream read as 0) and the fields are shifted out. */
 static void polar_read_codes(const struct polar_impl *im, const uint8_t *ang, size_t k,
                              unsigned codes[15]) {
-    size_t off = k * (size_t)im->rec_bits;
+    const size_t off = k * (size_t)im->rec_bits;
+    const size_t byte = off >> 3;
+    uint8_t buf[16] = {0};
+    const size_t avail = im->ang_bytes - byte;
+    memcpy(buf, ang + byte, avail < 16 ? avail : 16);
+    uint64_t lo, hi;
+    memcpy(&lo, buf, 8);
+    memcpy(&hi, buf + 8, 8);
+    unsigned pos = (unsigned)(off & 7);
     int n = 0;
     for (int l = 0; l < VQ_POLAR_LEVELS; l++) {
+        const unsigned w = (unsigned)im->b[l];
+        const uint64_t mask = (1u << w) - 1u;
         for (int j = 0; j < (8 >> l); j++, n++) {
-            codes[n] = polar_get(ang, im->ang_bytes, off, im->b[l]);
-            off += (size_t)im->b[l];
+            uint64_t v;
+            if (pos >= 64) v = hi >> (pos - 64);
+            else if (pos + w <= 64) v = lo >> pos;
+            else v = (lo >> pos) | (hi << (64 - pos));
+            codes[n] = (unsigned)(v & mask);
+            pos += w;
         }
     }
 }
@@ -213,7 +222,7 @@ static vq_status polar_encode(const struct vq_codec *c, const float *x, int64_t 
             size_t off = (size_t)k * (size_t)im->rec_bits;
             for (int j = 0; j < 8; j++) {
                 const double a = v[2 * j], bq = v[2 * j + 1];
-                r[j] = hypot(a, bq);
+                r[j] = sqrt(a * a + bq * bq);
                 double psi = atan2(bq, a);
                 if (psi < 0.0) psi += POLAR_TWO_PI;
                 unsigned cd = (unsigned)(psi / im->w1);
@@ -225,9 +234,12 @@ static vq_status polar_encode(const struct vq_codec *c, const float *x, int64_t 
                 const int cnt = 8 >> l;
                 const int nbnd = (1 << im->b[l]) - 1;
                 for (int j = 0; j < cnt; j++) {
-                    nr[j] = hypot(r[2 * j], r[2 * j + 1]);
-                    const float psi = (float)atan2(r[2 * j + 1], r[2 * j]);
-                    const unsigned cd = (unsigned)vq_lm_encode(psi, im->bounds[l], nbnd);
+                    /* psi = atan2(r1, r0) in [0, pi/2] exceeds boundary t iff
+                     * r1 cos t > r0 sin t (r0, r1 >= 0): no atan2 needed */
+                    const double r0 = r[2 * j], r1 = r[2 * j + 1];
+                    nr[j] = sqrt(r0 * r0 + r1 * r1);
+                    unsigned cd = 0;
+                    for (int i = 0; i < nbnd; i++) cd += r1 * im->bcos[l][i] > r0 * im->bsin[l][i];
                     polar_put(ang, off, im->b[l], cd);
                     off += (size_t)im->b[l];
                 }
@@ -366,8 +378,12 @@ static vq_status polar_init(struct vq_codec *c) {
             im->cs[l][i] = (float)cos((double)cent[i]);
             im->sn[l][i] = (float)sin((double)cent[i]);
         }
-        if (l > 0)
-            for (int i = 0; i < (1 << im->b[l]) - 1; i++) im->bounds[l][i] = bnd[i];
+        if (l > 0) {
+            for (int i = 0; i < (1 << im->b[l]) - 1; i++) {
+                im->bcos[l][i] = cos((double)bnd[i]);
+                im->bsin[l][i] = sin((double)bnd[i]);
+            }
+        }
     }
     im->t1_cols = (size_t)1 << im->b[0];
     im->w1 = POLAR_TWO_PI / (double)im->t1_cols;
