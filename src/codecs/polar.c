@@ -35,7 +35,8 @@
  * 8 (always at the defaults for d % 64 == 0; otherwise up to 7 padding bits per token).
  *
  * Prepared query (query_bytes = 4 * (d/2) * 2^b1): the table T1, row p = pair (2p, 2p+1).
- * Accumulator (acc_floats = d): sum_t w_t y^_t in the rotated domain.
+ * Accumulator (acc_floats = d): sum_t w_t y^_t in the rotated domain, stored position-major:
+ * coordinate 16 k + i of y^ at acc[i * (d/16) + k]; finish transposes back, then applies R^T.
  */
 #include <math.h>
 #include <string.h>
@@ -118,22 +119,6 @@ vq_status vq_polar_codebook(int level, int bits, float *centroids, float *bounda
 
 /* ============================== codec ===================================================== */
 
-struct polar_impl {
-    int d, nblk;
-    int b[VQ_POLAR_LEVELS];     /* bits per level (index 0 = level 1) */
-    int rec_bits;               /* B = 8 b1 + 4 b2 + 2 b3 + b4 */
-    size_t ang_off;             /* 2 nblk: byte offset of the angle bit stream */
-    size_t ang_bytes;           /* ceil(nblk B / 8) */
-    size_t t1_cols;             /* 2^b1 */
-    double w1;                  /* level-1 cell width 2pi / 2^b1 */
-    /* cos / sin of the centroids: [0] level 1 (2^b1 entries), [l] level l+1 (2^b_l entries) */
-    float cs[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITS1];
-    float sn[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITS1];
-    /* cos / sin of the cell boundaries of levels >= 2 (encode compares without atan2) */
-    double bcos[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITSL];
-    double bsin[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITSL];
-    vq_rht rot;
-};
 
 static inline float polar_radius(const uint8_t *s, size_t k) {
     return vq_sf16_to_fp32((uint16_t)(s[2 * k] | (s[2 * k + 1] << 8)));
@@ -309,32 +294,48 @@ static float polar_token_score(const struct polar_impl *im, const float *T1, con
 static void polar_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
                         int64_t n_tokens, float *scores) {
     const struct polar_impl *im = (const struct polar_impl *)c->impl;
-    for (int64_t t = 0; t < n_tokens; t++)
+    int64_t t = 0;
+    if (im->score_rows && n_tokens > 1) {
+        /* SIMD kernels over-read up to 8 bytes past a record: keep the last token scalar */
+        im->score_rows(im, (const float *)qs, codes, c->block_bytes, n_tokens - 1, scores);
+        t = n_tokens - 1;
+    }
+    for (; t < n_tokens; t++)
         scores[t] = polar_token_score(im, (const float *)qs, codes + (size_t)t * c->block_bytes);
 }
 
+/* Accumulator layout: position i (0..15) of coordinate block k is acc[i * nblk + k] (blocks
+ * contiguous per position, so SIMD kernels add 8 or 16 blocks with one load/store). */
 static void polar_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
                              const float *w, float *acc) {
     const struct polar_impl *im = (const struct polar_impl *)c->impl;
+    const int nblk = im->nblk;
     unsigned cd[15];
     float leaves[16];
-    for (int64_t t = 0; t < n_tokens; t++) {
+    int64_t t = 0;
+    if (im->acc_rows && n_tokens > 1) {
+        /* SIMD kernels over-read up to 8 bytes past a record: keep the last token scalar */
+        im->acc_rows(im, codes, c->block_bytes, n_tokens - 1, w, acc);
+        t = n_tokens - 1;
+    }
+    for (; t < n_tokens; t++) {
         if (w[t] == 0.0f) continue;
         const uint8_t *s = codes + (size_t)t * c->block_bytes;
-        for (int k = 0; k < im->nblk; k++) {
+        for (int k = 0; k < nblk; k++) {
             const float r = w[t] * polar_radius(s, (size_t)k);
             if (r == 0.0f) continue;
             polar_read_codes(im, s + im->ang_off, (size_t)k, cd);
             polar_block_leaves(im, cd, r, leaves);
-            float *a = acc + 16 * k;
-            for (int i = 0; i < 16; i++) a[i] += leaves[i];
+            for (int i = 0; i < 16; i++) acc[i * nblk + k] += leaves[i];
         }
     }
 }
 
 static void polar_finish(const struct vq_codec *c, const float *acc, float *out) {
     const struct polar_impl *im = (const struct polar_impl *)c->impl;
-    vq_rht_inverse(&im->rot, acc, out);
+    for (int k = 0; k < im->nblk; k++)
+        for (int i = 0; i < 16; i++) out[16 * k + i] = acc[i * im->nblk + k];
+    vq_rht_inverse(&im->rot, out, out);
 }
 
 static void polar_destroy(struct vq_codec *c) {
@@ -389,6 +390,14 @@ static vq_status polar_init(struct vq_codec *c) {
     im->w1 = POLAR_TWO_PI / (double)im->t1_cols;
     im->ang_off = 2 * (size_t)im->nblk;
     im->ang_bytes = ((size_t)im->nblk * (size_t)im->rec_bits + 7) / 8;
+    im->score_rows = NULL;
+    im->acc_rows = NULL;
+#if defined(VQ_HAVE_X86)
+    if (c->isa == VQ_ISA_AVX512 && im->rec_bits + 7 <= 64) {
+        im->score_rows = vq_polar_score_avx512;
+        im->acc_rows = vq_polar_acc_avx512;
+    }
+#endif
     vq_status st = vq_rht_init(&im->rot, d, c->p.seed);
     if (st != VQ_STATUS_OK) {
         vq_free(im);

@@ -21,4 +21,43 @@
  * NO_MEMORY if the grid cannot be allocated. Thread-safe (no shared state). */
 vq_status vq_polar_codebook(int level, int bits, float *centroids, float *boundaries);
 
+struct polar_impl;
+/* scores[t] = fused score of tokens t < n against the level-1 table T1 (prepared query), for
+ * tokens at codes + t * bb. SIMD variants read each coordinate block's record with one
+ * 8-byte load, so the caller passes only tokens that are followed by at least 8 more bytes of
+ * the same buffer (all but the last token) and only when B + 7 <= 64 bits. */
+typedef void (*vq_polar_score_fn)(const struct polar_impl *im, const float *T1,
+                                  const uint8_t *codes, size_t bb, int64_t n, float *scores);
+/* acc[i * nblk + k] += w[t] * (leaf i of coordinate block k of token t) for t < n; same
+ * over-read rule as vq_polar_score_fn. */
+typedef void (*vq_polar_acc_fn)(const struct polar_impl *im, const uint8_t *codes, size_t bb,
+                                int64_t n, const float *w, float *acc);
+#if defined(VQ_HAVE_X86)
+void vq_polar_score_avx512(const struct polar_impl *im, const float *T1, const uint8_t *codes,
+                           size_t bb, int64_t n, float *scores);
+void vq_polar_acc_avx512(const struct polar_impl *im, const uint8_t *codes, size_t bb, int64_t n,
+                         const float *w, float *acc);
+#endif
+
+/* Codec state (immutable after init). */
+struct polar_impl {
+    int d, nblk;
+    int b[VQ_POLAR_LEVELS];     /* bits per level (index 0 = level 1) */
+    int rec_bits;               /* B = 8 b1 + 4 b2 + 2 b3 + b4 */
+    size_t ang_off;             /* 2 nblk: byte offset of the angle bit stream */
+    size_t ang_bytes;           /* ceil(nblk B / 8) */
+    size_t t1_cols;             /* 2^b1 */
+    double w1;                  /* level-1 cell width 2pi / 2^b1 */
+    /* cos / sin of the centroids: [0] level 1 (2^b1 entries), [l] level l+1 (2^b_l entries,
+     * zero-padded to 16) */
+    float cs[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITS1];
+    float sn[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITS1];
+    /* cos / sin of the cell boundaries of levels >= 2 (encode compares without atan2) */
+    double bcos[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITSL];
+    double bsin[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITSL];
+    vq_rht rot;
+    vq_polar_score_fn score_rows;   /* SIMD score of whole tokens, or NULL (scalar only) */
+    vq_polar_acc_fn acc_rows;       /* SIMD accumulate of whole tokens, or NULL */
+};
+
 #endif

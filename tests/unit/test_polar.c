@@ -275,11 +275,14 @@ static void check_fused(int d, const int *pb, enum vq_isa isa) {
 
 TEST(fused_vs_decode_all_isas) {
     const int dims[] = {16, 48, 64, 80, 96, 128, 256};
-    const int pbs[][4] = {{4, 2, 2, 2}, {3, 3, 2, 1}, {6, 4, 4, 4}, {1, 1, 1, 1}};
+    /* B = 46, 41, 76 (scalar path on every ISA), 15, 55 (level-1 gather), 54 */
+    const int pbs[][4] = {{4, 2, 2, 2}, {3, 3, 2, 1}, {6, 4, 4, 4}, {1, 1, 1, 1}, {6, 1, 1, 1},
+                          {5, 2, 2, 2}};
     for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
         if (!vq_isa_available((enum vq_isa)isa)) continue;
         for (size_t k = 0; k < sizeof dims / sizeof *dims; k++)
-            for (size_t j = 0; j < 4; j++) check_fused(dims[k], pbs[j], (enum vq_isa)isa);
+            for (size_t j = 0; j < sizeof pbs / sizeof *pbs; j++)
+                check_fused(dims[k], pbs[j], (enum vq_isa)isa);
     }
 }
 
