@@ -1,0 +1,166 @@
+/*
+ * turboquant_avx2.c — AVX2 + FMA score / accumulate kernels of turboquant_mse and
+ * turboquant_rvq (contract and layout in codecs/turboquant_kernels.h).
+ *
+ * Same scheme as the AVX-512 file on 8-lane halves of each 128-coordinate chunk: lane l of
+ * half h reads the codes 128c + 8(8h+l) .. +7; shift k selects code k; VPERMPS
+ * (_mm256_permutevar8x32_ps, low 3 index bits) looks up the level; 16-level tables use two
+ * lookups and a blend on index bit 3. A partial last half (head_dim % 128 not a multiple of
+ * 64) is staged through a zeroed buffer.
+ */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "codecs/turboquant_kernels.h"
+
+#define VQ_INLINE static inline __attribute__((always_inline))
+
+/* 8 lanes of `bits` bytes each from p (nbytes valid; the rest read as zero). */
+VQ_INLINE __m256i ld_lanes8(const uint8_t *p, int bits, int nv) {
+    uint8_t tmp[32];
+    if (nv < 8) {
+        memset(tmp, 0, sizeof(tmp));
+        memcpy(tmp, p, (size_t)(nv * bits));
+        p = tmp;
+    }
+    if (bits == 1) return _mm256_cvtepu8_epi32(_mm_loadl_epi64((const __m128i *)(const void *)p));
+    if (bits == 2) return _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    return _mm256_loadu_si256((const __m256i *)(const void *)p);
+}
+
+VQ_INLINE __m256 lookup(__m256i A, __m256i Bs, int k, int BA, int BB, __m256 lo, __m256 hi) {
+    __m256i idx = _mm256_srli_epi32(A, k * BA);
+    if (BB) {
+        const __m256i ma = _mm256_set1_epi32((1 << BA) - 1);
+        __m256i b = _mm256_srli_epi32(Bs, k * BB);
+        idx = _mm256_or_si256(_mm256_and_si256(ma, idx), _mm256_andnot_si256(ma, b));
+    }
+    __m256 v = _mm256_permutevar8x32_ps(lo, idx);
+    if (BA + BB < 4) return v;
+    __m256 u = _mm256_permutevar8x32_ps(hi, idx);
+    return _mm256_blendv_ps(v, u, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+}
+
+VQ_INLINE __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    return _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+}
+
+#define TQ_HALF_DOT(acc, rec)                                                                   \
+    do {                                                                                        \
+        __m256i A_ = ld_lanes8((rec) + k->off_a + (c * 16 + h * 8) * BA, BA, nv);               \
+        __m256i B_ = BB ? _mm256_slli_epi32(ld_lanes8((rec) + k->off_b + (c * 16 + h * 8) * BB, \
+                                                      BB, nv), BA)                              \
+                        : A_;                                                                   \
+        for (int kk = 0; kk < 8; kk++)                                                          \
+            acc = _mm256_fmadd_ps(lookup(A_, B_, kk, BA, BB, lo, hi),                           \
+                                  _mm256_loadu_ps(qc + 16 * kk), acc);                          \
+    } while (0)
+
+VQ_INLINE int half_lanes(const vq_tq_kern *k, int c, int h) {
+    int lanes = (k->d - c * VQ_TQ_CHUNK) / 8;
+    if (lanes > 16) lanes = 16;
+    int nv = lanes - 8 * h;
+    return nv < 0 ? 0 : nv > 8 ? 8 : nv;
+}
+
+VQ_INLINE void score_t(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
+                       float *scores, int BA, int BB) {
+    const __m256 lo = _mm256_loadu_ps(k->lut), hi = _mm256_loadu_ps(k->lut + 8);
+    const int nc = k->n_chunks, rl = k->rec;
+    int64_t t = 0;
+    for (; t + 4 <= n; t += 4) {
+        const uint8_t *r0 = codes + t * rl, *r1 = r0 + rl, *r2 = r1 + rl, *r3 = r2 + rl;
+        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int c = 0; c < nc; c++) {
+            for (int h = 0; h < 2; h++) {
+                const int nv = half_lanes(k, c, h);
+                if (nv == 0) continue;
+                const float *qc = qs + c * VQ_TQ_CHUNK + h * 8;
+                TQ_HALF_DOT(a0, r0);
+                TQ_HALF_DOT(a1, r1);
+                TQ_HALF_DOT(a2, r2);
+                TQ_HALF_DOT(a3, r3);
+            }
+        }
+        __m128 s = _mm_setr_ps(vq_tq_sf16(r0), vq_tq_sf16(r1), vq_tq_sf16(r2), vq_tq_sf16(r3));
+        _mm_storeu_ps(scores + t, _mm_mul_ps(s, hsum4(a0, a1, a2, a3)));
+    }
+    for (; t < n; t++) {
+        const uint8_t *r0 = codes + t * rl;
+        __m256 a0 = _mm256_setzero_ps();
+        for (int c = 0; c < nc; c++) {
+            for (int h = 0; h < 2; h++) {
+                const int nv = half_lanes(k, c, h);
+                if (nv == 0) continue;
+                const float *qc = qs + c * VQ_TQ_CHUNK + h * 8;
+                TQ_HALF_DOT(a0, r0);
+            }
+        }
+        __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(a0), _mm256_extractf128_ps(a0, 1));
+        s4 = _mm_hadd_ps(s4, s4);
+        s4 = _mm_hadd_ps(s4, s4);
+        scores[t] = vq_tq_sf16(r0) * _mm_cvtss_f32(s4);
+    }
+}
+
+VQ_INLINE void acc_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
+                     float *acc, int BA, int BB) {
+    const __m256 lo = _mm256_loadu_ps(k->lut), hi = _mm256_loadu_ps(k->lut + 8);
+    const int nc = k->n_chunks, rl = k->rec;
+    for (int c = 0; c < nc; c++) {
+        for (int h = 0; h < 2; h++) {
+            const int nv = half_lanes(k, c, h);
+            if (nv == 0) continue;
+            float *ac = acc + c * VQ_TQ_CHUNK + h * 8;
+            __m256 v[8];
+            for (int kk = 0; kk < 8; kk++) v[kk] = _mm256_loadu_ps(ac + 16 * kk);
+            for (int64_t t = 0; t < n; t++) {
+                const uint8_t *r = codes + t * rl;
+                const __m256 ws = _mm256_set1_ps(w[t] * vq_tq_sf16(r));
+                __m256i A = ld_lanes8(r + k->off_a + (c * 16 + h * 8) * BA, BA, nv);
+                __m256i B = BB ? _mm256_slli_epi32(ld_lanes8(r + k->off_b + (c * 16 + h * 8) * BB,
+                                                             BB, nv), BA)
+                               : A;
+                for (int kk = 0; kk < 8; kk++)
+                    v[kk] = _mm256_fmadd_ps(lookup(A, B, kk, BA, BB, lo, hi), ws, v[kk]);
+            }
+            if (nv == 8) {
+                for (int kk = 0; kk < 8; kk++) _mm256_storeu_ps(ac + 16 * kk, v[kk]);
+            } else { /* padding lanes are left untouched */
+                const __m256i msk = _mm256_cmpgt_epi32(_mm256_set1_epi32(nv),
+                                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+                for (int kk = 0; kk < 8; kk++) _mm256_maskstore_ps(ac + 16 * kk, msk, v[kk]);
+            }
+        }
+    }
+}
+
+/* AVX2 score; same result as vq_tq_score_ref up to summation order. */
+void vq_tq_score_avx2(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
+                      float *scores) {
+    switch (k->bits_a * 4 + k->bits_b) {
+    case 4: score_t(k, qs, codes, n, scores, 1, 0); break;
+    case 8: score_t(k, qs, codes, n, scores, 2, 0); break;
+    case 16: score_t(k, qs, codes, n, scores, 4, 0); break;
+    case 9: score_t(k, qs, codes, n, scores, 2, 1); break;
+    case 5: score_t(k, qs, codes, n, scores, 1, 1); break;
+    case 10: score_t(k, qs, codes, n, scores, 2, 2); break;
+    default: vq_tq_score_ref(k, qs, codes, n, scores); break;
+    }
+}
+
+/* AVX2 accumulate; same result as vq_tq_accumulate_ref up to rounding. */
+void vq_tq_accumulate_avx2(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
+                           float *acc) {
+    switch (k->bits_a * 4 + k->bits_b) {
+    case 4: acc_t(k, codes, n, w, acc, 1, 0); break;
+    case 8: acc_t(k, codes, n, w, acc, 2, 0); break;
+    case 16: acc_t(k, codes, n, w, acc, 4, 0); break;
+    case 9: acc_t(k, codes, n, w, acc, 2, 1); break;
+    case 5: acc_t(k, codes, n, w, acc, 1, 1); break;
+    case 10: acc_t(k, codes, n, w, acc, 2, 2); break;
+    default: vq_tq_accumulate_ref(k, codes, n, w, acc); break;
+    }
+}

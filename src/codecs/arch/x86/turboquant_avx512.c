@@ -1,0 +1,147 @@
+/*
+ * turboquant_avx512.c — AVX-512 (F, BW, VL, DQ) score / accumulate kernels of turboquant_mse
+ * and turboquant_rvq (contract and layout in codecs/turboquant_kernels.h).
+ *
+ * A 16-lane vector covers one 128-coordinate chunk: lane l loads the bits_a bytes holding
+ * codes 128c+8l .. 128c+8l+7 (zero-extended to 32 bits); shifting by k*bits_a brings code k
+ * to the low bits, and VPERMPS (_mm512_permutexvar_ps, which only reads the low 4 index bits)
+ * looks the level up in the 16-entry replicated table. With a second plane, VPTERNLOGD merges
+ * the high index bits. The prepared query is stored in the same interleaved order, so the
+ * level vector multiplies the query vector directly (one FMA per 16 coordinates).
+ * Score: 4 tokens per step (4 FMA chains), then a hadd tree gives 4 scores at once.
+ * Accumulate: per chunk, 8 accumulators (one per k) stay in registers across all tokens.
+ */
+#include <immintrin.h>
+#include <stdint.h>
+
+#include "codecs/turboquant_kernels.h"
+
+#define VQ_INLINE static inline __attribute__((always_inline))
+
+VQ_INLINE __m512i ld_lanes(const uint8_t *p, int bits, int full, __mmask16 m) {
+    if (bits == 1)
+        return _mm512_cvtepu8_epi32(full ? _mm_loadu_si128((const __m128i *)(const void *)p)
+                                         : _mm_maskz_loadu_epi8(m, p));
+    if (bits == 2)
+        return _mm512_cvtepu16_epi32(full ? _mm256_loadu_si256((const __m256i *)(const void *)p)
+                                          : _mm256_maskz_loadu_epi16(m, p));
+    return full ? _mm512_loadu_si512((const void *)p) : _mm512_maskz_loadu_epi32(m, p);
+}
+
+/* Index vector of code k: low BA bits from A, next BB bits from Bs (= B << BA). */
+VQ_INLINE __m512i idx_k(__m512i A, __m512i Bs, int k, int BA, int BB) {
+    __m512i a = _mm512_srli_epi32(A, (unsigned)(k * BA));
+    if (!BB) return a;
+    __m512i b = _mm512_srli_epi32(Bs, (unsigned)(k * BB));
+    return _mm512_ternarylogic_epi32(_mm512_set1_epi32((1 << BA) - 1), a, b, 0xCA);
+}
+
+VQ_INLINE __m128 hsum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
+    __m256 f0 = _mm256_add_ps(_mm512_castps512_ps256(a0), _mm512_extractf32x8_ps(a0, 1));
+    __m256 f1 = _mm256_add_ps(_mm512_castps512_ps256(a1), _mm512_extractf32x8_ps(a1, 1));
+    __m256 f2 = _mm256_add_ps(_mm512_castps512_ps256(a2), _mm512_extractf32x8_ps(a2, 1));
+    __m256 f3 = _mm256_add_ps(_mm512_castps512_ps256(a3), _mm512_extractf32x8_ps(a3, 1));
+    __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(f0, f1), _mm256_hadd_ps(f2, f3));
+    return _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+}
+
+/* Dot of one chunk of one record with the query chunk, added into acc. */
+#define TQ_CHUNK_DOT(acc, rec)                                                                   \
+    do {                                                                                         \
+        __m512i A_ = ld_lanes((rec) + k->off_a + c * 16 * BA, BA, full, m);                      \
+        __m512i B_ = BB ? _mm512_slli_epi32(ld_lanes((rec) + k->off_b + c * 16 * BB, BB, full, m), \
+                                            (unsigned)BA)                                        \
+                        : A_;                                                                    \
+        for (int kk = 0; kk < 8; kk++)                                                           \
+            acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx_k(A_, B_, kk, BA, BB), lut),         \
+                                  _mm512_loadu_ps(qc + 16 * kk), acc);                            \
+    } while (0)
+
+VQ_INLINE void score_t(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
+                       float *scores, int BA, int BB) {
+    const __m512 lut = _mm512_loadu_ps(k->lut);
+    const int nc = k->n_chunks, rl = k->rec;
+    const int last_lanes = (k->d - (nc - 1) * VQ_TQ_CHUNK) / 8;
+    int64_t t = 0;
+    for (; t + 4 <= n; t += 4) {
+        const uint8_t *r0 = codes + t * rl, *r1 = r0 + rl, *r2 = r1 + rl, *r3 = r2 + rl;
+        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+        for (int c = 0; c < nc; c++) {
+            const int full = c < nc - 1 || last_lanes == 16;
+            const __mmask16 m = (__mmask16)(full ? 0xFFFF : (1u << last_lanes) - 1u);
+            const float *qc = qs + c * VQ_TQ_CHUNK;
+            TQ_CHUNK_DOT(a0, r0);
+            TQ_CHUNK_DOT(a1, r1);
+            TQ_CHUNK_DOT(a2, r2);
+            TQ_CHUNK_DOT(a3, r3);
+        }
+        __m128 s = _mm_setr_ps(vq_tq_sf16(r0), vq_tq_sf16(r1), vq_tq_sf16(r2), vq_tq_sf16(r3));
+        _mm_storeu_ps(scores + t, _mm_mul_ps(s, hsum4(a0, a1, a2, a3)));
+    }
+    for (; t < n; t++) {
+        const uint8_t *r0 = codes + t * rl;
+        __m512 a0 = _mm512_setzero_ps();
+        for (int c = 0; c < nc; c++) {
+            const int full = c < nc - 1 || last_lanes == 16;
+            const __mmask16 m = (__mmask16)(full ? 0xFFFF : (1u << last_lanes) - 1u);
+            const float *qc = qs + c * VQ_TQ_CHUNK;
+            TQ_CHUNK_DOT(a0, r0);
+        }
+        scores[t] = vq_tq_sf16(r0) * _mm512_reduce_add_ps(a0);
+    }
+}
+
+VQ_INLINE void acc_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
+                     float *acc, int BA, int BB) {
+    const __m512 lut = _mm512_loadu_ps(k->lut);
+    const int nc = k->n_chunks, rl = k->rec;
+    const int last_lanes = (k->d - (nc - 1) * VQ_TQ_CHUNK) / 8;
+    for (int c = 0; c < nc; c++) {
+        const int full = c < nc - 1 || last_lanes == 16;
+        const __mmask16 m = (__mmask16)(full ? 0xFFFF : (1u << last_lanes) - 1u);
+        float *ac = acc + c * VQ_TQ_CHUNK;
+        __m512 v[8];
+        for (int kk = 0; kk < 8; kk++) v[kk] = _mm512_loadu_ps(ac + 16 * kk);
+        for (int64_t t = 0; t < n; t++) {
+            const uint8_t *r = codes + t * rl;
+            const __m512 ws = _mm512_set1_ps(w[t] * vq_tq_sf16(r));
+            __m512i A = ld_lanes(r + k->off_a + c * 16 * BA, BA, full, m);
+            __m512i B = BB ? _mm512_slli_epi32(ld_lanes(r + k->off_b + c * 16 * BB, BB, full, m),
+                                               (unsigned)BA)
+                           : A;
+            for (int kk = 0; kk < 8; kk++) {
+                __m512 lv = _mm512_permutexvar_ps(idx_k(A, B, kk, BA, BB), lut);
+                v[kk] = full ? _mm512_fmadd_ps(lv, ws, v[kk]) : _mm512_mask3_fmadd_ps(lv, ws, v[kk], m);
+            }
+        }
+        for (int kk = 0; kk < 8; kk++) _mm512_storeu_ps(ac + 16 * kk, v[kk]);
+    }
+}
+
+/* AVX-512 score; same result as vq_tq_score_ref up to summation order. */
+void vq_tq_score_avx512(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
+                        float *scores) {
+    switch (k->bits_a * 4 + k->bits_b) {
+    case 4: score_t(k, qs, codes, n, scores, 1, 0); break;
+    case 8: score_t(k, qs, codes, n, scores, 2, 0); break;
+    case 16: score_t(k, qs, codes, n, scores, 4, 0); break;
+    case 9: score_t(k, qs, codes, n, scores, 2, 1); break;
+    case 5: score_t(k, qs, codes, n, scores, 1, 1); break;
+    case 10: score_t(k, qs, codes, n, scores, 2, 2); break;
+    default: vq_tq_score_ref(k, qs, codes, n, scores); break;
+    }
+}
+
+/* AVX-512 accumulate; same result as vq_tq_accumulate_ref up to rounding. */
+void vq_tq_accumulate_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                             const float *w, float *acc) {
+    switch (k->bits_a * 4 + k->bits_b) {
+    case 4: acc_t(k, codes, n, w, acc, 1, 0); break;
+    case 8: acc_t(k, codes, n, w, acc, 2, 0); break;
+    case 16: acc_t(k, codes, n, w, acc, 4, 0); break;
+    case 9: acc_t(k, codes, n, w, acc, 2, 1); break;
+    case 5: acc_t(k, codes, n, w, acc, 1, 1); break;
+    case 10: acc_t(k, codes, n, w, acc, 2, 2); break;
+    default: vq_tq_accumulate_ref(k, codes, n, w, acc); break;
+    }
+}

@@ -1,0 +1,90 @@
+/*
+ * turboquant_kernels.h — the fused score / accumulate kernels shared by turboquant_mse and
+ * turboquant_rvq (scalar reference + AVX2 + AVX-512), and the layout they work on.
+ *
+ * A record (one token) is: [sf16 scale, 2 bytes LE][plane A][plane B (optional)].
+ * Plane A holds bits_a (1, 2 or 4) bits per coordinate, plane B bits_b (0, 1 or 2); coordinate
+ * j has its code at bit offset j*bits of its plane's LSB-first bit stream. The level of
+ * coordinate j is lut[a_j | b_j << bits_a]; the token's vector in the rotated domain is
+ * scale * level. (turboquant_mse b=3: A = low 2 bits, B = high bit; rvq: A = stage 1,
+ * B = stage 2.)
+ *
+ * Prepared query and accumulator use the "chunk-interleaved rotated domain": coordinates are
+ * cut into chunks of 128; within chunk c, float position c*128 + k*16 + l holds rotated
+ * coordinate 128c + 8l + k (k = 0..7, l = 0..15). Lane l of a 16-lane vector then reads the
+ * 8 consecutive codes 128c+8l .. +7 from bits_a consecutive bytes, and shift k picks code k:
+ * no shuffles are needed to match codes with query coordinates. Positions of coordinates
+ * >= d (padding up to dpad) are zero in the query; in the accumulator they are ignored.
+ */
+#ifndef VQ_TURBOQUANT_KERNELS_H
+#define VQ_TURBOQUANT_KERNELS_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "core/core.h"
+
+#define VQ_TQ_CHUNK 128
+
+typedef struct vq_tq_kern {
+    int d;             /* head_dim (multiple of 8) */
+    int n_chunks;      /* ceil(d / 128) */
+    int dpad;          /* n_chunks * 128: floats of the prepared query and the accumulator */
+    int bits_a;        /* plane A bits per code: 1, 2 or 4 */
+    int bits_b;        /* plane B bits per code: 0, 1 or 2 (bits_a + bits_b <= 4) */
+    int off_a, off_b;  /* byte offsets of the planes inside a record */
+    int rec;           /* record bytes */
+    float lut[16];     /* lut[i] = level(i mod 2^(bits_a+bits_b)) */
+} vq_tq_kern;
+
+typedef void (*vq_tq_score_fn)(const vq_tq_kern *k, const float *qs, const uint8_t *codes,
+                               int64_t n, float *scores);
+typedef void (*vq_tq_acc_fn)(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                             const float *w, float *acc);
+
+/* Fills k; levels has 2^(bits_a+bits_b) entries indexed a | b << bits_a. */
+void vq_tq_kern_init(vq_tq_kern *k, int d, int bits_a, int bits_b, int off_a, int off_b, int rec,
+                     const float *levels);
+/* Picks the kernels for isa (falls back to the scalar reference). */
+void vq_tq_kern_select(enum vq_isa isa, vq_tq_score_fn *score, vq_tq_acc_fn *acc);
+/* qs (dpad floats) = chunk-interleaved RHT(q). */
+void vq_tq_prepare_query(const vq_tq_kern *k, const vq_rht *r, const float *q, float *qs);
+/* out (d floats) = RHT^-1 of the natural-order accumulator. */
+void vq_tq_finish(const vq_tq_kern *k, const vq_rht *r, const float *acc, float *out);
+/* Combined index of coordinate j of record rec (scalar helper). */
+int vq_tq_code(const vq_tq_kern *k, const uint8_t *rec, int j);
+/* Float position of coordinate j in the chunk-interleaved layout. */
+static inline int vq_tq_pos(int j) { return (j & ~127) + (j & 7) * 16 + ((j & 127) >> 3); }
+
+/* scores[t] = scale_t * sum_j qs[pos(j)] * lut[code_tj]. */
+void vq_tq_score_ref(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
+                     float *scores);
+/* acc[pos(j)] += sum_t w[t] * scale_t * lut[code_tj]. */
+void vq_tq_accumulate_ref(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
+                          float *acc);
+#ifdef VQ_HAVE_X86
+void vq_tq_score_avx2(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
+                      float *scores);
+void vq_tq_accumulate_avx2(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
+                           float *acc);
+void vq_tq_score_avx512(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
+                        float *scores);
+void vq_tq_accumulate_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                             const float *w, float *acc);
+#endif
+
+/* sf16 -> fp32 (same as vq_sf16_to_fp32, inlined for the kernels). */
+static inline float vq_tq_sf16(const uint8_t *p) {
+    uint32_t h = (uint32_t)p[0] | (uint32_t)p[1] << 8;
+    uint32_t e = (h >> 9) & 0x3fu, m = h & 0x1ffu, u;
+    float f;
+    if (e == 0) {
+        f = (float)m * 0x1.0p-39f;
+        return (h & 0x8000u) ? -f : f;
+    }
+    u = ((h & 0x8000u) << 16) | ((e + 96u) << 23) | (m << 14);
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+#endif

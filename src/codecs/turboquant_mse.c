@@ -1,0 +1,179 @@
+/*
+ * turboquant_mse.c — TurboQuant-MSE (ALGORITHMS.md §3.1): normalize, randomized Hadamard
+ * rotation, per-coordinate Gaussian Lloyd-Max codebook scaled by 1/sqrt(d), one 16-bit scale.
+ *
+ * Parameters: bits 1..4; unbiased_scale (default 1): store s = n / <y, yhat> (removes the
+ * 1 - D shrinkage of inner products, ALGORITHMS.md §3.6), else s = n = ||x||. seed selects the
+ * rotation signs (and the block-diagonal permutation for non-Hadamard head dims).
+ *
+ * Record layout (one token, block_tokens = 1), little-endian, no padding:
+ *   bytes [0, 2)   s as vq_sf16 (sign, 6-bit exponent bias 31, 9-bit mantissa)
+ *   b = 1, 2, 4:   bytes [2, 2 + d*b/8): codes, code j at bit offset j*b of the LSB-first bit
+ *                  stream (byte k holds bits 8k..8k+7; for b = 4 the low nibble is code 2k)
+ *   b = 3:         two planes: bytes [2, 2 + d/4): low 2 bits of code j at bit offset 2j;
+ *                  then bytes [2 + d/4, 2 + d/4 + d/8): high bit of code j at bit offset j
+ *   block_bytes = 2 + ceil(d*b/8) = 2 + d*b/8 (d is a multiple of 8).
+ * Code i means level c_i / sqrt(d), c = the N(0,1) Lloyd-Max centroids (ascending); the
+ * decoded vector is x^ = s * RHT^-1(level[code]). Encoding picks index = number of
+ * boundaries strictly below the rotated coordinate. A vector with ||x|| < 1e-30 is stored as
+ * s = 0 with all codes 0.
+ *
+ * Fused paths: prepare_query stores RHT(q) (chunk-interleaved, see turboquant_kernels.h);
+ * score = s_t * <q_r, level[codes_t]>; accumulate adds w_t * s_t * level[codes_t] in the
+ * rotated domain; finish applies RHT^-1 once.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "codecs/codec_impl.h"
+#include "codecs/turboquant_kernels.h"
+
+typedef struct tq_mse {
+    vq_rht rht;
+    vq_tq_kern k;
+    vq_tq_score_fn score;
+    vq_tq_acc_fn acc;
+    int bits;
+    int unbiased;
+    float cb[16];  /* (2^bits) levels: Gaussian centroids / sqrt(d) */
+    float bnd[15]; /* (2^bits - 1) boundaries / sqrt(d) */
+} tq_mse;
+
+#define TQ_TINY 1e-30
+
+static vq_status mse_encode(const struct vq_codec *c, const float *x, int64_t n_blocks,
+                            uint8_t *dst) {
+    const tq_mse *m = (const tq_mse *)c->impl;
+    const int d = c->p.head_dim, b = m->bits, L = 1 << b;
+    float y[1024];
+    uint8_t idx[1024], tmp[1024];
+    for (int64_t t = 0; t < n_blocks; t++) {
+        const float *xt = x + t * d;
+        uint8_t *r = dst + t * (int64_t)c->block_bytes;
+        double nn = 0.0;
+        for (int j = 0; j < d; j++) {
+            if (!isfinite(xt[j])) return VQ_STATUS_NON_FINITE;
+            nn += (double)xt[j] * xt[j];
+        }
+        double n = sqrt(nn);
+        if (n < TQ_TINY) {
+            memset(r, 0, c->block_bytes);
+            continue;
+        }
+        if (n > VQ_SF16_MAX) return VQ_STATUS_RANGE;
+        float inv = (float)(1.0 / n);
+        for (int j = 0; j < d; j++) y[j] = xt[j] * inv;
+        vq_rht_forward(&m->rht, y, y);
+        double dot = 0.0;
+        for (int j = 0; j < d; j++) {
+            int i = vq_lm_encode(y[j], m->bnd, L - 1);
+            idx[j] = (uint8_t)i;
+            dot += (double)y[j] * m->cb[i];
+        }
+        double s = n;
+        if (m->unbiased && dot > 1e-12) s = n / dot;
+        if (!vq_sf16_fits((float)s)) return VQ_STATUS_RANGE;
+        uint16_t h = vq_fp32_to_sf16((float)s);
+        r[0] = (uint8_t)(h & 0xff);
+        r[1] = (uint8_t)(h >> 8);
+        if (b == 3) {
+            for (int j = 0; j < d; j++) tmp[j] = idx[j] & 3u;
+            vq_pack(tmp, d, 2, r + 2);
+            for (int j = 0; j < d; j++) tmp[j] = idx[j] >> 2;
+            vq_pack(tmp, d, 1, r + 2 + d / 4);
+        } else {
+            vq_pack(idx, d, b, r + 2);
+        }
+    }
+    return VQ_STATUS_OK;
+}
+
+static void mse_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x) {
+    const tq_mse *m = (const tq_mse *)c->impl;
+    const int d = c->p.head_dim;
+    float y[1024];
+    for (int64_t t = 0; t < n_blocks; t++) {
+        const uint8_t *r = src + t * (int64_t)c->block_bytes;
+        float s = vq_tq_sf16(r);
+        for (int j = 0; j < d; j++) y[j] = s * m->k.lut[vq_tq_code(&m->k, r, j)];
+        vq_rht_inverse(&m->rht, y, x + t * d);
+    }
+}
+
+static void mse_prepare_query(const struct vq_codec *c, const float *q, void *qs) {
+    const tq_mse *m = (const tq_mse *)c->impl;
+    vq_tq_prepare_query(&m->k, &m->rht, q, (float *)qs);
+}
+
+static void mse_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
+                      int64_t n_tokens, float *scores) {
+    const tq_mse *m = (const tq_mse *)c->impl;
+    m->score(&m->k, (const float *)qs, codes, n_tokens, scores);
+}
+
+static void mse_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
+                           const float *w, float *acc) {
+    const tq_mse *m = (const tq_mse *)c->impl;
+    m->acc(&m->k, codes, n_tokens, w, acc);
+}
+
+static void mse_finish(const struct vq_codec *c, const float *acc, float *out) {
+    const tq_mse *m = (const tq_mse *)c->impl;
+    vq_tq_finish(&m->k, &m->rht, acc, out);
+}
+
+static void mse_destroy(struct vq_codec *c) {
+    tq_mse *m = (tq_mse *)c->impl;
+    if (!m) return;
+    vq_rht_free(&m->rht);
+    vq_free(m);
+    c->impl = NULL;
+}
+
+static vq_status mse_init(struct vq_codec *c) {
+    const int d = c->p.head_dim, b = c->p.bits;
+    if (b < 1 || b > 4) return VQ_STATUS_INVALID_ARG;
+    if (d < 8 || d > 1024 || d % 8 != 0) return VQ_STATUS_INVALID_ARG;
+    const float *cb, *bnd;
+    VQ_RETURN_IF_ERR(vq_lloyd_max(VQ_LAW_GAUSS, b, 0, &cb, &bnd));
+    tq_mse *m = (tq_mse *)vq_alloc(sizeof(*m));
+    if (!m) return VQ_STATUS_NO_MEMORY;
+    vq_status st = vq_rht_init(&m->rht, d, c->p.seed);
+    if (st != VQ_STATUS_OK) {
+        vq_rht_free(&m->rht);
+        vq_free(m);
+        return st;
+    }
+    m->bits = b;
+    m->unbiased = c->p.unbiased_scale != 0;
+    c->p.unbiased_scale = m->unbiased;
+    const float sc = 1.0f / sqrtf((float)d);
+    for (int i = 0; i < (1 << b); i++) m->cb[i] = cb[i] * sc;
+    for (int i = 0; i + 1 < (1 << b); i++) m->bnd[i] = bnd[i] * sc;
+    const int rec = 2 + d * b / 8;
+    if (b == 3) vq_tq_kern_init(&m->k, d, 2, 1, 2, 2 + d / 4, rec, m->cb);
+    else vq_tq_kern_init(&m->k, d, b, 0, 2, 0, rec, m->cb);
+    vq_tq_kern_select(c->isa, &m->score, &m->acc);
+    c->impl = m;
+    c->block_tokens = 1;
+    c->block_bytes = (size_t)rec;
+    c->query_bytes = sizeof(float) * (size_t)m->k.dpad;
+    c->acc_floats = (size_t)m->k.dpad;
+    c->encode = mse_encode;
+    c->decode = mse_decode;
+    c->prepare_query = mse_prepare_query;
+    c->score = mse_score;
+    c->accumulate = mse_accumulate;
+    c->finish = mse_finish;
+    return VQ_STATUS_OK;
+}
+
+const struct vq_codec_i vq_codec_turboquant_mse = {
+    .name = "turboquant_mse",
+    .params_doc = "bits=1..4 unbiased_scale=0|1 seed",
+    .bits_formula = "b + 16/d",
+    .needs_calibration = 0,
+    .init = mse_init,
+    .destroy = mse_destroy,
+};

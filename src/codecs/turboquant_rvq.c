@@ -1,0 +1,174 @@
+/*
+ * turboquant_rvq.c — two-stage residual quantizer of VeloxQuant-MLX (ALGORITHMS.md §6),
+ * compatibility mode. Per token: n = ||x||, u = x/n, y = RHT(u); stage 1 encodes y with the
+ * b-bit N(0,1) Lloyd-Max codebook / sqrt(d); stage 2 encodes the residual r = y - c1[i1] with
+ * the b-bit Laplace(scale 1) Lloyd-Max codebook times lambda = sigma_q / sqrt(2),
+ * sigma_q = d^-1/2 * (sqrt(3*pi)/2) * 4^-b (the constant of the reference implementation).
+ * Decoded: x^ = n * RHT^-1(c1[i1] + c2[i2]). Parameters: bits 1 or 2 (per stage), seed.
+ *
+ * Record layout (one token, block_tokens = 1), little-endian:
+ *   bytes [0, 2)        n as vq_sf16
+ *   then W = ceil(d*b/32) uint32 words (4*W bytes): stage-1 codes, code j at bits
+ *                       [j*b, (j+1)*b) of the LSB-first stream (word j*b/32), zero padded
+ *   then W words:       stage-2 codes, same packing
+ *   block_bytes = 2 + 2 * ceil(d*b/32) * 4.
+ * A vector with ||x|| < 1e-30 is stored as n = 0 with all codes 0. Ties go to the lower cell
+ * (index = number of boundaries strictly below).
+ *
+ * Fused paths as turboquant_mse (turboquant_kernels.h) with the 2^(2b)-entry level table
+ * level[i1 | i2 << b] = c1[i1] + c2[i2].
+ */
+#include <math.h>
+#include <string.h>
+
+#include "codecs/codec_impl.h"
+#include "codecs/turboquant_kernels.h"
+
+typedef struct tq_rvq {
+    vq_rht rht;
+    vq_tq_kern k;
+    vq_tq_score_fn score;
+    vq_tq_acc_fn acc;
+    int bits;
+    int plane_bytes;             /* 4 * ceil(d*b/32) */
+    float c1[4], b1[3];          /* stage 1 levels / boundaries (scaled) */
+    float c2[4], b2[3];          /* stage 2 levels / boundaries (scaled) */
+    float lv[16];                /* combined levels */
+} tq_rvq;
+
+#define RVQ_TINY 1e-30
+
+static vq_status rvq_encode(const struct vq_codec *c, const float *x, int64_t n_blocks,
+                            uint8_t *dst) {
+    const tq_rvq *m = (const tq_rvq *)c->impl;
+    const int d = c->p.head_dim, b = m->bits, nb = (1 << b) - 1;
+    float y[1024];
+    uint8_t i1[1024], i2[1024];
+    for (int64_t t = 0; t < n_blocks; t++) {
+        const float *xt = x + t * d;
+        uint8_t *r = dst + t * (int64_t)c->block_bytes;
+        double nn = 0.0;
+        for (int j = 0; j < d; j++) {
+            if (!isfinite(xt[j])) return VQ_STATUS_NON_FINITE;
+            nn += (double)xt[j] * xt[j];
+        }
+        double n = sqrt(nn);
+        memset(r, 0, c->block_bytes);
+        if (n < RVQ_TINY) continue;
+        if (!vq_sf16_fits((float)n)) return VQ_STATUS_RANGE;
+        float inv = (float)(1.0 / n);
+        for (int j = 0; j < d; j++) y[j] = xt[j] * inv;
+        vq_rht_forward(&m->rht, y, y);
+        for (int j = 0; j < d; j++) {
+            int a = vq_lm_encode(y[j], m->b1, nb);
+            int e = vq_lm_encode(y[j] - m->c1[a], m->b2, nb);
+            i1[j] = (uint8_t)a;
+            i2[j] = (uint8_t)e;
+        }
+        uint16_t h = vq_fp32_to_sf16((float)n);
+        r[0] = (uint8_t)(h & 0xff);
+        r[1] = (uint8_t)(h >> 8);
+        vq_pack(i1, d, b, r + 2);
+        vq_pack(i2, d, b, r + 2 + m->plane_bytes);
+    }
+    return VQ_STATUS_OK;
+}
+
+static void rvq_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x) {
+    const tq_rvq *m = (const tq_rvq *)c->impl;
+    const int d = c->p.head_dim;
+    float y[1024];
+    for (int64_t t = 0; t < n_blocks; t++) {
+        const uint8_t *r = src + t * (int64_t)c->block_bytes;
+        float s = vq_tq_sf16(r);
+        for (int j = 0; j < d; j++) y[j] = s * m->k.lut[vq_tq_code(&m->k, r, j)];
+        vq_rht_inverse(&m->rht, y, x + t * d);
+    }
+}
+
+static void rvq_prepare_query(const struct vq_codec *c, const float *q, void *qs) {
+    const tq_rvq *m = (const tq_rvq *)c->impl;
+    vq_tq_prepare_query(&m->k, &m->rht, q, (float *)qs);
+}
+
+static void rvq_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
+                      int64_t n_tokens, float *scores) {
+    const tq_rvq *m = (const tq_rvq *)c->impl;
+    m->score(&m->k, (const float *)qs, codes, n_tokens, scores);
+}
+
+static void rvq_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
+                           const float *w, float *acc) {
+    const tq_rvq *m = (const tq_rvq *)c->impl;
+    m->acc(&m->k, codes, n_tokens, w, acc);
+}
+
+static void rvq_finish(const struct vq_codec *c, const float *acc, float *out) {
+    const tq_rvq *m = (const tq_rvq *)c->impl;
+    vq_tq_finish(&m->k, &m->rht, acc, out);
+}
+
+static void rvq_destroy(struct vq_codec *c) {
+    tq_rvq *m = (tq_rvq *)c->impl;
+    if (!m) return;
+    vq_rht_free(&m->rht);
+    vq_free(m);
+    c->impl = NULL;
+}
+
+static vq_status rvq_init(struct vq_codec *c) {
+    const int d = c->p.head_dim, b = c->p.bits;
+    if (b < 1 || b > 2) return VQ_STATUS_INVALID_ARG;
+    if (d < 8 || d > 1024 || d % 8 != 0) return VQ_STATUS_INVALID_ARG;
+    const float *g, *gb, *l, *lb;
+    VQ_RETURN_IF_ERR(vq_lloyd_max(VQ_LAW_GAUSS, b, 0, &g, &gb));
+    VQ_RETURN_IF_ERR(vq_lloyd_max(VQ_LAW_LAPLACE, b, 0, &l, &lb));
+    tq_rvq *m = (tq_rvq *)vq_alloc(sizeof(*m));
+    if (!m) return VQ_STATUS_NO_MEMORY;
+    vq_status st = vq_rht_init(&m->rht, d, c->p.seed);
+    if (st != VQ_STATUS_OK) {
+        vq_rht_free(&m->rht);
+        vq_free(m);
+        return st;
+    }
+    m->bits = b;
+    const int L = 1 << b;
+    const double inv_sqrt_d = 1.0 / sqrt((double)d);
+    const double sigma_q = inv_sqrt_d * (sqrt(3.0 * 3.14159265358979323846) / 2.0) * pow(4.0, -b);
+    const double lambda = sigma_q / sqrt(2.0);
+    for (int i = 0; i < L; i++) {
+        m->c1[i] = (float)(g[i] * inv_sqrt_d);
+        m->c2[i] = (float)(l[i] * lambda);
+    }
+    for (int i = 0; i + 1 < L; i++) {
+        m->b1[i] = (float)(gb[i] * inv_sqrt_d);
+        m->b2[i] = (float)(lb[i] * lambda);
+    }
+    for (int i2 = 0; i2 < L; i2++)
+        for (int i1 = 0; i1 < L; i1++) m->lv[i1 | i2 << b] = m->c1[i1] + m->c2[i2];
+    m->plane_bytes = 4 * ((d * b + 31) / 32);
+    const int rec = 2 + 2 * m->plane_bytes;
+    vq_tq_kern_init(&m->k, d, b, b, 2, 2 + m->plane_bytes, rec, m->lv);
+    vq_tq_kern_select(c->isa, &m->score, &m->acc);
+    c->impl = m;
+    c->block_tokens = 1;
+    c->block_bytes = (size_t)rec;
+    c->query_bytes = sizeof(float) * (size_t)m->k.dpad;
+    c->acc_floats = (size_t)m->k.dpad;
+    c->encode = rvq_encode;
+    c->decode = rvq_decode;
+    c->prepare_query = rvq_prepare_query;
+    c->score = rvq_score;
+    c->accumulate = rvq_accumulate;
+    c->finish = rvq_finish;
+    return VQ_STATUS_OK;
+}
+
+const struct vq_codec_i vq_codec_turboquant_rvq = {
+    .name = "turboquant_rvq",
+    .params_doc = "bits=1..2 (per stage) seed",
+    .bits_formula = "2*ceil(d*b/32)*32/d + 16/d",
+    .needs_calibration = 0,
+    .init = rvq_init,
+    .destroy = rvq_destroy,
+};
