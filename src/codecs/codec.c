@@ -29,6 +29,7 @@ extern const struct vq_codec_i vq_codec_qjl;
 extern const struct vq_codec_i vq_codec_polar;
 extern const struct vq_codec_i vq_codec_kivi;
 extern const struct vq_codec_i vq_codec_kivi_sink;
+extern const struct vq_codec_i vq_codec_turboquant_mse;
 
 static const struct vq_codec_i *const vq_registry_[VQ_METHOD_COUNT] = {
     [VQ_METHOD_FP16] = &vq_codec_fp16,
@@ -38,6 +39,7 @@ static const struct vq_codec_i *const vq_registry_[VQ_METHOD_COUNT] = {
     [VQ_METHOD_POLAR] = &vq_codec_polar,
     [VQ_METHOD_KIVI] = &vq_codec_kivi,
     [VQ_METHOD_KIVI_SINK] = &vq_codec_kivi_sink,
+    [VQ_METHOD_TURBOQUANT_MSE] = &vq_codec_turboquant_mse,
 };
 
 /* Method names; every enum value has one, whether or not it is implemented. */
