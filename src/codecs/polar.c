@@ -396,6 +396,9 @@ static vq_status polar_init(struct vq_codec *c) {
     if (c->isa == VQ_ISA_AVX512 && im->rec_bits + 7 <= 64) {
         im->score_rows = vq_polar_score_avx512;
         im->acc_rows = vq_polar_acc_avx512;
+    } else if (c->isa == VQ_ISA_AVX2 && im->rec_bits + 7 <= 64) {
+        im->score_rows = vq_polar_score_avx2;
+        im->acc_rows = vq_polar_acc_avx2;
     }
 #endif
     vq_status st = vq_rht_init(&im->rot, d, c->p.seed);

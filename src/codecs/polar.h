@@ -37,6 +37,10 @@ void vq_polar_score_avx512(const struct polar_impl *im, const float *T1, const u
                            size_t bb, int64_t n, float *scores);
 void vq_polar_acc_avx512(const struct polar_impl *im, const uint8_t *codes, size_t bb, int64_t n,
                          const float *w, float *acc);
+void vq_polar_score_avx2(const struct polar_impl *im, const float *T1, const uint8_t *codes,
+                         size_t bb, int64_t n, float *scores);
+void vq_polar_acc_avx2(const struct polar_impl *im, const uint8_t *codes, size_t bb, int64_t n,
+                       const float *w, float *acc);
 #endif
 
 /* Codec state (immutable after init). */
