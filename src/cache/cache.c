@@ -44,6 +44,7 @@
 #include <omp.h>
 #endif
 
+#include "cache/softmax.h"
 #include "codecs/codec_impl.h"
 
 #define VQ_MAX_SINKS 64
@@ -97,6 +98,7 @@ struct vq_cache {
     struct vq_layer *layers;/* (n_layers) */
     size_t qs_bytes, acc_floats;
     int max_bt;
+    vq_softmax_fn softmax;  /* picked from the key codec ISA */
     /* per-thread attend scratch: one slab each, slab_bytes apart */
     uint8_t *slabs;
     size_t slab_bytes;
@@ -130,6 +132,23 @@ static int same_params(const struct vq_codec_params *a, const struct vq_codec_pa
 static int is_kivi(enum vq_method m) { return m == VQ_METHOD_KIVI || m == VQ_METHOD_KIVI_SINK; }
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* ---- softmax (scalar reference) ------------------------------------------------------- */
+
+void vq_softmax_ref(float *x, int64_t n, float scale) {
+    float m = -INFINITY;
+    for (int64_t t = 0; t < n; t++) {
+        x[t] *= scale;
+        if (x[t] > m) m = x[t];
+    }
+    double sum = 0;
+    for (int64_t t = 0; t < n; t++) {
+        x[t] = expf(x[t] - m);
+        sum += x[t];
+    }
+    const float inv = (float)(1.0 / sum);
+    for (int64_t t = 0; t < n; t++) x[t] *= inv;
+}
 
 /* ---- create / free -------------------------------------------------------------------------- */
 
@@ -257,6 +276,12 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     c->f16 = vq_codec_create(&f16p, &s);
     if (!c->f16) return create_fail(c, st, s);
 
+    c->softmax = vq_softmax_ref;
+#ifdef VQ_HAVE_X86
+    const enum vq_isa sisa = vq_isa_resolve(p->key.isa);
+    if (sisa == VQ_ISA_AVX512) c->softmax = vq_softmax_avx512;
+    else if (sisa == VQ_ISA_AVX2) c->softmax = vq_softmax_avx2;
+#endif
     c->qs_bytes = 0;
     c->acc_floats = 0;
     c->max_bt = 1;
@@ -671,18 +696,7 @@ static void attend_one(const vq_cache *c, const struct vq_layer *L, int g, const
     if (nv > kst->n_coded) window_score(c, ks, kst, qs16, nv - kst->n_coded, sc + kst->n_coded);
 
     /* softmax over [0, nv) with max subtraction; weights are normalized in place */
-    float m = -INFINITY;
-    for (int64_t t = 0; t < nv; t++) {
-        sc[t] *= scale;
-        if (sc[t] > m) m = sc[t];
-    }
-    double sum = 0;
-    for (int64_t t = 0; t < nv; t++) {
-        sc[t] = expf(sc[t] - m);
-        sum += sc[t];
-    }
-    const float inv = (float)(1.0 / sum);
-    for (int64_t t = 0; t < nv; t++) sc[t] *= inv;
+    c->softmax(sc, nv, scale);
 
     /* values: codec pages (+ sinks from fp16), window */
     const struct vq_side *vs = &L->v;

@@ -92,20 +92,46 @@ void vq_kivi_acc_row_ref(const uint8_t *row, int d, int bits, int g, const float
     for (int c = 0; c < d; c++) acc[c] += a[c / g] * (float)codes[c];
 }
 
-/* ---- codec state --------------------------------------------------------------------------- */
-
-struct vq_kivi_impl {
-    int d, bits, g, ng;     /* ng = d / g for values, 0 for keys */
-    size_t rowb;
-    vq_kivi_dot_rows_fn dot_rows;
-    vq_kivi_acc_row_fn acc_row;
-};
-
 static inline uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static inline void wr16(uint8_t *p, uint16_t v) {
     p[0] = (uint8_t)v;
     p[1] = (uint8_t)(v >> 8);
 }
+
+float vq_kivi_fold_ref(const float *q, const uint8_t *s16, const uint8_t *z16, int d, float *qp) {
+    float bias = 0;
+    for (int c = 0; c < d; c++) {
+        qp[c] = q[c] * vq_sf16_to_fp32(rd16(s16 + 2 * c));
+        bias += q[c] * vq_sf16_to_fp32(rd16(z16 + 2 * c));
+    }
+    return bias;
+}
+
+void vq_kivi_acc_vals_ref(const uint8_t *blocks, size_t block_bytes, int64_t n, const float *w,
+                          int d, int bits, int g, float *acc) {
+    const int ng = d / g;
+    float a[1024];
+    for (int64_t t = 0; t < n; t++) {
+        const float wt = w[t];
+        if (wt == 0.0f) continue;
+        const uint8_t *blk = blocks + (size_t)t * block_bytes;
+        for (int h = 0; h < ng; h++) {
+            a[h] = wt * vq_sf16_to_fp32(rd16(blk + 2 * h));
+            acc[d + h] += wt * vq_sf16_to_fp32(rd16(blk + 2 * ng + 2 * h));
+        }
+        vq_kivi_acc_row_ref(blk + 4 * (size_t)ng, d, bits, g, a, acc);
+    }
+}
+
+/* ---- codec state --------------------------------------------------------------------------- */
+
+struct vq_kivi_impl {
+    int d, bits, g, ng;     /* ng = d / g for values, 0 for keys */
+    size_t rowb;
+    vq_kivi_fold_fn fold;
+    vq_kivi_dot_rows_fn dot_rows;
+    vq_kivi_acc_vals_fn acc_vals;
+};
 
 /* Quantizes elements x[0], x[stride], ... (n of them) of one group: writes ŝ, ẑ and the codes.
  * Returns RANGE when a side value does not fit vq_sf16. */
@@ -242,11 +268,7 @@ static void kivi_score(const struct vq_codec *c, const void *qs, const uint8_t *
         float qp[1024];
         for (int64_t b = 0; b < n_tokens / g; b++) {
             const uint8_t *blk = codes + (size_t)b * c->block_bytes;
-            float bias = 0;
-            for (int ch = 0; ch < d; ch++) {
-                qp[ch] = q[ch] * vq_sf16_to_fp32(rd16(blk + 2 * ch));
-                bias += q[ch] * vq_sf16_to_fp32(rd16(blk + 2 * d + 2 * ch));
-            }
+            const float bias = im->fold(q, blk, blk + 2 * d, d, qp);
             im->dot_rows(qp, blk + 4 * (size_t)d, d, im->bits, g, bias, scores + b * g);
         }
         return;
@@ -292,17 +314,7 @@ static void kivi_accumulate(const struct vq_codec *c, const uint8_t *codes, int6
         }
         return;
     }
-    float a[1024];
-    for (int64_t t = 0; t < n_tokens; t++) {
-        const float wt = w[t];
-        if (wt == 0.0f) continue;
-        const uint8_t *blk = codes + (size_t)t * c->block_bytes;
-        for (int h = 0; h < im->ng; h++) {
-            a[h] = wt * vq_sf16_to_fp32(rd16(blk + 2 * h));
-            acc[d + h] += wt * vq_sf16_to_fp32(rd16(blk + 2 * im->ng + 2 * h));
-        }
-        im->acc_row(blk + 4 * (size_t)im->ng, d, im->bits, g, a, acc);
-    }
+    im->acc_vals(codes, c->block_bytes, n_tokens, w, d, im->bits, g, acc);
 }
 
 static void kivi_finish(const struct vq_codec *c, const float *acc, float *out) {
@@ -328,15 +340,18 @@ static vq_status kivi_init(struct vq_codec *c) {
     im->g = g;
     im->ng = p->role == VQ_ROLE_VALUE ? d / g : 0;
     im->rowb = vq_kivi_row_bytes(d, bits);
+    im->fold = vq_kivi_fold_ref;
     im->dot_rows = vq_kivi_dot_rows_ref;
-    im->acc_row = vq_kivi_acc_row_ref;
+    im->acc_vals = vq_kivi_acc_vals_ref;
 #ifdef VQ_HAVE_X86
     if (c->isa == VQ_ISA_AVX512) {
+        im->fold = vq_kivi_fold_avx512;
         im->dot_rows = vq_kivi_dot_rows_avx512;
-        im->acc_row = vq_kivi_acc_row_avx512;
+        im->acc_vals = vq_kivi_acc_vals_avx512;
     } else if (c->isa == VQ_ISA_AVX2) {
+        im->fold = vq_kivi_fold_avx2;
         im->dot_rows = vq_kivi_dot_rows_avx2;
-        im->acc_row = vq_kivi_acc_row_avx2;
+        im->acc_vals = vq_kivi_acc_vals_avx2;
     }
 #endif
     c->impl = im;

@@ -26,10 +26,28 @@ typedef void (*vq_kivi_dot_rows_fn)(const float *qp, const uint8_t *rows, int d,
 typedef void (*vq_kivi_acc_row_fn)(const uint8_t *row, int d, int bits, int g, const float *a,
                                    float *acc);
 
+/* Scale-folded query of one key block: qp[c] = q[c] * ŝ_c; returns sum_c q[c] * ẑ_c.
+ * s16 / z16 point at the block's d sf16 scales / zeros (any alignment). */
+typedef float (*vq_kivi_fold_fn)(const float *q, const uint8_t *s16, const uint8_t *z16, int d,
+                                 float *qp);
+/* Value accumulation over n value blocks (block_bytes apart, layout in kivi.c):
+ * acc[c] += sum_t w[t] ŝ_{t,c/g} code_{t,c} and acc[d + h] += sum_t w[t] ẑ_{t,h}. */
+typedef void (*vq_kivi_acc_vals_fn)(const uint8_t *blocks, size_t block_bytes, int64_t n,
+                                    const float *w, int d, int bits, int g, float *acc);
+
+float vq_kivi_fold_ref(const float *q, const uint8_t *s16, const uint8_t *z16, int d, float *qp);
+void vq_kivi_acc_vals_ref(const uint8_t *blocks, size_t block_bytes, int64_t n, const float *w,
+                          int d, int bits, int g, float *acc);
 void vq_kivi_dot_rows_ref(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
                           float bias, float *out);
 void vq_kivi_acc_row_ref(const uint8_t *row, int d, int bits, int g, const float *a, float *acc);
 #ifdef VQ_HAVE_X86
+float vq_kivi_fold_avx2(const float *q, const uint8_t *s16, const uint8_t *z16, int d, float *qp);
+float vq_kivi_fold_avx512(const float *q, const uint8_t *s16, const uint8_t *z16, int d, float *qp);
+void vq_kivi_acc_vals_avx2(const uint8_t *blocks, size_t block_bytes, int64_t n, const float *w,
+                           int d, int bits, int g, float *acc);
+void vq_kivi_acc_vals_avx512(const uint8_t *blocks, size_t block_bytes, int64_t n, const float *w,
+                             int d, int bits, int g, float *acc);
 void vq_kivi_dot_rows_avx2(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
                            float bias, float *out);
 void vq_kivi_acc_row_avx2(const uint8_t *row, int d, int bits, int g, const float *a, float *acc);

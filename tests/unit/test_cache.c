@@ -5,6 +5,7 @@
 #include "test.h"
 #include "veloxquant.h"
 #include "codecs/codec_impl.h"
+#include "cache/softmax.h"
 
 static uint64_t rng_ = 0x2545F4914F6CDD1Dull;
 static double urand(void) {
@@ -541,7 +542,38 @@ TEST(create_validation) {
     ASSERT_EQ_INT(m.total_bytes, 0);
 }
 
+#ifdef VQ_HAVE_X86
+TEST(softmax_kernels) {
+    const vq_softmax_fn fns[2] = {vq_softmax_avx2, vq_softmax_avx512};
+    const enum vq_isa isas[2] = {VQ_ISA_AVX2, VQ_ISA_AVX512};
+    float x[300], y[300], z[300];
+    for (int v = 0; v < 2; v++) {
+        if (!vq_isa_available(isas[v])) continue;
+        int bad = 0;
+        for (int n = 1; n <= 300; n += (n < 40 ? 1 : 37)) {
+            for (int i = 0; i < n; i++) x[i] = 30.0f * nrand();
+            if (n > 5) x[3] = -1e30f; /* underflows to 0 */
+            memcpy(y, x, sizeof x);
+            memcpy(z, x, sizeof x);
+            vq_softmax_ref(y, n, 0.7f);
+            fns[v](z, n, 0.7f);
+            double sum = 0;
+            for (int i = 0; i < n; i++) {
+                bad += fabsf(z[i] - y[i]) > 1e-6f * (y[i] + 1e-6f) + 1e-12f;
+                sum += z[i];
+            }
+            bad += fabs(sum - 1.0) > 1e-5;
+        }
+        if (bad) fprintf(stderr, "  %s: %d mismatches\n", vq_isa_name(isas[v]), bad);
+        ASSERT_EQ_INT(bad, 0);
+    }
+}
+#endif
+
 int main(void) {
+#ifdef VQ_HAVE_X86
+    RUN(softmax_kernels);
+#endif
     RUN(create_validation);
     RUN(attend_argument_checks);
     RUN(fused_equals_reference);

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "codecs/kivi.h"
+#include "veloxquant.h"
 
 #define VQ_INLINE static inline __attribute__((always_inline))
 
@@ -107,4 +108,80 @@ void vq_kivi_acc_row_avx2(const uint8_t *row, int d, int bits, int g, const floa
     if (bits == 2) acc_row(row, d, g, a, acc, 2);
     else if (bits == 3) acc_row(row, d, g, a, acc, 3);
     else acc_row(row, d, g, a, acc, 4);
+}
+
+/* sf16 -> fp32 for 8 values (exact): |h| << 14 read as fp32 is the value times 2^-96 for
+ * normal and subnormal sf16 alike, so one multiply by 2^96 finishes it. */
+VQ_INLINE __m256 sf16x8(const uint8_t *p) {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7FFF)), 14);
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
+    const __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(mag), _mm256_set1_ps(0x1.0p96f));
+    return _mm256_or_ps(v, _mm256_castsi256_ps(sign));
+}
+
+float vq_kivi_fold_avx2(const float *q, const uint8_t *s16, const uint8_t *z16, int d, float *qp) {
+    __m256 b = _mm256_setzero_ps();
+    for (int c = 0; c < d; c += 8) {
+        const __m256 qv = _mm256_loadu_ps(q + c);
+        _mm256_storeu_ps(qp + c, _mm256_mul_ps(qv, sf16x8(s16 + 2 * c)));
+        b = _mm256_fmadd_ps(qv, sf16x8(z16 + 2 * c), b);
+    }
+    return hsum1(b);
+}
+
+/* acc[cb .. cb + 8*NR) += sum_t a[t][c/g] code_{t,c} over nt rows (block_bytes apart). */
+VQ_INLINE void acc_blk(const uint8_t *rows, size_t bb, int nt, const float *a, int ng, int d,
+                       int g, float *acc, int cb, const int NR, const int BITS) {
+    __m256 e[4];
+    for (int j = 0; j < NR; j++) e[j] = _mm256_loadu_ps(acc + cb + 8 * j);
+    for (int t = 0; t < nt; t++) {
+        const uint8_t *r = rows + (size_t)t * bb;
+        const float *at = a + t * ng;
+        for (int j = 0; j < NR; j++) {
+            const int c = cb + 8 * j;
+            e[j] = _mm256_fmadd_ps(_mm256_broadcast_ss(at + c / g), codes8(r, d, c, BITS), e[j]);
+        }
+    }
+    for (int j = 0; j < NR; j++) _mm256_storeu_ps(acc + cb + 8 * j, e[j]);
+}
+
+VQ_INLINE void acc_chunk(const uint8_t *rows, size_t bb, int nt, const float *a, int ng, int d,
+                         int g, float *acc, const int BITS) {
+    int cb = 0;
+    for (; cb + 32 <= d; cb += 32) acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 4, BITS);
+    switch ((d - cb) / 8) {
+    case 3: acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 3, BITS); break;
+    case 2: acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 2, BITS); break;
+    case 1: acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 1, BITS); break;
+    default: break;
+    }
+}
+
+void vq_kivi_acc_vals_avx2(const uint8_t *blocks, size_t block_bytes, int64_t n, const float *w,
+                           int d, int bits, int g, float *acc) {
+    const int ng = d / g;
+    if (g % 8 != 0 || ng > 128) {
+        vq_kivi_acc_vals_ref(blocks, block_bytes, n, w, d, bits, g, acc);
+        return;
+    }
+    float a[32 * 128];
+    for (int64_t t0 = 0; t0 < n; t0 += 32) {
+        const int nt = n - t0 < 32 ? (int)(n - t0) : 32;
+        const uint8_t *b0 = blocks + (size_t)t0 * block_bytes;
+        for (int t = 0; t < nt; t++) {
+            const float wt = w[t0 + t];
+            const uint8_t *blk = b0 + (size_t)t * block_bytes;
+            for (int h = 0; h < ng; h++) {
+                const uint16_t s = (uint16_t)(blk[2 * h] | blk[2 * h + 1] << 8);
+                const uint16_t z = (uint16_t)(blk[2 * ng + 2 * h] | blk[2 * ng + 2 * h + 1] << 8);
+                a[t * ng + h] = wt * vq_sf16_to_fp32(s);
+                acc[d + h] += wt * vq_sf16_to_fp32(z);
+            }
+        }
+        const uint8_t *rows = b0 + 4 * (size_t)ng;
+        if (bits == 2) acc_chunk(rows, block_bytes, nt, a, ng, d, g, acc, 2);
+        else if (bits == 3) acc_chunk(rows, block_bytes, nt, a, ng, d, g, acc, 3);
+        else acc_chunk(rows, block_bytes, nt, a, ng, d, g, acc, 4);
+    }
 }

@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "codecs/kivi.h"
+#include "veloxquant.h"
 
 #define VQ_INLINE static inline __attribute__((always_inline))
 
@@ -148,4 +149,107 @@ void vq_kivi_acc_row_avx512(const uint8_t *row, int d, int bits, int g, const fl
     if (bits == 2) acc_row(row, d, g, a, acc, 2);
     else if (bits == 3) acc_row(row, d, g, a, acc, 3);
     else acc_row(row, d, g, a, acc, 4);
+}
+
+/* sf16 -> fp32 (exact), see kivi_avx2.c. 16 values / 8 values. */
+VQ_INLINE __m512 sf16x16(const uint8_t *p) {
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(const void *)p));
+    const __m512i mag = _mm512_slli_epi32(_mm512_and_si512(h, _mm512_set1_epi32(0x7FFF)), 14);
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(h, _mm512_set1_epi32(0x8000)), 16);
+    const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(mag), _mm512_set1_ps(0x1.0p96f));
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign));
+}
+VQ_INLINE __m256 sf16x8(const uint8_t *p) {
+    const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
+    const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7FFF)), 14);
+    const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
+    const __m256 v = _mm256_mul_ps(_mm256_castsi256_ps(mag), _mm256_set1_ps(0x1.0p96f));
+    return _mm256_or_ps(v, _mm256_castsi256_ps(sign));
+}
+
+float vq_kivi_fold_avx512(const float *q, const uint8_t *s16, const uint8_t *z16, int d, float *qp) {
+    __m512 b = _mm512_setzero_ps();
+    int c = 0;
+    for (; c + 16 <= d; c += 16) {
+        const __m512 qv = _mm512_loadu_ps(q + c);
+        _mm512_storeu_ps(qp + c, _mm512_mul_ps(qv, sf16x16(s16 + 2 * c)));
+        b = _mm512_fmadd_ps(qv, sf16x16(z16 + 2 * c), b);
+    }
+    __m256 bt = fold(b);
+    if (c < d) {
+        const __m256 qv = _mm256_loadu_ps(q + c);
+        _mm256_storeu_ps(qp + c, _mm256_mul_ps(qv, sf16x8(s16 + 2 * c)));
+        bt = _mm256_fmadd_ps(qv, sf16x8(z16 + 2 * c), bt);
+    }
+    return hsum1(bt);
+}
+
+/* acc[cb .. cb + 16*NR) += sum_t a[t][c/g] code_{t,c} over nt rows (block_bytes apart); the
+ * last 16-lane chunk covers 8 channels when HALF. g % 8 == 0. */
+VQ_INLINE void acc_blk(const uint8_t *rows, size_t bb, int nt, const float *a, int ng, int d,
+                       int g, float *acc, int cb, const int NR, const int HALF, const int BITS) {
+    __m512 e[4];
+    const int g16 = g % 16 == 0;
+    for (int j = 0; j < NR; j++)
+        e[j] = (HALF && j == NR - 1) ? _mm512_maskz_loadu_ps(0xFF, acc + cb + 16 * j)
+                                     : _mm512_loadu_ps(acc + cb + 16 * j);
+    for (int t = 0; t < nt; t++) {
+        const uint8_t *r = rows + (size_t)t * bb;
+        const float *at = a + t * ng;
+        for (int j = 0; j < NR; j++) {
+            const int c = cb + 16 * j;
+            const int half = HALF && j == NR - 1;
+            const __m512 av = (g16 || half) ? _mm512_set1_ps(at[c / g])
+                                            : _mm512_insertf32x8(_mm512_set1_ps(at[c / g]),
+                                                                 _mm256_set1_ps(at[(c + 8) / g]), 1);
+            e[j] = _mm512_fmadd_ps(av, half ? codes16(r, d, c, BITS, 1) : codes16(r, d, c, BITS, 0), e[j]);
+        }
+    }
+    for (int j = 0; j < NR; j++) {
+        if (HALF && j == NR - 1) _mm512_mask_storeu_ps(acc + cb + 16 * j, 0xFF, e[j]);
+        else _mm512_storeu_ps(acc + cb + 16 * j, e[j]);
+    }
+}
+
+VQ_INLINE void acc_chunk(const uint8_t *rows, size_t bb, int nt, const float *a, int ng, int d,
+                         int g, float *acc, const int BITS) {
+    int cb = 0;
+    for (; cb + 64 <= d; cb += 64) acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 4, 0, BITS);
+    const int rest = d - cb;
+    const int half = rest % 16 != 0;
+    switch ((rest + 15) / 16) {
+    case 4: if (half) acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 4, 1, BITS); else acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 4, 0, BITS); break;
+    case 3: if (half) acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 3, 1, BITS); else acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 3, 0, BITS); break;
+    case 2: if (half) acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 2, 1, BITS); else acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 2, 0, BITS); break;
+    case 1: if (half) acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 1, 1, BITS); else acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 1, 0, BITS); break;
+    default: break;
+    }
+}
+
+void vq_kivi_acc_vals_avx512(const uint8_t *blocks, size_t block_bytes, int64_t n, const float *w,
+                             int d, int bits, int g, float *acc) {
+    const int ng = d / g;
+    if (g % 8 != 0 || ng > 128) {
+        vq_kivi_acc_vals_ref(blocks, block_bytes, n, w, d, bits, g, acc);
+        return;
+    }
+    float a[32 * 128];
+    for (int64_t t0 = 0; t0 < n; t0 += 32) {
+        const int nt = n - t0 < 32 ? (int)(n - t0) : 32;
+        const uint8_t *b0 = blocks + (size_t)t0 * block_bytes;
+        for (int t = 0; t < nt; t++) {
+            const float wt = w[t0 + t];
+            const uint8_t *blk = b0 + (size_t)t * block_bytes;
+            for (int h = 0; h < ng; h++) {
+                const uint16_t s = (uint16_t)(blk[2 * h] | blk[2 * h + 1] << 8);
+                const uint16_t z = (uint16_t)(blk[2 * ng + 2 * h] | blk[2 * ng + 2 * h + 1] << 8);
+                a[t * ng + h] = wt * vq_sf16_to_fp32(s);
+                acc[d + h] += wt * vq_sf16_to_fp32(z);
+            }
+        }
+        const uint8_t *rows = b0 + 4 * (size_t)ng;
+        if (bits == 2) acc_chunk(rows, block_bytes, nt, a, ng, d, g, acc, 2);
+        else if (bits == 3) acc_chunk(rows, block_bytes, nt, a, ng, d, g, acc, 3);
+        else acc_chunk(rows, block_bytes, nt, a, ng, d, g, acc, 4);
+    }
 }

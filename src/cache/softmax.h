@@ -1,0 +1,20 @@
+/*
+ * softmax.h — in-place scaled softmax used by the cache's fused attention:
+ * x[i] <- exp(scale*x[i] - max_j scale*x[j]) / sum_j exp(...), for i < n (n >= 1).
+ * The _ref version uses libm expf and a double sum; the x86 versions use a Cephes-style
+ * degree-6 polynomial exp (relative error ~2e-7) and fp32 vector sums.
+ */
+#ifndef VQ_CACHE_SOFTMAX_H
+#define VQ_CACHE_SOFTMAX_H
+
+#include <stdint.h>
+
+typedef void (*vq_softmax_fn)(float *x, int64_t n, float scale);
+
+void vq_softmax_ref(float *x, int64_t n, float scale);
+#ifdef VQ_HAVE_X86
+void vq_softmax_avx2(float *x, int64_t n, float scale);
+void vq_softmax_avx512(float *x, int64_t n, float scale);
+#endif
+
+#endif

@@ -1,0 +1,402 @@
+/* test_kivi.c — KIVI codecs: byte layout, bits/elem, parameter validation, encode errors,
+ * reconstruction quality, SIMD kernels against the scalar reference (odd sizes, every bit
+ * width), and kivi_sink protection of planted sink tokens in the cache. */
+#include "test.h"
+#include "veloxquant.h"
+#include "codecs/codec_impl.h"
+#include "codecs/kivi.h"
+
+static uint64_t rng_ = 0x853C49E6748FEA9Bull;
+static double urand(void) {
+    rng_ ^= rng_ << 13; rng_ ^= rng_ >> 7; rng_ ^= rng_ << 17;
+    return (double)(rng_ >> 11) / 9007199254740992.0;
+}
+static float nrand(void) {
+    double u1 = urand(), u2 = urand();
+    if (u1 < 1e-300) u1 = 1e-300;
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+static vq_codec *mk(enum vq_method m, enum vq_role role, int d, int bits, int g, int r, vq_status *st) {
+    struct vq_codec_params p = vq_codec_params_default();
+    p.method = m;
+    p.role = role;
+    p.head_dim = d;
+    p.bits = bits;
+    p.group_size = g;
+    p.residual_length = r;
+    return vq_codec_create(&p, st);
+}
+
+TEST(sizes_and_validation) {
+    const int dims[] = {64, 128, 96};
+    for (int b = 2; b <= 4; b++)
+        for (int di = 0; di < 3; di++)
+            for (int g = 16; g <= 32; g += 16) {
+                const int d = dims[di];
+                vq_codec *k = mk(VQ_METHOD_KIVI, VQ_ROLE_KEY, d, b, g, 4 * g, NULL);
+                vq_codec *v = mk(VQ_METHOD_KIVI_SINK, VQ_ROLE_VALUE, d, b, g, 4 * g, NULL);
+                ASSERT(k && v);
+                if (!k || !v) { vq_codec_free(k); vq_codec_free(v); continue; }
+                ASSERT_EQ_INT(vq_codec_block_tokens(k), g);
+                ASSERT_EQ_INT(vq_codec_block_tokens(v), 1);
+                ASSERT_EQ_INT(vq_codec_block_bytes(k), 4 * d + g * d * b / 8);
+                ASSERT_EQ_INT(vq_codec_block_bytes(v), 4 * d / g + d * b / 8);
+                ASSERT_NEAR(vq_codec_bits_per_elem(k), b + 32.0 / g, 1e-12);
+                ASSERT_NEAR(vq_codec_bits_per_elem(v), b + 32.0 / g, 1e-12);
+                vq_codec_free(k);
+                vq_codec_free(v);
+            }
+    vq_status st;
+    ASSERT(mk(VQ_METHOD_KIVI, VQ_ROLE_KEY, 64, 1, 32, 128, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+    ASSERT(mk(VQ_METHOD_KIVI, VQ_ROLE_KEY, 64, 5, 32, 128, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+    ASSERT(mk(VQ_METHOD_KIVI, VQ_ROLE_KEY, 64, 2, 0, 128, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+    ASSERT(mk(VQ_METHOD_KIVI, VQ_ROLE_KEY, 64, 2, 32, 100, &st) == NULL); /* R % G != 0 */
+    ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+    ASSERT(mk(VQ_METHOD_KIVI, VQ_ROLE_KEY, 64, 2, 32, -32, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+    ASSERT(mk(VQ_METHOD_KIVI, VQ_ROLE_VALUE, 80, 2, 32, 128, &st) == NULL); /* d % G != 0 */
+    ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+    vq_codec *ok = mk(VQ_METHOD_KIVI, VQ_ROLE_KEY, 80, 2, 32, 128, &st); /* keys: any d */
+    ASSERT(ok != NULL);
+    vq_codec_free(ok);
+    struct vq_codec_params p = vq_codec_params_default();
+    p.method = VQ_METHOD_KIVI_SINK;
+    p.n_sink_tokens = VQ_KIVI_MAX_SINKS + 1;
+    ASSERT(vq_codec_create(&p, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+    p.n_sink_tokens = -1;
+    ASSERT(vq_codec_create(&p, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+}
+
+static uint16_t rd16(const uint8_t *p) { return (uint16_t)(p[0] | p[1] << 8); }
+
+TEST(byte_layout) {
+    /* keys d = 8, G = 2, 2 bits: channel c holds c (token 0) and c + 3 (token 1):
+     * s = 1, z = c, codes 0 and 3. */
+    vq_codec *k = mk(VQ_METHOD_KIVI, VQ_ROLE_KEY, 8, 2, 2, 0, NULL);
+    float x[16];
+    for (int c = 0; c < 8; c++) {
+        x[c] = (float)c;
+        x[8 + c] = (float)c + 3.0f;
+    }
+    uint8_t blk[64];
+    ASSERT_EQ_INT(vq_codec_block_bytes(k), 32 + 4);
+    ASSERT_STATUS(vq_codec_encode(k, x, 2, blk), VQ_STATUS_OK);
+    int bad = 0;
+    for (int c = 0; c < 8; c++) {
+        bad += rd16(blk + 2 * c) != vq_fp32_to_sf16(1.0f);
+        bad += rd16(blk + 16 + 2 * c) != vq_fp32_to_sf16((float)c);
+    }
+    ASSERT_EQ_INT(bad, 0);
+    ASSERT_EQ_INT(blk[32], 0x00);
+    ASSERT_EQ_INT(blk[33], 0x00);
+    ASSERT_EQ_INT(blk[34], 0xFF);
+    ASSERT_EQ_INT(blk[35], 0xFF);
+    float y[16];
+    ASSERT_STATUS(vq_codec_decode(k, blk, 2, y), VQ_STATUS_OK);
+    ASSERT(memcmp(x, y, sizeof x) == 0);
+    vq_codec_free(k);
+
+    /* values d = 8, G = 8, 3 bits: x_c = c gives z = 0, s = 1, codes c; 2-bit plane then
+     * 1-bit plane. */
+    vq_codec *v = mk(VQ_METHOD_KIVI, VQ_ROLE_VALUE, 8, 3, 8, 0, NULL);
+    ASSERT_EQ_INT(vq_codec_block_bytes(v), 4 + 3);
+    ASSERT_STATUS(vq_codec_encode(v, x, 1, blk), VQ_STATUS_OK);
+    ASSERT_EQ_INT(rd16(blk), vq_fp32_to_sf16(1.0f));
+    ASSERT_EQ_INT(rd16(blk + 2), vq_fp32_to_sf16(0.0f));
+    ASSERT_EQ_INT(blk[4], 0xE4);
+    ASSERT_EQ_INT(blk[5], 0xE4);
+    ASSERT_EQ_INT(blk[6], 0xF0);
+    ASSERT_STATUS(vq_codec_decode(v, blk, 1, y), VQ_STATUS_OK);
+    ASSERT(memcmp(x, y, 8 * sizeof(float)) == 0);
+    /* constant group: s = 0, decodes to z exactly */
+    for (int c = 0; c < 8; c++) x[c] = 5.25f;
+    ASSERT_STATUS(vq_codec_encode(v, x, 1, blk), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_codec_decode(v, blk, 1, y), VQ_STATUS_OK);
+    ASSERT(memcmp(x, y, 8 * sizeof(float)) == 0);
+    vq_codec_free(v);
+}
+
+TEST(encode_errors) {
+    for (int role = 0; role < 2; role++) {
+        vq_codec *c = mk(VQ_METHOD_KIVI, (enum vq_role)role, 16, 2, 8, 0, NULL);
+        const int n = role == 0 ? 8 : 2;
+        float x[8 * 16];
+        for (int i = 0; i < 8 * 16; i++) x[i] = nrand();
+        uint8_t *buf = malloc(vq_codec_block_bytes(c) * 8);
+        ASSERT_STATUS(vq_codec_encode(c, x, n, buf), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_codec_encode(c, x, 3, buf), role == 0 ? VQ_STATUS_INVALID_ARG : VQ_STATUS_OK);
+        x[17] = NAN;
+        ASSERT_STATUS(vq_codec_encode(c, x, n, buf), VQ_STATUS_NON_FINITE);
+        x[17] = INFINITY;
+        ASSERT_STATUS(vq_codec_encode(c, x, n, buf), VQ_STATUS_NON_FINITE);
+        x[17] = -1e10f; /* zero point beyond vq_sf16 */
+        ASSERT_STATUS(vq_codec_encode(c, x, n, buf), VQ_STATUS_RANGE);
+        x[17] = -3e38f; /* max - min overflows */
+        x[18] = 3e38f;
+        ASSERT_STATUS(vq_codec_encode(c, x, n, buf), VQ_STATUS_RANGE);
+        free(buf);
+        vq_codec_free(c);
+    }
+}
+
+static double mean_cos(const float *x, const float *y, int64_t n, int d) {
+    double acc = 0;
+    for (int64_t t = 0; t < n; t++) {
+        double xy = 0, xx = 0, yy = 0;
+        for (int i = 0; i < d; i++) {
+            xy += (double)x[t * d + i] * y[t * d + i];
+            xx += (double)x[t * d + i] * x[t * d + i];
+            yy += (double)y[t * d + i] * y[t * d + i];
+        }
+        acc += xy / sqrt(xx * yy + 1e-30);
+    }
+    return acc / (double)n;
+}
+
+TEST(quality) {
+    const int d = 128, n = 512;
+    float *x = malloc((size_t)n * d * sizeof(float)), *y = malloc((size_t)n * d * sizeof(float));
+    float off[128];
+    for (int c = 0; c < d; c++) off[c] = 2.0f * nrand();
+    uint8_t *buf = malloc((size_t)n * d);
+    double kc[5] = {0}, vc[5] = {0};
+    for (int b = 2; b <= 4; b++) {
+        /* keys: Gaussian with per-channel offsets, per-channel groups of 32 tokens */
+        for (int t = 0; t < n; t++)
+            for (int c = 0; c < d; c++) x[t * d + c] = nrand() + off[c];
+        vq_codec *k = mk(VQ_METHOD_KIVI, VQ_ROLE_KEY, d, b, 32, 128, NULL);
+        ASSERT_STATUS(vq_codec_encode(k, x, n, buf), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_codec_decode(k, buf, n, y), VQ_STATUS_OK);
+        kc[b] = mean_cos(x, y, n, d);
+        vq_codec_free(k);
+        /* values: iid Gaussian, per-token groups of 32 channels */
+        for (int i = 0; i < n * d; i++) x[i] = nrand();
+        vq_codec *v = mk(VQ_METHOD_KIVI, VQ_ROLE_VALUE, d, b, 32, 128, NULL);
+        ASSERT_STATUS(vq_codec_encode(v, x, n, buf), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_codec_decode(v, buf, n, y), VQ_STATUS_OK);
+        vc[b] = mean_cos(x, y, n, d);
+        vq_codec_free(v);
+    }
+    fprintf(stderr, "  key cos 2/3/4 bits: %.4f %.4f %.4f; value cos: %.4f %.4f %.4f\n", kc[2], kc[3],
+            kc[4], vc[2], vc[3], vc[4]);
+    ASSERT_GE(kc[2], 0.90);
+    ASSERT_GE(kc[3], kc[2]);
+    ASSERT_GE(kc[4], 0.99);
+    ASSERT_GE(vc[2], 0.90);
+    ASSERT_GE(vc[3], vc[2]);
+    ASSERT_GE(vc[4], 0.99);
+    free(x); free(y); free(buf);
+}
+
+TEST(pack_roundtrip) {
+    uint8_t codes[1024], back[1024], row[512];
+    for (int b = 2; b <= 4; b++)
+        for (int d = 8; d <= 1024; d += 8 * (d < 64 ? 1 : 31)) {
+            for (int c = 0; c < d; c++) codes[c] = (uint8_t)(urand() * (1 << b));
+            vq_kivi_pack_row(codes, d, b, row);
+            vq_kivi_unpack_row(row, d, b, back);
+            ASSERT(memcmp(codes, back, (size_t)d) == 0);
+        }
+}
+
+#ifdef VQ_HAVE_X86
+TEST(kernels_vs_ref) {
+    const vq_kivi_dot_rows_fn dots[2] = {vq_kivi_dot_rows_avx2, vq_kivi_dot_rows_avx512};
+    const vq_kivi_acc_row_fn accs[2] = {vq_kivi_acc_row_avx2, vq_kivi_acc_row_avx512};
+    const enum vq_isa isas[2] = {VQ_ISA_AVX2, VQ_ISA_AVX512};
+    const int dims[] = {8, 16, 24, 40, 64, 72, 80, 96, 128, 136, 1024};
+    const int64_t ns[] = {1, 7, 8, 9, 32, 33};
+    const int gs[] = {8, 16, 24, 32, 4};
+    uint8_t *rows = malloc(33 * 512), codes[1024];
+    float qp[1024], o_ref[33], o[33], a[256], acc_ref[1024], acc[1024];
+    for (int v = 0; v < 2; v++) {
+        if (!vq_isa_available(isas[v])) continue;
+        int bad = 0, checks = 0;
+        for (int b = 2; b <= 4; b++)
+            for (size_t di = 0; di < sizeof dims / sizeof *dims; di++) {
+                const int d = dims[di];
+                const size_t rb = vq_kivi_row_bytes(d, b);
+                for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
+                    const int64_t n = ns[ni];
+                    for (int64_t t = 0; t < n; t++) {
+                        for (int c = 0; c < d; c++) codes[c] = (uint8_t)(urand() * (1 << b));
+                        vq_kivi_pack_row(codes, d, b, rows + t * rb);
+                    }
+                    for (int c = 0; c < d; c++) qp[c] = nrand();
+                    const float bias = nrand();
+                    vq_kivi_dot_rows_ref(qp, rows, d, b, n, bias, o_ref);
+                    dots[v](qp, rows, d, b, n, bias, o);
+                    for (int64_t t = 0; t < n; t++, checks++)
+                        bad += fabsf(o[t] - o_ref[t]) > 1e-5f * (float)d * (float)(1 << b);
+                }
+                for (size_t gi = 0; gi < sizeof gs / sizeof *gs; gi++) {
+                    const int g = gs[gi];
+                    if (d % g) continue;
+                    for (int h = 0; h < d / g; h++) a[h] = nrand();
+                    for (int c = 0; c < d; c++) acc_ref[c] = acc[c] = nrand();
+                    for (int t = 0; t < 3; t++) {
+                        vq_kivi_acc_row_ref(rows + t * rb, d, b, g, a, acc_ref);
+                        accs[v](rows + t * rb, d, b, g, a, acc);
+                    }
+                    for (int c = 0; c < d; c++, checks++)
+                        bad += fabsf(acc[c] - acc_ref[c]) > 1e-5f * 3.0f * (float)(1 << b) * 4.0f;
+                }
+            }
+        /* fold: scale-folded query is exact (bitwise), bias within rounding; sf16 values
+         * include subnormals and negatives */
+        const vq_kivi_fold_fn folds[2] = {vq_kivi_fold_avx2, vq_kivi_fold_avx512};
+        for (size_t di = 0; di < sizeof dims / sizeof *dims; di++) {
+            const int d = dims[di];
+            uint8_t hdr[4 * 1024];
+            float q[1024], qp_ref[1024], qp2[1024];
+            for (int i = 0; i < 2 * d; i++) {
+                uint16_t h = (uint16_t)(urand() * 65536.0);
+                if (i % 5 == 0) h &= 0x81FF; /* subnormal */
+                hdr[2 * i] = (uint8_t)h;
+                hdr[2 * i + 1] = (uint8_t)(h >> 8);
+            }
+            for (int c = 0; c < d; c++) q[c] = nrand();
+            const float b_ref = vq_kivi_fold_ref(q, hdr, hdr + 2 * d, d, qp_ref);
+            const float b = folds[v](q, hdr, hdr + 2 * d, d, qp2);
+            checks++;
+            bad += memcmp(qp2, qp_ref, (size_t)d * sizeof(float)) != 0;
+            double mag = 0;
+            for (int c = 0; c < 2 * d; c++) mag += fabs(q[c % d] * vq_sf16_to_fp32((uint16_t)(hdr[2 * c] | hdr[2 * c + 1] << 8)));
+            bad += fabs((double)b - b_ref) > 1e-5 * mag;
+        }
+        /* acc_vals: whole value-accumulation path over n blocks */
+        const vq_kivi_acc_vals_fn avs[2] = {vq_kivi_acc_vals_avx2, vq_kivi_acc_vals_avx512};
+        for (int b = 2; b <= 4; b++)
+            for (size_t di = 0; di < sizeof dims / sizeof *dims; di++)
+                for (size_t gi = 0; gi < sizeof gs / sizeof *gs; gi++) {
+                    const int d = dims[di], g = gs[gi];
+                    if (d % g || d / g > 128) continue;
+                    const int ng = d / g;
+                    const size_t bb = 4 * (size_t)ng + vq_kivi_row_bytes(d, b);
+                    const int64_t n = 37;
+                    uint8_t *blocks = malloc(bb * (size_t)n);
+                    float w[37], *ar = calloc((size_t)(d + ng), sizeof(float)), *av = calloc((size_t)(d + ng), sizeof(float));
+                    for (int64_t t = 0; t < n; t++) {
+                        uint8_t *blk = blocks + (size_t)t * bb;
+                        for (int h = 0; h < 2 * ng; h++) {
+                            const uint16_t x = vq_fp32_to_sf16(nrand());
+                            blk[2 * h] = (uint8_t)x;
+                            blk[2 * h + 1] = (uint8_t)(x >> 8);
+                        }
+                        for (int c = 0; c < d; c++) codes[c] = (uint8_t)(urand() * (1 << b));
+                        vq_kivi_pack_row(codes, d, b, blk + 4 * ng);
+                        w[t] = t % 7 == 3 ? 0.0f : (float)urand();
+                    }
+                    vq_kivi_acc_vals_ref(blocks, bb, n, w, d, b, g, ar);
+                    avs[v](blocks, bb, n, w, d, b, g, av);
+                    for (int c = 0; c < d + ng; c++, checks++)
+                        bad += fabsf(av[c] - ar[c]) > 1e-5f * (float)n * 3.0f * (float)(1 << b);
+                    free(blocks); free(ar); free(av);
+                }
+        if (bad) fprintf(stderr, "  %s: %d of %d mismatches\n", vq_isa_name(isas[v]), bad, checks);
+        ASSERT_EQ_INT(bad, 0);
+        ASSERT_GE(checks, 1000);
+    }
+    free(rows);
+}
+#endif
+
+/* Attention error against exact fp32 attention on keys with planted high-norm sink tokens. */
+static double sink_attn_err(enum vq_method m, const float *k, const float *v, int64_t n, int n_kv,
+                            int d, const float *q, int nq, struct vq_cache_memory *mem) {
+    struct vq_cache_params p = vq_cache_params_default();
+    p.n_kv_heads = n_kv;
+    p.head_dim = d;
+    p.max_tokens = 256;
+    p.page_tokens = 64;
+    p.key.method = p.value.method = m;
+    p.key.bits = p.value.bits = 2;
+    p.key.group_size = p.value.group_size = 32;
+    p.key.residual_length = p.value.residual_length = 32;
+    p.key.n_sink_tokens = p.value.n_sink_tokens = 2;
+    vq_cache *c = vq_cache_create(&p, NULL);
+    ASSERT(c != NULL);
+    if (!c) return 1e9;
+    ASSERT_STATUS(vq_cache_append(c, 0, k, v, VQ_DTYPE_F32, n), VQ_STATUS_OK);
+    vq_cache_memory(c, mem);
+    float *o = malloc((size_t)(nq * n_kv * d) * sizeof(float));
+    float *o_ref = malloc((size_t)(nq * n_kv * d) * sizeof(float));
+    const float scale = 1.0f / sqrtf((float)d);
+    ASSERT_STATUS(vq_cache_attend(c, 0, q, n_kv, nq, NULL, scale, o), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_cache_attend_ref(c, 0, q, n_kv, nq, NULL, scale, o_ref), VQ_STATUS_OK);
+    double e = 0, r = 0, er = 0;
+    for (int i = 0; i < nq; i++)
+        for (int h = 0; h < n_kv; h++) {
+            const int64_t pos = n - nq + i;
+            const float *qq = q + (i * n_kv + h) * d;
+            double s[256], mx = -1e300, sum = 0, ex[128] = {0};
+            for (int64_t t = 0; t <= pos; t++) {
+                double dot = 0;
+                for (int j = 0; j < d; j++) dot += (double)qq[j] * k[(t * n_kv + h) * d + j];
+                s[t] = dot * scale;
+                if (s[t] > mx) mx = s[t];
+            }
+            for (int64_t t = 0; t <= pos; t++) {
+                s[t] = exp(s[t] - mx);
+                sum += s[t];
+            }
+            for (int64_t t = 0; t <= pos; t++)
+                for (int j = 0; j < d; j++) ex[j] += s[t] / sum * v[(t * n_kv + h) * d + j];
+            for (int j = 0; j < d; j++) {
+                const double df = o[(i * n_kv + h) * d + j] - ex[j];
+                e += df * df;
+                r += ex[j] * ex[j];
+                const double dr = o[(i * n_kv + h) * d + j] - o_ref[(i * n_kv + h) * d + j];
+                er += dr * dr;
+            }
+        }
+    ASSERT_LE(sqrt(er / r), 1e-4); /* fused == reference, sinks included */
+    free(o); free(o_ref);
+    vq_cache_free(c);
+    return sqrt(e / r);
+}
+
+TEST(sink_protection) {
+    const int d = 64, n_kv = 2;
+    const int64_t n = 96;
+    float *k = malloc((size_t)(n * n_kv * d) * sizeof(float)), *v = malloc((size_t)(n * n_kv * d) * sizeof(float));
+    for (int64_t i = 0; i < n * n_kv * d; i++) {
+        k[i] = nrand();
+        v[i] = nrand();
+    }
+    /* planted sinks at tokens 5 and 40: 25x norm keys */
+    const int64_t sinks[2] = {5, 40};
+    for (int s = 0; s < 2; s++)
+        for (int h = 0; h < n_kv; h++)
+            for (int j = 0; j < d; j++) k[(sinks[s] * n_kv + h) * d + j] *= 25.0f;
+    float q[4 * 2 * 64];
+    for (int i = 0; i < 4 * n_kv * d; i++) q[i] = nrand();
+    struct vq_cache_memory m0, m1;
+    const double e_kivi = sink_attn_err(VQ_METHOD_KIVI, k, v, n, n_kv, d, q, 4, &m0);
+    const double e_sink = sink_attn_err(VQ_METHOD_KIVI_SINK, k, v, n, n_kv, d, q, 4, &m1);
+    fprintf(stderr, "  attention rel err with planted sinks: kivi %.4f, kivi_sink %.4f\n", e_kivi, e_sink);
+    ASSERT_LE(e_sink, 0.5 * e_kivi);
+    /* sink side store: 2 tokens x (K + V) x n_kv heads x d fp16 */
+    ASSERT_EQ_INT(m1.window_bytes - m0.window_bytes, 2 * 2 * n_kv * d * 2);
+    ASSERT_EQ_INT(m1.key_bytes, m0.key_bytes);
+    free(k); free(v);
+}
+
+int main(void) {
+    RUN(sizes_and_validation);
+    RUN(byte_layout);
+    RUN(encode_errors);
+    RUN(quality);
+    RUN(pack_roundtrip);
+#ifdef VQ_HAVE_X86
+    RUN(kernels_vs_ref);
+#endif
+    RUN(sink_protection);
+    return TEST_REPORT();
+}
