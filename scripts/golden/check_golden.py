@@ -4,6 +4,7 @@ tests/golden/README.md), validate it, and measure how much llama.cpp itself move
 the same text is evaluated with a different batch split or thread count.
 
   python3 scripts/golden/check_golden.py [--model PATH] [--golden tests/golden] [--n-batch 1,64]
+  (--n-batch "" skips the llama.cpp drift runs)
 
 Without llama-cpp-python installed it only parses and validates the file. The drift it
 prints is a floor for the tolerance an independent engine can be held to.
@@ -44,6 +45,37 @@ def read_logits(path):
                 top_lp=r["top_lp"], log_rest=r["log_rest"])
 
 
+def write_logits(path, text_ids, logprobs, n_ctx, flags, k=32):
+    """Write a smollm2_logits.bin-format file. logprobs: float64 [n_eval, n_vocab] natural-log
+    next-token probabilities for positions 0..n_eval-1 (rows already normalized)."""
+    n_eval, n_vocab = logprobs.shape
+    with open(path, "wb") as f:
+        f.write(b"VQGLOGIT" + struct.pack("<8I", 1, n_vocab, len(text_ids), n_eval, k, n_ctx, flags, 0))
+        f.write(struct.pack("<%dI" % len(text_ids), *[int(t) for t in text_ids]))
+        for i in range(n_eval):
+            lp = logprobs[i]
+            order = np.argsort(-lp, kind="stable")[:k]
+            rest = np.logaddexp.reduce(np.delete(lp, order))
+            f.write(struct.pack("<I", int(text_ids[i])))
+            f.write(struct.pack("<%dI" % k, *[int(t) for t in order]))
+            f.write(struct.pack("<%df" % k, *[float(v) for v in lp[order]]))
+            f.write(struct.pack("<f", float(rest)))
+
+
+MANIFEST_FILES = ["text_en.txt", "smollm2_logits.bin", "smollm2_logits_ref64.bin",
+                  "tokenizer_ids.json", "greedy.json"]
+
+
+def write_manifest(golden_dir):
+    """(Re)write golden_dir/SHA256SUMS over the data files in MANIFEST_FILES that exist."""
+    with open(os.path.join(golden_dir, "SHA256SUMS"), "w") as f:
+        for n in MANIFEST_FILES:
+            p = os.path.join(golden_dir, n)
+            if os.path.exists(p):
+                with open(p, "rb") as ff:
+                    f.write("%s  %s\n" % (hashlib.sha256(ff.read()).hexdigest(), n))
+
+
 def validate(g):
     assert g["n_eval"] <= g["n_text"] and g["n_eval"] <= g["n_ctx"]
     assert np.array_equal(g["token"], g["text_ids"][: g["n_eval"]])
@@ -72,6 +104,12 @@ def main():
     ap.add_argument("--n-batch", default="1,64")
     ap.add_argument("--threads", type=int, default=1)
     args = ap.parse_args()
+    ref = os.path.join(args.golden, "smollm2_logits_ref64.bin")
+    if os.path.exists(ref):
+        r = read_logits(ref)
+        n_in, n_all = validate(r)
+        print("ok: smollm2_logits_ref64.bin n_eval=%d flags=%d; next token in top-%d at %d/%d positions"
+              % (r["n_eval"], r["flags"], r["k"], n_in, n_all))
     g = read_logits(os.path.join(args.golden, "smollm2_logits.bin"))
     n_in, n_all = validate(g)
     print("ok: n_vocab=%d n_text=%d n_eval=%d k=%d n_ctx=%d flags=%d; next token in top-%d at %d/%d positions"
@@ -88,7 +126,7 @@ def main():
         print("llama-cpp-python not installed: drift check skipped")
         return
     ids = [int(t) for t in g["text_ids"][: g["n_eval"]]]
-    for nb in [int(x) for x in args.n_batch.split(",")]:
+    for nb in [int(x) for x in args.n_batch.split(",") if x]:
         llm = Llama(model_path=args.model, n_ctx=g["n_ctx"], n_batch=nb, n_ubatch=nb,
                     n_threads=args.threads, n_threads_batch=args.threads, logits_all=True,
                     flash_attn=False, verbose=False)

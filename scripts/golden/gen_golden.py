@@ -6,7 +6,8 @@ Produces, in tests/golden/ (see tests/golden/README.md for the formats):
   smollm2_logits.bin   per-position top-32 log-probs of the text, one context
   tokenizer_ids.json   llama.cpp token ids + detokenized text for fixed prompts
   greedy.json          greedy (argmax) continuations of 3 fixed prompts
-  SHA256SUMS           sha256 manifest of the files above
+  SHA256SUMS           sha256 manifest of the files above (+ smollm2_logits_ref64.bin,
+                       written by ref_forward.py)
 
 Requires llama-cpp-python (version pinned in tests/golden/README.md) and numpy.
 NOT run by CI: its outputs are committed. Rerun:
@@ -28,6 +29,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
+import check_golden  # noqa: E402
 import text_extract  # noqa: E402
 
 import llama_cpp  # noqa: E402
@@ -300,11 +302,8 @@ def main():
                        flash_attn=False, n_batch=512, prompts=gr), f, ensure_ascii=False, indent=1)
         f.write("\n")
 
-    names = ["text_en.txt", "smollm2_logits.bin", "tokenizer_ids.json", "greedy.json"]
-    with open(os.path.join(out, "SHA256SUMS"), "w") as f:
-        for n in names:
-            f.write("%s  %s\n" % (sha256_file(os.path.join(out, n)), n))
-    for n in names:
+    check_golden.write_manifest(out)
+    for n in ["text_en.txt", "smollm2_logits.bin", "tokenizer_ids.json", "greedy.json"]:
         print(n, os.path.getsize(os.path.join(out, n)), "bytes")
 
 

@@ -7,6 +7,8 @@ to exact arithmetic on the dequantized weights.
 
 Compares against smollm2_logits.bin (batch path) and against llama.cpp evaluated with
 n_batch = 1 (the single-token decode path) when llama-cpp-python is installed.
+--write tests/golden/smollm2_logits_ref64.bin --n 1024 produces the committed float64 reference
+(same format, flags bit 1 set). K and V are rounded to fp16 (--kv f16, default) like an fp16 KV cache.
 Slow-ish (float64, ~1 s per 10 positions per core); not run by CI.
 """
 import argparse
@@ -18,7 +20,7 @@ import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
-from check_golden import read_logits  # noqa: E402
+from check_golden import read_logits, write_logits, write_manifest  # noqa: E402
 
 
 class Gguf:
@@ -114,53 +116,64 @@ def rope(x, pos, base, ndim):
     return x
 
 
-def forward(g, ids, kv="f64"):
+def forward(g, ids, kv="f64", dtype=np.float64):
+    """Log-probs [T, n_vocab] (float64) of the next token after each of ids; compute in dtype."""
+    dt = np.dtype(dtype)
+
+    def W(name):
+        return g.tensor(name).astype(dt, copy=False)
+
     a = g.meta["general.architecture"]
     L = g.meta[a + ".block_count"]
     nh = g.meta[a + ".attention.head_count"]
     nkv = g.meta[a + ".attention.head_count_kv"]
     eps = g.meta[a + ".attention.layer_norm_rms_epsilon"]
     base = g.meta.get(a + ".rope.freq_base", 10000.0)
-    emb = g.tensor("token_embd.weight")
+    emb = W("token_embd.weight")
     E = emb.shape[1]
     hd = E // nh
     ndim = g.meta.get(a + ".rope.dimension_count", hd)
     T = len(ids)
     pos = np.arange(T, dtype=np.float64)
     x = emb[np.asarray(ids)]
-    mask = np.triu(np.full((T, T), -np.inf), 1)
+    mask = np.triu(np.full((T, T), -np.inf, dtype=dt), 1)
     for layer in range(L):
         p = "blk.%d." % layer
-        h = rmsnorm(x, g.tensor(p + "attn_norm.weight"), eps)
-        q = (h @ g.tensor(p + "attn_q.weight").T).reshape(T, nh, hd)
-        k = (h @ g.tensor(p + "attn_k.weight").T).reshape(T, nkv, hd)
-        v = (h @ g.tensor(p + "attn_v.weight").T).reshape(T, nkv, hd)
-        q, k = rope(q, pos, base, ndim), rope(k, pos, base, ndim)
+        h = rmsnorm(x, W(p + "attn_norm.weight"), eps)
+        q = (h @ W(p + "attn_q.weight").T).reshape(T, nh, hd)
+        k = (h @ W(p + "attn_k.weight").T).reshape(T, nkv, hd)
+        v = (h @ W(p + "attn_v.weight").T).reshape(T, nkv, hd)
+        q, k = rope(q, pos, base, ndim).astype(dt), rope(k, pos, base, ndim).astype(dt)
         if kv == "f16":
-            k = k.astype(np.float16).astype(np.float64)
-            v = v.astype(np.float16).astype(np.float64)
-        out = np.empty((T, nh, hd))
+            k = k.astype(np.float16).astype(dt)
+            v = v.astype(np.float16).astype(dt)
+        out = np.empty((T, nh, hd), dtype=dt)
         for hh in range(nh):
             kh = hh // (nh // nkv)
-            s = q[:, hh, :] @ k[:, kh, :].T / np.sqrt(hd) + mask
+            s = q[:, hh, :] @ k[:, kh, :].T * dt.type(1 / np.sqrt(hd)) + mask
             s = np.exp(s - s.max(axis=1, keepdims=True))
             s /= s.sum(axis=1, keepdims=True)
             out[:, hh, :] = s @ v[:, kh, :]
-        x = x + out.reshape(T, E) @ g.tensor(p + "attn_output.weight").T
-        h = rmsnorm(x, g.tensor(p + "ffn_norm.weight"), eps)
-        gt = h @ g.tensor(p + "ffn_gate.weight").T
-        up = h @ g.tensor(p + "ffn_up.weight").T
-        x = x + (gt / (1 + np.exp(-gt)) * up) @ g.tensor(p + "ffn_down.weight").T
-    h = rmsnorm(x, g.tensor("output_norm.weight"), eps)
-    outw = g.tensor("output.weight") if "output.weight" in g.tensors else emb
-    return h @ outw.T
+        x = x + out.reshape(T, E) @ W(p + "attn_output.weight").T
+        h = rmsnorm(x, W(p + "ffn_norm.weight"), eps)
+        gt = h @ W(p + "ffn_gate.weight").T
+        up = h @ W(p + "ffn_up.weight").T
+        x = x + (gt / (1 + np.exp(-gt)) * up) @ W(p + "ffn_down.weight").T
+    h = rmsnorm(x, W("output_norm.weight"), eps)
+    outw = W("output.weight") if "output.weight" in g.tensors else emb
+    lp = np.empty((T, outw.shape[0]))
+    for i in range(0, T, 128):  # chunked to bound memory
+        z = (h[i:i + 128] @ outw.T).astype(np.float64)
+        lp[i:i + 128] = z - np.logaddexp.reduce(z, axis=1)[:, None]
+    return lp
 
 
-def compare(name, lp_full, gold, n):
+def compare(name, lp_full, gold, n, against="golden"):
     got = np.take_along_axis(lp_full, gold["top_ids"][:n].astype(np.int64), axis=1)
     d = np.abs(got - gold["top_lp"][:n])
     top1 = np.mean(np.argmax(lp_full, axis=1) == gold["top_ids"][:n, 0])
-    print("%-34s vs golden: mean|dlogp| top-32 %.5f  max %.4f  top-1 agree %.4f" % (name, d.mean(), d.max(), top1))
+    print("%-26s vs %-7s: mean|dlogp| top-32 %.5f  max %.4f  top-1 agree %.4f"
+          % (name, against, d.mean(), d.max(), top1))
 
 
 def main():
@@ -171,14 +184,32 @@ def main():
     ap.add_argument("--golden", default=os.path.join(HERE, "..", "..", "tests", "golden"))
     ap.add_argument("--n", type=int, default=256)
     ap.add_argument("--kv", default="f16", choices=["f64", "f16"])
+    ap.add_argument("--write", metavar="FILE",
+                    help="also write the reference in the smollm2_logits.bin format (flags bit 1 set)")
+    ap.add_argument("--dtype", default="float64", choices=["float64", "float32"],
+                    help="compute precision (float32: check how far fp32 arithmetic is from ref64)")
+    ap.add_argument("--ref64", action="store_true",
+                    help="also compare with the committed smollm2_logits_ref64.bin")
+    ap.add_argument("--no-llama", action="store_true", help="skip the llama.cpp comparison")
     args = ap.parse_args()
     gold = read_logits(os.path.join(args.golden, "smollm2_logits.bin"))
     n = min(args.n, gold["n_eval"])
     ids = [int(t) for t in gold["text_ids"][:n]]
     g = Gguf(args.model)
-    logits = forward(g, ids, args.kv)
-    ref = logits - np.logaddexp.reduce(logits, axis=1)[:, None]
-    compare("numpy f64 (kv %s)" % args.kv, ref, gold, n)
+    ref = forward(g, ids, args.kv, np.dtype(args.dtype))
+    compare("numpy %s (kv %s)" % (args.dtype, args.kv), ref, gold, n)
+    if args.ref64:
+        compare("numpy %s (kv %s)" % (args.dtype, args.kv), ref,
+                read_logits(os.path.join(args.golden, "smollm2_logits_ref64.bin")), n, "ref64")
+    nll = -ref[np.arange(n - 1), np.asarray(ids[1:])]
+    print("numpy perplexity over %d predictions: %.4f" % (n - 1, float(np.exp(nll.mean()))))
+    if args.write:
+        write_logits(args.write, gold["text_ids"], ref, gold["n_ctx"], gold["flags"] | 2)
+        print("wrote", args.write)
+        if os.path.abspath(os.path.dirname(args.write)) == os.path.abspath(args.golden):
+            write_manifest(args.golden)
+    if args.no_llama:
+        return
     try:
         from llama_cpp import Llama
     except ImportError:
