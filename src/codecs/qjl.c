@@ -124,31 +124,50 @@ void vq_signdot_rows_ref(const float *a, float sum_a, int m, const uint8_t *src,
     for (int64_t t = 0; t < n; t++) {
         const uint8_t *z = src + (size_t)t * stride;
         float s = 0.0f;
-        for (int i = 0; i < m; i++) s += vq_signed_(a[i], (unsigned)(z[i >> 3] >> (i & 7)));
+        for (int p = 0; p < m / 8; p++) {
+            const unsigned byte = z[p];
+            for (int i = 0; i < 8; i++) s += vq_signed_(a[8 * p + i], byte >> i);
+        }
         out[t] = s;
     }
 }
 
 void vq_signacc_ref(const uint8_t *z, int m, float g, float *acc) {
-    for (int i = 0; i < m; i++) acc[i] += vq_signed_(g, (unsigned)(z[i >> 3] >> (i & 7)));
+    for (int p = 0; p < m / 8; p++) {
+        const unsigned byte = z[p];
+        for (int i = 0; i < 8; i++) acc[8 * p + i] += vq_signed_(g, byte >> i);
+    }
 }
 
-void vq_lutacc_ref(const uint8_t *codes, const float *cb, int bits, int d, float wn, float *acc) {
-    uint8_t idx[VQ_SKETCH_MAX_D];
-    VQ_ASSERT(d <= VQ_SKETCH_MAX_D && bits >= 1 && bits <= 8);
-    vq_unpack(codes, d, bits, idx);
-    for (int j = 0; j < d; j++) acc[j] += wn * cb[idx[j]];
+/* The 8 codes of group p (bits bytes at src + p * bits) as one little-endian word. */
+static inline uint32_t vq_code_group_(const uint8_t *src, int p, int bits) {
+    const uint8_t *g = src + (size_t)p * (size_t)bits;
+    uint32_t x = 0;
+    for (int i = 0; i < bits; i++) x |= (uint32_t)g[i] << (8 * i);
+    return x;
 }
 
 void vq_lutdot_rows_ref(const float *q, const float *cb, int bits, int d, const uint8_t *src,
                         size_t stride, int64_t n, float *out) {
-    uint8_t codes[VQ_SKETCH_MAX_D];
-    VQ_ASSERT(d <= VQ_SKETCH_MAX_D && bits >= 1 && bits <= 8);
+    VQ_ASSERT(bits >= 1 && bits <= 3 && d % 8 == 0);
+    const uint32_t mask = (1u << bits) - 1u;
     for (int64_t t = 0; t < n; t++) {
-        vq_unpack(src + (size_t)t * stride, d, bits, codes);
+        const uint8_t *row = src + (size_t)t * stride;
         float s = 0.0f;
-        for (int j = 0; j < d; j++) s += q[j] * cb[codes[j]];
+        for (int p = 0; p < d / 8; p++) {
+            const uint32_t x = vq_code_group_(row, p, bits);
+            for (int i = 0; i < 8; i++) s += q[8 * p + i] * cb[(x >> (i * bits)) & mask];
+        }
         out[t] = s;
+    }
+}
+
+void vq_lutacc_ref(const uint8_t *codes, const float *cb, int bits, int d, float wn, float *acc) {
+    VQ_ASSERT(bits >= 1 && bits <= 3 && d % 8 == 0);
+    const uint32_t mask = (1u << bits) - 1u;
+    for (int p = 0; p < d / 8; p++) {
+        const uint32_t x = vq_code_group_(codes, p, bits);
+        for (int i = 0; i < 8; i++) acc[8 * p + i] += wn * cb[(x >> (i * bits)) & mask];
     }
 }
 
