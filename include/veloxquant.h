@@ -180,6 +180,18 @@ VQ_API vq_status vq_method_from_name(const char *name, enum vq_method *out);
 
 typedef struct vq_codec vq_codec;
 
+/* What `veloxquant methods` prints about a method. Strings are static. */
+struct vq_method_info {
+    const char *name;            /* CLI name */
+    const char *params;          /* accepted parameters and ranges */
+    const char *bits_formula;    /* bits/elem of the quantized part, d = head_dim */
+    int needs_calibration;       /* 1 if the method needs a calibration artifact */
+    int implemented;             /* 0 if listed but not available in this build */
+};
+/* Fills *out for method m; returns INVALID_ARG if m is out of range. Thread-safe. */
+VQ_API vq_status vq_method_info_get(enum vq_method m, struct vq_method_info *out);
+
+
 /* Creates a codec. Validates every parameter against the method (bits range, head_dim rules,
  * group sizes); on failure returns NULL and writes the reason to *st (if st != NULL).
  * The codec is immutable and owned by the caller (vq_codec_free). Thread-safe. */

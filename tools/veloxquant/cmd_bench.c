@@ -1,0 +1,437 @@
+/* cmd_bench.c — `veloxquant bench`: model-free microbenchmark of encode and attend latency
+ * over synthetic keys, with an fp16 cache timed at the same seq_len in the same run, and the
+ * vector/attention quality of the method (DESIGN.md §2.2, docs/BENCHMARK.md).
+ *
+ * Synthetic data: keys and values are i.i.d. N(0,1) per coordinate plus a fixed offset of +4 on
+ * four channels of the keys (real keys have channel-aligned outliers); queries are N(0,1).
+ * One layer, one kv head, one query head, one query per attend call (a decode step).
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "veloxquant.h"
+#include "cli.h"
+#include "opts.h"
+
+#define MAX_SEQ_LENS 32
+
+struct bench_opts {
+    enum vq_method method, v_method;
+    int v_method_set;
+    int head_dim, bits, v_bits, jl_dim, seed_set;
+    uint64_t seed;
+    int64_t seq_lens[MAX_SEQ_LENS];
+    int n_seq;
+    int compare, repeats, threads, json;
+    int n_outlier_channels, n_calib_tokens;
+    int group_size, residual_length, n_sink_tokens;
+    enum vq_isa isa;
+};
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: veloxquant bench --method M [options]\n\n"
+        "Times encode (append) and fused attend of a KV method on synthetic keys, next to an fp16\n"
+        "cache at the same seq_len in the same run, and reports the method's quality.\n\n"
+        "  --method M            KV method for keys (see `veloxquant methods`); required\n"
+        "  --v-method M          method for values (default: same as --method)\n"
+        "  --bits B              bits per coordinate (default 3; method-specific range)\n"
+        "  --v-bits B            value bits (default: --bits)\n"
+        "  --head_dim D          head dimension (default 128)\n"
+        "  --jl_dim M            QJL sketch size for qjl/turboquant_prod (default 128)\n"
+        "  --seq_len T           cached tokens (default 1000)\n"
+        "  --seq_lens T1 T2 ...  several seq_lens (overrides --seq_len)\n"
+        "  --seed S              data and rotation seed (default 42)\n"
+        "  --compare_optimized   also time the decode-then-dot reference attend and print\n"
+        "                        seq_len | baseline_attend_ms | optimized_attend_ms | speedup\n"
+        "  --repeats N           timed repeats; medians are reported (default 7)\n"
+        "  --threads N           attention threads (default 1)\n"
+        "  --isa ISA             auto|scalar|avx2|avx512 kernels (default auto)\n"
+        "  --group_size G        kivi group (default 32)\n"
+        "  --residual_length R   kivi fp16 window (default 128)\n"
+        "  --n_sink_tokens N     kivi_sink fp16 sink tokens (default 5)\n"
+        "  --n_outlier_channels N, --n_calib_tokens N\n"
+        "                        accepted for compatibility with the reference tool; the\n"
+        "                        outlier-channel modifier is not built yet, so they must stay\n"
+        "                        at their defaults (4, 200) and have no effect\n"
+        "  --json                one JSON object per run on stdout instead of tables\n");
+}
+
+/* ---- synthetic data ---------------------------------------------------------------------- */
+
+static uint64_t rng_state;
+static double rnd_u(void) {
+    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
+    return ((double)(rng_state >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+}
+static float rnd_n(void) {
+    double u1 = rnd_u(), u2 = rnd_u();
+    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+static void fill_keys(float *k, int64_t n, int d) {
+    for (int64_t t = 0; t < n; t++)
+        for (int j = 0; j < d; j++)
+            k[t * d + j] = rnd_n() + ((j % (d / 4 > 0 ? d / 4 : 1)) == 3 ? 4.0f : 0.0f);
+}
+static void fill_normal(float *x, int64_t n) {
+    for (int64_t i = 0; i < n; i++) x[i] = rnd_n();
+}
+
+/* ---- quality ------------------------------------------------------------------------------ */
+
+struct quality {
+    double cos_k, cos_v, slope, ip_err_sd, kl;
+};
+
+static double dotd(const float *a, const float *b, int d) {
+    double s = 0;
+    for (int j = 0; j < d; j++) s += (double)a[j] * b[j];
+    return s;
+}
+
+static double mean_cos(const vq_codec *c, const float *x, int64_t n, int d, float *tmp, void *codes) {
+    int bt = vq_codec_block_tokens(c);
+    n = n / bt * bt;
+    if (n == 0) return NAN;
+    if (vq_codec_encode(c, x, n, codes) != VQ_STATUS_OK) return NAN;
+    vq_codec_decode(c, codes, n, tmp);
+    double s = 0;
+    for (int64_t t = 0; t < n; t++) {
+        const float *a = x + t * d, *b = tmp + t * d;
+        double na = sqrt(dotd(a, a, d)), nb = sqrt(dotd(b, b, d));
+        s += (na > 0 && nb > 0) ? dotd(a, b, d) / (na * nb) : 0.0;
+    }
+    return s / (double)n;
+}
+
+/* Inner-product slope/error through the fused score path and softmax KL(p_fp32 || p_method). */
+static void ip_quality(const vq_codec *c, const float *k, int64_t n, int d, struct quality *q) {
+    int bt = vq_codec_block_tokens(c);
+    n = n / bt * bt;
+    q->slope = q->ip_err_sd = q->kl = NAN;
+    if (n == 0) return;
+    void *codes = malloc(vq_codec_block_bytes(c) * (size_t)(n / bt));
+    void *qs = aligned_alloc(64, (vq_codec_query_bytes(c) + 63) / 64 * 64);
+    float *est = malloc(sizeof(float) * (size_t)n);
+    double *tru = malloc(sizeof(double) * (size_t)n);
+    double *p = malloc(sizeof(double) * (size_t)n), *ph = malloc(sizeof(double) * (size_t)n);
+    float qv[1024];
+    if (!codes || !qs || !est || !tru || !p || !ph || vq_codec_encode(c, k, n, codes) != VQ_STATUS_OK)
+        goto done;
+    double sxy = 0, sxx = 0, se = 0, se2 = 0, kl = 0;
+    long ne = 0;
+    const int nq = 32;
+    const double scale = 1.0 / sqrt((double)d);
+    for (int iq = 0; iq < nq; iq++) {
+        fill_normal(qv, d);
+        double nq2 = sqrt(dotd(qv, qv, d));
+        vq_codec_prepare_query(c, qv, qs);
+        vq_codec_score(c, qs, codes, n, est);
+        double m1 = -1e300, m2 = -1e300;
+        for (int64_t t = 0; t < n; t++) {
+            const float *kt = k + t * d;
+            tru[t] = dotd(qv, kt, d);
+            double nk = sqrt(dotd(kt, kt, d));
+            sxy += est[t] * tru[t];
+            sxx += tru[t] * tru[t];
+            double e = (est[t] - tru[t]) / (nq2 * nk + 1e-30);
+            se += e; se2 += e * e; ne++;
+            if (tru[t] * scale > m1) m1 = tru[t] * scale;
+            if (est[t] * scale > m2) m2 = est[t] * scale;
+        }
+        double z1 = 0, z2 = 0;
+        for (int64_t t = 0; t < n; t++) {
+            p[t] = exp(tru[t] * scale - m1); z1 += p[t];
+            ph[t] = exp(est[t] * scale - m2); z2 += ph[t];
+        }
+        double k1 = 0;
+        for (int64_t t = 0; t < n; t++) {
+            double a = p[t] / z1, b = ph[t] / z2;
+            if (a > 0) k1 += a * log(a / (b > 1e-300 ? b : 1e-300));
+        }
+        kl += k1;
+    }
+    q->slope = sxy / sxx;
+    double mean = se / (double)ne;
+    q->ip_err_sd = sqrt(se2 / (double)ne - mean * mean);
+    q->kl = kl / nq;
+done:
+    free(codes); free(qs); free(est); free(tru); free(p); free(ph);
+}
+
+/* ---- timing ------------------------------------------------------------------------------- */
+
+struct timing {
+    double encode_ms, attend_ms, ref_attend_ms;
+    size_t bytes, key_bytes, fp16_bytes, fp16_key_bytes;
+};
+
+static vq_status time_cache(const struct bench_opts *o, enum vq_method km, int kb, enum vq_method vm,
+                            int vb, const float *k, const float *v, const float *qv, int64_t T,
+                            int with_ref, struct timing *out) {
+    struct vq_cache_params cp = vq_cache_params_default();
+    cp.n_layers = 1; cp.n_kv_heads = 1; cp.head_dim = o->head_dim; cp.max_tokens = T;
+    cp.n_threads = o->threads;
+    cp.key.method = km; cp.key.bits = kb; cp.key.seed = o->seed; cp.key.role = VQ_ROLE_KEY;
+    cp.value.method = vm; cp.value.bits = vb; cp.value.seed = o->seed + 1; cp.value.role = VQ_ROLE_VALUE;
+    cp.key.jl_dim = cp.value.jl_dim = o->jl_dim;
+    cp.key.group_size = cp.value.group_size = o->group_size;
+    cp.key.residual_length = cp.value.residual_length = o->residual_length;
+    cp.key.n_sink_tokens = cp.value.n_sink_tokens = o->n_sink_tokens;
+    cp.key.isa = cp.value.isa = o->isa;
+    vq_status st;
+    vq_cache *c = vq_cache_create(&cp, &st);
+    if (!c) return st;
+    double enc[64], att[64], ref[64];
+    int R = o->repeats;
+    float *out_v = malloc(sizeof(float) * (size_t)o->head_dim);
+    for (int r = 0; r < R; r++) {
+        vq_cache_reset(c);
+        double t0 = vq_now_s();
+        st = vq_cache_append(c, 0, k, v, VQ_DTYPE_F32, T);
+        enc[r] = (vq_now_s() - t0) * 1e3;
+        if (st != VQ_STATUS_OK) goto fail;
+    }
+    const float scale = 1.0f / sqrtf((float)o->head_dim);
+    /* Each timed sample is several attend calls so that short contexts are measurable. */
+    int inner = T >= 8192 ? 4 : T >= 1024 ? 16 : 64;
+    st = vq_cache_attend(c, 0, qv, 1, 1, NULL, scale, out_v);  /* warm-up */
+    if (st != VQ_STATUS_OK) goto fail;
+    for (int r = 0; r < R; r++) {
+        double t0 = vq_now_s();
+        for (int i = 0; i < inner; i++) vq_cache_attend(c, 0, qv, 1, 1, NULL, scale, out_v);
+        att[r] = (vq_now_s() - t0) * 1e3 / inner;
+    }
+    out->ref_attend_ms = NAN;
+    if (with_ref) {
+        int rin = inner / 4 > 0 ? inner / 4 : 1;
+        for (int r = 0; r < R; r++) {
+            double t0 = vq_now_s();
+            for (int i = 0; i < rin; i++) vq_cache_attend_ref(c, 0, qv, 1, 1, NULL, scale, out_v);
+            ref[r] = (vq_now_s() - t0) * 1e3 / rin;
+        }
+        out->ref_attend_ms = vq_median(ref, R);
+    }
+    out->encode_ms = vq_median(enc, R);
+    out->attend_ms = vq_median(att, R);
+    struct vq_cache_memory m;
+    vq_cache_memory(c, &m);
+    out->bytes = m.total_bytes;
+    out->key_bytes = m.key_total_bytes;
+    out->fp16_bytes = m.fp16_bytes;
+    out->fp16_key_bytes = m.fp16_key_bytes;
+fail:
+    free(out_v);
+    vq_cache_free(c);
+    return st;
+}
+
+/* ---- main --------------------------------------------------------------------------------- */
+
+static int parse(int argc, char **argv, struct bench_opts *o) {
+    const char *cmd = "bench";
+    int have_method = 0, vbits_set = 0;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+#define NEXT() (i++, val)
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
+        else if (!strcmp(a, "--method")) { if (!vq_opt_method(cmd, a, NEXT(), &o->method)) return 0; have_method = 1; }
+        else if (!strcmp(a, "--v-method")) { if (!vq_opt_method(cmd, a, NEXT(), &o->v_method)) return 0; o->v_method_set = 1; }
+        else if (!strcmp(a, "--bits")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 8, &o->bits)) return 0; }
+        else if (!strcmp(a, "--v-bits")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 8, &o->v_bits)) return 0; vbits_set = 1; }
+        else if (!strcmp(a, "--head_dim")) { if (!vq_opt_int(cmd, a, NEXT(), 8, 1024, &o->head_dim)) return 0; }
+        else if (!strcmp(a, "--jl_dim")) { if (!vq_opt_int(cmd, a, NEXT(), 8, 8192, &o->jl_dim)) return 0; }
+        else if (!strcmp(a, "--seq_len")) {
+            long v; if (!vq_opt_long(cmd, a, NEXT(), 1, 1L << 20, &v)) return 0;
+            o->seq_lens[0] = v; o->n_seq = 1;
+        } else if (!strcmp(a, "--seq_lens")) {
+            o->n_seq = 0;
+            while (i + 1 < argc && argv[i + 1][0] != '-') {
+                long v;
+                if (o->n_seq == MAX_SEQ_LENS) { fprintf(stderr, "bench: at most %d seq_lens\n", MAX_SEQ_LENS); return 0; }
+                if (!vq_opt_long(cmd, a, argv[++i], 1, 1L << 20, &v)) return 0;
+                o->seq_lens[o->n_seq++] = v;
+            }
+            if (o->n_seq == 0) { fprintf(stderr, "bench: --seq_lens needs at least one value\n"); return 0; }
+        }
+        else if (!strcmp(a, "--seed")) { if (!vq_opt_u64(cmd, a, NEXT(), &o->seed)) return 0; }
+        else if (!strcmp(a, "--compare_optimized")) o->compare = 1;
+        else if (!strcmp(a, "--repeats")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 64, &o->repeats)) return 0; }
+        else if (!strcmp(a, "--threads")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 256, &o->threads)) return 0; }
+        else if (!strcmp(a, "--isa")) { if (!vq_opt_isa(cmd, a, NEXT(), &o->isa)) return 0; }
+        else if (!strcmp(a, "--group_size")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 1024, &o->group_size)) return 0; }
+        else if (!strcmp(a, "--residual_length")) { if (!vq_opt_int(cmd, a, NEXT(), 0, 1 << 20, &o->residual_length)) return 0; }
+        else if (!strcmp(a, "--n_sink_tokens")) { if (!vq_opt_int(cmd, a, NEXT(), 0, 1024, &o->n_sink_tokens)) return 0; }
+        else if (!strcmp(a, "--n_outlier_channels")) {
+            if (!vq_opt_int(cmd, a, NEXT(), 0, 1024, &o->n_outlier_channels)) return 0;
+            if (o->n_outlier_channels != 4) {
+                fprintf(stderr, "bench: --n_outlier_channels: the outlier-channel modifier is not built yet\n");
+                return 0;
+            }
+        } else if (!strcmp(a, "--n_calib_tokens")) {
+            if (!vq_opt_int(cmd, a, NEXT(), 0, 1 << 20, &o->n_calib_tokens)) return 0;
+            if (o->n_calib_tokens != 200) {
+                fprintf(stderr, "bench: --n_calib_tokens: the outlier-channel modifier is not built yet\n");
+                return 0;
+            }
+        }
+        else if (!strcmp(a, "--json")) o->json = 1;
+        else { fprintf(stderr, "bench: unknown option '%s'\n", a); usage(stderr); return 0; }
+#undef NEXT
+    }
+    if (!have_method) { fprintf(stderr, "bench: --method is required\n"); usage(stderr); return 0; }
+    if (!o->v_method_set) o->v_method = o->method;
+    if (!vbits_set) o->v_bits = o->bits;
+    return 1;
+}
+
+int vq_cmd_bench(int argc, char **argv) {
+    struct bench_opts o;
+    memset(&o, 0, sizeof o);
+    o.head_dim = 128; o.bits = 3; o.jl_dim = 128; o.seed = 42; o.seq_lens[0] = 1000; o.n_seq = 1;
+    o.repeats = 7; o.threads = 1; o.n_outlier_channels = 4; o.n_calib_tokens = 200;
+    o.group_size = 32; o.residual_length = 128; o.n_sink_tokens = 5; o.isa = VQ_ISA_AUTO;
+    if (!parse(argc, argv, &o)) return 2;
+
+    /* Validate the method configuration once, with the codec's own message. */
+    struct vq_codec_params kp = vq_codec_params_default();
+    kp.method = o.method; kp.bits = o.bits; kp.head_dim = o.head_dim; kp.jl_dim = o.jl_dim;
+    kp.seed = o.seed; kp.group_size = o.group_size; kp.residual_length = o.residual_length;
+    kp.n_sink_tokens = o.n_sink_tokens; kp.isa = o.isa; kp.role = VQ_ROLE_KEY;
+    struct vq_codec_params vp = kp;
+    vp.method = o.v_method; vp.bits = o.v_bits; vp.role = VQ_ROLE_VALUE; vp.seed = o.seed + 1;
+    vq_status st;
+    vq_codec *kc = vq_codec_create(&kp, &st);
+    if (!kc) {
+        fprintf(stderr, "bench: %s with bits=%d head_dim=%d: %s\n", vq_method_name(o.method), o.bits,
+                o.head_dim, vq_status_str(st));
+        return 2;
+    }
+    vq_codec *vc = vq_codec_create(&vp, &st);
+    if (!vc) {
+        fprintf(stderr, "bench: values %s with bits=%d head_dim=%d: %s\n", vq_method_name(o.v_method),
+                o.v_bits, o.head_dim, vq_status_str(st));
+        vq_codec_free(kc);
+        return 2;
+    }
+
+    int64_t tmax = 0;
+    for (int i = 0; i < o.n_seq; i++) if (o.seq_lens[i] > tmax) tmax = o.seq_lens[i];
+    const int d = o.head_dim;
+    float *k = malloc(sizeof(float) * (size_t)(tmax * d));
+    float *v = malloc(sizeof(float) * (size_t)(tmax * d));
+    float *tmp = malloc(sizeof(float) * (size_t)(tmax * d));
+    size_t bb = vq_codec_block_bytes(kc) > vq_codec_block_bytes(vc) ? vq_codec_block_bytes(kc)
+                                                                     : vq_codec_block_bytes(vc);
+    void *codes = malloc(bb * (size_t)tmax + 64);
+    float *qv = malloc(sizeof(float) * (size_t)d);
+    if (!k || !v || !tmp || !codes || !qv) { fprintf(stderr, "bench: out of memory\n"); return 1; }
+    rng_state = o.seed * 0x9E3779B97F4A7C15ull + 1;
+    fill_keys(k, tmax, d);
+    fill_normal(v, tmax * d);
+    fill_normal(qv, d);
+
+    const char *isa = vq_isa_name(o.isa == VQ_ISA_AUTO ? vq_isa_default() : o.isa);
+    cJSON *jroot = NULL, *jrows = NULL;
+    if (o.json) {
+        jroot = cJSON_CreateObject();
+        cJSON_AddStringToObject(jroot, "method", vq_method_name(o.method));
+        cJSON_AddStringToObject(jroot, "v_method", vq_method_name(o.v_method));
+        cJSON_AddNumberToObject(jroot, "bits", o.bits);
+        cJSON_AddNumberToObject(jroot, "v_bits", o.v_bits);
+        cJSON_AddNumberToObject(jroot, "head_dim", d);
+        cJSON_AddNumberToObject(jroot, "seed", (double)o.seed);
+        cJSON_AddStringToObject(jroot, "isa", isa);
+        cJSON_AddNumberToObject(jroot, "threads", o.threads);
+        cJSON_AddNumberToObject(jroot, "repeats", o.repeats);
+        cJSON_AddNumberToObject(jroot, "key_bits_per_elem", vq_codec_bits_per_elem(kc));
+        cJSON_AddNumberToObject(jroot, "value_bits_per_elem", vq_codec_bits_per_elem(vc));
+        jrows = cJSON_AddArrayToObject(jroot, "rows");
+    } else {
+        printf("bench: keys %s bits=%d (%.4f bits/elem), values %s bits=%d (%.4f bits/elem), "
+               "head_dim=%d, isa=%s, threads=%d, median of %d\n",
+               vq_method_name(o.method), o.bits, vq_codec_bits_per_elem(kc), vq_method_name(o.v_method),
+               o.v_bits, vq_codec_bits_per_elem(vc), d, isa, o.threads, o.repeats);
+        if (o.compare)
+            printf("%8s | %18s | %19s | %7s | %14s | %10s\n", "seq_len", "baseline_attend_ms",
+                   "optimized_attend_ms", "speedup", "fp16_attend_ms", "vs_fp16");
+        else
+            printf("%8s | %14s | %9s | %7s | %9s | %9s | %6s | %8s | %6s | %6s | %9s | %9s\n",
+                   "seq_len", "fp16_attend_ms", "attend_ms", "vs_fp16", "encode_ms", "B/token",
+                   "key_x", "fullKV_x", "cos_k", "cos_v", "ip_slope", "softmax_kl");
+    }
+
+    int rc = 0;
+    for (int si = 0; si < o.n_seq; si++) {
+        int64_t T = o.seq_lens[si];
+        struct timing tm = {0}, tf = {0};
+        st = time_cache(&o, o.method, o.bits, o.v_method, o.v_bits, k, v, qv, T, o.compare, &tm);
+        if (st == VQ_STATUS_OK)
+            st = time_cache(&o, VQ_METHOD_FP16, 16, VQ_METHOD_FP16, 16, k, v, qv, T, 0, &tf);
+        if (st != VQ_STATUS_OK) {
+            fprintf(stderr, "bench: seq_len %lld: %s\n", (long long)T, vq_status_str(st));
+            rc = 1;
+            break;
+        }
+        int64_t nq = T < 2048 ? T : 2048;
+        struct quality q;
+        q.cos_k = mean_cos(kc, k, nq, d, tmp, codes);
+        q.cos_v = mean_cos(vc, v, nq, d, tmp, codes);
+        ip_quality(kc, k, nq, d, &q);
+        double bpt = (double)tm.bytes / (double)T;
+        double key_x = (double)tm.fp16_key_bytes / (double)tm.key_bytes;
+        double full_x = (double)tm.fp16_bytes / (double)tm.bytes;
+        if (o.json) {
+            cJSON *r = cJSON_CreateObject();
+            cJSON_AddNumberToObject(r, "seq_len", (double)T);
+            cJSON_AddNumberToObject(r, "fp16_attend_ms", tf.attend_ms);
+            cJSON_AddNumberToObject(r, "attend_ms", tm.attend_ms);
+            cJSON_AddNumberToObject(r, "speed_vs_fp16", tf.attend_ms / tm.attend_ms);
+            if (o.compare) {
+                cJSON_AddNumberToObject(r, "baseline_attend_ms", tm.ref_attend_ms);
+                cJSON_AddNumberToObject(r, "speedup", tm.ref_attend_ms / tm.attend_ms);
+            }
+            cJSON_AddNumberToObject(r, "encode_ms", tm.encode_ms);
+            cJSON_AddNumberToObject(r, "fp16_encode_ms", tf.encode_ms);
+            cJSON_AddNumberToObject(r, "bytes", (double)tm.bytes);
+            cJSON_AddNumberToObject(r, "bytes_per_token", bpt);
+            cJSON_AddNumberToObject(r, "key_x", key_x);
+            cJSON_AddNumberToObject(r, "fullKV_x", full_x);
+            cJSON_AddNumberToObject(r, "cosine_k", q.cos_k);
+            cJSON_AddNumberToObject(r, "cosine_v", q.cos_v);
+            cJSON_AddNumberToObject(r, "ip_slope", q.slope);
+            cJSON_AddNumberToObject(r, "ip_err_sd", q.ip_err_sd);
+            cJSON_AddNumberToObject(r, "softmax_kl", q.kl);
+            cJSON_AddItemToArray(jrows, r);
+        } else if (o.compare) {
+            printf("%8lld | %18.4f | %19.4f | %6.2fx | %14.4f | %9.2fx\n", (long long)T, tm.ref_attend_ms,
+                   tm.attend_ms, tm.ref_attend_ms / tm.attend_ms, tf.attend_ms, tf.attend_ms / tm.attend_ms);
+        } else {
+            printf("%8lld | %14.4f | %9.4f | %6.2fx | %9.3f | %9.2f | %6.2f | %8.2f | %6.4f | %6.4f | %9.4f | %9.5f\n",
+                   (long long)T, tf.attend_ms, tm.attend_ms, tf.attend_ms / tm.attend_ms, tm.encode_ms, bpt,
+                   key_x, full_x, q.cos_k, q.cos_v, q.slope, q.kl);
+        }
+        if (!o.json && o.compare && si == o.n_seq - 1)
+            printf("quality: cos_k %.4f cos_v %.4f ip_slope %.4f ip_err_sd %.5f softmax_kl %.5f "
+                   "bytes/token %.2f key_x %.2f fullKV_x %.2f\n",
+                   q.cos_k, q.cos_v, q.slope, q.ip_err_sd, q.kl, bpt, key_x, full_x);
+    }
+    if (!o.json && !rc)
+        printf("vs_fp16 > 1 means the method's fused attend is faster than the fp16 cache.\n");
+    if (o.json) {
+        char *s = cJSON_Print(jroot);
+        printf("%s\n", s);
+        cJSON_free(s);
+        cJSON_Delete(jroot);
+    }
+    free(k); free(v); free(tmp); free(codes); free(qv);
+    vq_codec_free(kc);
+    vq_codec_free(vc);
+    return rc;
+}

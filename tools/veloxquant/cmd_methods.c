@@ -1,0 +1,63 @@
+/* cmd_methods.c — `veloxquant methods [--json]`: every method, its parameters, its bits/elem
+ * formula, whether it needs calibration and whether this build implements it. */
+#include <stdio.h>
+#include <string.h>
+
+#include <cjson/cJSON.h>
+
+#include "veloxquant.h"
+#include "cli.h"
+
+/* Methods and modifiers of the design that have no codec in this build yet (DESIGN.md §2.3). */
+static const struct vq_method_info planned[] = {
+    {"vecinfer", "bits=1,1.5,2 (product VQ, trained codebooks)", "c/v", 1, 0},
+    {"spectral", "bits (PCA rotation, signal/noise split)", "b + 32/d", 1, 0},
+    {"ratequant", "target average bits (per-layer allocation, any scalar codec)", "avg b", 1, 0},
+    {"outlier_channels", "n_outlier_channels, n_calib_tokens (modifier)", "+ (8*n_out + 16)/d", 0, 0},
+    {"outlier_tokens", "k (norm > mean + k*std kept fp16; modifier)", "+ 16 per kept token", 0, 0},
+};
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: veloxquant methods [--json]\n\n"
+               "Lists every KV-cache method with its parameters, the exact bits per element of its\n"
+               "stored codes (d = head_dim), whether it needs calibration, and whether this build\n"
+               "implements it.\n");
+}
+
+int vq_cmd_methods(int argc, char **argv) {
+    int json = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
+        else { fprintf(stderr, "methods: unknown option '%s'\n", argv[i]); usage(stderr); return 2; }
+    }
+    struct vq_method_info all[VQ_METHOD_COUNT + sizeof planned / sizeof planned[0]];
+    int n = 0;
+    for (int m = 0; m < VQ_METHOD_COUNT; m++)
+        if (vq_method_info_get((enum vq_method)m, &all[n]) == VQ_STATUS_OK) n++;
+    for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++) all[n++] = planned[i];
+
+    if (json) {
+        cJSON *arr = cJSON_CreateArray();
+        for (int i = 0; i < n; i++) {
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "name", all[i].name);
+            cJSON_AddStringToObject(o, "params", all[i].params);
+            cJSON_AddStringToObject(o, "bits_per_elem", all[i].bits_formula);
+            cJSON_AddBoolToObject(o, "needs_calibration", all[i].needs_calibration);
+            cJSON_AddBoolToObject(o, "implemented", all[i].implemented);
+            cJSON_AddItemToArray(arr, o);
+        }
+        char *s = cJSON_Print(arr);
+        printf("%s\n", s);
+        cJSON_free(s);
+        cJSON_Delete(arr);
+        return 0;
+    }
+    printf("%-16s %-13s %-5s %-28s %s\n", "method", "status", "calib", "bits/elem", "parameters");
+    for (int i = 0; i < n; i++)
+        printf("%-16s %-13s %-5s %-28s %s\n", all[i].name,
+               all[i].implemented ? "ready" : "not yet built", all[i].needs_calibration ? "yes" : "no",
+               all[i].bits_formula, all[i].params);
+    return 0;
+}

@@ -1,0 +1,114 @@
+/* opts.c — strict option value parsing shared by the CLI commands. */
+#include "opts.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+int vq_opt_long(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out) {
+    if (!val) { fprintf(stderr, "%s: %s needs a value\n", cmd, opt); return 0; }
+    char *end = NULL;
+    errno = 0;
+    long v = strtol(val, &end, 10);
+    if (errno || end == val || *end) {
+        fprintf(stderr, "%s: %s: '%s' is not an integer\n", cmd, opt, val);
+        return 0;
+    }
+    if (v < lo || v > hi) {
+        fprintf(stderr, "%s: %s: %ld is out of range [%ld, %ld]\n", cmd, opt, v, lo, hi);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int vq_opt_int(const char *cmd, const char *opt, const char *val, int lo, int hi, int *out) {
+    long v;
+    if (!vq_opt_long(cmd, opt, val, lo, hi, &v)) return 0;
+    *out = (int)v;
+    return 1;
+}
+
+int vq_opt_u64(const char *cmd, const char *opt, const char *val, uint64_t *out) {
+    if (!val) { fprintf(stderr, "%s: %s needs a value\n", cmd, opt); return 0; }
+    char *end = NULL;
+    errno = 0;
+    unsigned long long v = strtoull(val, &end, 10);
+    if (errno || end == val || *end || val[0] == '-') {
+        fprintf(stderr, "%s: %s: '%s' is not a non-negative integer\n", cmd, opt, val);
+        return 0;
+    }
+    *out = (uint64_t)v;
+    return 1;
+}
+
+int vq_opt_double(const char *cmd, const char *opt, const char *val, double lo, double hi, double *out) {
+    if (!val) { fprintf(stderr, "%s: %s needs a value\n", cmd, opt); return 0; }
+    char *end = NULL;
+    errno = 0;
+    double v = strtod(val, &end);
+    if (errno || end == val || *end || v != v) {
+        fprintf(stderr, "%s: %s: '%s' is not a number\n", cmd, opt, val);
+        return 0;
+    }
+    if (v < lo || v > hi) {
+        fprintf(stderr, "%s: %s: %g is out of range [%g, %g]\n", cmd, opt, v, lo, hi);
+        return 0;
+    }
+    *out = v;
+    return 1;
+}
+
+int vq_opt_method(const char *cmd, const char *opt, const char *val, enum vq_method *out) {
+    if (!val) { fprintf(stderr, "%s: %s needs a value\n", cmd, opt); return 0; }
+    if (vq_method_from_name(val, out) == VQ_STATUS_OK) {
+        struct vq_method_info mi;
+        if (vq_method_info_get(*out, &mi) == VQ_STATUS_OK && mi.implemented) return 1;
+    }
+    fprintf(stderr, "%s: %s: unknown method '%s'; available:", cmd, opt, val);
+    for (int m = 0; m < VQ_METHOD_COUNT; m++) {
+        struct vq_method_info mi;
+        if (vq_method_info_get((enum vq_method)m, &mi) == VQ_STATUS_OK && mi.implemented)
+            fprintf(stderr, " %s", mi.name);
+    }
+    fprintf(stderr, "\n");
+    return 0;
+}
+
+int vq_opt_isa(const char *cmd, const char *opt, const char *val, enum vq_isa *out) {
+    if (!val) { fprintf(stderr, "%s: %s needs a value\n", cmd, opt); return 0; }
+    for (int i = 0; i < VQ_ISA_COUNT; i++) {
+        if (!strcmp(val, vq_isa_name((enum vq_isa)i))) {
+            if (i != VQ_ISA_AUTO && !vq_isa_available((enum vq_isa)i)) {
+                fprintf(stderr, "%s: %s: this CPU cannot run '%s'\n", cmd, opt, val);
+                return 0;
+            }
+            *out = (enum vq_isa)i;
+            return 1;
+        }
+    }
+    fprintf(stderr, "%s: %s: '%s' is not one of auto, scalar, avx2, avx512\n", cmd, opt, val);
+    return 0;
+}
+
+double vq_now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double vq_median(const double *v, int n) {
+    double tmp[256];
+    if (n <= 0) return 0.0;
+    if (n > 256) n = 256;
+    memcpy(tmp, v, (size_t)n * sizeof *tmp);
+    qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
+    return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
+}

@@ -1,0 +1,20 @@
+/* opts.h — small helpers for strict command-line value parsing (tools/ only). Each helper
+ * prints "<cmd>: <option>: <reason>" to stderr and returns 0 on a bad value, 1 on success. */
+#ifndef VQ_OPTS_H
+#define VQ_OPTS_H
+#include <stdint.h>
+#include "veloxquant.h"
+
+int vq_opt_long(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out);
+int vq_opt_int(const char *cmd, const char *opt, const char *val, int lo, int hi, int *out);
+int vq_opt_u64(const char *cmd, const char *opt, const char *val, uint64_t *out);
+int vq_opt_double(const char *cmd, const char *opt, const char *val, double lo, double hi, double *out);
+/* Parses a method name; on failure lists the valid names. */
+int vq_opt_method(const char *cmd, const char *opt, const char *val, enum vq_method *out);
+/* Parses scalar|avx2|avx512|auto and checks the CPU supports it. */
+int vq_opt_isa(const char *cmd, const char *opt, const char *val, enum vq_isa *out);
+/* Monotonic clock in seconds. */
+double vq_now_s(void);
+/* Median of n doubles (sorts a copy of at most 256 values). */
+double vq_median(const double *v, int n);
+#endif
