@@ -243,8 +243,8 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
         else if (!strcmp(a, "--method")) { if (!vq_opt_method(cmd, a, NEXT(), &o->method)) return 0; have_method = 1; }
         else if (!strcmp(a, "--v-method")) { if (!vq_opt_method(cmd, a, NEXT(), &o->v_method)) return 0; o->v_method_set = 1; }
-        else if (!strcmp(a, "--bits")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 8, &o->bits)) return 0; }
-        else if (!strcmp(a, "--v-bits")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 8, &o->v_bits)) return 0; vbits_set = 1; }
+        else if (!strcmp(a, "--bits")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 32, &o->bits)) return 0; }
+        else if (!strcmp(a, "--v-bits")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 32, &o->v_bits)) return 0; vbits_set = 1; }
         else if (!strcmp(a, "--head_dim")) { if (!vq_opt_int(cmd, a, NEXT(), 8, 1024, &o->head_dim)) return 0; }
         else if (!strcmp(a, "--jl_dim")) { if (!vq_opt_int(cmd, a, NEXT(), 8, 8192, &o->jl_dim)) return 0; }
         else if (!strcmp(a, "--seq_len")) {
@@ -309,14 +309,12 @@ int vq_cmd_bench(int argc, char **argv) {
     vq_status st;
     vq_codec *kc = vq_codec_create(&kp, &st);
     if (!kc) {
-        fprintf(stderr, "bench: %s with bits=%d head_dim=%d: %s\n", vq_method_name(o.method), o.bits,
-                o.head_dim, vq_status_str(st));
+        vq_opt_codec_error("bench", "keys ", o.method, o.bits, o.head_dim, st);
         return 2;
     }
     vq_codec *vc = vq_codec_create(&vp, &st);
     if (!vc) {
-        fprintf(stderr, "bench: values %s with bits=%d head_dim=%d: %s\n", vq_method_name(o.v_method),
-                o.v_bits, o.head_dim, vq_status_str(st));
+        vq_opt_codec_error("bench", "values ", o.v_method, o.v_bits, o.head_dim, st);
         vq_codec_free(kc);
         return 2;
     }

@@ -35,7 +35,10 @@ int vq_cmd_methods(int argc, char **argv) {
     int n = 0;
     for (int m = 0; m < VQ_METHOD_COUNT; m++)
         if (vq_method_info_get((enum vq_method)m, &all[n]) == VQ_STATUS_OK) n++;
-    for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++) all[n++] = planned[i];
+    for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++) {
+        enum vq_method m;
+        if (vq_method_from_name(planned[i].name, &m) != VQ_STATUS_OK) all[n++] = planned[i];
+    }
 
     if (json) {
         cJSON *arr = cJSON_CreateArray();
@@ -54,10 +57,10 @@ int vq_cmd_methods(int argc, char **argv) {
         cJSON_Delete(arr);
         return 0;
     }
-    printf("%-16s %-13s %-5s %-28s %s\n", "method", "status", "calib", "bits/elem", "parameters");
+    printf("%-16s %-13s %-5s %s\n", "method", "status", "calib", "bits/elem  |  parameters");
     for (int i = 0; i < n; i++)
-        printf("%-16s %-13s %-5s %-28s %s\n", all[i].name,
+        printf("%-16s %-13s %-5s %s  |  %s\n", all[i].name,
                all[i].implemented ? "ready" : "not yet built", all[i].needs_calibration ? "yes" : "no",
-               all[i].bits_formula, all[i].params);
+               all[i].bits_formula[0] ? all[i].bits_formula : "-", all[i].params[0] ? all[i].params : "-");
     return 0;
 }

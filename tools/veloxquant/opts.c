@@ -112,3 +112,11 @@ double vq_median(const double *v, int n) {
     qsort(tmp, (size_t)n, sizeof *tmp, cmp_double);
     return n % 2 ? tmp[n / 2] : 0.5 * (tmp[n / 2 - 1] + tmp[n / 2]);
 }
+
+void vq_opt_codec_error(const char *cmd, const char *what, enum vq_method m, int bits, int head_dim,
+                        vq_status st) {
+    struct vq_method_info mi;
+    const char *params = vq_method_info_get(m, &mi) == VQ_STATUS_OK ? mi.params : "";
+    fprintf(stderr, "%s: %s%s bits=%d head_dim=%d: %s (%s accepts: %s)\n", cmd, what,
+            vq_method_name(m), bits, head_dim, vq_status_str(st), vq_method_name(m), params);
+}

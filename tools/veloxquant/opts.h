@@ -13,6 +13,9 @@ int vq_opt_double(const char *cmd, const char *opt, const char *val, double lo, 
 int vq_opt_method(const char *cmd, const char *opt, const char *val, enum vq_method *out);
 /* Parses scalar|avx2|avx512|auto and checks the CPU supports it. */
 int vq_opt_isa(const char *cmd, const char *opt, const char *val, enum vq_isa *out);
+/* Prints "<cmd>: <what> <method> bits=B head_dim=D: <status> (<method> accepts: <params>)". */
+void vq_opt_codec_error(const char *cmd, const char *what, enum vq_method m, int bits, int head_dim,
+                        vq_status st);
 /* Monotonic clock in seconds. */
 double vq_now_s(void);
 /* Median of n doubles (sorts a copy of at most 256 values). */
