@@ -30,6 +30,7 @@ extern const struct vq_codec_i vq_codec_polar;
 extern const struct vq_codec_i vq_codec_kivi;
 extern const struct vq_codec_i vq_codec_kivi_sink;
 extern const struct vq_codec_i vq_codec_turboquant_mse;
+extern const struct vq_codec_i vq_codec_turboquant_rvq;
 
 static const struct vq_codec_i *const vq_registry_[VQ_METHOD_COUNT] = {
     [VQ_METHOD_FP16] = &vq_codec_fp16,
@@ -40,6 +41,7 @@ static const struct vq_codec_i *const vq_registry_[VQ_METHOD_COUNT] = {
     [VQ_METHOD_KIVI] = &vq_codec_kivi,
     [VQ_METHOD_KIVI_SINK] = &vq_codec_kivi_sink,
     [VQ_METHOD_TURBOQUANT_MSE] = &vq_codec_turboquant_mse,
+    [VQ_METHOD_TURBOQUANT_RVQ] = &vq_codec_turboquant_rvq,
 };
 
 /* Method names; every enum value has one, whether or not it is implemented. */

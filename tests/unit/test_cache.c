@@ -39,6 +39,8 @@ static struct vq_cache_params mkp(enum vq_method km, enum vq_method vm, int d, i
     p.page_tokens = 16;
     p.key.method = km;
     p.value.method = vm;
+    if (km == VQ_METHOD_TURBOQUANT_RVQ) p.key.bits = 2;   /* bits per stage: 1..2 */
+    if (vm == VQ_METHOD_TURBOQUANT_RVQ) p.value.bits = 1;
     p.key.isa = p.value.isa = isa;
     p.key.group_size = p.value.group_size = G_;
     p.key.residual_length = p.value.residual_length = R_;

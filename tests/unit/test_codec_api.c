@@ -184,6 +184,7 @@ static void check_contract(enum vq_method m, enum vq_role role, int d, enum vq_i
     p.isa = isa;
     p.group_size = 16; /* KIVI values need head_dim % G == 0 (d = 80) */
     p.residual_length = 32;
+    if (m == VQ_METHOD_TURBOQUANT_RVQ) p.bits = 2; /* bits per stage: 1..2 */
     vq_status st;
     vq_codec *c = vq_codec_create(&p, &st);
     if (!c) {
