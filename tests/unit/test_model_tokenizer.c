@@ -3,10 +3,12 @@
  * BPE, pre-tokenizer "smollm") against reference ids, round trips, streaming, chat prompt and
  * speed. Reference ids: HF `tokenizers` 0.23.3 built from this GGUF's own vocab and merges with
  * SmolLM2's pre-tokenizer (Digits(individual) + ByteLevel), an implementation independent of
- * ours; llama.cpp ids from tests/golden/ are checked too when that file is present.
+ * ours; and llama.cpp's own ids, pieces and detokenized text from tests/golden/ (llama-cpp-python
+ * 0.3.36: tokenizer_ids.json and the 1343 ids of text_en.txt in smollm2_logits.bin).
  * Skips (passes with a note) when the model file is absent.
  */
 #include <time.h>
+#include <cjson/cJSON.h>
 #include "test.h"
 #include "engine/chat.h"
 #include "engine/tokenizer.h"
@@ -217,6 +219,104 @@ TEST(test_speed_100kb) {
     free(back); free(ids); free(text);
 }
 
+static char *read_file(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return NULL;
+    fseek(f, 0, SEEK_END);
+    long n = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *b = malloc((size_t)n + 1);
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    fclose(f);
+    if (b) { b[n] = 0; *len = (size_t)n; }
+    return b;
+}
+
+static int hexval(char c) { return c <= '9' ? c - '0' : (c | 32) - 'a' + 10; }
+
+TEST(test_golden_llamacpp_prompts) {
+    size_t len;
+    char *js = read_file(VQ_SOURCE_DIR "/tests/golden/tokenizer_ids.json", &len);
+    ASSERT(js != NULL);
+    if (!js) return;
+    cJSON *root = cJSON_Parse(js);
+    ASSERT(root != NULL);
+    cJSON *prompts = cJSON_GetObjectItem(root, "prompts");
+    ASSERT(cJSON_GetArraySize(prompts) == 22);
+    cJSON *p;
+    cJSON_ArrayForEach(p, prompts) {
+        const char *name = cJSON_GetObjectItem(p, "name")->valuestring;
+        const char *text = cJSON_GetObjectItem(p, "text")->valuestring;
+        cJSON *want = cJSON_GetObjectItem(p, "ids");
+        int nw = cJSON_GetArraySize(want);
+        int32_t ids[512];
+        int64_t n = vq_tok_encode(T, text, strlen(text), true, true, ids, 512);
+        int same = n == nw;
+        for (int i = 0; same && i < nw; i++) same = ids[i] == cJSON_GetArrayItem(want, i)->valueint;
+        if (!same) fprintf(stderr, "  ids differ from llama.cpp for \"%s\"\n", name);
+        ASSERT(same);
+        /* pieces (token_to_piece special=true) */
+        cJSON *hx = cJSON_GetObjectItem(p, "pieces_hex");
+        for (int i = 0; i < nw && i < n; i++) {
+            const char *h = cJSON_GetArrayItem(hx, i)->valuestring;
+            size_t hl = strlen(h) / 2;
+            char piece[256], exp[256];
+            for (size_t k = 0; k < hl && k < sizeof exp; k++) exp[k] = (char)(hexval(h[2 * k]) * 16 + hexval(h[2 * k + 1]));
+            int64_t pl = vq_tok_token_to_piece(T, ids[i], piece, sizeof piece, true);
+            ASSERT(pl == (int64_t)hl && memcmp(piece, exp, hl) == 0);
+        }
+        /* llama_detokenize(remove_special=false, unparse_special=true) */
+        const char *det = cJSON_GetObjectItem(p, "detokenized")->valuestring;
+        char buf[2048];
+        int64_t dl = vq_tok_detokenize(T, ids, n, buf, sizeof buf, false, true);
+        ASSERT(dl == (int64_t)strlen(det) && memcmp(buf, det, strlen(det)) == 0);
+    }
+    cJSON_Delete(root);
+    free(js);
+}
+
+TEST(test_golden_llamacpp_text) {
+    /* smollm2_logits.bin: u32 n_text at offset 16, ids from offset 40; the text was tokenized
+     * with add_special = true, parse_special = false */
+    size_t tl, bl;
+    char *text = read_file(VQ_SOURCE_DIR "/tests/golden/text_en.txt", &tl);
+    char *bin = read_file(VQ_SOURCE_DIR "/tests/golden/smollm2_logits.bin", &bl);
+    ASSERT(text && bin && bl > 40 && memcmp(bin, "VQGLOGIT", 8) == 0);
+    if (!text || !bin || bl <= 40) { free(text); free(bin); return; }
+    uint32_t n_text;
+    memcpy(&n_text, bin + 16, 4);
+    ASSERT_EQ_INT(n_text, 1343);
+    ASSERT(40 + 4 * (size_t)n_text <= bl);
+    int32_t *ids = malloc(4096 * sizeof *ids);
+    int64_t n = vq_tok_encode(T, text, tl, true, false, ids, 4096);
+    ASSERT_EQ_INT(n, n_text);
+    int diff = 0;
+    for (uint32_t i = 0; i < n_text && (int64_t)i < n; i++) {
+        int32_t w;
+        memcpy(&w, bin + 40 + 4 * (size_t)i, 4);
+        diff += ids[i] != w;
+    }
+    ASSERT_EQ_INT(diff, 0);
+    free(ids); free(text); free(bin);
+}
+
+TEST(test_golden_chat_texts) {
+    /* the two ChatML prompts of tokenizer_ids.json, rebuilt from their messages */
+    struct vq_chat_template ct;
+    ASSERT_STATUS(vq_chat_from_gguf(G, &ct), VQ_STATUS_OK);
+    char buf[1024];
+    struct vq_chat_msg a[] = { { "user", "What is the capital of France?" } };
+    vq_chat_apply(&ct, a, 1, true, buf, sizeof buf);
+    ASSERT(strcmp(buf, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+                       "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n") == 0);
+    struct vq_chat_msg b[] = { { "system", "You are terse." }, { "user", "List three colors." },
+                               { "assistant", "Red, green, blue." }, { "user", "Two more?" } };
+    vq_chat_apply(&ct, b, 4, true, buf, sizeof buf);
+    ASSERT(strcmp(buf, "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nList three colors.<|im_end|>\n"
+                       "<|im_start|>assistant\nRed, green, blue.<|im_end|>\n<|im_start|>user\nTwo more?<|im_end|>\n"
+                       "<|im_start|>assistant\n") == 0);
+}
+
 int main(void) {
     vq_status st;
     G = vq_gguf_open(MODEL, &st);
@@ -234,6 +334,9 @@ int main(void) {
     RUN(test_unrepresentable_bytes_dropped);
     RUN(test_chat_prompt);
     RUN(test_speed_100kb);
+    RUN(test_golden_llamacpp_prompts);
+    RUN(test_golden_llamacpp_text);
+    RUN(test_golden_chat_texts);
     vq_tok_free(T);
     vq_gguf_close(G);
     return TEST_REPORT();
