@@ -4,7 +4,9 @@
  * speed. Reference ids: HF `tokenizers` 0.23.3 built from this GGUF's own vocab and merges with
  * SmolLM2's pre-tokenizer (Digits(individual) + ByteLevel), an implementation independent of
  * ours; and llama.cpp's own ids, pieces and detokenized text from tests/golden/ (llama-cpp-python
- * 0.3.36: tokenizer_ids.json and the 1343 ids of text_en.txt in smollm2_logits.bin).
+ * 0.3.36: tokenizer_ids.json and the 1343 ids of text_en.txt in smollm2_logits.bin). The other
+ * pre-tokenizers and SentencePiece are checked against llama.cpp on variants of this vocabulary
+ * (test_tokenizer_llamacpp_ids.h, from scripts/gen_tokenizer_llamacpp_ids.py).
  * Skips (passes with a note) when the model file is absent.
  */
 #include <time.h>
@@ -12,6 +14,7 @@
 #include "test.h"
 #include "engine/chat.h"
 #include "engine/tokenizer.h"
+#include "test_tokenizer_llamacpp_ids.h"
 
 #define MODEL VQ_MODELS_DIR "/SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -317,6 +320,122 @@ TEST(test_golden_chat_texts) {
                        "<|im_start|>assistant\n") == 0);
 }
 
+/* GPT-2 byte of a mapped code point, -1 if none (independent of tokenizer.c) */
+static int gpt2_inv(uint32_t cp) {
+    int n = 0;
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+        uint32_t c = printable ? (uint32_t)b : (uint32_t)(256 + n++);
+        if (c == cp) return b;
+    }
+    return -1;
+}
+
+/* Builds the variant tokenizers of scripts/gen_tokenizer_llamacpp_ids.py from the model. */
+static vq_tokenizer *make_variant(const char *name) {
+    const struct vq_gguf_kv *kt = vq_gguf_find(G, "tokenizer.ggml.tokens");
+    const struct vq_gguf_kv *ky = vq_gguf_find(G, "tokenizer.ggml.token_type");
+    const struct vq_gguf_kv *km = vq_gguf_find(G, "tokenizer.ggml.merges");
+    int32_t n = (int32_t)kt->arr_count, nm = (int32_t)km->arr_count;
+    const char **toks = malloc((size_t)(n + 300) * sizeof *toks);
+    uint32_t *lens = malloc((size_t)(n + 300) * sizeof *lens);
+    int32_t *types = malloc((size_t)(n + 300) * sizeof *types);
+    float *scores = malloc((size_t)(n + 300) * sizeof *scores);
+    const char **merges = malloc((size_t)nm * sizeof *merges);
+    uint32_t *mlens = malloc((size_t)nm * sizeof *mlens);
+    char *arena = malloc((size_t)n * 64 + 8192), *ap = arena;
+    struct vq_tok_vocab v;
+    vq_tok_vocab_init(&v);
+    v.bos = 1; v.eos = 2;
+    if (!strncmp(name, "bpe:", 4)) {
+        for (int32_t i = 0; i < n; i++) {
+            struct vq_gguf_str st;
+            vq_gguf_arr_str(G, kt, (uint64_t)i, &st);
+            toks[i] = st.ptr; lens[i] = (uint32_t)st.len;
+            vq_gguf_arr_i32(G, ky, (uint64_t)i, &types[i]);
+        }
+        for (int32_t i = 0; i < nm; i++) {
+            struct vq_gguf_str st;
+            vq_gguf_arr_str(G, km, (uint64_t)i, &st);
+            merges[i] = st.ptr; mlens[i] = (uint32_t)st.len;
+        }
+        v.model = "gpt2"; v.pre = name + 4; v.n_tokens = n; v.add_bos = 0;
+        v.n_merges = nm; v.merges = merges; v.merge_lens = mlens;
+    } else {
+        int32_t k = 0;
+        const char *fixed[3] = { "<unk>", "<s>", "</s>" };
+        for (int i = 0; i < 3; i++) { toks[k] = fixed[i]; lens[k] = (uint32_t)strlen(fixed[i]); types[k++] = i ? 3 : 2; }
+        for (int b = 0; b < 256; b++) {
+            snprintf(ap, 8, "<0x%02X>", b);
+            toks[k] = ap; lens[k] = 6; types[k++] = 6; ap += 7;
+        }
+        for (int32_t i = 0; i < n; i++) {
+            struct vq_gguf_str st;
+            int32_t ty;
+            vq_gguf_arr_str(G, kt, (uint64_t)i, &st);
+            vq_gguf_arr_i32(G, ky, (uint64_t)i, &ty);
+            if (ty != 1 || st.len == 0) continue;
+            char *o = ap;
+            int ok = 1;
+            for (uint64_t j = 0; j < st.len && ok;) {
+                uint8_t c0 = (uint8_t)st.ptr[j];
+                uint32_t cp;
+                if (c0 < 0x80) { cp = c0; j++; }
+                else if ((c0 & 0xE0) == 0xC0 && j + 1 < st.len) { cp = ((uint32_t)(c0 & 0x1F) << 6) | ((uint8_t)st.ptr[j + 1] & 0x3F); j += 2; }
+                else { ok = 0; break; }
+                int b = gpt2_inv(cp);
+                if (b < 0x20 || b > 0x7E) { ok = 0; break; }
+                if (b == ' ') { memcpy(o, "\xe2\x96\x81", 3); o += 3; } else *o++ = (char)b;
+            }
+            if (!ok) continue;
+            toks[k] = ap; lens[k] = (uint32_t)(o - ap); types[k++] = 1; ap = o;
+        }
+        toks[k] = "<|im_start|>"; lens[k] = 12; types[k++] = 3;
+        toks[k] = "<tool>"; lens[k] = 6; types[k++] = 4;
+        for (int32_t i = 0; i < k; i++) scores[i] = i < 259 ? 0.0f : -(float)(i - 259);
+        v.model = "llama"; v.n_tokens = k; v.scores = scores; v.add_bos = 1; v.unk = 0;
+        v.add_space_prefix = name[4] == '1';
+    }
+    v.tokens = toks; v.token_lens = lens; v.types = types;
+    vq_tokenizer *t = vq_tok_create_vocab(&v, NULL);
+    free(toks); free(lens); free(types); free(scores); free(merges); free(mlens); free(arena);
+    return t;
+}
+
+TEST(test_llamacpp_variants) {
+    int nv = (int)(sizeof LLC_VARIANTS / sizeof LLC_VARIANTS[0]);
+    for (int vi = 0; vi < nv; vi++) {
+        vq_tokenizer *t = make_variant(LLC_VARIANTS[vi]);
+        ASSERT(t != NULL);
+        if (!t) continue;
+        int bad_ids = 0, bad_det = 0, cases = 0;
+        for (size_t c = 0; c < sizeof LLC_CASES / sizeof LLC_CASES[0]; c++) {
+            const struct llc_case *k = &LLC_CASES[c];
+            if (k->variant != vi) continue;
+            cases++;
+            const char *text = LLC_TEXTS[k->text];
+            int32_t ids[512];
+            int64_t n = vq_tok_encode(t, text, strlen(text), true, k->special, ids, 512);
+            int same = n == k->n;
+            for (int i = 0; same && i < k->n; i++) same = ids[i] == LLC_IDS[k->off + i];
+            if (!same) {
+                if (!bad_ids) fprintf(stderr, "  %s special=%d text %d: ids differ from llama.cpp\n", LLC_VARIANTS[vi], k->special, k->text);
+                bad_ids++;
+            }
+            char buf[1024];
+            int64_t dl = vq_tok_detokenize(t, LLC_IDS + k->off, k->n, buf, sizeof buf, false, k->special);
+            if (dl != (int64_t)strlen(k->detok) || memcmp(buf, k->detok, (size_t)dl) != 0) {
+                if (!bad_det) fprintf(stderr, "  %s special=%d text %d: detokenized text differs\n", LLC_VARIANTS[vi], k->special, k->text);
+                bad_det++;
+            }
+        }
+        ASSERT(cases > 50);
+        ASSERT_EQ_INT(bad_ids, 0);
+        ASSERT_EQ_INT(bad_det, 0);
+        vq_tok_free(t);
+    }
+}
+
 int main(void) {
     vq_status st;
     G = vq_gguf_open(MODEL, &st);
@@ -337,6 +456,7 @@ int main(void) {
     RUN(test_golden_llamacpp_prompts);
     RUN(test_golden_llamacpp_text);
     RUN(test_golden_chat_texts);
+    RUN(test_llamacpp_variants);
     vq_tok_free(T);
     vq_gguf_close(G);
     return TEST_REPORT();
