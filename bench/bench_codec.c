@@ -2,9 +2,14 @@
  * bench_codec.c — per-codec attention kernel timing on one thread: score, softmax and
  * accumulate(+finish) over n tokens of one head (keys and values both in the codec), median
  * of repeats, for fp16, turboquant_mse b=1..4 and turboquant_rvq b=1,2 on every available ISA.
- * Usage: bench_codec [n_tokens=8192] [head_dim=128] [repeats=31]
- * Output: one CSV line per case:
- *   codec,bits,isa,d,n,bytes_per_token,score_us,softmax_us,acc_us,total_us,total_vs_fp16
+ * Usage: bench_codec [n_tokens=8192] [head_dim=128] [repeats=31] [cold_mib=256]
+ * Two regimes per case:
+ *   warm — the same head's keys/values every repeat (they stay in L2/L3: compute-bound);
+ *   cold — each repeat uses the next of H heads whose keys+values total >= cold_mib MiB, so
+ *          the codes stream from DRAM as in a real decode step over all layers and heads.
+ * Output: one CSV line per case (times are medians, microseconds per head):
+ *   codec,bits,isa,d,n,bytes_per_token,score_us,softmax_us,acc_us,total_us,total_vs_fp16,
+ *   cold_total_us,cold_vs_fp16
  */
 #include <math.h>
 #include <stdio.h>
@@ -62,6 +67,7 @@ int main(int argc, char **argv) {
     int64_t n = argc > 1 ? atoll(argv[1]) : 8192;
     int d = argc > 2 ? atoi(argv[2]) : 128;
     int reps = argc > 3 ? atoi(argv[3]) : 31;
+    double cold_mib = argc > 4 ? atof(argv[4]) : 256.0;
     if (n < 1 || d < 8 || d > 1024 || reps < 1) { fprintf(stderr, "bad arguments\n"); return 2; }
     struct { enum vq_method m; int bits; } cases[] = {
         {VQ_METHOD_FP16, 16}, {VQ_METHOD_TURBOQUANT_MSE, 1}, {VQ_METHOD_TURBOQUANT_MSE, 2},
@@ -75,10 +81,11 @@ int main(int argc, char **argv) {
     vq_rng_seed(&g, 1);
     for (int64_t i = 0; i < n * d; i++) { k[i] = (float)vq_rng_normal(&g); v[i] = (float)vq_rng_normal(&g); }
     for (int i = 0; i < d; i++) q[i] = (float)vq_rng_normal(&g);
-    printf("codec,bits,isa,d,n,bytes_per_token,score_us,softmax_us,acc_us,total_us,total_vs_fp16\n");
+    printf("codec,bits,isa,d,n,bytes_per_token,score_us,softmax_us,acc_us,total_us,total_vs_fp16,"
+           "cold_total_us,cold_vs_fp16\n");
     for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
         if (!vq_isa_available((enum vq_isa)isa)) continue;
-        double fp16_total = 0.0;
+        double fp16_total = 0.0, fp16_cold = 0.0;
         for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
             vq_codec *c = make(cases[ci].m, d, cases[ci].bits, (enum vq_isa)isa);
             if (!c) { fprintf(stderr, "skip %s b=%d\n", vq_method_name(cases[ci].m), cases[ci].bits); continue; }
@@ -113,10 +120,34 @@ int main(int argc, char **argv) {
                 med[j] = ts[j * reps + reps / 2];
             }
             double total = med[0] + med[1] + med[2];
-            if (cases[ci].m == VQ_METHOD_FP16) fp16_total = total;
-            printf("%s,%d,%s,%d,%lld,%zu,%.1f,%.1f,%.1f,%.1f,%.3f\n", vq_method_name(cases[ci].m),
+            /* cold: H copies of the encoded head, visited round-robin */
+            int H = (int)(cold_mib * 1048576.0 / (2.0 * (double)bb * (double)n)) + 1;
+            uint8_t *big = vq_alloc(2 * bb * (size_t)n * (size_t)H);
+            double cold = 0.0;
+            if (big) {
+                for (int h = 0; h < H; h++) {
+                    memcpy(big + (size_t)(2 * h) * bb * (size_t)n, kc, bb * (size_t)n);
+                    memcpy(big + (size_t)(2 * h + 1) * bb * (size_t)n, vc, bb * (size_t)n);
+                }
+                for (int r = 0; r < reps + 2; r++) {
+                    const uint8_t *kh = big + (size_t)(2 * (r % H)) * bb * (size_t)n;
+                    double t0 = now_us();
+                    vq_codec_score(c, qs, kh, n, s);
+                    softmax(s, n, 1.0f / sqrtf((float)d));
+                    memset(acc, 0, sizeof(float) * vq_codec_acc_floats(c));
+                    vq_codec_accumulate(c, kh + bb * (size_t)n, n, s, acc);
+                    vq_codec_finish(c, acc, out);
+                    if (r >= 2) ts[r - 2] = now_us() - t0;
+                }
+                qsort(ts, (size_t)reps, sizeof(double), cmp_d);
+                cold = ts[reps / 2];
+                vq_free(big);
+            }
+            if (cases[ci].m == VQ_METHOD_FP16) { fp16_total = total; fp16_cold = cold; }
+            printf("%s,%d,%s,%d,%lld,%zu,%.1f,%.1f,%.1f,%.1f,%.3f,%.1f,%.3f\n", vq_method_name(cases[ci].m),
                    cases[ci].bits, vq_isa_name((enum vq_isa)isa), d, (long long)n, bb, med[0], med[1],
-                   med[2], total, fp16_total > 0 ? total / fp16_total : 0.0);
+                   med[2], total, fp16_total > 0 ? total / fp16_total : 0.0, cold,
+                   fp16_cold > 0 ? cold / fp16_cold : 0.0);
             fflush(stdout);
             vq_free(kc); vq_free(vc); vq_free(qs); vq_free(acc);
             vq_codec_free(c);

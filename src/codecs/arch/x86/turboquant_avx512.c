@@ -8,7 +8,8 @@
  * looks the level up in the 16-entry replicated table. With a second plane, VPTERNLOGD merges
  * the high index bits. The prepared query is stored in the same interleaved order, so the
  * level vector multiplies the query vector directly (one FMA per 16 coordinates).
- * Score: 4 tokens per step (4 FMA chains), then a hadd tree gives 4 scores at once.
+ * Two 1-bit planes (rvq b=1) are bit-interleaved once per chunk so each code costs one shift.
+ * Score: 8 tokens per step (8 FMA chains), then a hadd tree gives 8 scores at once.
  * Accumulate: per chunk, 8 accumulators (one per k) stay in registers across all tokens.
  */
 #include <immintrin.h>
@@ -36,47 +37,75 @@ VQ_INLINE __m512i idx_k(__m512i A, __m512i Bs, int k, int BA, int BB) {
     return _mm512_ternarylogic_epi32(_mm512_set1_epi32((1 << BA) - 1), a, b, 0xCA);
 }
 
-VQ_INLINE __m128 hsum4(__m512 a0, __m512 a1, __m512 a2, __m512 a3) {
-    __m256 f0 = _mm256_add_ps(_mm512_castps512_ps256(a0), _mm512_extractf32x8_ps(a0, 1));
-    __m256 f1 = _mm256_add_ps(_mm512_castps512_ps256(a1), _mm512_extractf32x8_ps(a1, 1));
-    __m256 f2 = _mm256_add_ps(_mm512_castps512_ps256(a2), _mm512_extractf32x8_ps(a2, 1));
-    __m256 f3 = _mm256_add_ps(_mm512_castps512_ps256(a3), _mm512_extractf32x8_ps(a3, 1));
-    __m256 u = _mm256_hadd_ps(_mm256_hadd_ps(f0, f1), _mm256_hadd_ps(f2, f3));
-    return _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
+/* Per-chunk index source of one record. For two 1-bit planes (rvq b=1) the bits are
+ * interleaved once per chunk (a_k at bit 2k, b_k at bit 2k+1) so each code costs one shift;
+ * otherwise A and B << BA are kept apart and merged per code by VPTERNLOGD. */
+VQ_INLINE void chunk_src(const vq_tq_kern *k, const uint8_t *rec, int c, int full, __mmask16 m,
+                         int BA, int BB, __m512i *X, __m512i *Bs) {
+    __m512i A = ld_lanes(rec + k->off_a + c * 16 * BA, BA, full, m);
+    if (!BB) { *X = A; *Bs = A; return; }
+    __m512i B = ld_lanes(rec + k->off_b + c * 16 * BB, BB, full, m);
+    if (BA == 1 && BB == 1) {
+        __m512i x = _mm512_or_si512(A, _mm512_slli_epi32(B, 16));
+        x = _mm512_ternarylogic_epi32(x, _mm512_slli_epi32(x, 4), _mm512_set1_epi32(0x0F0F0F0F), 0xA8);
+        x = _mm512_ternarylogic_epi32(x, _mm512_slli_epi32(x, 2), _mm512_set1_epi32(0x33333333), 0xA8);
+        x = _mm512_ternarylogic_epi32(x, _mm512_slli_epi32(x, 1), _mm512_set1_epi32(0x55555555), 0xA8);
+        *X = _mm512_or_si512(x, _mm512_srli_epi32(x, 15));
+        *Bs = *X;
+        return;
+    }
+    *X = A;
+    *Bs = _mm512_slli_epi32(B, (unsigned)BA);
 }
 
-/* Dot of one chunk of one record with the query chunk, added into acc. */
-#define TQ_CHUNK_DOT(acc, rec)                                                                   \
-    do {                                                                                         \
-        __m512i A_ = ld_lanes((rec) + k->off_a + c * 16 * BA, BA, full, m);                      \
-        __m512i B_ = BB ? _mm512_slli_epi32(ld_lanes((rec) + k->off_b + c * 16 * BB, BB, full, m), \
-                                            (unsigned)BA)                                        \
-                        : A_;                                                                    \
-        for (int kk = 0; kk < 8; kk++)                                                           \
-            acc = _mm512_fmadd_ps(_mm512_permutexvar_ps(idx_k(A_, B_, kk, BA, BB), lut),         \
-                                  _mm512_loadu_ps(qc + 16 * kk), acc);                            \
-    } while (0)
+/* Index vector of code kk from the chunk source. */
+VQ_INLINE __m512i code_idx(__m512i X, __m512i Bs, int kk, int BA, int BB) {
+    if (BA == 1 && BB == 1) return _mm512_srli_epi32(X, (unsigned)(2 * kk));
+    return idx_k(X, Bs, kk, BA, BB);
+}
 
+VQ_INLINE __m256 fold8(__m512 a) {
+    return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+}
+
+VQ_INLINE __m256 hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5,
+                         __m256 a6, __m256 a7) {
+    const __m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
+    const __m256 t2 = _mm256_hadd_ps(a4, a5), t3 = _mm256_hadd_ps(a6, a7);
+    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+/* 8 tokens per step: 8 independent FMA chains, one hadd tree for the 8 scores; the scales
+ * are converted on the scalar ports. */
 VQ_INLINE void score_t(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
                        float *scores, int BA, int BB) {
     const __m512 lut = _mm512_loadu_ps(k->lut);
     const int nc = k->n_chunks, rl = k->rec;
     const int last_lanes = (k->d - (nc - 1) * VQ_TQ_CHUNK) / 8;
     int64_t t = 0;
-    for (; t + 4 <= n; t += 4) {
-        const uint8_t *r0 = codes + t * rl, *r1 = r0 + rl, *r2 = r1 + rl, *r3 = r2 + rl;
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+    for (; t + 8 <= n; t += 8) {
+        const uint8_t *r = codes + t * rl;
+        __m512 a[8];
+        for (int u = 0; u < 8; u++) a[u] = _mm512_setzero_ps();
         for (int c = 0; c < nc; c++) {
             const int full = c < nc - 1 || last_lanes == 16;
             const __mmask16 m = (__mmask16)(full ? 0xFFFF : (1u << last_lanes) - 1u);
             const float *qc = qs + c * VQ_TQ_CHUNK;
-            TQ_CHUNK_DOT(a0, r0);
-            TQ_CHUNK_DOT(a1, r1);
-            TQ_CHUNK_DOT(a2, r2);
-            TQ_CHUNK_DOT(a3, r3);
+            __m512i X[8], Bs[8];
+            for (int u = 0; u < 8; u++) chunk_src(k, r + u * rl, c, full, m, BA, BB, &X[u], &Bs[u]);
+            for (int kk = 0; kk < 8; kk++) {
+                const __m512 qv = _mm512_loadu_ps(qc + 16 * kk);
+                for (int u = 0; u < 8; u++)
+                    a[u] = _mm512_fmadd_ps(_mm512_permutexvar_ps(code_idx(X[u], Bs[u], kk, BA, BB), lut),
+                                           qv, a[u]);
+            }
         }
-        __m128 s = _mm_setr_ps(vq_tq_sf16(r0), vq_tq_sf16(r1), vq_tq_sf16(r2), vq_tq_sf16(r3));
-        _mm_storeu_ps(scores + t, _mm_mul_ps(s, hsum4(a0, a1, a2, a3)));
+        float sc[8];
+        for (int u = 0; u < 8; u++) sc[u] = vq_tq_sf16(r + u * rl);
+        __m256 s = hsum8x8(fold8(a[0]), fold8(a[1]), fold8(a[2]), fold8(a[3]), fold8(a[4]),
+                           fold8(a[5]), fold8(a[6]), fold8(a[7]));
+        _mm256_storeu_ps(scores + t, _mm256_mul_ps(_mm256_loadu_ps(sc), s));
     }
     for (; t < n; t++) {
         const uint8_t *r0 = codes + t * rl;
@@ -85,7 +114,11 @@ VQ_INLINE void score_t(const vq_tq_kern *k, const float *qs, const uint8_t *code
             const int full = c < nc - 1 || last_lanes == 16;
             const __mmask16 m = (__mmask16)(full ? 0xFFFF : (1u << last_lanes) - 1u);
             const float *qc = qs + c * VQ_TQ_CHUNK;
-            TQ_CHUNK_DOT(a0, r0);
+            __m512i X, Bs;
+            chunk_src(k, r0, c, full, m, BA, BB, &X, &Bs);
+            for (int kk = 0; kk < 8; kk++)
+                a0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(code_idx(X, Bs, kk, BA, BB), lut),
+                                     _mm512_loadu_ps(qc + 16 * kk), a0);
         }
         scores[t] = vq_tq_sf16(r0) * _mm512_reduce_add_ps(a0);
     }
@@ -105,12 +138,10 @@ VQ_INLINE void acc_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const
         for (int64_t t = 0; t < n; t++) {
             const uint8_t *r = codes + t * rl;
             const __m512 ws = _mm512_set1_ps(w[t] * vq_tq_sf16(r));
-            __m512i A = ld_lanes(r + k->off_a + c * 16 * BA, BA, full, m);
-            __m512i B = BB ? _mm512_slli_epi32(ld_lanes(r + k->off_b + c * 16 * BB, BB, full, m),
-                                               (unsigned)BA)
-                           : A;
+            __m512i X, Bs;
+            chunk_src(k, r, c, full, m, BA, BB, &X, &Bs);
             for (int kk = 0; kk < 8; kk++) {
-                __m512 lv = _mm512_permutexvar_ps(idx_k(A, B, kk, BA, BB), lut);
+                __m512 lv = _mm512_permutexvar_ps(code_idx(X, Bs, kk, BA, BB), lut);
                 v[kk] = full ? _mm512_fmadd_ps(lv, ws, v[kk]) : _mm512_mask3_fmadd_ps(lv, ws, v[kk], m);
             }
         }
