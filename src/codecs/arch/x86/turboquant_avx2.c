@@ -5,7 +5,8 @@
  * Same scheme as the AVX-512 file on 8-lane halves of each 128-coordinate chunk: lane l of
  * half h reads the codes 128c + 8(8h+l) .. +7; shift k selects code k; VPERMPS
  * (_mm256_permutevar8x32_ps, low 3 index bits) looks up the level; 16-level tables use two
- * lookups and a blend on index bit 3. A partial last half (head_dim % 128 not a multiple of
+ * lookups and a blend on index bit 3. Two 1-bit planes (rvq b=1) are bit-interleaved once per
+ * half chunk so each code costs one shift. A partial last half (head_dim % 128 not a multiple of
  * 64) is staged through a zeroed buffer.
  */
 #include <immintrin.h>
@@ -29,12 +30,33 @@ VQ_INLINE __m256i ld_lanes8(const uint8_t *p, int bits, int nv) {
     return _mm256_loadu_si256((const __m256i *)(const void *)p);
 }
 
+/* Per-half-chunk index source: for two 1-bit planes (rvq b=1) the bits are interleaved once
+ * (a_k at bit 2k, b_k at bit 2k+1), else A and B << BA are kept apart. */
+VQ_INLINE void half_src(__m256i A, __m256i B, int BA, int BB, __m256i *X, __m256i *Bs) {
+    if (BA == 1 && BB == 1) {
+        __m256i x = _mm256_or_si256(A, _mm256_slli_epi32(B, 16));
+        x = _mm256_and_si256(_mm256_or_si256(x, _mm256_slli_epi32(x, 4)), _mm256_set1_epi32(0x0F0F0F0F));
+        x = _mm256_and_si256(_mm256_or_si256(x, _mm256_slli_epi32(x, 2)), _mm256_set1_epi32(0x33333333));
+        x = _mm256_and_si256(_mm256_or_si256(x, _mm256_slli_epi32(x, 1)), _mm256_set1_epi32(0x55555555));
+        *X = _mm256_or_si256(x, _mm256_srli_epi32(x, 15));
+        *Bs = *X;
+        return;
+    }
+    *X = A;
+    *Bs = BB ? _mm256_slli_epi32(B, BA) : A;
+}
+
 VQ_INLINE __m256 lookup(__m256i A, __m256i Bs, int k, int BA, int BB, __m256 lo, __m256 hi) {
-    __m256i idx = _mm256_srli_epi32(A, k * BA);
-    if (BB) {
-        const __m256i ma = _mm256_set1_epi32((1 << BA) - 1);
-        __m256i b = _mm256_srli_epi32(Bs, k * BB);
-        idx = _mm256_or_si256(_mm256_and_si256(ma, idx), _mm256_andnot_si256(ma, b));
+    __m256i idx;
+    if (BA == 1 && BB == 1) {
+        idx = _mm256_srli_epi32(A, 2 * k);
+    } else {
+        idx = _mm256_srli_epi32(A, k * BA);
+        if (BB) {
+            const __m256i ma = _mm256_set1_epi32((1 << BA) - 1);
+            __m256i b = _mm256_srli_epi32(Bs, k * BB);
+            idx = _mm256_or_si256(_mm256_and_si256(ma, idx), _mm256_andnot_si256(ma, b));
+        }
     }
     __m256 v = _mm256_permutevar8x32_ps(lo, idx);
     if (BA + BB < 4) return v;
@@ -49,10 +71,10 @@ VQ_INLINE __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
 
 #define TQ_HALF_DOT(acc, rec)                                                                   \
     do {                                                                                        \
-        __m256i A_ = ld_lanes8((rec) + k->off_a + (c * 16 + h * 8) * BA, BA, nv);               \
-        __m256i B_ = BB ? _mm256_slli_epi32(ld_lanes8((rec) + k->off_b + (c * 16 + h * 8) * BB, \
-                                                      BB, nv), BA)                              \
-                        : A_;                                                                   \
+        __m256i A_, B_;                                                                         \
+        half_src(ld_lanes8((rec) + k->off_a + (c * 16 + h * 8) * BA, BA, nv),                   \
+                 BB ? ld_lanes8((rec) + k->off_b + (c * 16 + h * 8) * BB, BB, nv) : _mm256_setzero_si256(), \
+                 BA, BB, &A_, &B_);                                                             \
         for (int kk = 0; kk < 8; kk++)                                                          \
             acc = _mm256_fmadd_ps(lookup(A_, B_, kk, BA, BB, lo, hi),                           \
                                   _mm256_loadu_ps(qc + 16 * kk), acc);                          \
@@ -119,10 +141,11 @@ VQ_INLINE void acc_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const
             for (int64_t t = 0; t < n; t++) {
                 const uint8_t *r = codes + t * rl;
                 const __m256 ws = _mm256_set1_ps(w[t] * vq_tq_sf16(r));
-                __m256i A = ld_lanes8(r + k->off_a + (c * 16 + h * 8) * BA, BA, nv);
-                __m256i B = BB ? _mm256_slli_epi32(ld_lanes8(r + k->off_b + (c * 16 + h * 8) * BB,
-                                                             BB, nv), BA)
-                               : A;
+                __m256i A, B;
+                half_src(ld_lanes8(r + k->off_a + (c * 16 + h * 8) * BA, BA, nv),
+                         BB ? ld_lanes8(r + k->off_b + (c * 16 + h * 8) * BB, BB, nv)
+                            : _mm256_setzero_si256(),
+                         BA, BB, &A, &B);
                 for (int kk = 0; kk < 8; kk++)
                     v[kk] = _mm256_fmadd_ps(lookup(A, B, kk, BA, BB, lo, hi), ws, v[kk]);
             }

@@ -101,11 +101,13 @@ VQ_INLINE void score_t(const vq_tq_kern *k, const float *qs, const uint8_t *code
                                            qv, a[u]);
             }
         }
-        float sc[8];
-        for (int u = 0; u < 8; u++) sc[u] = vq_tq_sf16(r + u * rl);
+        const __m256 sc = _mm256_setr_ps(vq_tq_sf16(r), vq_tq_sf16(r + rl), vq_tq_sf16(r + 2 * rl),
+                                         vq_tq_sf16(r + 3 * rl), vq_tq_sf16(r + 4 * rl),
+                                         vq_tq_sf16(r + 5 * rl), vq_tq_sf16(r + 6 * rl),
+                                         vq_tq_sf16(r + 7 * rl));
         __m256 s = hsum8x8(fold8(a[0]), fold8(a[1]), fold8(a[2]), fold8(a[3]), fold8(a[4]),
                            fold8(a[5]), fold8(a[6]), fold8(a[7]));
-        _mm256_storeu_ps(scores + t, _mm256_mul_ps(_mm256_loadu_ps(sc), s));
+        _mm256_storeu_ps(scores + t, _mm256_mul_ps(sc, s));
     }
     for (; t < n; t++) {
         const uint8_t *r0 = codes + t * rl;
