@@ -1278,7 +1278,7 @@ int32_t vq_tok_find(const vq_tokenizer *t, const char *text, size_t len) {
 }
 
 int32_t vq_tok_n_vocab(const vq_tokenizer *t) { return t ? t->n_vocab : 0; }
-enum vq_tok_model vq_tok_model(const vq_tokenizer *t) { return t->model; }
+enum vq_tok_model vq_tok_model(const vq_tokenizer *t) { return t ? t->model : VQ_TOK_MODEL_BPE; }
 int32_t vq_tok_bos(const vq_tokenizer *t) { return t ? t->bos : -1; }
 int32_t vq_tok_eos(const vq_tokenizer *t) { return t ? t->eos : -1; }
 int32_t vq_tok_eot(const vq_tokenizer *t) { return t ? t->eot : -1; }

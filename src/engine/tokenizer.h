@@ -40,7 +40,7 @@
  *   call allocates its own scratch (O(text length)), freed before it returns.
  *
  * Limits
- *   at most 2^24 tokens, token text at most 64 KiB, text to encode at most 2^30 bytes.
+ *   at most 2^24 tokens, token text at most 64 KiB, text to encode at most 2^28 bytes.
  */
 #ifndef VQ_TOKENIZER_H
 #define VQ_TOKENIZER_H
@@ -108,7 +108,8 @@ void vq_tok_free(vq_tokenizer *t);
  * parse_special: match CONTROL tokens such as <|im_start|> in the text.
  * Writes at most max ids to out (out may be NULL when max is 0). Returns the number of ids,
  * or -(number needed) when max is too small (out then holds the first max ids), or
- * VQ_TOK_ERR_NO_MEMORY. Thread-safe. */
+ * VQ_TOK_ERR_NO_MEMORY when scratch memory (O(len)) cannot be allocated, t is NULL, text is
+ * NULL with len > 0 or len exceeds 2^28. Thread-safe. */
 int64_t vq_tok_encode(const vq_tokenizer *t, const char *text, size_t len, bool add_special,
                       bool parse_special, int32_t *out, int64_t max);
 
@@ -139,7 +140,7 @@ int64_t vq_tok_detokenize(const vq_tokenizer *t, const int32_t *ids, int64_t n, 
 int32_t vq_tok_find(const vq_tokenizer *t, const char *text, size_t len);
 
 int32_t vq_tok_n_vocab(const vq_tokenizer *t);
-enum vq_tok_model vq_tok_model(const vq_tokenizer *t);
+enum vq_tok_model vq_tok_model(const vq_tokenizer *t);   /* BPE for NULL */
 int32_t vq_tok_bos(const vq_tokenizer *t);     /* -1 if none */
 int32_t vq_tok_eos(const vq_tokenizer *t);     /* -1 if none */
 int32_t vq_tok_eot(const vq_tokenizer *t);     /* end-of-turn, -1 if none */
