@@ -156,7 +156,8 @@ struct vq_codec_params {
      * from these params (the current codecs copy what they need at create time, but callers
      * must not rely on that). NULL = the method's data-free fallback (documented per method;
      * poor quality, meant for shape/contract tests). calib_layer selects the layer whose
-     * entries (for this role) the codec uses; a cache sets it per layer. */
+     * entries (for this role) the codec uses; vq_cache_create overrides it with each layer's
+     * index whenever calib is set (one codec per layer). */
     const vq_calib_data *calib;   /* default NULL */
     int calib_layer;              /* default 0 */
     /* vecinfer: product-VQ codeword bits c and sub-vector length v (bits/elem = c/v).

@@ -126,7 +126,10 @@ static int same_params(const struct vq_codec_params *a, const struct vq_codec_pa
            a->bits == b->bits && a->seed == b->seed && a->unbiased_scale == b->unbiased_scale &&
            a->jl_dim == b->jl_dim && a->group_size == b->group_size &&
            a->residual_length == b->residual_length && a->n_sink_tokens == b->n_sink_tokens &&
-           memcmp(a->polar_bits, b->polar_bits, sizeof a->polar_bits) == 0 && a->isa == b->isa;
+           memcmp(a->polar_bits, b->polar_bits, sizeof a->polar_bits) == 0 && a->isa == b->isa &&
+           a->calib == b->calib && a->calib_layer == b->calib_layer &&
+           a->pq_codeword_bits == b->pq_codeword_bits && a->pq_subvec_dim == b->pq_subvec_dim &&
+           a->spectral_waterfill == b->spectral_waterfill;
 }
 
 static int is_kivi(enum vq_method m) { return m == VQ_METHOD_KIVI || m == VQ_METHOD_KIVI_SINK; }
@@ -293,6 +296,9 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
         kp.head_dim = vp.head_dim = p->head_dim;
         if (p->key_bits_per_layer) kp.bits = p->key_bits_per_layer[l];
         if (p->value_bits_per_layer) vp.bits = p->value_bits_per_layer[l];
+        /* calibrated codecs (vecinfer, spectral) read the entries of their own layer */
+        if (kp.calib) kp.calib_layer = l;
+        if (vp.calib) vp.calib_layer = l;
         vq_codec *kc = get_codec(c, &kp, &s);
         if (!kc) return create_fail(c, st, s);
         vq_codec *vc = get_codec(c, &vp, &s);

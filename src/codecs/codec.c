@@ -31,6 +31,8 @@ extern const struct vq_codec_i vq_codec_kivi;
 extern const struct vq_codec_i vq_codec_kivi_sink;
 extern const struct vq_codec_i vq_codec_turboquant_mse;
 extern const struct vq_codec_i vq_codec_turboquant_rvq;
+extern const struct vq_codec_i vq_codec_vecinfer;
+extern const struct vq_codec_i vq_codec_spectral;
 
 static const struct vq_codec_i *const vq_registry_[VQ_METHOD_COUNT] = {
     [VQ_METHOD_FP16] = &vq_codec_fp16,
@@ -42,6 +44,8 @@ static const struct vq_codec_i *const vq_registry_[VQ_METHOD_COUNT] = {
     [VQ_METHOD_KIVI_SINK] = &vq_codec_kivi_sink,
     [VQ_METHOD_TURBOQUANT_MSE] = &vq_codec_turboquant_mse,
     [VQ_METHOD_TURBOQUANT_RVQ] = &vq_codec_turboquant_rvq,
+    [VQ_METHOD_VECINFER] = &vq_codec_vecinfer,
+    [VQ_METHOD_SPECTRAL] = &vq_codec_spectral,
 };
 
 /* Method names; every enum value has one, whether or not it is implemented. */

@@ -1,0 +1,313 @@
+/*
+ * spectral.c — SpectralQuant (VQ_METHOD_SPECTRAL; ALGORITHMS.md 8.2): a calibrated PCA rotation
+ * instead of a random one, and a signal/noise split with separate scales.
+ *
+ * Calibration (per layer and role, vq_calib_fit_spectral): eigenvectors U (descending
+ * eigenvalues lambda_j) of E[x x^T], and d_s = ceil(participation ratio).
+ * Encode x (d floats):
+ *   1. h = U^T x (PCA coordinates); z_j = h_j / sigma_j with sigma_j = sqrt(lambda_j) floored
+ *      at sqrt(1e-6 * mean lambda) (whitening: every coordinate then matches one N(0,1)
+ *      Lloyd-Max codebook).
+ *   2. Coordinate j gets b_j bits (0..6): spectral_waterfill = 1 (default) allocates the
+ *      d*bits bits by reverse water-filling over the calibrated spectrum (the RateQuant closed
+ *      form with w_j = lambda_j, beta = 4, allowed {0..6}: high-variance directions get more
+ *      bits, near-empty ones none); spectral_waterfill = 0 gives every coordinate `bits` bits.
+ *   3. Two groups, signal = coordinates j < d_s, noise = the rest. Per group g: codes
+ *      i_j = LM_encode(z_j / rms_g) with the N(0,1) Lloyd-Max codebook of b_j bits
+ *      (rms over the group's coordinates with b_j > 0), then the least-squares scale
+ *      s_g = <z, c> / <c, c> over those coordinates (the MSE-optimal scale for the chosen
+ *      codes; 0 for an all-zero group). Coordinates with b_j = 0 decode to 0.
+ * Decode: z^_j = s_g c_{b_j}[i_j], x^ = U (sigma * z^).
+ *
+ * Block layout (block_tokens = 1): offset 0 vq_sf16 s_signal, offset 2 vq_sf16 s_noise,
+ * offset 4: codes as one LSB-first bit stream, coordinate j (PCA order) at bit offset
+ * sum_{i<j} b_i with b_j bits. block_bytes = 4 + ceil(sum_j b_j / 8) = 4 + ceil(d*bits/8);
+ * bits/elem = bits + 32/d. Encode returns RANGE when a scale does not fit vq_sf16.
+ *
+ * Fused paths. Prepared query: q~_j = sigma_j (U^T q)_j and LUT_j[i] = q~_j c_{b_j}[i]
+ * (sum_j 2^{b_j} floats); score = s_signal sum_{j<d_s} LUT_j[i_j] + s_noise sum_{j>=d_s}
+ * LUT_j[i_j]. Accumulator (d floats, whitened PCA domain): acc_j += w_t s_g c_{b_j}[i_j];
+ * finish: out = U (sigma * acc).
+ *
+ * Calibration is read at create time from params.calib (borrowed; U, lambda and d_s are
+ * copied): the entry for (calib_layer, role) must hold a PCA basis (else NOT_FOUND).
+ * Without calibration (calib NULL) the data-free fallback is U = I, lambda = 1 and
+ * d_s = d/2: plain per-coordinate Lloyd-Max with two group scales and no rotation (works,
+ * but without the rotation there is nothing spectral about it).
+ */
+#include <math.h>
+#include <string.h>
+
+#include "calib/calib.h"
+#include "codecs/codec_impl.h"
+
+struct sp_impl {
+    int d, ds;
+    size_t code_bytes;
+    float *ut;            /* (d, d) row j = eigenvector j */
+    float *sigma;         /* (d) */
+    uint8_t *bits;        /* (d) 0..6 */
+    uint32_t *byte;       /* (d) byte of the code's first bit */
+    uint8_t *shift;       /* (d) bit within that byte */
+    uint8_t *two;         /* (d) 1 if the next byte exists (code may straddle) */
+    uint32_t *lut_off;    /* (d) offset of coordinate j's table in the prepared query */
+    size_t lut_total;
+    const float *cent[7]; /* Lloyd-Max N(0,1) centroids by bit-width (library-owned) */
+    const float *bound[7];
+};
+
+static inline uint32_t sp_code(const struct sp_impl *m, const uint8_t *p, int j) {
+    uint32_t v = p[m->byte[j]];
+    if (m->two[j]) v |= (uint32_t)p[m->byte[j] + 1] << 8;
+    return (v >> m->shift[j]) & ((1u << m->bits[j]) - 1u);
+}
+
+/* ---- encode / decode ------------------------------------------------------------------------- */
+
+static vq_status sp_encode(const struct vq_codec *c, const float *x, int64_t n_blocks, uint8_t *dst) {
+    const struct sp_impl *m = c->impl;
+    const int d = m->d;
+    for (int64_t i = 0; i < n_blocks * d; i++)
+        if (!isfinite(x[i])) return VQ_STATUS_NON_FINITE;
+    for (int64_t i = 0; i < n_blocks * d; i++)   /* library-wide input range (vq_sf16) */
+        if (fabsf(x[i]) > VQ_SF16_MAX) return VQ_STATUS_RANGE;
+    float z[1024];
+    uint8_t code[1024];
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const float *r = x + b * d;
+        uint8_t *o = dst + (size_t)b * c->block_bytes;
+        for (int j = 0; j < d; j++) {
+            const float *u = m->ut + (size_t)j * d;
+            float h = 0.0f;
+            for (int i = 0; i < d; i++) h += u[i] * r[i];
+            z[j] = h / m->sigma[j];
+        }
+        float scale[2];
+        for (int g = 0; g < 2; g++) {
+            const int j0 = g == 0 ? 0 : m->ds, j1 = g == 0 ? m->ds : d;
+            double ss = 0.0;
+            int cnt = 0;
+            for (int j = j0; j < j1; j++)
+                if (m->bits[j]) { ss += (double)z[j] * z[j]; cnt++; }
+            const float rms = cnt ? (float)sqrt(ss / cnt) : 0.0f;
+            double num = 0.0, den = 0.0;
+            for (int j = j0; j < j1; j++) {
+                code[j] = 0;
+                const int bj = m->bits[j];
+                if (!bj) continue;
+                const float u = rms > 0.0f ? z[j] / rms : 0.0f;
+                code[j] = (uint8_t)vq_lm_encode(u, m->bound[bj], (1 << bj) - 1);
+                const double cj = m->cent[bj][code[j]];
+                num += (double)z[j] * cj;
+                den += cj * cj;
+            }
+            scale[g] = (rms > 0.0f && den > 0.0) ? (float)(num / den) : 0.0f;
+            if (!vq_sf16_fits(scale[g])) return VQ_STATUS_RANGE;
+        }
+        const uint16_t s0 = vq_fp32_to_sf16(scale[0]), s1 = vq_fp32_to_sf16(scale[1]);
+        o[0] = (uint8_t)s0; o[1] = (uint8_t)(s0 >> 8);
+        o[2] = (uint8_t)s1; o[3] = (uint8_t)(s1 >> 8);
+        uint8_t *p = o + 4;
+        memset(p, 0, m->code_bytes);
+        for (int j = 0; j < d; j++) {
+            if (!m->bits[j]) continue;
+            const uint32_t v = (uint32_t)code[j] << m->shift[j];
+            p[m->byte[j]] |= (uint8_t)v;
+            if (m->two[j]) p[m->byte[j] + 1] |= (uint8_t)(v >> 8);
+        }
+    }
+    return VQ_STATUS_OK;
+}
+
+static inline float sp_scale(const uint8_t *o, int g) {
+    return vq_sf16_to_fp32((uint16_t)(o[2 * g] | (uint16_t)o[2 * g + 1] << 8));
+}
+
+static void sp_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x) {
+    const struct sp_impl *m = c->impl;
+    const int d = m->d;
+    float h[1024];
+    for (int64_t b = 0; b < n_blocks; b++) {
+        const uint8_t *o = src + (size_t)b * c->block_bytes;
+        const float s[2] = {sp_scale(o, 0), sp_scale(o, 1)};
+        for (int j = 0; j < d; j++) {
+            const int bj = m->bits[j];
+            h[j] = bj ? s[j >= m->ds] * m->cent[bj][sp_code(m, o + 4, j)] * m->sigma[j] : 0.0f;
+        }
+        float *r = x + b * d;
+        memset(r, 0, (size_t)d * sizeof(float));
+        for (int j = 0; j < d; j++) {
+            if (h[j] == 0.0f) continue;
+            const float *u = m->ut + (size_t)j * d;
+            for (int i = 0; i < d; i++) r[i] += h[j] * u[i];
+        }
+    }
+}
+
+/* ---- fused paths ------------------------------------------------------------------------------- */
+
+static void sp_prepare_query(const struct vq_codec *c, const float *q, void *qs) {
+    const struct sp_impl *m = c->impl;
+    const int d = m->d;
+    float *lut = qs;
+    for (int j = 0; j < d; j++) {
+        const int bj = m->bits[j];
+        if (!bj) continue;
+        const float *u = m->ut + (size_t)j * d;
+        float h = 0.0f;
+        for (int i = 0; i < d; i++) h += u[i] * q[i];
+        h *= m->sigma[j];
+        float *t = lut + m->lut_off[j];
+        for (int v = 0; v < (1 << bj); v++) t[v] = h * m->cent[bj][v];
+    }
+}
+
+static void sp_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
+                     int64_t n_tokens, float *scores) {
+    const struct sp_impl *m = c->impl;
+    const float *lut = qs;
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const uint8_t *o = codes + (size_t)t * c->block_bytes;
+        float a[2] = {0.0f, 0.0f};
+        for (int j = 0; j < m->d; j++) {
+            if (!m->bits[j]) continue;
+            a[j >= m->ds] += lut[m->lut_off[j] + sp_code(m, o + 4, j)];
+        }
+        scores[t] = sp_scale(o, 0) * a[0] + sp_scale(o, 1) * a[1];
+    }
+}
+
+static void sp_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
+                          const float *w, float *acc) {
+    const struct sp_impl *m = c->impl;
+    for (int64_t t = 0; t < n_tokens; t++) {
+        const uint8_t *o = codes + (size_t)t * c->block_bytes;
+        const float ws[2] = {w[t] * sp_scale(o, 0), w[t] * sp_scale(o, 1)};
+        for (int j = 0; j < m->d; j++) {
+            const int bj = m->bits[j];
+            if (!bj) continue;
+            acc[j] += ws[j >= m->ds] * m->cent[bj][sp_code(m, o + 4, j)];
+        }
+    }
+}
+
+static void sp_finish(const struct vq_codec *c, const float *acc, float *out) {
+    const struct sp_impl *m = c->impl;
+    const int d = m->d;
+    memset(out, 0, (size_t)d * sizeof(float));
+    for (int j = 0; j < d; j++) {
+        const float h = acc[j] * m->sigma[j];
+        if (h == 0.0f) continue;
+        const float *u = m->ut + (size_t)j * d;
+        for (int i = 0; i < d; i++) out[i] += h * u[i];
+    }
+}
+
+/* ---- create / destroy -------------------------------------------------------------------------- */
+
+static void sp_destroy(struct vq_codec *c) {
+    struct sp_impl *m = c->impl;
+    if (!m) return;
+    vq_free(m->ut); vq_free(m->sigma); vq_free(m->bits); vq_free(m->byte);
+    vq_free(m->shift); vq_free(m->two); vq_free(m->lut_off);
+    vq_free(m);
+    c->impl = NULL;
+}
+
+static vq_status sp_init(struct vq_codec *c) {
+    const struct vq_codec_params *p = &c->p;
+    const int d = p->head_dim;
+    if (p->bits < 1 || p->bits > 4) return VQ_STATUS_INVALID_ARG;
+    if (p->spectral_waterfill != 0 && p->spectral_waterfill != 1) return VQ_STATUS_INVALID_ARG;
+    const struct vq_calib_lr *e = NULL;
+    if (p->calib) {
+        if (vq_calib_data_head_dim(p->calib) != d) return VQ_STATUS_INVALID_ARG;
+        e = vq_calib_get(p->calib, p->calib_layer, p->role);
+        if (!e) return VQ_STATUS_INVALID_ARG;
+        if (!e->pca_u) return VQ_STATUS_NOT_FOUND;
+    }
+    struct sp_impl *m = vq_alloc(sizeof *m);
+    if (!m) return VQ_STATUS_NO_MEMORY;
+    c->impl = m;
+    m->d = d;
+    m->ut = vq_alloc((size_t)d * d * sizeof(float));
+    m->sigma = vq_alloc((size_t)d * sizeof(float));
+    m->bits = vq_alloc((size_t)d);
+    m->byte = vq_alloc((size_t)d * sizeof(uint32_t));
+    m->shift = vq_alloc((size_t)d);
+    m->two = vq_alloc((size_t)d);
+    m->lut_off = vq_alloc((size_t)d * sizeof(uint32_t));
+    double *w = vq_alloc((size_t)d * sizeof(double));
+    int *bits = vq_alloc((size_t)d * sizeof(int));
+    if (!m->ut || !m->sigma || !m->bits || !m->byte || !m->shift || !m->two || !m->lut_off || !w || !bits) {
+        vq_free(w); vq_free(bits);
+        sp_destroy(c);
+        return VQ_STATUS_NO_MEMORY;
+    }
+    double mean_l = 0.0;
+    for (int j = 0; j < d; j++) {
+        w[j] = e ? e->pca_lambda[j] : 1.0;
+        mean_l += w[j];
+    }
+    mean_l /= d;
+    const double floor_l = mean_l > 0.0 ? 1e-6 * mean_l : 1.0;
+    for (int j = 0; j < d; j++) {
+        if (!(w[j] > floor_l)) w[j] = floor_l;
+        m->sigma[j] = (float)sqrt(w[j]);
+        for (int i = 0; i < d; i++) m->ut[(size_t)j * d + i] = e ? e->pca_u[(size_t)i * d + j] : (float)(i == j);
+    }
+    m->ds = e ? e->pca_ds : d / 2;
+    vq_status s = VQ_STATUS_OK;
+    if (p->spectral_waterfill) {
+        const int allowed[7] = {0, 1, 2, 3, 4, 5, 6};
+        s = vq_ratequant_allocate(w, d, (double)p->bits, allowed, 7, 4.0, bits);
+    } else {
+        for (int j = 0; j < d; j++) bits[j] = p->bits;
+    }
+    vq_free(w);
+    if (s != VQ_STATUS_OK) {
+        vq_free(bits);
+        sp_destroy(c);
+        return s;
+    }
+    size_t off = 0, lut = 0;
+    for (int j = 0; j < d; j++) {
+        m->bits[j] = (uint8_t)bits[j];
+        m->byte[j] = (uint32_t)(off >> 3);
+        m->shift[j] = (uint8_t)(off & 7);
+        m->lut_off[j] = (uint32_t)lut;
+        off += (size_t)bits[j];
+        if (bits[j]) lut += (size_t)1 << bits[j];
+    }
+    vq_free(bits);
+    m->code_bytes = (off + 7) / 8;
+    for (int j = 0; j < d; j++) m->two[j] = m->bits[j] && (size_t)m->byte[j] + 1 < m->code_bytes;
+    m->lut_total = lut ? lut : 1;
+    for (int b = 1; b <= 6; b++) {
+        s = vq_lloyd_max(VQ_LAW_GAUSS, b, 0, &m->cent[b], &m->bound[b]);
+        if (s != VQ_STATUS_OK) {
+            sp_destroy(c);
+            return s;
+        }
+    }
+    c->block_tokens = 1;
+    c->block_bytes = 4 + m->code_bytes;
+    c->query_bytes = m->lut_total * sizeof(float);
+    c->acc_floats = (size_t)d;
+    c->encode = sp_encode;
+    c->decode = sp_decode;
+    c->prepare_query = sp_prepare_query;
+    c->score = sp_score;
+    c->accumulate = sp_accumulate;
+    c->finish = sp_finish;
+    return VQ_STATUS_OK;
+}
+
+const struct vq_codec_i vq_codec_spectral = {
+    .name = "spectral",
+    .params_doc = "bits=1..4 (mean bits/coordinate); spectral_waterfill=0|1; calib, calib_layer",
+    .bits_formula = "b + 32/d",
+    .needs_calibration = 1,
+    .init = sp_init,
+    .destroy = sp_destroy,
+};
