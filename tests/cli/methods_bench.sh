@@ -20,7 +20,9 @@ expect_exit 0 "$VQ" methods
 for m in fp16 fp32 turboquant_mse turboquant_prod qjl polar turboquant_rvq kivi kivi_sink; do
     grep -q "^$m .*ready" "$OUT" && ok || bad "methods does not list $m as ready"
 done
-grep -q "^vecinfer .*not yet built" "$OUT" && ok || bad "methods must mark vecinfer as not built"
+for m in vecinfer spectral; do   # calibrated codecs: built, marked as needing calibration
+    grep -qE "^$m +ready +yes" "$OUT" && ok || bad "methods must list $m as ready, calib yes"
+done
 expect_exit 0 "$VQ" methods --json
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert any(x["name"]=="turboquant_mse" and x["implemented"] for x in d)' "$OUT" && ok || bad "methods --json"
 expect_exit 2 "$VQ" methods --bogus
