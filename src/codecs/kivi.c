@@ -8,7 +8,7 @@
  * 0..64. Values need head_dim % G == 0. head_dim d is a multiple of 8.
  *
  * Quantizer (per group of elements): z = min, s = (max - min) / (2^b - 1), both stored as
- * vq_sf16 (ŝ, ẑ); code = clamp(round_half_up((x - ẑ) / ŝ), 0, 2^b - 1) (code 0 when ŝ = 0);
+ * vq_sf16 (ŝ, ẑ); code = clamp(floor((x - ẑ) / ŝ + 0.5), 0, 2^b - 1) (code 0 when ŝ = 0);
  * decode x̂ = code * ŝ + ẑ. Encode returns NON_FINITE for NaN/Inf and RANGE when z or s does
  * not fit vq_sf16 (|v| > VQ_SF16_MAX, including max - min overflowing).
  *
@@ -133,6 +133,16 @@ struct vq_kivi_impl {
     vq_kivi_acc_vals_fn acc_vals;
 };
 
+/* code = clamp(floor((x - z) / s + 0.5), 0, qmax), written branch-free so loops vectorize:
+ * after the clamp r is in [0, qmax] and truncation equals floor. s = +inf (a zero scale)
+ * gives code 0. */
+static inline uint8_t quant1(float x, float z, float s, float qmax) {
+    float r = (x - z) / s + 0.5f;
+    r = r < 0.0f ? 0.0f : r;
+    r = r > qmax ? qmax : r;
+    return (uint8_t)(int)r;
+}
+
 /* Quantizes elements x[0], x[stride], ... (n of them) of one group: writes ŝ, ẑ and the codes.
  * Returns RANGE when a side value does not fit vq_sf16. */
 static vq_status quant_group(const float *x, int64_t stride, int n, int bits, uint16_t *s_out,
@@ -149,14 +159,8 @@ static vq_status quant_group(const float *x, int64_t stride, int n, int bits, ui
     *s_out = vq_fp32_to_sf16(s);
     *z_out = vq_fp32_to_sf16(lo);
     const float sh = vq_sf16_to_fp32(*s_out), zh = vq_sf16_to_fp32(*z_out);
-    for (int i = 0; i < n; i++) {
-        int q = 0;
-        if (sh > 0.0f) {
-            const float r = floorf((x[(int64_t)i * stride] - zh) / sh + 0.5f);
-            q = r < 0.0f ? 0 : r > qmax ? (int)qmax : (int)r;
-        }
-        codes[(int64_t)i * code_stride] = (uint8_t)q;
-    }
+    const float div = sh > 0.0f ? sh : INFINITY;
+    for (int i = 0; i < n; i++) codes[(int64_t)i * code_stride] = quant1(x[(int64_t)i * stride], zh, div, qmax);
     return VQ_STATUS_OK;
 }
 
@@ -169,36 +173,34 @@ static vq_status kivi_encode(const struct vq_codec *c, const float *x, int64_t n
         if (!isfinite(x[i])) return VQ_STATUS_NON_FINITE;
     uint8_t codes[1024];
     if (c->p.role == VQ_ROLE_KEY) {
-        float sh[1024], zh[1024];
+        float sh[1024], zh[1024], dv[1024];
         const float qmax = (float)((1 << bits) - 1);
         for (int64_t b = 0; b < n_blocks; b++) {
             const float *xb = x + b * g * d;
             uint8_t *blk = dst + (size_t)b * c->block_bytes;
-            for (int ch = 0; ch < d; ch++) {
-                float lo = xb[ch], hi = xb[ch];
-                for (int t = 1; t < g; t++) {
-                    const float v = xb[(int64_t)t * d + ch];
-                    lo = v < lo ? v : lo;
-                    hi = v > hi ? v : hi;
+            float lo[1024], hi[1024];
+            memcpy(lo, xb, (size_t)d * sizeof(float));
+            memcpy(hi, xb, (size_t)d * sizeof(float));
+            for (int t = 1; t < g; t++) {
+                const float *xr = xb + (int64_t)t * d;
+                for (int ch = 0; ch < d; ch++) {
+                    lo[ch] = xr[ch] < lo[ch] ? xr[ch] : lo[ch];
+                    hi[ch] = xr[ch] > hi[ch] ? xr[ch] : hi[ch];
                 }
-                const float s = (hi - lo) / qmax;
-                if (!vq_sf16_fits(lo) || !vq_sf16_fits(s)) return VQ_STATUS_RANGE;
-                const uint16_t s16 = vq_fp32_to_sf16(s), z16 = vq_fp32_to_sf16(lo);
+            }
+            for (int ch = 0; ch < d; ch++) {
+                const float s = (hi[ch] - lo[ch]) / qmax;
+                if (!vq_sf16_fits(lo[ch]) || !vq_sf16_fits(s)) return VQ_STATUS_RANGE;
+                const uint16_t s16 = vq_fp32_to_sf16(s), z16 = vq_fp32_to_sf16(lo[ch]);
                 wr16(blk + 2 * ch, s16);
                 wr16(blk + 2 * d + 2 * ch, z16);
                 sh[ch] = vq_sf16_to_fp32(s16);
                 zh[ch] = vq_sf16_to_fp32(z16);
+                dv[ch] = sh[ch] > 0.0f ? sh[ch] : INFINITY;
             }
             for (int t = 0; t < g; t++) {
                 const float *xr = xb + (int64_t)t * d;
-                for (int ch = 0; ch < d; ch++) {
-                    int q = 0;
-                    if (sh[ch] > 0.0f) {
-                        const float r = floorf((xr[ch] - zh[ch]) / sh[ch] + 0.5f);
-                        q = r < 0.0f ? 0 : r > qmax ? (int)qmax : (int)r;
-                    }
-                    codes[ch] = (uint8_t)q;
-                }
+                for (int ch = 0; ch < d; ch++) codes[ch] = quant1(xr[ch], zh[ch], dv[ch], qmax);
                 vq_kivi_pack_row(codes, d, bits, blk + 4 * (size_t)d + (size_t)t * im->rowb);
             }
         }

@@ -15,6 +15,16 @@
 /* Bytes of one code row of d codes at `bits` bits (d multiple of 8): d*bits/8. */
 static inline size_t vq_kivi_row_bytes(int d, int bits) { return (size_t)d * (size_t)bits / 8; }
 
+/* vq_sf16 -> fp32, exact and identical to vq_sf16_to_fp32 for all 65536 inputs (tested):
+ * (|h| << 14) read as fp32 is the value times 2^-96 for normal and subnormal sf16 alike. */
+static inline float vq_kivi_sf16(uint16_t h) {
+    union { uint32_t u; float f; } m, r;
+    m.u = (uint32_t)(h & 0x7FFFu) << 14;
+    r.f = m.f * 0x1.0p96f;
+    r.u |= (uint32_t)(h & 0x8000u) << 16;
+    return r.f;
+}
+
 /* Packs / unpacks one code row (codes in 0 .. 2^bits - 1). */
 void vq_kivi_pack_row(const uint8_t *codes, int d, int bits, uint8_t *row);
 void vq_kivi_unpack_row(const uint8_t *row, int d, int bits, uint8_t *codes);

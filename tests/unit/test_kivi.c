@@ -194,6 +194,15 @@ TEST(quality) {
     free(x); free(y); free(buf);
 }
 
+TEST(sf16_inline_exact) {
+    int bad = 0;
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float a = vq_kivi_sf16((uint16_t)h), b = vq_sf16_to_fp32((uint16_t)h);
+        bad += memcmp(&a, &b, sizeof a) != 0;
+    }
+    ASSERT_EQ_INT(bad, 0);
+}
+
 TEST(pack_roundtrip) {
     uint8_t codes[1024], back[1024], row[512];
     for (int b = 2; b <= 4; b++)
@@ -393,6 +402,7 @@ int main(void) {
     RUN(byte_layout);
     RUN(encode_errors);
     RUN(quality);
+    RUN(sf16_inline_exact);
     RUN(pack_roundtrip);
 #ifdef VQ_HAVE_X86
     RUN(kernels_vs_ref);

@@ -14,30 +14,28 @@
 
 #define VQ_INLINE static inline __attribute__((always_inline))
 
-/* Codes of channels c..c+7 of a row as fp32 (BITS is a compile-time constant). */
+/* Codes of channels c..c+7 as fp32 (BITS is a compile-time constant). 2-bit planes use
+ * vpermps on the shifted words (low 3 bits index a table of i & 3); 4-bit codes need a mask
+ * and a conversion. */
 VQ_INLINE __m256 codes8(const uint8_t *row, int d, int c, const int BITS) {
-    __m256i v;
     if (BITS == 4) {
         uint32_t w;
         memcpy(&w, row + c / 2, 4);
-        v = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32((int)w),
-                                               _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-                             _mm256_set1_epi32(15));
-    } else {
-        uint16_t w;
-        memcpy(&w, row + c / 4, 2);
-        v = _mm256_and_si256(_mm256_srlv_epi32(_mm256_set1_epi32(w),
-                                               _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14)),
-                             _mm256_set1_epi32(3));
-        if (BITS == 3) {
-            const __m256i hi = _mm256_and_si256(
-                _mm256_srlv_epi32(_mm256_set1_epi32(row[d / 4 + c / 8]),
-                                  _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)),
-                _mm256_set1_epi32(1));
-            v = _mm256_or_si256(v, _mm256_slli_epi32(hi, 2));
-        }
+        const __m256i v = _mm256_and_si256(
+            _mm256_srlv_epi32(_mm256_set1_epi32((int)w), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+            _mm256_set1_epi32(15));
+        return _mm256_cvtepi32_ps(v);
     }
-    return _mm256_cvtepi32_ps(v);
+    uint16_t w;
+    memcpy(&w, row + c / 4, 2);
+    const __m256i v = _mm256_srlv_epi32(_mm256_set1_epi32(w), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+    __m256 r = _mm256_permutevar8x32_ps(_mm256_setr_ps(0, 1, 2, 3, 0, 1, 2, 3), v);
+    if (BITS == 3) {
+        const __m256i hv = _mm256_srlv_epi32(_mm256_set1_epi32(row[d / 4 + c / 8]),
+                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+        r = _mm256_add_ps(r, _mm256_permutevar8x32_ps(_mm256_setr_ps(0, 4, 0, 4, 0, 4, 0, 4), hv));
+    }
+    return r;
 }
 
 VQ_INLINE __m256 hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5,
@@ -169,14 +167,35 @@ void vq_kivi_acc_vals_avx2(const uint8_t *blocks, size_t block_bytes, int64_t n,
     for (int64_t t0 = 0; t0 < n; t0 += 32) {
         const int nt = n - t0 < 32 ? (int)(n - t0) : 32;
         const uint8_t *b0 = blocks + (size_t)t0 * block_bytes;
-        for (int t = 0; t < nt; t++) {
-            const float wt = w[t0 + t];
-            const uint8_t *blk = b0 + (size_t)t * block_bytes;
-            for (int h = 0; h < ng; h++) {
-                const uint16_t s = (uint16_t)(blk[2 * h] | blk[2 * h + 1] << 8);
-                const uint16_t z = (uint16_t)(blk[2 * ng + 2 * h] | blk[2 * ng + 2 * h + 1] << 8);
-                a[t * ng + h] = wt * vq_sf16_to_fp32(s);
-                acc[d + h] += wt * vq_sf16_to_fp32(z);
+        if (ng <= 4) {
+            /* one masked dword load of the 2*ng sf16 header values (scales, then zeros) per
+             * token; the zero-point sums stay in a register */
+            const __m128i lm = _mm_cmpgt_epi32(_mm_set1_epi32(ng), _mm_setr_epi32(0, 1, 2, 3));
+            __m256 zacc = _mm256_setzero_ps();
+            float tmp[8];
+            for (int t = 0; t < nt; t++) {
+                const uint8_t *blk = b0 + (size_t)t * block_bytes;
+                const __m256i h = _mm256_cvtepu16_epi32(_mm_maskload_epi32((const int *)(const void *)blk, lm));
+                const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7FFF)), 14);
+                const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
+                __m256 hv = _mm256_mul_ps(_mm256_castsi256_ps(mag), _mm256_set1_ps(0x1.0p96f));
+                hv = _mm256_mul_ps(_mm256_or_ps(hv, _mm256_castsi256_ps(sign)), _mm256_set1_ps(w[t0 + t]));
+                _mm256_storeu_ps(tmp, hv);
+                for (int k = 0; k < ng; k++) a[t * ng + k] = tmp[k];
+                zacc = _mm256_add_ps(zacc, hv);
+            }
+            _mm256_storeu_ps(tmp, zacc);
+            for (int h2 = 0; h2 < ng; h2++) acc[d + h2] += tmp[ng + h2];
+        } else {
+            for (int t = 0; t < nt; t++) {
+                const float wt = w[t0 + t];
+                const uint8_t *blk = b0 + (size_t)t * block_bytes;
+                for (int h = 0; h < ng; h++) {
+                    const uint16_t s = (uint16_t)(blk[2 * h] | blk[2 * h + 1] << 8);
+                    const uint16_t z = (uint16_t)(blk[2 * ng + 2 * h] | blk[2 * ng + 2 * h + 1] << 8);
+                    a[t * ng + h] = wt * vq_kivi_sf16(s);
+                    acc[d + h] += wt * vq_kivi_sf16(z);
+                }
             }
         }
         const uint8_t *rows = b0 + 4 * (size_t)ng;

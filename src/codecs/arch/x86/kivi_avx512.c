@@ -14,9 +14,12 @@
 
 #define VQ_INLINE static inline __attribute__((always_inline))
 
-/* Codes of channels c..c+15 (c..c+7 when HALF; the upper lanes are then arbitrary codes). */
+/* Codes of channels c..c+15 as fp32 (c..c+7 when HALF; the upper lanes are then arbitrary
+ * codes). The shifted words go straight into vpermps: it reads the low 4 bits of each lane,
+ * and a 16-entry table maps them to the code value (i & 3 for 2-bit planes, i for 4-bit),
+ * replacing a mask + int->float conversion. */
 VQ_INLINE __m512 codes16(const uint8_t *row, int d, int c, const int BITS, const int HALF) {
-    __m512i v;
+    const __m512 t2 = _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
     if (BITS == 4) {
         uint32_t lo, hi;
         memcpy(&lo, row + c / 2, 4);
@@ -24,35 +27,33 @@ VQ_INLINE __m512 codes16(const uint8_t *row, int d, int c, const int BITS, const
         else memcpy(&hi, row + c / 2 + 4, 4);
         const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32((int)lo)),
                                              _mm256_set1_epi32((int)hi), 1);
-        v = _mm512_and_si512(_mm512_srlv_epi32(w, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0,
-                                                                    4, 8, 12, 16, 20, 24, 28)),
-                             _mm512_set1_epi32(15));
-    } else {
-        uint32_t w;
-        if (HALF) {
-            uint16_t h;
-            memcpy(&h, row + c / 4, 2);
-            w = h;
-        } else {
-            memcpy(&w, row + c / 4, 4);
-        }
-        v = _mm512_and_si512(
-            _mm512_srlv_epi32(_mm512_set1_epi32((int)w),
-                              _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26,
-                                                28, 30)),
-            _mm512_set1_epi32(3));
-        if (BITS == 3) {
-            uint32_t hb = row[d / 4 + c / 8];
-            if (!HALF) hb |= (uint32_t)row[d / 4 + c / 8 + 1] << 8;
-            const __m512i hi = _mm512_and_si512(
-                _mm512_srlv_epi32(_mm512_set1_epi32((int)hb),
-                                  _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13,
-                                                    14, 15)),
-                _mm512_set1_epi32(1));
-            v = _mm512_or_si512(v, _mm512_slli_epi32(hi, 2));
-        }
+        const __m512i v = _mm512_srlv_epi32(w, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4,
+                                                                 8, 12, 16, 20, 24, 28));
+        return _mm512_permutexvar_ps(v, _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
+                                                       13, 14, 15));
     }
-    return _mm512_cvtepi32_ps(v);
+    uint32_t w;
+    if (HALF) {
+        uint16_t h;
+        memcpy(&h, row + c / 4, 2);
+        w = h;
+    } else {
+        memcpy(&w, row + c / 4, 4);
+    }
+    const __m512i v = _mm512_srlv_epi32(_mm512_set1_epi32((int)w),
+                                        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22,
+                                                          24, 26, 28, 30));
+    __m512 r = _mm512_permutexvar_ps(v, t2);
+    if (BITS == 3) {
+        uint32_t hb = row[d / 4 + c / 8];
+        if (!HALF) hb |= (uint32_t)row[d / 4 + c / 8 + 1] << 8;
+        const __m512i hv = _mm512_srlv_epi32(_mm512_set1_epi32((int)hb),
+                                             _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
+                                                               11, 12, 13, 14, 15));
+        r = _mm512_add_ps(r, _mm512_permutexvar_ps(hv, _mm512_setr_ps(0, 4, 0, 4, 0, 4, 0, 4, 0, 4,
+                                                                      0, 4, 0, 4, 0, 4)));
+    }
+    return r;
 }
 
 VQ_INLINE __m256 fold(__m512 a) {
@@ -159,6 +160,14 @@ VQ_INLINE __m512 sf16x16(const uint8_t *p) {
     const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(mag), _mm512_set1_ps(0x1.0p96f));
     return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign));
 }
+/* Masked variant: lanes outside m read nothing and convert to 0. */
+VQ_INLINE __m512 sf16x16_mask(const uint8_t *p, __mmask16 m) {
+    const __m512i h = _mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(m, p));
+    const __m512i mag = _mm512_slli_epi32(_mm512_and_si512(h, _mm512_set1_epi32(0x7FFF)), 14);
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(h, _mm512_set1_epi32(0x8000)), 16);
+    const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(mag), _mm512_set1_ps(0x1.0p96f));
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign));
+}
 VQ_INLINE __m256 sf16x8(const uint8_t *p) {
     const __m256i h = _mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)(const void *)p));
     const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7FFF)), 14);
@@ -237,14 +246,31 @@ void vq_kivi_acc_vals_avx512(const uint8_t *blocks, size_t block_bytes, int64_t 
     for (int64_t t0 = 0; t0 < n; t0 += 32) {
         const int nt = n - t0 < 32 ? (int)(n - t0) : 32;
         const uint8_t *b0 = blocks + (size_t)t0 * block_bytes;
-        for (int t = 0; t < nt; t++) {
-            const float wt = w[t0 + t];
-            const uint8_t *blk = b0 + (size_t)t * block_bytes;
-            for (int h = 0; h < ng; h++) {
-                const uint16_t s = (uint16_t)(blk[2 * h] | blk[2 * h + 1] << 8);
-                const uint16_t z = (uint16_t)(blk[2 * ng + 2 * h] | blk[2 * ng + 2 * h + 1] << 8);
-                a[t * ng + h] = wt * vq_sf16_to_fp32(s);
-                acc[d + h] += wt * vq_sf16_to_fp32(z);
+        if (ng <= 8) {
+            /* one masked load of the 2*ng sf16 header values (scales, then zeros) per token;
+             * the zero-point sums stay in a register */
+            const __mmask16 hm = (__mmask16)((1u << (2 * ng)) - 1u);
+            const __mmask16 am = (__mmask16)((1u << ng) - 1u);
+            __m512 zacc = _mm512_setzero_ps();
+            for (int t = 0; t < nt; t++) {
+                const uint8_t *blk = b0 + (size_t)t * block_bytes;
+                const __m512 hv = _mm512_mul_ps(sf16x16_mask(blk, hm), _mm512_set1_ps(w[t0 + t]));
+                _mm512_mask_storeu_ps(a + t * ng, am, hv);
+                zacc = _mm512_add_ps(zacc, hv);
+            }
+            float zs[16];
+            _mm512_storeu_ps(zs, zacc);
+            for (int h = 0; h < ng; h++) acc[d + h] += zs[ng + h];
+        } else {
+            for (int t = 0; t < nt; t++) {
+                const float wt = w[t0 + t];
+                const uint8_t *blk = b0 + (size_t)t * block_bytes;
+                for (int h = 0; h < ng; h++) {
+                    const uint16_t s = (uint16_t)(blk[2 * h] | blk[2 * h + 1] << 8);
+                    const uint16_t z = (uint16_t)(blk[2 * ng + 2 * h] | blk[2 * ng + 2 * h + 1] << 8);
+                    a[t * ng + h] = wt * vq_kivi_sf16(s);
+                    acc[d + h] += wt * vq_kivi_sf16(z);
+                }
             }
         }
         const uint8_t *rows = b0 + 4 * (size_t)ng;
