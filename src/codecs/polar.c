@@ -42,6 +42,7 @@
 #include <string.h>
 
 #include "codecs/polar.h"
+#include "codecs/qjl.h"   /* vq_sumsq_finite */
 
 #define POLAR_TWO_PI 6.28318530717958647692
 #define POLAR_HALF_PI 1.57079632679489661923
@@ -183,6 +184,25 @@ static void polar_block_leaves(const struct polar_impl *im, const unsigned codes
     }
 }
 
+/* Level-1 code floor(psi / w) of psi = atan2(b, a) in [0, 2pi), w = 2pi / 2^b1, without
+ * atan2: the quadrant q comes from the signs (following atan2's conventions on the axes), the
+ * point is rotated by -q pi/2 into [0, pi/2), and the Q - 1 in-quadrant boundaries j w
+ * (Q = 2^b1 / 4) are compared by cross products: phi > t iff b' cos t > a' sin t. */
+static inline unsigned polar_code1(const struct polar_impl *im, double a, double b) {
+    /* branch-free (the quadrants are random): lower half plane psi >= pi first */
+    const int lower = (b < 0.0) | ((b == 0.0) & (a < 0.0));
+    const double sg = lower ? -1.0 : 1.0;
+    const double a1 = a * sg, b1 = b * sg;              /* now psi1 = psi - lower pi in [0, pi) */
+    const int left = (a1 <= 0.0) & (b1 > 0.0);          /* psi1 in [pi/2, pi) */
+    const double ar = left ? b1 : a1, br = left ? -a1 : b1;
+    const unsigned q = (unsigned)(2 * lower + left);
+    if (im->b[0] == 1) return q >> 1;                   /* cells [0, pi), [pi, 2pi) */
+    const int nq = (int)(im->t1_cols / 4);
+    unsigned cnt = 0;
+    for (int j = 0; j < nq - 1; j++) cnt += br * im->bcos[0][j] > ar * im->bsin[0][j];
+    return q * (unsigned)nq + cnt;
+}
+
 static vq_status polar_encode(const struct vq_codec *c, const float *x, int64_t n_blocks,
                               uint8_t *dst) {
     const struct polar_impl *im = (const struct polar_impl *)c->impl;
@@ -191,11 +211,8 @@ static vq_status polar_encode(const struct vq_codec *c, const float *x, int64_t 
     for (int64_t t = 0; t < n_blocks; t++) {
         const float *xt = x + (size_t)t * (size_t)d;
         uint8_t *o = dst + (size_t)t * c->block_bytes;
-        double ss = 0.0;
-        for (int j = 0; j < d; j++) {
-            if (!isfinite(xt[j])) return VQ_STATUS_NON_FINITE;
-            ss += (double)xt[j] * (double)xt[j];
-        }
+        const double ss = vq_sumsq_finite(xt, d);
+        if (ss < 0.0) return VQ_STATUS_NON_FINITE;
         /* every block radius is <= ||x||; checking it first also keeps the rotation finite */
         if (!(sqrt(ss) <= (double)VQ_SF16_MAX)) return VQ_STATUS_RANGE;
         vq_rht_forward(&im->rot, xt, y);
@@ -208,11 +225,7 @@ static vq_status polar_encode(const struct vq_codec *c, const float *x, int64_t 
             for (int j = 0; j < 8; j++) {
                 const double a = v[2 * j], bq = v[2 * j + 1];
                 r[j] = sqrt(a * a + bq * bq);
-                double psi = atan2(bq, a);
-                if (psi < 0.0) psi += POLAR_TWO_PI;
-                unsigned cd = (unsigned)(psi / im->w1);
-                cd &= (unsigned)(im->t1_cols - 1);   /* psi == 2pi after rounding wraps to 0 */
-                polar_put(ang, off, im->b[0], cd);
+                polar_put(ang, off, im->b[0], polar_code1(im, a, bq));
                 off += (size_t)im->b[0];
             }
             for (int l = 1; l < VQ_POLAR_LEVELS; l++) {
@@ -387,7 +400,11 @@ static vq_status polar_init(struct vq_codec *c) {
         }
     }
     im->t1_cols = (size_t)1 << im->b[0];
-    im->w1 = POLAR_TWO_PI / (double)im->t1_cols;
+    for (size_t j = 1; j < im->t1_cols / 4; j++) {   /* in-quadrant level-1 boundaries */
+        const double tb = (double)j * POLAR_TWO_PI / (double)im->t1_cols;
+        im->bcos[0][j - 1] = cos(tb);
+        im->bsin[0][j - 1] = sin(tb);
+    }
     im->ang_off = 2 * (size_t)im->nblk;
     im->ang_bytes = ((size_t)im->nblk * (size_t)im->rec_bits + 7) / 8;
     im->score_rows = NULL;

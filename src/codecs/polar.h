@@ -51,12 +51,12 @@ struct polar_impl {
     size_t ang_off;             /* 2 nblk: byte offset of the angle bit stream */
     size_t ang_bytes;           /* ceil(nblk B / 8) */
     size_t t1_cols;             /* 2^b1 */
-    double w1;                  /* level-1 cell width 2pi / 2^b1 */
     /* cos / sin of the centroids: [0] level 1 (2^b1 entries), [l] level l+1 (2^b_l entries,
      * zero-padded to 16) */
     float cs[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITS1];
     float sn[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITS1];
-    /* cos / sin of the cell boundaries of levels >= 2 (encode compares without atan2) */
+    /* cos / sin of cell boundaries (encode compares without atan2): [0] the in-quadrant
+     * level-1 boundaries j 2pi / 2^b1, j = 1 .. 2^b1/4 - 1; [l] the boundaries of level l+1 */
     double bcos[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITSL];
     double bsin[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITSL];
     vq_rht rot;

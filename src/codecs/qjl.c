@@ -85,12 +85,14 @@ void vq_sketch_apply(const vq_sketch *sk, const float *x, float *out) {
 void vq_sketch_signs(const vq_sketch *sk, const float *x, uint8_t *bits) {
     float tmp[VQ_SKETCH_MAX_D];
     const int d = sk->d;
-    memset(bits, 0, (size_t)sk->m / 8);
     for (int b = 0; b < sk->n_blocks; b++) {
         vq_rht_forward(&sk->blk[b], x, tmp);
-        const int r0 = b * d, r1 = (r0 + d < sk->m) ? r0 + d : sk->m;
-        for (int i = r0; i < r1; i++)
-            if (tmp[i - r0] > 0.0f) bits[i >> 3] = (uint8_t)(bits[i >> 3] | (1u << (i & 7)));
+        const int r0 = b * d, r1 = (r0 + d < sk->m) ? r0 + d : sk->m;   /* multiples of 8 */
+        for (int i = r0; i < r1; i += 8) {
+            unsigned byte = 0;   /* branch-free: the signs are random */
+            for (int k = 0; k < 8; k++) byte |= (unsigned)(tmp[i - r0 + k] > 0.0f) << k;
+            bits[i >> 3] = (uint8_t)byte;
+        }
     }
 }
 
@@ -227,11 +229,8 @@ static vq_status qjl_encode(const struct vq_codec *c, const float *x, int64_t n_
     for (int64_t t = 0; t < n_blocks; t++) {
         const float *xt = x + (size_t)t * (size_t)d;
         uint8_t *o = dst + (size_t)t * c->block_bytes;
-        double ss = 0.0;
-        for (int j = 0; j < d; j++) {
-            if (!isfinite(xt[j])) return VQ_STATUS_NON_FINITE;
-            ss += (double)xt[j] * (double)xt[j];
-        }
+        const double ss = vq_sumsq_finite(xt, d);
+        if (ss < 0.0) return VQ_STATUS_NON_FINITE;
         const double nrm = sqrt(ss);
         if (nrm > (double)VQ_SF16_MAX || !vq_sf16_fits((float)nrm)) return VQ_STATUS_RANGE;
         const uint16_t h = vq_fp32_to_sf16((float)nrm);

@@ -14,6 +14,8 @@
 #ifndef VQ_CODECS_QJL_H
 #define VQ_CODECS_QJL_H
 
+#include <math.h>
+
 #include "codecs/codec_impl.h"
 
 #define VQ_QJL_MAX_M 8192          /* largest accepted jl_dim */
@@ -85,6 +87,21 @@ vq_signdot_rows_fn vq_signdot_rows_pick(enum vq_isa isa);
 vq_lutdot_rows_fn vq_lutdot_rows_pick(enum vq_isa isa);
 vq_signacc_fn vq_signacc_pick(enum vq_isa isa);
 vq_lutacc_fn vq_lutacc_pick(enum vq_isa isa);
+
+/* Sum of squares of x (n % 8 == 0) in double with 8 independent partial sums (pipelines, and
+ * cannot overflow for finite floats); returns -1 if any element is NaN or Inf. */
+static inline double vq_sumsq_finite(const float *x, int n) {
+    double p[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    int bad = 0;
+    for (int j = 0; j < n; j += 8)
+        for (int k = 0; k < 8; k++) {
+            const float v = x[j + k];
+            bad |= !isfinite(v);
+            p[k] += (double)v * (double)v;
+        }
+    if (bad) return -1.0;
+    return ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+}
 
 /* Little-endian 16-bit load/store of stored sf16 scalars. */
 static inline uint16_t vq_rd_le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }

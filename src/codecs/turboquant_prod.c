@@ -64,11 +64,8 @@ static vq_status prod_encode(const struct vq_codec *c, const float *x, int64_t n
     for (int64_t t = 0; t < n_blocks; t++) {
         const float *xt = x + (size_t)t * (size_t)d;
         uint8_t *o = dst + (size_t)t * c->block_bytes;
-        double ss = 0.0;
-        for (int j = 0; j < d; j++) {
-            if (!isfinite(xt[j])) return VQ_STATUS_NON_FINITE;
-            ss += (double)xt[j] * (double)xt[j];
-        }
+        const double ss = vq_sumsq_finite(xt, d);
+        if (ss < 0.0) return VQ_STATUS_NON_FINITE;
         const double nrm = sqrt(ss);
         if (nrm > (double)VQ_SF16_MAX || !vq_sf16_fits((float)nrm)) return VQ_STATUS_RANGE;
         const uint16_t hn = vq_fp32_to_sf16((float)nrm);
@@ -79,12 +76,11 @@ static vq_status prod_encode(const struct vq_codec *c, const float *x, int64_t n
         const float inv = (float)(1.0 / nrm);
         for (int j = 0; j < d; j++) y[j] = xt[j] * inv;
         vq_rht_forward(&im->rot, y, y);
-        double g2 = 0.0;
         for (int j = 0; j < d; j++) {
             idx[j] = (uint8_t)vq_lm_encode(y[j], im->bounds, nb);
             y[j] -= im->cb[idx[j]];                 /* y becomes the residual r' */
-            g2 += (double)y[j] * (double)y[j];
         }
+        const double g2 = vq_sumsq_finite(y, d);
         vq_wr_le16(o, hn);
         vq_wr_le16(o + 2, vq_fp32_to_sf16((float)sqrt(g2)));
         vq_pack(idx, d, im->bm, o + 4);
