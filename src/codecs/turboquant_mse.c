@@ -65,11 +65,18 @@ static vq_status mse_encode(const struct vq_codec *c, const float *x, int64_t n_
         float inv = (float)(1.0 / n);
         for (int j = 0; j < d; j++) y[j] = xt[j] * inv;
         vq_rht_forward(&m->rht, y, y);
+        /* index = number of boundaries strictly below y_j; boundary-major so the inner
+         * loop vectorizes */
+        int32_t ii[1024];
+        for (int j = 0; j < d; j++) ii[j] = 0;
+        for (int i = 0; i < L - 1; i++) {
+            const float bd = m->bnd[i];
+            for (int j = 0; j < d; j++) ii[j] += y[j] > bd;
+        }
         double dot = 0.0;
         for (int j = 0; j < d; j++) {
-            int i = vq_lm_encode(y[j], m->bnd, L - 1);
-            idx[j] = (uint8_t)i;
-            dot += (double)y[j] * m->cb[i];
+            idx[j] = (uint8_t)ii[j];
+            dot += (double)y[j] * m->cb[ii[j]];
         }
         double s = n;
         if (m->unbiased && dot > 1e-12) s = n / dot;
