@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# CLI tests for `generate` and `info`: option validation, output, JSON, and truncated/corrupt
+# model files (error exit status 1 with a message, never a crash).
+set -u
+VQ="$1"
+MODEL="${VQ_MODELS:-$HOME/.cache/veloxquant/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
+fail=0; pass=0
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+OUT="$TMP/out"; ERR="$TMP/err"
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+expect_exit() {  # expect_exit CODE CMD...
+    local want=$1; shift
+    "$@" >"$OUT" 2>"$ERR"
+    local got=$?
+    if [ "$got" -eq "$want" ]; then ok; else bad "exit $got (want $want): $*"; cat "$ERR" >&2; fi
+}
+if [ ! -r "$MODEL" ]; then echo "model $MODEL missing (scripts/fetch_models.sh)" >&2; exit 1; fi
+export OMP_NUM_THREADS=1
+
+# --- generate: usage and validation
+expect_exit 0 "$VQ" generate --help
+grep -q -- "--k-method" "$OUT" && ok || bad "generate --help lists --k-method"
+expect_exit 2 "$VQ" generate -m "$MODEL"
+grep -q "give a prompt" "$ERR" && ok || bad "missing prompt message"
+expect_exit 2 "$VQ" generate -p hi -f /etc/hostname
+expect_exit 2 "$VQ" generate -p hi --bogus
+expect_exit 2 "$VQ" generate -p hi -n -1
+expect_exit 2 "$VQ" generate -p hi -n abc
+expect_exit 2 "$VQ" generate -p hi -c 0
+expect_exit 2 "$VQ" generate -p hi -t 0
+expect_exit 2 "$VQ" generate -p hi --top-p 0
+expect_exit 2 "$VQ" generate -p hi --temp -1
+expect_exit 2 "$VQ" generate -p hi --method nope
+grep -q "unknown method 'nope'" "$ERR" && ok || bad "unknown method message"
+expect_exit 2 "$VQ" generate -m "$MODEL" -p hi --method turboquant_mse --bits 9 -t 1
+grep -qi "bits" "$ERR" && ok || bad "bad bits message"
+expect_exit 2 "$VQ" generate -m "$MODEL" -p "a b c d e f g h" -c 4 -t 1
+grep -q "leaves no room" "$ERR" && ok || bad "prompt longer than ctx message"
+expect_exit 2 "$VQ" generate -p hi --system x
+expect_exit 1 "$VQ" generate -m "$TMP/none.gguf" -p hi
+grep -q "cannot load model" "$ERR" && ok || bad "missing model message"
+
+# --- generate: a real run (greedy), text and statistics
+expect_exit 0 "$VQ" generate -m "$MODEL" -p "The capital of France is" -n 6 -c 64 -t 1
+grep -q "Paris" "$OUT" && ok || { bad "greedy continuation should say Paris"; cat "$OUT" >&2; }
+for k in "prefill:" "decode:" "key_x" "fullKV_x" "peak RSS"; do
+    grep -q "$k" "$ERR" && ok || bad "generate stats lack '$k'"
+done
+# default model via $VQ_MODELS, JSON output, compressed cache
+VQ_MODELS="$(dirname "$MODEL")" expect_exit 0 "$VQ" generate -p "Once upon a time" -n 12 -c 64 -t 1 \
+    --k-method turboquant_mse --k-bits 4 --v-method turboquant_mse --v-bits 4 --json
+python3 - "$OUT" <<'PY' && ok || bad "generate --json content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["k_method"] == "turboquant_mse" and d["k_bits"] == 4, d
+assert d["tokens_generated"] >= 1 and d["prompt_tokens"] == 4, d
+assert d["key_x"] > 3.0 and d["fullKV_x"] > 3.0, d
+assert d["decode_tok_s"] > 0 and d["prefill_tok_s"] > 0 and d["peak_rss_mb"] > 10, d
+assert isinstance(d["text"], str) and len(d["text"]) > 0
+PY
+expect_exit 0 "$VQ" generate -m "$MODEL" -p "Hello" --chat -n 4 -c 128 -t 1 -q
+grep -q "decode:" "$ERR" && ok || bad "chat run stats"
+expect_exit 0 "$VQ" generate -m "$MODEL" -p "Hi" -n 4 -c 64 -t 1 --temp 0.8 --top-k 20 --top-p 0.9 --seed 3 --json
+cp "$OUT" "$TMP/s1"
+expect_exit 0 "$VQ" generate -m "$MODEL" -p "Hi" -n 4 -c 64 -t 1 --temp 0.8 --top-k 20 --top-p 0.9 --seed 3 --json
+python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); assert a["text"]==b["text"]' "$TMP/s1" "$OUT" \
+    && ok || bad "sampling with a seed is deterministic"
+
+# --- info
+expect_exit 0 "$VQ" info --help
+expect_exit 2 "$VQ" info
+expect_exit 0 "$VQ" info "$MODEL"
+for k in "general.architecture" "Q4_1" "KV geometry" "head_dim 64" "30 layers"; do
+    grep -q "$k" "$OUT" && ok || bad "info lacks '$k'"
+done
+expect_exit 0 "$VQ" info --json --tensors --method turboquant_mse --bits 4 --ctx 1024 "$MODEL"
+python3 - "$OUT" <<'PY' && ok || bad "info --json content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+m = d["model"]
+assert m["n_layers"] == 30 and m["n_kv_heads"] == 3 and m["head_dim"] == 64, m
+assert m["kv_fp16_bytes_per_token"] == 2 * 30 * 3 * 64 * 2
+assert m["kv_method_bytes_per_token"] < m["kv_fp16_bytes_per_token"] / 3
+assert len(d["tensors"]) == d["n_tensors"] == 272
+assert d["tensor_types"]["Q4_1"] == 210
+PY
+expect_exit 2 "$VQ" info --method turboquant_mse --bits 9 "$MODEL"
+expect_exit 1 "$VQ" info "$TMP/none.gguf"
+
+# --- truncated and corrupt model files: exit 1 with a message (no signal, no crash)
+SIZE=$(stat -c %s "$MODEL")
+for cut in 0 7 24 5000 1000000 $((SIZE / 2)) $((SIZE - 1)); do
+    head -c "$cut" "$MODEL" > "$TMP/t.gguf"
+    expect_exit 1 "$VQ" info "$TMP/t.gguf"
+    expect_exit 1 "$VQ" generate -m "$TMP/t.gguf" -p hi -n 1 -t 1
+    [ -s "$ERR" ] && ok || bad "no message for truncation at $cut"
+done
+head -c 2000000 "$MODEL" > "$TMP/c.gguf"
+printf '\xff\xff\xff\xff\xff\xff\xff\x7f' | dd of="$TMP/c.gguf" bs=1 seek=16 conv=notrunc 2>/dev/null
+expect_exit 1 "$VQ" info "$TMP/c.gguf"
+head -c 64 /dev/urandom > "$TMP/r.gguf"
+expect_exit 1 "$VQ" generate -m "$TMP/r.gguf" -p hi -n 1
+
+echo "generate_info: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
