@@ -1,0 +1,73 @@
+#!/usr/bin/env bash
+# CLI tests for `estimate-memory`: exit codes, exact fp16 arithmetic, KIVI windows, presets
+# listed, the GGUF geometry path agrees with the manual geometry, JSON shape.
+set -u
+VQ="$1"
+MODEL="${VQ_MODELS:-$HOME/.cache/veloxquant/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
+fail=0; pass=0
+OUT=$(mktemp); ERR=$(mktemp); OUT2=$(mktemp)
+trap 'rm -f "$OUT" "$ERR" "$OUT2"' EXIT
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+expect_exit() {  # expect_exit CODE CMD...
+    local want=$1; shift
+    "$@" >"$OUT" 2>"$ERR"
+    local got=$?
+    if [ "$got" -eq "$want" ]; then ok; else bad "exit $got (want $want): $*"; cat "$ERR" >&2; fi
+}
+py() { python3 -c "$@"; }
+GEO="--layers 30 --kv-heads 3 --head-dim 64"
+
+expect_exit 0 "$VQ" estimate-memory --help
+grep -q -- "--kv-heads" "$OUT" && ok || bad "help text"
+expect_exit 2 "$VQ" estimate-memory $GEO                                   # no ctx
+expect_exit 2 "$VQ" estimate-memory -c 100                                 # no geometry
+expect_exit 2 "$VQ" estimate-memory -c 100 --layers 2 --kv-heads 2         # partial geometry
+expect_exit 2 "$VQ" estimate-memory -c -4 $GEO
+expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method nope
+grep -q "unknown method 'nope'" "$ERR" && ok || bad "unknown method message"
+expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method kivi --bits 7
+expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --bogus
+expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --head-dim abc
+expect_exit 1 "$VQ" estimate-memory -c 100 -m /nonexistent/model.gguf
+
+# fp16: exactly 2 bytes x (K, V) x layers x heads x head_dim x ctx
+expect_exit 0 "$VQ" estimate-memory -c 1000 $GEO --method fp16 --json
+py 'import json,sys; d=json.load(open(sys.argv[1])); c=d["configs"]; assert len(c)==1 and c[0]["name"]=="fp16"
+assert c[0]["total_bytes"]==2*2*30*3*64*1000 and c[0]["fullKV_x"]==1 and c[0]["bits_per_elem"]==16' "$OUT" \
+    && ok || bad "fp16 arithmetic"
+
+# kivi-2, d=64, G=32, R=128, ctx 1000: keys are coded in whole 128-token chunks (896 tokens,
+# 28 blocks) with 104 fp16; values keep the newest 128 fp16 and code 872 tokens
+expect_exit 0 "$VQ" estimate-memory -c 1000 --layers 1 --kv-heads 1 --head-dim 64 --method kivi --bits 2 --json
+py 'import json,sys; c=json.load(open(sys.argv[1]))["configs"][0]
+assert c["window_bytes"]==(104+128)*128, c
+assert c["total_bytes"]==c["key_bytes"]+c["value_bytes"]+c["window_bytes"]
+assert c["key_bytes"] % 28 == 0 and c["value_bytes"] % 872 == 0' "$OUT" && ok || bad "kivi windows"
+
+# no method: every preset, in order
+expect_exit 0 "$VQ" estimate-memory -c 4096 $GEO
+for p in fp16 turboquant_mse-4 turboquant_mse-3 turboquant_mse-2 turboquant_prod-4 turboquant_prod-3 \
+         turboquant_prod-2 turboquant_rvq-2 turboquant_rvq-1 qjl polar kivi-4 kivi-2 kivi_sink-2 asym-k4v2; do
+    grep -q "^$p " "$OUT" && ok || bad "preset $p not listed"
+done
+# every compressed config this build has is smaller than fp16
+expect_exit 0 "$VQ" estimate-memory -c 4096 $GEO --json
+py 'import json,sys; c=json.load(open(sys.argv[1]))["configs"]; f=c[0]["total_bytes"]
+built=[x for x in c if "error" not in x]; assert len(built)>=8, len(built)
+assert all(x["total_bytes"]<f and x["fullKV_x"]>1 for x in built[1:])' "$OUT" && ok || bad "compression"
+
+# the GGUF path reads the model geometry (SmolLM2-135M: 30 x 3 x 64)
+if [ -f "$MODEL" ]; then
+    expect_exit 0 "$VQ" estimate-memory -m "$MODEL" -c 777 --json
+    cp "$OUT" "$OUT2"
+    expect_exit 0 "$VQ" estimate-memory $GEO -c 777 --json
+    py 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2]))
+assert a["geometry"]["arch"]=="llama" and a["geometry"]["n_layers"]==30 and a["geometry"]["head_dim"]==64
+assert a["configs"]==b["configs"]' "$OUT2" "$OUT" && ok || bad "gguf geometry"
+else
+    bad "model $MODEL missing (run scripts/fetch_models.sh)"
+fi
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
