@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -428,6 +429,10 @@ vq_status vq_write_file_atomic(const char *path, const void *data, size_t len) {
     vq_status st = VQ_STATUS_IO;
     int fd = mkstemp(tmp);
     if (fd < 0) goto out;
+    /* mkstemp creates 0600; give the file the usual 0666 & ~umask */
+    const mode_t um = umask(0);
+    umask(um);
+    (void)fchmod(fd, 0666 & ~um);
     const char *p = data;
     size_t left = len;
     while (left > 0) {

@@ -123,8 +123,10 @@ vq_status vq_results_read(const char *path, struct vq_results *r, char *err, siz
 vq_status vq_results_write(const struct vq_results *r, const char *path);
 
 /* Writes len bytes to path atomically: a temp file in the same directory, full write, fsync,
- * rename over path, fsync of the directory. On any failure the temp file is removed, an
- * existing file at path is left intact, and IO (or NO_MEMORY) is returned. */
+ * rename over path, fsync of the directory. The file gets mode 0666 & ~umask (the umask is
+ * read by setting and restoring it: do not call this while another thread changes it). On any
+ * failure the temp file is removed, an existing file at path is left intact, and IO (or
+ * NO_MEMORY) is returned. */
 vq_status vq_write_file_atomic(const char *path, const void *data, size_t len);
 
 #endif

@@ -18,5 +18,6 @@ int vq_cmd_generate(int argc, char **argv);
 int vq_cmd_info(int argc, char **argv);
 
 int vq_cmd_estimate_memory(int argc, char **argv);
+int vq_cmd_report(int argc, char **argv);
 
 #endif

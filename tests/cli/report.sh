@@ -1,0 +1,105 @@
+#!/usr/bin/env bash
+# CLI tests for `report`: six valid, non-trivial PNGs per model from the checked-in fixture,
+# table.md holding every number of the fixture, merging of several files, error handling.
+set -u
+VQ="$1"
+FIX=tests/golden/results_fixture.json
+fail=0; pass=0
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+OUT="$TMP/out"; ERR="$TMP/err"
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+expect_exit() {  # expect_exit CODE CMD...
+    local want=$1; shift
+    "$@" >"$OUT" 2>"$ERR"
+    local got=$?
+    if [ "$got" -eq "$want" ]; then ok; else bad "exit $got (want $want): $*"; cat "$ERR" >&2; fi
+}
+
+expect_exit 0 "$VQ" report --help
+expect_exit 2 "$VQ" report "$FIX"                         # no -o
+expect_exit 2 "$VQ" report -o "$TMP/f0"                   # no input
+expect_exit 2 "$VQ" report "$FIX" -o "$TMP/f0" --bogus
+expect_exit 1 "$VQ" report /nonexistent.json -o "$TMP/f0"
+echo '{"schema": "something.else"}' > "$TMP/bad.json"
+expect_exit 1 "$VQ" report "$TMP/bad.json" -o "$TMP/f0"
+grep -q "schema" "$ERR" && ok || bad "bad schema message"
+
+# the fixture: six PNGs + table.md
+expect_exit 0 "$VQ" report "$FIX" -o "$TMP/fig"
+STEM=SmolLM2-135M-Instruct.Q4_1
+for k in throughput quality memory distortion output report; do
+    f="$TMP/fig/$STEM-$k.png"
+    [ -f "$f" ] || { bad "missing $f"; continue; }
+    # a real PNG: signature, IHDR, sane size, decodable IDAT with many distinct pixel values
+    python3 - "$f" <<'EOF' && ok || bad "$f is not a valid non-trivial PNG"
+import struct, sys, zlib
+b = open(sys.argv[1], "rb").read()
+assert b[:8] == b"\x89PNG\r\n\x1a\n", "signature"
+assert len(b) > 20000, "too small: %d bytes" % len(b)
+pos, idat, w = 8, b"", 0
+while pos < len(b):
+    n, t = struct.unpack(">I4s", b[pos:pos + 8])
+    data = b[pos + 8:pos + 8 + n]
+    if t == b"IHDR":
+        w, h, depth, ctype = struct.unpack(">IIBB", data[:10])
+        assert w >= 800 and h >= 400, (w, h)
+    if t == b"IDAT":
+        idat += data
+    pos += 12 + n
+raw = zlib.decompress(idat)
+assert len(set(raw)) > 32, "flat image"
+EOF
+done
+T="$TMP/fig/table.md"
+[ -f "$T" ] && ok || bad "missing table.md"
+python3 - "$FIX" "$T" <<'EOF' && ok || bad "table.md does not hold the fixture's numbers"
+import json, sys
+fix = json.load(open(sys.argv[1]))
+rows = {}
+for line in open(sys.argv[2], encoding="utf-8"):
+    if line.startswith("| ") and not line.startswith("| config"):
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 20:   # the results table (not the output previews)
+            rows[cells[0]] = cells
+def fmt(v):
+    return "%.0f" % v if float(v).is_integer() else "%.6g" % v
+keys = ["bits_per_elem", "kv_bytes", "key_x", "fullKV_x", "ppl", "kld_mean", "kld_median",
+        "kld_p99", "top1", "cosine_k", "cosine_v", "prefill_tok_s", "decode_tok_s",
+        "tokens_generated", "fp16_prefix_match", "peak_rss_mb"]
+for r in fix["results"]:
+    name = r["config"]["name"]
+    cells = rows[name]
+    for i, k in enumerate(keys):
+        want = fmt(r[k]) if k in r else "—"
+        assert cells[3 + i] == want, (name, k, cells[3 + i], want)
+    if "error" in r:
+        assert r["error"] in cells[-1], (name, cells[-1])
+text = open(sys.argv[2], encoding="utf-8").read()
+assert fix["model"]["sha256"] in text and "Fixture CPU" in text
+assert "The capital of France is Paris." in text
+EOF
+
+# two files of one model merge (a later entry replaces an earlier one of the same name); a
+# second model gets its own figures
+python3 - "$FIX" "$TMP" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+d["results"] = [r for r in d["results"] if r["config"]["name"] == "kivi-2"]
+d["results"][0]["ppl"] = 99.5
+d["results"].append({"config": {"name": "kivi-4", "k_method": "kivi", "v_method": "kivi",
+                                 "k_bits": 4, "v_bits": 4}, "ppl": 14.25, "kv_bytes": 4000000})
+json.dump(d, open(sys.argv[2] + "/more.json", "w"))
+d["model"]["file"] = "other/Second-Model.gguf"
+d["model"]["sha256"] = "0" * 64
+json.dump(d, open(sys.argv[2] + "/other.json", "w"))
+EOF
+expect_exit 0 "$VQ" report "$FIX" "$TMP/more.json" "$TMP/other.json" -o "$TMP/fig2"
+grep -q "^| kivi-2 .*| 99.5 |" "$TMP/fig2/table.md" && ok || bad "merge did not replace kivi-2"
+grep -q "^| kivi-4 " "$TMP/fig2/table.md" && ok || bad "merge did not add kivi-4"
+[ "$(grep -c '^## ' "$TMP/fig2/table.md")" -eq 2 ] && ok || bad "two model sections"
+[ -f "$TMP/fig2/Second-Model-report.png" ] && [ -f "$TMP/fig2/$STEM-report.png" ] && ok || bad "per-model figures"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
