@@ -16,6 +16,7 @@ static const struct vq_cli_cmd cmds[] = {
     {"info", vq_cmd_info, "GGUF metadata, tensor types and KV geometry of a model"},
     {"methods", vq_cmd_methods, "list KV methods, parameters and bits/elem formulas"},
     {"bench", vq_cmd_bench, "model-free encode/attend microbenchmark on synthetic keys"},
+    {"perplexity", vq_cmd_perplexity, "chunked perplexity with a compressed KV cache; KL vs saved logits"},
     {"report", vq_cmd_report, "PNG figures and a Markdown table from results.json files"},
     {"estimate-memory", vq_cmd_estimate_memory, "analytic KV-cache bytes per method for a model and context"},
     {"version", cmd_version, "print the library version"},
