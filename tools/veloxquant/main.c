@@ -17,6 +17,8 @@ static const struct vq_cli_cmd cmds[] = {
     {"methods", vq_cmd_methods, "list KV methods, parameters and bits/elem formulas"},
     {"bench", vq_cmd_bench, "model-free encode/attend microbenchmark on synthetic keys"},
     {"perplexity", vq_cmd_perplexity, "chunked perplexity with a compressed KV cache; KL vs saved logits"},
+    {"sweep", vq_cmd_sweep, "models x KV configs, each in a child process, into results.json"},
+    {"sweep-run", vq_cmd_sweep_run, "(internal) one sweep config; run by `sweep` in a child"},
     {"report", vq_cmd_report, "PNG figures and a Markdown table from results.json files"},
     {"estimate-memory", vq_cmd_estimate_memory, "analytic KV-cache bytes per method for a model and context"},
     {"version", cmd_version, "print the library version"},

@@ -1,0 +1,722 @@
+/* cmd_sweep.c — `veloxquant sweep`: models x KV configs, each (model, config) measured in a
+ * fresh child process (fork + exec of this executable's hidden `sweep-run` command), results
+ * written atomically to results.json after every config (DESIGN.md §6).
+ *
+ * Per model the sweep first makes sure the fp16 reference exists (its saved top-k logits and
+ * its greedy probe outputs, in the output folder as fp16.logits / fp16.probe.json), running
+ * the fp16 config if needed; every other config is then compared against it (KL, top-1,
+ * identical greedy prefix). A config that crashes, is killed (out of memory) or exits with an
+ * error is recorded as an `error` entry and the sweep goes on. Finished entries are kept and
+ * skipped on the next run (resume); entries with an error are retried; --force reruns all.
+ * Output: DIR/results.json for one model; DIR/<model>/results.json for several.
+ * Exit status: 0 when every config succeeded, 1 when some failed (results still written),
+ * 2 on usage errors.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cjson/cJSON.h>
+
+#include "veloxquant.h"
+#include "cli.h"
+#include "eval/kvmem.h"
+#include "eval/logits.h"
+#include "eval/ppl.h"
+#include "eval/results.h"
+#include "eval/vecq.h"
+#include "evalcommon.h"
+#include "kvconfig.h"
+#include "opts.h"
+
+static const char *CMD = "sweep";
+#define MAX_MODELS 16
+#define MAX_CONFIGS 64
+
+static void usage(FILE *f) {
+    fprintf(f,
+        "usage: veloxquant sweep -m MODEL [-m MODEL ...] [--configs LIST] -o DIR [options]\n\n"
+        "Measures every (model, KV config) in a fresh child process: perplexity and KL vs the\n"
+        "fp16-KV run on TEXT, greedy probe (tokens generated, identical prefix vs fp16), prefill\n"
+        "and decode tok/s, exact KV bytes, compression, peak RSS; writes results.json (resumable).\n\n"
+        "  -m, --model FILE      GGUF model (repeatable)\n"
+        "  --configs LIST        comma-separated configs (default: all presets). A config is a\n"
+        "                        preset (fp16, turboquant_mse-2/3/4, turboquant_prod-2/3/4,\n"
+        "                        turboquant_rvq-1/2, qjl, polar, kivi-2/4, kivi_sink-2, asym-k4v2),\n"
+        "                        METHOD-B, METHOD-kBvB or KMETHOD-B:VMETHOD-B\n"
+        "  -o, --out DIR         output folder (DIR/results.json; DIR/<model>/ for several models)\n"
+        "  --force               rerun configs that already have results\n"
+        "  -f, --file TEXT       perplexity text (default data/corpus_en.txt)\n"
+        "  -c, --ctx CTX         perplexity chunk tokens (default 512)\n"
+        "  --chunks N            chunks scored (default 4; 0 = all)\n"
+        "  --max-tokens T        greedy tokens per probe prompt (default 200)\n"
+        "  --prompts N           probe prompts (default 8, at most %d)\n"
+        "  -t, --threads N       threads per child (default: OpenMP default)\n"
+        "  --timeout S           kill a config after S seconds (default 0 = none)\n"
+        "  -h, --help            this help\n", vq_probe_n_prompts);
+}
+
+/* ---- child: sweep-run ---------------------------------------------------------------------- */
+
+static int write_probe(const char *path, int n_prompts, int max_tokens, const int32_t *ids,
+                       const int *lens) {
+    cJSON *o = cJSON_CreateObject(), *arr = cJSON_AddArrayToObject(o, "outputs");
+    cJSON_AddNumberToObject(o, "max_tokens", max_tokens);
+    for (int p = 0; p < n_prompts; p++) {
+        cJSON *a = cJSON_CreateArray();
+        for (int i = 0; i < lens[p]; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[(size_t)p * max_tokens + i]));
+        cJSON_AddItemToArray(arr, a);
+    }
+    char *t = cJSON_PrintUnformatted(o);
+    cJSON_Delete(o);
+    if (!t) return 0;
+    vq_status st = vq_write_file_atomic(path, t, strlen(t));
+    free(t);
+    return st == VQ_STATUS_OK;
+}
+
+/* Reads a probe reference; returns 0 on any mismatch/format problem. */
+static int read_probe(const char *path, int n_prompts, int max_tokens, int32_t *ids, int *lens) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    char *buf = malloc(1 << 22);
+    size_t n = buf ? fread(buf, 1, (1 << 22) - 1, f) : 0;
+    fclose(f);
+    if (!buf) return 0;
+    buf[n] = 0;
+    cJSON *o = cJSON_Parse(buf);
+    free(buf);
+    int ok = 0;
+    const cJSON *mt = cJSON_GetObjectItem(o, "max_tokens"), *arr = cJSON_GetObjectItem(o, "outputs");
+    if (cJSON_IsNumber(mt) && mt->valueint == max_tokens && cJSON_IsArray(arr) &&
+        cJSON_GetArraySize(arr) >= n_prompts) {
+        ok = 1;
+        for (int p = 0; p < n_prompts && ok; p++) {
+            const cJSON *a = cJSON_GetArrayItem(arr, p), *it;
+            lens[p] = 0;
+            if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) > max_tokens) { ok = 0; break; }
+            cJSON_ArrayForEach(it, a) {
+                if (!cJSON_IsNumber(it)) { ok = 0; break; }
+                ids[(size_t)p * max_tokens + lens[p]++] = (int32_t)it->valueint;
+            }
+        }
+    }
+    cJSON_Delete(o);
+    return ok;
+}
+
+static void detok_preview(const struct vq_eval_model *em, const int32_t *ids, int n, char **out) {
+    char buf[2048];
+    int64_t len = vq_tok_detokenize(em->tok, ids, n, buf, sizeof buf - 1, true, false);
+    if (len < 0) len = 0;
+    if (len > 300) len = 300;
+    /* do not cut a UTF-8 character */
+    while (len > 0 && ((unsigned char)buf[len] & 0xC0) == 0x80) len--;
+    buf[len] = 0;
+    vq_str_set(out, buf);
+}
+
+/* The hidden child command: one (model, config); writes a one-result results.json to --out.
+ * Exit 0 ok, 1 runtime error, 2 usage (bad config). */
+int vq_cmd_sweep_run(int argc, char **argv) {
+    static const char *C = "sweep-run";
+    static const struct option lo[] = {
+        {"model", required_argument, 0, 'm'},
+        {"config", required_argument, 0, 'n'},
+        {"file", required_argument, 0, 'f'},
+        {"ctx", required_argument, 0, 'c'},
+        {"chunks", required_argument, 0, 'C'},
+        {"max-tokens", required_argument, 0, 'T'},
+        {"prompts", required_argument, 0, 'P'},
+        {"threads", required_argument, 0, 't'},
+        {"out", required_argument, 0, 'o'},
+        {"save-logits", required_argument, 0, 'S'},
+        {"kl-base", required_argument, 0, 'K'},
+        {"save-probe", required_argument, 0, 'p'},
+        {"probe-ref", required_argument, 0, 'r'},
+        VQ_KV_LONG_OPTIONS,
+        {0, 0, 0, 0},
+    };
+    const char *model = NULL, *name = NULL, *text = NULL, *outp = NULL, *save = NULL, *base = NULL;
+    const char *save_probe = NULL, *probe_ref = NULL;
+    int ctx = 512, chunks = 4, max_tokens = 200, n_prompts = 8, threads = 0;
+    struct vq_kv_opts ko;
+    vq_kv_opts_init(&ko);
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":m:f:c:t:o:", lo, NULL)) != -1) {
+        int ok = 1;
+        switch (c) {
+        case 'm': model = optarg; break;
+        case 'n': name = optarg; break;
+        case 'f': text = optarg; break;
+        case 'c': ok = vq_opt_int(C, "--ctx", optarg, 4, 1 << 20, &ctx); break;
+        case 'C': ok = vq_opt_int(C, "--chunks", optarg, 0, 1 << 30, &chunks); break;
+        case 'T': ok = vq_opt_int(C, "--max-tokens", optarg, 1, 1 << 16, &max_tokens); break;
+        case 'P': ok = vq_opt_int(C, "--prompts", optarg, 1, vq_probe_n_prompts, &n_prompts); break;
+        case 't': ok = vq_opt_int(C, "--threads", optarg, 0, 1024, &threads); break;
+        case 'o': outp = optarg; break;
+        case 'S': save = optarg; break;
+        case 'K': base = optarg; break;
+        case 'p': save_probe = optarg; break;
+        case 'r': probe_ref = optarg; break;
+        case ':': fprintf(stderr, "%s: %s needs a value\n", C, argv[optind - 1]); return 2;
+        case '?': fprintf(stderr, "%s: unknown option '%s'\n", C, argv[optind - 1]); return 2;
+        default: ok = vq_kv_opts_handle(&ko, C, c, optarg); break;
+        }
+        if (ok != 1) return 2;
+    }
+    if (!model || !name || !text || !outp || ctx % 2) {
+        fprintf(stderr, "%s: needs -m, --config, -f, --out and an even --ctx\n", C);
+        return 2;
+    }
+    struct vq_ppl_params pp = vq_ppl_params_default();
+    pp.ctx = ctx;
+    pp.n_chunks = chunks;
+    pp.n_threads = threads;
+    vq_kv_opts_resolve(&ko, &pp.cache.key, &pp.cache.value);
+
+    struct vq_eval_model em;
+    if (!vq_eval_model_open(C, model, &em)) return 1;
+    const int d = em.info->head_dim;
+    struct vq_codec_params kp = pp.cache.key, vp = pp.cache.value;
+    kp.head_dim = vp.head_dim = d;
+    {
+        vq_status st;
+        vq_codec *kc = vq_codec_create(&kp, &st), *vc = kc ? vq_codec_create(&vp, &st) : NULL;
+        vq_codec_free(kc);
+        vq_codec_free(vc);
+        if (!vc) {
+            fprintf(stderr, "%s: config %s: %s (bits/options not accepted by the method)\n", C, name,
+                    vq_status_str(st));
+            vq_eval_model_close(&em);
+            return 2;
+        }
+    }
+    int rc = 1;
+    struct vq_result e;
+    vq_result_init(&e);
+    vq_kv_fill_result_config(name, &kp, &vp, &e.config);
+    int64_t n_tok = 0;
+    int32_t *tokens = vq_eval_tokenize_file(C, &em, text, &n_tok);
+    int32_t *ids = malloc((size_t)n_prompts * (size_t)max_tokens * sizeof *ids);
+    int32_t *ref = probe_ref ? malloc((size_t)n_prompts * (size_t)max_tokens * sizeof *ref) : NULL;
+    int lens[64], ref_lens[64];
+    vq_logits_file *sf = NULL, *bf = NULL;
+    vq_ctx *gctx = NULL;
+    vq_status st;
+    char err[512];
+    if (!tokens || !ids || (probe_ref && !ref)) goto out;
+    pp.bos = vq_eval_chunk_bos(&em);
+    if (base && !(bf = vq_logits_open(base, &st))) {
+        fprintf(stderr, "%s: %s: %s\n", C, base, vq_status_str(st));
+        goto out;
+    }
+    if (save && !(sf = vq_logits_create(save, pp.top_k, em.info->n_vocab, ctx, &st))) {
+        fprintf(stderr, "%s: %s: %s\n", C, save, vq_status_str(st));
+        goto out;
+    }
+    if (probe_ref && !read_probe(probe_ref, n_prompts, max_tokens, ref, ref_lens)) {
+        fprintf(stderr, "%s: %s: not a probe reference for %d prompts x %d tokens\n", C, probe_ref,
+                n_prompts, max_tokens);
+        goto out;
+    }
+    /* 1. perplexity (+ KL) */
+    struct vq_progress prog;
+    char label[96];
+    snprintf(label, sizeof label, "  %s ppl", name);
+    vq_progress_init(&prog, label);
+    struct vq_ppl_result pr;
+    st = vq_ppl_run(em.m, tokens, n_tok, &pp, sf, bf, vq_progress_ppl, &prog, &pr, err, sizeof err);
+    vq_progress_done(&prog);
+    if (st != VQ_STATUS_OK) { fprintf(stderr, "%s: perplexity: %s\n", C, err); goto out; }
+    if (sf) {
+        st = vq_logits_close(sf);
+        sf = NULL;
+        if (st != VQ_STATUS_OK) { fprintf(stderr, "%s: %s: %s\n", C, save, vq_status_str(st)); goto out; }
+    }
+    e.ppl = pr.ppl;
+    e.prefill_tok_s = pr.prefill_tok_s;
+    e.kv_bytes = (double)pr.mem.total_bytes;
+    e.key_x = pr.mem.key_total_bytes ? (double)pr.mem.fp16_key_bytes / (double)pr.mem.key_total_bytes : NAN;
+    e.fullKV_x = pr.mem.total_bytes ? (double)pr.mem.fp16_bytes / (double)pr.mem.total_bytes : NAN;
+    e.bits_per_elem = pr.mem.fp16_bytes ? 16.0 * (double)pr.mem.total_bytes / (double)pr.mem.fp16_bytes : NAN;
+    if (bf) {
+        e.kld_mean = pr.kld_mean; e.kld_median = pr.kld_median; e.kld_p99 = pr.kld_p99; e.top1 = pr.top1;
+    } else if (save) {   /* the reference run itself */
+        e.kld_mean = e.kld_median = e.kld_p99 = 0;
+        e.top1 = 1;
+    }
+    /* 2. vector quality on synthetic keys (outlier channels) and values */
+    double cs;
+    if (vq_eval_codec_cosine(&kp, 512, 1, 42, &cs) == VQ_STATUS_OK) e.cosine_k = cs;
+    if (vq_eval_codec_cosine(&vp, 512, 0, 43, &cs) == VQ_STATUS_OK) e.cosine_v = cs;
+    /* 3. greedy probe */
+    struct vq_ctx_params cp = vq_ctx_params_default();
+    cp.n_ctx = 1024 + max_tokens;
+    cp.n_threads = threads;
+    cp.cache = pp.cache;
+    gctx = vq_ctx_create(em.m, &cp, &st);
+    if (!gctx) { fprintf(stderr, "%s: probe context: %s\n", C, vq_status_str(st)); goto out; }
+    snprintf(label, sizeof label, "  %s probe", name);
+    vq_progress_init(&prog, label);
+    double dec_tok_s = 0;
+    st = vq_eval_probe(&em, gctx, n_prompts, max_tokens, ids, lens, &dec_tok_s, &prog);
+    vq_progress_done(&prog);
+    if (st != VQ_STATUS_OK) { fprintf(stderr, "%s: probe: %s\n", C, vq_status_str(st)); goto out; }
+    double tg = 0, pm = 0;
+    for (int p = 0; p < n_prompts; p++) {
+        tg += lens[p];
+        if (ref) pm += vq_common_prefix(ids + (size_t)p * max_tokens, lens[p], ref + (size_t)p * max_tokens, ref_lens[p]);
+    }
+    e.tokens_generated = tg / n_prompts;
+    if (ref) e.fp16_prefix_match = pm / n_prompts;
+    else if (save_probe) e.fp16_prefix_match = e.tokens_generated;   /* the reference itself */
+    e.decode_tok_s = dec_tok_s > 0 ? dec_tok_s : NAN;
+    detok_preview(&em, ids, lens[0], &e.output_preview);
+    if (save_probe && !write_probe(save_probe, n_prompts, max_tokens, ids, lens)) {
+        fprintf(stderr, "%s: cannot write %s\n", C, save_probe);
+        goto out;
+    }
+    e.peak_rss_mb = vq_peak_rss_mb();
+    /* 4. the one-result file */
+    struct vq_results r;
+    vq_results_init(&r);
+    vq_results_stamp_time(&r);
+    vq_results_fill_hardware(&r, threads);
+    snprintf(r.git_commit, sizeof r.git_commit, "unknown");
+    vq_str_set(&r.model.file, model);
+    snprintf(r.model.arch, sizeof r.model.arch, "%s", em.info->arch);
+    r.model.n_layers = em.info->n_layers;
+    r.model.n_kv_heads = em.info->n_kv_heads;
+    r.model.head_dim = d;
+    vq_str_set(&r.protocol.corpus, text);
+    r.protocol.ctx = ctx;
+    r.protocol.chunks = chunks;
+    r.protocol.max_tokens = max_tokens;
+    r.protocol.seed = kp.seed;
+    if (vq_results_add(&r, &e) != VQ_STATUS_OK || vq_results_write(&r, outp) != VQ_STATUS_OK) {
+        fprintf(stderr, "%s: cannot write %s\n", C, outp);
+        vq_results_clear(&r);
+        goto out;
+    }
+    vq_results_clear(&r);
+    printf("%s: ppl %.4f kld %.5f top1 %.3f tokens %.1f prefix %.1f prefill %.1f tok/s decode %.1f tok/s "
+           "KV %.0f bytes (x%.2f) rss %.0f MB\n", name, pr.ppl, bf ? pr.kld_mean : 0.0,
+           bf ? pr.top1 : 1.0, tg / n_prompts, ref ? pm / n_prompts : tg / n_prompts,
+           pr.prefill_tok_s, dec_tok_s, (double)pr.mem.total_bytes,
+           pr.mem.total_bytes ? (double)pr.mem.fp16_bytes / (double)pr.mem.total_bytes : 0.0,
+           vq_peak_rss_mb());
+    rc = 0;
+out:
+    if (sf) { vq_logits_close(sf); remove(save); }
+    vq_logits_close(bf);
+    vq_ctx_free(gctx);
+    vq_result_clear(&e);
+    free(ref);
+    free(ids);
+    free(tokens);
+    vq_eval_model_close(&em);
+    return rc;
+}
+
+/* ---- parent -------------------------------------------------------------------------------- */
+
+struct sweep_opts {
+    const char *models[MAX_MODELS];
+    int n_models;
+    char *configs[MAX_CONFIGS];
+    int n_configs;
+    const char *dir, *text;
+    int force, ctx, chunks, max_tokens, prompts, threads, timeout;
+};
+
+static int mkdir_p(const char *path) {
+    char tmp[4096];
+    snprintf(tmp, sizeof tmp, "%s", path);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = 0;
+        if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return 0;
+        *p = '/';
+    }
+    return mkdir(tmp, 0777) == 0 || errno == EEXIST;
+}
+
+static void self_exe(char *buf, size_t cap, const char *argv0) {
+    ssize_t n = readlink("/proc/self/exe", buf, cap - 1);
+    if (n > 0) buf[n] = 0;
+    else snprintf(buf, cap, "%s", argv0);
+}
+
+static void git_commit(const char *exe, char *out, size_t cap) {
+    snprintf(out, cap, "unknown");
+    char dir[4096], cmd[4300];
+    snprintf(dir, sizeof dir, "%s", exe);
+    char *s = strrchr(dir, '/');
+    if (!s) return;
+    *s = 0;
+    snprintf(cmd, sizeof cmd, "git -C '%s' rev-parse --short=12 HEAD 2>/dev/null", dir);
+    FILE *p = popen(cmd, "r");
+    if (!p) return;
+    char line[40];
+    if (fgets(line, sizeof line, p)) {
+        line[strcspn(line, "\n")] = 0;
+        if (line[0]) snprintf(out, cap, "%s", line);
+    }
+    pclose(p);
+}
+
+/* Last non-empty line of a log file into out. */
+static void last_line(const char *path, char *out, size_t cap) {
+    out[0] = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = 0;
+        /* progress bars use \r: keep the text after the last one */
+        char *cr = strrchr(line, '\r');
+        const char *t = cr ? cr + 1 : line;
+        if (t[0]) snprintf(out, cap, "%s", t);
+    }
+    fclose(f);
+}
+
+/* Runs one child; returns NULL on success or a malloc'd error description. */
+static char *run_child(const char *exe, char **args, const char *log, int timeout) {
+    fflush(stdout);
+    fflush(stderr);
+    pid_t pid = fork();
+    if (pid < 0) return strdup("fork failed");
+    if (pid == 0) {
+        int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
+        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
+        execv(exe, args);
+        _exit(127);
+    }
+    int status = 0;
+    const time_t t0 = time(NULL);
+    for (;;) {
+        pid_t w = waitpid(pid, &status, timeout > 0 ? WNOHANG : 0);
+        if (w == pid) break;
+        if (w < 0 && errno != EINTR) return strdup("waitpid failed");
+        if (timeout > 0 && time(NULL) - t0 > timeout) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &status, 0);
+            char *m = malloc(96);
+            if (m) snprintf(m, 96, "timed out after %d s (killed)", timeout);
+            return m;
+        }
+        if (timeout > 0) usleep(100000);
+    }
+    char buf[700], tail[512];
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) return NULL;
+    last_line(log, tail, sizeof tail);
+    if (WIFSIGNALED(status)) {
+        const int sig = WTERMSIG(status);
+        snprintf(buf, sizeof buf, "child killed by signal %d (%s)%s%s", sig, strsignal(sig),
+                 sig == SIGKILL ? " — out of memory?" : "", tail[0] ? "; last output: " : "");
+        strncat(buf, tail, sizeof buf - strlen(buf) - 1);
+    } else {
+        snprintf(buf, sizeof buf, "child exited with status %d%s", WEXITSTATUS(status), tail[0] ? ": " : "");
+        strncat(buf, tail, sizeof buf - strlen(buf) - 1);
+    }
+    return strdup(buf);
+}
+
+/* Builds the child's argv for one config. */
+struct child_args {
+    char *argv[64];
+    int argc;
+    char nums[8][32];
+    char kvbuf[16][32];
+};
+
+static void child_args(struct child_args *a, const char *exe, const struct sweep_opts *o,
+                       const char *model, const char *name, const struct vq_kv_opts *ko,
+                       const char *out, const char *ref_logits, const char *ref_probe, int is_ref) {
+    a->argc = 0;
+#define A(s) (a->argv[a->argc++] = (char *)(s))
+    A(exe); A("sweep-run"); A("-m"); A(model); A("--config"); A(name); A("-f"); A(o->text);
+    snprintf(a->nums[0], 32, "%d", o->ctx); A("-c"); A(a->nums[0]);
+    snprintf(a->nums[1], 32, "%d", o->chunks); A("--chunks"); A(a->nums[1]);
+    snprintf(a->nums[2], 32, "%d", o->max_tokens); A("--max-tokens"); A(a->nums[2]);
+    snprintf(a->nums[3], 32, "%d", o->prompts); A("--prompts"); A(a->nums[3]);
+    snprintf(a->nums[4], 32, "%d", o->threads); A("-t"); A(a->nums[4]);
+    A("--out"); A(out);
+    if (is_ref) { A("--save-logits"); A(ref_logits); A("--save-probe"); A(ref_probe); }
+    else { A("--kl-base"); A(ref_logits); A("--probe-ref"); A(ref_probe); }
+#undef A
+    vq_kv_opts_to_argv(ko, a->argv, &a->argc, 62, a->kvbuf, 16);
+    a->argv[a->argc] = NULL;
+}
+
+static int protocol_matches(const struct vq_results *r, const struct sweep_opts *o) {
+    return r->protocol.ctx == o->ctx && r->protocol.chunks == o->chunks &&
+           r->protocol.max_tokens == o->max_tokens && r->protocol.n_prompts == o->prompts &&
+           r->protocol.corpus && !strcmp(r->protocol.corpus, o->text);
+}
+
+static int sweep_model(const struct sweep_opts *o, const char *exe, const char *model,
+                       const char *dir, int *n_failed) {
+    char path[4096], logdir[4096], ref_logits[4096], ref_probe[4096], tmpres[4096], log[4200];
+    snprintf(path, sizeof path, "%.3800s/results.json", dir);
+    snprintf(logdir, sizeof logdir, "%.3800s/logs", dir);
+    snprintf(ref_logits, sizeof ref_logits, "%.3800s/fp16.logits", dir);
+    snprintf(ref_probe, sizeof ref_probe, "%.3800s/fp16.probe.json", dir);
+    snprintf(tmpres, sizeof tmpres, "%.3800s/.child_result.json", dir);
+    if (!mkdir_p(logdir)) { fprintf(stderr, "%s: cannot create %s: %s\n", CMD, logdir, strerror(errno)); return 0; }
+    struct vq_kv_geometry geo;
+    char err[512];
+    if (vq_kv_geometry_from_gguf(model, &geo, err, sizeof err) != VQ_STATUS_OK) {
+        fprintf(stderr, "%s: %s\n", CMD, err);
+        return 0;
+    }
+    struct vq_results r;
+    vq_status st = vq_results_read(path, &r, err, sizeof err);
+    if (st == VQ_STATUS_OK && !o->force && !protocol_matches(&r, o)) {
+        fprintf(stderr, "%s: %s was measured with another protocol (text/ctx/chunks/prompts/max-tokens);"
+                " use --force or another -o\n", CMD, path);
+        vq_results_clear(&r);
+        return 0;
+    }
+    if (st == VQ_STATUS_BAD_FORMAT && !o->force) {
+        fprintf(stderr, "%s: %s: %s (use --force to start over)\n", CMD, path, err);
+        return 0;
+    }
+    if (st != VQ_STATUS_OK || o->force) {
+        vq_results_clear(&r);
+        vq_results_init(&r);
+        if (o->force) { unlink(ref_logits); unlink(ref_probe); }
+    }
+    /* header (refreshed on every run) */
+    vq_results_stamp_time(&r);
+    git_commit(exe, r.git_commit, sizeof r.git_commit);
+    vq_results_fill_hardware(&r, o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    vq_str_set(&r.model.file, model);
+    snprintf(r.model.arch, sizeof r.model.arch, "%s", geo.arch);
+    r.model.n_layers = geo.n_layers;
+    r.model.n_kv_heads = geo.n_kv_heads;
+    r.model.head_dim = geo.head_dim;
+    for (int i = 0; i < r.protocol.n_prompts; i++) free(r.protocol.prompts[i]);
+    free(r.protocol.prompts);
+    r.protocol.prompts = calloc((size_t)o->prompts, sizeof(char *));
+    r.protocol.n_prompts = 0;
+    for (int i = 0; r.protocol.prompts && i < o->prompts; i++)
+        if (vq_str_set(&r.protocol.prompts[i], vq_probe_prompts[i]) == VQ_STATUS_OK) r.protocol.n_prompts++;
+    vq_str_set(&r.protocol.corpus, o->text);
+    r.protocol.ctx = o->ctx;
+    r.protocol.chunks = o->chunks;
+    r.protocol.max_tokens = o->max_tokens;
+    r.protocol.seed = 42;
+
+    /* the fp16 reference runs first when its files are missing (or fp16 is not measured yet) */
+    char *order[MAX_CONFIGS + 1];
+    int n_order = 0;
+    const int have_ref = access(ref_logits, R_OK) == 0 && access(ref_probe, R_OK) == 0;
+    const int fp16_i = vq_results_find(&r, "fp16");
+    const int need_ref = !have_ref || fp16_i < 0 || r.results[fp16_i].error;
+    if (need_ref) order[n_order++] = "fp16";
+    for (int i = 0; i < o->n_configs; i++)
+        if (!(need_ref && !strcmp(o->configs[i], "fp16"))) order[n_order++] = o->configs[i];
+
+    for (int i = 0; i < n_order; i++) {
+        const char *name = order[i];
+        const int is_ref = !strcmp(name, "fp16") && need_ref;
+        const int j = vq_results_find(&r, name);
+        if (j >= 0 && !r.results[j].error && !is_ref) {
+            printf("%s: %s: %s cached\n", CMD, model, name);
+            continue;
+        }
+        struct vq_kv_opts ko;
+        vq_kv_opts_from_name(name, &ko);
+        snprintf(log, sizeof log, "%s/%s.log", logdir, name);
+        struct child_args ca;
+        child_args(&ca, exe, o, model, name, &ko, tmpres, ref_logits, ref_probe, is_ref);
+        printf("%s: %s: %s ...\n", CMD, model, name);
+        fflush(stdout);
+        unlink(tmpres);
+        char *cerr = run_child(exe, ca.argv, log, o->timeout);
+        struct vq_result e;
+        vq_result_init(&e);
+        if (!cerr) {
+            struct vq_results one;
+            st = vq_results_read(tmpres, &one, err, sizeof err);
+            if (st == VQ_STATUS_OK && one.n_results == 1) {
+                e = one.results[0];
+                one.results[0].output_preview = one.results[0].error = NULL;
+                /* the child used the model's geometry: keep it if the header had none */
+            } else {
+                cerr = strdup("child reported success but wrote no readable result");
+            }
+            vq_results_clear(&one);
+        }
+        if (cerr) {
+            struct vq_codec_params kp, vp;
+            vq_kv_opts_resolve(&ko, &kp, &vp);
+            vq_kv_fill_result_config(name, &kp, &vp, &e.config);
+            vq_str_set(&e.error, cerr);
+            printf("%s: %s: %s FAILED: %s (log: %s)\n", CMD, model, name, cerr, log);
+            free(cerr);
+            (*n_failed)++;
+        } else {
+            printf("%s: %s: %s done (ppl %.4f)\n", CMD, model, name, e.ppl);
+        }
+        const int k = vq_results_find(&r, name);
+        if (k >= 0) {
+            vq_result_clear(&r.results[k]);
+            r.results[k] = e;
+        } else if (vq_results_add(&r, &e) != VQ_STATUS_OK) {
+            vq_result_clear(&e);
+            fprintf(stderr, "%s: out of memory\n", CMD);
+            vq_results_clear(&r);
+            return 0;
+        }
+        if (vq_results_write(&r, path) != VQ_STATUS_OK) {
+            fprintf(stderr, "%s: cannot write %s (the previous file is intact)\n", CMD, path);
+            vq_results_clear(&r);
+            return 0;
+        }
+        if (is_ref && r.results[vq_results_find(&r, "fp16")].error) {
+            fprintf(stderr, "%s: %s: the fp16 reference failed; skipping the other configs\n", CMD, model);
+            for (int q = i + 1; q < n_order; q++) {
+                struct vq_result f;
+                vq_result_init(&f);
+                struct vq_kv_opts k2;
+                struct vq_codec_params kp, vp;
+                vq_kv_opts_from_name(order[q], &k2);
+                vq_kv_opts_resolve(&k2, &kp, &vp);
+                vq_kv_fill_result_config(order[q], &kp, &vp, &f.config);
+                vq_str_set(&f.error, "not run: the fp16 reference failed");
+                const int kk = vq_results_find(&r, order[q]);
+                if (kk >= 0) { vq_result_clear(&r.results[kk]); r.results[kk] = f; }
+                else if (vq_results_add(&r, &f) != VQ_STATUS_OK) vq_result_clear(&f);
+                (*n_failed)++;
+            }
+            vq_results_write(&r, path);
+            break;
+        }
+    }
+    unlink(tmpres);
+    printf("%s: %s\n", CMD, path);
+    vq_results_clear(&r);
+    return 1;
+}
+
+int vq_cmd_sweep(int argc, char **argv) {
+    static const struct option lo[] = {
+        {"model", required_argument, 0, 'm'},
+        {"configs", required_argument, 0, 'L'},
+        {"out", required_argument, 0, 'o'},
+        {"force", no_argument, 0, 'F'},
+        {"file", required_argument, 0, 'f'},
+        {"ctx", required_argument, 0, 'c'},
+        {"chunks", required_argument, 0, 'C'},
+        {"max-tokens", required_argument, 0, 'T'},
+        {"prompts", required_argument, 0, 'P'},
+        {"threads", required_argument, 0, 't'},
+        {"timeout", required_argument, 0, 'W'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    struct sweep_opts o;
+    memset(&o, 0, sizeof o);
+    o.text = "data/corpus_en.txt";
+    o.ctx = 512;
+    o.chunks = 4;
+    o.max_tokens = 200;
+    o.prompts = 8;
+    const char *configs = "all";
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":m:o:f:c:t:h", lo, NULL)) != -1) {
+        int ok = 1;
+        switch (c) {
+        case 'm':
+            if (o.n_models == MAX_MODELS) { fprintf(stderr, "%s: at most %d models\n", CMD, MAX_MODELS); return 2; }
+            o.models[o.n_models++] = optarg;
+            break;
+        case 'L': configs = optarg; break;
+        case 'o': o.dir = optarg; break;
+        case 'F': o.force = 1; break;
+        case 'f': o.text = optarg; break;
+        case 'c': ok = vq_opt_int(CMD, "--ctx", optarg, 4, 1 << 20, &o.ctx); break;
+        case 'C': ok = vq_opt_int(CMD, "--chunks", optarg, 0, 1 << 30, &o.chunks); break;
+        case 'T': ok = vq_opt_int(CMD, "--max-tokens", optarg, 1, 1 << 16, &o.max_tokens); break;
+        case 'P': ok = vq_opt_int(CMD, "--prompts", optarg, 1, vq_probe_n_prompts, &o.prompts); break;
+        case 't': ok = vq_opt_int(CMD, "--threads", optarg, 0, 1024, &o.threads); break;
+        case 'W': ok = vq_opt_int(CMD, "--timeout", optarg, 0, 1 << 30, &o.timeout); break;
+        case 'h': usage(stdout); return 0;
+        case ':': fprintf(stderr, "%s: %s needs a value\n", CMD, argv[optind - 1]); return 2;
+        default: fprintf(stderr, "%s: unknown option '%s'\n", CMD, argv[optind - 1]); return 2;
+        }
+        if (ok != 1) return 2;
+    }
+    if (optind < argc) { fprintf(stderr, "%s: unexpected argument '%s'\n", CMD, argv[optind]); return 2; }
+    if (!o.n_models || !o.dir) { fprintf(stderr, "%s: -m MODEL and -o DIR are required\n", CMD); return 2; }
+    if (o.ctx % 2) { fprintf(stderr, "%s: --ctx must be even\n", CMD); return 2; }
+    if (access(o.text, R_OK) != 0) {
+        fprintf(stderr, "%s: %s: %s%s\n", CMD, o.text, strerror(errno),
+                !strcmp(o.text, "data/corpus_en.txt") ? " (run `make bench-data`)" : "");
+        return 2;
+    }
+    /* configs */
+    char *list = strdup(configs);
+    if (!list) return 1;
+    if (!strcmp(configs, "all")) {
+        for (int i = 0; i < vq_kv_n_presets; i++) o.configs[o.n_configs++] = (char *)vq_kv_presets[i].name;
+    } else {
+        for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
+            struct vq_kv_opts ko;
+            if (!vq_kv_opts_from_name(tok, &ko)) {
+                fprintf(stderr, "%s: --configs: '%s' is not a preset or METHOD-B / METHOD-kBvB / "
+                        "KMETHOD-B:VMETHOD-B\n", CMD, tok);
+                free(list);
+                return 2;
+            }
+            int dup = 0;
+            for (int i = 0; i < o.n_configs; i++) dup |= !strcmp(o.configs[i], tok);
+            if (dup) continue;
+            if (o.n_configs == MAX_CONFIGS) { fprintf(stderr, "%s: at most %d configs\n", CMD, MAX_CONFIGS); free(list); return 2; }
+            o.configs[o.n_configs++] = tok;
+        }
+    }
+    if (!o.n_configs) { fprintf(stderr, "%s: --configs is empty\n", CMD); free(list); return 2; }
+    char exe[4096];
+    self_exe(exe, sizeof exe, argv[0]);
+    if (!mkdir_p(o.dir)) { fprintf(stderr, "%s: cannot create %s: %s\n", CMD, o.dir, strerror(errno)); free(list); return 1; }
+    int n_failed = 0, rc = 0;
+    for (int m = 0; m < o.n_models; m++) {
+        char dir[4096];
+        if (o.n_models == 1) {
+            snprintf(dir, sizeof dir, "%s", o.dir);
+        } else {
+            const char *b = strrchr(o.models[m], '/');
+            b = b ? b + 1 : o.models[m];
+            char stem[256];
+            snprintf(stem, sizeof stem, "%s", b);
+            size_t n = strlen(stem);
+            if (n > 5 && !strcmp(stem + n - 5, ".gguf")) stem[n - 5] = 0;
+            snprintf(dir, sizeof dir, "%s/%s", o.dir, stem);
+        }
+        if (!sweep_model(&o, exe, o.models[m], dir, &n_failed)) rc = 1;
+    }
+    free(list);
+    if (n_failed) {
+        fprintf(stderr, "%s: %d config(s) failed (recorded as error entries)\n", CMD, n_failed);
+        rc = 1;
+    }
+    return rc;
+}
