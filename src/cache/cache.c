@@ -34,8 +34,10 @@
  * errors; phase B (which cannot fail) updates windows, sinks and counters. Any failure in
  * phase A frees the pages it allocated, so the cache is exactly as before.
  *
- * Threads: vq_cache_attend runs (query, head) pairs in an OpenMP loop; every thread uses its
- * own scratch slab allocated at create, so attend never allocates.
+ * Threads: vq_cache_attend runs work items of (query, kv head, batch of up to VQ_HEAD_BATCH
+ * query heads of that kv head) in an OpenMP loop; a batch scores each page for all its heads
+ * while the page is in cache. The batch shrinks when there are fewer items than threads.
+ * Every thread uses its own scratch slab allocated at create, so attend never allocates.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -46,8 +48,14 @@
 
 #include "cache/softmax.h"
 #include "codecs/codec_impl.h"
+#include "codecs/kivi.h"
 
-#define VQ_MAX_SINKS 64
+#define VQ_MAX_SINKS VQ_KIVI_MAX_SINKS
+
+/* Query heads handled together against one kv head: each page of codes is scored (and its
+ * values accumulated) for all of them while it is in cache, so GQA reads the cache once per
+ * kv head instead of once per query head. */
+#define VQ_HEAD_BATCH 4
 
 enum { WIN_NONE = 0, WIN_FLUSH = 1, WIN_SLIDE = 2 };
 
@@ -101,7 +109,8 @@ struct vq_cache {
     vq_softmax_fn softmax;  /* picked from the key codec ISA */
     /* per-thread attend scratch: one slab each, slab_bytes apart */
     uint8_t *slabs;
-    size_t slab_bytes;
+    size_t slab_bytes;      /* VQ_HEAD_BATCH slots of slot_bytes */
+    size_t slot_bytes;
     size_t off_scores, off_qs, off_qs16, off_acc, off_acc16;
     /* append staging (single-threaded): (page_tokens, head_dim) fp32 */
     float *stage;
@@ -341,7 +350,8 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     off += align64(c->acc_floats * sizeof(float));
     c->off_acc16 = off;
     off += align64((size_t)c->d * sizeof(float));
-    c->slab_bytes = off;
+    c->slot_bytes = off;
+    c->slab_bytes = off * VQ_HEAD_BATCH;
     c->slabs = vq_alloc(c->slab_bytes * (size_t)nt);
     c->stage = vq_alloc((size_t)c->page_tokens * (size_t)c->d * sizeof(float));
     c->kplan = calloc((size_t)c->n_kv, sizeof *c->kplan);
@@ -670,66 +680,85 @@ static void window_acc(const vq_cache *c, const struct vq_side *sd, const struct
     vq_codec_accumulate(c->f16, s->win + (size_t)s->win_start * (size_t)c->d, n, w, acc);
 }
 
-/* One (query, head) pair: out (head_dim) = softmax(scale * K q) V over tokens 0..pos. */
-static void attend_one(const vq_cache *c, const struct vq_layer *L, int g, const float *q,
-                       int64_t pos, float scale, uint8_t *slab, float *out) {
-    float *sc = (float *)(void *)(slab + c->off_scores);
-    void *qs = slab + c->off_qs, *qs16 = slab + c->off_qs16;
-    float *acc = (float *)(void *)(slab + c->off_acc);
-    float *acc16 = (float *)(void *)(slab + c->off_acc16);
+/* Attention of nh (<= VQ_HEAD_BATCH) query heads that share kv head g, for one query at
+ * position pos: out_j (head_dim) = softmax(scale * K q_j) V over tokens 0..pos, where
+ * q_j = q + j*d and out_j = out + j*d. */
+static void attend_heads(const vq_cache *c, const struct vq_layer *L, int g, int nh, const float *q,
+                         int64_t pos, float scale, uint8_t *slab, float *out) {
     const int d = c->d;
     const int64_t nv = pos + 1;
     const int64_t PT = c->page_tokens;
+    float *sc[VQ_HEAD_BATCH], *acc[VQ_HEAD_BATCH], *acc16[VQ_HEAD_BATCH];
+    void *qs[VQ_HEAD_BATCH], *qs16[VQ_HEAD_BATCH];
+    for (int j = 0; j < nh; j++) {
+        uint8_t *hs = slab + (size_t)j * c->slot_bytes;
+        sc[j] = (float *)(void *)(hs + c->off_scores);
+        qs[j] = hs + c->off_qs;
+        qs16[j] = hs + c->off_qs16;
+        acc[j] = (float *)(void *)(hs + c->off_acc);
+        acc16[j] = (float *)(void *)(hs + c->off_acc16);
+    }
 
     /* keys: codec pages, sinks, window */
     const struct vq_side *ks = &L->k;
     const struct vq_stream *kst = &ks->s[g];
     const int64_t kc_vis = kst->n_coded < nv ? kst->n_coded : nv;
-    vq_codec_prepare_query(c->f16, q, qs16);
+    for (int j = 0; j < nh; j++) vq_codec_prepare_query(c->f16, q + (size_t)j * (size_t)d, qs16[j]);
     if (kc_vis > 0) {
         const int64_t kend = round_up(kc_vis, ks->bt);
-        vq_codec_prepare_query(ks->codec, q, qs);
+        for (int j = 0; j < nh; j++) vq_codec_prepare_query(ks->codec, q + (size_t)j * (size_t)d, qs[j]);
         for (int64_t p0 = 0; p0 < kend; p0 += PT) {
             const int64_t p1 = p0 + PT < kend ? p0 + PT : kend;
-            vq_codec_score(ks->codec, qs, kst->pages[p0 / PT], p1 - p0, sc + p0);
+            for (int j = 0; j < nh; j++)
+                vq_codec_score(ks->codec, qs[j], kst->pages[p0 / PT], p1 - p0, sc[j] + p0);
         }
         if (ks->use_sinks)
             for (int i = 0; i < L->n_sinks; i++)
                 if (L->sink_pos[i] < kc_vis)
-                    vq_codec_score(c->f16, qs16, kst->sink + (size_t)i * (size_t)d, 1,
-                                   sc + L->sink_pos[i]);
+                    for (int j = 0; j < nh; j++)
+                        vq_codec_score(c->f16, qs16[j], kst->sink + (size_t)i * (size_t)d, 1,
+                                       sc[j] + L->sink_pos[i]);
     }
-    if (nv > kst->n_coded) window_score(c, ks, kst, qs16, nv - kst->n_coded, sc + kst->n_coded);
+    if (nv > kst->n_coded)
+        for (int j = 0; j < nh; j++)
+            window_score(c, ks, kst, qs16[j], nv - kst->n_coded, sc[j] + kst->n_coded);
 
     /* softmax over [0, nv) with max subtraction; weights are normalized in place */
-    c->softmax(sc, nv, scale);
+    for (int j = 0; j < nh; j++) c->softmax(sc[j], nv, scale);
 
     /* values: codec pages (+ sinks from fp16), window */
     const struct vq_side *vs = &L->v;
     const struct vq_stream *vst = &vs->s[g];
     const int64_t vc_vis = vst->n_coded < nv ? vst->n_coded : nv;
-    memset(acc16, 0, (size_t)d * sizeof(float));
+    for (int j = 0; j < nh; j++) memset(acc16[j], 0, (size_t)d * sizeof(float));
     if (vc_vis > 0) {
         const int64_t vend = round_up(vc_vis, vs->bt);
-        for (int64_t t = nv; t < vend; t++) sc[t] = 0.0f;
-        if (vs->use_sinks)
-            for (int i = 0; i < L->n_sinks; i++) {
-                const int64_t sp = L->sink_pos[i];
-                if (sp >= vc_vis) continue;
-                vq_codec_accumulate(c->f16, vst->sink + (size_t)i * (size_t)d, 1, sc + sp, acc16);
-                sc[sp] = 0.0f;
-            }
-        memset(acc, 0, vq_codec_acc_floats(vs->codec) * sizeof(float));
+        for (int j = 0; j < nh; j++) {
+            for (int64_t t = nv; t < vend; t++) sc[j][t] = 0.0f;
+            if (vs->use_sinks)
+                for (int i = 0; i < L->n_sinks; i++) {
+                    const int64_t sp = L->sink_pos[i];
+                    if (sp >= vc_vis) continue;
+                    vq_codec_accumulate(c->f16, vst->sink + (size_t)i * (size_t)d, 1, sc[j] + sp, acc16[j]);
+                    sc[j][sp] = 0.0f;
+                }
+            memset(acc[j], 0, vq_codec_acc_floats(vs->codec) * sizeof(float));
+        }
         for (int64_t p0 = 0; p0 < vend; p0 += PT) {
             const int64_t p1 = p0 + PT < vend ? p0 + PT : vend;
-            vq_codec_accumulate(vs->codec, vst->pages[p0 / PT], p1 - p0, sc + p0, acc);
+            for (int j = 0; j < nh; j++)
+                vq_codec_accumulate(vs->codec, vst->pages[p0 / PT], p1 - p0, sc[j] + p0, acc[j]);
         }
-        vq_codec_finish(vs->codec, acc, out);
+        for (int j = 0; j < nh; j++) vq_codec_finish(vs->codec, acc[j], out + (size_t)j * (size_t)d);
     } else {
-        memset(out, 0, (size_t)d * sizeof(float));
+        memset(out, 0, (size_t)nh * (size_t)d * sizeof(float));
     }
-    if (nv > vst->n_coded) window_acc(c, vs, vst, nv - vst->n_coded, sc + vst->n_coded, acc16);
-    for (int i = 0; i < d; i++) out[i] += acc16[i];
+    for (int j = 0; j < nh; j++) {
+        float *o = out + (size_t)j * (size_t)d;
+        if (nv > vst->n_coded)
+            window_acc(c, vs, vst, nv - vst->n_coded, sc[j] + vst->n_coded, acc16[j]);
+        for (int i = 0; i < d; i++) o[i] += acc16[j][i];
+    }
 }
 
 vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads, int64_t n_q,
@@ -738,20 +767,30 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
     if (n_q == 0) return VQ_STATUS_OK;
     const struct vq_layer *L = &c->layers[layer];
     const int grp = n_q_heads / c->n_kv;
-    const int64_t n_pairs = n_q * n_q_heads;
     const int d = c->d;
+    /* Head batch: as large as VQ_HEAD_BATCH allows, but small enough that every thread gets
+     * a work item when there are few (query, kv-head) pairs (decode). */
+    const int64_t pairs = n_q * c->n_kv;
+    int hb = grp < VQ_HEAD_BATCH ? grp : VQ_HEAD_BATCH;
+    while (hb > 1 && pairs * ((grp + hb - 1) / hb) < c->n_threads) hb--;
+    const int per_kv = (grp + hb - 1) / hb;
+    const int64_t n_items = pairs * per_kv;
 #ifdef _OPENMP
-#pragma omp parallel for schedule(dynamic, 1) num_threads(c->n_threads) if (n_pairs > 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(c->n_threads) if (n_items > 1)
 #endif
-    for (int64_t pi = 0; pi < n_pairs; pi++) {
+    for (int64_t it = 0; it < n_items; it++) {
         int tid = 0;
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        const int64_t i = pi / n_q_heads;
-        const int h = (int)(pi % n_q_heads);
-        attend_one(c, L, h / grp, q + (size_t)pi * (size_t)d, query_pos(c, layer, n_q, q_pos, i),
-                   scale, c->slabs + (size_t)tid * c->slab_bytes, out + (size_t)pi * (size_t)d);
+        const int64_t i = it / (c->n_kv * per_kv);
+        const int rem = (int)(it % (c->n_kv * per_kv));
+        const int g = rem / per_kv, b = rem % per_kv;
+        const int h0 = g * grp + b * hb;
+        const int nh = grp - b * hb < hb ? grp - b * hb : hb;
+        const size_t off = ((size_t)i * (size_t)n_q_heads + (size_t)h0) * (size_t)d;
+        attend_heads(c, L, g, nh, q + off, query_pos(c, layer, n_q, q_pos, i), scale,
+                     c->slabs + (size_t)tid * c->slab_bytes, out + off);
     }
     return VQ_STATUS_OK;
 }

@@ -497,8 +497,18 @@ TEST(attend_argument_checks) {
     ASSERT_EQ_INT(bad_n, 0);
     /* 10 queries x 6 heads with all positions: fused == reference with many threads */
     ASSERT_LE(check_attend(c, 0, 6, 10, NULL, d), 1e-5);
-    free(k);
     vq_cache_free(c);
+    /* more threads than (query, kv-head) pairs: head batches of 3, 2+1 and 1 */
+    for (int nt = 1; nt <= 6; nt++) {
+        p.n_threads = nt;
+        p.key.method = p.value.method = VQ_METHOD_KIVI;
+        c = vq_cache_create(&p, NULL);
+        ASSERT_STATUS(vq_cache_append(c, 0, k, k, VQ_DTYPE_F32, 10), VQ_STATUS_OK);
+        ASSERT_LE(check_attend(c, 0, 6, 1, NULL, d), 1e-4);
+        ASSERT_LE(check_attend(c, 0, 8, 2, NULL, d), 1e-4);
+        vq_cache_free(c);
+    }
+    free(k);
 }
 
 TEST(create_validation) {
