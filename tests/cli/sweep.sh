@@ -32,7 +32,7 @@ if [ ! -f "$MODEL" ] || [ ! -f "$CORPUS" ]; then
     echo "$pass passed, $fail failed"; exit 1
 fi
 head -c 6144 "$CORPUS" > "$TMP/slice.txt"
-ARGS=(-m "$MODEL" -o "$TMP/sw" -f "$TMP/slice.txt" -c 64 --chunks 1 --max-tokens 8 --prompts 1 -t 2)
+ARGS=(-m "$MODEL" -o "$TMP/sw" -f "$TMP/slice.txt" -c 64 --chunks 1 --max-tokens 8 --prompts 1 -t 1)
 
 # turboquant_mse-9 is syntactically a config but 9 bits are out of range: the child fails
 expect_exit 1 "$VQ" sweep "${ARGS[@]}" --configs turboquant_mse-4,turboquant_mse-9,fp16
@@ -42,6 +42,7 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["schema"] == "veloxquant.results.v1"
 assert d["model"]["n_layers"] == 30 and d["model"]["head_dim"] == 64
+assert d["model"]["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 assert d["protocol"]["ctx"] == 64 and len(d["protocol"]["prompts"]) == 1
 r = {x["config"]["name"]: x for x in d["results"]}
 assert set(r) == {"fp16", "turboquant_mse-4", "turboquant_mse-9"}, list(r)

@@ -33,6 +33,7 @@
 #include "eval/logits.h"
 #include "eval/ppl.h"
 #include "eval/results.h"
+#include "eval/sha256.h"
 #include "eval/vecq.h"
 #include "evalcommon.h"
 #include "kvconfig.h"
@@ -483,8 +484,19 @@ static int sweep_model(const struct sweep_opts *o, const char *exe, const char *
         fprintf(stderr, "%s: %s\n", CMD, err);
         return 0;
     }
+    char sha[65];
+    if (vq_sha256_file(model, sha) != VQ_STATUS_OK) {
+        fprintf(stderr, "%s: %s: cannot read\n", CMD, model);
+        return 0;
+    }
     struct vq_results r;
     vq_status st = vq_results_read(path, &r, err, sizeof err);
+    if (st == VQ_STATUS_OK && !o->force && r.model.sha256[0] && strcmp(r.model.sha256, sha) != 0) {
+        fprintf(stderr, "%s: %s was measured on another model file (sha256 differs); use --force or "
+                "another -o\n", CMD, path);
+        vq_results_clear(&r);
+        return 0;
+    }
     if (st == VQ_STATUS_OK && !o->force && !protocol_matches(&r, o)) {
         fprintf(stderr, "%s: %s was measured with another protocol (text/ctx/chunks/prompts/max-tokens);"
                 " use --force or another -o\n", CMD, path);
@@ -505,6 +517,7 @@ static int sweep_model(const struct sweep_opts *o, const char *exe, const char *
     git_commit(exe, r.git_commit, sizeof r.git_commit);
     vq_results_fill_hardware(&r, o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
     vq_str_set(&r.model.file, model);
+    memcpy(r.model.sha256, sha, sizeof sha);
     snprintf(r.model.arch, sizeof r.model.arch, "%s", geo.arch);
     r.model.n_layers = geo.n_layers;
     r.model.n_kv_heads = geo.n_kv_heads;
