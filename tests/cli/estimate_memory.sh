@@ -51,11 +51,14 @@ for p in fp16 turboquant_mse-4 turboquant_mse-3 turboquant_mse-2 turboquant_prod
          turboquant_prod-2 turboquant_rvq-2 turboquant_rvq-1 qjl polar kivi-4 kivi-2 kivi_sink-2 asym-k4v2; do
     grep -q "^$p " "$OUT" && ok || bad "preset $p not listed"
 done
+# then every other built method at its default bits
+for p in fp32 vecinfer-2 spectral-3; do grep -q "^$p " "$OUT" && ok || bad "method row $p not listed"; done
 # every compressed config this build has is smaller than fp16
 expect_exit 0 "$VQ" estimate-memory -c 4096 $GEO --json
 py 'import json,sys; c=json.load(open(sys.argv[1]))["configs"]; f=c[0]["total_bytes"]
 built=[x for x in c if "error" not in x]; assert len(built)>=8, len(built)
-assert all(x["total_bytes"]<f and x["fullKV_x"]>1 for x in built[1:])' "$OUT" && ok || bad "compression"
+assert all(x["total_bytes"]<f and x["fullKV_x"]>1 for x in built[1:] if x["name"]!="fp32")
+assert [x["total_bytes"] for x in c if x["name"]=="fp32"]==[2*f]' "$OUT" && ok || bad "compression"
 
 # the GGUF path reads the model geometry (SmolLM2-135M: 30 x 3 x 64)
 if [ -f "$MODEL" ]; then

@@ -22,7 +22,8 @@ static void usage(FILE *f) {
         "                                  -c CTX [method options] [--json]\n\n"
         "Exact KV-cache bytes (codes + side data + fp16 windows) a cache of the model's geometry\n"
         "holds after a prefill of CTX tokens, for one configuration or, without method options,\n"
-        "for every sweep preset. Nothing is allocated; no model weights are read.\n\n"
+        "for every sweep preset and every other built method at its default bits. Nothing is\n"
+        "allocated; no model weights are read.\n\n"
         "  -m, --model FILE      GGUF model: geometry from its metadata\n"
         "  --layers N, --kv-heads H, --head-dim D\n"
         "                        geometry given directly (instead of -m)\n"
@@ -98,15 +99,33 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
         g.n_layers = layers; g.n_kv_heads = kv; g.head_dim = hd;
     }
 
-    int n_rows = vq_kv_opts_any_method(&ko) ? 1 : vq_kv_n_presets;
+    /* without method options: every preset, then every built method no preset uses */
+    enum vq_method extra[VQ_METHOD_COUNT];
+    int n_extra = 0;
+    const int all = !vq_kv_opts_any_method(&ko);
+    for (int m = 0; all && m < VQ_METHOD_COUNT; m++) {
+        struct vq_method_info mi;
+        if (vq_method_info_get((enum vq_method)m, &mi) != VQ_STATUS_OK || !mi.implemented) continue;
+        int used = 0;
+        for (int i = 0; i < vq_kv_n_presets; i++)
+            used |= vq_kv_presets[i].km == (enum vq_method)m || vq_kv_presets[i].vm == (enum vq_method)m;
+        if (!used) extra[n_extra++] = (enum vq_method)m;
+    }
+    int n_rows = all ? vq_kv_n_presets + n_extra : 1;
     struct row *rows = calloc((size_t)n_rows, sizeof *rows);
     if (!rows) { fprintf(stderr, "%s: out of memory\n", CMD); return 1; }
     int n_bad = 0;
     for (int i = 0; i < n_rows; i++) {
         struct row *r = &rows[i];
         struct vq_kv_opts o = ko;
-        if (n_rows > 1) {
-            vq_kv_opts_from_name(vq_kv_presets[i].name, &o);
+        if (all) {
+            if (i < vq_kv_n_presets) {
+                vq_kv_opts_from_name(vq_kv_presets[i].name, &o);
+            } else {
+                vq_kv_opts_init(&o);
+                o.has_method = 1;
+                o.method = extra[i - vq_kv_n_presets];
+            }
             /* keep the user's method options (group size, window, ...) */
             o.group_size = ko.group_size; o.residual_length = ko.residual_length;
             o.n_sink_tokens = ko.n_sink_tokens; o.jl_dim = ko.jl_dim;

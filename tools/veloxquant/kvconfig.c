@@ -43,6 +43,8 @@ int vq_kv_default_bits(enum vq_method m) {
     case VQ_METHOD_TURBOQUANT_RVQ: return 2;
     case VQ_METHOD_KIVI: return 2;
     case VQ_METHOD_KIVI_SINK: return 2;
+    case VQ_METHOD_VECINFER: return 2;
+    case VQ_METHOD_SPECTRAL: return 3;
     default: return 4;
     }
 }

@@ -59,7 +59,8 @@ int vq_kv_opts_handle(struct vq_kv_opts *o, const char *cmd, int code, const cha
 /* 1 if any method option (--method, --k-method, --v-method) was given. */
 int vq_kv_opts_any_method(const struct vq_kv_opts *o);
 /* Default bits of a method when --bits is not given (fp16 16, fp32 32, turboquant_mse 4,
- * turboquant_prod 3, qjl 1, polar 4, turboquant_rvq 2, kivi 2, kivi_sink 2). */
+ * turboquant_prod 3, qjl 1, polar 4, turboquant_rvq 2, kivi 2, kivi_sink 2, vecinfer 2,
+ * spectral 3, others 4). */
 int vq_kv_default_bits(enum vq_method m);
 /* Resolves the options into key / value codec params (head_dim left at its default; the
  * caller sets it). Keys and values default to fp16 when no method is given. The name is a
