@@ -246,3 +246,13 @@ vq_status vq_logits_close(vq_logits_file *f) {
     lf_free(f);
     return st;
 }
+
+void vq_logits_discard(vq_logits_file *f) {
+    if (!f) return;
+    if (f->writing) {
+        fclose(f->f);
+        f->f = NULL;
+        unlink(f->tmp);
+    }
+    lf_free(f);
+}

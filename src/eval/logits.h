@@ -23,6 +23,8 @@
  *                u32 target id, f32 log p(target), f32 remainder mass (1 - sum of the top-k
  *                probabilities, clamped to [0, 1]), then top_k x (u32 id), then top_k x (f32
  *                log-prob), ids in descending probability (ties: lower id first).
+ * A writer writes to PATH.tmp and renames it to PATH in vq_logits_close, so an interrupted run
+ * never leaves a partial file under PATH.
  * Log-probabilities are computed in double from the fp32 logits and rounded to fp32, so a
  * run reproducing the same logits reproduces the same summaries bit for bit (KL exactly 0).
  */
@@ -76,6 +78,9 @@ vq_status vq_logits_read(vq_logits_file *f, struct vq_logit_rec *r);
 /* Finishes a writer (record count and hash, fsync) and closes; closes a reader. Returns IO if
  * finishing failed. NULL is a no-op. */
 vq_status vq_logits_close(vq_logits_file *f);
+/* Abandons a writer: closes it and removes its temporary file (the path is never created or
+ * replaced). For a reader, same as vq_logits_close. NULL is a no-op. */
+void vq_logits_discard(vq_logits_file *f);
 
 /* FNV-1a 64 step over one u32 (little-endian bytes). */
 uint64_t vq_logits_hash_u32(uint64_t h, uint32_t v);

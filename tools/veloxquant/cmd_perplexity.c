@@ -193,7 +193,7 @@ int vq_cmd_perplexity(int argc, char **argv) {
     }
     rc = 0;
 out:
-    if (save) { vq_logits_close(save); remove(save_path); }
+    vq_logits_discard(save);
     vq_logits_close(base);
     free(tokens);
     vq_eval_model_close(&em);

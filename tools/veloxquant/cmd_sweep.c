@@ -320,7 +320,7 @@ int vq_cmd_sweep_run(int argc, char **argv) {
            vq_peak_rss_mb());
     rc = 0;
 out:
-    if (sf) { vq_logits_close(sf); remove(save); }
+    vq_logits_discard(sf);
     vq_logits_close(bf);
     vq_ctx_free(gctx);
     vq_result_clear(&e);
