@@ -9,6 +9,7 @@
 
 #include "eval/logits.h"
 #include "eval/ppl.h"
+#include "engine/chat.h"
 #include "engine/model.h"
 #include "engine/tokenizer.h"
 
@@ -136,11 +137,54 @@ TEST(kl_grows_as_bits_drop) {
     ASSERT(ppl[2] > ppl[0] * 0.98);
 }
 
+static int eog(void *user, int32_t id) { return vq_tok_is_eog((const vq_tokenizer *)user, id); }
+
+TEST(probe_greedy) {
+    /* the first probe prompt through the chat template: greedy output is deterministic, stops
+     * at end-of-turn before the limit, and answers "Paris" */
+    vq_status st;
+    vq_tokenizer *tok = vq_tok_create(vq_model_gguf(model), &st);
+    struct vq_chat_template tmpl;
+    vq_chat_from_gguf(vq_model_gguf(model), &tmpl);
+    struct vq_chat_msg msg = {"user", vq_probe_prompts[0]};
+    char text[2048];
+    int64_t tl = vq_chat_apply(&tmpl, &msg, 1, true, text, sizeof text);
+    ASSERT(tl > 0);
+    int32_t ids[512];
+    int64_t n = vq_tok_encode(tok, text, (size_t)tl, true, true, ids, 512);
+    ASSERT(n > 10);
+    struct vq_ctx_params cp = vq_ctx_params_default();
+    cp.n_ctx = 256;
+    cp.n_threads = 1;
+    vq_ctx *c = vq_ctx_create(model, &cp, &st);
+    ASSERT(c != NULL);
+    if (!c || n <= 0) { vq_tok_free(tok); return; }
+    const int max_new = 40;
+    int32_t a[40], b[40];
+    int na, nb;
+    double ps, ds;
+    ASSERT_STATUS(vq_probe_generate(c, vq_model_info_get(model)->n_vocab, ids, n, max_new, eog, tok, a, &na, &ps, &ds), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_probe_generate(c, vq_model_info_get(model)->n_vocab, ids, n, max_new, eog, tok, b, &nb, &ps, &ds), VQ_STATUS_OK);
+    ASSERT(na > 0 && na < max_new);
+    ASSERT_EQ_INT(vq_common_prefix(a, na, b, nb), na);
+    ASSERT_EQ_INT(na, nb);
+    char out[1024];
+    int64_t ol = vq_tok_detokenize(tok, a, na, out, sizeof out - 1, true, false);
+    ASSERT(ol > 0);
+    out[ol > 0 ? ol : 0] = 0;
+    fprintf(stderr, "  probe: %d tokens: %s\n", na, out);
+    ASSERT(strstr(out, "Paris") != NULL);
+    ASSERT(vq_probe_n_prompts >= 8);
+    vq_ctx_free(c);
+    vq_tok_free(tok);
+}
+
 int main(void) {
     if (!setup()) { ASSERT(0); return TEST_REPORT(); }
     RUN(reproducible_and_self_kl_zero);
     RUN(base_mismatch_rejected);
     RUN(kl_grows_as_bits_drop);
+    RUN(probe_greedy);
     unlink(BASE);
     free(tokens);
     vq_model_free(model);
