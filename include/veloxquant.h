@@ -283,6 +283,12 @@ VQ_API vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q
 VQ_API vq_status vq_cache_attend_ref(vq_cache *c, int layer, const float *q, int n_q_heads,
                                      int64_t n_q, const int64_t *q_pos, float scale, float *out);
 
+/* Decodes every token stored in (layer, kv_head) into k and v ((n_tokens, head_dim) fp32
+ * each; either may be NULL) with the codecs' reference decoders, fp16 windows and sinks as
+ * stored. With fp32 K/V methods this returns exactly what was appended (used to record
+ * calibration activations). Returns INVALID_ARG for a bad layer/head or NULL cache. */
+VQ_API vq_status vq_cache_read(const vq_cache *c, int layer, int kv_head, float *k, float *v);
+
 /* Tokens stored in a layer. */
 VQ_API int64_t vq_cache_n_tokens(const vq_cache *c, int layer);
 
@@ -346,6 +352,8 @@ VQ_API vq_status vq_calib_fit_vecinfer(vq_calib_data *cd, int layer, enum vq_rol
  * d_s = ceil((sum lambda)^2 / sum lambda^2). */
 VQ_API vq_status vq_calib_fit_spectral(vq_calib_data *cd, int layer, enum vq_role role,
                                        const float *x, int64_t n);
+/* Signal dimension d_s of the spectral entry of (layer, role), or 0 if not fitted. */
+VQ_API int vq_calib_signal_dims(const vq_calib_data *cd, int layer, enum vq_role role);
 /* Sets the RateQuant sensitivity of a layer to the mean of ||x_t||^2 over the n key samples
  * x (n, head_dim). */
 VQ_API vq_status vq_calib_fit_sensitivity(vq_calib_data *cd, int layer, const float *x,
@@ -385,6 +393,9 @@ VQ_API vq_status vq_calib_data_save(const vq_calib_data *cd, const char *path,
  * artifact). method (may be NULL) must match the header's tag. Caller-owned result. */
 VQ_API vq_calib_data *vq_calib_data_load(const char *path, const char *method,
                                          const uint8_t model_sha256[32], vq_status *st);
+/* SHA-256 of a file's bytes (the model identity recorded in artifacts). Returns OK, IO or
+ * NO_MEMORY. Thread-safe. */
+VQ_API vq_status vq_sha256_file(const char *path, uint8_t out[32]);
 /* Writes the default artifact path "<root>/<method>/<model_sha256 hex>/<name>.vqcal" into buf
  * (cap bytes, NUL-terminated); root = $VQ_CACHE_DIR if set and non-empty, else
  * $HOME/.cache/veloxquant. method and name: 1..63 chars of [A-Za-z0-9_.-], not starting with

@@ -816,6 +816,15 @@ static void stream_decode(const vq_cache *c, const struct vq_layer *L, const str
     }
 }
 
+vq_status vq_cache_read(const vq_cache *c, int layer, int kv_head, float *k, float *v) {
+    if (!c || layer < 0 || layer >= c->n_layers || kv_head < 0 || kv_head >= c->n_kv)
+        return VQ_STATUS_INVALID_ARG;
+    const struct vq_layer *L = &c->layers[layer];
+    if (k) stream_decode(c, L, &L->k, kv_head, k);
+    if (v) stream_decode(c, L, &L->v, kv_head, v);
+    return VQ_STATUS_OK;
+}
+
 vq_status vq_cache_attend_ref(vq_cache *c, int layer, const float *q, int n_q_heads, int64_t n_q,
                               const int64_t *q_pos, float scale, float *out) {
     VQ_RETURN_IF_ERR(attend_check(c, layer, q, n_q_heads, n_q, q_pos, scale, out));

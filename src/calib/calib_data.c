@@ -70,6 +70,11 @@ const struct vq_calib_lr *vq_calib_get(const vq_calib_data *cd, int layer, enum 
     return &cd->lr[layer * 2 + (int)role];
 }
 
+int vq_calib_signal_dims(const vq_calib_data *cd, int layer, enum vq_role role) {
+    const struct vq_calib_lr *e = vq_calib_get(cd, layer, role);
+    return e && e->pca_u ? e->pca_ds : 0;
+}
+
 const double *vq_calib_sensitivities(const vq_calib_data *cd) {
     if (!cd) return NULL;
     for (int i = 0; i < cd->n_layers; i++)

@@ -62,7 +62,7 @@ TEST(calibrated_contract_and_quality) {
     const int dims[] = {64, 80, 128};
     for (int di = 0; di < 3; di++) {
         const int d = dims[di];
-        const int64_t n_cal = 700, n_test = 300;
+        const int64_t n_cal = 500, n_test = 200;
         vq_rng r;
         vq_rng_seed(&r, 100 + d);
         double *Q = malloc(sizeof(double) * (size_t)(d * d));

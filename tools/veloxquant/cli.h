@@ -22,5 +22,6 @@ int vq_cmd_report(int argc, char **argv);
 int vq_cmd_perplexity(int argc, char **argv);
 int vq_cmd_sweep(int argc, char **argv);
 int vq_cmd_sweep_run(int argc, char **argv);
+int vq_cmd_calibrate(int argc, char **argv);
 
 #endif

@@ -21,6 +21,7 @@ static const struct vq_cli_cmd cmds[] = {
     {"sweep-run", vq_cmd_sweep_run, "(internal) one sweep config; run by `sweep` in a child"},
     {"report", vq_cmd_report, "PNG figures and a Markdown table from results.json files"},
     {"estimate-memory", vq_cmd_estimate_memory, "analytic KV-cache bytes per method for a model and context"},
+    {"calibrate", vq_cmd_calibrate, "record a model's keys/values and write calibration artifacts"},
     {"version", cmd_version, "print the library version"},
 };
 

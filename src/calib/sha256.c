@@ -1,0 +1,106 @@
+/*
+ * sha256.c — SHA-256 (FIPS 180-4) of memory and of files; identifies the model a calibration
+ * artifact belongs to. Small, portable, not a speed path (about 200 MB/s).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "calib/calib.h"
+
+static const uint32_t K_[64] = {
+    0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
+    0xd807aa98, 0x12835b01, 0x243185be, 0x550c7dc3, 0x72be5d74, 0x80deb1fe, 0x9bdc06a7, 0xc19bf174,
+    0xe49b69c1, 0xefbe4786, 0x0fc19dc6, 0x240ca1cc, 0x2de92c6f, 0x4a7484aa, 0x5cb0a9dc, 0x76f988da,
+    0x983e5152, 0xa831c66d, 0xb00327c8, 0xbf597fc7, 0xc6e00bf3, 0xd5a79147, 0x06ca6351, 0x14292967,
+    0x27b70a85, 0x2e1b2138, 0x4d2c6dfc, 0x53380d13, 0x650a7354, 0x766a0abb, 0x81c2c92e, 0x92722c85,
+    0xa2bfe8a1, 0xa81a664b, 0xc24b8b70, 0xc76c51a3, 0xd192e819, 0xd6990624, 0xf40e3585, 0x106aa070,
+    0x19a4c116, 0x1e376c08, 0x2748774c, 0x34b0bcb5, 0x391c0cb3, 0x4ed8aa4a, 0x5b9cca4f, 0x682e6ff3,
+    0x748f82ee, 0x78a5636f, 0x84c87814, 0x8cc70208, 0x90befffa, 0xa4506ceb, 0xbef9a3f7, 0xc67178f2};
+
+static inline uint32_t ror_(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
+
+static void block_(uint32_t h[8], const uint8_t *p) {
+    uint32_t w[64];
+    for (int i = 0; i < 16; i++)
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+    for (int i = 16; i < 64; i++) {
+        const uint32_t s0 = ror_(w[i - 15], 7) ^ ror_(w[i - 15], 18) ^ (w[i - 15] >> 3);
+        const uint32_t s1 = ror_(w[i - 2], 17) ^ ror_(w[i - 2], 19) ^ (w[i - 2] >> 10);
+        w[i] = w[i - 16] + s0 + w[i - 7] + s1;
+    }
+    uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
+    for (int i = 0; i < 64; i++) {
+        const uint32_t t1 = hh + (ror_(e, 6) ^ ror_(e, 11) ^ ror_(e, 25)) + ((e & f) ^ (~e & g)) + K_[i] + w[i];
+        const uint32_t t2 = (ror_(a, 2) ^ ror_(a, 13) ^ ror_(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
+        hh = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+    }
+    h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
+}
+
+void vq_sha256_init(struct vq_sha256 *s) {
+    static const uint32_t h0[8] = {0x6a09e667, 0xbb67ae85, 0x3c6ef372, 0xa54ff53a,
+                                   0x510e527f, 0x9b05688c, 0x1f83d9ab, 0x5be0cd19};
+    memcpy(s->h, h0, sizeof h0);
+    s->n = 0;
+    s->fill = 0;
+}
+
+void vq_sha256_update(struct vq_sha256 *s, const void *data, size_t n) {
+    const uint8_t *p = data;
+    s->n += n;
+    if (s->fill) {
+        const size_t take = n < 64 - s->fill ? n : 64 - s->fill;
+        memcpy(s->buf + s->fill, p, take);
+        s->fill += take;
+        p += take;
+        n -= take;
+        if (s->fill < 64) return;
+        block_(s->h, s->buf);
+        s->fill = 0;
+    }
+    for (; n >= 64; n -= 64, p += 64) block_(s->h, p);
+    memcpy(s->buf, p, n);
+    s->fill = n;
+}
+
+void vq_sha256_final(struct vq_sha256 *s, uint8_t out[32]) {
+    const uint64_t bits = s->n * 8;
+    const uint8_t pad = 0x80;
+    const uint8_t zero[64] = {0};
+    vq_sha256_update(s, &pad, 1);
+    vq_sha256_update(s, zero, (s->fill <= 56 ? 56 - s->fill : 120 - s->fill));
+    uint8_t len[8];
+    for (int i = 0; i < 8; i++) len[i] = (uint8_t)(bits >> (56 - 8 * i));
+    vq_sha256_update(s, len, 8);
+    VQ_ASSERT(s->fill == 0);
+    for (int i = 0; i < 8; i++) {
+        out[4 * i] = (uint8_t)(s->h[i] >> 24);
+        out[4 * i + 1] = (uint8_t)(s->h[i] >> 16);
+        out[4 * i + 2] = (uint8_t)(s->h[i] >> 8);
+        out[4 * i + 3] = (uint8_t)s->h[i];
+    }
+}
+
+vq_status vq_sha256_file(const char *path, uint8_t out[32]) {
+    if (!path || !out) return VQ_STATUS_INVALID_ARG;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return VQ_STATUS_IO;
+    struct vq_sha256 s;
+    vq_sha256_init(&s);
+    uint8_t *buf = vq_alloc(1 << 20);
+    if (!buf) { close(fd); return VQ_STATUS_NO_MEMORY; }
+    vq_status st = VQ_STATUS_OK;
+    for (;;) {
+        const ssize_t r = read(fd, buf, 1 << 20);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) { st = VQ_STATUS_IO; break; }
+        if (r == 0) break;
+        vq_sha256_update(&s, buf, (size_t)r);
+    }
+    close(fd);
+    vq_free(buf);
+    if (st == VQ_STATUS_OK) vq_sha256_final(&s, out);
+    return st;
+}
