@@ -582,6 +582,72 @@ TEST(softmax_kernels) {
 }
 #endif
 
+/* Random sequences of appends (some failing), truncates and resets; after every step the
+ * fused attention must match the reference and failed operations must change nothing. */
+TEST(random_operation_sequences) {
+    const int d = 64, n_kv = 2;
+    const enum vq_method ms[4] = {VQ_METHOD_FP16, VQ_METHOD_KIVI, VQ_METHOD_KIVI_SINK, VQ_METHOD_TURBOQUANT_MSE};
+    for (int mi = 0; mi < 4; mi++) {
+        if (!vq_codec_iface(ms[mi])) continue;
+        struct vq_cache_params p = mkp(ms[mi], ms[mi], d, n_kv, VQ_ISA_AUTO);
+        vq_cache *c = vq_cache_create(&p, NULL);
+        ASSERT(c != NULL);
+        if (!c) continue;
+        int64_t n = 0;
+        double worst = 0;
+        float q[2 * 4 * 64];
+        for (int i = 0; i < 2 * 4 * 64; i++) q[i] = nrand();
+        for (int step = 0; step < 60; step++) {
+            const double u = urand();
+            struct snap s0, s1;
+            const int snap_ok = n >= 2; /* take() attends with 2 queries */
+            if (snap_ok) take(c, q, 4, d, &s0);
+            if (u < 0.6) {
+                const int64_t k = 1 + (int64_t)(urand() * 20);
+                float *kk = gen(k, n_kv, d, 1.0f), *vv = gen(k, n_kv, d, 0.0f);
+                const int bad = urand() < 0.2;
+                if (bad) vv[(size_t)(urand() * (double)(k * n_kv * d))] = NAN;
+                const vq_status st = vq_cache_append(c, 0, kk, vv, VQ_DTYPE_F32, k);
+                if (bad) {
+                    ASSERT_STATUS(st, VQ_STATUS_NON_FINITE);
+                } else if (n + k > p.max_tokens) {
+                    ASSERT_STATUS(st, VQ_STATUS_CAPACITY);
+                } else {
+                    ASSERT_STATUS(st, VQ_STATUS_OK);
+                    n += k;
+                }
+                if (st != VQ_STATUS_OK && snap_ok) {
+                    take(c, q, 4, d, &s1);
+                    ASSERT(same(&s0, &s1));
+                }
+                free(kk); free(vv);
+            } else if (u < 0.95) {
+                const int64_t t = (int64_t)(urand() * (double)(n + 1));
+                const vq_status st = vq_cache_truncate(c, t);
+                ASSERT(st == VQ_STATUS_OK || st == VQ_STATUS_UNSUPPORTED);
+                if (st == VQ_STATUS_OK) {
+                    n = t;
+                } else if (snap_ok) {
+                    take(c, q, 4, d, &s1);
+                    ASSERT(same(&s0, &s1));
+                }
+            } else {
+                vq_cache_reset(c);
+                n = 0;
+            }
+            ASSERT_EQ_INT(vq_cache_n_tokens(c, 0), n);
+            if (n > 0) {
+                const int64_t pos[3] = {0, (int64_t)(urand() * (double)n), n - 1};
+                const double e = check_attend(c, 0, 4, 3, pos, d);
+                if (e > worst) worst = e;
+            }
+        }
+        if (worst > 1e-4) fprintf(stderr, "  %s: rel err %.3g\n", vq_method_name(ms[mi]), worst);
+        ASSERT_LE(worst, 1e-4);
+        vq_cache_free(c);
+    }
+}
+
 int main(void) {
 #ifdef VQ_HAVE_X86
     RUN(softmax_kernels);
@@ -594,5 +660,6 @@ int main(void) {
     RUN(dtype_inputs_equal_f32);
     RUN(chunking_invariance);
     RUN(truncate_and_reset);
+    RUN(random_operation_sequences);
     return TEST_REPORT();
 }
