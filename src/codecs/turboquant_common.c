@@ -1,12 +1,13 @@
 /* turboquant_common.c — layout helpers and scalar reference kernels shared by the
  * turboquant_mse and turboquant_rvq codecs (contract in turboquant_kernels.h). */
+#include <math.h>
 #include <string.h>
 
 #include "codecs/turboquant_kernels.h"
 
-/* Fills the kernel description (see turboquant_kernels.h). */
+/* Fills the kernel description and picks the score mode (see turboquant_kernels.h). */
 void vq_tq_kern_init(vq_tq_kern *k, int d, int bits_a, int bits_b, int off_a, int off_b, int rec,
-                     const float *levels) {
+                     const float *levels, enum vq_isa isa) {
     VQ_ASSERT(d % 8 == 0 && (bits_a == 1 || bits_a == 2 || bits_a == 4));
     VQ_ASSERT(bits_b >= 0 && bits_b <= 2 && bits_a + bits_b <= 4);
     memset(k, 0, sizeof(*k));
@@ -20,18 +21,41 @@ void vq_tq_kern_init(vq_tq_kern *k, int d, int bits_a, int bits_b, int off_a, in
     k->rec = rec;
     int L = 1 << (bits_a + bits_b);
     for (int i = 0; i < 16; i++) k->lut[i] = levels[i & (L - 1)];
+    k->score_mode = VQ_TQ_SCORE_LUT;
+    k->q_floats = k->dpad;
+    /* NIB score mode: plane widths 1-2 bits and levels additive across the planes */
+    if (bits_a <= 2 && (bits_b == 0 || bits_b == bits_a) && !(isa == VQ_ISA_AVX512 && bits_a == 2)) {
+        const int La = 1 << bits_a, Lb = 1 << bits_b;
+        float mx = 0.0f;
+        for (int i = 0; i < L; i++) mx = fmaxf(mx, fabsf(levels[i]));
+        for (int a = 0; a < La; a++) k->lev_a[a] = levels[a];
+        for (int b = 0; b < Lb; b++) k->lev_b[b] = levels[b << bits_a] - levels[0];
+        int additive = 1;
+        for (int a = 0; a < La; a++)
+            for (int b = 0; b < Lb; b++)
+                additive &= fabsf(k->lev_a[a] + k->lev_b[b] - levels[a | b << bits_a]) <= 1e-6f * mx;
+        if (additive) {
+            k->score_mode = VQ_TQ_SCORE_NIB;
+            k->nib_a = d * bits_a / 4;
+            k->nib_b = d * bits_b / 4;
+            k->q_floats = 16 * (k->nib_a + k->nib_b);
+        }
+    }
 }
 
-/* Chooses score/accumulate kernels for isa; unavailable variants use the reference. */
-void vq_tq_kern_select(enum vq_isa isa, vq_tq_score_fn *score, vq_tq_acc_fn *acc) {
-    *score = vq_tq_score_ref;
-    *acc = vq_tq_accumulate_ref;
+/* Chooses score/accumulate kernels for k's score mode and isa; unavailable variants use the
+ * reference. */
+void vq_tq_kern_select(const vq_tq_kern *k, enum vq_isa isa, vq_tq_score_fn *score,
+                       vq_tq_acc_fn *acc) {
+    const int nib = k->score_mode == VQ_TQ_SCORE_NIB;
+    *score = nib ? vq_tq_nib_score_ref : vq_tq_score_generic;
+    *acc = vq_tq_accumulate_generic;
 #ifdef VQ_HAVE_X86
     if (isa == VQ_ISA_AVX512) {
-        *score = vq_tq_score_avx512;
+        *score = nib ? vq_tq_nib_score_avx512 : vq_tq_score_avx512;
         *acc = vq_tq_accumulate_avx512;
     } else if (isa == VQ_ISA_AVX2) {
-        *score = vq_tq_score_avx2;
+        *score = nib ? vq_tq_nib_score_avx2 : vq_tq_score_avx2;
         *acc = vq_tq_accumulate_avx2;
     }
 #else
@@ -39,10 +63,30 @@ void vq_tq_kern_select(enum vq_isa isa, vq_tq_score_fn *score, vq_tq_acc_fn *acc
 #endif
 }
 
-/* qs = chunk-interleaved RHT(q), zero padding. */
+/* Builds the 16-entry tables of one plane: nibble p holds codes of coordinates
+ * p*per .. p*per+per-1 (per = 4/bits). */
+static void nib_tables(const float *y, int n_nib, int bits, const float *lev, float *T) {
+    const int per = 4 / bits, mask = (1 << bits) - 1;
+    for (int p = 0; p < n_nib; p++) {
+        const float *yp = y + p * per;
+        for (int v = 0; v < 16; v++) {
+            float s = 0.0f;
+            for (int i = 0; i < per; i++) s += yp[i] * lev[(v >> (i * bits)) & mask];
+            T[16 * p + v] = s;
+        }
+    }
+}
+
+/* qs = RHT(q) prepared for k's score mode (LUT: chunk-interleaved with zero padding; NIB:
+ * nibble tables). */
 void vq_tq_prepare_query(const vq_tq_kern *k, const vq_rht *r, const float *q, float *qs) {
     float y[4096];
     vq_rht_forward(r, q, y);
+    if (k->score_mode == VQ_TQ_SCORE_NIB) {
+        nib_tables(y, k->nib_a, k->bits_a, k->lev_a, qs);
+        if (k->bits_b) nib_tables(y, k->nib_b, k->bits_b, k->lev_b, qs + 16 * k->nib_a);
+        return;
+    }
     for (int i = k->d; i < k->dpad; i++) qs[vq_tq_pos(i)] = 0.0f;
     for (int j = 0; j < k->d; j++) qs[vq_tq_pos(j)] = y[j];
 }
@@ -85,5 +129,72 @@ void vq_tq_accumulate_ref(const vq_tq_kern *k, const uint8_t *codes, int64_t n, 
         const uint8_t *rec = codes + t * k->rec;
         float ws = w[t] * vq_tq_sf16(rec);
         for (int j = 0; j < k->d; j++) acc[vq_tq_pos(j)] += ws * k->lut[vq_tq_code(k, rec, j)];
+    }
+}
+
+/* NIB score mode reference: sum of one table entry per nibble of each plane. */
+void vq_tq_nib_score_ref(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
+                         float *scores) {
+    const float *tb = qs + 16 * k->nib_a;
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *rec = codes + t * k->rec;
+        const uint8_t *pa = rec + k->off_a, *pb = rec + k->off_b;
+        float sum = 0.0f;
+        for (int p = 0; p < k->nib_a; p++) sum += qs[16 * p + ((pa[p >> 1] >> ((p & 1) * 4)) & 15)];
+        for (int p = 0; p < k->nib_b; p++) sum += tb[16 * p + ((pb[p >> 1] >> ((p & 1) * 4)) & 15)];
+        scores[t] = vq_tq_sf16(rec) * sum;
+    }
+}
+
+/* Codes of coordinates 8g .. 8g+7 of a plane with `bits` bits per code, as one integer
+ * (code i at bits [i*bits, (i+1)*bits)). */
+static inline uint32_t group_word(const uint8_t *plane, int g, int bits) {
+    const uint8_t *p = plane + g * bits;
+    uint32_t v = p[0];
+    if (bits >= 2) v |= (uint32_t)p[1] << 8;
+    if (bits == 4) v |= (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+    return v;
+}
+
+/* Float position of coordinate 8g in the chunk-interleaved layout; coordinate 8g+i is at
+ * that position + 16*i. */
+static inline int group_pos(int g) { return (g >> 4) * VQ_TQ_CHUNK + (g & 15); }
+
+/* Portable LUT-mode score: 8 codes per group word. */
+void vq_tq_score_generic(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
+                         float *scores) {
+    const int ng = k->d / 8, ba = k->bits_a, bb = k->bits_b;
+    const uint32_t ma = (1u << ba) - 1u, mb = (1u << bb) - 1u;
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *rec = codes + t * k->rec;
+        float sum = 0.0f;
+        for (int g = 0; g < ng; g++) {
+            const uint32_t wa = group_word(rec + k->off_a, g, ba);
+            const uint32_t wb = bb ? group_word(rec + k->off_b, g, bb) : 0u;
+            const float *q = qs + group_pos(g);
+            for (int i = 0; i < 8; i++)
+                sum += q[16 * i] * k->lut[((wa >> (i * ba)) & ma) | ((wb >> (i * bb)) & mb) << ba];
+        }
+        scores[t] = vq_tq_sf16(rec) * sum;
+    }
+}
+
+/* Portable LUT-mode accumulate: 8 codes per group word. */
+void vq_tq_accumulate_generic(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                              const float *w, float *acc) {
+    const int ng = k->d / 8, ba = k->bits_a, bb = k->bits_b;
+    const uint32_t ma = (1u << ba) - 1u, mb = (1u << bb) - 1u;
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *rec = codes + t * k->rec;
+        const float ws = w[t] * vq_tq_sf16(rec);
+        float lw[16];
+        for (int v = 0; v < 16; v++) lw[v] = ws * k->lut[v];
+        for (int g = 0; g < ng; g++) {
+            const uint32_t wa = group_word(rec + k->off_a, g, ba);
+            const uint32_t wb = bb ? group_word(rec + k->off_b, g, bb) : 0u;
+            float *a = acc + group_pos(g);
+            for (int i = 0; i < 8; i++)
+                a[16 * i] += lw[((wa >> (i * ba)) & ma) | ((wb >> (i * bb)) & mb) << ba];
+        }
     }
 }

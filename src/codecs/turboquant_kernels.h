@@ -9,12 +9,22 @@
  * scale * level. (turboquant_mse b=3: A = low 2 bits, B = high bit; rvq: A = stage 1,
  * B = stage 2.)
  *
- * Prepared query and accumulator use the "chunk-interleaved rotated domain": coordinates are
+ * Accumulator (and, in LUT score mode, the prepared query) use the "chunk-interleaved rotated
+ * domain": coordinates are
  * cut into chunks of 128; within chunk c, float position c*128 + k*16 + l holds rotated
  * coordinate 128c + 8l + k (k = 0..7, l = 0..15). Lane l of a 16-lane vector then reads the
  * 8 consecutive codes 128c+8l .. +7 from bits_a consecutive bytes, and shift k picks code k:
  * no shuffles are needed to match codes with query coordinates. Positions of coordinates
  * >= d (padding up to dpad) are zero in the query; in the accumulator they are ignored.
+ *
+ * Score modes. VQ_TQ_SCORE_LUT: qs is q_r in the chunk-interleaved layout, one table permute +
+ * FMA per 16 coordinates of a token (used for b=3 and b=4). VQ_TQ_SCORE_NIB (planes of 1 or 2
+ * bits whose levels add up across planes: turboquant_mse b=1,2 and turboquant_rvq): qs holds
+ * one 16-float table per 4-bit nibble of each plane, T_p[v] = sum over the codes c_i packed
+ * in nibble value v of q_r[coordinate of c_i] * plane_level[c_i]; a token's score is
+ * scale * sum_p T_p[nibble_p]. SIMD kernels put 16 (8) tokens in the lanes, gather one 32-bit
+ * word of codes per token and look up 8 nibbles per word: no per-token horizontal sums.
+ * Tables of plane A come first (d*bits_a/4 of them), then plane B.
  */
 #ifndef VQ_TURBOQUANT_KERNELS_H
 #define VQ_TURBOQUANT_KERNELS_H
@@ -35,19 +45,29 @@ typedef struct vq_tq_kern {
     int off_a, off_b;  /* byte offsets of the planes inside a record */
     int rec;           /* record bytes */
     float lut[16];     /* lut[i] = level(i mod 2^(bits_a+bits_b)) */
+    int score_mode;    /* VQ_TQ_SCORE_LUT or VQ_TQ_SCORE_NIB */
+    int q_floats;      /* floats of the prepared query */
+    int nib_a, nib_b;  /* NIB: nibbles (tables) of plane A and plane B */
+    float lev_a[4];    /* NIB: per-plane levels, level(a | b << bits_a) = lev_a[a] + lev_b[b] */
+    float lev_b[4];
 } vq_tq_kern;
+
+enum { VQ_TQ_SCORE_LUT = 0, VQ_TQ_SCORE_NIB = 1 };
 
 typedef void (*vq_tq_score_fn)(const vq_tq_kern *k, const float *qs, const uint8_t *codes,
                                int64_t n, float *scores);
 typedef void (*vq_tq_acc_fn)(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
                              const float *w, float *acc);
 
-/* Fills k; levels has 2^(bits_a+bits_b) entries indexed a | b << bits_a. */
+/* Fills k; levels has 2^(bits_a+bits_b) entries indexed a | b << bits_a. The score mode is
+ * NIB where the layout allows it, except for 2-bit planes on AVX-512 (its LUT kernel is
+ * faster there); it may therefore differ between codecs of different isa. */
 void vq_tq_kern_init(vq_tq_kern *k, int d, int bits_a, int bits_b, int off_a, int off_b, int rec,
-                     const float *levels);
-/* Picks the kernels for isa (falls back to the scalar reference). */
-void vq_tq_kern_select(enum vq_isa isa, vq_tq_score_fn *score, vq_tq_acc_fn *acc);
-/* qs (dpad floats) = chunk-interleaved RHT(q). */
+                     const float *levels, enum vq_isa isa);
+/* Picks the kernels for k's score mode and isa (falls back to the scalar reference). */
+void vq_tq_kern_select(const vq_tq_kern *k, enum vq_isa isa, vq_tq_score_fn *score,
+                       vq_tq_acc_fn *acc);
+/* qs (q_floats) = RHT(q) in the prepared form of k's score mode. */
 void vq_tq_prepare_query(const vq_tq_kern *k, const vq_rht *r, const float *q, float *qs);
 /* out (d floats) = RHT^-1 of the natural-order accumulator. */
 void vq_tq_finish(const vq_tq_kern *k, const vq_rht *r, const float *acc, float *out);
@@ -62,7 +82,20 @@ void vq_tq_score_ref(const vq_tq_kern *k, const float *qs, const uint8_t *codes,
 /* acc[pos(j)] += sum_t w[t] * scale_t * lut[code_tj]. */
 void vq_tq_accumulate_ref(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
                           float *acc);
+/* Portable fast versions of the LUT-mode kernels (8 codes per step, no per-code position
+ * arithmetic); used for VQ_ISA_SCALAR. Same results as the _ref kernels up to rounding. */
+void vq_tq_score_generic(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
+                         float *scores);
+void vq_tq_accumulate_generic(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                              const float *w, float *acc);
+/* NIB score mode reference: scores[t] = scale_t * sum_p T_p[nibble_p(t)]. */
+void vq_tq_nib_score_ref(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
+                         float *scores);
 #ifdef VQ_HAVE_X86
+void vq_tq_nib_score_avx2(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
+                          float *scores);
+void vq_tq_nib_score_avx512(const vq_tq_kern *k, const float *qs, const uint8_t *codes,
+                            int64_t n, float *scores);
 void vq_tq_score_avx2(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
                       float *scores);
 void vq_tq_accumulate_avx2(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,

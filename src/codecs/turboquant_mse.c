@@ -159,13 +159,13 @@ static vq_status mse_init(struct vq_codec *c) {
     for (int i = 0; i < (1 << b); i++) m->cb[i] = cb[i] * sc;
     for (int i = 0; i + 1 < (1 << b); i++) m->bnd[i] = bnd[i] * sc;
     const int rec = 2 + d * b / 8;
-    if (b == 3) vq_tq_kern_init(&m->k, d, 2, 1, 2, 2 + d / 4, rec, m->cb);
-    else vq_tq_kern_init(&m->k, d, b, 0, 2, 0, rec, m->cb);
-    vq_tq_kern_select(c->isa, &m->score, &m->acc);
+    if (b == 3) vq_tq_kern_init(&m->k, d, 2, 1, 2, 2 + d / 4, rec, m->cb, c->isa);
+    else vq_tq_kern_init(&m->k, d, b, 0, 2, 0, rec, m->cb, c->isa);
+    vq_tq_kern_select(&m->k, c->isa, &m->score, &m->acc);
     c->impl = m;
     c->block_tokens = 1;
     c->block_bytes = (size_t)rec;
-    c->query_bytes = sizeof(float) * (size_t)m->k.dpad;
+    c->query_bytes = sizeof(float) * (size_t)m->k.q_floats;
     c->acc_floats = (size_t)m->k.dpad;
     c->encode = mse_encode;
     c->decode = mse_decode;

@@ -148,12 +148,12 @@ static vq_status rvq_init(struct vq_codec *c) {
         for (int i1 = 0; i1 < L; i1++) m->lv[i1 | i2 << b] = m->c1[i1] + m->c2[i2];
     m->plane_bytes = 4 * ((d * b + 31) / 32);
     const int rec = 2 + 2 * m->plane_bytes;
-    vq_tq_kern_init(&m->k, d, b, b, 2, 2 + m->plane_bytes, rec, m->lv);
-    vq_tq_kern_select(c->isa, &m->score, &m->acc);
+    vq_tq_kern_init(&m->k, d, b, b, 2, 2 + m->plane_bytes, rec, m->lv, c->isa);
+    vq_tq_kern_select(&m->k, c->isa, &m->score, &m->acc);
     c->impl = m;
     c->block_tokens = 1;
     c->block_bytes = (size_t)rec;
-    c->query_bytes = sizeof(float) * (size_t)m->k.dpad;
+    c->query_bytes = sizeof(float) * (size_t)m->k.q_floats;
     c->acc_floats = (size_t)m->k.dpad;
     c->encode = rvq_encode;
     c->decode = rvq_decode;

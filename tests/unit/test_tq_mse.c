@@ -153,8 +153,7 @@ TEST(simd_matches_ref) {
                 if (!vq_isa_available((enum vq_isa)isa)) continue;
                 vq_codec *c = tq_create(VQ_METHOD_TURBOQUANT_MSE, d, b, (enum vq_isa)isa, 1, 9, &st);
                 float *qs1 = vq_alloc(c->query_bytes), *a1 = vq_alloc(4 * c->acc_floats);
-                vq_codec_prepare_query(c, q, qs1);
-                ASSERT(memcmp(qs0, qs1, c->query_bytes) == 0);
+                vq_codec_prepare_query(c, q, qs1); /* layout may differ per isa (score mode) */
                 vq_codec_score(c, qs1, codes, n, s1);
                 vq_codec_accumulate(c, codes, n, w, a1);
                 int bad = 0;

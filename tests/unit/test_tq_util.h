@@ -14,7 +14,7 @@ extern const struct vq_codec_i vq_codec_turboquant_rvq;
 
 /* Creates a codec through the public API when the method is registered, else directly
  * through its vtable (same init contract as vq_codec_create). NULL + *st on failure. */
-static vq_codec *tq_create(enum vq_method m, int d, int bits, enum vq_isa isa, int unbiased,
+static inline vq_codec *tq_create(enum vq_method m, int d, int bits, enum vq_isa isa, int unbiased,
                            uint64_t seed, vq_status *st) {
     struct vq_codec_params p = vq_codec_params_default();
     p.method = m;
@@ -36,28 +36,28 @@ static vq_codec *tq_create(enum vq_method m, int d, int bits, enum vq_isa isa, i
     return c;
 }
 
-static uint64_t tq_seed(void) {
+static inline uint64_t tq_seed(void) {
     const char *e = getenv("VQ_TEST_SEED");
     uint64_t s = e ? (uint64_t)strtoull(e, NULL, 10) : (uint64_t)time(NULL);
     fprintf(stderr, "seed %llu (set VQ_TEST_SEED to replay)\n", (unsigned long long)s);
     return s;
 }
 
-static void tq_unit(vq_rng *g, float *x, int d) {
+static inline void tq_unit(vq_rng *g, float *x, int d) {
     double n = 0;
     for (int i = 0; i < d; i++) { x[i] = (float)vq_rng_normal(g); n += (double)x[i] * x[i]; }
     float inv = (float)(1.0 / sqrt(n));
     for (int i = 0; i < d; i++) x[i] *= inv;
 }
 
-static double tq_cos(const float *a, const float *b, int d) {
+static inline double tq_cos(const float *a, const float *b, int d) {
     double ab = 0, aa = 0, bb = 0;
     for (int i = 0; i < d; i++) { ab += (double)a[i] * b[i]; aa += (double)a[i] * a[i]; bb += (double)b[i] * b[i]; }
     return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0.0;
 }
 
 /* Mean reconstruction cosine over n fresh random unit vectors. */
-static double tq_mean_cos(vq_codec *c, vq_rng *g, int n) {
+static inline double tq_mean_cos(vq_codec *c, vq_rng *g, int n) {
     int d = c->p.head_dim;
     float *x = (float *)malloc(sizeof(float) * (size_t)d * n), *y = (float *)malloc(sizeof(float) * (size_t)d * n);
     uint8_t *codes = (uint8_t *)malloc(c->block_bytes * (size_t)n);
@@ -71,7 +71,7 @@ static double tq_mean_cos(vq_codec *c, vq_rng *g, int n) {
 
 /* Fused score and accumulate+finish against decode-then-dot / decode-weighted-sum, tolerance
  * 1e-4 relative to |q|*|x^| (scores) and to |sum| (values). Returns mismatches. */
-static int tq_check_fused(vq_codec *c, vq_rng *g, int n) {
+static inline int tq_check_fused(vq_codec *c, vq_rng *g, int n) {
     int d = c->p.head_dim, bad = 0;
     float *x = (float *)malloc(sizeof(float) * (size_t)d * n), *y = (float *)malloc(sizeof(float) * (size_t)d * n);
     uint8_t *codes = (uint8_t *)malloc(c->block_bytes * (size_t)n);

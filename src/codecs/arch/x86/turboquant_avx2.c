@@ -187,3 +187,75 @@ void vq_tq_accumulate_avx2(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
     default: vq_tq_accumulate_ref(k, codes, n, w, acc); break;
     }
 }
+
+/* ---- NIB score mode: 8 tokens in the lanes, one 16-entry lookup per nibble -------------- */
+
+VQ_INLINE __m256 lut16(__m256i idx, const float *T) {
+    const __m256 v = _mm256_permutevar8x32_ps(_mm256_loadu_ps(T), idx);
+    const __m256 u = _mm256_permutevar8x32_ps(_mm256_loadu_ps(T + 8), idx);
+    return _mm256_blendv_ps(v, u, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 28)));
+}
+
+/* Loads 16 bytes (the first nb valid) at p + u*rl for tokens u = 0..7 and transposes them so
+ * that W[w] lane u = bytes 4w..4w+3 of token u (tokens g and g+4 share a register before a
+ * 4x4 in-lane dword transpose). */
+VQ_INLINE void unit_t8(const uint8_t *p, int rl, int nb, __m256i W[4]) {
+    __m256i R[4];
+    for (int g = 0; g < 4; g++) {
+        __m128i x[2];
+        for (int j = 0; j < 2; j++) {
+            const uint8_t *b = p + (size_t)(g + 4 * j) * rl;
+            if (nb == 16) {
+                x[j] = _mm_loadu_si128((const __m128i *)(const void *)b);
+            } else {
+                uint8_t tmp[16] = {0};
+                memcpy(tmp, b, (size_t)nb);
+                x[j] = _mm_loadu_si128((const __m128i *)(const void *)tmp);
+            }
+        }
+        R[g] = _mm256_inserti128_si256(_mm256_castsi128_si256(x[0]), x[1], 1);
+    }
+    const __m256i t0 = _mm256_unpacklo_epi32(R[0], R[1]), t1 = _mm256_unpackhi_epi32(R[0], R[1]);
+    const __m256i t2 = _mm256_unpacklo_epi32(R[2], R[3]), t3 = _mm256_unpackhi_epi32(R[2], R[3]);
+    W[0] = _mm256_unpacklo_epi64(t0, t2);
+    W[1] = _mm256_unpackhi_epi64(t0, t2);
+    W[2] = _mm256_unpacklo_epi64(t1, t3);
+    W[3] = _mm256_unpackhi_epi64(t1, t3);
+}
+
+VQ_INLINE void nib_plane8(const uint8_t *r, int rl, int off, int n_nib, const float *T,
+                          __m256 *acc) {
+    const int nbytes = n_nib / 2;
+    for (int u0 = 0; u0 < nbytes; u0 += 16) {
+        const int nb = nbytes - u0 < 16 ? nbytes - u0 : 16;
+        __m256i W[4];
+        unit_t8(r + off + u0, rl, nb, W);
+        const float *Tu = T + 16 * 2 * u0;
+        const int nn = 2 * nb;
+        for (int w = 0; w < 4; w++)
+            for (int i = 0; i < 8; i++) {
+                if (8 * w + i >= nn) break;
+                acc[i & 1] = _mm256_add_ps(acc[i & 1], lut16(_mm256_srli_epi32(W[w], 4 * i),
+                                                             Tu + 16 * (8 * w + i)));
+            }
+    }
+}
+
+/* AVX2 score, NIB mode; same result as vq_tq_nib_score_ref up to summation order. */
+void vq_tq_nib_score_avx2(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
+                          float *scores) {
+    const int rl = k->rec;
+    int64_t t = 0;
+    for (; t + 8 <= n; t += 8) {
+        const uint8_t *r = codes + t * rl;
+        __m256 acc[2] = {_mm256_setzero_ps(), _mm256_setzero_ps()};
+        nib_plane8(r, rl, k->off_a, k->nib_a, qs, acc);
+        if (k->nib_b) nib_plane8(r, rl, k->off_b, k->nib_b, qs + 16 * k->nib_a, acc);
+        const __m256 sc = _mm256_setr_ps(vq_tq_sf16(r), vq_tq_sf16(r + rl), vq_tq_sf16(r + 2 * rl),
+                                         vq_tq_sf16(r + 3 * rl), vq_tq_sf16(r + 4 * rl),
+                                         vq_tq_sf16(r + 5 * rl), vq_tq_sf16(r + 6 * rl),
+                                         vq_tq_sf16(r + 7 * rl));
+        _mm256_storeu_ps(scores + t, _mm256_mul_ps(sc, _mm256_add_ps(acc[0], acc[1])));
+    }
+    if (t < n) vq_tq_nib_score_ref(k, qs, codes + t * rl, n - t, scores + t);
+}

@@ -14,6 +14,7 @@
  */
 #include <immintrin.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "codecs/turboquant_kernels.h"
 
@@ -177,4 +178,70 @@ void vq_tq_accumulate_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t 
     case 10: acc_t(k, codes, n, w, acc, 2, 2); break;
     default: vq_tq_accumulate_ref(k, codes, n, w, acc); break;
     }
+}
+
+/* ---- NIB score mode: 16 tokens in the lanes, one table permute per nibble -------------- */
+
+/* Loads 16 bytes (the first nb valid) at p + u*rl for tokens u = 0..15 and transposes them so
+ * that W[w] lane u = bytes 4w..4w+3 of token u. Tokens g, g+4, g+8, g+12 share a register
+ * before a 4x4 in-lane dword transpose. */
+VQ_INLINE void unit_t16(const uint8_t *p, int rl, int nb, __m512i W[4]) {
+    __m512i R[4];
+    const __mmask16 m = (__mmask16)((1u << nb) - 1u);
+    for (int g = 0; g < 4; g++) {
+        __m128i x[4];
+        for (int j = 0; j < 4; j++) {
+            const uint8_t *b = p + (size_t)(g + 4 * j) * rl;
+            x[j] = nb == 16 ? _mm_loadu_si128((const __m128i *)(const void *)b) : _mm_maskz_loadu_epi8(m, b);
+        }
+        __m512i v = _mm512_castsi128_si512(x[0]);
+        v = _mm512_inserti32x4(v, x[1], 1);
+        v = _mm512_inserti32x4(v, x[2], 2);
+        R[g] = _mm512_inserti32x4(v, x[3], 3);
+    }
+    const __m512i t0 = _mm512_unpacklo_epi32(R[0], R[1]), t1 = _mm512_unpackhi_epi32(R[0], R[1]);
+    const __m512i t2 = _mm512_unpacklo_epi32(R[2], R[3]), t3 = _mm512_unpackhi_epi32(R[2], R[3]);
+    W[0] = _mm512_unpacklo_epi64(t0, t2);
+    W[1] = _mm512_unpackhi_epi64(t0, t2);
+    W[2] = _mm512_unpacklo_epi64(t1, t3);
+    W[3] = _mm512_unpackhi_epi64(t1, t3);
+}
+
+/* Adds the tables of one plane (n_nib nibbles at byte offset off of each record) for the 16
+ * records at r into acc[0..3]. */
+VQ_INLINE void nib_plane16(const uint8_t *r, int rl, int off, int n_nib, const float *T,
+                           __m512 *acc) {
+    const int nbytes = n_nib / 2;
+    for (int u0 = 0; u0 < nbytes; u0 += 16) {
+        const int nb = nbytes - u0 < 16 ? nbytes - u0 : 16;
+        __m512i W[4];
+        unit_t16(r + off + u0, rl, nb, W);
+        const float *Tu = T + 16 * 2 * u0;
+        const int nn = 2 * nb; /* nibbles in this unit */
+        for (int w = 0; w < 4; w++)
+            for (int i = 0; i < 8; i++) {
+                if (8 * w + i >= nn) break;
+                acc[i & 3] = _mm512_add_ps(acc[i & 3], _mm512_permutexvar_ps(
+                    _mm512_srli_epi32(W[w], (unsigned)(4 * i)), _mm512_loadu_ps(Tu + 16 * (8 * w + i))));
+            }
+    }
+}
+
+/* AVX-512 score, NIB mode; same result as vq_tq_nib_score_ref up to summation order. */
+void vq_tq_nib_score_avx512(const vq_tq_kern *k, const float *qs, const uint8_t *codes,
+                            int64_t n, float *scores) {
+    const int rl = k->rec;
+    int64_t t = 0;
+    for (; t + 16 <= n; t += 16) {
+        const uint8_t *r = codes + t * rl;
+        __m512 acc[4];
+        for (int i = 0; i < 4; i++) acc[i] = _mm512_setzero_ps();
+        nib_plane16(r, rl, k->off_a, k->nib_a, qs, acc);
+        if (k->nib_b) nib_plane16(r, rl, k->off_b, k->nib_b, qs + 16 * k->nib_a, acc);
+        float sc[16];
+        for (int u = 0; u < 16; u++) sc[u] = vq_tq_sf16(r + (size_t)u * rl);
+        const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+        _mm512_storeu_ps(scores + t, _mm512_mul_ps(_mm512_loadu_ps(sc), s));
+    }
+    if (t < n) vq_tq_nib_score_ref(k, qs, codes + t * rl, n - t, scores + t);
 }
