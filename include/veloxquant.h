@@ -393,9 +393,6 @@ VQ_API vq_status vq_calib_data_save(const vq_calib_data *cd, const char *path,
  * artifact). method (may be NULL) must match the header's tag. Caller-owned result. */
 VQ_API vq_calib_data *vq_calib_data_load(const char *path, const char *method,
                                          const uint8_t model_sha256[32], vq_status *st);
-/* SHA-256 of a file's bytes (the model identity recorded in artifacts). Returns OK, IO or
- * NO_MEMORY. Thread-safe. */
-VQ_API vq_status vq_sha256_file(const char *path, uint8_t out[32]);
 /* Writes the default artifact path "<root>/<method>/<model_sha256 hex>/<name>.vqcal" into buf
  * (cap bytes, NUL-terminated); root = $VQ_CACHE_DIR if set and non-empty, else
  * $HOME/.cache/veloxquant. method and name: 1..63 chars of [A-Za-z0-9_.-], not starting with

@@ -84,18 +84,6 @@ struct vq_calib_data {
 /* Entry of (layer, role) or NULL when out of range / cd NULL. */
 const struct vq_calib_lr *vq_calib_get(const vq_calib_data *cd, int layer, enum vq_role role);
 
-/* ---- SHA-256 (model identity) ---------------------------------------------------------------- */
-
-struct vq_sha256 {
-    uint32_t h[8];
-    uint64_t n;          /* bytes hashed so far */
-    uint8_t buf[64];
-    size_t fill;
-};
-void vq_sha256_init(struct vq_sha256 *s);
-void vq_sha256_update(struct vq_sha256 *s, const void *data, size_t n);
-void vq_sha256_final(struct vq_sha256 *s, uint8_t out[32]);
-
 /* ---- artifact container -------------------------------------------------------------------- */
 
 #define VQ_CALIB_MAGIC "VQCALIB\0"

@@ -19,6 +19,7 @@
 #include "opts.h"
 #include "engine/model.h"
 #include "engine/tokenizer.h"
+#include "eval/sha256.h"
 
 /* Default calibration text: varied English prose (no data files needed). */
 static const char *default_text_ =
@@ -143,8 +144,14 @@ int vq_cmd_calibrate(int argc, char **argv) {
     if (out && !strcmp(method, "all")) { fprintf(stderr, "calibrate: --out needs one --method\n"); return 2; }
 
     uint8_t sha[32];
-    vq_status st = vq_sha256_file(model, sha);
+    char sha_hex[65];
+    vq_status st = vq_sha256_file(model, sha_hex);
     if (st != VQ_STATUS_OK) { fprintf(stderr, "calibrate: %s: %s\n", model, vq_status_str(st)); return 1; }
+    for (int i = 0; i < 32; i++) {
+        unsigned byte = 0;
+        sscanf(sha_hex + 2 * i, "%2x", &byte);
+        sha[i] = (uint8_t)byte;
+    }
     vq_model *m = vq_model_load(model, &st);
     if (!m) { fprintf(stderr, "calibrate: %s: %s\n", model, vq_engine_last_error()); return 1; }
     const struct vq_model_info *mi = vq_model_info_get(m);
