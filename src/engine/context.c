@@ -134,8 +134,9 @@ vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_statu
     const size_t NQ = (size_t)I->n_heads * HD, NK = (size_t)I->n_kv_heads * HD, F = (size_t)I->n_ff;
     size_t widest = E > NQ ? E : NQ;
     if (F > widest) widest = F;
-    /* fp32 is the widest activation format (Q8A 1.25 B/elem, Q8K 1.14 B/elem) */
-    c->act_stride = (widest * sizeof(float) + 63) / 64 * 64;
+    /* fp32 is the widest activation format (Q8A 1.25 B/elem, Q8K 1.14 B/elem); each row slot
+     * holds two formats (matmul_shared with weights of mixed types) */
+    c->act_stride = 2 * ((widest * sizeof(float) + 63) / 64 * 64);
     int ok = 1;
     c->x = alloc_track(c, B * E * sizeof(float), &ok);
     c->h = alloc_track(c, B * E * sizeof(float), &ok);
@@ -205,20 +206,32 @@ static void matmul(vq_ctx *c, const struct vq_weight *w, const float *x, int64_t
                    y, w->rows, c->n_threads);
 }
 
-/* Three products sharing one input (q/k/v, gate/up): quantize once when formats agree. */
+/* Products sharing one input (q/k/v, gate/up) in one parallel loop; the input is quantized
+ * once per activation format (a second format, if any, goes to the upper half of c->act). */
 static void matmul_shared(vq_ctx *c, const struct vq_weight *const *ws, float *const *ys, int n,
                           const float *x, int64_t n_tok) {
-    int quantized_act = -1;
+    struct vq_ggml_mm_job jobs[4];
+    int fmt_done[3] = {0, 0, 0};
+    const void *fmt_buf[3] = {NULL, NULL, NULL};
+    int n_fmt = 0;
+    VQ_ASSERT(n <= 4);
     for (int i = 0; i < n; i++) {
         const struct vq_weight *w = ws[i];
-        if ((int)w->k->act != quantized_act) {
+        int a = (int)w->k->act;
+        if (!fmt_done[a]) {
+            /* a second format goes to the second half of each row slot */
+            uint8_t *base = (uint8_t *)c->act + (n_fmt ? c->act_stride / 2 : 0);
+            VQ_ASSERT(n_fmt < 2 && vq_ggml_act_row_bytes(w->k->act, w->cols) <= c->act_stride / 2);
             for (int64_t t = 0; t < n_tok; t++)
-                vq_ggml_quantize_act(w->k->act, x + t * w->cols, (uint8_t *)c->act + (size_t)t * c->act_stride, w->cols);
-            quantized_act = (int)w->k->act;
+                vq_ggml_quantize_act(w->k->act, x + t * w->cols, base + (size_t)t * c->act_stride, w->cols);
+            fmt_done[a] = 1;
+            fmt_buf[a] = base;
+            n_fmt++;
         }
-        vq_ggml_matmul(w->k, w->data, w->row_bytes, w->rows, w->cols, c->act, c->act_stride, n_tok,
-                       ys[i], w->rows, c->n_threads);
+        jobs[i] = (struct vq_ggml_mm_job){w->k, w->data, w->row_bytes, w->rows, w->cols, fmt_buf[a],
+                                          c->act_stride, ys[i], w->rows};
     }
+    vq_ggml_matmul_multi(jobs, n, n_tok, c->n_threads);
 }
 
 static void add_bias(float *y, const float *b, int64_t n_tok, int64_t n) {

@@ -521,7 +521,8 @@ void vq_ggml_quantize_act(enum vq_ggml_act act, const float *x, void *y, int64_t
     }
 }
 
-#define K_(t, act, deq, dot) {t, act, deq, dot}
+#define K_(t, act, deq, dot) {t, act, deq, dot, NULL}
+#define K4_(t, act, deq, dot, dot4) {t, act, deq, dot, dot4}
 static const struct vq_ggml_kernels g_ref[] = {
     K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_ref),
     K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_ref),
@@ -542,11 +543,11 @@ static const struct vq_ggml_kernels g_avx2[] = {
     K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_avx2),
     K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_avx2),
     K_(VQ_GGML_BF16, VQ_ACT_F32, vq_dequantize_row_bf16_ref, vq_vec_dot_bf16_f32_avx2),
-    K_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx2),
-    K_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx2),
+    K4_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx2, vq_vec_dot4_q4_0_q8a_avx2),
+    K4_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx2, vq_vec_dot4_q4_1_q8a_avx2),
     K_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2),
     K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_avx2),
-    K_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2),
+    K4_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2, vq_vec_dot4_q8_0_q8a_avx2),
     K_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2),
     K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref),
     K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2),
@@ -556,11 +557,11 @@ static const struct vq_ggml_kernels g_avx512[] = {
     K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_avx512),
     K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_avx2),
     K_(VQ_GGML_BF16, VQ_ACT_F32, vq_dequantize_row_bf16_ref, vq_vec_dot_bf16_f32_avx2),
-    K_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx512),
-    K_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx512),
+    K4_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx512, vq_vec_dot4_q4_0_q8a_avx512),
+    K4_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx512, vq_vec_dot4_q4_1_q8a_avx512),
     K_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2),
     K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_avx2),
-    K_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx512),
+    K4_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx512, vq_vec_dot4_q8_0_q8a_avx512),
     K_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2),
     K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref),
     K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2),
@@ -588,9 +589,37 @@ const struct vq_ggml_kernels *vq_ggml_kernels(uint32_t type, enum vq_isa isa) {
 void vq_ggml_matmul(const struct vq_ggml_kernels *k, const void *w, size_t w_row_bytes,
                     int64_t n_rows, int64_t n_cols, const void *act, size_t act_stride,
                     int64_t n_tok, float *out, int64_t ld_out, int n_threads) {
-    const int64_t n_tiles = (n_rows + VQ_MM_TILE - 1) / VQ_MM_TILE;
-    const vq_ggml_vec_dot_fn dot = k->vec_dot;
-    const uint8_t *wb = w, *ab = act;
+    const struct vq_ggml_mm_job j = {k, w, w_row_bytes, n_rows, n_cols, act, act_stride, out, ld_out};
+    vq_ggml_matmul_multi(&j, 1, n_tok, n_threads);
+}
+
+/* Computes rows [r0, r1) of one job for every token. */
+static void mm_tile(const struct vq_ggml_mm_job *j, int64_t r0, int64_t r1, int64_t n_tok) {
+    const uint8_t *wb = j->w, *ab = j->act;
+    int64_t t = 0;
+    if (j->k->vec_dot4) {
+        float o4[4];
+        for (; t + 4 <= n_tok; t += 4) {
+            const void *a = ab + (size_t)t * j->act_stride;
+            for (int64_t r = r0; r < r1; r++) {
+                j->k->vec_dot4(j->n_cols, wb + (size_t)r * j->w_row_bytes, a, j->act_stride, o4);
+                for (int q = 0; q < 4; q++) j->out[(t + q) * j->ld_out + r] = o4[q];
+            }
+        }
+    }
+    for (; t < n_tok; t++) {
+        const void *a = ab + (size_t)t * j->act_stride;
+        float *o = j->out + t * j->ld_out;
+        for (int64_t r = r0; r < r1; r++) o[r] = j->k->vec_dot(j->n_cols, wb + (size_t)r * j->w_row_bytes, a);
+    }
+}
+
+void vq_ggml_matmul_multi(const struct vq_ggml_mm_job *jobs, int n_jobs, int64_t n_tok, int n_threads) {
+    int64_t first[8 + 1];
+    VQ_ASSERT(n_jobs >= 1 && n_jobs <= 8);
+    first[0] = 0;
+    for (int i = 0; i < n_jobs; i++) first[i + 1] = first[i] + (jobs[i].n_rows + VQ_MM_TILE - 1) / VQ_MM_TILE;
+    const int64_t n_tiles = first[n_jobs];
 #ifdef _OPENMP
     int nt = n_threads > 0 ? n_threads : omp_get_max_threads();
     if (n_tiles * n_tok < 8) nt = 1;
@@ -599,11 +628,10 @@ void vq_ggml_matmul(const struct vq_ggml_kernels *k, const void *w, size_t w_row
     (void)n_threads;
 #endif
     for (int64_t tile = 0; tile < n_tiles; tile++) {
-        int64_t r0 = tile * VQ_MM_TILE, r1 = r0 + VQ_MM_TILE < n_rows ? r0 + VQ_MM_TILE : n_rows;
-        for (int64_t t = 0; t < n_tok; t++) {
-            const void *a = ab + (size_t)t * act_stride;
-            float *o = out + t * ld_out;
-            for (int64_t r = r0; r < r1; r++) o[r] = dot(n_cols, wb + (size_t)r * w_row_bytes, a);
-        }
+        int i = 0;
+        while (tile >= first[i + 1]) i++;
+        const int64_t r0 = (tile - first[i]) * VQ_MM_TILE;
+        const int64_t r1 = r0 + VQ_MM_TILE < jobs[i].n_rows ? r0 + VQ_MM_TILE : jobs[i].n_rows;
+        mm_tile(&jobs[i], r0, r1, n_tok);
     }
 }

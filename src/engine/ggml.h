@@ -124,11 +124,16 @@ typedef float (*vq_ggml_vec_dot_fn)(int64_t n, const void *w, const void *a);
 /* Converts an fp32 activation row to an act format (n a multiple of its block size). */
 typedef void (*vq_ggml_from_float_fn)(const float *x, void *y, int64_t n);
 
+/* Dots of one weight row with 4 activation rows (a, a + a_stride, ...) into out[0..3]; the
+ * weight blocks are decoded once for the 4 rows (batched prefill). */
+typedef void (*vq_ggml_vec_dot4_fn)(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
+
 struct vq_ggml_kernels {
     uint32_t type;
     enum vq_ggml_act act;
     vq_ggml_to_float_fn to_float;
     vq_ggml_vec_dot_fn vec_dot;
+    vq_ggml_vec_dot4_fn vec_dot4;   /* NULL: vec_dot per row */
 };
 
 /* Kernels of a weight type for an ISA (VQ_ISA_AUTO resolves to the best available; types with
@@ -188,6 +193,12 @@ float vq_vec_dot_q5_1_q8a_avx2(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q8_0_q8a_avx2(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q6_K_q8_K_avx2(int64_t n, const void *w, const void *a);
+void vq_vec_dot4_q4_1_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
+void vq_vec_dot4_q8_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
+void vq_vec_dot4_q4_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
+void vq_vec_dot4_q4_1_q8a_avx512(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
+void vq_vec_dot4_q8_0_q8a_avx512(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
+void vq_vec_dot4_q4_0_q8a_avx512(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
 float vq_vec_dot_f32_f32_avx512(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q4_1_q8a_avx512(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q8_0_q8a_avx512(int64_t n, const void *w, const void *a);
@@ -202,5 +213,21 @@ float vq_vec_dot_q4_0_q8a_avx512(int64_t n, const void *w, const void *a);
 void vq_ggml_matmul(const struct vq_ggml_kernels *k, const void *w, size_t w_row_bytes,
                     int64_t n_rows, int64_t n_cols, const void *act, size_t act_stride,
                     int64_t n_tok, float *out, int64_t ld_out, int n_threads);
+
+/* One product job of vq_ggml_matmul_multi. */
+struct vq_ggml_mm_job {
+    const struct vq_ggml_kernels *k;
+    const void *w;
+    size_t w_row_bytes;
+    int64_t n_rows, n_cols;
+    const void *act;          /* n_tok rows in k->act format */
+    size_t act_stride;
+    float *out;               /* out[t * ld_out + r] */
+    int64_t ld_out;
+};
+
+/* Runs several products over the same n_tok tokens in one OpenMP parallel loop (one fork/join
+ * for e.g. the q, k and v projections), tiles of all jobs interleaved across threads. */
+void vq_ggml_matmul_multi(const struct vq_ggml_mm_job *jobs, int n_jobs, int64_t n_tok, int n_threads);
 
 #endif

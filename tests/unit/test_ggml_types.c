@@ -268,6 +268,40 @@ TEST(isa_variants_match_ref) {
     ASSERT(checked > 100);
 }
 
+/* vec_dot4 (one weight row x 4 activation rows) equals vec_dot on each row bit for bit, for
+ * every ISA: batched prefill and one-token decode then give identical logits. */
+TEST(vec_dot4_bitwise_equals_vec_dot) {
+    static uint8_t w[32 * 19 * 2];
+    static vq_block_q8a act[4][19];
+    static float x[32 * 19];
+    int checked = 0;
+    for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
+        if (!vq_ggml_isa_available((enum vq_isa)isa)) continue;
+        for (size_t k = 0; k < N_TYPES; k++) {
+            const struct vq_ggml_kernels *kv = vq_ggml_kernels(all_types[k], (enum vq_isa)isa);
+            if (!kv->vec_dot4) continue;
+            for (int nb = 1; nb <= 19; nb += 2) {
+                int64_t n = 32 * nb;
+                fill_random_blocks(all_types[k], w, n);
+                for (int j = 0; j < 4; j++) {
+                    for (int64_t i = 0; i < n; i++) x[i] = frand() * (float)(j + 1);
+                    vq_quantize_row_q8a_ref(x, act[j], n);
+                }
+                float o4[4];
+                kv->vec_dot4(n, w, act[0], sizeof act[0], o4);
+                for (int j = 0; j < 4; j++) {
+                    float o1 = kv->vec_dot(n, w, act[j]);
+                    if (memcmp(&o1, &o4[j], 4)) fprintf(stderr, "isa %d %s nb %d row %d: %.9g vs %.9g\n", isa,
+                                                     vq_ggml_type_name(all_types[k]), nb, j, o1, o4[j]);
+                    ASSERT(!memcmp(&o1, &o4[j], 4));
+                    checked++;
+                }
+            }
+        }
+    }
+    ASSERT(checked >= 4 * 10 * 3);
+}
+
 /* Matrix product with odd rows/tokens equals per-row reference dots. */
 TEST(matmul_odd_shapes) {
     enum { COLS = 96, ROWS = 37, TOK = 5 };
@@ -306,6 +340,7 @@ int main(void) {
     RUN(quantize_round_trip);
     RUN(ref_dot_vs_fp64);
     RUN(isa_variants_match_ref);
+    RUN(vec_dot4_bitwise_equals_vec_dot);
     RUN(matmul_odd_shapes);
     return TEST_REPORT();
 }

@@ -224,3 +224,72 @@ float vq_vec_dot_q6_K_q8_K_avx2(int64_t n, const void *w, const void *a) {
     }
     return s;
 }
+
+/* ---- one weight row against 4 activation rows (prefill): the weight block is unpacked
+ * once and reused for every row ---- */
+
+static inline const vq_block_q8a *arow(const void *a, size_t stride, int j) {
+    return (const vq_block_q8a *)(const void *)((const uint8_t *)a + (size_t)j * stride);
+}
+
+void vq_vec_dot4_q4_1_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
+    const vq_block_q4_1 *x = w;
+    const vq_block_q8a *y0 = arow(a, a_stride, 0), *y1 = arow(a, a_stride, 1);
+    const vq_block_q8a *y2 = arow(a, a_stride, 2), *y3 = arow(a, a_stride, 3);
+    __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps(), c3 = _mm256_setzero_ps();
+    float m0 = 0, m1 = 0, m2 = 0, m3 = 0;
+    for (int64_t i = 0; i < n / 32; i++) {
+        const __m256i q = unpack_nibbles(x[i].qs);
+        const float d = _cvtsh_ss(x[i].d), m = _cvtsh_ss(x[i].m);
+        c0 = _mm256_fmadd_ps(_mm256_set1_ps(d * y0[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y0[i].qs)), c0);
+        c1 = _mm256_fmadd_ps(_mm256_set1_ps(d * y1[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y1[i].qs)), c1);
+        c2 = _mm256_fmadd_ps(_mm256_set1_ps(d * y2[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y2[i].qs)), c2);
+        c3 = _mm256_fmadd_ps(_mm256_set1_ps(d * y3[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y3[i].qs)), c3);
+        m0 += m * y0[i].s; m1 += m * y1[i].s; m2 += m * y2[i].s; m3 += m * y3[i].s;
+    }
+    out[0] = hsum256(c0) + m0;
+    out[1] = hsum256(c1) + m1;
+    out[2] = hsum256(c2) + m2;
+    out[3] = hsum256(c3) + m3;
+}
+
+void vq_vec_dot4_q8_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
+    const vq_block_q8_0 *x = w;
+    const vq_block_q8a *y0 = arow(a, a_stride, 0), *y1 = arow(a, a_stride, 1);
+    const vq_block_q8a *y2 = arow(a, a_stride, 2), *y3 = arow(a, a_stride, 3);
+    __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps(), c3 = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        const __m256i q = _mm256_loadu_si256((const __m256i *)x[i].qs);
+        const __m256i aq = _mm256_sign_epi8(q, q);
+        const float d = _cvtsh_ss(x[i].d);
+#define STEP(c, y) c = _mm256_fmadd_ps(_mm256_set1_ps(d * y[i].d), \
+        dot_u8s8(aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[i].qs), q)), c)
+        STEP(c0, y0); STEP(c1, y1); STEP(c2, y2); STEP(c3, y3);
+#undef STEP
+    }
+    out[0] = hsum256(c0);
+    out[1] = hsum256(c1);
+    out[2] = hsum256(c2);
+    out[3] = hsum256(c3);
+}
+
+void vq_vec_dot4_q4_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
+    const vq_block_q4_0 *x = w;
+    const vq_block_q8a *y0 = arow(a, a_stride, 0), *y1 = arow(a, a_stride, 1);
+    const vq_block_q8a *y2 = arow(a, a_stride, 2), *y3 = arow(a, a_stride, 3);
+    __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps(), c3 = _mm256_setzero_ps();
+    float m0 = 0, m1 = 0, m2 = 0, m3 = 0;
+    for (int64_t i = 0; i < n / 32; i++) {
+        const __m256i q = unpack_nibbles(x[i].qs);
+        const float d = _cvtsh_ss(x[i].d);
+        c0 = _mm256_fmadd_ps(_mm256_set1_ps(d * y0[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y0[i].qs)), c0);
+        c1 = _mm256_fmadd_ps(_mm256_set1_ps(d * y1[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y1[i].qs)), c1);
+        c2 = _mm256_fmadd_ps(_mm256_set1_ps(d * y2[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y2[i].qs)), c2);
+        c3 = _mm256_fmadd_ps(_mm256_set1_ps(d * y3[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y3[i].qs)), c3);
+        m0 += d * y0[i].s; m1 += d * y1[i].s; m2 += d * y2[i].s; m3 += d * y3[i].s;
+    }
+    out[0] = hsum256(c0) - 8.0f * m0;
+    out[1] = hsum256(c1) - 8.0f * m1;
+    out[2] = hsum256(c2) - 8.0f * m2;
+    out[3] = hsum256(c3) - 8.0f * m3;
+}
