@@ -34,10 +34,11 @@
  * errors; phase B (which cannot fail) updates windows, sinks and counters. Any failure in
  * phase A frees the pages it allocated, so the cache is exactly as before.
  *
- * Threads: vq_cache_attend runs work items of (query, kv head, batch of up to VQ_HEAD_BATCH
- * query heads of that kv head) in an OpenMP loop; a batch scores each page for all its heads
- * while the page is in cache. The batch shrinks when there are fewer items than threads.
- * Every thread uses its own scratch slab allocated at create, so attend never allocates.
+ * Threads: vq_cache_attend cuts the (query, query head) pairs of each kv head into batches of
+ * up to VQ_SLOT_BATCH and runs the batches in an OpenMP loop; a batch visits every page once,
+ * scoring and accumulating it for all its pairs while it is in cache. Batches shrink when
+ * there are fewer of them than threads. Every thread uses its own scratch slab (allocated at
+ * create), so attend never allocates.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -52,10 +53,10 @@
 
 #define VQ_MAX_SINKS VQ_KIVI_MAX_SINKS
 
-/* Query heads handled together against one kv head: each page of codes is scored (and its
- * values accumulated) for all of them while it is in cache, so GQA reads the cache once per
- * kv head instead of once per query head. */
-#define VQ_HEAD_BATCH 4
+/* (query, query head) pairs handled together against one kv head: each page of codes is
+ * scored (and its values accumulated) for all of them while it is in cache, so GQA heads and
+ * prefill queries share one pass over the cache. */
+#define VQ_SLOT_BATCH 8
 
 enum { WIN_NONE = 0, WIN_FLUSH = 1, WIN_SLIDE = 2 };
 
@@ -109,7 +110,7 @@ struct vq_cache {
     vq_softmax_fn softmax;  /* picked from the key codec ISA */
     /* per-thread attend scratch: one slab each, slab_bytes apart */
     uint8_t *slabs;
-    size_t slab_bytes;      /* VQ_HEAD_BATCH slots of slot_bytes */
+    size_t slab_bytes;      /* VQ_SLOT_BATCH slots of slot_bytes */
     size_t slot_bytes;
     size_t off_scores, off_qs, off_qs16, off_acc, off_acc16;
     /* append staging (single-threaded): (page_tokens, head_dim) fp32 */
@@ -351,7 +352,7 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     c->off_acc16 = off;
     off += align64((size_t)c->d * sizeof(float));
     c->slot_bytes = off;
-    c->slab_bytes = off * VQ_HEAD_BATCH;
+    c->slab_bytes = off * VQ_SLOT_BATCH;
     c->slabs = vq_alloc(c->slab_bytes * (size_t)nt);
     c->stage = vq_alloc((size_t)c->page_tokens * (size_t)c->d * sizeof(float));
     c->kplan = calloc((size_t)c->n_kv, sizeof *c->kplan);
@@ -680,17 +681,24 @@ static void window_acc(const vq_cache *c, const struct vq_side *sd, const struct
     vq_codec_accumulate(c->f16, s->win + (size_t)s->win_start * (size_t)c->d, n, w, acc);
 }
 
-/* Attention of nh (<= VQ_HEAD_BATCH) query heads that share kv head g, for one query at
- * position pos: out_j (head_dim) = softmax(scale * K q_j) V over tokens 0..pos, where
- * q_j = q + j*d and out_j = out + j*d. */
-static void attend_heads(const vq_cache *c, const struct vq_layer *L, int g, int nh, const float *q,
-                         int64_t pos, float scale, uint8_t *slab, float *out) {
+/* One slot of a batch: a (query, query head) pair whose head maps to the batch's kv head. */
+struct attend_slot {
+    const float *q;         /* (head_dim) query */
+    float *out;             /* (head_dim) output */
+    int64_t nv;             /* visible tokens: position + 1 */
+};
+
+/* Attention of ns (<= VQ_SLOT_BATCH) (query, head) pairs that share kv head g:
+ * out = softmax(scale * K q) V over tokens [0, nv) for each slot. Pages are visited once for
+ * the whole batch, each scored / accumulated for every slot that sees it. */
+static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int ns,
+                         const struct attend_slot *sl, float scale, uint8_t *slab) {
     const int d = c->d;
-    const int64_t nv = pos + 1;
     const int64_t PT = c->page_tokens;
-    float *sc[VQ_HEAD_BATCH], *acc[VQ_HEAD_BATCH], *acc16[VQ_HEAD_BATCH];
-    void *qs[VQ_HEAD_BATCH], *qs16[VQ_HEAD_BATCH];
-    for (int j = 0; j < nh; j++) {
+    float *sc[VQ_SLOT_BATCH], *acc[VQ_SLOT_BATCH], *acc16[VQ_SLOT_BATCH];
+    void *qs[VQ_SLOT_BATCH], *qs16[VQ_SLOT_BATCH];
+    int64_t kend[VQ_SLOT_BATCH], vend[VQ_SLOT_BATCH];
+    for (int j = 0; j < ns; j++) {
         uint8_t *hs = slab + (size_t)j * c->slot_bytes;
         sc[j] = (float *)(void *)(hs + c->off_scores);
         qs[j] = hs + c->off_qs;
@@ -702,61 +710,65 @@ static void attend_heads(const vq_cache *c, const struct vq_layer *L, int g, int
     /* keys: codec pages, sinks, window */
     const struct vq_side *ks = &L->k;
     const struct vq_stream *kst = &ks->s[g];
-    const int64_t kc_vis = kst->n_coded < nv ? kst->n_coded : nv;
-    for (int j = 0; j < nh; j++) vq_codec_prepare_query(c->f16, q + (size_t)j * (size_t)d, qs16[j]);
-    if (kc_vis > 0) {
-        const int64_t kend = round_up(kc_vis, ks->bt);
-        for (int j = 0; j < nh; j++) vq_codec_prepare_query(ks->codec, q + (size_t)j * (size_t)d, qs[j]);
-        for (int64_t p0 = 0; p0 < kend; p0 += PT) {
-            const int64_t p1 = p0 + PT < kend ? p0 + PT : kend;
-            for (int j = 0; j < nh; j++)
-                vq_codec_score(ks->codec, qs[j], kst->pages[p0 / PT], p1 - p0, sc[j] + p0);
+    int64_t kmax = 0;
+    for (int j = 0; j < ns; j++) {
+        const int64_t vis = kst->n_coded < sl[j].nv ? kst->n_coded : sl[j].nv;
+        kend[j] = round_up(vis, ks->bt); /* whole blocks; extra scores are ignored */
+        if (kend[j] > kmax) kmax = kend[j];
+        vq_codec_prepare_query(c->f16, sl[j].q, qs16[j]);
+        if (kend[j] > 0) vq_codec_prepare_query(ks->codec, sl[j].q, qs[j]);
+    }
+    for (int64_t p0 = 0; p0 < kmax; p0 += PT)
+        for (int j = 0; j < ns; j++) {
+            if (p0 >= kend[j]) continue;
+            const int64_t p1 = p0 + PT < kend[j] ? p0 + PT : kend[j];
+            vq_codec_score(ks->codec, qs[j], kst->pages[p0 / PT], p1 - p0, sc[j] + p0);
         }
+    for (int j = 0; j < ns; j++) {
         if (ks->use_sinks)
             for (int i = 0; i < L->n_sinks; i++)
-                if (L->sink_pos[i] < kc_vis)
-                    for (int j = 0; j < nh; j++)
-                        vq_codec_score(c->f16, qs16[j], kst->sink + (size_t)i * (size_t)d, 1,
-                                       sc[j] + L->sink_pos[i]);
+                if (L->sink_pos[i] < kst->n_coded && L->sink_pos[i] < sl[j].nv)
+                    vq_codec_score(c->f16, qs16[j], kst->sink + (size_t)i * (size_t)d, 1,
+                                   sc[j] + L->sink_pos[i]);
+        if (sl[j].nv > kst->n_coded)
+            window_score(c, ks, kst, qs16[j], sl[j].nv - kst->n_coded, sc[j] + kst->n_coded);
+        /* softmax over [0, nv) with max subtraction; weights are normalized in place */
+        c->softmax(sc[j], sl[j].nv, scale);
     }
-    if (nv > kst->n_coded)
-        for (int j = 0; j < nh; j++)
-            window_score(c, ks, kst, qs16[j], nv - kst->n_coded, sc[j] + kst->n_coded);
-
-    /* softmax over [0, nv) with max subtraction; weights are normalized in place */
-    for (int j = 0; j < nh; j++) c->softmax(sc[j], nv, scale);
 
     /* values: codec pages (+ sinks from fp16), window */
     const struct vq_side *vs = &L->v;
     const struct vq_stream *vst = &vs->s[g];
-    const int64_t vc_vis = vst->n_coded < nv ? vst->n_coded : nv;
-    for (int j = 0; j < nh; j++) memset(acc16[j], 0, (size_t)d * sizeof(float));
-    if (vc_vis > 0) {
-        const int64_t vend = round_up(vc_vis, vs->bt);
-        for (int j = 0; j < nh; j++) {
-            for (int64_t t = nv; t < vend; t++) sc[j][t] = 0.0f;
-            if (vs->use_sinks)
-                for (int i = 0; i < L->n_sinks; i++) {
-                    const int64_t sp = L->sink_pos[i];
-                    if (sp >= vc_vis) continue;
-                    vq_codec_accumulate(c->f16, vst->sink + (size_t)i * (size_t)d, 1, sc[j] + sp, acc16[j]);
-                    sc[j][sp] = 0.0f;
-                }
-            memset(acc[j], 0, vq_codec_acc_floats(vs->codec) * sizeof(float));
-        }
-        for (int64_t p0 = 0; p0 < vend; p0 += PT) {
-            const int64_t p1 = p0 + PT < vend ? p0 + PT : vend;
-            for (int j = 0; j < nh; j++)
-                vq_codec_accumulate(vs->codec, vst->pages[p0 / PT], p1 - p0, sc[j] + p0, acc[j]);
-        }
-        for (int j = 0; j < nh; j++) vq_codec_finish(vs->codec, acc[j], out + (size_t)j * (size_t)d);
-    } else {
-        memset(out, 0, (size_t)nh * (size_t)d * sizeof(float));
+    int64_t vmax = 0;
+    for (int j = 0; j < ns; j++) {
+        const int64_t nv = sl[j].nv;
+        const int64_t vis = vst->n_coded < nv ? vst->n_coded : nv;
+        vend[j] = round_up(vis, vs->bt);
+        if (vend[j] > vmax) vmax = vend[j];
+        memset(acc16[j], 0, (size_t)d * sizeof(float));
+        if (vend[j] == 0) continue;
+        for (int64_t t = nv; t < vend[j]; t++) sc[j][t] = 0.0f;
+        if (vs->use_sinks)
+            for (int i = 0; i < L->n_sinks; i++) {
+                const int64_t sp = L->sink_pos[i];
+                if (sp >= vis) continue;
+                vq_codec_accumulate(c->f16, vst->sink + (size_t)i * (size_t)d, 1, sc[j] + sp, acc16[j]);
+                sc[j][sp] = 0.0f;
+            }
+        memset(acc[j], 0, vq_codec_acc_floats(vs->codec) * sizeof(float));
     }
-    for (int j = 0; j < nh; j++) {
-        float *o = out + (size_t)j * (size_t)d;
-        if (nv > vst->n_coded)
-            window_acc(c, vs, vst, nv - vst->n_coded, sc[j] + vst->n_coded, acc16[j]);
+    for (int64_t p0 = 0; p0 < vmax; p0 += PT)
+        for (int j = 0; j < ns; j++) {
+            if (p0 >= vend[j]) continue;
+            const int64_t p1 = p0 + PT < vend[j] ? p0 + PT : vend[j];
+            vq_codec_accumulate(vs->codec, vst->pages[p0 / PT], p1 - p0, sc[j] + p0, acc[j]);
+        }
+    for (int j = 0; j < ns; j++) {
+        float *o = sl[j].out;
+        if (vend[j] > 0) vq_codec_finish(vs->codec, acc[j], o);
+        else memset(o, 0, (size_t)d * sizeof(float));
+        if (sl[j].nv > vst->n_coded)
+            window_acc(c, vs, vst, sl[j].nv - vst->n_coded, sc[j] + vst->n_coded, acc16[j]);
         for (int i = 0; i < d; i++) o[i] += acc16[j][i];
     }
 }
@@ -768,13 +780,13 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
     const struct vq_layer *L = &c->layers[layer];
     const int grp = n_q_heads / c->n_kv;
     const int d = c->d;
-    /* Head batch: as large as VQ_HEAD_BATCH allows, but small enough that every thread gets
-     * a work item when there are few (query, kv-head) pairs (decode). */
-    const int64_t pairs = n_q * c->n_kv;
-    int hb = grp < VQ_HEAD_BATCH ? grp : VQ_HEAD_BATCH;
-    while (hb > 1 && pairs * ((grp + hb - 1) / hb) < c->n_threads) hb--;
-    const int per_kv = (grp + hb - 1) / hb;
-    const int64_t n_items = pairs * per_kv;
+    /* The (query, head) pairs of one kv head, ordered query-major, are cut into batches of up
+     * to VQ_SLOT_BATCH; batches shrink when there are fewer of them than threads (decode). */
+    const int64_t per_g = n_q * grp;
+    int64_t bs = per_g < VQ_SLOT_BATCH ? per_g : VQ_SLOT_BATCH;
+    while (bs > 1 && c->n_kv * ((per_g + bs - 1) / bs) < c->n_threads) bs--;
+    const int64_t nb = (per_g + bs - 1) / bs;
+    const int64_t n_items = c->n_kv * nb;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 1) num_threads(c->n_threads) if (n_items > 1)
 #endif
@@ -783,14 +795,19 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
-        const int64_t i = it / (c->n_kv * per_kv);
-        const int rem = (int)(it % (c->n_kv * per_kv));
-        const int g = rem / per_kv, b = rem % per_kv;
-        const int h0 = g * grp + b * hb;
-        const int nh = grp - b * hb < hb ? grp - b * hb : hb;
-        const size_t off = ((size_t)i * (size_t)n_q_heads + (size_t)h0) * (size_t)d;
-        attend_heads(c, L, g, nh, q + off, query_pos(c, layer, n_q, q_pos, i), scale,
-                     c->slabs + (size_t)tid * c->slab_bytes, out + off);
+        const int g = (int)(it / nb);
+        const int64_t k0 = (it % nb) * bs;
+        const int ns = (int)(per_g - k0 < bs ? per_g - k0 : bs);
+        struct attend_slot sl[VQ_SLOT_BATCH];
+        for (int j = 0; j < ns; j++) {
+            const int64_t k = k0 + j, i = k / grp;
+            const int h = g * grp + (int)(k % grp);
+            const size_t off = ((size_t)i * (size_t)n_q_heads + (size_t)h) * (size_t)d;
+            sl[j].q = q + off;
+            sl[j].out = out + off;
+            sl[j].nv = query_pos(c, layer, n_q, q_pos, i) + 1;
+        }
+        attend_batch(c, L, g, ns, sl, scale, c->slabs + (size_t)tid * c->slab_bytes);
     }
     return VQ_STATUS_OK;
 }
