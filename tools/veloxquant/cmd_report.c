@@ -614,6 +614,17 @@ static int write_table(struct model_set *ms, int n_models, const char *dir) {
 
 /* ---- command ----------------------------------------------------------------------------- */
 
+/* 1 if PLplot has the pngcairo device (otherwise plinit would prompt for a device on stdin). */
+static int have_pngcairo(void) {
+    const char *menu[256], *names[256];
+    const char **pm = menu, **pn = names;
+    int n = 256;
+    plgDevs(&pm, &pn, &n);
+    for (int i = 0; i < n && i < 256; i++)
+        if (names[i] && !strcmp(names[i], "pngcairo")) return 1;
+    return 0;
+}
+
 int vq_cmd_report(int argc, char **argv) {
     static const struct option lo[] = {
         {"out", required_argument, 0, 'o'},
@@ -634,6 +645,10 @@ int vq_cmd_report(int argc, char **argv) {
     }
     if (!dir) { fprintf(stderr, "%s: -o FIGDIR is required\n", CMD); return 2; }
     if (optind >= argc) { fprintf(stderr, "%s: no results.json given\n", CMD); return 2; }
+    if (!have_pngcairo()) {
+        fprintf(stderr, "%s: PLplot has no pngcairo device (install plplot-driver-cairo)\n", CMD);
+        return 1;
+    }
     if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
         fprintf(stderr, "%s: cannot create %s: %s\n", CMD, dir, strerror(errno));
         return 1;
