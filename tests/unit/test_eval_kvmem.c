@@ -67,8 +67,8 @@ static void dump(const char *tag, const struct vq_cache_memory *m) {
 /* Appends ctx tokens (in pieces of `step`, the first piece holding everything for sink
  * configs) to every layer and compares. Returns 1 if the config was compared, 0 if the cache
  * could not be created (then the estimate must fail too). */
-static int check(const struct cfg *c, int64_t ctx, int64_t step, const int *kbits) {
-    const int layers = 3, kv = 2, d = 64;
+static int check_geo(const struct cfg *c, int64_t ctx, int64_t step, const int *kbits, int layers,
+                     int kv, int d) {
     struct vq_cache_params p = params(c, layers, kv, d);
     p.key_bits_per_layer = kbits;
     vq_status st;
@@ -102,6 +102,15 @@ static int check(const struct cfg *c, int64_t ctx, int64_t step, const int *kbit
     free(v);
     vq_cache_free(cache);
     return 1;
+}
+
+static int check(const struct cfg *c, int64_t ctx, int64_t step, const int *kbits) {
+    return check_geo(c, ctx, step, kbits, 3, 2, 64);
+}
+
+TEST(smollm2_geometry) {
+    /* the default model's geometry (30 layers, 3 kv heads, head_dim 64) at 1000 tokens */
+    for (size_t i = 0; i < sizeof CFGS / sizeof CFGS[0]; i++) ASSERT(check_geo(&CFGS[i], 1000, 1000, NULL, 30, 3, 64));
 }
 
 TEST(estimate_equals_cache) {
@@ -157,6 +166,7 @@ TEST(bad_params) {
 
 int main(void) {
     RUN(estimate_equals_cache);
+    RUN(smollm2_geometry);
     RUN(per_layer_bits);
     RUN(bad_params);
     return TEST_REPORT();
