@@ -3,6 +3,8 @@
 # table.md holding every number of the fixture, merging of several files, error handling.
 set -u
 VQ="$1"
+# PLplot's font and driver libraries keep allocations until exit (sanitizer builds)
+export LSAN_OPTIONS="suppressions=$(pwd)/tests/cli/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 FIX=tests/golden/results_fixture.json
 fail=0; pass=0
 TMP=$(mktemp -d)

@@ -5,6 +5,8 @@
 # (ctx 64, 1 chunk, 1 probe prompt x 8 tokens) on the first 6 KiB of the corpus.
 set -u
 VQ="$1"
+# PLplot's font and driver libraries keep allocations until exit (sanitizer builds)
+export LSAN_OPTIONS="suppressions=$(pwd)/tests/cli/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 MODEL="${VQ_MODELS:-$HOME/.cache/veloxquant/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
 CORPUS=data/corpus_en.txt
 fail=0; pass=0
