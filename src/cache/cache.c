@@ -35,10 +35,11 @@
  * phase A frees the pages it allocated, so the cache is exactly as before.
  *
  * Threads: vq_cache_attend cuts the (query, query head) pairs of each kv head into batches of
- * up to VQ_SLOT_BATCH and runs the batches in an OpenMP loop; a batch visits every page once,
- * scoring and accumulating it for all its pairs while it is in cache. Batches shrink when
- * there are fewer of them than threads. Every thread uses its own scratch slab (allocated at
- * create), so attend never allocates.
+ * up to n_slots (8; fewer when max_tokens > 32K, keeping score rows near 1 MiB per thread)
+ * and runs the batches in an OpenMP loop; a batch visits every page once, scoring and
+ * accumulating it for all its pairs while it is in cache. Batches shrink when there are
+ * fewer of them than threads. Every thread uses its own scratch slab (allocated at create),
+ * so attend never allocates.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -110,7 +111,8 @@ struct vq_cache {
     vq_softmax_fn softmax;  /* picked from the key codec ISA */
     /* per-thread attend scratch: one slab each, slab_bytes apart */
     uint8_t *slabs;
-    size_t slab_bytes;      /* VQ_SLOT_BATCH slots of slot_bytes */
+    size_t slab_bytes;      /* n_slots slots of slot_bytes */
+    int n_slots;            /* batch size: VQ_SLOT_BATCH, fewer for long max_tokens */
     size_t slot_bytes;
     size_t off_scores, off_qs, off_qs16, off_acc, off_acc16;
     /* append staging (single-threaded): (page_tokens, head_dim) fp32 */
@@ -352,7 +354,11 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     c->off_acc16 = off;
     off += align64((size_t)c->d * sizeof(float));
     c->slot_bytes = off;
-    c->slab_bytes = off * VQ_SLOT_BATCH;
+    /* at most ~1 MiB of score rows per thread: 8 slots up to 32K tokens, fewer beyond */
+    c->n_slots = (int)((1 << 20) / ((c->max_tokens + c->max_bt) * (int64_t)sizeof(float)));
+    if (c->n_slots > VQ_SLOT_BATCH) c->n_slots = VQ_SLOT_BATCH;
+    if (c->n_slots < 1) c->n_slots = 1;
+    c->slab_bytes = off * (size_t)c->n_slots;
     c->slabs = vq_alloc(c->slab_bytes * (size_t)nt);
     c->stage = vq_alloc((size_t)c->page_tokens * (size_t)c->d * sizeof(float));
     c->kplan = calloc((size_t)c->n_kv, sizeof *c->kplan);
@@ -688,7 +694,7 @@ struct attend_slot {
     int64_t nv;             /* visible tokens: position + 1 */
 };
 
-/* Attention of ns (<= VQ_SLOT_BATCH) (query, head) pairs that share kv head g:
+/* Attention of ns (<= c->n_slots) (query, head) pairs that share kv head g:
  * out = softmax(scale * K q) V over tokens [0, nv) for each slot. Pages are visited once for
  * the whole batch, each scored / accumulated for every slot that sees it. */
 static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int ns,
@@ -781,9 +787,9 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
     const int grp = n_q_heads / c->n_kv;
     const int d = c->d;
     /* The (query, head) pairs of one kv head, ordered query-major, are cut into batches of up
-     * to VQ_SLOT_BATCH; batches shrink when there are fewer of them than threads (decode). */
+     * to n_slots; batches shrink when there are fewer of them than threads (decode). */
     const int64_t per_g = n_q * grp;
-    int64_t bs = per_g < VQ_SLOT_BATCH ? per_g : VQ_SLOT_BATCH;
+    int64_t bs = per_g < c->n_slots ? per_g : c->n_slots;
     while (bs > 1 && c->n_kv * ((per_g + bs - 1) / bs) < c->n_threads) bs--;
     const int64_t nb = (per_g + bs - 1) / bs;
     const int64_t n_items = c->n_kv * nb;

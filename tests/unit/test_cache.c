@@ -498,6 +498,17 @@ TEST(attend_argument_checks) {
     /* 10 queries x 6 heads with all positions: fused == reference with many threads */
     ASSERT_LE(check_attend(c, 0, 6, 10, NULL, d), 1e-5);
     vq_cache_free(c);
+    /* long max_tokens: fewer slots per batch (here 1 and 3) */
+    for (int big = 0; big < 2; big++) {
+        p.max_tokens = big ? 300000 : 90000;
+        p.key.method = p.value.method = VQ_METHOD_KIVI;
+        c = vq_cache_create(&p, NULL);
+        ASSERT(c != NULL);
+        ASSERT_STATUS(vq_cache_append(c, 0, k, k, VQ_DTYPE_F32, 10), VQ_STATUS_OK);
+        ASSERT_LE(check_attend(c, 0, 6, 4, NULL, d), 1e-4);
+        vq_cache_free(c);
+    }
+    p.max_tokens = 160;
     /* more threads than (query, kv-head) pairs: head batches of 3, 2+1 and 1 */
     for (int nt = 1; nt <= 6; nt++) {
         p.n_threads = nt;
