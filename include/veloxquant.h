@@ -393,6 +393,18 @@ VQ_API vq_status vq_calib_data_save(const vq_calib_data *cd, const char *path,
  * artifact). method (may be NULL) must match the header's tag. Caller-owned result. */
 VQ_API vq_calib_data *vq_calib_data_load(const char *path, const char *method,
                                          const uint8_t model_sha256[32], vq_status *st);
+/* Finds calibration for a cache configuration in the artifact cache: for cp->key and cp->value
+ * (roles set accordingly) whose method needs calibration and whose calib is NULL, loads the
+ * first artifact (by file name) of <root>/<method>/<model sha256>/ that can serve that codec
+ * on every layer 0..n_layers-1 (head_dim, entries of the role, codebook shapes, per-layer
+ * bits) and sets calib. model_sha256_hex: 64 hex digits. The sets loaded are returned in
+ * owned[0..1] (NULL where nothing was loaded; a set used by both sides appears once): the
+ * caller frees them with vq_calib_data_free after every cache/codec made from cp.
+ * Returns OK (also when nothing needs calibration), INVALID_ARG, or NOT_FOUND (no usable
+ * artifact: run `veloxquant calibrate -m MODEL`); on error cp's calib fields are unchanged
+ * and nothing is owned. Not thread-safe with respect to cp. */
+VQ_API vq_status vq_calib_attach(struct vq_cache_params *cp, int n_layers, int head_dim,
+                                 const char *model_sha256_hex, vq_calib_data *owned[2]);
 /* Writes the default artifact path "<root>/<method>/<model_sha256 hex>/<name>.vqcal" into buf
  * (cap bytes, NUL-terminated); root = $VQ_CACHE_DIR if set and non-empty, else
  * $HOME/.cache/veloxquant. method and name: 1..63 chars of [A-Za-z0-9_.-], not starting with

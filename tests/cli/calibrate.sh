@@ -26,6 +26,14 @@ if [ -f "$MODEL" ]; then
     [ -s "$VQ_CACHE_DIR/vecinfer/$SHA/k5x4_v4x8.vqcal" ] && ok || bad "vecinfer artifact"
     "$VQ" calibrate -m "$MODEL" --method spectral --n_tokens 48 --threads 2 --out "$TMP/second.vqcal" >/dev/null 2>&1 && ok || bad "--out"
     cmp -s "$TMP/first.vqcal" "$TMP/second.vqcal" && ok || bad "spectral artifact not deterministic"
+    # generate picks the artifacts up from the cache; without them it refuses with a hint
+    "$VQ" generate -m "$MODEL" -p "The capital of France is" -n 4 -c 64 -t 2 --method spectral --bits 3 \
+        >"$TMP/out" 2>"$TMP/err" && ok || { bad "generate spectral with calibration"; cat "$TMP/err" >&2; }
+    "$VQ" generate -m "$MODEL" -p "Hello" -n 4 -c 64 -t 2 --k-method vecinfer --k-bits 1 \
+        >"$TMP/out" 2>"$TMP/err"; [ $? -eq 1 ] && ok || bad "generate vecinfer 1-bit without a matching codebook must fail"
+    grep -q "veloxquant calibrate" "$TMP/err" && ok || bad "missing-calibration hint"
+    VQ_CACHE_DIR="$TMP/empty" "$VQ" generate -m "$MODEL" -p "Hello" -n 4 -c 64 --method spectral \
+        >/dev/null 2>&1; [ $? -eq 1 ] && ok || bad "generate spectral without artifacts must fail"
 else
     echo "calibrate: model not found ($MODEL), model runs skipped" >&2
 fi

@@ -211,7 +211,71 @@ TEST(files_and_paths) {
     vq_calib_data_free(cd);
 }
 
+TEST(attach_from_cache) {
+    enum { D = 16, N = 300, L = 2 };
+    static float x[N * D];
+    vq_rng r;
+    vq_rng_seed(&r, 21);
+    for (int i = 0; i < N * D; i++) x[i] = (float)vq_rng_normal(&r);
+    char dir[] = "/tmp/vq_attach_XXXXXX";
+    ASSERT(mkdtemp(dir) != NULL);
+    setenv("VQ_CACHE_DIR", dir, 1);
+    const char *hexsha = "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20";
+    /* "a_wrong": keys (4,4) only; "b_right": keys (3,4) and values (3,8) on both layers */
+    vq_calib_data *wrong = vq_calib_data_create(L, D, NULL), *right = vq_calib_data_create(L, D, NULL);
+    for (int l = 0; l < L; l++) {
+        ASSERT_STATUS(vq_calib_fit_vecinfer(wrong, l, VQ_ROLE_KEY, x, N, 4, 4, 1), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_calib_fit_vecinfer(right, l, VQ_ROLE_KEY, x, N, 3, 4, 1), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_calib_fit_vecinfer(right, l, VQ_ROLE_VALUE, x, N, 3, 8, 1), VQ_STATUS_OK);
+    }
+    char path[512];
+    ASSERT_STATUS(vq_calib_artifact_path("vecinfer", sha_a, "a_wrong", path, sizeof path), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_calib_data_save(wrong, path, "vecinfer", sha_a, NULL), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_calib_artifact_path("vecinfer", sha_a, "b_right", path, sizeof path), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_calib_data_save(right, path, "vecinfer", sha_a, NULL), VQ_STATUS_OK);
+
+    struct vq_cache_params cp = vq_cache_params_default();
+    cp.key.method = cp.value.method = VQ_METHOD_VECINFER;
+    cp.key.pq_codeword_bits = 3; cp.key.pq_subvec_dim = 4;
+    cp.value.pq_codeword_bits = 3; cp.value.pq_subvec_dim = 8;
+    vq_calib_data *owned[2] = {NULL, NULL};
+    ASSERT_STATUS(vq_calib_attach(&cp, L, D, hexsha, owned), VQ_STATUS_OK);
+    ASSERT(owned[0] != NULL && owned[1] == NULL);      /* one set serves both sides */
+    ASSERT(cp.key.calib == owned[0] && cp.value.calib == owned[0]);
+    if (owned[0]) ASSERT(same_calib(owned[0], right));
+    /* the attached params make a working cache */
+    cp.n_layers = L; cp.head_dim = D; cp.max_tokens = 64; cp.page_tokens = 16;
+    vq_cache *c = vq_cache_create(&cp, NULL);
+    ASSERT(c != NULL);
+    if (c) ASSERT_STATUS(vq_cache_append(c, 1, x, x + D, VQ_DTYPE_F32, 5), VQ_STATUS_OK);
+    vq_cache_free(c);
+    vq_calib_data_free(owned[0]);
+    /* nothing usable: keys (5,4) -> NOT_FOUND, params unchanged, nothing owned */
+    cp = vq_cache_params_default();
+    cp.key.method = VQ_METHOD_VECINFER;
+    cp.key.pq_codeword_bits = 5; cp.key.pq_subvec_dim = 4;
+    ASSERT_STATUS(vq_calib_attach(&cp, L, D, hexsha, owned), VQ_STATUS_NOT_FOUND);
+    ASSERT(cp.key.calib == NULL && owned[0] == NULL && owned[1] == NULL);
+    /* more layers than the artifacts have -> NOT_FOUND; spectral has no folder -> NOT_FOUND */
+    cp.key.pq_codeword_bits = 3;
+    ASSERT_STATUS(vq_calib_attach(&cp, L + 1, D, hexsha, owned), VQ_STATUS_NOT_FOUND);
+    cp.key.method = VQ_METHOD_SPECTRAL;
+    ASSERT_STATUS(vq_calib_attach(&cp, L, D, hexsha, owned), VQ_STATUS_NOT_FOUND);
+    /* methods without calibration: untouched, OK */
+    cp = vq_cache_params_default();
+    ASSERT_STATUS(vq_calib_attach(&cp, L, D, hexsha, owned), VQ_STATUS_OK);
+    ASSERT(owned[0] == NULL && owned[1] == NULL && cp.key.calib == NULL);
+    ASSERT_STATUS(vq_calib_attach(&cp, L, D, "xyz", owned), VQ_STATUS_INVALID_ARG);
+    vq_calib_data_free(wrong);
+    vq_calib_data_free(right);
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    ASSERT_EQ_INT(system(cmd), 0);
+    unsetenv("VQ_CACHE_DIR");
+}
+
 int main(void) {
+    RUN(attach_from_cache);
     RUN(round_trip_memory_and_corruption);
     RUN(files_and_paths);
     return TEST_REPORT();

@@ -205,6 +205,7 @@ int vq_cmd_generate(int argc, char **argv) {
     vq_model *m = NULL;
     vq_tokenizer *tok = NULL;
     vq_ctx *ctx = NULL;
+    vq_calib_data *calib_owned[2] = {NULL, NULL};
     vq_sampler *smp = NULL;
     char *chat_buf = NULL, *out_text = NULL;
     int32_t *ids = NULL;
@@ -268,6 +269,10 @@ int vq_cmd_generate(int argc, char **argv) {
     cp.cache.value.seed = o.seed + 1;
     fill_codec(&cp.cache.key, o.k_method, o.k_bits, o.k_bits_set);
     fill_codec(&cp.cache.value, o.v_method, o.v_bits, o.v_bits_set);
+    if (!vq_cli_attach_calib("generate", o.model, &cp.cache, I->n_layers, I->head_dim, calib_owned)) {
+        rc = 1;
+        goto done;
+    }
     ctx = vq_ctx_create(m, &cp, &st);
     if (!ctx) {
         fprintf(stderr, "generate: %s\n", vq_engine_last_error());
@@ -397,6 +402,8 @@ done:
     free(file_text);
     vq_sampler_free(smp);
     vq_ctx_free(ctx);
+    vq_calib_data_free(calib_owned[0]);
+    vq_calib_data_free(calib_owned[1]);
     vq_tok_free(tok);
     vq_model_free(m);
     return rc;

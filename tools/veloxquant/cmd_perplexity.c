@@ -99,6 +99,11 @@ int vq_cmd_perplexity(int argc, char **argv) {
 
     struct vq_eval_model em;
     if (!vq_eval_model_open(CMD, model, &em)) return 1;
+    vq_calib_data *calib_owned[2] = {NULL, NULL};   /* vecinfer / spectral artifacts */
+    if (!vq_cli_attach_calib(CMD, model, &pp.cache, em.info->n_layers, em.info->head_dim, calib_owned)) {
+        vq_eval_model_close(&em);
+        return 1;
+    }
     /* validate the KV config against the model's head_dim before reading the text */
     {
         struct vq_codec_params k = pp.cache.key, v = pp.cache.value;
@@ -112,6 +117,8 @@ int vq_cmd_perplexity(int argc, char **argv) {
             fprintf(stderr, "%s: KV config %s: %s (check bits and options against `veloxquant methods`)\n",
                     CMD, name, vq_status_str(st));
             vq_eval_model_close(&em);
+            vq_calib_data_free(calib_owned[0]);
+            vq_calib_data_free(calib_owned[1]);
             return 2;
         }
     }
@@ -197,5 +204,7 @@ out:
     vq_logits_close(base);
     free(tokens);
     vq_eval_model_close(&em);
+    vq_calib_data_free(calib_owned[0]);
+    vq_calib_data_free(calib_owned[1]);
     return rc;
 }

@@ -1,0 +1,130 @@
+/*
+ * attach.c — finds calibration artifacts in the artifact cache for a KV configuration
+ * (vq_calib_attach, contract in veloxquant.h): scans the .vqcal files of <root>/<method>/<sha> in
+ * name order and keeps the first artifact that can serve the codec on every layer.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "calib/calib.h"
+#include "codecs/codec_impl.h"
+
+static int cmp_str_(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+/* 1 if a codec with params p (role fixed) can be created on every layer from cd. */
+static int serves_(const vq_calib_data *cd, const struct vq_codec_params *p, const int *bits_per_layer,
+                   int n_layers, int head_dim) {
+    if (vq_calib_data_n_layers(cd) < n_layers || vq_calib_data_head_dim(cd) != head_dim) return 0;
+    for (int l = 0; l < n_layers; l++) {
+        struct vq_codec_params q = *p;
+        q.head_dim = head_dim;
+        q.calib = cd;
+        q.calib_layer = l;
+        if (bits_per_layer) q.bits = bits_per_layer[l];
+        vq_codec *c = vq_codec_create(&q, NULL);
+        if (!c) return 0;
+        vq_codec_free(c);
+    }
+    return 1;
+}
+
+/* Loads the first artifact of folder dir that serves p; NULL if none. */
+static vq_calib_data *find_(const char *dir, const char *method, const uint8_t sha[32],
+                            const struct vq_codec_params *p, const int *bpl, int n_layers,
+                            int head_dim) {
+    DIR *dh = opendir(dir);
+    if (!dh) return NULL;
+    char **names = NULL;
+    size_t n = 0, cap = 0;
+    struct dirent *e;
+    while ((e = readdir(dh)) != NULL) {
+        const size_t len = strlen(e->d_name);
+        if (len < 7 || e->d_name[0] == '.' || strcmp(e->d_name + len - 6, ".vqcal") != 0) continue;
+        if (n == cap) {
+            cap = cap ? cap * 2 : 16;
+            char **nn = realloc(names, cap * sizeof *names);
+            if (!nn) break;
+            names = nn;
+        }
+        names[n] = malloc(len + 1);
+        if (!names[n]) break;
+        memcpy(names[n], e->d_name, len + 1);
+        n++;
+    }
+    closedir(dh);
+    if (n) qsort(names, n, sizeof *names, cmp_str_);
+    vq_calib_data *found = NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (!found) {
+            const size_t len = strlen(dir) + strlen(names[i]) + 2;
+            char *path = malloc(len);
+            if (path) {
+                snprintf(path, len, "%s/%s", dir, names[i]);
+                vq_calib_data *cd = vq_calib_data_load(path, method, sha, NULL);
+                if (cd && serves_(cd, p, bpl, n_layers, head_dim)) found = cd;
+                else vq_calib_data_free(cd);
+                free(path);
+            }
+        }
+        free(names[i]);
+    }
+    free(names);
+    return found;
+}
+
+static int hex_to_bytes_(const char *hex, uint8_t out[32]) {
+    if (!hex || strlen(hex) != 64) return 0;
+    for (int i = 0; i < 64; i++) {
+        const char c = hex[i];
+        const int v = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                    : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+        if (v < 0) return 0;
+        if (i % 2 == 0) out[i / 2] = (uint8_t)(v << 4);
+        else out[i / 2] |= (uint8_t)v;
+    }
+    return 1;
+}
+
+vq_status vq_calib_attach(struct vq_cache_params *cp, int n_layers, int head_dim,
+                          const char *model_sha256_hex, vq_calib_data *owned[2]) {
+    if (!cp || !owned || n_layers < 1 || head_dim < 8) return VQ_STATUS_INVALID_ARG;
+    owned[0] = owned[1] = NULL;
+    uint8_t sha[32];
+    if (!hex_to_bytes_(model_sha256_hex, sha)) return VQ_STATUS_INVALID_ARG;
+    struct vq_codec_params *sides[2] = {&cp->key, &cp->value};
+    const int *bpl[2] = {cp->key_bits_per_layer, cp->value_bits_per_layer};
+    for (int s = 0; s < 2; s++) {
+        struct vq_codec_params *p = sides[s];
+        const struct vq_codec_i *it = vq_codec_iface(p->method);
+        if (!it || !it->needs_calibration || p->calib) continue;
+        p->role = s == 0 ? VQ_ROLE_KEY : VQ_ROLE_VALUE;
+        /* the other side may already use a set loaded here (same method, both roles inside) */
+        if (s == 1 && owned[0] && serves_(owned[0], p, bpl[1], n_layers, head_dim)) {
+            p->calib = owned[0];
+            continue;
+        }
+        const char *method = vq_method_name(p->method);
+        char dir[4096];
+        vq_status st = vq_calib_artifact_path(method, sha, "x", dir, sizeof dir);
+        if (st != VQ_STATUS_OK) goto fail_st;
+        char *slash = strrchr(dir, '/');
+        if (slash) *slash = '\0';
+        owned[s] = find_(dir, method, sha, p, bpl[s], n_layers, head_dim);
+        if (!owned[s]) { st = VQ_STATUS_NOT_FOUND; goto fail_st; }
+        p->calib = owned[s];
+        continue;
+    fail_st:
+        for (int k = 0; k < 2; k++) {
+            if (sides[k]->calib == owned[0] || sides[k]->calib == owned[1]) sides[k]->calib = NULL;
+        }
+        vq_calib_data_free(owned[0]);
+        vq_calib_data_free(owned[1]);
+        owned[0] = owned[1] = NULL;
+        return st;
+    }
+    return VQ_STATUS_OK;
+}
