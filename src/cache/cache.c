@@ -103,6 +103,7 @@ struct vq_cache {
     int page_tokens;
     int n_threads;          /* scratch slabs = threads used by attend */
     vq_codec **codecs;      /* (n_codecs) unique codecs */
+    struct vq_codec_params *codec_req; /* (n_codecs) the params each was requested with */
     int n_codecs;
     vq_codec *f16;          /* fp16 codec (same head_dim and ISA) for windows and sinks */
     struct vq_layer *layers;/* (n_layers) */
@@ -185,15 +186,14 @@ struct vq_cache_params vq_cache_params_default(void) {
     return p;
 }
 
-/* Returns the codec for params q, creating it (or reusing an identical one). */
+/* Returns the codec for params q, creating it or reusing one created from identical params
+ * (compared as requested, before the codec resolved defaults such as jl_dim). */
 static vq_codec *get_codec(struct vq_cache *c, const struct vq_codec_params *q, vq_status *st) {
-    for (int i = 0; i < c->n_codecs; i++) {
-        struct vq_codec_params r = *q;
-        r.isa = vq_isa_resolve(q->isa);
-        if (same_params(vq_codec_params_get(c->codecs[i]), &r)) return c->codecs[i];
-    }
+    for (int i = 0; i < c->n_codecs; i++)
+        if (same_params(&c->codec_req[i], q)) return c->codecs[i];
     vq_codec *cd = vq_codec_create(q, st);
     if (!cd) return NULL;
+    c->codec_req[c->n_codecs] = *q;
     c->codecs[c->n_codecs++] = cd;
     return cd;
 }
@@ -254,6 +254,7 @@ void vq_cache_free(vq_cache *c) {
     if (c->codecs)
         for (int i = 0; i < c->n_codecs; i++) vq_codec_free(c->codecs[i]);
     free(c->codecs);
+    free(c->codec_req);
     vq_codec_free(c->f16);
     vq_free(c->slabs);
     vq_free(c->stage);
@@ -281,8 +282,9 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     c->max_tokens = p->max_tokens;
     c->page_tokens = p->page_tokens;
     c->codecs = calloc((size_t)p->n_layers * 2, sizeof *c->codecs);
+    c->codec_req = calloc((size_t)p->n_layers * 2, sizeof *c->codec_req);
     c->layers = calloc((size_t)p->n_layers, sizeof *c->layers);
-    if (!c->codecs || !c->layers) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
+    if (!c->codecs || !c->codec_req || !c->layers) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
 
     vq_status s = VQ_STATUS_OK;
     struct vq_codec_params f16p = vq_codec_params_default();
