@@ -214,13 +214,23 @@ void vq_dequantize_row_q6_K_ref(const void *x, float *y, int64_t n) {
 
 /* ---- quantization (reference) -------------------------------------------------------- */
 
-static int nearest_int(float f) { return (int)lrintf(f); }
+/* Round to nearest, ties to even (as lrintf in the default mode) for |f| < 2^22, without a
+ * libm call: adding 1.5 * 2^23 leaves the rounded integer in the low mantissa bits. */
+static inline int nearest_int(float f) {
+    float v = f + 12582912.0f;
+    int32_t i;
+    memcpy(&i, &v, 4);
+    return (i & 0x007FFFFF) - 0x00400000;
+}
 
 void vq_quantize_row_q8a_ref(const float *x, void *y, int64_t n) {
     vq_block_q8a *b = y;
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
         float amax = 0;
-        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[j]));
+        for (int j = 0; j < 32; j++) {
+            float a = x[j] < 0 ? -x[j] : x[j];
+            amax = a > amax ? a : amax;
+        }
         float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
         int sum = 0;
         for (int j = 0; j < 32; j++) {
