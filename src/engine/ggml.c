@@ -49,35 +49,13 @@ const struct vq_ggml_type_info *vq_ggml_type_info(uint32_t type) {
 #include <math.h>
 #include <stdlib.h>
 
+/* The engine follows the library-wide choice (core/cpu.c: cpuid + xgetbv, $VQ_ISA). */
 int vq_ggml_isa_available(enum vq_isa isa) {
-    switch (isa) {
-    case VQ_ISA_SCALAR: return 1;
-#if defined(VQ_HAVE_X86) && (defined(__GNUC__) || defined(__clang__))
-    case VQ_ISA_AVX2:
-        return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-               __builtin_cpu_supports("f16c");
-    case VQ_ISA_AVX512:
-        return vq_ggml_isa_available(VQ_ISA_AVX2) && __builtin_cpu_supports("avx512f") &&
-               __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-               __builtin_cpu_supports("avx512dq");
-#endif
-    default: return 0;
-    }
+    if (isa == VQ_ISA_AUTO) return 0;
+    return vq_isa_available(isa);
 }
 
-enum vq_isa vq_ggml_isa_default(void) {
-    const char *e = getenv("VQ_ISA");
-    if (e) {
-        enum vq_isa want = VQ_ISA_AUTO;
-        if (!strcmp(e, "scalar") || !strcmp(e, "generic")) want = VQ_ISA_SCALAR;
-        else if (!strcmp(e, "avx2")) want = VQ_ISA_AVX2;
-        else if (!strcmp(e, "avx512")) want = VQ_ISA_AVX512;
-        if (want != VQ_ISA_AUTO && vq_ggml_isa_available(want)) return want;
-    }
-    if (vq_ggml_isa_available(VQ_ISA_AVX512)) return VQ_ISA_AVX512;
-    if (vq_ggml_isa_available(VQ_ISA_AVX2)) return VQ_ISA_AVX2;
-    return VQ_ISA_SCALAR;
-}
+enum vq_isa vq_ggml_isa_default(void) { return vq_isa_default(); }
 
 /* ---- dequantization (reference) ------------------------------------------------------ */
 
