@@ -63,16 +63,21 @@ void vq_tq_kern_select(const vq_tq_kern *k, enum vq_isa isa, vq_tq_score_fn *sco
 #endif
 }
 
-/* Builds the 16-entry tables of one plane: nibble p holds codes of coordinates
- * p*per .. p*per+per-1 (per = 4/bits). */
+/* Builds the 16-entry tables of one plane (bits 1 or 2): nibble p holds the codes of
+ * coordinates p*per .. p*per+per-1 (per = 4/bits); T_p[v] = sum_i y[p*per+i] * lev[code_i(v)]. */
 static void nib_tables(const float *y, int n_nib, int bits, const float *lev, float *T) {
-    const int per = 4 / bits, mask = (1 << bits) - 1;
+    VQ_ASSERT(bits == 1 || bits == 2);
     for (int p = 0; p < n_nib; p++) {
-        const float *yp = y + p * per;
-        for (int v = 0; v < 16; v++) {
-            float s = 0.0f;
-            for (int i = 0; i < per; i++) s += yp[i] * lev[(v >> (i * bits)) & mask];
-            T[16 * p + v] = s;
+        float *t = T + 16 * p;
+        if (bits == 1) { /* T[v] = T[v without its lowest set bit] + y_i * (lev1 - lev0) */
+            const float *yp = y + 4 * p, dl = lev[1] - lev[0];
+            t[0] = (yp[0] + yp[1] + yp[2] + yp[3]) * lev[0];
+            for (int v = 1; v < 16; v++) t[v] = t[v & (v - 1)] + yp[__builtin_ctz((unsigned)v)] * dl;
+        } else { /* bits == 2: two codes per nibble */
+            const float *yp = y + 2 * p;
+            float a[4], b[4];
+            for (int i = 0; i < 4; i++) { a[i] = yp[0] * lev[i]; b[i] = yp[1] * lev[i]; }
+            for (int v = 0; v < 16; v++) t[v] = a[v & 3] + b[v >> 2];
         }
     }
 }
