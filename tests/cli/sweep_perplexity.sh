@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# CLI test for `perplexity` (the measurement `sweep` runs per config): usage errors, --json
+# output, --save-logits then --kl-base on the same run gives KL 0 and 100% top-1, a compressed
+# cache gives KL > 0 and fewer KV bytes, a mismatched base is refused. ctx 64, 2 chunks.
+set -u
+VQ="$1"
+MODEL="${VQ_MODELS:-$HOME/.cache/veloxquant/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
+CORPUS=data/corpus_en.txt
+fail=0; pass=0
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+OUT="$TMP/out"; ERR="$TMP/err"
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+expect_exit() {  # expect_exit CODE CMD...
+    local want=$1; shift
+    "$@" >"$OUT" 2>"$ERR"
+    local got=$?
+    if [ "$got" -eq "$want" ]; then ok; else bad "exit $got (want $want): $*"; cat "$ERR" >&2; fi
+}
+
+expect_exit 0 "$VQ" perplexity --help
+expect_exit 2 "$VQ" perplexity -f "$CORPUS"                                  # no model
+expect_exit 2 "$VQ" perplexity -m "$MODEL" -f "$CORPUS" -c 63                # odd ctx
+expect_exit 2 "$VQ" perplexity -m "$MODEL" -f "$CORPUS" --top-k 0
+expect_exit 2 "$VQ" perplexity -m "$MODEL" -f "$CORPUS" --method nope
+if [ ! -f "$MODEL" ] || [ ! -f "$CORPUS" ]; then
+    bad "model or corpus missing (scripts/fetch_models.sh, make bench-data)"
+    echo "$pass passed, $fail failed"; exit 1
+fi
+expect_exit 2 "$VQ" perplexity -m "$MODEL" -f "$CORPUS" --method kivi --bits 5
+expect_exit 1 "$VQ" perplexity -m "$MODEL" -f /nonexistent.txt
+head -c 4096 "$CORPUS" > "$TMP/slice.txt"
+P=(-m "$MODEL" -f "$TMP/slice.txt" -c 64 --chunks 2 -t 1 --json)
+
+expect_exit 0 "$VQ" perplexity "${P[@]}" --save-logits "$TMP/base.logits" --top-k 16
+cp "$OUT" "$TMP/fp16.json"
+[ -s "$TMP/base.logits" ] && [ ! -e "$TMP/base.logits.tmp" ] && ok || bad "saved logits file"
+# header 64 bytes + 62 records of 12 + 8*16 bytes
+[ "$(stat -c %s "$TMP/base.logits")" -eq $((64 + 62 * 140)) ] && ok || bad "logits file size"
+expect_exit 0 "$VQ" perplexity "${P[@]}" --kl-base "$TMP/base.logits"
+python3 - "$TMP/fp16.json" "$OUT" <<'EOF' && ok || bad "self KL"
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert a["chunks"] == 2 and a["tokens_scored"] == 62 and 1 < a["ppl"] < 1000
+assert b["ppl"] == a["ppl"] and b["kld_mean"] == 0 and b["kld_p99"] == 0 and b["top1"] == 1
+assert a["kv_bytes"] == 2 * 2 * 30 * 3 * 64 * 64 and a["fullKV_x"] == 1
+EOF
+expect_exit 0 "$VQ" perplexity "${P[@]}" --kl-base "$TMP/base.logits" --method turboquant_mse --bits 2
+python3 - "$TMP/fp16.json" "$OUT" <<'EOF' && ok || bad "compressed run"
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert b["config"] == "turboquant_mse-2" and b["kld_mean"] > 0 and b["top1"] < 1
+assert b["kv_bytes"] < a["kv_bytes"] / 6 and b["fullKV_x"] > 6
+EOF
+# a base from another ctx is refused
+expect_exit 1 "$VQ" perplexity -m "$MODEL" -f "$TMP/slice.txt" -c 128 --chunks 1 -t 1 --kl-base "$TMP/base.logits"
+grep -q "do not match" "$ERR" && ok || bad "mismatched base message"
+# plain text output
+expect_exit 0 "$VQ" perplexity -m "$MODEL" -f "$TMP/slice.txt" -c 64 --chunks 1 -t 1
+grep -q "^perplexity: [0-9.]* +/- " "$OUT" && ok || bad "text output"
+grep -q "chunk 1/1 ppl" "$ERR" && ok || bad "progress lines when not a terminal"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
