@@ -192,7 +192,7 @@ static void hbars(struct rect q, const char *title, const char *xlabel, int n,
     if (xmax <= xmin) xmax = xmin + 1;
     const double span = xmax - xmin;
     const double x0 = xmin < 0 ? xmin - 0.05 * span : 0;
-    const double x1 = xmax + (n_series > 1 ? 0.9 : 0.38) * span;
+    const double x1 = xmax + (n_series > 1 ? 1.8 : 0.38) * span;
     chr(0.85);
     vport(q, 0.34, 0.96, 0.14, 0.88);
     plwind(x0, x1, 0, n);
@@ -238,8 +238,8 @@ static void hbars(struct rect q, const char *title, const char *xlabel, int n,
         PLFLT lw, lh;
         chr(0.8);
         pllegend(&lw, &lh, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX,
-                 PL_POSITION_RIGHT | PL_POSITION_BOTTOM | PL_POSITION_INSIDE, 0.01, 0.01, 0.05, 0, 1,
-                 1, 0, 0, n_series, opt, 0.8, 0.8 * g_chr, 1.5, 0, tcol, series_names, bcol, bpat, bscale,
+                 PL_POSITION_RIGHT | PL_POSITION_TOP | PL_POSITION_INSIDE, 0.01, 0.01, 0.05, 0, 1,
+                 1, 0, 0, n_series, opt, 0.8, 0.7 * g_chr, 1.5, 0, tcol, series_names, bcol, bpat, bscale,
                  bw, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
     }
 }
@@ -359,11 +359,12 @@ static void memory_panel(struct rect q, const struct model_set *ms, const char *
     if (!any) { no_data(q, "KV memory at scale"); goto out; }
     const double ly0 = floor(log10(ymin)), ly1 = ceil(log10(ymax) + 0.05);
     chr(0.85);
-    vport(q, 0.16, legend_inside ? 0.96 : 0.70, 0.14, 0.88);
+    vport(q, 0.16, legend_inside ? 0.96 : 0.70, 0.14, 0.86);
     plwind(log10(CTXS[0]) - 0.05, log10(CTXS[N_CTX - 1]) + 0.05, ly0, ly1);
     plcol0(1);
     plbox("bcnstlg", 0, 0, "bcnstvlg", 0, 0);
-    plmtex("t", 1.2, 0.5, 0.5, "KV cache memory at scale (analytic)");
+    plmtex("t", 1.2, 0.5, 0.5, legend_inside ? "KV memory at scale (analytic; colors as in the bars)"
+                                             : "KV cache memory at scale (analytic)");
     plmtex("b", 3.0, 0.5, 0.5, "context tokens");
     plmtex("l", 4.0, 0.5, 0.5, "KV cache MB");
     for (int i = 0; i < n; i++) {
@@ -385,7 +386,7 @@ static void memory_panel(struct rect q, const struct model_set *ms, const char *
         lw[i] = 2.0;
     }
     pllsty(1);
-    if (n > 0) {
+    if (!legend_inside && n > 0) {   /* the sheet has no room: its colors match the bar panels */
         PLFLT lwid, lht;
         chr(0.8);
         pllegend(&lwid, &lht, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX,
@@ -479,7 +480,7 @@ static void panel(int which, struct rect q, const struct model_set *ms, const st
     }
     case P_OUTPUT: {
         const double *v[2] = {c->tokgen, c->prefix};
-        hbars(q, "Output comparison (greedy, mean over prompts)", "tokens", c->n, c->labels,
+        hbars(q, "Greedy output vs fp16 (mean per prompt)", "tokens", c->n, c->labels,
               c->color, 2, v, two, out_names);
         break;
     }
