@@ -26,8 +26,8 @@
  *
  * Fused paths. Prepared query: q~_j = sigma_j (U^T q)_j and LUT_j[i] = q~_j c_{b_j}[i]
  * (sum_j 2^{b_j} floats); score = s_signal sum_{j<d_s} LUT_j[i_j] + s_noise sum_{j>=d_s}
- * LUT_j[i_j]. Accumulator (d floats, whitened PCA domain): acc_j += w_t s_g c_{b_j}[i_j];
- * finish: out = U (sigma * acc).
+ * LUT_j[i_j]. Accumulator: per-coordinate histograms in the LUT layout (sum_j 2^{b_j}
+ * floats), H_j[i_j] += w_t s_g; finish: z_j = sum_i H_j[i] c_{b_j}[i], out = U (sigma * z).
  *
  * Calibration is read at create time from params.calib (borrowed; U, lambda and d_s are
  * copied): the entry for (calib_layer, role) must hold a PCA basis (else NOT_FOUND).
@@ -41,8 +41,20 @@
 #include "calib/calib.h"
 #include "codecs/codec_impl.h"
 
+/* One active (b_j > 0) coordinate, in coordinate order: where its code sits and its table. */
+struct sp_desc {
+    uint32_t lut_off;     /* offset of LUT_j in the prepared query */
+    uint16_t byte;        /* byte of the code's first bit (relative to the code stream) */
+    uint8_t shift;        /* bit within that byte */
+    uint8_t mask;         /* 2^b_j - 1 */
+};
+
 struct sp_impl {
     int d, ds;
+    int na, na_sig;       /* active coordinates; those with j < d_s */
+    int n_safe;           /* leading active coordinates whose 16-bit read stays in the block */
+    struct sp_desc *desc; /* (na) */
+    uint16_t *act_j;      /* (na) coordinate index of each active entry */
     size_t code_bytes;
     float *ut;            /* (d, d) row j = eigenvector j */
     float *sigma;         /* (d) */
@@ -162,19 +174,50 @@ static void sp_prepare_query(const struct vq_codec *c, const float *q, void *qs)
     }
 }
 
+static inline uint32_t sp_dcode(const struct sp_desc *e, const uint8_t *p, int safe) {
+    uint32_t v = p[e->byte];
+    if (safe) v |= (uint32_t)p[e->byte + 1] << 8;
+    return (v >> e->shift) & e->mask;
+}
+
+/* sum of LUT entries of active coordinates [i0, i1) of one token's code stream p */
+static inline float sp_sum(const struct sp_impl *m, const float *lut, const uint8_t *p, int i0, int i1) {
+    float a = 0.0f;
+    const int s1 = i1 < m->n_safe ? i1 : m->n_safe;
+    int i = i0;
+    for (; i < s1; i++) {
+        const struct sp_desc *e = &m->desc[i];
+        uint16_t w;
+        memcpy(&w, p + e->byte, 2);   /* little-endian pair of bytes, inside the block */
+        a += lut[e->lut_off + (((uint32_t)w >> e->shift) & e->mask)];
+    }
+    for (; i < i1; i++) a += lut[m->desc[i].lut_off + sp_dcode(&m->desc[i], p, 0)];
+    return a;
+}
+
 static void sp_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
                      int64_t n_tokens, float *scores) {
     const struct sp_impl *m = c->impl;
     const float *lut = qs;
     for (int64_t t = 0; t < n_tokens; t++) {
         const uint8_t *o = codes + (size_t)t * c->block_bytes;
-        float a[2] = {0.0f, 0.0f};
-        for (int j = 0; j < m->d; j++) {
-            if (!m->bits[j]) continue;
-            a[j >= m->ds] += lut[m->lut_off[j] + sp_code(m, o + 4, j)];
-        }
-        scores[t] = sp_scale(o, 0) * a[0] + sp_scale(o, 1) * a[1];
+        const float a0 = sp_sum(m, lut, o + 4, 0, m->na_sig);
+        const float a1 = sp_sum(m, lut, o + 4, m->na_sig, m->na);
+        scores[t] = sp_scale(o, 0) * a0 + sp_scale(o, 1) * a1;
     }
+}
+
+/* adds ws to the histogram cells (lut layout) of active coordinates [i0, i1) of one token */
+static inline void sp_hist(const struct sp_impl *m, float *h, const uint8_t *p, int i0, int i1, float ws) {
+    const int s1 = i1 < m->n_safe ? i1 : m->n_safe;
+    int i = i0;
+    for (; i < s1; i++) {
+        const struct sp_desc *e = &m->desc[i];
+        uint16_t w;
+        memcpy(&w, p + e->byte, 2);
+        h[e->lut_off + (((uint32_t)w >> e->shift) & e->mask)] += ws;
+    }
+    for (; i < i1; i++) h[m->desc[i].lut_off + sp_dcode(&m->desc[i], p, 0)] += ws;
 }
 
 static void sp_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
@@ -182,12 +225,8 @@ static void sp_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_
     const struct sp_impl *m = c->impl;
     for (int64_t t = 0; t < n_tokens; t++) {
         const uint8_t *o = codes + (size_t)t * c->block_bytes;
-        const float ws[2] = {w[t] * sp_scale(o, 0), w[t] * sp_scale(o, 1)};
-        for (int j = 0; j < m->d; j++) {
-            const int bj = m->bits[j];
-            if (!bj) continue;
-            acc[j] += ws[j >= m->ds] * m->cent[bj][sp_code(m, o + 4, j)];
-        }
+        sp_hist(m, acc, o + 4, 0, m->na_sig, w[t] * sp_scale(o, 0));
+        sp_hist(m, acc, o + 4, m->na_sig, m->na, w[t] * sp_scale(o, 1));
     }
 }
 
@@ -195,11 +234,15 @@ static void sp_finish(const struct vq_codec *c, const float *acc, float *out) {
     const struct sp_impl *m = c->impl;
     const int d = m->d;
     memset(out, 0, (size_t)d * sizeof(float));
-    for (int j = 0; j < d; j++) {
-        const float h = acc[j] * m->sigma[j];
+    for (int i = 0; i < m->na; i++) {
+        const int j = m->act_j[i], bj = m->bits[j];
+        const float *hist = acc + m->desc[i].lut_off;
+        float z = 0.0f;
+        for (int v = 0; v < (1 << bj); v++) z += hist[v] * m->cent[bj][v];
+        const float h = z * m->sigma[j];
         if (h == 0.0f) continue;
         const float *u = m->ut + (size_t)j * d;
-        for (int i = 0; i < d; i++) out[i] += h * u[i];
+        for (int k = 0; k < d; k++) out[k] += h * u[k];
     }
 }
 
@@ -210,6 +253,7 @@ static void sp_destroy(struct vq_codec *c) {
     if (!m) return;
     vq_free(m->ut); vq_free(m->sigma); vq_free(m->bits); vq_free(m->byte);
     vq_free(m->shift); vq_free(m->two); vq_free(m->lut_off);
+    vq_free(m->desc); vq_free(m->act_j);
     vq_free(m);
     c->impl = NULL;
 }
@@ -283,6 +327,27 @@ static vq_status sp_init(struct vq_codec *c) {
     m->code_bytes = (off + 7) / 8;
     for (int j = 0; j < d; j++) m->two[j] = m->bits[j] && (size_t)m->byte[j] + 1 < m->code_bytes;
     m->lut_total = lut ? lut : 1;
+    m->desc = vq_alloc((size_t)d * sizeof *m->desc);
+    m->act_j = vq_alloc((size_t)d * sizeof *m->act_j);
+    if (!m->desc || !m->act_j) {
+        sp_destroy(c);
+        return VQ_STATUS_NO_MEMORY;
+    }
+    m->na = m->na_sig = 0;
+    m->n_safe = -1;
+    for (int j = 0; j < d; j++) {
+        if (!m->bits[j]) continue;
+        struct sp_desc *de = &m->desc[m->na];
+        de->lut_off = m->lut_off[j];
+        de->byte = (uint16_t)m->byte[j];
+        de->shift = m->shift[j];
+        de->mask = (uint8_t)((1u << m->bits[j]) - 1u);
+        m->act_j[m->na] = (uint16_t)j;
+        if (j < m->ds) m->na_sig++;
+        if (m->n_safe < 0 && !((size_t)m->byte[j] + 1 < m->code_bytes)) m->n_safe = m->na;
+        m->na++;
+    }
+    if (m->n_safe < 0) m->n_safe = m->na;
     for (int b = 1; b <= 6; b++) {
         s = vq_lloyd_max(VQ_LAW_GAUSS, b, 0, &m->cent[b], &m->bound[b]);
         if (s != VQ_STATUS_OK) {
@@ -293,7 +358,7 @@ static vq_status sp_init(struct vq_codec *c) {
     c->block_tokens = 1;
     c->block_bytes = 4 + m->code_bytes;
     c->query_bytes = m->lut_total * sizeof(float);
-    c->acc_floats = (size_t)d;
+    c->acc_floats = m->lut_total;
     c->encode = sp_encode;
     c->decode = sp_decode;
     c->prepare_query = sp_prepare_query;
