@@ -189,6 +189,11 @@ int vq_cmd_sweep_run(int argc, char **argv) {
 
     struct vq_eval_model em;
     if (!vq_eval_model_open(C, model, &em)) return 1;
+    vq_calib_data *calib_owned[2] = {NULL, NULL};   /* vecinfer / spectral artifacts */
+    if (!vq_cli_attach_calib(C, model, &pp.cache, em.info->n_layers, em.info->head_dim, calib_owned)) {
+        vq_eval_model_close(&em);
+        return 1;
+    }
     const int d = em.info->head_dim;
     struct vq_codec_params kp = pp.cache.key, vp = pp.cache.value;
     kp.head_dim = vp.head_dim = d;
@@ -201,6 +206,8 @@ int vq_cmd_sweep_run(int argc, char **argv) {
             fprintf(stderr, "%s: config %s: %s (bits/options not accepted by the method)\n", C, name,
                     vq_status_str(st));
             vq_eval_model_close(&em);
+            vq_calib_data_free(calib_owned[0]);
+            vq_calib_data_free(calib_owned[1]);
             return 2;
         }
     }
@@ -328,6 +335,8 @@ out:
     free(ids);
     free(tokens);
     vq_eval_model_close(&em);
+    vq_calib_data_free(calib_owned[0]);
+    vq_calib_data_free(calib_owned[1]);
     return rc;
 }
 
