@@ -62,7 +62,9 @@ static void usage(FILE *f) {
         "                        set keys and values separately (override --method/--bits)\n"
         "      --isa ISA         auto|scalar|avx2|avx512 weight and codec kernels (default auto)\n"
         "      --json            print one JSON object (text and statistics) instead of streaming\n"
-        "  -q, --quiet           do not stream the text (statistics only)\n");
+        "  -q, --quiet           do not stream the text (statistics only)\n\n"
+        "Threads are OpenMP threads that spin between matrix products; on cores shared with other\n"
+        "busy processes, OMP_WAIT_POLICY=passive avoids stalls at every synchronisation.\n");
 }
 
 /* Resolves the default model path into buf. */
