@@ -38,8 +38,10 @@
  * up to n_slots (8; fewer when max_tokens > 32K, keeping score rows near 1 MiB per thread)
  * and runs the batches in an OpenMP loop; a batch visits every page once, scoring and
  * accumulating it for all its pairs while it is in cache. Batches shrink when there are
- * fewer of them than threads. Every thread uses its own scratch slab (allocated at create),
- * so attend never allocates.
+ * fewer of them than threads; when even single pairs are fewer than threads (decode with
+ * few heads), each pair's tokens are split into page-aligned chunks attended separately and
+ * merged with their softmax max/sum (split decode). Every thread uses its own scratch slab
+ * (allocated at create), so attend never allocates.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -119,6 +121,7 @@ struct vq_cache {
     /* append staging (single-threaded): (page_tokens, head_dim) fp32 */
     float *stage;
     struct plan *kplan, *vplan; /* (n_kv_heads) per-append plans */
+    float *split;           /* (2 * n_threads, head_dim + 2) split-decode partial results */
 };
 
 /* ---- small helpers ---------------------------------------------------------------------- */
@@ -151,7 +154,7 @@ static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
 /* ---- softmax (scalar reference) ------------------------------------------------------- */
 
-void vq_softmax_ref(float *x, int64_t n, float scale) {
+void vq_softmax_ref(float *x, int64_t n, float scale, float *m_out, float *s_out) {
     float m = -INFINITY;
     for (int64_t t = 0; t < n; t++) {
         x[t] *= scale;
@@ -162,6 +165,8 @@ void vq_softmax_ref(float *x, int64_t n, float scale) {
         x[t] = expf(x[t] - m);
         sum += x[t];
     }
+    if (m_out) *m_out = m;
+    if (s_out) *s_out = (float)sum;
     const float inv = (float)(1.0 / sum);
     for (int64_t t = 0; t < n; t++) x[t] *= inv;
 }
@@ -258,6 +263,7 @@ void vq_cache_free(vq_cache *c) {
     vq_codec_free(c->f16);
     vq_free(c->slabs);
     vq_free(c->stage);
+    vq_free(c->split);
     free(c->kplan);
     free(c->vplan);
     free(c);
@@ -365,7 +371,9 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     c->stage = vq_alloc((size_t)c->page_tokens * (size_t)c->d * sizeof(float));
     c->kplan = calloc((size_t)c->n_kv, sizeof *c->kplan);
     c->vplan = calloc((size_t)c->n_kv, sizeof *c->vplan);
-    if (!c->slabs || !c->stage || !c->kplan || !c->vplan) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
+    /* split decode: n_pairs < nt pairs x ceil(nt / n_pairs) chunks < 2 nt items */
+    c->split = vq_alloc((size_t)(2 * nt) * (size_t)(c->d + 2) * sizeof(float));
+    if (!c->slabs || !c->stage || !c->kplan || !c->vplan || !c->split) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
     if (st) *st = VQ_STATUS_OK;
     return c;
 }
@@ -676,28 +684,29 @@ static int64_t query_pos(const vq_cache *c, int layer, int64_t n_q, const int64_
     return q_pos ? q_pos[i] : c->layers[layer].n_tokens - n_q + i;
 }
 
-/* Scores fp16 window rows [0, n) of stream s into sc. */
-static void window_score(const vq_cache *c, const struct vq_side *sd, const struct vq_stream *s,
-                         const void *qs16, int64_t n, float *sc) {
-    (void)sd;
-    vq_codec_score(c->f16, qs16, s->win + (size_t)s->win_start * (size_t)c->d, n, sc);
+/* Scores fp16 window rows [r0, r0 + n) of stream s into sc. */
+static void window_score(const vq_cache *c, const struct vq_stream *s, const void *qs16,
+                         int64_t r0, int64_t n, float *sc) {
+    vq_codec_score(c->f16, qs16, s->win + (size_t)(s->win_start + r0) * (size_t)c->d, n, sc);
 }
 
-static void window_acc(const vq_cache *c, const struct vq_side *sd, const struct vq_stream *s,
-                       int64_t n, const float *w, float *acc) {
-    (void)sd;
-    vq_codec_accumulate(c->f16, s->win + (size_t)s->win_start * (size_t)c->d, n, w, acc);
+/* Accumulates fp16 window rows [r0, r0 + n) of stream s with weights w into acc. */
+static void window_acc(const vq_cache *c, const struct vq_stream *s, int64_t r0, int64_t n,
+                       const float *w, float *acc) {
+    vq_codec_accumulate(c->f16, s->win + (size_t)(s->win_start + r0) * (size_t)c->d, n, w, acc);
 }
 
-/* One slot of a batch: a (query, query head) pair whose head maps to the batch's kv head. */
+/* One slot of a batch: a (query, query head) pair whose head maps to the batch's kv head,
+ * restricted to tokens [lo, hi) (lo a multiple of page_tokens; hi <= position + 1). */
 struct attend_slot {
     const float *q;         /* (head_dim) query */
-    float *out;             /* (head_dim) output */
-    int64_t nv;             /* visible tokens: position + 1 */
+    float *out;             /* (head_dim) output: softmax over [lo, hi) applied to V */
+    int64_t lo, hi;
+    float *stats;           /* if not NULL: receives {max scaled score, sum of exp} */
 };
 
-/* Attention of ns (<= c->n_slots) (query, head) pairs that share kv head g:
- * out = softmax(scale * K q) V over tokens [0, nv) for each slot. Pages are visited once for
+/* Attention of ns (<= c->n_slots) slots that share kv head g:
+ * out = softmax(scale * K q) V over tokens [lo, hi) for each slot. Pages are visited once for
  * the whole batch, each scored / accumulated for every slot that sees it. */
 static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int ns,
                          const struct attend_slot *sl, float scale, uint8_t *slab) {
@@ -720,28 +729,35 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
     const struct vq_stream *kst = &ks->s[g];
     int64_t kmax = 0;
     for (int j = 0; j < ns; j++) {
-        const int64_t vis = kst->n_coded < sl[j].nv ? kst->n_coded : sl[j].nv;
-        kend[j] = round_up(vis, ks->bt); /* whole blocks; extra scores are ignored */
+        const int64_t vis = kst->n_coded < sl[j].hi ? kst->n_coded : sl[j].hi;
+        kend[j] = vis > sl[j].lo ? round_up(vis, ks->bt) : sl[j].lo; /* extra scores ignored */
         if (kend[j] > kmax) kmax = kend[j];
         vq_codec_prepare_query(c->f16, sl[j].q, qs16[j]);
-        if (kend[j] > 0) vq_codec_prepare_query(ks->codec, sl[j].q, qs[j]);
+        if (kend[j] > sl[j].lo) vq_codec_prepare_query(ks->codec, sl[j].q, qs[j]);
     }
     for (int64_t p0 = 0; p0 < kmax; p0 += PT)
         for (int j = 0; j < ns; j++) {
-            if (p0 >= kend[j]) continue;
+            if (p0 < sl[j].lo || p0 >= kend[j]) continue;
             const int64_t p1 = p0 + PT < kend[j] ? p0 + PT : kend[j];
             vq_codec_score(ks->codec, qs[j], kst->pages[p0 / PT], p1 - p0, sc[j] + p0);
         }
     for (int j = 0; j < ns; j++) {
+        const int64_t lo = sl[j].lo, hi = sl[j].hi;
         if (ks->use_sinks)
-            for (int i = 0; i < L->n_sinks; i++)
-                if (L->sink_pos[i] < kst->n_coded && L->sink_pos[i] < sl[j].nv)
-                    vq_codec_score(c->f16, qs16[j], kst->sink + (size_t)i * (size_t)d, 1,
-                                   sc[j] + L->sink_pos[i]);
-        if (sl[j].nv > kst->n_coded)
-            window_score(c, ks, kst, qs16[j], sl[j].nv - kst->n_coded, sc[j] + kst->n_coded);
-        /* softmax over [0, nv) with max subtraction; weights are normalized in place */
-        c->softmax(sc[j], sl[j].nv, scale);
+            for (int i = 0; i < L->n_sinks; i++) {
+                const int64_t sp = L->sink_pos[i];
+                if (sp >= lo && sp < hi && sp < kst->n_coded)
+                    vq_codec_score(c->f16, qs16[j], kst->sink + (size_t)i * (size_t)d, 1, sc[j] + sp);
+            }
+        const int64_t w0 = lo > kst->n_coded ? lo : kst->n_coded;
+        if (hi > w0) window_score(c, kst, qs16[j], w0 - kst->n_coded, hi - w0, sc[j] + w0);
+        /* softmax over [lo, hi) with max subtraction; weights are normalized in place */
+        float m, sum;
+        c->softmax(sc[j] + lo, hi - lo, scale, &m, &sum);
+        if (sl[j].stats) {
+            sl[j].stats[0] = m;
+            sl[j].stats[1] = sum;
+        }
     }
 
     /* values: codec pages (+ sinks from fp16), window */
@@ -749,17 +765,17 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
     const struct vq_stream *vst = &vs->s[g];
     int64_t vmax = 0;
     for (int j = 0; j < ns; j++) {
-        const int64_t nv = sl[j].nv;
-        const int64_t vis = vst->n_coded < nv ? vst->n_coded : nv;
-        vend[j] = round_up(vis, vs->bt);
+        const int64_t lo = sl[j].lo, hi = sl[j].hi;
+        const int64_t vis = vst->n_coded < hi ? vst->n_coded : hi;
+        vend[j] = vis > lo ? round_up(vis, vs->bt) : lo;
         if (vend[j] > vmax) vmax = vend[j];
         memset(acc16[j], 0, (size_t)d * sizeof(float));
-        if (vend[j] == 0) continue;
-        for (int64_t t = nv; t < vend[j]; t++) sc[j][t] = 0.0f;
+        if (vend[j] == lo) continue;
+        for (int64_t t = hi; t < vend[j]; t++) sc[j][t] = 0.0f;
         if (vs->use_sinks)
             for (int i = 0; i < L->n_sinks; i++) {
                 const int64_t sp = L->sink_pos[i];
-                if (sp >= vis) continue;
+                if (sp < lo || sp >= vis) continue;
                 vq_codec_accumulate(c->f16, vst->sink + (size_t)i * (size_t)d, 1, sc[j] + sp, acc16[j]);
                 sc[j][sp] = 0.0f;
             }
@@ -767,16 +783,17 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
     }
     for (int64_t p0 = 0; p0 < vmax; p0 += PT)
         for (int j = 0; j < ns; j++) {
-            if (p0 >= vend[j]) continue;
+            if (p0 < sl[j].lo || p0 >= vend[j]) continue;
             const int64_t p1 = p0 + PT < vend[j] ? p0 + PT : vend[j];
             vq_codec_accumulate(vs->codec, vst->pages[p0 / PT], p1 - p0, sc[j] + p0, acc[j]);
         }
     for (int j = 0; j < ns; j++) {
+        const int64_t lo = sl[j].lo, hi = sl[j].hi;
         float *o = sl[j].out;
-        if (vend[j] > 0) vq_codec_finish(vs->codec, acc[j], o);
+        if (vend[j] > lo) vq_codec_finish(vs->codec, acc[j], o);
         else memset(o, 0, (size_t)d * sizeof(float));
-        if (sl[j].nv > vst->n_coded)
-            window_acc(c, vs, vst, sl[j].nv - vst->n_coded, sc[j] + vst->n_coded, acc16[j]);
+        const int64_t w0 = lo > vst->n_coded ? lo : vst->n_coded;
+        if (hi > w0) window_acc(c, vst, w0 - vst->n_coded, hi - w0, sc[j] + w0, acc16[j]);
         for (int i = 0; i < d; i++) o[i] += acc16[j][i];
     }
 }
@@ -788,13 +805,18 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
     const struct vq_layer *L = &c->layers[layer];
     const int grp = n_q_heads / c->n_kv;
     const int d = c->d;
+    const int64_t PT = c->page_tokens;
     /* The (query, head) pairs of one kv head, ordered query-major, are cut into batches of up
      * to n_slots; batches shrink when there are fewer of them than threads (decode). */
     const int64_t per_g = n_q * grp;
     int64_t bs = per_g < c->n_slots ? per_g : c->n_slots;
     while (bs > 1 && c->n_kv * ((per_g + bs - 1) / bs) < c->n_threads) bs--;
     const int64_t nb = (per_g + bs - 1) / bs;
-    const int64_t n_items = c->n_kv * nb;
+    const int64_t n_pairs = n_q * n_q_heads;
+    /* Still fewer pairs than threads (decode with few heads): split each pair's tokens into
+     * page-aligned chunks run as separate items, merged afterwards by their softmax stats. */
+    const int64_t cpp = (bs == 1 && n_pairs < c->n_threads) ? (c->n_threads + n_pairs - 1) / n_pairs : 1;
+    const int64_t n_items = cpp > 1 ? n_pairs * cpp : c->n_kv * nb;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 1) num_threads(c->n_threads) if (n_items > 1)
 #endif
@@ -803,19 +825,62 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
 #ifdef _OPENMP
         tid = omp_get_thread_num();
 #endif
+        uint8_t *slab = c->slabs + (size_t)tid * c->slab_bytes;
+        struct attend_slot sl[VQ_SLOT_BATCH];
+        if (cpp > 1) {
+            const int64_t pi = it / cpp, k = it % cpp, i = pi / n_q_heads;
+            const int h = (int)(pi % n_q_heads);
+            const int64_t nv = query_pos(c, layer, n_q, q_pos, i) + 1;
+            const int64_t pages = (nv + PT - 1) / PT, ppc = (pages + cpp - 1) / cpp;
+            float *part = c->split + (size_t)it * (size_t)(d + 2);
+            sl[0].q = q + (size_t)pi * (size_t)d;
+            sl[0].out = part + 2;
+            sl[0].lo = k * ppc * PT;
+            sl[0].hi = (k + 1) * ppc * PT < nv ? (k + 1) * ppc * PT : nv;
+            sl[0].stats = part;
+            if (sl[0].lo >= sl[0].hi) {
+                part[1] = 0.0f; /* empty chunk */
+                continue;
+            }
+            attend_batch(c, L, h / grp, 1, sl, scale, slab);
+            continue;
+        }
         const int g = (int)(it / nb);
         const int64_t k0 = (it % nb) * bs;
         const int ns = (int)(per_g - k0 < bs ? per_g - k0 : bs);
-        struct attend_slot sl[VQ_SLOT_BATCH];
         for (int j = 0; j < ns; j++) {
             const int64_t k = k0 + j, i = k / grp;
             const int h = g * grp + (int)(k % grp);
             const size_t off = ((size_t)i * (size_t)n_q_heads + (size_t)h) * (size_t)d;
             sl[j].q = q + off;
             sl[j].out = out + off;
-            sl[j].nv = query_pos(c, layer, n_q, q_pos, i) + 1;
+            sl[j].lo = 0;
+            sl[j].hi = query_pos(c, layer, n_q, q_pos, i) + 1;
+            sl[j].stats = NULL;
         }
-        attend_batch(c, L, g, ns, sl, scale, c->slabs + (size_t)tid * c->slab_bytes);
+        attend_batch(c, L, g, ns, sl, scale, slab);
+    }
+    if (cpp > 1) {
+        /* merge chunk k of pair p: weight s_k * exp(m_k - M) on its normalized output */
+        for (int64_t pi = 0; pi < n_pairs; pi++) {
+            const float *parts = c->split + (size_t)(pi * cpp) * (size_t)(d + 2);
+            float M = -INFINITY;
+            for (int64_t k = 0; k < cpp; k++) {
+                const float *pk = parts + (size_t)k * (size_t)(d + 2);
+                if (pk[1] > 0.0f && pk[0] > M) M = pk[0];
+            }
+            double wsum = 0;
+            double o[1024] = {0};
+            for (int64_t k = 0; k < cpp; k++) {
+                const float *pk = parts + (size_t)k * (size_t)(d + 2);
+                if (!(pk[1] > 0.0f)) continue;
+                const double w = (double)pk[1] * exp((double)pk[0] - M);
+                wsum += w;
+                for (int i = 0; i < d; i++) o[i] += w * pk[2 + i];
+            }
+            float *op = out + (size_t)pi * (size_t)d;
+            for (int i = 0; i < d; i++) op[i] = (float)(o[i] / wsum);
+        }
     }
     return VQ_STATUS_OK;
 }

@@ -1,6 +1,8 @@
 /*
  * softmax.h — in-place scaled softmax used by the cache's fused attention:
- * x[i] <- exp(scale*x[i] - max_j scale*x[j]) / sum_j exp(...), for i < n (n >= 1).
+ * x[i] <- exp(scale*x[i] - m) / sum, for i < n (n >= 1), where m = max_j scale*x[j] and
+ * sum = sum_j exp(scale*x[j] - m); m and sum are returned through *m_out and *s_out (either
+ * may be NULL) so partial softmaxes over token ranges can be merged.
  * The _ref version uses libm expf and a double sum; the x86 versions use a Cephes-style
  * degree-6 polynomial exp (relative error ~2e-7) and fp32 vector sums.
  */
@@ -9,12 +11,12 @@
 
 #include <stdint.h>
 
-typedef void (*vq_softmax_fn)(float *x, int64_t n, float scale);
+typedef void (*vq_softmax_fn)(float *x, int64_t n, float scale, float *m_out, float *s_out);
 
-void vq_softmax_ref(float *x, int64_t n, float scale);
+void vq_softmax_ref(float *x, int64_t n, float scale, float *m_out, float *s_out);
 #ifdef VQ_HAVE_X86
-void vq_softmax_avx2(float *x, int64_t n, float scale);
-void vq_softmax_avx512(float *x, int64_t n, float scale);
+void vq_softmax_avx2(float *x, int64_t n, float scale, float *m_out, float *s_out);
+void vq_softmax_avx512(float *x, int64_t n, float scale, float *m_out, float *s_out);
 #endif
 
 #endif

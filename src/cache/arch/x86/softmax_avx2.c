@@ -42,7 +42,7 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-void vq_softmax_avx2(float *x, int64_t n, float scale) {
+void vq_softmax_avx2(float *x, int64_t n, float scale, float *m_out, float *s_out) {
     const __m256 sv = _mm256_set1_ps(scale);
     __m256 mx = _mm256_set1_ps(-INFINITY);
     int64_t i = 0;
@@ -85,7 +85,10 @@ void vq_softmax_avx2(float *x, int64_t n, float scale) {
         }
         s1 = _mm256_add_ps(s1, _mm256_setr_ps(part, 0, 0, 0, 0, 0, 0, 0));
     }
-    const float inv = 1.0f / hsum8(_mm256_add_ps(s0, s1));
+    const float sum = hsum8(_mm256_add_ps(s0, s1));
+    if (m_out) *m_out = m;
+    if (s_out) *s_out = sum;
+    const float inv = 1.0f / sum;
     const __m256 iv = _mm256_set1_ps(inv);
     i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), iv));
