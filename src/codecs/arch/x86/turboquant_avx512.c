@@ -11,6 +11,7 @@
  * Two 1-bit planes (rvq b=1) are bit-interleaved once per chunk so each code costs one shift.
  * Score: 8 tokens per step (8 FMA chains), then a hadd tree gives 8 scores at once.
  * Accumulate: per chunk, 8 accumulators (one per k) stay in registers across all tokens.
+ * Head dims <= 64 use half a chunk, so there two tokens share each vector (lanes 0-7 / 8-15).
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -77,10 +78,125 @@ VQ_INLINE __m256 hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, 
     return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
+/* Head dims <= 64 fill at most 8 of the 16 lanes of a chunk, so two tokens share a vector:
+ * token A in lanes 0..7, token B in lanes 8..15 (B is loaded 8 lanes "early" with a shifted
+ * mask; masked-off elements are never read). */
+VQ_INLINE __m512i ld_lanes_pair(const uint8_t *pa, const uint8_t *pb, int bits, __mmask16 m8) {
+    const __mmask16 mh = (__mmask16)(m8 << 8);
+    /* base address 8 lanes before pb (integer arithmetic: it may lie outside the buffer,
+     * but only lanes 8.. are accessed) */
+    const void *pb8 = (const void *)((uintptr_t)pb - (uintptr_t)(8 * bits));
+    if (bits == 1)
+        return _mm512_cvtepu8_epi32(_mm_mask_loadu_epi8(_mm_maskz_loadu_epi8(m8, pa), mh, pb8));
+    if (bits == 2)
+        return _mm512_cvtepu16_epi32(
+            _mm256_mask_loadu_epi16(_mm256_maskz_loadu_epi16(m8, pa), mh, pb8));
+    return _mm512_mask_loadu_epi32(_mm512_maskz_loadu_epi32(m8, pa), mh, pb8);
+}
+
+VQ_INLINE void pair_src(const vq_tq_kern *k, const uint8_t *ra, const uint8_t *rb, __mmask16 m8,
+                        int BA, int BB, __m512i *X, __m512i *Bs) {
+    __m512i A = ld_lanes_pair(ra + k->off_a, rb + k->off_a, BA, m8);
+    if (!BB) { *X = A; *Bs = A; return; }
+    __m512i B = ld_lanes_pair(ra + k->off_b, rb + k->off_b, BB, m8);
+    if (BA == 1 && BB == 1) {
+        __m512i x = _mm512_or_si512(A, _mm512_slli_epi32(B, 16));
+        x = _mm512_ternarylogic_epi32(x, _mm512_slli_epi32(x, 4), _mm512_set1_epi32(0x0F0F0F0F), 0xA8);
+        x = _mm512_ternarylogic_epi32(x, _mm512_slli_epi32(x, 2), _mm512_set1_epi32(0x33333333), 0xA8);
+        x = _mm512_ternarylogic_epi32(x, _mm512_slli_epi32(x, 1), _mm512_set1_epi32(0x55555555), 0xA8);
+        *X = _mm512_or_si512(x, _mm512_srli_epi32(x, 15));
+        *Bs = *X;
+        return;
+    }
+    *X = A;
+    *Bs = _mm512_slli_epi32(B, (unsigned)BA);
+}
+
+/* Score for d <= 64: 8 tokens (4 pairs) per step. */
+VQ_INLINE void score_pair_t(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
+                            float *scores, int BA, int BB) {
+    const __m512 lut = _mm512_loadu_ps(k->lut);
+    const int rl = k->rec;
+    const __mmask16 m8 = (__mmask16)((1u << (k->d / 8)) - 1u);
+    __m512 qd[8];
+    for (int kk = 0; kk < 8; kk++) {
+        const __m256 h = _mm256_loadu_ps(qs + 16 * kk);
+        qd[kk] = _mm512_insertf32x8(_mm512_castps256_ps512(h), h, 1);
+    }
+    int64_t t = 0;
+    for (; t + 8 <= n; t += 8) {
+        const uint8_t *r = codes + t * rl;
+        __m512 a[4];
+        __m512i X[4], Bs[4];
+        for (int u = 0; u < 4; u++) {
+            a[u] = _mm512_setzero_ps();
+            pair_src(k, r + 2 * u * rl, r + (2 * u + 1) * rl, m8, BA, BB, &X[u], &Bs[u]);
+        }
+        for (int kk = 0; kk < 8; kk++)
+            for (int u = 0; u < 4; u++)
+                a[u] = _mm512_fmadd_ps(_mm512_permutexvar_ps(code_idx(X[u], Bs[u], kk, BA, BB), lut),
+                                       qd[kk], a[u]);
+        const __m256 sc = _mm256_setr_ps(vq_tq_sf16(r), vq_tq_sf16(r + rl), vq_tq_sf16(r + 2 * rl),
+                                         vq_tq_sf16(r + 3 * rl), vq_tq_sf16(r + 4 * rl),
+                                         vq_tq_sf16(r + 5 * rl), vq_tq_sf16(r + 6 * rl),
+                                         vq_tq_sf16(r + 7 * rl));
+        __m256 s = hsum8x8(_mm512_castps512_ps256(a[0]), _mm512_extractf32x8_ps(a[0], 1),
+                           _mm512_castps512_ps256(a[1]), _mm512_extractf32x8_ps(a[1], 1),
+                           _mm512_castps512_ps256(a[2]), _mm512_extractf32x8_ps(a[2], 1),
+                           _mm512_castps512_ps256(a[3]), _mm512_extractf32x8_ps(a[3], 1));
+        _mm256_storeu_ps(scores + t, _mm256_mul_ps(sc, s));
+    }
+    for (; t < n; t++) {
+        const uint8_t *r0 = codes + t * rl;
+        __m512 a0 = _mm512_setzero_ps();
+        __m512i X, Bs;
+        chunk_src(k, r0, 0, 0, m8, BA, BB, &X, &Bs);
+        for (int kk = 0; kk < 8; kk++)
+            a0 = _mm512_fmadd_ps(_mm512_permutexvar_ps(code_idx(X, Bs, kk, BA, BB), lut),
+                                 _mm512_loadu_ps(qs + 16 * kk), a0);
+        scores[t] = vq_tq_sf16(r0) * _mm512_reduce_add_ps(a0);
+    }
+}
+
+/* Accumulate for d <= 64: two tokens per vector, halves folded at the end. */
+VQ_INLINE void acc_pair_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
+                          float *acc, int BA, int BB) {
+    const __m512 lut = _mm512_loadu_ps(k->lut);
+    const int rl = k->rec;
+    const __mmask16 m8 = (__mmask16)((1u << (k->d / 8)) - 1u);
+    __m512 v[8];
+    for (int kk = 0; kk < 8; kk++) v[kk] = _mm512_setzero_ps();
+    int64_t t = 0;
+    for (; t + 2 <= n; t += 2) {
+        const uint8_t *ra = codes + t * rl, *rb = ra + rl;
+        const __m512 ws = _mm512_insertf32x8(_mm512_set1_ps(w[t] * vq_tq_sf16(ra)),
+                                             _mm256_set1_ps(w[t + 1] * vq_tq_sf16(rb)), 1);
+        __m512i X, Bs;
+        pair_src(k, ra, rb, m8, BA, BB, &X, &Bs);
+        for (int kk = 0; kk < 8; kk++)
+            v[kk] = _mm512_fmadd_ps(_mm512_permutexvar_ps(code_idx(X, Bs, kk, BA, BB), lut), ws, v[kk]);
+    }
+    if (t < n) { /* odd last token: lanes 0..7 only */
+        const uint8_t *ra = codes + t * rl;
+        const __m512 ws = _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(w[t] * vq_tq_sf16(ra)));
+        __m512i X, Bs;
+        chunk_src(k, ra, 0, 0, m8, BA, BB, &X, &Bs);
+        for (int kk = 0; kk < 8; kk++)
+            v[kk] = _mm512_fmadd_ps(_mm512_permutexvar_ps(code_idx(X, Bs, kk, BA, BB), lut), ws, v[kk]);
+    }
+    const __mmask8 m = (__mmask8)m8;
+    for (int kk = 0; kk < 8; kk++) {
+        const __m256 f = _mm256_add_ps(_mm512_castps512_ps256(v[kk]), _mm512_extractf32x8_ps(v[kk], 1));
+        float *ac = acc + 16 * kk;
+        _mm256_mask_storeu_ps(ac, m, _mm256_add_ps(_mm256_maskz_loadu_ps(m, ac), f));
+    }
+}
+
 /* 8 tokens per step: 8 independent FMA chains, one hadd tree for the 8 scores; the scales
  * are converted on the scalar ports. */
 VQ_INLINE void score_t(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
                        float *scores, int BA, int BB) {
+    if (k->d <= 64) { score_pair_t(k, qs, codes, n, scores, BA, BB); return; }
     const __m512 lut = _mm512_loadu_ps(k->lut);
     const int nc = k->n_chunks, rl = k->rec;
     const int last_lanes = (k->d - (nc - 1) * VQ_TQ_CHUNK) / 8;
@@ -129,6 +245,7 @@ VQ_INLINE void score_t(const vq_tq_kern *k, const float *qs, const uint8_t *code
 
 VQ_INLINE void acc_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
                      float *acc, int BA, int BB) {
+    if (k->d <= 64) { acc_pair_t(k, codes, n, w, acc, BA, BB); return; }
     const __m512 lut = _mm512_loadu_ps(k->lut);
     const int nc = k->n_chunks, rl = k->rec;
     const int last_lanes = (k->d - (nc - 1) * VQ_TQ_CHUNK) / 8;
