@@ -207,6 +207,8 @@ VQ_INLINE void unit_t8(const uint8_t *p, int rl, int nb, __m256i W[4]) {
             const uint8_t *b = p + (size_t)(g + 4 * j) * rl;
             if (nb == 16) {
                 x[j] = _mm_loadu_si128((const __m128i *)(const void *)b);
+            } else if (nb == 8) { /* head_dim 64, 1-bit plane */
+                x[j] = _mm_loadl_epi64((const __m128i *)(const void *)b);
             } else {
                 uint8_t tmp[16] = {0};
                 memcpy(tmp, b, (size_t)nb);
