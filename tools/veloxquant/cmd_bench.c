@@ -4,7 +4,8 @@
  *
  * Synthetic data: keys and values are i.i.d. N(0,1) per coordinate plus a fixed offset of +4 on
  * four channels of the keys (real keys have channel-aligned outliers); queries are N(0,1).
- * One layer, one kv head, one query head, one query per attend call (a decode step).
+ * One layer, --kv_heads kv heads (default 1) with one query head each, one query per attend
+ * call (a decode step).
  */
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@ struct bench_opts {
     int compare, repeats, threads, json;
     int n_outlier_channels, n_calib_tokens;
     int group_size, residual_length, n_sink_tokens;
+    int kv_heads;
     enum vq_isa isa;
 };
 
@@ -50,6 +52,10 @@ static void usage(FILE *f) {
         "                        seq_len | baseline_attend_ms | optimized_attend_ms | speedup\n"
         "  --repeats N           timed repeats; medians are reported (default 7)\n"
         "  --threads N           attention threads (default 1)\n"
+        "  --kv_heads H          KV heads in the cache, one query head each (default 1: one\n"
+        "                        head's codes stay in the CPU caches; 32 or more at long\n"
+        "                        seq_len make every attend stream the cache from DRAM, as a\n"
+        "                        decode step over a real model's layers does)\n"
         "  --isa ISA             auto|scalar|avx2|avx512 kernels (default auto)\n"
         "  --group_size G        kivi group (default 32)\n"
         "  --residual_length R   kivi fp16 window (default 128)\n"
@@ -175,7 +181,7 @@ static vq_status time_cache(const struct bench_opts *o, enum vq_method km, int k
                             int vb, const float *k, const float *v, const float *qv, int64_t T,
                             int with_ref, struct timing *out) {
     struct vq_cache_params cp = vq_cache_params_default();
-    cp.n_layers = 1; cp.n_kv_heads = 1; cp.head_dim = o->head_dim; cp.max_tokens = T;
+    cp.n_layers = 1; cp.n_kv_heads = o->kv_heads; cp.head_dim = o->head_dim; cp.max_tokens = T;
     cp.n_threads = o->threads;
     cp.key.method = km; cp.key.bits = kb; cp.key.seed = o->seed; cp.key.role = VQ_ROLE_KEY;
     cp.value.method = vm; cp.value.bits = vb; cp.value.seed = o->seed + 1; cp.value.role = VQ_ROLE_VALUE;
@@ -189,7 +195,8 @@ static vq_status time_cache(const struct bench_opts *o, enum vq_method km, int k
     if (!c) return st;
     double enc[64], att[64], ref[64];
     int R = o->repeats;
-    float *out_v = malloc(sizeof(float) * (size_t)o->head_dim);
+    const int H = o->kv_heads;
+    float *out_v = malloc(sizeof(float) * (size_t)o->head_dim * (size_t)H);
     for (int r = 0; r < R; r++) {
         vq_cache_reset(c);
         double t0 = vq_now_s();
@@ -199,12 +206,13 @@ static vq_status time_cache(const struct bench_opts *o, enum vq_method km, int k
     }
     const float scale = 1.0f / sqrtf((float)o->head_dim);
     /* Each timed sample is several attend calls so that short contexts are measurable. */
-    int inner = T >= 8192 ? 4 : T >= 1024 ? 16 : 64;
-    st = vq_cache_attend(c, 0, qv, 1, 1, NULL, scale, out_v);  /* warm-up */
+    const int64_t work = T * H;
+    int inner = work >= 65536 ? 1 : work >= 8192 ? 4 : work >= 1024 ? 16 : 64;
+    st = vq_cache_attend(c, 0, qv, H, 1, NULL, scale, out_v);  /* warm-up */
     if (st != VQ_STATUS_OK) goto fail;
     for (int r = 0; r < R; r++) {
         double t0 = vq_now_s();
-        for (int i = 0; i < inner; i++) vq_cache_attend(c, 0, qv, 1, 1, NULL, scale, out_v);
+        for (int i = 0; i < inner; i++) vq_cache_attend(c, 0, qv, H, 1, NULL, scale, out_v);
         att[r] = (vq_now_s() - t0) * 1e3 / inner;
     }
     out->ref_attend_ms = NAN;
@@ -212,7 +220,7 @@ static vq_status time_cache(const struct bench_opts *o, enum vq_method km, int k
         int rin = inner / 4 > 0 ? inner / 4 : 1;
         for (int r = 0; r < R; r++) {
             double t0 = vq_now_s();
-            for (int i = 0; i < rin; i++) vq_cache_attend_ref(c, 0, qv, 1, 1, NULL, scale, out_v);
+            for (int i = 0; i < rin; i++) vq_cache_attend_ref(c, 0, qv, H, 1, NULL, scale, out_v);
             ref[r] = (vq_now_s() - t0) * 1e3 / rin;
         }
         out->ref_attend_ms = vq_median(ref, R);
@@ -263,6 +271,7 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
         else if (!strcmp(a, "--seed")) { if (!vq_opt_u64(cmd, a, NEXT(), &o->seed)) return 0; }
         else if (!strcmp(a, "--compare_optimized")) o->compare = 1;
         else if (!strcmp(a, "--repeats")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 64, &o->repeats)) return 0; }
+        else if (!strcmp(a, "--kv_heads")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 256, &o->kv_heads)) return 0; }
         else if (!strcmp(a, "--threads")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 256, &o->threads)) return 0; }
         else if (!strcmp(a, "--isa")) { if (!vq_opt_isa(cmd, a, NEXT(), &o->isa)) return 0; }
         else if (!strcmp(a, "--group_size")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 1024, &o->group_size)) return 0; }
@@ -297,6 +306,7 @@ int vq_cmd_bench(int argc, char **argv) {
     o.head_dim = 128; o.bits = 3; o.jl_dim = 128; o.seed = 42; o.seq_lens[0] = 1000; o.n_seq = 1;
     o.repeats = 7; o.threads = 1; o.n_outlier_channels = 4; o.n_calib_tokens = 200;
     o.group_size = 32; o.residual_length = 128; o.n_sink_tokens = 5; o.isa = VQ_ISA_AUTO;
+    o.kv_heads = 1;
     if (!parse(argc, argv, &o)) return 2;
 
     /* Validate the method configuration once, with the codec's own message. */
@@ -322,18 +332,19 @@ int vq_cmd_bench(int argc, char **argv) {
     int64_t tmax = 0;
     for (int i = 0; i < o.n_seq; i++) if (o.seq_lens[i] > tmax) tmax = o.seq_lens[i];
     const int d = o.head_dim;
-    float *k = malloc(sizeof(float) * (size_t)(tmax * d));
-    float *v = malloc(sizeof(float) * (size_t)(tmax * d));
+    const int64_t rows = tmax * o.kv_heads;   /* (tmax, kv_heads, d) for the caches */
+    float *k = malloc(sizeof(float) * (size_t)(rows * d));
+    float *v = malloc(sizeof(float) * (size_t)(rows * d));
     float *tmp = malloc(sizeof(float) * (size_t)(tmax * d));
     size_t bb = vq_codec_block_bytes(kc) > vq_codec_block_bytes(vc) ? vq_codec_block_bytes(kc)
                                                                      : vq_codec_block_bytes(vc);
     void *codes = malloc(bb * (size_t)tmax + 64);
-    float *qv = malloc(sizeof(float) * (size_t)d);
+    float *qv = malloc(sizeof(float) * (size_t)d * (size_t)o.kv_heads);
     if (!k || !v || !tmp || !codes || !qv) { fprintf(stderr, "bench: out of memory\n"); return 1; }
     rng_state = o.seed * 0x9E3779B97F4A7C15ull + 1;
-    fill_keys(k, tmax, d);
-    fill_normal(v, tmax * d);
-    fill_normal(qv, d);
+    fill_keys(k, rows, d);
+    fill_normal(v, rows * d);
+    fill_normal(qv, (int64_t)d * o.kv_heads);
 
     const char *isa = vq_isa_name(o.isa == VQ_ISA_AUTO ? vq_isa_default() : o.isa);
     cJSON *jroot = NULL, *jrows = NULL;
@@ -347,15 +358,16 @@ int vq_cmd_bench(int argc, char **argv) {
         cJSON_AddNumberToObject(jroot, "seed", (double)o.seed);
         cJSON_AddStringToObject(jroot, "isa", isa);
         cJSON_AddNumberToObject(jroot, "threads", o.threads);
+        cJSON_AddNumberToObject(jroot, "kv_heads", o.kv_heads);
         cJSON_AddNumberToObject(jroot, "repeats", o.repeats);
         cJSON_AddNumberToObject(jroot, "key_bits_per_elem", vq_codec_bits_per_elem(kc));
         cJSON_AddNumberToObject(jroot, "value_bits_per_elem", vq_codec_bits_per_elem(vc));
         jrows = cJSON_AddArrayToObject(jroot, "rows");
     } else {
         printf("bench: keys %s bits=%d (%.4f bits/elem), values %s bits=%d (%.4f bits/elem), "
-               "head_dim=%d, isa=%s, threads=%d, median of %d\n",
+               "head_dim=%d, kv_heads=%d, isa=%s, threads=%d, median of %d\n",
                vq_method_name(o.method), o.bits, vq_codec_bits_per_elem(kc), vq_method_name(o.v_method),
-               o.v_bits, vq_codec_bits_per_elem(vc), d, isa, o.threads, o.repeats);
+               o.v_bits, vq_codec_bits_per_elem(vc), d, o.kv_heads, isa, o.threads, o.repeats);
         if (o.compare)
             printf("%8s | %18s | %19s | %7s | %14s | %10s\n", "seq_len", "baseline_attend_ms",
                    "optimized_attend_ms", "speedup", "fp16_attend_ms", "vs_fp16");
@@ -382,7 +394,7 @@ int vq_cmd_bench(int argc, char **argv) {
         q.cos_k = mean_cos(kc, k, nq, d, tmp, codes);
         q.cos_v = mean_cos(vc, v, nq, d, tmp, codes);
         ip_quality(kc, k, nq, d, &q);
-        double bpt = (double)tm.bytes / (double)T;
+        double bpt = (double)tm.bytes / (double)T / (double)o.kv_heads;
         double key_x = (double)tm.fp16_key_bytes / (double)tm.key_bytes;
         double full_x = (double)tm.fp16_bytes / (double)tm.bytes;
         if (o.json) {
