@@ -251,6 +251,23 @@ struct vq_cache_params {
     const int *key_bits_per_layer;   /* optional (n_layers), overrides key.bits per layer; copied */
     const int *value_bits_per_layer; /* optional (n_layers), overrides value.bits per layer; copied */
     int n_threads;            /* threads used by vq_cache_attend; 0 = OpenMP default */
+    /* Centering (keys / values separately): -1 = auto (default), 0 = off, 1 = on. A centered
+     * stream subtracts a per-(layer, kv-head) vector mu — the mean of the tokens of the
+     * layer's first append, stored in fp16, frozen afterwards — from every row before it is
+     * stored. Exact for attention: q.mu_K shifts all scores of a query equally (softmax
+     * ignores it), and mu_V is added back to the output (weights sum to 1); decoding adds mu
+     * back. It helps codecs whose error scales with ||x|| when a head's rows share a large
+     * common part (real LLM keys: |mean key| ~1.4x the mean deviation on SmolLM2).
+     * auto = on for turboquant_mse/prod/rvq and qjl (SmolLM2-135M, ctx 256: tq_mse-4 KL
+     * 0.040 -> 0.031, tq_mse-3 0.177 -> 0.113, tq_prod-3 0.387 -> 0.229), off for polar (no
+     * gain), kivi* (worse: per-channel key groups already absorb it, values lose), fp16/fp32,
+     * vecinfer, spectral. The stored state depends on the first append's tokens (as sinks do).
+     * mu is cleared by vq_cache_reset and by a vq_cache_truncate to 0 tokens (the next append
+     * learns it again); a truncate to n > 0 keeps it. mu costs head_dim * 2 bytes per (layer,
+     * kv-head, centered stream), counted in vq_cache_memory.center_bytes once the layer
+     * holds tokens (and in allocated_bytes from creation). */
+    int center_keys;
+    int center_values;
 };
 
 /* Defaults: 1 layer, 1 kv head, head_dim 128, max_tokens 4096, page 256, fp16 keys and values. */
@@ -296,11 +313,13 @@ struct vq_cache_memory {
     size_t key_bytes;      /* packed key blocks (codes + side data) of all layers/heads */
     size_t value_bytes;    /* packed value blocks */
     size_t window_bytes;   /* fp16 windows (recent, sink) of keys and values */
-    size_t total_bytes;    /* key_bytes + value_bytes + window_bytes */
+    size_t total_bytes;    /* key_bytes + value_bytes + window_bytes + center_bytes */
     size_t fp16_bytes;     /* what an fp16 cache of the same tokens would take (K + V) */
     size_t fp16_key_bytes; /* fp16 bytes of the keys alone */
     size_t key_total_bytes;/* stored key bytes including key windows */
     size_t allocated_bytes;/* bytes of pages actually allocated (>= total_bytes) */
+    size_t center_bytes;   /* fp32 centering vectors (keys + values) of layers holding tokens;
+                            * the key part is also in key_total_bytes */
 };
 /* Fills *m with exact byte counts for the tokens stored now. */
 VQ_API void vq_cache_memory(const vq_cache *c, struct vq_cache_memory *m);

@@ -34,6 +34,16 @@
  * errors; phase B (which cannot fail) updates windows, sinks and counters. Any failure in
  * phase A frees the pages it allocated, so the cache is exactly as before.
  *
+ * Centering (center_keys / center_values)
+ *   A centered side has one vector mu per kv-head, stored in fp16: the mean of the tokens of
+ *   the layer's first append (accumulated in double, clamped to +-65504, rounded to fp16;
+ *   frozen afterwards; cleared when the layer becomes empty). Any fixed mu keeps attention
+ *   exact, so the rounding costs nothing but a little centering. Every row of that
+ *   side — codec blocks, fp16 window and sink copies — stores x - mu. Keys: q.mu is the same
+ *   for every token of a query, so softmax ignores it and scores use the centered rows as is.
+ *   Values: the softmax weights sum to 1, so attention adds mu to the weighted sum. Decoding
+ *   (vq_cache_read, attend_ref) adds mu back.
+ *
  * Threads: vq_cache_attend cuts the (query, query head) pairs of each kv head into batches of
  * up to n_slots (8; fewer when max_tokens > 32K, keeping score rows near 1 MiB per thread)
  * and runs the batches in an OpenMP loop; a batch visits every page once, scoring and
@@ -50,6 +60,7 @@
 #include <omp.h>
 #endif
 
+#include "cache/center.h"
 #include "cache/softmax.h"
 #include "codecs/codec_impl.h"
 #include "codecs/kivi.h"
@@ -83,6 +94,8 @@ struct vq_side {            /* K or V configuration of one layer */
     size_t page_bytes;      /* page_tokens / bt * block_bytes */
     int use_sinks;          /* 1 if this side keeps fp16 sink copies */
     struct vq_stream *s;    /* (n_kv_heads) */
+    uint16_t *mu;           /* (n_kv_heads, head_dim) fp16 centering vectors, NULL = not centered */
+    int mu_set;             /* 1 once mu holds the mean of the layer's first append */
 };
 
 struct vq_layer {
@@ -152,6 +165,25 @@ static int is_kivi(enum vq_method m) { return m == VQ_METHOD_KIVI || m == VQ_MET
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+int vq_cache_center_on(int want, enum vq_method m) {
+    if (want >= 0) return want;
+    return m == VQ_METHOD_TURBOQUANT_MSE || m == VQ_METHOD_TURBOQUANT_PROD ||
+           m == VQ_METHOD_TURBOQUANT_RVQ || m == VQ_METHOD_QJL;
+}
+
+/* Converts new token t of head h (dtype dt) to fp32 and subtracts the side's mu if set. */
+static void load_row(const struct vq_cache *c, const struct vq_side *sd, const void *src,
+                     enum vq_dtype dt, int h, int64_t t, float *dst) {
+    const int d = c->d;
+    const uint8_t *p = (const uint8_t *)src + (size_t)((t * c->n_kv + h) * d) * dtype_size(dt);
+    to_f32(p, dt, dst, d);
+    if (sd->mu) {
+        float mu[1024];
+        vq_fp16_to_fp32_row(sd->mu + (size_t)h * (size_t)d, mu, d);
+        for (int i = 0; i < d; i++) dst[i] -= mu[i];
+    }
+}
+
 /* ---- softmax (scalar reference) ------------------------------------------------------- */
 
 void vq_softmax_ref(float *x, int64_t n, float scale, float *m_out, float *s_out) {
@@ -188,6 +220,8 @@ struct vq_cache_params vq_cache_params_default(void) {
     p.key_bits_per_layer = NULL;
     p.value_bits_per_layer = NULL;
     p.n_threads = 0;
+    p.center_keys = -1;
+    p.center_values = -1;
     return p;
 }
 
@@ -245,6 +279,8 @@ static void side_free(struct vq_side *sd, int n_kv) {
     }
     free(sd->s);
     sd->s = NULL;
+    free(sd->mu);
+    sd->mu = NULL;
 }
 
 void vq_cache_free(vq_cache *c) {
@@ -278,7 +314,8 @@ static vq_cache *create_fail(vq_cache *c, vq_status *st, vq_status code) {
 vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     if (!p || p->n_layers < 1 || p->n_kv_heads < 1 || p->max_tokens < 1 ||
         p->max_tokens > ((int64_t)1 << 31) || p->page_tokens < 1 || p->page_tokens > (1 << 20) ||
-        p->n_threads < 0 || p->n_layers > (1 << 16) || p->n_kv_heads > (1 << 12))
+        p->n_threads < 0 || p->n_layers > (1 << 16) || p->n_kv_heads > (1 << 12) ||
+        p->center_keys < -1 || p->center_keys > 1 || p->center_values < -1 || p->center_values > 1)
         return create_fail(NULL, st, VQ_STATUS_INVALID_ARG);
     struct vq_cache *c = calloc(1, sizeof *c);
     if (!c) return create_fail(NULL, st, VQ_STATUS_NO_MEMORY);
@@ -335,6 +372,12 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
                 sides[j]->s[h].sink = vq_alloc((size_t)L->sink_cap * (size_t)c->d * 2);
                 if (!sides[j]->s[h].sink) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
             }
+        }
+        const int want_c[2] = {p->center_keys, p->center_values};
+        for (int j = 0; j < 2; j++) {
+            if (!vq_cache_center_on(want_c[j], vq_codec_params_get(sides[j]->codec)->method)) continue;
+            sides[j]->mu = calloc((size_t)c->n_kv * (size_t)c->d, sizeof(uint16_t));
+            if (!sides[j]->mu) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
         }
         if (vq_codec_query_bytes(kc) > c->qs_bytes) c->qs_bytes = vq_codec_query_bytes(kc);
         if (vq_codec_acc_floats(vc) > c->acc_floats) c->acc_floats = vq_codec_acc_floats(vc);
@@ -394,11 +437,11 @@ static void virt_row(const struct vq_cache *c, const struct vq_side *sd, int h, 
     }
     const int64_t t = i - s->win_n;
     const uint8_t *p = (const uint8_t *)src + (size_t)((t * c->n_kv + h) * d) * dtype_size(dt);
-    if (sd->mode != WIN_NONE && dt == VQ_DTYPE_F16) {
+    if (sd->mode != WIN_NONE && dt == VQ_DTYPE_F16 && !sd->mu) {
         vq_fp16_to_fp32_row((const uint16_t *)(const void *)p, dst, d);
         return;
     }
-    to_f32(p, dt, dst, d);
+    load_row(c, sd, src, dt, h, t, dst);
     if (sd->mode != WIN_NONE) {
         uint16_t tmp[1024];
         vq_fp32_to_fp16_row(dst, tmp, d);
@@ -406,18 +449,40 @@ static void virt_row(const struct vq_cache *c, const struct vq_side *sd, int h, 
     }
 }
 
-/* Writes new token t of head h as an fp16 row into dst. */
-static void new_row_f16(const struct vq_cache *c, const void *src, enum vq_dtype dt, int h,
-                        int64_t t, uint16_t *dst) {
+/* Writes new token t of head h (centered if the side is) as an fp16 row into dst. */
+static void new_row_f16(const struct vq_cache *c, const struct vq_side *sd, const void *src,
+                        enum vq_dtype dt, int h, int64_t t, uint16_t *dst) {
     const int d = c->d;
     const uint8_t *p = (const uint8_t *)src + (size_t)((t * c->n_kv + h) * d) * dtype_size(dt);
-    if (dt == VQ_DTYPE_F16) {
+    if (dt == VQ_DTYPE_F16 && !sd->mu) {
         memcpy(dst, p, (size_t)d * 2);
         return;
     }
     float tmp[1024];
-    to_f32(p, dt, tmp, d);
+    load_row(c, sd, src, dt, h, t, tmp);
     vq_fp32_to_fp16_row(tmp, dst, d);
+}
+
+/* Sets the side's mu to the per-head mean of the n tokens of src (accumulated in double,
+ * clamped to the fp16 range, rounded to fp16). */
+static void compute_mu(const struct vq_cache *c, struct vq_side *sd, const void *src,
+                       enum vq_dtype dt, int64_t n) {
+    const int d = c->d;
+    double acc[1024];
+    float row[1024];
+    for (int h = 0; h < c->n_kv; h++) {
+        for (int i = 0; i < d; i++) acc[i] = 0;
+        for (int64_t t = 0; t < n; t++) {
+            const uint8_t *p = (const uint8_t *)src + (size_t)((t * c->n_kv + h) * d) * dtype_size(dt);
+            to_f32(p, dt, row, d);
+            for (int i = 0; i < d; i++) acc[i] += row[i];
+        }
+        for (int i = 0; i < d; i++) {
+            double m = acc[i] / (double)n;
+            row[i] = (float)(m > 65504.0 ? 65504.0 : m < -65504.0 ? -65504.0 : m);
+        }
+        vq_fp32_to_fp16_row(row, sd->mu + (size_t)h * (size_t)d, d);
+    }
 }
 
 static int is_sink_pos(const struct vq_layer *L, int64_t pos) {
@@ -472,6 +537,20 @@ static vq_status scan_input(const struct vq_cache *c, const struct vq_layer *L, 
     }
     (void)L;
     return range && windowed_or_sink ? VQ_STATUS_RANGE : VQ_STATUS_OK;
+}
+
+/* Centered side that keeps fp16 rows: RANGE if some x - mu exceeds the fp16 range. */
+static vq_status scan_centered(const struct vq_cache *c, const struct vq_side *sd, const void *src,
+                               enum vq_dtype dt, int64_t n) {
+    if (!sd->mu || (sd->mode == WIN_NONE && !sd->use_sinks)) return VQ_STATUS_OK;
+    float row[1024];
+    for (int64_t t = 0; t < n; t++)
+        for (int h = 0; h < c->n_kv; h++) {
+            load_row(c, sd, src, dt, h, t, row);
+            for (int i = 0; i < c->d; i++)
+                if (!(fabsf(row[i]) <= 65504.0f)) return VQ_STATUS_RANGE;
+        }
+    return VQ_STATUS_OK;
 }
 
 /* Phase A for one stream: plan, allocate pages, encode behind the end. */
@@ -555,7 +634,7 @@ static void stream_commit(struct vq_cache *c, struct vq_side *sd, int h, const v
     }
     for (int64_t t = first_new; t < n; t++) {
         const int r = s->win_start + s->win_n;
-        new_row_f16(c, src, dt, h, t, s->win + (size_t)r * (size_t)d);
+        new_row_f16(c, sd, src, dt, h, t, s->win + (size_t)r * (size_t)d);
         s->win_n++;
     }
     VQ_ASSERT(s->win_n <= sd->win_cap && s->win_start + s->win_n <= sd->buf_rows);
@@ -611,6 +690,14 @@ vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v,
     if (st == VQ_STATUS_OK)
         st = scan_input(c, L, v, dtype, n_tokens, L->v.mode != WIN_NONE || L->v.use_sinks);
     if (st != VQ_STATUS_OK) return st;
+    /* Centering vectors come from the layer's first append; kept only if the append succeeds.
+     * Centered rows are checked against the fp16 range instead of the raw ones. */
+    const int set_k = L->k.mu && !L->k.mu_set, set_v = L->v.mu && !L->v.mu_set;
+    if (set_k) compute_mu(c, &L->k, k, dtype, n_tokens);
+    if (set_v) compute_mu(c, &L->v, v, dtype, n_tokens);
+    st = scan_centered(c, &L->k, k, dtype, n_tokens);
+    if (st == VQ_STATUS_OK) st = scan_centered(c, &L->v, v, dtype, n_tokens);
+    if (st != VQ_STATUS_OK) return st;
 
     /* Sinks are chosen before encoding (key blocks need them); committed only on success. */
     const int old_n_sinks = L->n_sinks;
@@ -637,14 +724,16 @@ vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v,
         memcpy(L->sink_pos, old_pos, sizeof old_pos);
         return st;
     }
+    if (set_k) L->k.mu_set = 1;
+    if (set_v) L->v.mu_set = 1;
     /* phase B */
     if (first) {
         for (int h = 0; h < c->n_kv; h++)
             for (int i = 0; i < L->n_sinks; i++) {
                 if (L->k.use_sinks)
-                    new_row_f16(c, k, dtype, h, L->sink_pos[i], L->k.s[h].sink + (size_t)i * (size_t)c->d);
+                    new_row_f16(c, &L->k, k, dtype, h, L->sink_pos[i], L->k.s[h].sink + (size_t)i * (size_t)c->d);
                 if (L->v.use_sinks)
-                    new_row_f16(c, v, dtype, h, L->sink_pos[i], L->v.s[h].sink + (size_t)i * (size_t)c->d);
+                    new_row_f16(c, &L->v, v, dtype, h, L->sink_pos[i], L->v.s[h].sink + (size_t)i * (size_t)c->d);
             }
     }
     for (int h = 0; h < c->n_kv; h++) {
@@ -794,7 +883,13 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
         else memset(o, 0, (size_t)d * sizeof(float));
         const int64_t w0 = lo > vst->n_coded ? lo : vst->n_coded;
         if (hi > w0) window_acc(c, vst, w0 - vst->n_coded, hi - w0, sc[j] + w0, acc16[j]);
-        for (int i = 0; i < d; i++) o[i] += acc16[j][i];
+        if (vs->mu) { /* centered values: the weights over [lo, hi) sum to 1 (split chunks too) */
+            float mu[1024];
+            vq_fp16_to_fp32_row(vs->mu + (size_t)g * (size_t)d, mu, d);
+            for (int i = 0; i < d; i++) o[i] += acc16[j][i] + mu[i];
+        } else {
+            for (int i = 0; i < d; i++) o[i] += acc16[j][i];
+        }
     }
 }
 
@@ -904,6 +999,13 @@ static void stream_decode(const vq_cache *c, const struct vq_layer *L, const str
         const int r = s->win_start + j;
         vq_fp16_to_fp32_row(s->win + (size_t)r * (size_t)d, x + (s->n_coded + j) * d, d);
     }
+    if (sd->mu) {
+        float mu[1024];
+        vq_fp16_to_fp32_row(sd->mu + (size_t)h * (size_t)d, mu, d);
+        const int64_t nt = s->n_coded + s->win_n;
+        for (int64_t t = 0; t < nt; t++)
+            for (int i = 0; i < d; i++) x[t * d + i] += mu[i];
+    }
 }
 
 vq_status vq_cache_read(const vq_cache *c, int layer, int kv_head, float *k, float *v) {
@@ -978,22 +1080,25 @@ void vq_cache_memory(const vq_cache *c, struct vq_cache_memory *m) {
                 const size_t coded = (size_t)(s->n_coded / sd->bt) * bb;
                 size_t win = (size_t)s->win_n * row16;
                 if (sd->use_sinks) win += (size_t)L->n_sinks * row16;
+                const size_t mu = sd->mu_set ? row16 : 0;
                 if (j == 0) {
                     m->key_bytes += coded;
-                    m->key_total_bytes += coded + win;
+                    m->key_total_bytes += coded + win + mu;
                 } else {
                     m->value_bytes += coded;
                 }
+                m->center_bytes += mu;
                 m->window_bytes += win;
                 m->allocated_bytes += (size_t)s->n_pages * sd->page_bytes +
                                       (size_t)sd->buf_rows * row16 +
-                                      (sd->use_sinks ? (size_t)L->sink_cap * row16 : 0);
+                                      (sd->use_sinks ? (size_t)L->sink_cap * row16 : 0) +
+                                      (sd->mu ? row16 : 0);
             }
         }
         m->fp16_key_bytes += (size_t)L->n_tokens * (size_t)c->n_kv * row16;
     }
     m->fp16_bytes = 2 * m->fp16_key_bytes;
-    m->total_bytes = m->key_bytes + m->value_bytes + m->window_bytes;
+    m->total_bytes = m->key_bytes + m->value_bytes + m->window_bytes + m->center_bytes;
 }
 
 /* Checks whether stream s can be cut to n tokens (see stream_truncate). */
@@ -1053,6 +1158,7 @@ vq_status vq_cache_truncate(vq_cache *c, int64_t n_tokens) {
         }
         L->n_sinks = w;
         L->n_tokens = n_tokens;
+        if (n_tokens == 0) L->k.mu_set = L->v.mu_set = 0; /* an emptied layer re-learns mu */
     }
     return VQ_STATUS_OK;
 }
@@ -1071,5 +1177,6 @@ void vq_cache_reset(vq_cache *c) {
             }
         L->n_tokens = 0;
         L->n_sinks = 0;
+        L->k.mu_set = L->v.mu_set = 0;
     }
 }

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "cache/center.h"
 #include "engine/gguf.h"
 
 static int is_kivi(enum vq_method m) { return m == VQ_METHOD_KIVI || m == VQ_METHOD_KIVI_SINK; }
@@ -79,11 +80,21 @@ vq_status vq_kv_estimate(const struct vq_cache_params *p, int64_t ctx, struct vq
         m->window_bytes += h * (ks.window + vs.window);
         m->allocated_bytes += h * (ks.alloc + vs.alloc);
         m->fp16_key_bytes += (size_t)ctx * h * row16;
+        /* centering vectors: allocated at create, counted as stored once the layer has tokens */
+        const size_t mu = h * row16; /* fp16 mu per kv-head */
+        const int kc_on = vq_cache_center_on(p->center_keys, kp.method);
+        const int vc_on = vq_cache_center_on(p->center_values, vp.method);
+        const size_t kmu = kc_on ? mu : 0, vmu = vc_on ? mu : 0;
+        m->allocated_bytes += kmu + vmu;
+        if (ctx > 0) {
+            m->center_bytes += kmu + vmu;
+            m->key_total_bytes += kmu;
+        }
         vq_codec_free(kc);
         vq_codec_free(vc);
     }
     m->fp16_bytes = 2 * m->fp16_key_bytes;
-    m->total_bytes = m->key_bytes + m->value_bytes + m->window_bytes;
+    m->total_bytes = m->key_bytes + m->value_bytes + m->window_bytes + m->center_bytes;
     return VQ_STATUS_OK;
 }
 

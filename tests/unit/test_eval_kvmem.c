@@ -55,7 +55,8 @@ static int same(const struct vq_cache_memory *a, const struct vq_cache_memory *b
     return a->key_bytes == b->key_bytes && a->value_bytes == b->value_bytes &&
            a->window_bytes == b->window_bytes && a->total_bytes == b->total_bytes &&
            a->fp16_bytes == b->fp16_bytes && a->fp16_key_bytes == b->fp16_key_bytes &&
-           a->key_total_bytes == b->key_total_bytes && a->allocated_bytes == b->allocated_bytes;
+           a->key_total_bytes == b->key_total_bytes && a->allocated_bytes == b->allocated_bytes &&
+           a->center_bytes == b->center_bytes;
 }
 
 static void dump(const char *tag, const struct vq_cache_memory *m) {
