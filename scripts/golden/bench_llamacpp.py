@@ -8,8 +8,8 @@ llama-cpp-python default). One warm-up run per configuration, then --reps timed 
 reports the median prefill tok/s (C / prefill seconds) and decode tok/s (N / decode seconds).
 
 The prompt is the text of tests/golden/text_en.txt, tokenized and repeated to length C.
-Writes a Markdown report (default bench/results/llamacpp_smollm2.md) and prints one JSON
-line per case.
+Writes a Markdown report (default bench/results/llamacpp_smollm2.md), the same data as JSON
+next to it (.json), and prints one JSON line per case.
 
   python3 scripts/golden/bench_llamacpp.py [--ctx 512,4096] [--threads 1,2] [--reps 3]
 """
@@ -53,20 +53,21 @@ def loadavg():
 
 def run_once(llm, prompt, n_decode):
     """Prefill prompt into an empty KV cache, then greedy-decode n_decode tokens.
-    Returns (prefill_seconds, decode_seconds)."""
+    Returns (prefill_seconds, decode_seconds, prefill_cpu_seconds, decode_cpu_seconds); CPU
+    seconds are this process's user+system time (all threads), less sensitive to other load."""
     ctx = llm._ctx.ctx
     n_vocab = llm.n_vocab()
     llm.reset()
     llm._ctx.kv_cache_clear()
-    t0 = time.perf_counter()
+    c0, t0 = time.process_time(), time.perf_counter()
     llm.eval(prompt)
-    t1 = time.perf_counter()
+    c1, t1 = time.process_time(), time.perf_counter()
     for _ in range(n_decode):
         p = llama_cpp.llama_get_logits_ith(ctx, -1)
         logits = np.ctypeslib.as_array(ctypes.cast(p, ctypes.POINTER(ctypes.c_float)), shape=(n_vocab,))
         llm.eval([int(np.argmax(logits))])
-    t2 = time.perf_counter()
-    return t1 - t0, t2 - t1
+    c2, t2 = time.process_time(), time.perf_counter()
+    return t1 - t0, t2 - t1, c1 - c0, c2 - c1
 
 
 def main():
@@ -94,13 +95,17 @@ def main():
             base = llm.tokenize(text.encode("utf-8"), add_bos=True, special=False)
             prompt = (base * (c // len(base) + 1))[:c]
             run_once(llm, prompt[: min(c, 256)], 4)  # warm-up
-            pre, dec = [], []
+            pre, dec, cpre, cdec = [], [], [], []
             for _ in range(args.reps):
-                tp, td = run_once(llm, prompt, args.decode)
+                tp, td, cp, cd = run_once(llm, prompt, args.decode)
                 pre.append(c / tp)
                 dec.append(args.decode / td)
+                cpre.append(c / cp)
+                cdec.append(args.decode / cd)
             row = {"ctx": c, "threads": t, "prefill_tok_s": statistics.median(pre),
                    "decode_tok_s": statistics.median(dec),
+                   "prefill_tok_per_cpu_s": statistics.median(cpre),
+                   "decode_tok_per_cpu_s": statistics.median(cdec),
                    "prefill_runs": [round(x, 1) for x in pre], "decode_runs": [round(x, 1) for x in dec]}
             print(json.dumps(row), flush=True)
             rows.append(row)
@@ -125,18 +130,38 @@ def main():
         "- Load: loadavg before %s, after %s; `uptime` at end: `%s`. The machine (2 cores) was shared "
         "with other builds, so absolute numbers are noisy." % ("/".join(load_before), "/".join(load_after), uptime),
         "",
-        "| ctx | threads | prefill tok/s | decode tok/s | prefill runs | decode runs |",
-        "|----:|--------:|--------------:|-------------:|:-------------|:------------|",
+        "| ctx | threads | prefill tok/s | decode tok/s | prefill runs (tok/s) | decode runs (tok/s) "
+        "| prefill tok/CPU-s | decode tok/CPU-s |",
+        "|----:|--------:|--------------:|-------------:|:-------------|:------------|------:|------:|",
     ]
     for r in rows:
-        lines.append("| %d | %d | %.1f | %.1f | %s | %s |" % (
+        lines.append("| %d | %d | %.1f | %.1f | %s | %s | %.1f | %.1f |" % (
             r["ctx"], r["threads"], r["prefill_tok_s"], r["decode_tok_s"],
-            ", ".join("%.1f" % x for x in r["prefill_runs"]), ", ".join("%.1f" % x for x in r["decode_runs"])))
-    lines.append("")
+            ", ".join("%.1f" % x for x in r["prefill_runs"]), ", ".join("%.1f" % x for x in r["decode_runs"]),
+            r["prefill_tok_per_cpu_s"], r["decode_tok_per_cpu_s"]))
+    lines += [
+        "",
+        "tok/s = tokens / wall-clock seconds (the headline numbers; median of the runs). "
+        "tok/CPU-s = tokens / (user+system CPU seconds of the process, all threads): with other "
+        "processes competing for the 2 cores it estimates throughput per fully-owned core "
+        "(an upper bound on an idle machine's 1-thread speed; for 2 threads it divides by the "
+        "CPU time of both, including OpenMP spin-waits).",
+        ""]
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         f.write("\n".join(lines))
-    print("wrote", args.out)
+    meta = {"schema": "veloxquant.llamacpp_baseline.v1",
+            "created_utc": datetime.datetime.utcnow().strftime("%Y-%m-%dT%H:%M:%SZ"),
+            "cpu": cpu_model(), "logical_cpus": os.cpu_count(),
+            "llama_cpp_python": llama_cpp.__version__, "model": os.path.basename(args.model),
+            "kv_type": "f16", "flash_attn": False, "n_batch": 2048, "n_ubatch": 512,
+            "decode_tokens": args.decode, "reps": args.reps,
+            "loadavg_before": load_before, "loadavg_after": load_after, "results": rows}
+    jpath = os.path.splitext(args.out)[0] + ".json"
+    with open(jpath, "w") as f:
+        json.dump(meta, f, indent=1)
+        f.write("\n")
+    print("wrote", args.out, jpath)
 
 
 if __name__ == "__main__":
