@@ -78,6 +78,7 @@ def main():
     ap.add_argument("--decode", type=int, default=64)
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "llamacpp_smollm2.md"))
+    ap.add_argument("--note", default="", help="extra paragraph appended to the Markdown report")
     args = ap.parse_args()
     ctxs = [int(x) for x in args.ctx.split(",")]
     threads = [int(x) for x in args.threads.split(",")]
@@ -144,9 +145,11 @@ def main():
         "tok/s = tokens / wall-clock seconds (the headline numbers; median of the runs). "
         "tok/CPU-s = tokens / (user+system CPU seconds of the process, all threads): with other "
         "processes competing for the 2 cores it estimates throughput per fully-owned core "
-        "(an upper bound on an idle machine's 1-thread speed; for 2 threads it divides by the "
+        "(roughly an idle machine's 1-thread speed, if anything a lower bound since contention also costs cache; for 2 threads it divides by the "
         "CPU time of both, including OpenMP spin-waits).",
         ""]
+    if args.note:
+        lines += [args.note, ""]
     os.makedirs(os.path.dirname(args.out), exist_ok=True)
     with open(args.out, "w") as f:
         f.write("\n".join(lines))
