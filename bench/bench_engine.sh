@@ -4,7 +4,8 @@
 #   bench/bench_engine.sh [VQ] [R]     (env: CTXS="512 4096" THREADS="1 2" METHODS="fp16 turboquant_mse:4 kivi:4")
 # The prompt of a run at context C is the first (C - 64) * 4 bytes of data/corpus_en.txt
 # (about 0.85 (C - 64) tokens); 64 tokens are then generated greedily (no early stop matters:
-# decode tok/s counts the tokens actually generated).
+# decode tok/s counts the tokens actually generated). On a shared machine set
+# OMP_WAIT_POLICY=passive in the environment (the README's table was taken with it).
 set -euo pipefail
 VQ="${1:-build/veloxquant}"
 R="${2:-3}"
@@ -22,7 +23,7 @@ for c in $CTXS; do
         for mb in $METHODS; do
             m=${mb%%:*}; b=${mb#*:}; args=(--method "$m"); [ "$b" != "$mb" ] && args+=(--bits "$b")
             for i in $(seq "$R"); do
-                OMP_WAIT_POLICY=passive "$VQ" generate -f "$tmp/p$c.txt" -n 64 -c "$c" -t "$t" "${args[@]}" --json > "$tmp/r$i.json"
+                "$VQ" generate -f "$tmp/p$c.txt" -n 64 -c "$c" -t "$t" "${args[@]}" --json > "$tmp/r$i.json"
             done
             python3 - "$c" "$t" "$mb" "$tmp" "$R" <<'PY'
 import json, statistics, sys
