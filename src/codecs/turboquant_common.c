@@ -3,6 +3,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "codecs/codec_impl.h"
 #include "codecs/turboquant_kernels.h"
 
 /* Fills the kernel description and picks the score mode (see turboquant_kernels.h). */
@@ -202,4 +203,48 @@ void vq_tq_accumulate_generic(const vq_tq_kern *k, const uint8_t *codes, int64_t
                 a[16 * i] += lw[((wa >> (i * ba)) & ma) | ((wb >> (i * bb)) & mb) << ba];
         }
     }
+}
+
+/* ---- codec slots shared by turboquant_mse and turboquant_rvq ---- */
+
+void vq_tq_codec_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x) {
+    const struct vq_tq_base *m = (const struct vq_tq_base *)c->impl;
+    const int d = c->p.head_dim;
+    float y[1024];
+    for (int64_t t = 0; t < n_blocks; t++) {
+        const uint8_t *r = src + t * (int64_t)c->block_bytes;
+        float s = vq_tq_sf16(r);
+        for (int j = 0; j < d; j++) y[j] = s * m->k.lut[vq_tq_code(&m->k, r, j)];
+        vq_rht_inverse(&m->rht, y, x + t * d);
+    }
+}
+
+void vq_tq_codec_prepare_query(const struct vq_codec *c, const float *q, void *qs) {
+    const struct vq_tq_base *m = (const struct vq_tq_base *)c->impl;
+    vq_tq_prepare_query(&m->k, &m->rht, q, (float *)qs);
+}
+
+void vq_tq_codec_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
+                       int64_t n_tokens, float *scores) {
+    const struct vq_tq_base *m = (const struct vq_tq_base *)c->impl;
+    m->score(&m->k, (const float *)qs, codes, n_tokens, scores);
+}
+
+void vq_tq_codec_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
+                            const float *w, float *acc) {
+    const struct vq_tq_base *m = (const struct vq_tq_base *)c->impl;
+    m->acc(&m->k, codes, n_tokens, w, acc);
+}
+
+void vq_tq_codec_finish(const struct vq_codec *c, const float *acc, float *out) {
+    const struct vq_tq_base *m = (const struct vq_tq_base *)c->impl;
+    vq_tq_finish(&m->k, &m->rht, acc, out);
+}
+
+void vq_tq_codec_destroy(struct vq_codec *c) {
+    struct vq_tq_base *m = (struct vq_tq_base *)c->impl;
+    if (!m) return;
+    vq_rht_free(&m->rht);
+    vq_free(m);
+    c->impl = NULL;
 }

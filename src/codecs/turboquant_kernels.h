@@ -59,6 +59,26 @@ typedef void (*vq_tq_score_fn)(const vq_tq_kern *k, const float *qs, const uint8
 typedef void (*vq_tq_acc_fn)(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
                              const float *w, float *acc);
 
+/* The state every turboquant-family codec starts with (first member of its impl struct), so
+ * decode / prepare / score / accumulate / finish / destroy are shared (turboquant_common.c). */
+struct vq_tq_base {
+    vq_rht rht;
+    vq_tq_kern k;
+    vq_tq_score_fn score;
+    vq_tq_acc_fn acc;
+};
+struct vq_codec;
+/* Codec slots over c->impl, which must start with a struct vq_tq_base. Thread-safe. */
+void vq_tq_codec_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x);
+void vq_tq_codec_prepare_query(const struct vq_codec *c, const float *q, void *qs);
+void vq_tq_codec_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
+                       int64_t n_tokens, float *scores);
+void vq_tq_codec_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
+                            const float *w, float *acc);
+void vq_tq_codec_finish(const struct vq_codec *c, const float *acc, float *out);
+/* Frees the rotation and the impl (vq_alloc'd); NULL impl is a no-op. */
+void vq_tq_codec_destroy(struct vq_codec *c);
+
 /* Fills k; levels has 2^(bits_a+bits_b) entries indexed a | b << bits_a. The score mode is
  * NIB where the layout allows it, except for 2-bit planes on AVX-512 (its LUT kernel is
  * faster there); it may therefore differ between codecs of different isa. */

@@ -30,10 +30,7 @@
 #include "codecs/turboquant_kernels.h"
 
 typedef struct tq_mse {
-    vq_rht rht;
-    vq_tq_kern k;
-    vq_tq_score_fn score;
-    vq_tq_acc_fn acc;
+    struct vq_tq_base b;         /* rotation, kernel layout, kernels (must be first) */
     int bits;
     int unbiased;
     float cb[16];  /* (2^bits) levels: Gaussian centroids / sqrt(d) */
@@ -64,7 +61,7 @@ static vq_status mse_encode(const struct vq_codec *c, const float *x, int64_t n_
         if (n > VQ_SF16_MAX) return VQ_STATUS_RANGE;
         float inv = (float)(1.0 / n);
         for (int j = 0; j < d; j++) y[j] = xt[j] * inv;
-        vq_rht_forward(&m->rht, y, y);
+        vq_rht_forward(&m->b.rht, y, y);
         /* index = number of boundaries strictly below y_j; boundary-major so the inner
          * loop vectorizes */
         int32_t ii[1024];
@@ -96,48 +93,6 @@ static vq_status mse_encode(const struct vq_codec *c, const float *x, int64_t n_
     return VQ_STATUS_OK;
 }
 
-static void mse_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x) {
-    const tq_mse *m = (const tq_mse *)c->impl;
-    const int d = c->p.head_dim;
-    float y[1024];
-    for (int64_t t = 0; t < n_blocks; t++) {
-        const uint8_t *r = src + t * (int64_t)c->block_bytes;
-        float s = vq_tq_sf16(r);
-        for (int j = 0; j < d; j++) y[j] = s * m->k.lut[vq_tq_code(&m->k, r, j)];
-        vq_rht_inverse(&m->rht, y, x + t * d);
-    }
-}
-
-static void mse_prepare_query(const struct vq_codec *c, const float *q, void *qs) {
-    const tq_mse *m = (const tq_mse *)c->impl;
-    vq_tq_prepare_query(&m->k, &m->rht, q, (float *)qs);
-}
-
-static void mse_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
-                      int64_t n_tokens, float *scores) {
-    const tq_mse *m = (const tq_mse *)c->impl;
-    m->score(&m->k, (const float *)qs, codes, n_tokens, scores);
-}
-
-static void mse_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
-                           const float *w, float *acc) {
-    const tq_mse *m = (const tq_mse *)c->impl;
-    m->acc(&m->k, codes, n_tokens, w, acc);
-}
-
-static void mse_finish(const struct vq_codec *c, const float *acc, float *out) {
-    const tq_mse *m = (const tq_mse *)c->impl;
-    vq_tq_finish(&m->k, &m->rht, acc, out);
-}
-
-static void mse_destroy(struct vq_codec *c) {
-    tq_mse *m = (tq_mse *)c->impl;
-    if (!m) return;
-    vq_rht_free(&m->rht);
-    vq_free(m);
-    c->impl = NULL;
-}
-
 static vq_status mse_init(struct vq_codec *c) {
     const int d = c->p.head_dim, b = c->p.bits;
     if (b < 1 || b > 4) return VQ_STATUS_INVALID_ARG;
@@ -146,9 +101,9 @@ static vq_status mse_init(struct vq_codec *c) {
     VQ_RETURN_IF_ERR(vq_lloyd_max(VQ_LAW_GAUSS, b, 0, &cb, &bnd));
     tq_mse *m = (tq_mse *)vq_alloc(sizeof(*m));
     if (!m) return VQ_STATUS_NO_MEMORY;
-    vq_status st = vq_rht_init(&m->rht, d, c->p.seed);
+    vq_status st = vq_rht_init(&m->b.rht, d, c->p.seed);
     if (st != VQ_STATUS_OK) {
-        vq_rht_free(&m->rht);
+        vq_rht_free(&m->b.rht);
         vq_free(m);
         return st;
     }
@@ -159,20 +114,20 @@ static vq_status mse_init(struct vq_codec *c) {
     for (int i = 0; i < (1 << b); i++) m->cb[i] = cb[i] * sc;
     for (int i = 0; i + 1 < (1 << b); i++) m->bnd[i] = bnd[i] * sc;
     const int rec = 2 + d * b / 8;
-    if (b == 3) vq_tq_kern_init(&m->k, d, 2, 1, 2, 2 + d / 4, rec, m->cb, c->isa);
-    else vq_tq_kern_init(&m->k, d, b, 0, 2, 0, rec, m->cb, c->isa);
-    vq_tq_kern_select(&m->k, c->isa, &m->score, &m->acc);
+    if (b == 3) vq_tq_kern_init(&m->b.k, d, 2, 1, 2, 2 + d / 4, rec, m->cb, c->isa);
+    else vq_tq_kern_init(&m->b.k, d, b, 0, 2, 0, rec, m->cb, c->isa);
+    vq_tq_kern_select(&m->b.k, c->isa, &m->b.score, &m->b.acc);
     c->impl = m;
     c->block_tokens = 1;
     c->block_bytes = (size_t)rec;
-    c->query_bytes = sizeof(float) * (size_t)m->k.q_floats;
-    c->acc_floats = (size_t)m->k.dpad;
+    c->query_bytes = sizeof(float) * (size_t)m->b.k.q_floats;
+    c->acc_floats = (size_t)m->b.k.dpad;
     c->encode = mse_encode;
-    c->decode = mse_decode;
-    c->prepare_query = mse_prepare_query;
-    c->score = mse_score;
-    c->accumulate = mse_accumulate;
-    c->finish = mse_finish;
+    c->decode = vq_tq_codec_decode;
+    c->prepare_query = vq_tq_codec_prepare_query;
+    c->score = vq_tq_codec_score;
+    c->accumulate = vq_tq_codec_accumulate;
+    c->finish = vq_tq_codec_finish;
     return VQ_STATUS_OK;
 }
 
@@ -182,5 +137,5 @@ const struct vq_codec_i vq_codec_turboquant_mse = {
     .bits_formula = "b + 16/d",
     .needs_calibration = 0,
     .init = mse_init,
-    .destroy = mse_destroy,
+    .destroy = vq_tq_codec_destroy,
 };

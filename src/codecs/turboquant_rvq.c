@@ -25,10 +25,7 @@
 #include "codecs/turboquant_kernels.h"
 
 typedef struct tq_rvq {
-    vq_rht rht;
-    vq_tq_kern k;
-    vq_tq_score_fn score;
-    vq_tq_acc_fn acc;
+    struct vq_tq_base b;         /* rotation, kernel layout, kernels (must be first) */
     int bits;
     int plane_bytes;             /* 4 * ceil(d*b/32) */
     float c1[4], b1[3];          /* stage 1 levels / boundaries (scaled) */
@@ -58,7 +55,7 @@ static vq_status rvq_encode(const struct vq_codec *c, const float *x, int64_t n_
         if (!vq_sf16_fits((float)n)) return VQ_STATUS_RANGE;
         float inv = (float)(1.0 / n);
         for (int j = 0; j < d; j++) y[j] = xt[j] * inv;
-        vq_rht_forward(&m->rht, y, y);
+        vq_rht_forward(&m->b.rht, y, y);
         for (int j = 0; j < d; j++) {
             int a = vq_lm_encode(y[j], m->b1, nb);
             int e = vq_lm_encode(y[j] - m->c1[a], m->b2, nb);
@@ -74,48 +71,6 @@ static vq_status rvq_encode(const struct vq_codec *c, const float *x, int64_t n_
     return VQ_STATUS_OK;
 }
 
-static void rvq_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x) {
-    const tq_rvq *m = (const tq_rvq *)c->impl;
-    const int d = c->p.head_dim;
-    float y[1024];
-    for (int64_t t = 0; t < n_blocks; t++) {
-        const uint8_t *r = src + t * (int64_t)c->block_bytes;
-        float s = vq_tq_sf16(r);
-        for (int j = 0; j < d; j++) y[j] = s * m->k.lut[vq_tq_code(&m->k, r, j)];
-        vq_rht_inverse(&m->rht, y, x + t * d);
-    }
-}
-
-static void rvq_prepare_query(const struct vq_codec *c, const float *q, void *qs) {
-    const tq_rvq *m = (const tq_rvq *)c->impl;
-    vq_tq_prepare_query(&m->k, &m->rht, q, (float *)qs);
-}
-
-static void rvq_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
-                      int64_t n_tokens, float *scores) {
-    const tq_rvq *m = (const tq_rvq *)c->impl;
-    m->score(&m->k, (const float *)qs, codes, n_tokens, scores);
-}
-
-static void rvq_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
-                           const float *w, float *acc) {
-    const tq_rvq *m = (const tq_rvq *)c->impl;
-    m->acc(&m->k, codes, n_tokens, w, acc);
-}
-
-static void rvq_finish(const struct vq_codec *c, const float *acc, float *out) {
-    const tq_rvq *m = (const tq_rvq *)c->impl;
-    vq_tq_finish(&m->k, &m->rht, acc, out);
-}
-
-static void rvq_destroy(struct vq_codec *c) {
-    tq_rvq *m = (tq_rvq *)c->impl;
-    if (!m) return;
-    vq_rht_free(&m->rht);
-    vq_free(m);
-    c->impl = NULL;
-}
-
 static vq_status rvq_init(struct vq_codec *c) {
     const int d = c->p.head_dim, b = c->p.bits;
     if (b < 1 || b > 2) return VQ_STATUS_INVALID_ARG;
@@ -125,9 +80,9 @@ static vq_status rvq_init(struct vq_codec *c) {
     VQ_RETURN_IF_ERR(vq_lloyd_max(VQ_LAW_LAPLACE, b, 0, &l, &lb));
     tq_rvq *m = (tq_rvq *)vq_alloc(sizeof(*m));
     if (!m) return VQ_STATUS_NO_MEMORY;
-    vq_status st = vq_rht_init(&m->rht, d, c->p.seed);
+    vq_status st = vq_rht_init(&m->b.rht, d, c->p.seed);
     if (st != VQ_STATUS_OK) {
-        vq_rht_free(&m->rht);
+        vq_rht_free(&m->b.rht);
         vq_free(m);
         return st;
     }
@@ -148,19 +103,19 @@ static vq_status rvq_init(struct vq_codec *c) {
         for (int i1 = 0; i1 < L; i1++) m->lv[i1 | i2 << b] = m->c1[i1] + m->c2[i2];
     m->plane_bytes = 4 * ((d * b + 31) / 32);
     const int rec = 2 + 2 * m->plane_bytes;
-    vq_tq_kern_init(&m->k, d, b, b, 2, 2 + m->plane_bytes, rec, m->lv, c->isa);
-    vq_tq_kern_select(&m->k, c->isa, &m->score, &m->acc);
+    vq_tq_kern_init(&m->b.k, d, b, b, 2, 2 + m->plane_bytes, rec, m->lv, c->isa);
+    vq_tq_kern_select(&m->b.k, c->isa, &m->b.score, &m->b.acc);
     c->impl = m;
     c->block_tokens = 1;
     c->block_bytes = (size_t)rec;
-    c->query_bytes = sizeof(float) * (size_t)m->k.q_floats;
-    c->acc_floats = (size_t)m->k.dpad;
+    c->query_bytes = sizeof(float) * (size_t)m->b.k.q_floats;
+    c->acc_floats = (size_t)m->b.k.dpad;
     c->encode = rvq_encode;
-    c->decode = rvq_decode;
-    c->prepare_query = rvq_prepare_query;
-    c->score = rvq_score;
-    c->accumulate = rvq_accumulate;
-    c->finish = rvq_finish;
+    c->decode = vq_tq_codec_decode;
+    c->prepare_query = vq_tq_codec_prepare_query;
+    c->score = vq_tq_codec_score;
+    c->accumulate = vq_tq_codec_accumulate;
+    c->finish = vq_tq_codec_finish;
     return VQ_STATUS_OK;
 }
 
@@ -170,5 +125,5 @@ const struct vq_codec_i vq_codec_turboquant_rvq = {
     .bits_formula = "2*ceil(d*b/32)*32/d + 16/d",
     .needs_calibration = 0,
     .init = rvq_init,
-    .destroy = rvq_destroy,
+    .destroy = vq_tq_codec_destroy,
 };
