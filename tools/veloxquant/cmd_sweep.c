@@ -51,9 +51,8 @@ static void usage(FILE *f) {
         "and decode tok/s, exact KV bytes, compression, peak RSS; writes results.json (resumable).\n\n"
         "  -m, --model FILE      GGUF model (repeatable)\n"
         "  --configs LIST        comma-separated configs (default: all presets). A config is a\n"
-        "                        preset (fp16, turboquant_mse-2/3/4, turboquant_prod-2/3/4,\n"
-        "                        turboquant_rvq-1/2, qjl, polar, kivi-2/4, kivi_sink-2, asym-k4v2),\n"
-        "                        METHOD-B, METHOD-kBvB or KMETHOD-B:VMETHOD-B\n"
+        "                        preset (listed below), METHOD-B, METHOD-kBvB or\n"
+        "                        KMETHOD-B:VMETHOD-B\n"
         "  -o, --out DIR         output folder (DIR/results.json; DIR/<model>/ for several models)\n"
         "  --force               rerun configs that already have results\n"
         "  -f, --file TEXT       perplexity text (default data/corpus_en.txt)\n"
@@ -64,6 +63,10 @@ static void usage(FILE *f) {
         "  -t, --threads N       threads per child (default: OpenMP default)\n"
         "  --timeout S           kill a config after S seconds (default 0 = none)\n"
         "  -h, --help            this help\n", vq_probe_n_prompts);
+    fprintf(f, "\npresets:");
+    for (int i = 0; i < vq_kv_n_presets; i++)
+        fprintf(f, "%s%s", i % 6 ? " " : "\n  ", vq_kv_presets[i].name);
+    fprintf(f, "\n");
 }
 
 /* ---- child: sweep-run ---------------------------------------------------------------------- */

@@ -24,6 +24,11 @@ const struct vq_kv_preset vq_kv_presets[] = {
     {"kivi-2", VQ_METHOD_KIVI, 2, VQ_METHOD_KIVI, 2},
     {"kivi_sink-2", VQ_METHOD_KIVI_SINK, 2, VQ_METHOD_KIVI_SINK, 2},
     {"asym-k4v2", VQ_METHOD_TURBOQUANT_MSE, 4, VQ_METHOD_TURBOQUANT_MSE, 2},
+    /* calibrated (artifacts from `veloxquant calibrate`): vecinfer 1 and 2 bits/elem product
+     * VQ on keys and values, spectral 3 bits (water-filled over the PCA coordinates) */
+    {"vecinfer-2", VQ_METHOD_VECINFER, 2, VQ_METHOD_VECINFER, 2},
+    {"vecinfer-1", VQ_METHOD_VECINFER, 1, VQ_METHOD_VECINFER, 1},
+    {"spectral-3", VQ_METHOD_SPECTRAL, 3, VQ_METHOD_SPECTRAL, 3},
 };
 const int vq_kv_n_presets = (int)(sizeof vq_kv_presets / sizeof vq_kv_presets[0]);
 
