@@ -131,6 +131,46 @@ VQ_API const struct vq_cache_params *vq_ctx_cache_params(const vq_ctx *c);
 /* Bytes the context allocated for activations and scratch (excluding the cache). */
 VQ_API size_t vq_ctx_scratch_bytes(const vq_ctx *c);
 
+/* ---- observation hook (diagnostics; off by default) ----
+ *
+ * A context can call one caller-supplied function after every layer's attention, so that a
+ * diagnostic (src/eval/observer.h: shadow full-precision K/V, cosine, inner-product error,
+ * attention KL, key norms) sees the real queries, keys and values of a run without the
+ * engine keeping any full-precision copy itself. With no hook set the forward pass pays one
+ * NULL test per layer. */
+
+/* What a hook sees for one layer of one forward pass (all pointers borrowed: valid only
+ * during the call, owned by the context; the hook must not modify them). */
+struct vq_layer_event {
+    int layer;                /* 0 .. n_layers-1, in increasing order within a forward pass */
+    int64_t pos0;             /* position of the first token of this forward pass */
+    int64_t n_tokens;         /* tokens of this forward pass (1 .. n_batch) */
+    int n_heads;              /* query heads */
+    int n_kv_heads;
+    int head_dim;
+    float scale;              /* softmax scale the attention used (1/sqrt(head_dim)) */
+    const float *q;           /* (n_tokens, n_heads, head_dim) post-RoPE queries */
+    const float *k;           /* (n_tokens, n_kv_heads, head_dim) post-RoPE keys, as appended */
+    const float *v;           /* (n_tokens, n_kv_heads, head_dim) values, as appended */
+    const float *attn_out;    /* (n_tokens, n_heads, head_dim) attention output, read from the
+                               * (possibly compressed) cache by vq_cache_attend */
+    const vq_cache *cache;    /* the context's cache; this layer now holds tokens
+                               * 0 .. pos0 + n_tokens - 1 (read it with vq_cache_read) */
+};
+
+/* Hook signature. Called by vq_ctx_eval on the calling thread, outside any OpenMP region,
+ * after vq_cache_append and vq_cache_attend of ev->layer succeeded. Return VQ_STATUS_OK to go
+ * on; any other status aborts the evaluation, which then returns that status and drops the
+ * tokens of the call from the cache as for any failed eval (so a hook sees the same positions
+ * again after an error, a vq_ctx_truncate or a vq_ctx_reset: ev->pos0 can go backwards). */
+typedef vq_status (*vq_layer_hook_fn)(void *user, const struct vq_layer_event *ev);
+
+/* Sets (fn != NULL) or removes (fn == NULL) the context's layer hook; user is passed back to
+ * every call (borrowed; it must stay valid while the hook is set). One hook per context; a
+ * new call replaces the previous hook. Not thread-safe with respect to a running vq_ctx_eval
+ * of the same context. */
+VQ_API void vq_ctx_set_layer_hook(vq_ctx *c, vq_layer_hook_fn fn, void *user);
+
 /* ---- sampling ---- */
 
 struct vq_sampler_params {

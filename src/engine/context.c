@@ -43,6 +43,8 @@ struct vq_ctx {
     float *rope_cos;   /* (n_ctx, rope_dim / 2) */
     float *rope_sin;   /* (n_ctx, rope_dim / 2) */
     size_t scratch_bytes;
+    vq_layer_hook_fn hook; /* optional per-layer observer (vq_ctx_set_layer_hook) */
+    void *hook_user;
 };
 
 struct vq_ctx_params vq_ctx_params_default(void) {
@@ -182,6 +184,11 @@ vq_status vq_ctx_truncate(vq_ctx *c, int64_t n) {
 }
 
 const vq_cache *vq_ctx_cache(const vq_ctx *c) { return c->cache; }
+void vq_ctx_set_layer_hook(vq_ctx *c, vq_layer_hook_fn fn, void *user) {
+    if (!c) return;
+    c->hook = fn;
+    c->hook_user = fn ? user : NULL;
+}
 const struct vq_cache_params *vq_ctx_cache_params(const vq_ctx *c) { return &c->p.cache; }
 size_t vq_ctx_scratch_bytes(const vq_ctx *c) { return c->scratch_bytes; }
 
@@ -302,6 +309,11 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
         VQ_RETURN_IF_ERR(vq_cache_append(c->cache, l, c->k, c->v, VQ_DTYPE_F32, n));
         VQ_RETURN_IF_ERR(vq_cache_attend(c->cache, l, c->q, I->n_heads, n, NULL,
                                          1.0f / sqrtf((float)HD), c->att));
+        if (c->hook) {
+            const struct vq_layer_event ev = {l, p0, n, I->n_heads, I->n_kv_heads, (int)HD,
+                                              1.0f / sqrtf((float)HD), c->q, c->k, c->v, c->att, c->cache};
+            VQ_RETURN_IF_ERR(c->hook(c->hook_user, &ev));
+        }
         matmul(c, &ly->wo, c->att, n, c->h);
         for (int64_t i = 0; i < n * E; i++) c->x[i] += c->h[i];
 

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cjson/cJSON.h>
@@ -18,6 +19,8 @@
 #include "engine/chat.h"
 #include "engine/model.h"
 #include "engine/tokenizer.h"
+#include "eval/observer.h"
+#include "eval/results.h"
 
 #define DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
 #define MAX_PROMPT_BYTES (64u << 20)
@@ -34,6 +37,8 @@ struct gen_opts {
     int k_bits, v_bits;
     bool k_bits_set, v_bits_set;
     enum vq_isa isa;
+    const char *observe;      /* --observe FILE: per-layer KV quality JSON */
+    int observe_queries;
 };
 
 static void usage(FILE *f) {
@@ -62,6 +67,11 @@ static void usage(FILE *f) {
         "                        set keys and values separately (override --method/--bits)\n"
         "      --isa ISA         auto|scalar|avx2|avx512 weight and codec kernels (default auto)\n"
         "      --json            print one JSON object (text and statistics) instead of streaming\n"
+        "      --observe FILE    also keep an exact fp32 shadow of K/V and write per-layer KV quality\n"
+        "                        (cosine, q.k error, attention KL, key norms) as JSON to FILE;\n"
+        "                        extra memory 8*head_dim bytes per token, layer and kv head, and\n"
+        "                        slower decoding (see docs/EVALUATION.md)\n"
+        "      --observe-queries N  query positions sampled per forward pass and layer (default 8)\n"
         "  -q, --quiet           do not stream the text (statistics only)\n\n"
         "Threads are OpenMP threads that spin between matrix products; on cores shared with other\n"
         "busy processes, OMP_WAIT_POLICY=passive avoids stalls at every synchronisation.\n");
@@ -76,6 +86,27 @@ static const char *default_model(char *buf, size_t cap) {
         snprintf(buf, cap, "%s/.cache/veloxquant/models/%s", home ? home : ".", DEFAULT_MODEL_FILE);
     }
     return buf;
+}
+
+/* Checks before the run that FILE can be written: not a folder, and its folder exists and is
+ * writable (the file itself is written atomically through a temp file there). */
+static int observe_path_ok(const char *path) {
+    struct stat sb;
+    if (!*path) { fprintf(stderr, "generate: --observe: empty path\n"); return 0; }
+    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "generate: --observe: '%s' is a folder\n", path);
+        return 0;
+    }
+    char dir[4096];
+    const char *sl = strrchr(path, '/');
+    if (!sl) snprintf(dir, sizeof dir, ".");
+    else if (sl == path) snprintf(dir, sizeof dir, "/");
+    else snprintf(dir, sizeof dir, "%.*s", (int)(sl - path), path);
+    if (access(dir, W_OK | X_OK) != 0) {
+        fprintf(stderr, "generate: --observe: cannot write '%s': folder '%s': %s\n", path, dir, strerror(errno));
+        return 0;
+    }
+    return 1;
 }
 
 static int parse(int argc, char **argv, struct gen_opts *o) {
@@ -114,6 +145,8 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
         else if (!strcmp(a, "--k-bits")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 32, &o->k_bits)) return 0; o->k_bits_set = true; }
         else if (!strcmp(a, "--v-bits")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 32, &o->v_bits)) return 0; o->v_bits_set = true; }
         else if (!strcmp(a, "--isa")) { if (!vq_opt_isa(cmd, a, NEXT(), &o->isa)) return 0; }
+        else if (!strcmp(a, "--observe")) { NEED(); o->observe = NEXT(); }
+        else if (!strcmp(a, "--observe-queries")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 4096, &o->observe_queries)) return 0; }
         else { fprintf(stderr, "%s: unknown option '%s' (see veloxquant generate --help)\n", cmd, a); return 0; }
 #undef NEXT
 #undef NEED
@@ -127,6 +160,7 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
     if (o->prompt && o->file) { fprintf(stderr, "%s: -p and -f are exclusive\n", cmd); return 0; }
     if (o->system && !o->chat) { fprintf(stderr, "%s: --system needs --chat\n", cmd); return 0; }
     if (o->json && o->quiet) { fprintf(stderr, "%s: --json and --quiet are exclusive\n", cmd); return 0; }
+    if (o->observe && !observe_path_ok(o->observe)) return 0;
     return 1;
 }
 
@@ -174,6 +208,58 @@ static void fill_codec(struct vq_codec_params *cp, enum vq_method m, int bits, b
     else if (m == VQ_METHOD_QJL) cp->bits = 1;
 }
 
+static void add_codec_json(cJSON *cfg, const char *pfx, const struct vq_codec_params *c) {
+    char k[32];
+    snprintf(k, sizeof k, "%s_method", pfx);
+    cJSON_AddStringToObject(cfg, k, vq_method_name(c->method) ? vq_method_name(c->method) : "?");
+    snprintf(k, sizeof k, "%s_bits", pfx);
+    cJSON_AddNumberToObject(cfg, k, c->bits);
+}
+
+/* Snapshot of the final cache, then the observation JSON (atomic write). 1 on success. */
+static int write_observation(vq_observer *obs, const char *path, const char *model,
+                             const struct vq_model_info *I, const struct vq_cache_params *cpp,
+                             const struct gen_opts *o, int64_t n_prompt, long n_gen) {
+    vq_status st = vq_observer_snapshot(obs);
+    if (st != VQ_STATUS_OK) { fprintf(stderr, "generate: --observe: %s\n", vq_status_str(st)); return 0; }
+    cJSON *js = vq_observer_to_json(obs);
+    if (!js) { fprintf(stderr, "generate: --observe: out of memory\n"); return 0; }
+    cJSON *mo = cJSON_CreateObject(), *cfg = cJSON_CreateObject();
+    if (mo) {
+        cJSON_AddStringToObject(mo, "file", model);
+        cJSON_AddStringToObject(mo, "arch", I->arch);
+        cJSON_AddStringToObject(mo, "name", I->name);
+        cJSON_AddNumberToObject(mo, "n_layers", I->n_layers);
+        cJSON_AddNumberToObject(mo, "n_heads", I->n_heads);
+        cJSON_AddNumberToObject(mo, "n_kv_heads", I->n_kv_heads);
+        cJSON_AddNumberToObject(mo, "head_dim", I->head_dim);
+        cJSON_AddItemToObject(js, "model", mo);
+    }
+    if (cfg) {
+        add_codec_json(cfg, "k", &cpp->key);
+        add_codec_json(cfg, "v", &cpp->value);
+        cJSON_AddNumberToObject(cfg, "center_keys", cpp->center_keys);
+        cJSON_AddNumberToObject(cfg, "center_values", cpp->center_values);
+        cJSON_AddNumberToObject(cfg, "n_ctx", (double)o->n_ctx);
+        cJSON_AddNumberToObject(cfg, "seed", (double)o->seed);
+        cJSON_AddNumberToObject(cfg, "temp", o->temp);
+        cJSON_AddBoolToObject(cfg, "chat", o->chat);
+        cJSON_AddItemToObject(js, "config", cfg);
+    }
+    cJSON_AddNumberToObject(js, "prompt_tokens", (double)n_prompt);
+    cJSON_AddNumberToObject(js, "tokens_generated", (double)n_gen);
+    char *txt = cJSON_Print(js);
+    cJSON_Delete(js);
+    if (!txt) { fprintf(stderr, "generate: --observe: out of memory\n"); return 0; }
+    st = vq_write_file_atomic(path, txt, strlen(txt));
+    free(txt);
+    if (st != VQ_STATUS_OK) {
+        fprintf(stderr, "generate: --observe: cannot write '%s': %s\n", path, vq_status_str(st));
+        return 0;
+    }
+    return 1;
+}
+
 int vq_cmd_generate(int argc, char **argv) {
     struct gen_opts o;
     memset(&o, 0, sizeof o);
@@ -209,6 +295,7 @@ int vq_cmd_generate(int argc, char **argv) {
     vq_ctx *ctx = NULL;
     vq_calib_data *calib_owned[2] = {NULL, NULL};
     vq_sampler *smp = NULL;
+    vq_observer *obs = NULL;
     char *chat_buf = NULL, *out_text = NULL;
     int32_t *ids = NULL;
     float *logits = NULL;
@@ -281,6 +368,12 @@ int vq_cmd_generate(int argc, char **argv) {
         vq_opt_codec_error("generate", "KV cache", o.k_method, cp.cache.key.bits, I->head_dim, st);
         rc = (st == VQ_STATUS_NO_MEMORY) ? 1 : 2;
         goto done;
+    }
+    if (o.observe) {
+        struct vq_observer_params op = vq_observer_params_default();
+        if (o.observe_queries) op.max_queries = o.observe_queries;
+        obs = vq_observer_create(ctx, &op, &st);
+        if (!obs) { fprintf(stderr, "generate: --observe: %s\n", vq_status_str(st)); goto done; }
     }
     struct vq_sampler_params sp = vq_sampler_params_default();
     sp.temperature = (float)o.temp;
@@ -394,6 +487,7 @@ int vq_cmd_generate(int argc, char **argv) {
                 mem.total_bytes, mem.key_total_bytes, mem.fp16_bytes, key_x, full_x);
         fprintf(stderr, "peak RSS: %.1f MB\n", peak_rss_mb());
     }
+    if (obs && !write_observation(obs, o.observe, o.model, I, cpp, &o, n_prompt, n_gen)) goto done;
     rc = 0;
 done:
     cJSON_Delete(js);
@@ -403,6 +497,7 @@ done:
     free(chat_buf);
     free(file_text);
     vq_sampler_free(smp);
+    vq_observer_free(obs);   /* before its context */
     vq_ctx_free(ctx);
     vq_calib_data_free(calib_owned[0]);
     vq_calib_data_free(calib_owned[1]);
