@@ -10,6 +10,8 @@
  * then logits = RMSNorm(x) * output_norm Wout. Activations are quantized once per row to the
  * weight kernels' activation format (Q8A / Q8K / F32) and every matmul runs over all rows of
  * the batch with the weights streamed once (vq_ggml_matmul). All buffers come from ctx create.
+ * An optional layer hook (vq_ctx_set_layer_hook) sees q, k, v and the attention output of each
+ * layer after attend; without one the cost is a NULL test per layer.
  */
 #include <math.h>
 #include <stdlib.h>
