@@ -268,6 +268,41 @@ struct vq_cache_params {
      * holds tokens (and in allocated_bytes from creation). */
     int center_keys;
     int center_values;
+    /* Outlier-token bypass (ALGORITHMS.md 7.6). 0 = off (default); k > 0: in every append of
+     * n >= 2 tokens, the tokens whose key norm (L2 norm of the raw, uncentered key, averaged
+     * over the kv-heads: a token is an outlier in all heads of its layer or in none) exceeds
+     * mean + k * std of that append (population std over its n tokens) keep fp16 copies of
+     * their key and value rows (centered if the side is) in a per-stream side store; attention
+     * scores such a token from its fp16 key and takes its fp16 value (its codec slot stays in
+     * the position-indexed pages, holds the code of the row, and is ignored). Single-token
+     * appends (decode) never add outliers. A side whose method is fp16/fp32 keeps no copies.
+     * Works with every codec except kivi_sink (which already keeps its high-norm tokens in
+     * fp16): vq_cache_create returns UNSUPPORTED for kivi_sink on either side or when both
+     * sides are fp16/fp32 (nothing to bypass), INVALID_ARG for k < 0 or non-finite k. Inputs
+     * beyond the fp16 range give RANGE (as for windowed streams). Outliers beyond a truncation
+     * point are dropped; reset drops all. Bytes: 2 * head_dim per outlier token, kv-head and
+     * side, counted in vq_cache_memory.outlier_bytes. */
+    float outlier_token_k;
+    /* Outlier-channel two-stream keys (ALGORITHMS.md 8.4); keys only, values unchanged.
+     * 0 = off (default); n_out in 1..min(64, head_dim / 2). Per (layer, kv-head) the mean of
+     * |k_c| (of the rows as stored, i.e. centered when center_keys is on) over the layer's first
+     * n_calib_tokens tokens is accumulated; when token n_calib_tokens - 1 is appended, the n_out
+     * channels of largest mean (ties: lower channel) are fixed for that (layer, kv-head).
+     * Tokens at positions < n_calib_tokens are stored by the plain codec (their outlier record
+     * is zero); every later key is split: its n_out outlier values as int8 with one vq_sf16
+     * abs-max scale (scale = max|v|/127, q = clamp(round(v/scale), -127, 127)), the rest (those
+     * channels zeroed) through the key codec. Score = codec estimate + scale * sum q_c * q[c].
+     * The split depends only on positions, not on how a sequence is cut into appends. Every
+     * key token carries its record: exactly 2 + n_out bytes = (8 n_out + 16) / head_dim extra
+     * bits/elem, plus 2 * n_out bytes of channel list per (layer, kv-head) once fixed (both in
+     * vq_cache_memory.outlier_bytes; layout in docs/FORMAT.md). Supported key methods:
+     * turboquant_mse, turboquant_prod, turboquant_rvq, qjl, polar; others give UNSUPPORTED
+     * (fp16/fp32: nothing to split; kivi/kivi_sink quantize keys per channel already;
+     * vecinfer/spectral are calibrated on whole keys). vq_cache_truncate to n tokens with
+     * 0 < n < min(stored, n_calib_tokens) returns UNSUPPORTED (the channel statistics cannot
+     * be un-accumulated exactly); truncate to 0 and reset restart the calibration. */
+    int n_outlier_channels;
+    int n_calib_tokens;       /* default 200; >= 1 when n_outlier_channels > 0 */
 };
 
 /* Defaults: 1 layer, 1 kv head, head_dim 128, max_tokens 4096, page 256, fp16 keys and values. */
@@ -320,6 +355,9 @@ struct vq_cache_memory {
     size_t allocated_bytes;/* bytes of pages actually allocated (>= total_bytes) */
     size_t center_bytes;   /* fp32 centering vectors (keys + values) of layers holding tokens;
                             * the key part is also in key_total_bytes */
+    size_t outlier_bytes;  /* outlier modifiers: fp16 rows of outlier tokens (K and V),
+                            * outlier-channel records (2 + n_out bytes per key token) and channel
+                            * lists; in total_bytes, the key parts also in key_total_bytes */
 };
 /* Fills *m with exact byte counts for the tokens stored now. */
 VQ_API void vq_cache_memory(const vq_cache *c, struct vq_cache_memory *m);

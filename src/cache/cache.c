@@ -83,6 +83,14 @@ struct vq_stream {
     int win_start;          /* buffer row of the oldest window token */
     int win_n;              /* tokens in the window */
     uint16_t *sink;         /* (sink_cap, head_dim) fp16 rows of the layer's sinks, or NULL */
+    uint16_t *ot;           /* (layer ot_cap, head_dim) fp16 rows of the layer's outlier tokens
+                             * (row i = token ot_pos[i]), NULL while none / side not bypassing */
+    /* outlier channels (keys, n_oc > 0): running sums of |x_c| over positions
+     * [0, min(n_tokens, n_calib)) and the fixed channels once ready; the *_new copies are the
+     * pending state of an append in progress (phase A), swapped in by the commit */
+    double *oc_sum, *oc_sum_new;    /* (head_dim) */
+    uint16_t *oc_ch, *oc_ch_new;    /* (n_oc) ascending channel indices */
+    int oc_ready, oc_ready_new;
 };
 
 struct vq_side {            /* K or V configuration of one layer */
@@ -96,6 +104,9 @@ struct vq_side {            /* K or V configuration of one layer */
     struct vq_stream *s;    /* (n_kv_heads) */
     uint16_t *mu;           /* (n_kv_heads, head_dim) fp16 centering vectors, NULL = not centered */
     int mu_set;             /* 1 once mu holds the mean of the layer's first append */
+    int use_ot;             /* 1 if this side keeps fp16 copies of outlier tokens */
+    int n_oc;               /* outlier channels of this (key) side, 0 = off */
+    size_t oc_off;          /* byte offset of the outlier-channel records inside a page */
 };
 
 struct vq_layer {
@@ -104,6 +115,8 @@ struct vq_layer {
     int sink_cap;           /* sinks chosen in the first append (0 = no sinks) */
     int n_sinks;
     int64_t sink_pos[VQ_MAX_SINKS]; /* ascending positions of the sinks */
+    int64_t *ot_pos;        /* (ot_cap) ascending positions of the outlier tokens */
+    int64_t n_ot, ot_cap;
 };
 
 /* Per-stream plan of one append (phase A computes it, phase B commits it). */
@@ -135,6 +148,8 @@ struct vq_cache {
     float *stage;
     struct plan *kplan, *vplan; /* (n_kv_heads) per-append plans */
     float *split;           /* (2 * n_threads, head_dim + 2) split-decode partial results */
+    float ot_k;             /* outlier-token threshold k (0 = off) */
+    int n_calib;            /* outlier-channel calibration tokens */
 };
 
 /* ---- small helpers ---------------------------------------------------------------------- */
@@ -222,6 +237,9 @@ struct vq_cache_params vq_cache_params_default(void) {
     p.n_threads = 0;
     p.center_keys = -1;
     p.center_values = -1;
+    p.outlier_token_k = 0.0f;
+    p.n_outlier_channels = 0;
+    p.n_calib_tokens = 200;
     return p;
 }
 
@@ -237,13 +255,30 @@ static vq_codec *get_codec(struct vq_cache *c, const struct vq_codec_params *q, 
     return cd;
 }
 
-/* Fills one side (K or V) of a layer; allocates the per-head stream array and windows. */
-static vq_status side_init(struct vq_cache *c, struct vq_side *sd, const vq_codec *cd) {
+/* Outlier tokens can be kept by a side of this method (not for fp16/fp32: nothing to bypass). */
+static int ot_method(enum vq_method m) { return m != VQ_METHOD_FP16 && m != VQ_METHOD_FP32; }
+
+/* Key methods the outlier-channel split supports (per-token codecs of whole keys). */
+static int oc_method(enum vq_method m) {
+    return m == VQ_METHOD_TURBOQUANT_MSE || m == VQ_METHOD_TURBOQUANT_PROD ||
+           m == VQ_METHOD_TURBOQUANT_RVQ || m == VQ_METHOD_QJL || m == VQ_METHOD_POLAR;
+}
+
+/* Fills one side (K or V) of a layer; allocates the per-head stream array and windows.
+ * n_oc: outlier channels of a key side (0 = off); use_ot: keep outlier-token copies. */
+static vq_status side_init(struct vq_cache *c, struct vq_side *sd, const vq_codec *cd, int n_oc,
+                           int use_ot) {
     const struct vq_codec_params *cp = vq_codec_params_get(cd);
     sd->codec = cd;
     sd->bt = vq_codec_block_tokens(cd);
     if (c->page_tokens % sd->bt != 0) return VQ_STATUS_INVALID_ARG;
     sd->page_bytes = (size_t)(c->page_tokens / sd->bt) * vq_codec_block_bytes(cd);
+    /* outlier-channel records follow the codec blocks of a page: page_tokens sf16 scales,
+     * then page_tokens x n_oc int8 codes */
+    sd->n_oc = n_oc;
+    sd->oc_off = sd->page_bytes;
+    if (n_oc > 0) sd->page_bytes += (size_t)c->page_tokens * (size_t)(2 + n_oc);
+    sd->use_ot = use_ot;
     if (is_kivi(cp->method) && cp->residual_length > 0) {
         sd->mode = cp->role == VQ_ROLE_KEY ? WIN_FLUSH : WIN_SLIDE;
         sd->win_cap = cp->residual_length;
@@ -260,9 +295,17 @@ static vq_status side_init(struct vq_cache *c, struct vq_side *sd, const vq_code
     sd->s = calloc((size_t)c->n_kv, sizeof *sd->s);
     if (!sd->s) return VQ_STATUS_NO_MEMORY;
     for (int h = 0; h < c->n_kv; h++) {
+        struct vq_stream *s = &sd->s[h];
         if (sd->win_cap > 0) {
-            sd->s[h].win = vq_alloc((size_t)sd->buf_rows * (size_t)c->d * 2);
-            if (!sd->s[h].win) return VQ_STATUS_NO_MEMORY;
+            s->win = vq_alloc((size_t)sd->buf_rows * (size_t)c->d * 2);
+            if (!s->win) return VQ_STATUS_NO_MEMORY;
+        }
+        if (n_oc > 0) {
+            s->oc_sum = calloc((size_t)c->d, sizeof(double));
+            s->oc_sum_new = calloc((size_t)c->d, sizeof(double));
+            s->oc_ch = calloc((size_t)n_oc, sizeof(uint16_t));
+            s->oc_ch_new = calloc((size_t)n_oc, sizeof(uint16_t));
+            if (!s->oc_sum || !s->oc_sum_new || !s->oc_ch || !s->oc_ch_new) return VQ_STATUS_NO_MEMORY;
         }
     }
     return VQ_STATUS_OK;
@@ -276,6 +319,11 @@ static void side_free(struct vq_side *sd, int n_kv) {
         free(s->pages);
         vq_free(s->win);
         vq_free(s->sink);
+        free(s->ot);
+        free(s->oc_sum);
+        free(s->oc_sum_new);
+        free(s->oc_ch);
+        free(s->oc_ch_new);
     }
     free(sd->s);
     sd->s = NULL;
@@ -289,6 +337,7 @@ void vq_cache_free(vq_cache *c) {
         for (int l = 0; l < c->n_layers; l++) {
             side_free(&c->layers[l].k, c->n_kv);
             side_free(&c->layers[l].v, c->n_kv);
+            free(c->layers[l].ot_pos);
         }
         free(c->layers);
     }
@@ -315,8 +364,18 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     if (!p || p->n_layers < 1 || p->n_kv_heads < 1 || p->max_tokens < 1 ||
         p->max_tokens > ((int64_t)1 << 31) || p->page_tokens < 1 || p->page_tokens > (1 << 20) ||
         p->n_threads < 0 || p->n_layers > (1 << 16) || p->n_kv_heads > (1 << 12) ||
-        p->center_keys < -1 || p->center_keys > 1 || p->center_values < -1 || p->center_values > 1)
+        p->center_keys < -1 || p->center_keys > 1 || p->center_values < -1 || p->center_values > 1 ||
+        !(p->outlier_token_k >= 0.0f) || !isfinite(p->outlier_token_k) ||
+        p->n_outlier_channels < 0 || p->n_outlier_channels > 64 ||
+        p->n_outlier_channels > p->head_dim / 2 || (p->n_outlier_channels > 0 && p->n_calib_tokens < 1))
         return create_fail(NULL, st, VQ_STATUS_INVALID_ARG);
+    /* modifier / method combinations (see veloxquant.h) */
+    if (p->outlier_token_k > 0.0f &&
+        (p->key.method == VQ_METHOD_KIVI_SINK || p->value.method == VQ_METHOD_KIVI_SINK ||
+         (!ot_method(p->key.method) && !ot_method(p->value.method))))
+        return create_fail(NULL, st, VQ_STATUS_UNSUPPORTED);
+    if (p->n_outlier_channels > 0 && !oc_method(p->key.method))
+        return create_fail(NULL, st, VQ_STATUS_UNSUPPORTED);
     struct vq_cache *c = calloc(1, sizeof *c);
     if (!c) return create_fail(NULL, st, VQ_STATUS_NO_MEMORY);
     c->n_layers = p->n_layers;
@@ -324,6 +383,8 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     c->d = p->head_dim;
     c->max_tokens = p->max_tokens;
     c->page_tokens = p->page_tokens;
+    c->ot_k = p->outlier_token_k;
+    c->n_calib = p->n_calib_tokens;
     c->codecs = calloc((size_t)p->n_layers * 2, sizeof *c->codecs);
     c->codec_req = calloc((size_t)p->n_layers * 2, sizeof *c->codec_req);
     c->layers = calloc((size_t)p->n_layers, sizeof *c->layers);
@@ -360,8 +421,12 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
         if (!kc) return create_fail(c, st, s);
         vq_codec *vc = get_codec(c, &vp, &s);
         if (!vc) return create_fail(c, st, s);
-        if ((s = side_init(c, &L->k, kc)) != VQ_STATUS_OK) return create_fail(c, st, s);
-        if ((s = side_init(c, &L->v, vc)) != VQ_STATUS_OK) return create_fail(c, st, s);
+        const int k_oc = oc_method(kc->p.method) ? p->n_outlier_channels : 0;
+        const int ot_on = p->outlier_token_k > 0.0f;
+        if ((s = side_init(c, &L->k, kc, k_oc, ot_on && ot_method(kc->p.method))) != VQ_STATUS_OK)
+            return create_fail(c, st, s);
+        if ((s = side_init(c, &L->v, vc, 0, ot_on && ot_method(vc->p.method))) != VQ_STATUS_OK)
+            return create_fail(c, st, s);
         const struct vq_codec_params *kcp = vq_codec_params_get(kc), *vcp = vq_codec_params_get(vc);
         L->sink_cap = L->k.use_sinks ? kcp->n_sink_tokens : L->v.use_sinks ? vcp->n_sink_tokens : 0;
         if (L->sink_cap > VQ_MAX_SINKS) return create_fail(c, st, VQ_STATUS_INVALID_ARG);
@@ -485,17 +550,31 @@ static void compute_mu(const struct vq_cache *c, struct vq_side *sd, const void 
     }
 }
 
+/* Index of the first outlier token at a position >= pos (n_ot if none). */
+static int64_t ot_lower(const struct vq_layer *L, int64_t pos) {
+    int64_t a = 0, b = L->n_ot;
+    while (a < b) {
+        const int64_t m = a + (b - a) / 2;
+        if (L->ot_pos[m] < pos) a = m + 1;
+        else b = m;
+    }
+    return a;
+}
+
+/* 1 if the token at pos is a sink or an outlier token (kept fp16; excluded from key groups). */
 static int is_sink_pos(const struct vq_layer *L, int64_t pos) {
     for (int i = 0; i < L->n_sinks; i++)
         if (L->sink_pos[i] == pos) return 1;
-    return 0;
+    const int64_t i = ot_lower(L, pos);
+    return i < L->n_ot && L->ot_pos[i] == pos;
 }
 
-/* Replaces sink rows of each block of `rows` staged rows (absolute positions pos0..) by the
- * nearest non-sink row of the same block (earlier first). Blocks that are all sinks stay. */
+/* Replaces sink / outlier-token rows of each block of `rows` staged rows (absolute positions
+ * pos0..) by the nearest other row of the same block (earlier first). Blocks that are all
+ * sinks stay. */
 static void replace_sinks(const struct vq_layer *L, int bt, int d, int64_t pos0, int64_t rows,
                           float *stage) {
-    if (L->n_sinks == 0 || bt <= 1) return;
+    if ((L->n_sinks == 0 && L->n_ot == 0) || bt <= 1) return;
     for (int64_t b0 = 0; b0 < rows; b0 += bt) {
         for (int i = 0; i < bt; i++) {
             if (!is_sink_pos(L, pos0 + b0 + i)) continue;
@@ -542,7 +621,7 @@ static vq_status scan_input(const struct vq_cache *c, const struct vq_layer *L, 
 /* Centered side that keeps fp16 rows: RANGE if some x - mu exceeds the fp16 range. */
 static vq_status scan_centered(const struct vq_cache *c, const struct vq_side *sd, const void *src,
                                enum vq_dtype dt, int64_t n) {
-    if (!sd->mu || (sd->mode == WIN_NONE && !sd->use_sinks)) return VQ_STATUS_OK;
+    if (!sd->mu || (sd->mode == WIN_NONE && !sd->use_sinks && !sd->use_ot)) return VQ_STATUS_OK;
     float row[1024];
     for (int64_t t = 0; t < n; t++)
         for (int h = 0; h < c->n_kv; h++) {
@@ -551,6 +630,121 @@ static vq_status scan_centered(const struct vq_cache *c, const struct vq_side *s
                 if (!(fabsf(row[i]) <= 65504.0f)) return VQ_STATUS_RANGE;
         }
     return VQ_STATUS_OK;
+}
+
+/* ---- outlier channels ---------------------------------------------------------------------- */
+
+/* Little-endian 16-bit load/store (records need not be 2-byte aligned). */
+static uint16_t ld16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
+static void st16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+
+/* Fixes the n_oc channels of largest sum (ties: lower channel) into ch, ascending. */
+static void oc_pick(const double *sum, int d, int n_oc, uint16_t *ch) {
+    for (int k = 0; k < n_oc; k++) {
+        int best = -1;
+        for (int i = 0; i < d; i++) {
+            int taken = 0;
+            for (int j = 0; j < k; j++) taken |= ch[j] == i;
+            if (!taken && (best < 0 || sum[i] > sum[best])) best = i;
+        }
+        ch[k] = (uint16_t)best;
+    }
+    for (int i = 1; i < n_oc; i++)
+        for (int j = i; j > 0 && ch[j - 1] > ch[j]; j--) {
+            uint16_t t = ch[j]; ch[j] = ch[j - 1]; ch[j - 1] = t;
+        }
+}
+
+/* Phase A of the outlier-channel split of `rows` staged rows (absolute positions pos0..) of
+ * key stream s, whose records go to page slots in_page.. of page pg: calibration rows add
+ * |x| to the pending sums (the channels are fixed at position n_calib - 1) and get a zero
+ * record; later rows move their outlier channels into the record and are zeroed there.
+ * RANGE if a scale does not fit vq_sf16. */
+static vq_status oc_split(const struct vq_cache *c, const struct vq_side *sd, struct vq_stream *s,
+                          int64_t pos0, int64_t rows, float *stage, uint8_t *pg, int64_t in_page) {
+    const int d = c->d, n = sd->n_oc;
+    uint8_t *scales = pg + sd->oc_off;
+    int8_t *codes = (int8_t *)(void *)(pg + sd->oc_off + 2 * (size_t)c->page_tokens);
+    for (int64_t r = 0; r < rows; r++) {
+        float *x = stage + r * d;
+        const int64_t pos = pos0 + r, slot = in_page + r;
+        int8_t *q = codes + slot * n;
+        if (!s->oc_ready_new) {
+            VQ_ASSERT(pos < c->n_calib);
+            st16(scales + 2 * slot, 0);
+            memset(q, 0, (size_t)n);
+            for (int i = 0; i < d; i++) s->oc_sum_new[i] += fabs((double)x[i]);
+            if (pos == c->n_calib - 1) {
+                oc_pick(s->oc_sum_new, d, n, s->oc_ch_new);
+                s->oc_ready_new = 1;
+            }
+            continue;
+        }
+        float amax = 0.0f;
+        for (int k = 0; k < n; k++) {
+            const float a = fabsf(x[s->oc_ch_new[k]]);
+            if (a > amax) amax = a;
+        }
+        const float scale = amax / 127.0f;
+        if (!vq_sf16_fits(scale)) return VQ_STATUS_RANGE;
+        const uint16_t h = vq_fp32_to_sf16(scale);
+        const float sc = vq_sf16_to_fp32(h);
+        st16(scales + 2 * slot, h);
+        for (int k = 0; k < n; k++) {
+            float v = sc > 0.0f ? roundf(x[s->oc_ch_new[k]] / sc) : 0.0f;
+            v = v > 127.0f ? 127.0f : v < -127.0f ? -127.0f : v;
+            q[k] = (int8_t)v;
+            x[s->oc_ch_new[k]] = 0.0f;
+        }
+    }
+    return VQ_STATUS_OK;
+}
+
+/* Adds the outlier-channel part of tokens [p0, p0 + n) (one page, p0 % page_tokens == 0 not
+ * required) of key stream s to scores: sc[t] += scale_t * sum_k q[ch_k] * code_t,k. */
+static void oc_score(const struct vq_cache *c, const struct vq_side *sd, const struct vq_stream *s,
+                     const float *q, int64_t p0, int64_t n, float *sc) {
+    const int no = sd->n_oc;
+    const int64_t PT = c->page_tokens;
+    const uint8_t *pg = s->pages[p0 / PT];
+    const uint8_t *scales = pg + sd->oc_off;
+    const int8_t *codes = (const int8_t *)(const void *)(pg + sd->oc_off + 2 * (size_t)PT);
+    float qo[64];
+    for (int k = 0; k < no; k++) qo[k] = q[s->oc_ch[k]];
+    const int64_t s0 = p0 % PT;
+    for (int64_t t = 0; t < n; t++) {
+        const float scale = vq_sf16_to_fp32(ld16(scales + 2 * (s0 + t)));
+        if (scale == 0.0f) continue;
+        const int8_t *cd = codes + (s0 + t) * no;
+        float acc = 0.0f;
+        for (int k = 0; k < no; k++) acc += qo[k] * (float)cd[k];
+        sc[t] += scale * acc;
+    }
+}
+
+/* Adds the decoded outlier-channel part of tokens [p0, p0 + n) of key stream s to the rows x. */
+static void oc_decode(const struct vq_cache *c, const struct vq_side *sd, const struct vq_stream *s,
+                      int64_t p0, int64_t n, float *x) {
+    const int no = sd->n_oc, d = c->d;
+    const int64_t PT = c->page_tokens;
+    const uint8_t *pg = s->pages[p0 / PT];
+    const uint8_t *scales = pg + sd->oc_off;
+    const int8_t *codes = (const int8_t *)(const void *)(pg + sd->oc_off + 2 * (size_t)PT);
+    const int64_t s0 = p0 % PT;
+    for (int64_t t = 0; t < n; t++) {
+        const float scale = vq_sf16_to_fp32(ld16(scales + 2 * (s0 + t)));
+        const int8_t *cd = codes + (s0 + t) * no;
+        for (int k = 0; k < no; k++) x[t * d + s->oc_ch[k]] += scale * (float)cd[k];
+    }
+}
+
+/* Empties the outlier-channel statistics of a key side (calibration starts again). */
+static void oc_reset(struct vq_side *sd, int n_kv, int d) {
+    if (sd->n_oc == 0) return;
+    for (int h = 0; h < n_kv; h++) {
+        memset(sd->s[h].oc_sum, 0, (size_t)d * sizeof(double));
+        sd->s[h].oc_ready = 0;
+    }
 }
 
 /* Phase A for one stream: plan, allocate pages, encode behind the end. */
@@ -588,8 +782,10 @@ static vq_status stream_encode(struct vq_cache *c, struct vq_layer *L, struct vq
         int64_t rows = c->page_tokens - in_page;
         if (rows > n_enc - i) rows = n_enc - i;
         for (int64_t r = 0; r < rows; r++) virt_row(c, sd, h, src, dt, i + r, c->stage + r * d);
-        if (sd->use_sinks && sd->codec->p.role == VQ_ROLE_KEY)
+        if ((sd->use_sinks || sd->use_ot) && sd->codec->p.role == VQ_ROLE_KEY)
             replace_sinks(L, sd->bt, d, pos, rows, c->stage);
+        if (sd->n_oc > 0)
+            VQ_RETURN_IF_ERR(oc_split(c, sd, s, pos, rows, c->stage, s->pages[pos / c->page_tokens], in_page));
         uint8_t *dst = s->pages[pos / c->page_tokens] + (size_t)(in_page / sd->bt) * bb;
         VQ_RETURN_IF_ERR(vq_codec_encode(sd->codec, c->stage, rows, dst));
         i += rows;
@@ -676,6 +872,63 @@ static int choose_sinks(const struct vq_cache *c, const struct vq_layer *L, cons
     return nb;
 }
 
+/* Mean over kv-heads of the L2 norms of the raw key rows of new token t. */
+static double token_key_norm(const struct vq_cache *c, const void *k, enum vq_dtype dt, int64_t t) {
+    float row[1024];
+    double norm = 0;
+    for (int h = 0; h < c->n_kv; h++) {
+        const uint8_t *p = (const uint8_t *)k + (size_t)((t * c->n_kv + h) * c->d) * dtype_size(dt);
+        to_f32(p, dt, row, c->d);
+        double ss = 0;
+        for (int i = 0; i < c->d; i++) ss += (double)row[i] * row[i];
+        norm += sqrt(ss);
+    }
+    return norm / c->n_kv;
+}
+
+/* Outlier-token detection for an append of n >= 2 tokens: appends the positions (L->n_tokens
+ * + t) of tokens whose key norm exceeds mean + k * std of the batch to L->ot_pos (growing it
+ * and the fp16 row stores of the bypassing sides; rows are written by the commit) and sets
+ * L->n_ot; the caller restores n_ot on failure. NO_MEMORY leaves n_ot as it was. */
+static vq_status detect_outliers(struct vq_cache *c, struct vq_layer *L, const void *k,
+                                 enum vq_dtype dt, int64_t n) {
+    double *nr = malloc((size_t)n * sizeof *nr);
+    if (!nr) return VQ_STATUS_NO_MEMORY;
+    double mean = 0, var = 0;
+    for (int64_t t = 0; t < n; t++) {
+        nr[t] = token_key_norm(c, k, dt, t);
+        mean += nr[t];
+    }
+    mean /= (double)n;
+    for (int64_t t = 0; t < n; t++) var += (nr[t] - mean) * (nr[t] - mean);
+    const double thr = mean + (double)c->ot_k * sqrt(var / (double)n);
+    int64_t cnt = 0;
+    for (int64_t t = 0; t < n; t++) cnt += nr[t] > thr;
+    if (cnt == 0) { free(nr); return VQ_STATUS_OK; }
+    const int64_t need = L->n_ot + cnt;
+    if (need > L->ot_cap) {
+        int64_t cap = L->ot_cap ? L->ot_cap : 16;
+        while (cap < need) cap *= 2;
+        int64_t *np = realloc(L->ot_pos, (size_t)cap * sizeof *np);
+        if (!np) { free(nr); return VQ_STATUS_NO_MEMORY; }
+        L->ot_pos = np;
+        struct vq_side *sides[2] = {&L->k, &L->v};
+        for (int j = 0; j < 2; j++) {
+            if (!sides[j]->use_ot) continue;
+            for (int h = 0; h < c->n_kv; h++) {
+                uint16_t *nw = realloc(sides[j]->s[h].ot, (size_t)cap * (size_t)c->d * 2);
+                if (!nw) { free(nr); return VQ_STATUS_NO_MEMORY; }
+                sides[j]->s[h].ot = nw;
+            }
+        }
+        L->ot_cap = cap;
+    }
+    for (int64_t t = 0; t < n; t++)
+        if (nr[t] > thr) L->ot_pos[L->n_ot++] = L->n_tokens + t;
+    free(nr);
+    return VQ_STATUS_OK;
+}
+
 vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v,
                           enum vq_dtype dtype, int64_t n_tokens) {
     if (!c || layer < 0 || layer >= c->n_layers || n_tokens < 0) return VQ_STATUS_INVALID_ARG;
@@ -686,9 +939,11 @@ vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v,
     struct vq_layer *L = &c->layers[layer];
     if (n_tokens > c->max_tokens - L->n_tokens) return VQ_STATUS_CAPACITY;
     const int first = L->n_tokens == 0 && L->sink_cap > 0;
-    vq_status st = scan_input(c, L, k, dtype, n_tokens, L->k.mode != WIN_NONE || L->k.use_sinks);
+    vq_status st = scan_input(c, L, k, dtype, n_tokens,
+                              L->k.mode != WIN_NONE || L->k.use_sinks || L->k.use_ot);
     if (st == VQ_STATUS_OK)
-        st = scan_input(c, L, v, dtype, n_tokens, L->v.mode != WIN_NONE || L->v.use_sinks);
+        st = scan_input(c, L, v, dtype, n_tokens,
+                        L->v.mode != WIN_NONE || L->v.use_sinks || L->v.use_ot);
     if (st != VQ_STATUS_OK) return st;
     /* Centering vectors come from the layer's first append; kept only if the append succeeds.
      * Centered rows are checked against the fp16 range instead of the raw ones. */
@@ -704,12 +959,28 @@ vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v,
     int64_t old_pos[VQ_MAX_SINKS];
     memcpy(old_pos, L->sink_pos, sizeof old_pos);
     if (first) L->n_sinks = choose_sinks(c, L, k, dtype, n_tokens, L->sink_pos);
+    /* Outlier tokens likewise (key blocks of KIVI exclude them); rows written by the commit. */
+    const int64_t old_n_ot = L->n_ot;
+    if (n_tokens >= 2 && (L->k.use_ot || L->v.use_ot)) {
+        st = detect_outliers(c, L, k, dtype, n_tokens);
+        if (st != VQ_STATUS_OK) {
+            L->n_sinks = old_n_sinks;
+            memcpy(L->sink_pos, old_pos, sizeof old_pos);
+            return st;
+        }
+    }
 
     struct plan *kpl = c->kplan, *vpl = c->vplan;
     for (int h = 0; h < c->n_kv; h++) {
         kpl[h].n_enc = vpl[h].n_enc = 0;
         kpl[h].old_pages = L->k.s[h].n_pages;
         vpl[h].old_pages = L->v.s[h].n_pages;
+        if (L->k.n_oc > 0) { /* pending outlier-channel state starts from the committed one */
+            struct vq_stream *s = &L->k.s[h];
+            memcpy(s->oc_sum_new, s->oc_sum, (size_t)c->d * sizeof(double));
+            memcpy(s->oc_ch_new, s->oc_ch, (size_t)L->k.n_oc * sizeof(uint16_t));
+            s->oc_ready_new = s->oc_ready;
+        }
     }
     for (int h = 0; h < c->n_kv && st == VQ_STATUS_OK; h++) {
         st = stream_encode(c, L, &L->k, h, k, dtype, n_tokens, &kpl[h]);
@@ -722,6 +993,7 @@ vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v,
         }
         L->n_sinks = old_n_sinks;
         memcpy(L->sink_pos, old_pos, sizeof old_pos);
+        L->n_ot = old_n_ot;
         return st;
     }
     if (set_k) L->k.mu_set = 1;
@@ -736,6 +1008,20 @@ vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v,
                     new_row_f16(c, &L->v, v, dtype, h, L->sink_pos[i], L->v.s[h].sink + (size_t)i * (size_t)c->d);
             }
     }
+    for (int64_t i = old_n_ot; i < L->n_ot; i++) {
+        const int64_t t = L->ot_pos[i] - L->n_tokens;
+        for (int h = 0; h < c->n_kv; h++) {
+            if (L->k.use_ot) new_row_f16(c, &L->k, k, dtype, h, t, L->k.s[h].ot + (size_t)i * (size_t)c->d);
+            if (L->v.use_ot) new_row_f16(c, &L->v, v, dtype, h, t, L->v.s[h].ot + (size_t)i * (size_t)c->d);
+        }
+    }
+    if (L->k.n_oc > 0)
+        for (int h = 0; h < c->n_kv; h++) {
+            struct vq_stream *s = &L->k.s[h];
+            double *ts = s->oc_sum; s->oc_sum = s->oc_sum_new; s->oc_sum_new = ts;
+            uint16_t *tc = s->oc_ch; s->oc_ch = s->oc_ch_new; s->oc_ch_new = tc;
+            s->oc_ready = s->oc_ready_new;
+        }
     for (int h = 0; h < c->n_kv; h++) {
         stream_commit(c, &L->k, h, k, dtype, n_tokens, &kpl[h]);
         stream_commit(c, &L->v, h, v, dtype, n_tokens, &vpl[h]);
@@ -829,6 +1115,7 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
             if (p0 < sl[j].lo || p0 >= kend[j]) continue;
             const int64_t p1 = p0 + PT < kend[j] ? p0 + PT : kend[j];
             vq_codec_score(ks->codec, qs[j], kst->pages[p0 / PT], p1 - p0, sc[j] + p0);
+            if (ks->n_oc > 0) oc_score(c, ks, kst, sl[j].q, p0, p1 - p0, sc[j] + p0);
         }
     for (int j = 0; j < ns; j++) {
         const int64_t lo = sl[j].lo, hi = sl[j].hi;
@@ -838,6 +1125,11 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
                 if (sp >= lo && sp < hi && sp < kst->n_coded)
                     vq_codec_score(c->f16, qs16[j], kst->sink + (size_t)i * (size_t)d, 1, sc[j] + sp);
             }
+        if (ks->use_ot) { /* outlier tokens: fp16 key instead of the codec score */
+            const int64_t e = hi < kst->n_coded ? hi : kst->n_coded;
+            for (int64_t i = ot_lower(L, lo); i < L->n_ot && L->ot_pos[i] < e; i++)
+                vq_codec_score(c->f16, qs16[j], kst->ot + (size_t)i * (size_t)d, 1, sc[j] + L->ot_pos[i]);
+        }
         const int64_t w0 = lo > kst->n_coded ? lo : kst->n_coded;
         if (hi > w0) window_score(c, kst, qs16[j], w0 - kst->n_coded, hi - w0, sc[j] + w0);
         /* softmax over [lo, hi) with max subtraction; weights are normalized in place */
@@ -866,6 +1158,12 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
                 const int64_t sp = L->sink_pos[i];
                 if (sp < lo || sp >= vis) continue;
                 vq_codec_accumulate(c->f16, vst->sink + (size_t)i * (size_t)d, 1, sc[j] + sp, acc16[j]);
+                sc[j][sp] = 0.0f;
+            }
+        if (vs->use_ot) /* outlier tokens: fp16 value, codec weight 0 */
+            for (int64_t i = ot_lower(L, lo); i < L->n_ot && L->ot_pos[i] < vis; i++) {
+                const int64_t sp = L->ot_pos[i];
+                vq_codec_accumulate(c->f16, vst->ot + (size_t)i * (size_t)d, 1, sc[j] + sp, acc16[j]);
                 sc[j][sp] = 0.0f;
             }
         memset(acc[j], 0, vq_codec_acc_floats(vs->codec) * sizeof(float));
@@ -990,7 +1288,11 @@ static void stream_decode(const vq_cache *c, const struct vq_layer *L, const str
     for (int64_t p0 = 0; p0 < s->n_coded; p0 += PT) {
         const int64_t p1 = p0 + PT < s->n_coded ? p0 + PT : s->n_coded;
         vq_codec_decode(sd->codec, s->pages[p0 / PT], p1 - p0, x + p0 * d);
+        if (sd->n_oc > 0) oc_decode(c, sd, s, p0, p1 - p0, x + p0 * d);
     }
+    if (sd->use_ot)
+        for (int64_t i = 0; i < L->n_ot && L->ot_pos[i] < s->n_coded; i++)
+            vq_fp16_to_fp32_row(s->ot + (size_t)i * (size_t)d, x + L->ot_pos[i] * d, d);
     if (sd->use_sinks)
         for (int i = 0; i < L->n_sinks; i++)
             if (L->sink_pos[i] < s->n_coded)
@@ -1081,24 +1383,31 @@ void vq_cache_memory(const vq_cache *c, struct vq_cache_memory *m) {
                 size_t win = (size_t)s->win_n * row16;
                 if (sd->use_sinks) win += (size_t)L->n_sinks * row16;
                 const size_t mu = sd->mu_set ? row16 : 0;
+                size_t ob = sd->use_ot ? (size_t)L->n_ot * row16 : 0;
+                if (sd->n_oc > 0)
+                    ob += (size_t)s->n_coded * (size_t)(2 + sd->n_oc) + (s->oc_ready ? (size_t)sd->n_oc * 2 : 0);
                 if (j == 0) {
                     m->key_bytes += coded;
-                    m->key_total_bytes += coded + win + mu;
+                    m->key_total_bytes += coded + win + mu + ob;
                 } else {
                     m->value_bytes += coded;
                 }
                 m->center_bytes += mu;
                 m->window_bytes += win;
+                m->outlier_bytes += ob;
                 m->allocated_bytes += (size_t)s->n_pages * sd->page_bytes +
                                       (size_t)sd->buf_rows * row16 +
                                       (sd->use_sinks ? (size_t)L->sink_cap * row16 : 0) +
-                                      (sd->mu ? row16 : 0);
+                                      (sd->mu ? row16 : 0) +
+                                      (sd->use_ot ? (size_t)L->ot_cap * row16 : 0) +
+                                      (size_t)sd->n_oc * 2;
             }
         }
         m->fp16_key_bytes += (size_t)L->n_tokens * (size_t)c->n_kv * row16;
     }
     m->fp16_bytes = 2 * m->fp16_key_bytes;
-    m->total_bytes = m->key_bytes + m->value_bytes + m->window_bytes + m->center_bytes;
+    m->total_bytes = m->key_bytes + m->value_bytes + m->window_bytes + m->center_bytes +
+                     m->outlier_bytes;
 }
 
 /* Checks whether stream s can be cut to n tokens (see stream_truncate). */
@@ -1133,6 +1442,9 @@ vq_status vq_cache_truncate(vq_cache *c, int64_t n_tokens) {
             if (!stream_can_cut(&L->k, &L->k.s[h], n_tokens) ||
                 !stream_can_cut(&L->v, &L->v.s[h], n_tokens))
                 return VQ_STATUS_UNSUPPORTED;
+        /* outlier-channel sums cover positions [0, min(n_tokens, n_calib)): no exact undo */
+        const int64_t calibrated = L->n_tokens < c->n_calib ? L->n_tokens : c->n_calib;
+        if (L->k.n_oc > 0 && n_tokens > 0 && n_tokens < calibrated) return VQ_STATUS_UNSUPPORTED;
     }
     for (int l = 0; l < c->n_layers; l++) {
         struct vq_layer *L = &c->layers[l];
@@ -1157,8 +1469,12 @@ vq_status vq_cache_truncate(vq_cache *c, int64_t n_tokens) {
             w++;
         }
         L->n_sinks = w;
+        L->n_ot = ot_lower(L, n_tokens); /* outlier tokens beyond the cut go away */
         L->n_tokens = n_tokens;
-        if (n_tokens == 0) L->k.mu_set = L->v.mu_set = 0; /* an emptied layer re-learns mu */
+        if (n_tokens == 0) {
+            L->k.mu_set = L->v.mu_set = 0; /* an emptied layer re-learns mu */
+            oc_reset(&L->k, c->n_kv, c->d);
+        }
     }
     return VQ_STATUS_OK;
 }
@@ -1177,6 +1493,8 @@ void vq_cache_reset(vq_cache *c) {
             }
         L->n_tokens = 0;
         L->n_sinks = 0;
+        L->n_ot = 0;
         L->k.mu_set = L->v.mu_set = 0;
+        oc_reset(&L->k, c->n_kv, c->d);
     }
 }

@@ -15,7 +15,7 @@ static int is_kivi(enum vq_method m) { return m == VQ_METHOD_KIVI || m == VQ_MET
 struct side_bytes { size_t coded, window, alloc; };
 
 static struct side_bytes side_estimate(const vq_codec *cd, int64_t ctx, int d, int page_tokens,
-                                       int n_sinks, int sink_cap) {
+                                       int n_sinks, int sink_cap, size_t page_extra) {
     const struct vq_codec_params *cp = vq_codec_params_get(cd);
     const int64_t bt = vq_codec_block_tokens(cd);
     const size_t bb = vq_codec_block_bytes(cd), row16 = (size_t)d * 2;
@@ -39,14 +39,31 @@ static struct side_bytes side_estimate(const vq_codec *cd, int64_t ctx, int d, i
     /* a sliding (KIVI value) window keeps a 2R-row buffer so that it can shift rarely */
     const int64_t buf_rows = is_kivi(cp->method) && cp->residual_length > 0 && cp->role == VQ_ROLE_VALUE
                                  ? 2 * win_cap : win_cap;
-    s.alloc = (size_t)pages * ((size_t)(page_tokens / bt) * bb) + (size_t)buf_rows * row16 +
+    s.alloc = (size_t)pages * ((size_t)(page_tokens / bt) * bb + page_extra) + (size_t)buf_rows * row16 +
               (use_sinks ? (size_t)sink_cap * row16 : 0);
     return s;
 }
 
+/* Outlier modifiers, as vq_cache_create decides them per layer (src/cache/cache.c). */
+static int ot_method(enum vq_method m) { return m != VQ_METHOD_FP16 && m != VQ_METHOD_FP32; }
+static int oc_method(enum vq_method m) {
+    return m == VQ_METHOD_TURBOQUANT_MSE || m == VQ_METHOD_TURBOQUANT_PROD ||
+           m == VQ_METHOD_TURBOQUANT_RVQ || m == VQ_METHOD_QJL || m == VQ_METHOD_POLAR;
+}
+
 vq_status vq_kv_estimate(const struct vq_cache_params *p, int64_t ctx, struct vq_cache_memory *m) {
-    if (!p || !m || ctx < 0 || p->n_layers < 1 || p->n_kv_heads < 1 || p->page_tokens < 1)
+    return vq_kv_estimate_outliers(p, ctx, 0, m);
+}
+
+vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, int64_t n_ot,
+                                  struct vq_cache_memory *m) {
+    if (!p || !m || ctx < 0 || n_ot < 0 || p->n_layers < 1 || p->n_kv_heads < 1 || p->page_tokens < 1)
         return VQ_STATUS_INVALID_ARG;
+    if (n_ot > ctx) n_ot = ctx;
+    if (!(p->outlier_token_k > 0.0f)) n_ot = 0;
+    /* the cache's outlier-token store grows from 16 rows by doubling (one append) */
+    int64_t ot_cap = 0;
+    if (n_ot > 0) for (ot_cap = 16; ot_cap < n_ot; ot_cap *= 2) {}
     memset(m, 0, sizeof *m);
     const int d = p->head_dim;
     const size_t row16 = (size_t)d * 2;
@@ -71,11 +88,27 @@ vq_status vq_kv_estimate(const struct vq_cache_params *p, int64_t ctx, struct vq
         const int v_sink = vp.method == VQ_METHOD_KIVI_SINK && vp.n_sink_tokens > 0;
         const int sink_cap = k_sink ? kp.n_sink_tokens : v_sink ? vp.n_sink_tokens : 0;
         const int n_sinks = (int)(sink_cap < ctx ? sink_cap : ctx);
-        struct side_bytes ks = side_estimate(kc, ctx, d, p->page_tokens, n_sinks, sink_cap);
-        struct side_bytes vs = side_estimate(vc, ctx, d, p->page_tokens, n_sinks, sink_cap);
+        const int n_oc = p->n_outlier_channels > 0 && oc_method(kp.method) ? p->n_outlier_channels : 0;
+        const size_t oc_page = (size_t)p->page_tokens * (size_t)(n_oc ? 2 + n_oc : 0);
+        struct side_bytes ks = side_estimate(kc, ctx, d, p->page_tokens, n_sinks, sink_cap, oc_page);
+        struct side_bytes vs = side_estimate(vc, ctx, d, p->page_tokens, n_sinks, sink_cap, 0);
         const size_t h = (size_t)p->n_kv_heads;
+        /* outlier tokens (fp16 K and V rows per kv-head of bypassing sides), outlier-channel
+         * records (every key token; channel list once ctx >= n_calib_tokens) */
+        size_t k_out = 0, v_out = 0;
+        if (p->outlier_token_k > 0.0f) {
+            const int k_ot = ot_method(kp.method), v_ot = ot_method(vp.method);
+            k_out += k_ot ? (size_t)n_ot * row16 : 0;
+            v_out += v_ot ? (size_t)n_ot * row16 : 0;
+            m->allocated_bytes += h * (size_t)(k_ot + v_ot) * (size_t)ot_cap * row16;
+        }
+        if (n_oc > 0) {
+            k_out += (size_t)ctx * (size_t)(2 + n_oc) + (ctx >= p->n_calib_tokens ? (size_t)n_oc * 2 : 0);
+            m->allocated_bytes += h * (size_t)n_oc * 2;
+        }
+        m->outlier_bytes += h * (k_out + v_out);
         m->key_bytes += h * ks.coded;
-        m->key_total_bytes += h * (ks.coded + ks.window);
+        m->key_total_bytes += h * (ks.coded + ks.window + k_out);
         m->value_bytes += h * vs.coded;
         m->window_bytes += h * (ks.window + vs.window);
         m->allocated_bytes += h * (ks.alloc + vs.alloc);
@@ -94,7 +127,8 @@ vq_status vq_kv_estimate(const struct vq_cache_params *p, int64_t ctx, struct vq
         vq_codec_free(vc);
     }
     m->fp16_bytes = 2 * m->fp16_key_bytes;
-    m->total_bytes = m->key_bytes + m->value_bytes + m->window_bytes + m->center_bytes;
+    m->total_bytes = m->key_bytes + m->value_bytes + m->window_bytes + m->center_bytes +
+                     m->outlier_bytes;
     return VQ_STATUS_OK;
 }
 

@@ -15,6 +15,7 @@
  *     kv-head (the sink count of a layer comes from the key codec if it is kivi_sink, else
  *     from the value codec). This assumes the context was appended in one call (a prefill);
  *     sinks are chosen in the first append only.
+ *   - outlier tokens / outlier channels: see vq_kv_estimate_outliers.
  *   allocated_bytes also mirrors the cache's buffers: whole pages of page_tokens tokens for
  *   coded tokens, R rows per KIVI key window (B rows for block codecs), 2R rows per KIVI
  *   value window, n_sink_tokens rows per kivi_sink side.
@@ -39,6 +40,15 @@ struct vq_kv_geometry {
  * on invalid parameters (INVALID_ARG, UNSUPPORTED, ...), INVALID_ARG for ctx < 0.
  * Thread-safe. */
 vq_status vq_kv_estimate(const struct vq_cache_params *p, int64_t ctx, struct vq_cache_memory *m);
+/* Same, with n_ot outlier tokens per layer (clamped to ctx; ignored unless
+ * p->outlier_token_k > 0). Which tokens are outliers depends on the data, so the caller
+ * supplies the count: the result is exact for a cache whose layers each hold n_ot outlier
+ * tokens detected in a single append (the fp16 row store grows from 16 rows by doubling).
+ * vq_kv_estimate is this with n_ot = 0. Outlier channels need no input: every key token
+ * carries 2 + n_outlier_channels bytes, plus 2 * n_outlier_channels bytes of channel list
+ * per (layer, kv-head) once ctx >= n_calib_tokens. */
+vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, int64_t n_ot,
+                                  struct vq_cache_memory *m);
 
 /* Reads n_layers, n_kv_heads, head_dim, n_heads and the architecture from a GGUF file's
  * metadata ({arch}.block_count, {arch}.attention.head_count[_kv], {arch}.attention.key_length
