@@ -8,15 +8,17 @@
  *
  * Record layout (one token, block_tokens = 1), little-endian:
  *   bytes [0, 2)        n as vq_sf16
- *   then W = ceil(d*b/32) uint32 words (4*W bytes): stage-1 codes, code j at bits
- *                       [j*b, (j+1)*b) of the LSB-first stream (word j*b/32), zero padded
- *   then W words:       stage-2 codes, same packing
- *   block_bytes = 2 + 2 * ceil(d*b/32) * 4.
+ *   then 8 * ceil(d*b/32) bytes: one stream of combined 2b-bit codes, code j = i1_j | i2_j << b
+ *                       at bit offset 2b*j (LSB-first), zero padded. (Same bytes as the two
+ *                       uint32-word streams of the reference implementation, but one 2b-bit
+ *                       plane lets the fused kernels look up c1[i1] + c2[i2] with a single
+ *                       shift + table lookup per code, as turboquant_mse with 2b bits.)
+ *   block_bytes = 2 + 8 * ceil(d*b/32).
  * A vector with ||x|| < 1e-30 is stored as n = 0 with all codes 0. Ties go to the lower cell
  * (index = number of boundaries strictly below).
  *
- * Fused paths as turboquant_mse (turboquant_kernels.h) with the 2^(2b)-entry level table
- * level[i1 | i2 << b] = c1[i1] + c2[i2].
+ * Fused paths as turboquant_mse with 2b bits (turboquant_kernels.h, one plane of 2b-bit codes)
+ * with the 2^(2b)-entry level table level[i1 | i2 << b] = c1[i1] + c2[i2].
  */
 #include <math.h>
 #include <string.h>
@@ -27,7 +29,7 @@
 typedef struct tq_rvq {
     struct vq_tq_base b;         /* rotation, kernel layout, kernels (must be first) */
     int bits;
-    int plane_bytes;             /* 4 * ceil(d*b/32) */
+    int code_bytes;              /* 8 * ceil(d*b/32): combined 2b-bit codes + zero padding */
     float c1[4], b1[3];          /* stage 1 levels / boundaries (scaled) */
     float c2[4], b2[3];          /* stage 2 levels / boundaries (scaled) */
     float lv[16];                /* combined levels */
@@ -40,7 +42,7 @@ static vq_status rvq_encode(const struct vq_codec *c, const float *x, int64_t n_
     const tq_rvq *m = (const tq_rvq *)c->impl;
     const int d = c->p.head_dim, b = m->bits, nb = (1 << b) - 1;
     float y[1024];
-    uint8_t i1[1024], i2[1024];
+    uint8_t ic[1024];
     for (int64_t t = 0; t < n_blocks; t++) {
         const float *xt = x + t * d;
         uint8_t *r = dst + t * (int64_t)c->block_bytes;
@@ -59,14 +61,12 @@ static vq_status rvq_encode(const struct vq_codec *c, const float *x, int64_t n_
         for (int j = 0; j < d; j++) {
             int a = vq_lm_encode(y[j], m->b1, nb);
             int e = vq_lm_encode(y[j] - m->c1[a], m->b2, nb);
-            i1[j] = (uint8_t)a;
-            i2[j] = (uint8_t)e;
+            ic[j] = (uint8_t)(a | e << b);
         }
         uint16_t h = vq_fp32_to_sf16((float)n);
         r[0] = (uint8_t)(h & 0xff);
         r[1] = (uint8_t)(h >> 8);
-        vq_pack(i1, d, b, r + 2);
-        vq_pack(i2, d, b, r + 2 + m->plane_bytes);
+        vq_pack(ic, d, 2 * b, r + 2);
     }
     return VQ_STATUS_OK;
 }
@@ -101,9 +101,9 @@ static vq_status rvq_init(struct vq_codec *c) {
     }
     for (int i2 = 0; i2 < L; i2++)
         for (int i1 = 0; i1 < L; i1++) m->lv[i1 | i2 << b] = m->c1[i1] + m->c2[i2];
-    m->plane_bytes = 4 * ((d * b + 31) / 32);
-    const int rec = 2 + 2 * m->plane_bytes;
-    vq_tq_kern_init(&m->b.k, d, b, b, 2, 2 + m->plane_bytes, rec, m->lv, c->isa);
+    m->code_bytes = 8 * ((d * b + 31) / 32);
+    const int rec = 2 + m->code_bytes;
+    vq_tq_kern_init(&m->b.k, d, 2 * b, 0, 2, 2, rec, m->lv, c->isa);
     vq_tq_kern_select(&m->b.k, c->isa, &m->b.score, &m->b.acc);
     c->impl = m;
     c->block_tokens = 1;

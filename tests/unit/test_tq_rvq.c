@@ -35,14 +35,15 @@ TEST(levels) {
     float y[128];
     uint16_t one = vq_fp32_to_sf16(1.0f);
     rec[0] = (uint8_t)one; rec[1] = (uint8_t)(one >> 8);
-    /* all stage-1 codes 1 (+), stage-2 codes 0 (-): level (0.7979 - 0.2714)/sqrt(d) */
-    memset(rec + 2, 0xFF, 16);
+    /* all stage-1 codes 1 (+), stage-2 codes 0 (-): combined 2-bit code 1 (FORMAT.md §2.3),
+     * level (0.7979 - 0.2714)/sqrt(d) */
+    memset(rec + 2, 0x55, 32);
     vq_codec_decode(c, rec, 1, y);
     vq_rht r;
     vq_rht_init(&r, 128, 1);
     vq_rht_forward(&r, y, y);
     for (int i = 0; i < 128; i++) ASSERT_NEAR(y[i] * sqrt(128.0), 0.5265, 2e-4);
-    memset(rec + 2 + 16, 0xFF, 16);
+    memset(rec + 2, 0xFF, 32); /* both stages 1 (+) */
     vq_codec_decode(c, rec, 1, y);
     vq_rht_forward(&r, y, y);
     for (int i = 0; i < 128; i++) ASSERT_NEAR(y[i] * sqrt(128.0), 1.0692, 2e-4);
@@ -50,8 +51,8 @@ TEST(levels) {
     c = tq_create(VQ_METHOD_TURBOQUANT_RVQ, 128, 2, VQ_ISA_SCALAR, 1, 1, &st);
     memset(rec, 0, sizeof(rec));
     rec[0] = (uint8_t)one; rec[1] = (uint8_t)(one >> 8);
-    memset(rec + 2, 0xAA, 32);      /* stage 1 code 2: +0.4528 */
-    memset(rec + 2 + 32, 0xFF, 32); /* stage 2 code 3: +0.1759 */
+    /* stage 1 code 2 (+0.4528), stage 2 code 3 (+0.1759): combined 4-bit code 2 | 3 << 2 */
+    memset(rec + 2, 0xEE, 64);
     vq_codec_decode(c, rec, 1, y);
     vq_rht_forward(&r, y, y);
     for (int i = 0; i < 128; i++) ASSERT_NEAR(y[i] * sqrt(128.0), 0.45278 + 0.1759, 2e-4);
@@ -103,24 +104,20 @@ TEST(layout) {
             n = sqrt(n);
             for (int i = 0; i < d; i++) y[i] = x[i] * (float)(1.0 / n);
             vq_rht_forward(&r, y, y);
-            uint32_t w1[8] = {0}, w2[8] = {0};
+            uint8_t cw[160] = {0};
             int near = 0;
             for (int i = 0; i < d; i++) {
                 int a = vq_lm_encode(y[i], b1, L - 1);
                 float res = y[i] - c1[a];
                 int e = vq_lm_encode(res, b2, L - 1);
                 for (int j = 0; j < L - 1; j++) near |= fabsf(y[i] - b1[j]) < 1e-6f || fabsf(res - b2[j]) < 1e-6f;
-                w1[(i * b) / 32] |= (uint32_t)a << ((i * b) % 32);
-                w2[(i * b) / 32] |= (uint32_t)e << ((i * b) % 32);
+                /* combined code a | e << b at bit offset 2b*i (docs/FORMAT.md §2.3) */
+                cw[(2 * b * i) / 8] |= (uint8_t)((a | e << b) << ((2 * b * i) % 8));
             }
             uint8_t rec[160], ex[160] = {0};
             uint16_t h = vq_fp32_to_sf16((float)n);
             ex[0] = (uint8_t)h; ex[1] = (uint8_t)(h >> 8);
-            for (int w = 0; w < W; w++)
-                for (int byte = 0; byte < 4; byte++) {
-                    ex[2 + 4 * w + byte] = (uint8_t)(w1[w] >> (8 * byte));
-                    ex[2 + 4 * W + 4 * w + byte] = (uint8_t)(w2[w] >> (8 * byte));
-                }
+            memcpy(ex + 2, cw, (size_t)(8 * W)); /* zero padding up to 8W bytes */
             ASSERT_STATUS(vq_codec_encode(c, x, 1, rec), VQ_STATUS_OK);
             ASSERT_EQ_INT(c->block_bytes, 2 + 8 * W);
             if (!near) ASSERT(memcmp(rec, ex, c->block_bytes) == 0);
