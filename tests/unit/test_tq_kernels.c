@@ -2,7 +2,8 @@
  * (1, 2, 4 bits; 2+1, 1+1, 2+2), head dims with partial chunks / tail words and odd token
  * counts, on random code bytes, random (also negative and zero) scales: LUT-mode reference
  * score vs NIB-mode reference vs generic vs AVX2 vs AVX-512 scores, and reference vs generic
- * vs SIMD accumulate. */
+ * vs SIMD accumulate (every case with an odd and an even token count: the AVX-512 2-bit
+ * accumulate handles two tokens per lookup plus an odd tail token). */
 #include "test_tq_util.h"
 
 static uint64_t g_seed;
@@ -116,7 +117,8 @@ TEST(all_variants) {
     vq_rng_seed(&g, g_seed);
     for (size_t c = 0; c < sizeof(cbs) / sizeof(cbs[0]); c++)
         for (size_t k = 0; k < sizeof(dims) / sizeof(dims[0]); k++)
-            run_case(&g, cbs[c], dims[k], ns[(c + k) % 4]);
+            for (int e = 0; e < 2; e++) /* an odd and an even token count (pairwise kernels) */
+                run_case(&g, cbs[c], dims[k], ns[(c + k + e) % 4]);
 }
 
 int main(void) {

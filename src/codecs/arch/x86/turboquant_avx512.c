@@ -243,9 +243,61 @@ VQ_INLINE void score_t(const vq_tq_kern *k, const float *qs, const uint8_t *code
     }
 }
 
+/* Accumulate for one 2-bit plane (turboquant_mse b=2, turboquant_rvq b=1), d > 64: two tokens
+ * per table lookup. For tokens t, u the 16-entry table T[i | j << 2] = ws_t*lev[i] + ws_u*lev[j]
+ * holds every sum of their two levels; a lane's nibble c_t | c_u << 2 picks it. With A, B the
+ * lanes' 16-bit code words of t and u (code k at bits 2k), one VPTERNLOGD each builds the
+ * nibbles of the even codes (A & 0x3333 | (B << 2) & ~0x3333: nibble m = code 2m) and of the
+ * odd codes ((A >> 2) & 0x3333 | B & ~0x3333: nibble m = code 2m+1). Per pair and chunk:
+ * 8 permutes + 8 adds (+ 8 shifts, 2 merges) instead of 2 x (8 permutes + 8 FMAs + 8 shifts). */
+VQ_INLINE void acc2x_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
+                       float *acc) {
+    const __m512 llo = _mm512_loadu_ps(k->lut); /* lut[i] = lev[i & 3] */
+    const __m512 lhi = _mm512_permutexvar_ps(
+        _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3), llo);
+    const __m512i m33 = _mm512_set1_epi32(0x33333333);
+    const int nc = k->n_chunks, rl = k->rec;
+    const int last_lanes = (k->d - (nc - 1) * VQ_TQ_CHUNK) / 8;
+    for (int c = 0; c < nc; c++) {
+        const int full = c < nc - 1 || last_lanes == 16;
+        const __mmask16 m = (__mmask16)(full ? 0xFFFF : (1u << last_lanes) - 1u);
+        float *ac = acc + c * VQ_TQ_CHUNK;
+        const uint8_t *pc = codes + k->off_a + c * 32;
+        __m512 v[8];
+        for (int kk = 0; kk < 8; kk++) v[kk] = _mm512_loadu_ps(ac + 16 * kk);
+        int64_t t = 0;
+        for (; t + 2 <= n; t += 2) {
+            const size_t o = (size_t)t * (size_t)rl;
+            const float w0 = w[t] * vq_tq_sf16(codes + o), w1 = w[t + 1] * vq_tq_sf16(codes + o + rl);
+            const __m512 T = _mm512_fmadd_ps(_mm512_set1_ps(w1), lhi, _mm512_mul_ps(_mm512_set1_ps(w0), llo));
+            const __m512i A = ld_lanes(pc + o, 2, full, m), B = ld_lanes(pc + o + rl, 2, full, m);
+            const __m512i ze = _mm512_ternarylogic_epi32(m33, A, _mm512_slli_epi32(B, 2), 0xCA);
+            const __m512i zo = _mm512_ternarylogic_epi32(m33, _mm512_srli_epi32(A, 2), B, 0xCA);
+            for (int mm = 0; mm < 4; mm++) {
+                const __m512 le = _mm512_permutexvar_ps(_mm512_srli_epi32(ze, (unsigned)(4 * mm)), T);
+                const __m512 lo = _mm512_permutexvar_ps(_mm512_srli_epi32(zo, (unsigned)(4 * mm)), T);
+                v[2 * mm] = full ? _mm512_add_ps(v[2 * mm], le) : _mm512_mask_add_ps(v[2 * mm], m, v[2 * mm], le);
+                v[2 * mm + 1] = full ? _mm512_add_ps(v[2 * mm + 1], lo)
+                                     : _mm512_mask_add_ps(v[2 * mm + 1], m, v[2 * mm + 1], lo);
+            }
+        }
+        if (t < n) { /* odd last token */
+            const uint8_t *r = codes + (size_t)t * (size_t)rl;
+            const __m512 ws = _mm512_set1_ps(w[t] * vq_tq_sf16(r));
+            const __m512i A = ld_lanes(pc + (size_t)t * (size_t)rl, 2, full, m);
+            for (int kk = 0; kk < 8; kk++) {
+                const __m512 lv = _mm512_permutexvar_ps(_mm512_srli_epi32(A, (unsigned)(2 * kk)), llo);
+                v[kk] = _mm512_mask3_fmadd_ps(lv, ws, v[kk], m);
+            }
+        }
+        for (int kk = 0; kk < 8; kk++) _mm512_storeu_ps(ac + 16 * kk, v[kk]);
+    }
+}
+
 VQ_INLINE void acc_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
                      float *acc, int BA, int BB) {
     if (k->d <= 64) { acc_pair_t(k, codes, n, w, acc, BA, BB); return; }
+    if (BA == 2 && BB == 0) { acc2x_t(k, codes, n, w, acc); return; }
     const __m512 lut = _mm512_loadu_ps(k->lut);
     const int nc = k->n_chunks, rl = k->rec;
     const int last_lanes = (k->d - (nc - 1) * VQ_TQ_CHUNK) / 8;
