@@ -34,12 +34,20 @@
  * Without calibration (calib NULL) the data-free fallback is U = I, lambda = 1 and
  * d_s = d/2: plain per-coordinate Lloyd-Max with two group scales and no rotation (works,
  * but without the rotation there is nothing spectral about it).
+ *
+ * Kernels (lutsum_kernels.h): the scalar reference kernels are the vq_sp_*_ref functions.
+ * VQ_ISA_SCALAR uses the portable generic score/accumulate over a field program (one field
+ * per active coordinate, group 0 = signal); AVX2 / AVX-512 use the gather score kernels of
+ * arch/x86/vecinfer_*.c, the generic accumulate (a gather + scatter version measured 2x
+ * slower than it), and SIMD matrix-vector products for encode / decode / prepare / finish in the same operation
+ * order as the reference (codes and prepared tables are bitwise identical on every ISA).
  */
 #include <math.h>
 #include <string.h>
 
 #include "calib/calib.h"
 #include "codecs/codec_impl.h"
+#include "codecs/lutsum_kernels.h"
 
 /* One active (b_j > 0) coordinate, in coordinate order: where its code sits and its table. */
 struct sp_desc {
@@ -66,6 +74,11 @@ struct sp_impl {
     size_t lut_total;
     const float *cent[7]; /* Lloyd-Max N(0,1) centroids by bit-width (library-owned) */
     const float *bound[7];
+    float *u;             /* (d, d) row i = component i of every eigenvector (U itself) */
+    vq_ls_prog prog;      /* fields = active coordinates; group 1 = noise */
+    vq_ls_score_fn score; /* NULL: reference kernels */
+    vq_ls_acc_fn acc;
+    void (*cols_dot)(const float *a, int rows, int cols, const float *x, float *y);
 };
 
 static inline uint32_t sp_code(const struct sp_impl *m, const uint8_t *p, int j) {
@@ -76,7 +89,8 @@ static inline uint32_t sp_code(const struct sp_impl *m, const uint8_t *p, int j)
 
 /* ---- encode / decode ------------------------------------------------------------------------- */
 
-static vq_status sp_encode(const struct vq_codec *c, const float *x, int64_t n_blocks, uint8_t *dst) {
+static vq_status sp_encode_impl(const struct vq_codec *c, const float *x, int64_t n_blocks,
+                                uint8_t *dst, int simd) {
     const struct sp_impl *m = c->impl;
     const int d = m->d;
     for (int64_t i = 0; i < n_blocks * d; i++)
@@ -88,11 +102,16 @@ static vq_status sp_encode(const struct vq_codec *c, const float *x, int64_t n_b
     for (int64_t b = 0; b < n_blocks; b++) {
         const float *r = x + b * d;
         uint8_t *o = dst + (size_t)b * c->block_bytes;
-        for (int j = 0; j < d; j++) {
-            const float *u = m->ut + (size_t)j * d;
-            float h = 0.0f;
-            for (int i = 0; i < d; i++) h += u[i] * r[i];
-            z[j] = h / m->sigma[j];
+        if (simd && m->cols_dot) {   /* same products and order: bitwise equal */
+            m->cols_dot(m->u, d, d, r, z);
+            for (int j = 0; j < d; j++) z[j] /= m->sigma[j];
+        } else {
+            for (int j = 0; j < d; j++) {
+                const float *u = m->ut + (size_t)j * d;
+                float h = 0.0f;
+                for (int i = 0; i < d; i++) h += u[i] * r[i];
+                z[j] = h / m->sigma[j];
+            }
         }
         float scale[2];
         for (int g = 0; g < 2; g++) {
@@ -131,11 +150,20 @@ static vq_status sp_encode(const struct vq_codec *c, const float *x, int64_t n_b
     return VQ_STATUS_OK;
 }
 
+vq_status vq_sp_encode_ref(const struct vq_codec *c, const float *x, int64_t n_blocks, uint8_t *dst) {
+    return sp_encode_impl(c, x, n_blocks, dst, 0);
+}
+
+static vq_status sp_encode(const struct vq_codec *c, const float *x, int64_t n_blocks, uint8_t *dst) {
+    return sp_encode_impl(c, x, n_blocks, dst, 1);
+}
+
 static inline float sp_scale(const uint8_t *o, int g) {
     return vq_sf16_to_fp32((uint16_t)(o[2 * g] | (uint16_t)o[2 * g + 1] << 8));
 }
 
-static void sp_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x) {
+static void sp_decode_impl(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks,
+                           float *x, int simd) {
     const struct sp_impl *m = c->impl;
     const int d = m->d;
     float h[1024];
@@ -147,6 +175,10 @@ static void sp_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_bl
             h[j] = bj ? s[j >= m->ds] * m->cent[bj][sp_code(m, o + 4, j)] * m->sigma[j] : 0.0f;
         }
         float *r = x + b * d;
+        if (simd && m->cols_dot) {   /* same order; zero terms add +-0 */
+            m->cols_dot(m->ut, d, d, h, r);
+            continue;
+        }
         memset(r, 0, (size_t)d * sizeof(float));
         for (int j = 0; j < d; j++) {
             if (h[j] == 0.0f) continue;
@@ -156,22 +188,43 @@ static void sp_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_bl
     }
 }
 
+void vq_sp_decode_ref(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x) {
+    sp_decode_impl(c, src, n_blocks, x, 0);
+}
+
+static void sp_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x) {
+    sp_decode_impl(c, src, n_blocks, x, 1);
+}
+
 /* ---- fused paths ------------------------------------------------------------------------------- */
 
-static void sp_prepare_query(const struct vq_codec *c, const float *q, void *qs) {
+static void sp_prepare_impl(const struct vq_codec *c, const float *q, void *qs, int simd) {
     const struct sp_impl *m = c->impl;
     const int d = m->d;
-    float *lut = qs;
+    float *lut = qs, hq[1024];
+    if (simd && m->cols_dot) m->cols_dot(m->u, d, d, q, hq);
     for (int j = 0; j < d; j++) {
         const int bj = m->bits[j];
         if (!bj) continue;
-        const float *u = m->ut + (size_t)j * d;
         float h = 0.0f;
-        for (int i = 0; i < d; i++) h += u[i] * q[i];
+        if (simd && m->cols_dot) {
+            h = hq[j];
+        } else {
+            const float *u = m->ut + (size_t)j * d;
+            for (int i = 0; i < d; i++) h += u[i] * q[i];
+        }
         h *= m->sigma[j];
         float *t = lut + m->lut_off[j];
         for (int v = 0; v < (1 << bj); v++) t[v] = h * m->cent[bj][v];
     }
+}
+
+void vq_sp_prepare_query_ref(const struct vq_codec *c, const float *q, void *qs) {
+    sp_prepare_impl(c, q, qs, 0);
+}
+
+static void sp_prepare_query(const struct vq_codec *c, const float *q, void *qs) {
+    sp_prepare_impl(c, q, qs, 1);
 }
 
 static inline uint32_t sp_dcode(const struct sp_desc *e, const uint8_t *p, int safe) {
@@ -195,7 +248,7 @@ static inline float sp_sum(const struct sp_impl *m, const float *lut, const uint
     return a;
 }
 
-static void sp_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
+void vq_sp_score_ref(const struct vq_codec *c, const void *qs, const uint8_t *codes,
                      int64_t n_tokens, float *scores) {
     const struct sp_impl *m = c->impl;
     const float *lut = qs;
@@ -205,6 +258,13 @@ static void sp_score(const struct vq_codec *c, const void *qs, const uint8_t *co
         const float a1 = sp_sum(m, lut, o + 4, m->na_sig, m->na);
         scores[t] = sp_scale(o, 0) * a0 + sp_scale(o, 1) * a1;
     }
+}
+
+static void sp_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
+                     int64_t n_tokens, float *scores) {
+    const struct sp_impl *m = c->impl;
+    if (m->score) m->score(&m->prog, qs, codes, n_tokens, scores);
+    else vq_sp_score_ref(c, qs, codes, n_tokens, scores);
 }
 
 /* adds ws to the histogram cells (lut layout) of active coordinates [i0, i1) of one token */
@@ -220,7 +280,7 @@ static inline void sp_hist(const struct sp_impl *m, float *h, const uint8_t *p, 
     for (; i < i1; i++) h[m->desc[i].lut_off + sp_dcode(&m->desc[i], p, 0)] += ws;
 }
 
-static void sp_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
+void vq_sp_accumulate_ref(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
                           const float *w, float *acc) {
     const struct sp_impl *m = c->impl;
     for (int64_t t = 0; t < n_tokens; t++) {
@@ -230,9 +290,29 @@ static void sp_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_
     }
 }
 
-static void sp_finish(const struct vq_codec *c, const float *acc, float *out) {
+static void sp_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
+                          const float *w, float *acc) {
+    const struct sp_impl *m = c->impl;
+    if (m->acc) m->acc(&m->prog, codes, n_tokens, w, acc);
+    else vq_sp_accumulate_ref(c, codes, n_tokens, w, acc);
+}
+
+static void sp_finish_impl(const struct vq_codec *c, const float *acc, float *out, int simd) {
     const struct sp_impl *m = c->impl;
     const int d = m->d;
+    if (simd && m->cols_dot) {   /* same order as below; zero terms add +-0 */
+        float hh[1024];
+        memset(hh, 0, (size_t)d * sizeof(float));
+        for (int i = 0; i < m->na; i++) {
+            const int j = m->act_j[i], bj = m->bits[j];
+            const float *hist = acc + m->desc[i].lut_off;
+            float z = 0.0f;
+            for (int v = 0; v < (1 << bj); v++) z += hist[v] * m->cent[bj][v];
+            hh[j] = z * m->sigma[j];
+        }
+        m->cols_dot(m->ut, d, d, hh, out);
+        return;
+    }
     memset(out, 0, (size_t)d * sizeof(float));
     for (int i = 0; i < m->na; i++) {
         const int j = m->act_j[i], bj = m->bits[j];
@@ -246,6 +326,14 @@ static void sp_finish(const struct vq_codec *c, const float *acc, float *out) {
     }
 }
 
+void vq_sp_finish_ref(const struct vq_codec *c, const float *acc, float *out) {
+    sp_finish_impl(c, acc, out, 0);
+}
+
+static void sp_finish(const struct vq_codec *c, const float *acc, float *out) {
+    sp_finish_impl(c, acc, out, 1);
+}
+
 /* ---- create / destroy -------------------------------------------------------------------------- */
 
 static void sp_destroy(struct vq_codec *c) {
@@ -254,8 +342,36 @@ static void sp_destroy(struct vq_codec *c) {
     vq_free(m->ut); vq_free(m->sigma); vq_free(m->bits); vq_free(m->byte);
     vq_free(m->shift); vq_free(m->two); vq_free(m->lut_off);
     vq_free(m->desc); vq_free(m->act_j);
+    vq_free(m->u);
+    vq_ls_prog_free(&m->prog);
     vq_free(m);
     c->impl = NULL;
+}
+
+/* Builds the field program (active coordinates) and picks the kernels for c->isa. */
+static vq_status sp_kernels(const struct vq_codec *c, struct sp_impl *m) {
+    uint32_t bit[1024], lut_off[1024];
+    uint8_t width[1024];
+    for (int i = 0; i < m->na; i++) {
+        const int j = m->act_j[i];
+        bit[i] = m->byte[j] * 8u + m->shift[j];
+        width[i] = m->bits[j];
+        lut_off[i] = m->lut_off[j];
+    }
+    VQ_RETURN_IF_ERR(vq_ls_prog_build(&m->prog, 4 + (int)m->code_bytes, 4, m->na, bit, width,
+                                      lut_off, m->na_sig, 2));
+    m->score = vq_ls_score_generic;
+    m->acc = vq_ls_accumulate_generic;
+#ifdef VQ_HAVE_X86
+    if (c->isa == VQ_ISA_AVX512) {
+        m->score = vq_ls_score_avx512;
+        m->cols_dot = vq_ls_cols_dot_avx512;
+    } else if (c->isa == VQ_ISA_AVX2) {
+        m->score = vq_ls_score_avx2;
+        m->cols_dot = vq_ls_cols_dot_avx2;
+    }
+#endif
+    return VQ_STATUS_OK;
 }
 
 static vq_status sp_init(struct vq_codec *c) {
@@ -275,6 +391,7 @@ static vq_status sp_init(struct vq_codec *c) {
     c->impl = m;
     m->d = d;
     m->ut = vq_alloc((size_t)d * d * sizeof(float));
+    m->u = vq_alloc((size_t)d * d * sizeof(float));
     m->sigma = vq_alloc((size_t)d * sizeof(float));
     m->bits = vq_alloc((size_t)d);
     m->byte = vq_alloc((size_t)d * sizeof(uint32_t));
@@ -283,7 +400,7 @@ static vq_status sp_init(struct vq_codec *c) {
     m->lut_off = vq_alloc((size_t)d * sizeof(uint32_t));
     double *w = vq_alloc((size_t)d * sizeof(double));
     int *bits = vq_alloc((size_t)d * sizeof(int));
-    if (!m->ut || !m->sigma || !m->bits || !m->byte || !m->shift || !m->two || !m->lut_off || !w || !bits) {
+    if (!m->ut || !m->u || !m->sigma || !m->bits || !m->byte || !m->shift || !m->two || !m->lut_off || !w || !bits) {
         vq_free(w); vq_free(bits);
         sp_destroy(c);
         return VQ_STATUS_NO_MEMORY;
@@ -354,6 +471,13 @@ static vq_status sp_init(struct vq_codec *c) {
             sp_destroy(c);
             return s;
         }
+    }
+    for (int j = 0; j < d; j++)
+        for (int i = 0; i < d; i++) m->u[(size_t)i * d + j] = m->ut[(size_t)j * d + i];
+    s = sp_kernels(c, m);
+    if (s != VQ_STATUS_OK) {
+        sp_destroy(c);
+        return s;
     }
     c->block_tokens = 1;
     c->block_bytes = 4 + m->code_bytes;

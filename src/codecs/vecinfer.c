@@ -28,12 +28,23 @@
  * since <q, x^> = <q~, x~^> for the orthonormal symmetric WHT). Values: accumulator = per
  * sub-vector histograms W[s][i] += w_t (n_sub * k floats); finish o~_s = sum_i W[s][i] C_i,
  * then out = lambda * WHT(o~) for keys, o~ for values.
+ *
+ * Kernels (lutsum_kernels.h): the scalar reference kernels are the vq_vi_*_ref functions
+ * below. Every ISA uses the portable generic accumulate (byte-code version for c = 8) and,
+ * for c = 8, the byte-code score (4 independent sums, one 32-bit load per 4 codes: faster
+ * than gathers on the measured CPU); for c != 8 AVX2 / AVX-512 use the gather score kernels
+ * of arch/x86/vecinfer_*.c (the generic one on VQ_ISA_SCALAR). AVX2 / AVX-512 also build the
+ * tables, finish and search nearest codewords (encode) with SIMD; tables and codes are
+ * bitwise identical to the reference, fused sums differ from it by float rounding only.
+ * Codes narrower than 4 bytes (tiny d) always use the reference kernels.
+ * This file also holds the shared vq_ls_prog builder and the generic kernels.
  */
 #include <math.h>
 #include <string.h>
 
 #include "calib/calib.h"
 #include "codecs/codec_impl.h"
+#include "codecs/lutsum_kernels.h"
 
 struct vi_impl {
     int d, c, v, n_sub, k;
@@ -42,6 +53,14 @@ struct vi_impl {
     float *lambda;   /* (d) smoothing factors (all 1 for values / fallback) */
     float *cb;       /* (k, v) codebook */
     float *cn;       /* (k) squared codeword norms */
+    float *cbt;      /* (v, k) codebook transposed */
+    vq_ls_prog prog; /* fields = sub-vectors (valid when has_prog) */
+    int has_prog;
+    vq_ls_score_fn score;   /* NULL: reference kernels */
+    vq_ls_acc_fn acc;
+    void (*cols_dot)(const float *a, int rows, int cols, const float *x, float *y);
+    void (*rows_dot)(const float *a, int rows, int cols, const float *x, float *y);
+    int (*argmin)(const float *p, const float *cbt, const float *cn, int k, int v);
 };
 
 /* ---- code packing ---------------------------------------------------------------------------- */
@@ -67,9 +86,163 @@ static void vi_put_codes(uint8_t *p, const uint32_t *codes, int n, int c, size_t
     }
 }
 
+/* ---- shared program builder and generic kernels (lutsum_kernels.h) ------------------------- */
+
+void vq_ls_prog_free(vq_ls_prog *p) {
+    vq_free(p->words);
+    vq_free(p->shift);
+    vq_free(p->mask);
+    vq_free(p->lut_off);
+    memset(p, 0, sizeof *p);
+}
+
+vq_status vq_ls_prog_build(vq_ls_prog *p, int rec, int code_off, int n_fields,
+                           const uint32_t *bit, const uint8_t *width, const uint32_t *lut_off,
+                           int f_split, int n_scales) {
+    memset(p, 0, sizeof *p);
+    VQ_ASSERT(rec >= 4 && code_off >= 0 && n_fields >= 0 && rec <= 65535);
+    const int npad = n_fields > 0 ? n_fields : 1;
+    p->words = vq_alloc((size_t)npad * sizeof *p->words);
+    p->shift = vq_alloc((size_t)npad);
+    p->mask = vq_alloc((size_t)npad * sizeof(uint32_t));
+    p->lut_off = vq_alloc((size_t)npad * sizeof(uint32_t));
+    if (!p->words || !p->shift || !p->mask || !p->lut_off) {
+        vq_ls_prog_free(p);
+        return VQ_STATUS_NO_MEMORY;
+    }
+    memset(p->shift, 0, (size_t)npad);
+    memset(p->mask, 0, (size_t)npad * sizeof(uint32_t));
+    memset(p->lut_off, 0, (size_t)npad * sizeof(uint32_t));
+    p->rec = rec;
+    p->n_scales = n_scales;
+    p->n_fields = n_fields;
+    int nw = 0;
+    for (int f = 0; f < n_fields;) {
+        const int grp = f >= f_split;
+        int off = code_off + (int)(bit[f] >> 3);
+        if (off + 4 > rec) off = rec - 4;   /* stay inside the record: larger shifts */
+        const int64_t base = 8 * (int64_t)(off - code_off);
+        vq_ls_word *w = &p->words[nw++];
+        w->off = (uint16_t)off;
+        w->f0 = (uint16_t)f;
+        w->grp = (uint16_t)grp;
+        while (f < n_fields && (f >= f_split) == grp && (int64_t)bit[f] + width[f] <= base + 32) {
+            VQ_ASSERT(width[f] >= 1 && width[f] <= 12 && (int64_t)bit[f] >= base);
+            p->shift[f] = (uint8_t)((int64_t)bit[f] - base);
+            p->mask[f] = (1u << width[f]) - 1u;
+            p->lut_off[f] = lut_off[f];
+            f++;
+        }
+        w->nf = (uint16_t)(f - w->f0);
+        VQ_ASSERT(w->nf > 0);
+        if (!grp) p->w_split = nw;
+    }
+    p->n_words = nw;
+    return VQ_STATUS_OK;
+}
+
+/* sums of the lookups of words [k0, k1) of one record, in two partial sums */
+static inline float ls_sum_generic(const vq_ls_prog *p, int k0, int k1, const float *lut,
+                                   const uint8_t *r) {
+    float a0 = 0.0f, a1 = 0.0f;
+    for (int k = k0; k < k1; k++) {
+        const vq_ls_word *w = &p->words[k];
+        const uint32_t word = vq_ls_load32(r + w->off);
+        int f = w->f0;
+        const int f1 = f + w->nf;
+        for (; f + 1 < f1; f += 2) {
+            a0 += lut[p->lut_off[f] + ((word >> p->shift[f]) & p->mask[f])];
+            a1 += lut[p->lut_off[f + 1] + ((word >> p->shift[f + 1]) & p->mask[f + 1])];
+        }
+        if (f < f1) a0 += lut[p->lut_off[f] + ((word >> p->shift[f]) & p->mask[f])];
+    }
+    return a0 + a1;
+}
+
+static inline float ls_scale(const uint8_t *r, int g) {
+    return vq_sf16_to_fp32((uint16_t)(r[2 * g] | (uint16_t)r[2 * g + 1] << 8));
+}
+
+void vq_ls_score_generic(const vq_ls_prog *p, const float *lut, const uint8_t *codes, int64_t n,
+                         float *scores) {
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *r = codes + (size_t)t * (size_t)p->rec;
+        if (p->n_scales == 0) {
+            scores[t] = ls_sum_generic(p, 0, p->n_words, lut, r);
+        } else {
+            const float a0 = ls_sum_generic(p, 0, p->w_split, lut, r);
+            const float a1 = ls_sum_generic(p, p->w_split, p->n_words, lut, r);
+            scores[t] = ls_scale(r, 0) * a0 + ls_scale(r, 1) * a1;
+        }
+    }
+}
+
+static inline void ls_hist_generic(const vq_ls_prog *p, int k0, int k1, float *acc,
+                                   const uint8_t *r, float ws) {
+    for (int k = k0; k < k1; k++) {
+        const vq_ls_word *w = &p->words[k];
+        const uint32_t word = vq_ls_load32(r + w->off);
+        for (int f = w->f0; f < w->f0 + w->nf; f++)
+            acc[p->lut_off[f] + ((word >> p->shift[f]) & p->mask[f])] += ws;
+    }
+}
+
+void vq_ls_accumulate_generic(const vq_ls_prog *p, const uint8_t *codes, int64_t n,
+                              const float *w, float *acc) {
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *r = codes + (size_t)t * (size_t)p->rec;
+        if (p->n_scales == 0) {
+            ls_hist_generic(p, 0, p->n_words, acc, r, w[t]);
+        } else {
+            ls_hist_generic(p, 0, p->w_split, acc, r, w[t] * ls_scale(r, 0));
+            ls_hist_generic(p, p->w_split, p->n_words, acc, r, w[t] * ls_scale(r, 1));
+        }
+    }
+}
+
+void vq_ls_score_bytes_generic(const vq_ls_prog *p, const float *lut, const uint8_t *codes,
+                               int64_t n, float *scores) {
+    const int ns = p->n_fields;
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *r = codes + (size_t)t * (size_t)p->rec;
+        const float *L = lut;
+        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+        int s = 0;
+        for (; s + 4 <= ns; s += 4, L += 1024) {
+            const uint32_t w = vq_ls_load32(r + s);
+            a0 += L[w & 255u];
+            a1 += L[256 + ((w >> 8) & 255u)];
+            a2 += L[512 + ((w >> 16) & 255u)];
+            a3 += L[768 + (w >> 24)];
+        }
+        for (; s < ns; s++, L += 256) a0 += L[r[s]];
+        scores[t] = (a0 + a1) + (a2 + a3);
+    }
+}
+
+void vq_ls_accumulate_bytes_generic(const vq_ls_prog *p, const uint8_t *codes, int64_t n,
+                                    const float *w, float *acc) {
+    const int ns = p->n_fields;
+    for (int64_t t = 0; t < n; t++) {
+        const uint8_t *r = codes + (size_t)t * (size_t)p->rec;
+        const float wt = w[t];
+        float *H = acc;
+        int s = 0;
+        for (; s + 4 <= ns; s += 4, H += 1024) {
+            const uint32_t x = vq_ls_load32(r + s);
+            H[x & 255u] += wt;
+            H[256 + ((x >> 8) & 255u)] += wt;
+            H[512 + ((x >> 16) & 255u)] += wt;
+            H[768 + (x >> 24)] += wt;
+        }
+        for (; s < ns; s++, H += 256) H[r[s]] += wt;
+    }
+}
+
 /* ---- encode / decode ------------------------------------------------------------------------- */
 
-static vq_status vi_encode(const struct vq_codec *c, const float *x, int64_t n_blocks, uint8_t *dst) {
+static vq_status vi_encode_impl(const struct vq_codec *c, const float *x, int64_t n_blocks,
+                                uint8_t *dst, int simd) {
     const struct vi_impl *m = c->impl;
     const int d = m->d;
     for (int64_t i = 0; i < n_blocks * d; i++)
@@ -82,11 +255,24 @@ static vq_status vi_encode(const struct vq_codec *c, const float *x, int64_t n_b
         const float *r = x + b * d;
         for (int i = 0; i < d; i++) t[i] = r[i] / m->lambda[i];
         if (m->is_key) vq_wht_blocks(t, d);
-        for (int s = 0; s < m->n_sub; s++)
-            codes[s] = (uint32_t)vq_nearest_centroid(t + s * m->v, m->cb, m->cn, m->k, m->v);
+        if (simd && m->argmin) {
+            for (int s = 0; s < m->n_sub; s++)
+                codes[s] = (uint32_t)m->argmin(t + s * m->v, m->cbt, m->cn, m->k, m->v);
+        } else {
+            for (int s = 0; s < m->n_sub; s++)
+                codes[s] = (uint32_t)vq_nearest_centroid(t + s * m->v, m->cb, m->cn, m->k, m->v);
+        }
         vi_put_codes(dst + (size_t)b * m->code_bytes, codes, m->n_sub, m->c, m->code_bytes);
     }
     return VQ_STATUS_OK;
+}
+
+vq_status vq_vi_encode_ref(const struct vq_codec *c, const float *x, int64_t n_blocks, uint8_t *dst) {
+    return vi_encode_impl(c, x, n_blocks, dst, 0);
+}
+
+static vq_status vi_encode(const struct vq_codec *c, const float *x, int64_t n_blocks, uint8_t *dst) {
+    return vi_encode_impl(c, x, n_blocks, dst, 1);
 }
 
 static void vi_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x) {
@@ -106,7 +292,7 @@ static void vi_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_bl
 
 /* ---- fused score / value paths ---------------------------------------------------------------- */
 
-static void vi_prepare_query(const struct vq_codec *c, const float *q, void *qs) {
+static void vi_prepare_impl(const struct vq_codec *c, const float *q, void *qs, int simd) {
     const struct vi_impl *m = c->impl;
     float t[1024];
     for (int i = 0; i < m->d; i++) t[i] = q[i] * m->lambda[i];
@@ -115,6 +301,10 @@ static void vi_prepare_query(const struct vq_codec *c, const float *q, void *qs)
     for (int s = 0; s < m->n_sub; s++) {
         const float *qsub = t + s * m->v;
         float *row = lut + (size_t)s * m->k;
+        if (simd && m->cols_dot) {   /* same products and order: bitwise equal */
+            m->cols_dot(m->cbt, m->v, m->k, qsub, row);
+            continue;
+        }
         for (int i = 0; i < m->k; i++) {
             const float *cw = m->cb + (size_t)i * m->v;
             float dot = 0.0f;
@@ -124,7 +314,15 @@ static void vi_prepare_query(const struct vq_codec *c, const float *q, void *qs)
     }
 }
 
-static void vi_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
+void vq_vi_prepare_query_ref(const struct vq_codec *c, const float *q, void *qs) {
+    vi_prepare_impl(c, q, qs, 0);
+}
+
+static void vi_prepare_query(const struct vq_codec *c, const float *q, void *qs) {
+    vi_prepare_impl(c, q, qs, 1);
+}
+
+void vq_vi_score_ref(const struct vq_codec *c, const void *qs, const uint8_t *codes,
                      int64_t n_tokens, float *scores) {
     const struct vi_impl *m = c->impl;
     const float *lut = qs;
@@ -146,7 +344,14 @@ static void vi_score(const struct vq_codec *c, const void *qs, const uint8_t *co
     }
 }
 
-static void vi_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
+static void vi_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
+                     int64_t n_tokens, float *scores) {
+    const struct vi_impl *m = c->impl;
+    if (m->score) m->score(&m->prog, qs, codes, n_tokens, scores);
+    else vq_vi_score_ref(c, qs, codes, n_tokens, scores);
+}
+
+void vq_vi_accumulate_ref(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
                           const float *w, float *acc) {
     const struct vi_impl *m = c->impl;
     const int n_sub = m->n_sub, k = m->k;
@@ -157,12 +362,23 @@ static void vi_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_
     }
 }
 
-static void vi_finish(const struct vq_codec *c, const float *acc, float *out) {
+static void vi_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
+                          const float *w, float *acc) {
+    const struct vi_impl *m = c->impl;
+    if (m->acc) m->acc(&m->prog, codes, n_tokens, w, acc);
+    else vq_vi_accumulate_ref(c, codes, n_tokens, w, acc);
+}
+
+static void vi_finish_impl(const struct vq_codec *c, const float *acc, float *out, int simd) {
     const struct vi_impl *m = c->impl;
     const int v = m->v, k = m->k;
     for (int s = 0; s < m->n_sub; s++) {
-        float o[16] = {0};
         const float *hist = acc + (size_t)s * k;
+        if (simd && m->rows_dot) {
+            m->rows_dot(m->cbt, v, k, hist, out + s * v);
+            continue;
+        }
+        float o[16] = {0};
         for (int i = 0; i < k; i++) {
             const float h = hist[i];
             if (h == 0.0f) continue;
@@ -175,6 +391,14 @@ static void vi_finish(const struct vq_codec *c, const float *acc, float *out) {
     for (int i = 0; i < m->d; i++) out[i] *= m->lambda[i];
 }
 
+void vq_vi_finish_ref(const struct vq_codec *c, const float *acc, float *out) {
+    vi_finish_impl(c, acc, out, 0);
+}
+
+static void vi_finish(const struct vq_codec *c, const float *acc, float *out) {
+    vi_finish_impl(c, acc, out, 1);
+}
+
 /* ---- create / destroy ------------------------------------------------------------------------ */
 
 static void vi_destroy(struct vq_codec *c) {
@@ -183,8 +407,45 @@ static void vi_destroy(struct vq_codec *c) {
     vq_free(m->lambda);
     vq_free(m->cb);
     vq_free(m->cn);
+    vq_free(m->cbt);
+    vq_ls_prog_free(&m->prog);
     vq_free(m);
     c->impl = NULL;
+}
+
+/* Builds the field program and picks the kernels for c->isa. */
+static vq_status vi_kernels(const struct vq_codec *c, struct vi_impl *m) {
+    if (m->code_bytes >= 4) {
+        uint32_t bit[1024], lut_off[1024];
+        uint8_t width[1024];
+        for (int s = 0; s < m->n_sub; s++) {
+            bit[s] = (uint32_t)(s * m->c);
+            width[s] = (uint8_t)m->c;
+            lut_off[s] = (uint32_t)(s * m->k);
+        }
+        VQ_RETURN_IF_ERR(vq_ls_prog_build(&m->prog, (int)m->code_bytes, 0, m->n_sub, bit, width,
+                                          lut_off, m->n_sub, 0));
+        m->has_prog = 1;
+        m->score = m->c == 8 ? vq_ls_score_bytes_generic : vq_ls_score_generic;
+        m->acc = m->c == 8 ? vq_ls_accumulate_bytes_generic : vq_ls_accumulate_generic;
+    }
+#ifdef VQ_HAVE_X86
+    /* Score: the gather kernels for c != 8; for c = 8 the byte kernel stays (faster than
+     * gathers on the measured CPU, docs/BENCHMARK.md). Accumulate: generic everywhere (a
+     * gather + scatter version measured 2-4x slower). */
+    if (c->isa == VQ_ISA_AVX512) {
+        if (m->has_prog && m->c != 8) m->score = vq_ls_score_avx512;
+        m->cols_dot = vq_ls_cols_dot_avx512;
+        m->rows_dot = vq_ls_rows_dot_avx512;
+        m->argmin = vq_ls_argmin_avx512;
+    } else if (c->isa == VQ_ISA_AVX2) {
+        if (m->has_prog && m->c != 8) m->score = vq_ls_score_avx2;
+        m->cols_dot = vq_ls_cols_dot_avx2;
+        m->rows_dot = vq_ls_rows_dot_avx2;
+        m->argmin = vq_ls_argmin_avx2;
+    }
+#endif
+    return VQ_STATUS_OK;
 }
 
 static vq_status vi_init(struct vq_codec *c) {
@@ -224,7 +485,8 @@ static vq_status vi_init(struct vq_codec *c) {
     m->lambda = vq_alloc((size_t)d * sizeof(float));
     m->cb = vq_alloc((size_t)k * (size_t)v * sizeof(float));
     m->cn = vq_alloc((size_t)k * sizeof(float));
-    if (!m->lambda || !m->cb || !m->cn) {
+    m->cbt = vq_alloc((size_t)k * (size_t)v * sizeof(float));
+    if (!m->lambda || !m->cb || !m->cn || !m->cbt) {
         vi_destroy(c);
         return VQ_STATUS_NO_MEMORY;
     }
@@ -240,6 +502,12 @@ static vq_status vi_init(struct vq_codec *c) {
         float s = 0.0f;
         for (int j = 0; j < v; j++) s += m->cb[(size_t)i * v + j] * m->cb[(size_t)i * v + j];
         m->cn[i] = s;
+        for (int j = 0; j < v; j++) m->cbt[(size_t)j * k + i] = m->cb[(size_t)i * v + j];
+    }
+    vq_status st = vi_kernels(c, m);
+    if (st != VQ_STATUS_OK) {
+        vi_destroy(c);
+        return st;
     }
     c->block_tokens = 1;
     c->block_bytes = m->code_bytes;

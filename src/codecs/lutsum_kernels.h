@@ -1,0 +1,132 @@
+/*
+ * lutsum_kernels.h — fused kernels of the calibrated codecs vecinfer and spectral (scalar
+ * reference in the codec files, portable "generic" versions, AVX2 and AVX-512 in
+ * src/codecs/arch/x86/vecinfer_{avx2,avx512}.c, shared by both codecs).
+ *
+ * Both codecs score a token as a sum of table lookups: field f of the token's record is a code
+ * of width w_f bits at a fixed bit offset, and the score adds lut[lut_off_f + code_f] (vecinfer:
+ * one field per sub-vector, tables of <q~_s, C_i>; spectral: one field per active PCA
+ * coordinate, tables of q~_j c_b[i], in two groups scaled by the record's two sf16 scales).
+ * The value side is the transpose: acc[lut_off_f + code_f] += w_t (* group scale).
+ *
+ * A vq_ls_prog describes the fields as a list of 32-bit little-endian "words": word k is read
+ * at byte off_k of the record (off_k + 4 <= record bytes, so reads never leave the record)
+ * and holds fields f0_k .. f0_k + nf_k - 1, field f being (word >> shift_f) & mask_f. Words of
+ * group 0 come first (words [0, w_split)); a word never mixes groups.
+ *
+ * SIMD score kernels put 16 (AVX-512) or 8 (AVX2) tokens in the lanes: one gather of a word
+ * per lane, then per field shift / and / table gather / add. No table is quantized: the
+ * tables are the fp32 tables of the scalar reference and only the summation order differs
+ * (results equal the reference within float rounding). Accumulate has no SIMD version: a
+ * histogram gather + scatter (AVX-512, 16 fields of one token in the lanes) measured 2-4x
+ * slower than the generic kernel on the development CPU (AMD Zen 4), so it was dropped.
+ *
+ * Table helpers (x86): exact mul-then-add loops in the same order as the scalar loops of the
+ * codecs, so prepared tables, encodes and decodes are bitwise identical on every ISA.
+ *
+ * All kernels are thread-safe (read-only program), do not allocate, and accept n = 0.
+ */
+#ifndef VQ_LUTSUM_KERNELS_H
+#define VQ_LUTSUM_KERNELS_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "core/core.h"
+
+typedef struct vq_ls_word {
+    uint16_t off;   /* byte offset of the 32-bit word in the record */
+    uint16_t f0;    /* first field */
+    uint16_t nf;    /* fields in this word */
+    uint16_t grp;   /* 0 or 1 */
+} vq_ls_word;
+
+typedef struct vq_ls_prog {
+    int rec;           /* record bytes (token stride), >= 4 */
+    int n_scales;      /* 0: score = plain sum (vecinfer); 2: sf16 scales at bytes 0 and 2 */
+    int n_words, w_split;
+    int n_fields;      /* fields */
+    vq_ls_word *words; /* (n_words) */
+    uint8_t *shift;    /* (n_fields) shift of field f inside its word */
+    uint32_t *mask;    /* (n_fields) 2^w_f - 1 */
+    uint32_t *lut_off; /* (n_fields) table offset of field f */
+} vq_ls_prog;
+
+/* Builds p for records of rec bytes whose code stream starts at byte code_off: n_fields
+ * fields, field f of width[f] (1..12) bits at bit offset bit[f] of the stream (increasing),
+ * table offset lut_off[f]; fields [0, f_split) are group 0, the rest group 1; n_scales 0 or 2.
+ * Requires rec >= 4 and code_off + ceil(bits/8) <= rec. Returns OK or NO_MEMORY (p then holds
+ * nothing to free). Free with vq_ls_prog_free (also safe on a zeroed p). */
+vq_status vq_ls_prog_build(vq_ls_prog *p, int rec, int code_off, int n_fields,
+                           const uint32_t *bit, const uint8_t *width, const uint32_t *lut_off,
+                           int f_split, int n_scales);
+void vq_ls_prog_free(vq_ls_prog *p);
+
+/* scores[t] = [s0_t *] sum_{f in group 0} lut[lut_off_f + code_tf] [+ s1_t * sum over group 1]
+ * for n records of p->rec bytes at codes. */
+typedef void (*vq_ls_score_fn)(const vq_ls_prog *p, const float *lut, const uint8_t *codes,
+                               int64_t n, float *scores);
+/* acc[lut_off_f + code_tf] += w[t] [* s_{g(f), t}] for every token t and field f. */
+typedef void (*vq_ls_acc_fn)(const vq_ls_prog *p, const uint8_t *codes, int64_t n,
+                             const float *w, float *acc);
+
+/* Portable versions (4 independent sums per token, word loads instead of per-code byte
+ * arithmetic); used for VQ_ISA_SCALAR. */
+void vq_ls_score_generic(const vq_ls_prog *p, const float *lut, const uint8_t *codes, int64_t n,
+                         float *scores);
+void vq_ls_accumulate_generic(const vq_ls_prog *p, const uint8_t *codes, int64_t n,
+                              const float *w, float *acc);
+
+/* Byte-code versions for programs whose field f is byte f of the record with a 256-entry
+ * table at f * 256 and n_scales = 0 (vecinfer with c = 8). */
+void vq_ls_score_bytes_generic(const vq_ls_prog *p, const float *lut, const uint8_t *codes,
+                               int64_t n, float *scores);
+void vq_ls_accumulate_bytes_generic(const vq_ls_prog *p, const uint8_t *codes, int64_t n,
+                                    const float *w, float *acc);
+
+#ifdef VQ_HAVE_X86
+void vq_ls_score_avx2(const vq_ls_prog *p, const float *lut, const uint8_t *codes, int64_t n,
+                      float *scores);
+void vq_ls_score_avx512(const vq_ls_prog *p, const float *lut, const uint8_t *codes, int64_t n,
+                        float *scores);
+
+/* y[c] = sum_{r = 0..rows-1} x[r] * a[r * cols + c] for c < cols, summed in order of r from
+ * 0.0f with a rounded product then a rounded add (bitwise equal to that scalar loop). */
+void vq_ls_cols_dot_avx2(const float *a, int rows, int cols, const float *x, float *y);
+void vq_ls_cols_dot_avx512(const float *a, int rows, int cols, const float *x, float *y);
+/* y[r] = sum_c a[r * cols + c] * x[c] (any summation order). */
+void vq_ls_rows_dot_avx2(const float *a, int rows, int cols, const float *x, float *y);
+void vq_ls_rows_dot_avx512(const float *a, int rows, int cols, const float *x, float *y);
+/* Nearest codeword, identical to vq_nearest_centroid(p, C, cn, k, v) where cbt = C^T (v, k):
+ * argmin_i cn[i] - 2 <p, C_i> with <.,.> summed in order of j, lowest index on ties. */
+int vq_ls_argmin_avx2(const float *p, const float *cbt, const float *cn, int k, int v);
+int vq_ls_argmin_avx512(const float *p, const float *cbt, const float *cn, int k, int v);
+#endif
+
+/* The codecs' scalar reference kernels (codec slot signatures; c must be a vecinfer / spectral
+ * codec of any isa). Used by the codecs when no program applies, and by the tests. */
+struct vq_codec;
+vq_status vq_vi_encode_ref(const struct vq_codec *c, const float *x, int64_t n_blocks, uint8_t *dst);
+void vq_vi_prepare_query_ref(const struct vq_codec *c, const float *q, void *qs);
+void vq_vi_score_ref(const struct vq_codec *c, const void *qs, const uint8_t *codes, int64_t n,
+                     float *scores);
+void vq_vi_accumulate_ref(const struct vq_codec *c, const uint8_t *codes, int64_t n,
+                          const float *w, float *acc);
+void vq_vi_finish_ref(const struct vq_codec *c, const float *acc, float *out);
+vq_status vq_sp_encode_ref(const struct vq_codec *c, const float *x, int64_t n_blocks, uint8_t *dst);
+void vq_sp_decode_ref(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x);
+void vq_sp_prepare_query_ref(const struct vq_codec *c, const float *q, void *qs);
+void vq_sp_score_ref(const struct vq_codec *c, const void *qs, const uint8_t *codes, int64_t n,
+                     float *scores);
+void vq_sp_accumulate_ref(const struct vq_codec *c, const uint8_t *codes, int64_t n,
+                          const float *w, float *acc);
+void vq_sp_finish_ref(const struct vq_codec *c, const float *acc, float *out);
+
+/* little-endian 32-bit load (any alignment) */
+static inline uint32_t vq_ls_load32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+
+#endif
