@@ -6,6 +6,11 @@
  * four channels of the keys (real keys have channel-aligned outliers); queries are N(0,1).
  * One layer, --kv_heads kv heads (default 1) with one query head each, one query per attend
  * call (a decode step).
+ *
+ * Calibrated methods (vecinfer, spectral) get a synthetic calibration: keys and values are
+ * fitted on their own draw of synthetic data (same generator, separate samples; no model) of
+ * CAL_TOKENS tokens (more for big vecinfer codebooks), and the output says so. Their numbers
+ * are therefore those of a calibration matched to the synthetic data, not of a real model.
  */
 #include <math.h>
 #include <stdio.h>
@@ -19,6 +24,7 @@
 #include "opts.h"
 
 #define MAX_SEQ_LENS 32
+#define CAL_TOKENS 1024
 
 struct bench_opts {
     enum vq_method method, v_method;
@@ -179,7 +185,7 @@ struct timing {
 
 static vq_status time_cache(const struct bench_opts *o, enum vq_method km, int kb, enum vq_method vm,
                             int vb, const float *k, const float *v, const float *qv, int64_t T,
-                            int with_ref, struct timing *out) {
+                            int with_ref, const vq_calib_data *cd, struct timing *out) {
     struct vq_cache_params cp = vq_cache_params_default();
     cp.n_layers = 1; cp.n_kv_heads = o->kv_heads; cp.head_dim = o->head_dim; cp.max_tokens = T;
     cp.n_threads = o->threads;
@@ -190,6 +196,7 @@ static vq_status time_cache(const struct bench_opts *o, enum vq_method km, int k
     cp.key.residual_length = cp.value.residual_length = o->residual_length;
     cp.key.n_sink_tokens = cp.value.n_sink_tokens = o->n_sink_tokens;
     cp.key.isa = cp.value.isa = o->isa;
+    cp.key.calib = cp.value.calib = cd;
     vq_status st;
     vq_cache *c = vq_cache_create(&cp, &st);
     if (!c) return st;
@@ -237,6 +244,68 @@ fail:
     free(out_v);
     vq_cache_free(c);
     return st;
+}
+
+/* ---- synthetic calibration ------------------------------------------------------------- */
+
+/* vecinfer (codeword bits, sub-vector dim) presets by bits (as in src/codecs/vecinfer.c) */
+static int vecinfer_preset(int bits, int *c, int *v) {
+    static const int tab[5][2] = {{0, 0}, {8, 8}, {8, 4}, {12, 4}, {8, 2}};
+    if (bits < 1 || bits > 4) return 0;
+    *c = tab[bits][0];
+    *v = tab[bits][1];
+    return 1;
+}
+
+/* Fits one role of a calibrated method on n fresh synthetic samples; *n_used = n (0 if the
+ * method needs no calibration). Returns 0 after printing an error. */
+static int fit_role(const struct bench_opts *o, vq_calib_data *cd, enum vq_method m, int bits,
+                    enum vq_role role, int64_t *n_used) {
+    const int d = o->head_dim;
+    int c = 0, v = 0;
+    int64_t n = CAL_TOKENS;
+    *n_used = 0;
+    if (m == VQ_METHOD_VECINFER) {
+        if (!vecinfer_preset(bits, &c, &v) || d % v) return 1;   /* the codec reports it */
+        const int64_t need = 4 * ((int64_t)1 << c) / (d / v);   /* 4 sub-vectors per codeword */
+        if (need > n) n = need;
+    } else if (m != VQ_METHOD_SPECTRAL) {
+        return 1;
+    }
+    float *x = malloc(sizeof(float) * (size_t)n * (size_t)d);
+    if (!x) { fprintf(stderr, "bench: out of memory\n"); return 0; }
+    if (role == VQ_ROLE_KEY) fill_keys(x, n, d);
+    else fill_normal(x, n * d);
+    vq_status st = m == VQ_METHOD_VECINFER
+                       ? vq_calib_fit_vecinfer(cd, 0, role, x, n, c, v, o->seed)
+                       : vq_calib_fit_spectral(cd, 0, role, x, n);
+    free(x);
+    if (st != VQ_STATUS_OK) {
+        fprintf(stderr, "bench: synthetic calibration of %s failed: %s\n", vq_method_name(m), vq_status_str(st));
+        return 0;
+    }
+    *n_used = n;
+    return 1;
+}
+
+static int fit_synthetic_calib(const struct bench_opts *o, vq_calib_data **cd, int64_t *nk, int64_t *nv) {
+    struct vq_method_info ki, vi;
+    *cd = NULL;
+    *nk = *nv = 0;
+    if (vq_method_info_get(o->method, &ki) != VQ_STATUS_OK || vq_method_info_get(o->v_method, &vi) != VQ_STATUS_OK)
+        return 1;
+    if (!ki.needs_calibration && !vi.needs_calibration) return 1;
+    vq_status st;
+    *cd = vq_calib_data_create(1, o->head_dim, &st);
+    if (!*cd) { fprintf(stderr, "bench: %s\n", vq_status_str(st)); return 0; }
+    rng_state = (o->seed ^ 0x63616c6962ull) * 0x9E3779B97F4A7C15ull + 1;   /* "calib" draw */
+    if ((ki.needs_calibration && !fit_role(o, *cd, o->method, o->bits, VQ_ROLE_KEY, nk)) ||
+        (vi.needs_calibration && !fit_role(o, *cd, o->v_method, o->v_bits, VQ_ROLE_VALUE, nv))) {
+        vq_calib_data_free(*cd);
+        *cd = NULL;
+        return 0;
+    }
+    return 1;
 }
 
 /* ---- main --------------------------------------------------------------------------------- */
@@ -309,23 +378,30 @@ int vq_cmd_bench(int argc, char **argv) {
     o.kv_heads = 1;
     if (!parse(argc, argv, &o)) return 2;
 
+    /* Calibrated methods: fit on a separate synthetic draw (rng state then reset below). */
+    vq_calib_data *cd = NULL;
+    int64_t n_cal_k = 0, n_cal_v = 0;
+    if (!fit_synthetic_calib(&o, &cd, &n_cal_k, &n_cal_v)) return 2;
+
     /* Validate the method configuration once, with the codec's own message. */
     struct vq_codec_params kp = vq_codec_params_default();
     kp.method = o.method; kp.bits = o.bits; kp.head_dim = o.head_dim; kp.jl_dim = o.jl_dim;
     kp.seed = o.seed; kp.group_size = o.group_size; kp.residual_length = o.residual_length;
-    kp.n_sink_tokens = o.n_sink_tokens; kp.isa = o.isa; kp.role = VQ_ROLE_KEY;
+    kp.n_sink_tokens = o.n_sink_tokens; kp.isa = o.isa; kp.role = VQ_ROLE_KEY; kp.calib = cd;
     struct vq_codec_params vp = kp;
     vp.method = o.v_method; vp.bits = o.v_bits; vp.role = VQ_ROLE_VALUE; vp.seed = o.seed + 1;
     vq_status st;
     vq_codec *kc = vq_codec_create(&kp, &st);
     if (!kc) {
         vq_opt_codec_error("bench", "keys ", o.method, o.bits, o.head_dim, st);
+        vq_calib_data_free(cd);
         return 2;
     }
     vq_codec *vc = vq_codec_create(&vp, &st);
     if (!vc) {
         vq_opt_codec_error("bench", "values ", o.v_method, o.v_bits, o.head_dim, st);
         vq_codec_free(kc);
+        vq_calib_data_free(cd);
         return 2;
     }
 
@@ -362,12 +438,20 @@ int vq_cmd_bench(int argc, char **argv) {
         cJSON_AddNumberToObject(jroot, "repeats", o.repeats);
         cJSON_AddNumberToObject(jroot, "key_bits_per_elem", vq_codec_bits_per_elem(kc));
         cJSON_AddNumberToObject(jroot, "value_bits_per_elem", vq_codec_bits_per_elem(vc));
+        cJSON_AddNumberToObject(jroot, "synthetic_calib_keys", (double)n_cal_k);
+        cJSON_AddNumberToObject(jroot, "synthetic_calib_values", (double)n_cal_v);
         jrows = cJSON_AddArrayToObject(jroot, "rows");
     } else {
         printf("bench: keys %s bits=%d (%.4f bits/elem), values %s bits=%d (%.4f bits/elem), "
                "head_dim=%d, kv_heads=%d, isa=%s, threads=%d, median of %d\n",
                vq_method_name(o.method), o.bits, vq_codec_bits_per_elem(kc), vq_method_name(o.v_method),
                o.v_bits, vq_codec_bits_per_elem(vc), d, o.kv_heads, isa, o.threads, o.repeats);
+        if (n_cal_k)
+            printf("bench: keys (%s) use a synthetic calibration fitted on %lld separately drawn "
+                   "synthetic keys (no model)\n", vq_method_name(o.method), (long long)n_cal_k);
+        if (n_cal_v)
+            printf("bench: values (%s) use a synthetic calibration fitted on %lld separately drawn "
+                   "synthetic values (no model)\n", vq_method_name(o.v_method), (long long)n_cal_v);
         if (o.compare)
             printf("%8s | %18s | %19s | %7s | %14s | %10s\n", "seq_len", "baseline_attend_ms",
                    "optimized_attend_ms", "speedup", "fp16_attend_ms", "vs_fp16");
@@ -381,9 +465,9 @@ int vq_cmd_bench(int argc, char **argv) {
     for (int si = 0; si < o.n_seq; si++) {
         int64_t T = o.seq_lens[si];
         struct timing tm = {0}, tf = {0};
-        st = time_cache(&o, o.method, o.bits, o.v_method, o.v_bits, k, v, qv, T, o.compare, &tm);
+        st = time_cache(&o, o.method, o.bits, o.v_method, o.v_bits, k, v, qv, T, o.compare, cd, &tm);
         if (st == VQ_STATUS_OK)
-            st = time_cache(&o, VQ_METHOD_FP16, 16, VQ_METHOD_FP16, 16, k, v, qv, T, 0, &tf);
+            st = time_cache(&o, VQ_METHOD_FP16, 16, VQ_METHOD_FP16, 16, k, v, qv, T, 0, NULL, &tf);
         if (st != VQ_STATUS_OK) {
             fprintf(stderr, "bench: seq_len %lld: %s\n", (long long)T, vq_status_str(st));
             rc = 1;
@@ -443,5 +527,6 @@ int vq_cmd_bench(int argc, char **argv) {
     free(k); free(v); free(tmp); free(codes); free(qv);
     vq_codec_free(kc);
     vq_codec_free(vc);
+    vq_calib_data_free(cd);
     return rc;
 }
