@@ -303,6 +303,12 @@ struct vq_cache_params {
      * be un-accumulated exactly); truncate to 0 and reset restart the calibration. */
     int n_outlier_channels;
     int n_calib_tokens;       /* default 200; >= 1 when n_outlier_channels > 0 */
+    /* Full-precision edge layers (default 0, 0): layers 0..fp16_first_layers-1 and the last
+     * fp16_last_layers layers store keys and values with the fp16 codec (no centering unless
+     * center_keys/center_values = 1), ignoring key/value params and the per-layer bits there.
+     * Each in 0..n_layers (overlap = every layer fp16). Counted exactly by vq_cache_memory. */
+    int fp16_first_layers;
+    int fp16_last_layers;
 };
 
 /* Defaults: 1 layer, 1 kv head, head_dim 128, max_tokens 4096, page 256, fp16 keys and values. */

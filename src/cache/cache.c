@@ -367,7 +367,9 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
         p->center_keys < -1 || p->center_keys > 1 || p->center_values < -1 || p->center_values > 1 ||
         !(p->outlier_token_k >= 0.0f) || !isfinite(p->outlier_token_k) ||
         p->n_outlier_channels < 0 || p->n_outlier_channels > 64 ||
-        p->n_outlier_channels > p->head_dim / 2 || (p->n_outlier_channels > 0 && p->n_calib_tokens < 1))
+        p->n_outlier_channels > p->head_dim / 2 || (p->n_outlier_channels > 0 && p->n_calib_tokens < 1) ||
+        p->fp16_first_layers < 0 || p->fp16_first_layers > p->n_layers ||
+        p->fp16_last_layers < 0 || p->fp16_last_layers > p->n_layers)
         return create_fail(NULL, st, VQ_STATUS_INVALID_ARG);
     /* modifier / method combinations (see veloxquant.h) */
     if (p->outlier_token_k > 0.0f &&
@@ -417,6 +419,12 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
         /* calibrated codecs (vecinfer, spectral) read the entries of their own layer */
         if (kp.calib) kp.calib_layer = l;
         if (vp.calib) vp.calib_layer = l;
+        /* full-precision edge layers: plain fp16 codec for K and V */
+        if (l < p->fp16_first_layers || l >= p->n_layers - p->fp16_last_layers) {
+            kp = vp = f16p;
+            kp.role = VQ_ROLE_KEY;
+            vp.role = VQ_ROLE_VALUE;
+        }
         vq_codec *kc = get_codec(c, &kp, &s);
         if (!kc) return create_fail(c, st, s);
         vq_codec *vc = get_codec(c, &vp, &s);

@@ -32,12 +32,30 @@ static int serves_(const vq_calib_data *cd, const struct vq_codec_params *p, con
     return 1;
 }
 
-/* Loads the first artifact of folder dir that serves p; NULL if none. */
+/* Appends a formatted reason to why (cap bytes; may be NULL). */
+static void why_add_(char *why, size_t cap, const char *a, const char *b, const char *c) {
+    if (!why || !cap) return;
+    const size_t n = strlen(why);
+    if (n + 1 >= cap) return;
+    snprintf(why + n, cap - n, "%s%s%s%s", n ? "; " : "", a, b, c);
+}
+
+static const char *load_reason_(vq_status st) {
+    switch (st) {
+    case VQ_STATUS_BAD_FORMAT: return "corrupt or truncated (bad header, records or checksum)";
+    case VQ_STATUS_UNSUPPORTED: return "written by a newer format version";
+    case VQ_STATUS_NOT_FOUND: return "made for another model or method";
+    case VQ_STATUS_IO: return "cannot be read";
+    default: return vq_status_str(st);
+    }
+}
+
+/* Loads the first artifact of folder dir that serves p; NULL if none (reasons in why). */
 static vq_calib_data *find_(const char *dir, const char *method, const uint8_t sha[32],
                             const struct vq_codec_params *p, const int *bpl, int n_layers,
-                            int head_dim) {
+                            int head_dim, char *why, size_t why_cap) {
     DIR *dh = opendir(dir);
-    if (!dh) return NULL;
+    if (!dh) { why_add_(why, why_cap, "no artifact folder ", dir, ""); return NULL; }
     char **names = NULL;
     size_t n = 0, cap = 0;
     struct dirent *e;
@@ -64,14 +82,20 @@ static vq_calib_data *find_(const char *dir, const char *method, const uint8_t s
             char *path = malloc(len);
             if (path) {
                 snprintf(path, len, "%s/%s", dir, names[i]);
-                vq_calib_data *cd = vq_calib_data_load(path, method, sha, NULL);
+                vq_status lst = VQ_STATUS_OK;
+                vq_calib_data *cd = vq_calib_data_load(path, method, sha, &lst);
                 if (cd && serves_(cd, p, bpl, n_layers, head_dim)) found = cd;
-                else vq_calib_data_free(cd);
+                else {
+                    why_add_(why, why_cap, path, ": ", cd ? "does not fit this KV config (layers, "
+                             "head_dim, codebook shape or bits)" : load_reason_(lst));
+                    vq_calib_data_free(cd);
+                }
                 free(path);
             }
         }
         free(names[i]);
     }
+    if (n == 0) why_add_(why, why_cap, "no artifact in ", dir, "");
     free(names);
     return found;
 }
@@ -91,6 +115,13 @@ static int hex_to_bytes_(const char *hex, uint8_t out[32]) {
 
 vq_status vq_calib_attach(struct vq_cache_params *cp, int n_layers, int head_dim,
                           const char *model_sha256_hex, vq_calib_data *owned[2]) {
+    return vq_calib_attach_diag(cp, n_layers, head_dim, model_sha256_hex, owned, NULL, 0);
+}
+
+vq_status vq_calib_attach_diag(struct vq_cache_params *cp, int n_layers, int head_dim,
+                               const char *model_sha256_hex, vq_calib_data *owned[2], char *why,
+                               size_t why_cap) {
+    if (why && why_cap) why[0] = 0;
     if (!cp || !owned || n_layers < 1 || head_dim < 8) return VQ_STATUS_INVALID_ARG;
     owned[0] = owned[1] = NULL;
     uint8_t sha[32];
@@ -113,7 +144,7 @@ vq_status vq_calib_attach(struct vq_cache_params *cp, int n_layers, int head_dim
         if (st != VQ_STATUS_OK) goto fail_st;
         char *slash = strrchr(dir, '/');
         if (slash) *slash = '\0';
-        owned[s] = find_(dir, method, sha, p, bpl[s], n_layers, head_dim);
+        owned[s] = find_(dir, method, sha, p, bpl[s], n_layers, head_dim, why, why_cap);
         if (!owned[s]) { st = VQ_STATUS_NOT_FOUND; goto fail_st; }
         p->calib = owned[s];
         continue;

@@ -107,4 +107,14 @@ vq_calib_data *vq_calib_parse(const uint8_t *buf, size_t len, const char *method
                               const uint8_t model_sha256[32], uint32_t *params_out,
                               vq_status *st);
 
+/* ---- artifact lookup ------------------------------------------------------------------------ */
+
+/* vq_calib_attach (veloxquant.h) that also explains a NOT_FOUND: why (why_cap bytes, may be
+ * NULL) receives "; "-separated reasons per artifact file rejected (unreadable, corrupt or
+ * truncated, another model, does not fit the config) or that none exists. A rejected file
+ * is never used. */
+vq_status vq_calib_attach_diag(struct vq_cache_params *cp, int n_layers, int head_dim,
+                               const char *model_sha256_hex, vq_calib_data *owned[2], char *why,
+                               size_t why_cap);
+
 #endif

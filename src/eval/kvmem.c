@@ -57,7 +57,9 @@ vq_status vq_kv_estimate(const struct vq_cache_params *p, int64_t ctx, struct vq
 
 vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, int64_t n_ot,
                                   struct vq_cache_memory *m) {
-    if (!p || !m || ctx < 0 || n_ot < 0 || p->n_layers < 1 || p->n_kv_heads < 1 || p->page_tokens < 1)
+    if (!p || !m || ctx < 0 || n_ot < 0 || p->n_layers < 1 || p->n_kv_heads < 1 || p->page_tokens < 1 ||
+        p->fp16_first_layers < 0 || p->fp16_first_layers > p->n_layers ||
+        p->fp16_last_layers < 0 || p->fp16_last_layers > p->n_layers)
         return VQ_STATUS_INVALID_ARG;
     if (n_ot > ctx) n_ot = ctx;
     if (!(p->outlier_token_k > 0.0f)) n_ot = 0;
@@ -74,6 +76,14 @@ vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, 
         kp.head_dim = vp.head_dim = d;
         if (p->key_bits_per_layer) kp.bits = p->key_bits_per_layer[l];
         if (p->value_bits_per_layer) vp.bits = p->value_bits_per_layer[l];
+        if (l < p->fp16_first_layers || l >= p->n_layers - p->fp16_last_layers) {
+            /* full-precision edge layer (as vq_cache_create): fp16 codec for K and V */
+            kp = vp = vq_codec_params_default();
+            kp.head_dim = vp.head_dim = d;
+            kp.isa = vp.isa = p->key.isa;
+            kp.role = VQ_ROLE_KEY;
+            vp.role = VQ_ROLE_VALUE;
+        }
         vq_status st;
         vq_codec *kc = vq_codec_create(&kp, &st);
         if (!kc) return st;

@@ -33,8 +33,13 @@ static const struct cfg CFGS[] = {
     {VQ_METHOD_TURBOQUANT_MSE, 4, VQ_METHOD_KIVI_SINK, 2, 0, 0, 7},
 };
 
+/* full-precision edge layers applied by params() (fp16_edge_layers sets them) */
+static int fp16_first_ = 0, fp16_last_ = 0;
+
 static struct vq_cache_params params(const struct cfg *c, int layers, int kv, int d) {
     struct vq_cache_params p = vq_cache_params_default();
+    p.fp16_first_layers = fp16_first_;
+    p.fp16_last_layers = fp16_last_;
     p.n_layers = layers; p.n_kv_heads = kv; p.head_dim = d;
     p.max_tokens = 4096;
     p.key.method = c->km; p.key.bits = c->kb;
@@ -147,6 +152,37 @@ TEST(per_layer_bits) {
     ASSERT(b.key_bytes > a.key_bytes && b.value_bytes == a.value_bytes);
 }
 
+TEST(fp16_edge_layers) {
+    /* fp16 first/last layers with every method on the other layers, with per-layer bits */
+    const int kbits[3] = {4, 2, 3};
+    const int edges[3][2] = {{1, 0}, {0, 1}, {1, 1}};
+    for (int e = 0; e < 3; e++) {
+        fp16_first_ = edges[e][0];
+        fp16_last_ = edges[e][1];
+        for (size_t i = 0; i < sizeof CFGS / sizeof CFGS[0]; i++) {
+            ASSERT(check(&CFGS[i], 300, 300, NULL));
+            ASSERT(check(&CFGS[i], 129, 40, NULL));
+        }
+        const struct cfg c = {VQ_METHOD_TURBOQUANT_MSE, 3, VQ_METHOD_TURBOQUANT_MSE, 3, 0, 0, 0};
+        ASSERT(check(&c, 300, 300, kbits));
+        ASSERT(check_geo(&c, 512, 512, NULL, 30, 3, 64));
+    }
+    /* an edge layer costs exactly fp16: 1 of 3 layers fp16 = uniform + (fp16 - tq) / 3 */
+    const struct cfg c = {VQ_METHOD_TURBOQUANT_MSE, 2, VQ_METHOD_TURBOQUANT_MSE, 2, 0, 0, 0};
+    fp16_first_ = fp16_last_ = 0;
+    struct vq_cache_params p = params(&c, 3, 2, 64);
+    p.center_keys = p.center_values = 0;
+    struct vq_cache_memory a, b, f;
+    ASSERT_STATUS(vq_kv_estimate(&p, 256, &a), VQ_STATUS_OK);
+    p.fp16_first_layers = 1;
+    ASSERT_STATUS(vq_kv_estimate(&p, 256, &b), VQ_STATUS_OK);
+    p.fp16_first_layers = 3;
+    ASSERT_STATUS(vq_kv_estimate(&p, 256, &f), VQ_STATUS_OK);
+    ASSERT_EQ_INT(f.total_bytes, f.fp16_bytes);
+    ASSERT_EQ_INT(3 * b.total_bytes, 2 * a.total_bytes + f.total_bytes);
+    fp16_first_ = fp16_last_ = 0;
+}
+
 TEST(bad_params) {
     struct vq_cache_params p = vq_cache_params_default();
     struct vq_cache_memory m;
@@ -169,6 +205,7 @@ int main(void) {
     RUN(estimate_equals_cache);
     RUN(smollm2_geometry);
     RUN(per_layer_bits);
+    RUN(fp16_edge_layers);
     RUN(bad_params);
     return TEST_REPORT();
 }

@@ -1,10 +1,66 @@
-/* calibuse.c — CLI glue for calibrated KV methods: attaches calibration artifacts from the
- * artifact cache (vq_calib_attach) to cache params before a context is created. */
+/* calibuse.c — CLI glue for runs that need calibration (vecinfer, spectral codecs; RateQuant
+ * per-layer bits): finds the artifacts in the artifact cache, and when none is usable says
+ * why (missing, corrupt / truncated, another model, wrong shape), builds it on demand with
+ * the recording + fitting code of `veloxquant calibrate` (vq_cli_calib_build), says so and
+ * uses the fresh artifact. A rejected artifact is never used. */
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "veloxquant.h"
+#include "vq_engine.h"
 #include "cli.h"
+#include "calib/calib.h"
 #include "eval/sha256.h"
+
+static int calib_tokens_ = 0;
+
+void vq_cli_calib_set_tokens(int n_tokens) { calib_tokens_ = n_tokens > 0 ? n_tokens : 0; }
+
+static int hex_sha(const char *hex, uint8_t sha[32]) {
+    for (int i = 0; i < 32; i++) {
+        unsigned byte = 0;
+        if (sscanf(hex + 2 * i, "%2x", &byte) != 1) return 0;
+        sha[i] = (uint8_t)byte;
+    }
+    return 1;
+}
+
+/* vecinfer preset codebook shape (c, v) for a bits value (src/codecs/vecinfer.c). */
+static void vi_shape(const struct vq_codec_params *p, int *c, int *v) {
+    if (p->pq_codeword_bits && p->pq_subvec_dim) { *c = p->pq_codeword_bits; *v = p->pq_subvec_dim; return; }
+    switch (p->bits) {
+    case 1: *c = 8; *v = 8; break;
+    case 3: *c = 12; *v = 4; break;
+    case 4: *c = 8; *v = 2; break;
+    default: *c = 8; *v = 4; break;
+    }
+}
+
+/* Builds the artifacts the calibrated sides of cp need; 1 on success. */
+static int build_for(const char *cmd, const char *model_path, const struct vq_cache_params *cp) {
+    struct vq_calib_build b;
+    vq_calib_build_init(&b);
+    b.model_path = model_path;
+    if (calib_tokens_) b.n_tokens = calib_tokens_;
+    b.report = stderr;
+    const int kvi = cp->key.method == VQ_METHOD_VECINFER && !cp->key.calib;
+    const int vvi = cp->value.method == VQ_METHOD_VECINFER && !cp->value.calib;
+    b.do_vi = kvi || vvi;
+    b.do_sp = (cp->key.method == VQ_METHOD_SPECTRAL && !cp->key.calib) ||
+              (cp->value.method == VQ_METHOD_SPECTRAL && !cp->value.calib);
+    if (kvi) vi_shape(&cp->key, &b.kc, &b.kv);
+    if (vvi) vi_shape(&cp->value, &b.vc, &b.vv);
+    if (kvi && !vvi) { b.vc = b.kc; b.vv = b.kv; }
+    if (vvi && !kvi) { b.kc = b.vc; b.kv = b.vv; }
+    fprintf(stderr, "%s: building calibration (%s%s%s) from %d tokens of built-in text ...\n", cmd,
+            b.do_vi ? "vecinfer" : "", b.do_vi && b.do_sp ? ", " : "", b.do_sp ? "spectral" : "",
+            b.n_tokens);
+    const int rc = vq_cli_calib_build(cmd, &b);
+    if (rc != 0) fprintf(stderr, "%s: building calibration failed\n", cmd);
+    return rc == 0;
+}
 
 int vq_cli_attach_calib(const char *cmd, const char *model_path, struct vq_cache_params *cp,
                         int n_layers, int head_dim, vq_calib_data *owned[2]) {
@@ -17,14 +73,91 @@ int vq_cli_attach_calib(const char *cmd, const char *model_path, struct vq_cache
     if (!need) return 1;
     char hex[65];
     vq_status st = vq_sha256_file(model_path, hex);
-    if (st == VQ_STATUS_OK) st = vq_calib_attach(cp, n_layers, head_dim, hex, owned);
+    if (st != VQ_STATUS_OK) {
+        fprintf(stderr, "%s: %s: %s\n", cmd, model_path, vq_status_str(st));
+        return 0;
+    }
+    char why[2048];
+    st = vq_calib_attach_diag(cp, n_layers, head_dim, hex, owned, why, sizeof why);
     if (st == VQ_STATUS_OK) return 1;
-    if (st == VQ_STATUS_NOT_FOUND)
-        fprintf(stderr, "%s: no calibration for this model and KV config (methods %s/%s); run "
-                "`veloxquant calibrate -m %s` first (vecinfer codebooks must match the bits: "
-                "--key-pq/--value-pq)\n", cmd, vq_method_name(cp->key.method),
-                vq_method_name(cp->value.method), model_path);
-    else
-        fprintf(stderr, "%s: loading calibration: %s\n", cmd, vq_status_str(st));
+    if (st == VQ_STATUS_NOT_FOUND) {
+        fprintf(stderr, "%s: no usable calibration for %s/%s: %s\n", cmd, vq_method_name(cp->key.method),
+                vq_method_name(cp->value.method), why[0] ? why : "none found");
+        if (!build_for(cmd, model_path, cp)) return 0;
+        st = vq_calib_attach_diag(cp, n_layers, head_dim, hex, owned, why, sizeof why);
+        if (st == VQ_STATUS_OK) {
+            fprintf(stderr, "%s: built calibration and using it\n", cmd);
+            return 1;
+        }
+        fprintf(stderr, "%s: the calibration just built does not serve this KV config: %s\n", cmd,
+                why[0] ? why : vq_status_str(st));
+        return 0;
+    }
+    fprintf(stderr, "%s: loading calibration: %s\n", cmd, vq_status_str(st));
     return 0;
+}
+
+/* Loads sens.vqcal into w; 1 ok, else 0 with the reason in why. */
+static int load_sens(const char *path, const uint8_t sha[32], int n_layers, int head_dim, double *w,
+                     char *why, size_t cap) {
+    if (access(path, F_OK) != 0) { snprintf(why, cap, "no artifact at %s", path); return 0; }
+    vq_status st;
+    vq_calib_data *cd = vq_calib_data_load(path, "ratequant", sha, &st);
+    if (!cd) {
+        snprintf(why, cap, "%s: %s", path,
+                 st == VQ_STATUS_BAD_FORMAT ? "corrupt or truncated (bad header, records or checksum)"
+                 : st == VQ_STATUS_NOT_FOUND ? "made for another model"
+                 : st == VQ_STATUS_UNSUPPORTED ? "newer format version" : vq_status_str(st));
+        return 0;
+    }
+    const double *s = vq_calib_sensitivities(cd);
+    int ok = s && vq_calib_data_n_layers(cd) == n_layers && vq_calib_data_head_dim(cd) == head_dim;
+    for (int l = 0; ok && l < n_layers; l++) ok = s[l] > 0;
+    if (ok) memcpy(w, s, sizeof(double) * (size_t)n_layers);
+    else snprintf(why, cap, "%s: geometry or sensitivities do not match the model (%d layers, head_dim %d)",
+                  path, n_layers, head_dim);
+    vq_calib_data_free(cd);
+    return ok;
+}
+
+int vq_cli_ratequant_sens(const char *cmd, const char *model_path, struct vq_model *model,
+                          int n_layers, int head_dim, int calib_tokens, int may_build, double *w) {
+    char hex[65], path[4096], why[4200];
+    uint8_t sha[32];
+    vq_status st = model_path ? vq_sha256_file(model_path, hex) : VQ_STATUS_INVALID_ARG;
+    if (st != VQ_STATUS_OK || !hex_sha(hex, sha)) {
+        fprintf(stderr, "%s: --ratequant needs the model file: %s\n", cmd, vq_status_str(st));
+        return 0;
+    }
+    st = vq_calib_artifact_path("ratequant", sha, "sens", path, sizeof path);
+    if (st != VQ_STATUS_OK) {
+        fprintf(stderr, "%s: artifact path: %s (set VQ_CACHE_DIR or HOME)\n", cmd, vq_status_str(st));
+        return 0;
+    }
+    if (load_sens(path, sha, n_layers, head_dim, w, why, sizeof why)) return 1;
+    fprintf(stderr, "%s: no usable RateQuant sensitivities: %s\n", cmd, why);
+    if (!may_build) {
+        fprintf(stderr, "%s: run `veloxquant calibrate -m %s --method ratequant` (or any run with "
+                "--ratequant builds it)\n", cmd, model_path);
+        return 0;
+    }
+    struct vq_calib_build b;
+    vq_calib_build_init(&b);
+    b.model_path = model_path;
+    b.model = model;
+    b.do_rq = 1;
+    b.n_tokens = calib_tokens > 0 ? calib_tokens : calib_tokens_ > 0 ? calib_tokens_ : 512;
+    b.report = stderr;
+    fprintf(stderr, "%s: building calibration (ratequant) from %d tokens of built-in text ...\n", cmd,
+            b.n_tokens);
+    if (vq_cli_calib_build(cmd, &b) != 0) {
+        fprintf(stderr, "%s: building calibration failed\n", cmd);
+        return 0;
+    }
+    if (!load_sens(path, sha, n_layers, head_dim, w, why, sizeof why)) {
+        fprintf(stderr, "%s: the calibration just built is not usable: %s\n", cmd, why);
+        return 0;
+    }
+    fprintf(stderr, "%s: built calibration and using it\n", cmd);
+    return 1;
 }

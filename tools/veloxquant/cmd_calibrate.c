@@ -91,74 +91,54 @@ static char *read_file(const char *path, size_t *len) {
     return buf;
 }
 
-static int save(const vq_calib_data *cd, const char *out, const char *method, const uint8_t sha[32],
-                const char *name, const uint32_t params[6]) {
+static int save(const char *cmd, FILE *rep, const vq_calib_data *cd, const char *out, const char *method,
+                const uint8_t sha[32], const char *name, const uint32_t params[6]) {
     char path[4096];
     vq_status st = VQ_STATUS_OK;
     if (out) snprintf(path, sizeof path, "%s", out);
     else st = vq_calib_artifact_path(method, sha, name, path, sizeof path);
     if (st == VQ_STATUS_OK) st = vq_calib_data_save(cd, path, method, sha, params);
     if (st != VQ_STATUS_OK) {
-        fprintf(stderr, "calibrate: writing %s artifact: %s\n", method, vq_status_str(st));
+        fprintf(stderr, "%s: writing %s artifact: %s\n", cmd, method, vq_status_str(st));
         return 1;
     }
-    printf("%s: wrote %s\n", method, path);
+    fprintf(rep, "%s%s%s: wrote %s\n", rep == stderr ? cmd : "", rep == stderr ? ": " : "", method, path);
     return 0;
 }
 
-int vq_cmd_calibrate(int argc, char **argv) {
-    const char *model = NULL, *text_path = NULL, *out = NULL, *method = "all";
-    int n_tokens = 512, threads = 0, kc = 8, kv = 4, vc = 8, vv = 4;
-    double rq_bits = 0;
-    uint64_t seed = 42;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-#define NEED() do { if (!val) { fprintf(stderr, "calibrate: %s needs a value\n", a); return 2; } i++; } while (0)
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { NEED(); model = val; }
-        else if (!strcmp(a, "--method")) { NEED(); method = val; }
-        else if (!strcmp(a, "--text")) { NEED(); text_path = val; }
-        else if (!strcmp(a, "--out")) { NEED(); out = val; }
-        else if (!strcmp(a, "--n_tokens")) { NEED(); if (!vq_opt_int("calibrate", a, val, 16, 1 << 20, &n_tokens)) return 2; }
-        else if (!strcmp(a, "--threads")) { NEED(); if (!vq_opt_int("calibrate", a, val, 0, 1024, &threads)) return 2; }
-        else if (!strcmp(a, "--seed")) { NEED(); if (!vq_opt_u64("calibrate", a, val, &seed)) return 2; }
-        else if (!strcmp(a, "--ratequant-bits")) { NEED(); if (!vq_opt_double("calibrate", a, val, 1, 4, &rq_bits)) return 2; }
-        else if (!strcmp(a, "--key-pq")) {
-            NEED();
-            if (!parse_pq(val, &kc, &kv)) { fprintf(stderr, "calibrate: --key-pq: want C,V with C 1..12, V 1..16\n"); return 2; }
-        } else if (!strcmp(a, "--value-pq")) {
-            NEED();
-            if (!parse_pq(val, &vc, &vv)) { fprintf(stderr, "calibrate: --value-pq: want C,V with C 1..12, V 1..16\n"); return 2; }
-        } else { fprintf(stderr, "calibrate: unknown option '%s'\n", a); usage(stderr); return 2; }
-#undef NEED
-    }
-    const int do_vi = !strcmp(method, "vecinfer") || !strcmp(method, "all");
-    const int do_sp = !strcmp(method, "spectral") || !strcmp(method, "all");
-    const int do_rq = !strcmp(method, "ratequant") || !strcmp(method, "all");
-    if (!do_vi && !do_sp && !do_rq) {
-        fprintf(stderr, "calibrate: --method: unknown '%s' (vecinfer, spectral, ratequant, all)\n", method);
-        return 2;
-    }
-    if (!model) { fprintf(stderr, "calibrate: -m MODEL is required\n"); usage(stderr); return 2; }
-    if (out && !strcmp(method, "all")) { fprintf(stderr, "calibrate: --out needs one --method\n"); return 2; }
+void vq_calib_build_init(struct vq_calib_build *b) {
+    memset(b, 0, sizeof *b);
+    b->n_tokens = 512;
+    b->kc = b->vc = 8;
+    b->kv = b->vv = 4;
+    b->seed = 42;
+}
 
+int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
+    const char *model = b->model_path, *text_path = b->text_path, *out = b->out;
+    const int n_tokens = b->n_tokens, threads = b->threads;
+    const int do_vi = b->do_vi, do_sp = b->do_sp, do_rq = b->do_rq;
+    const int kc = b->kc, kv = b->kv, vc = b->vc, vv = b->vv;
+    const double rq_bits = b->rq_bits;
+    const uint64_t seed = b->seed;
+    FILE *rep = b->report ? b->report : stdout;
     uint8_t sha[32];
     char sha_hex[65];
     vq_status st = vq_sha256_file(model, sha_hex);
-    if (st != VQ_STATUS_OK) { fprintf(stderr, "calibrate: %s: %s\n", model, vq_status_str(st)); return 1; }
+    if (st != VQ_STATUS_OK) { fprintf(stderr, "%s: %s: %s\n", cmd, model, vq_status_str(st)); return 1; }
     for (int i = 0; i < 32; i++) {
         unsigned byte = 0;
         sscanf(sha_hex + 2 * i, "%2x", &byte);
         sha[i] = (uint8_t)byte;
     }
-    vq_model *m = vq_model_load(model, &st);
-    if (!m) { fprintf(stderr, "calibrate: %s: %s\n", model, vq_engine_last_error()); return 1; }
+    vq_model *m = b->model ? b->model : vq_model_load(model, &st);
+    if (!m) { fprintf(stderr, "%s: %s: %s\n", cmd, model, vq_engine_last_error()); return 1; }
+#define FREE_MODEL() do { if (!b->model) vq_model_free(m); } while (0)
     const struct vq_model_info *mi = vq_model_info_get(m);
     const int d = mi->head_dim, L = mi->n_layers, H = mi->n_kv_heads;
     if (do_vi && (d % kv != 0 || d % vv != 0)) {
-        fprintf(stderr, "calibrate: sub-vector length must divide head_dim %d\n", d);
-        vq_model_free(m);
+        fprintf(stderr, "%s: sub-vector length must divide head_dim %d\n", cmd, d);
+        FREE_MODEL();
         return 2;
     }
     /* text -> tokens */
@@ -166,7 +146,7 @@ int vq_cmd_calibrate(int argc, char **argv) {
     char *text = NULL;
     if (text_path) {
         text = read_file(text_path, &tlen);
-        if (!text) { fprintf(stderr, "calibrate: cannot read %s\n", text_path); vq_model_free(m); return 1; }
+        if (!text) { fprintf(stderr, "%s: cannot read %s\n", cmd, text_path); FREE_MODEL(); return 1; }
     } else {
         tlen = strlen(default_text_);
         text = malloc(tlen);
@@ -179,9 +159,9 @@ int vq_cmd_calibrate(int argc, char **argv) {
     vq_tok_free(tok);
     free(text);
     if (n < 16) {
-        fprintf(stderr, "calibrate: need at least 16 tokens of text (got %lld)\n", (long long)n);
+        fprintf(stderr, "%s: need at least 16 tokens of text (got %lld)\n", cmd, (long long)n);
         free(ids);
-        vq_model_free(m);
+        FREE_MODEL();
         return 1;
     }
     /* run with an fp32 cache, then read back K/V */
@@ -190,16 +170,16 @@ int vq_cmd_calibrate(int argc, char **argv) {
     cp.n_threads = threads;
     cp.cache.key.method = cp.cache.value.method = VQ_METHOD_FP32;
     vq_ctx *ctx = vq_ctx_create(m, &cp, &st);
-    if (!ctx) { fprintf(stderr, "calibrate: context: %s\n", vq_status_str(st)); free(ids); vq_model_free(m); return 1; }
+    if (!ctx) { fprintf(stderr, "%s: context: %s\n", cmd, vq_status_str(st)); free(ids); FREE_MODEL(); return 1; }
     st = vq_ctx_eval(ctx, ids, n, NULL);
     free(ids);
     if (st != VQ_STATUS_OK) {
-        fprintf(stderr, "calibrate: eval: %s\n", vq_status_str(st));
+        fprintf(stderr, "%s: eval: %s\n", cmd, vq_status_str(st));
         vq_ctx_free(ctx);
-        vq_model_free(m);
+        FREE_MODEL();
         return 1;
     }
-    fprintf(stderr, "calibrate: %lld tokens through %d layers (%d kv heads, head_dim %d)\n",
+    fprintf(stderr, "%s: %lld tokens through %d layers (%d kv heads, head_dim %d)\n", cmd,
             (long long)n, L, H, d);
     const vq_cache *cache = vq_ctx_cache(ctx);
     float *K = malloc(sizeof(float) * (size_t)(n * H * d)), *V = malloc(sizeof(float) * (size_t)(n * H * d));
@@ -208,7 +188,7 @@ int vq_cmd_calibrate(int argc, char **argv) {
     vq_calib_data *crq = do_rq ? vq_calib_data_create(L, d, &st) : NULL;
     int rc = 0;
     if (!K || !V || (do_vi && !cvi) || (do_sp && !csp) || (do_rq && !crq)) {
-        fprintf(stderr, "calibrate: out of memory\n");
+        fprintf(stderr, "%s: out of memory\n", cmd);
         rc = 1;
     }
     for (int l = 0; l < L && rc == 0; l++) {
@@ -225,39 +205,39 @@ int vq_cmd_calibrate(int argc, char **argv) {
         }
         if (st == VQ_STATUS_OK && do_rq) st = vq_calib_fit_sensitivity(crq, l, K, nn);
         if (st != VQ_STATUS_OK) {
-            fprintf(stderr, "calibrate: layer %d: %s\n", l, vq_status_str(st));
+            fprintf(stderr, "%s: layer %d: %s\n", cmd, l, vq_status_str(st));
             rc = 1;
         }
-        if (isatty(2)) fprintf(stderr, "\rcalibrate: layer %d/%d", l + 1, L);
+        if (isatty(2)) fprintf(stderr, "\r%s: calibration layer %d/%d", cmd, l + 1, L);
     }
     if (isatty(2)) fprintf(stderr, "\n");
     if (rc == 0 && do_vi) {
         char name[64];
         snprintf(name, sizeof name, "k%dx%d_v%dx%d", kc, kv, vc, vv);
         const uint32_t params[6] = {(uint32_t)kc, (uint32_t)kv, (uint32_t)vc, (uint32_t)vv, (uint32_t)n, (uint32_t)seed};
-        rc |= save(cvi, out, "vecinfer", sha, name, params);
+        rc |= save(cmd, rep, cvi, out, "vecinfer", sha, name, params);
     }
     if (rc == 0 && do_sp) {
         const uint32_t params[6] = {(uint32_t)n, 0, 0, 0, 0, 0};
-        rc |= save(csp, out, "spectral", sha, "pca", params);
-        printf("spectral: signal dims per layer (keys):");
-        for (int l = 0; l < L; l++) printf(" %d", vq_calib_signal_dims(csp, l, VQ_ROLE_KEY));
-        printf("\n");
+        rc |= save(cmd, rep, csp, out, "spectral", sha, "pca", params);
+        fprintf(rep, "spectral: signal dims per layer (keys):");
+        for (int l = 0; l < L; l++) fprintf(rep, " %d", vq_calib_signal_dims(csp, l, VQ_ROLE_KEY));
+        fprintf(rep, "\n");
     }
     if (rc == 0 && do_rq) {
         const uint32_t params[6] = {(uint32_t)n, 0, 0, 0, 0, 0};
-        rc |= save(crq, out, "ratequant", sha, "sens", params);
+        rc |= save(cmd, rep, crq, out, "ratequant", sha, "sens", params);
         if (rq_bits > 0) {
             const int allowed[4] = {1, 2, 3, 4};
             int *bits = malloc(sizeof(int) * (size_t)L);
             st = bits ? vq_ratequant_allocate(vq_calib_sensitivities(crq), L, rq_bits, allowed, 4, 0.0, bits)
                       : VQ_STATUS_NO_MEMORY;
             if (st == VQ_STATUS_OK) {
-                printf("ratequant: key bits per layer (mean %.2f):", rq_bits);
-                for (int l = 0; l < L; l++) printf(" %d", bits[l]);
-                printf("\n");
+                fprintf(rep, "ratequant: key bits per layer (mean %.2f):", rq_bits);
+                for (int l = 0; l < L; l++) fprintf(rep, " %d", bits[l]);
+                fprintf(rep, "\n");
             } else {
-                fprintf(stderr, "calibrate: ratequant allocation: %s\n", vq_status_str(st));
+                fprintf(stderr, "%s: ratequant allocation: %s\n", cmd, vq_status_str(st));
                 rc = 1;
             }
             free(bits);
@@ -269,6 +249,46 @@ int vq_cmd_calibrate(int argc, char **argv) {
     free(K);
     free(V);
     vq_ctx_free(ctx);
-    vq_model_free(m);
+    FREE_MODEL();
     return rc;
+#undef FREE_MODEL
+}
+
+int vq_cmd_calibrate(int argc, char **argv) {
+    struct vq_calib_build b;
+    vq_calib_build_init(&b);
+    const char *method = "all";
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
+#define NEED() do { if (!val) { fprintf(stderr, "calibrate: %s needs a value\n", a); return 2; } i++; } while (0)
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { NEED(); b.model_path = val; }
+        else if (!strcmp(a, "--method")) { NEED(); method = val; }
+        else if (!strcmp(a, "--text")) { NEED(); b.text_path = val; }
+        else if (!strcmp(a, "--out")) { NEED(); b.out = val; }
+        else if (!strcmp(a, "--n_tokens") || !strcmp(a, "--n-tokens")) { NEED(); if (!vq_opt_int("calibrate", a, val, 16, 1 << 20, &b.n_tokens)) return 2; }
+        else if (!strcmp(a, "--threads")) { NEED(); if (!vq_opt_int("calibrate", a, val, 0, 1024, &b.threads)) return 2; }
+        else if (!strcmp(a, "--seed")) { NEED(); if (!vq_opt_u64("calibrate", a, val, &b.seed)) return 2; }
+        else if (!strcmp(a, "--ratequant-bits")) { NEED(); if (!vq_opt_double("calibrate", a, val, 1, 4, &b.rq_bits)) return 2; }
+        else if (!strcmp(a, "--key-pq")) {
+            NEED();
+            if (!parse_pq(val, &b.kc, &b.kv)) { fprintf(stderr, "calibrate: --key-pq: want C,V with C 1..12, V 1..16\n"); return 2; }
+        } else if (!strcmp(a, "--value-pq")) {
+            NEED();
+            if (!parse_pq(val, &b.vc, &b.vv)) { fprintf(stderr, "calibrate: --value-pq: want C,V with C 1..12, V 1..16\n"); return 2; }
+        } else { fprintf(stderr, "calibrate: unknown option '%s'\n", a); usage(stderr); return 2; }
+#undef NEED
+    }
+    b.do_vi = !strcmp(method, "vecinfer") || !strcmp(method, "all");
+    b.do_sp = !strcmp(method, "spectral") || !strcmp(method, "all");
+    b.do_rq = !strcmp(method, "ratequant") || !strcmp(method, "all");
+    if (!b.do_vi && !b.do_sp && !b.do_rq) {
+        fprintf(stderr, "calibrate: --method: unknown '%s' (vecinfer, spectral, ratequant, all)\n", method);
+        return 2;
+    }
+    if (!b.model_path) { fprintf(stderr, "calibrate: -m MODEL is required\n"); usage(stderr); return 2; }
+    if (b.out && !strcmp(method, "all")) { fprintf(stderr, "calibrate: --out needs one --method\n"); return 2; }
+    b.report = stdout;
+    return vq_cli_calib_build("calibrate", &b);
 }

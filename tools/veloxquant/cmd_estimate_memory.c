@@ -30,12 +30,15 @@ static void usage(FILE *f) {
         "  -c, --ctx CTX         context length in tokens (required)\n"
         VQ_KV_HELP
         "  --page-tokens P       cache page size, for the allocated-bytes column (default 256)\n"
+        "                        (--ratequant needs -m: the allocation comes from the model's\n"
+        "                        sensitivities, built on demand for one config; the preset\n"
+        "                        listing only reads an existing artifact)\n"
         "  --json                one JSON object on stdout\n"
         "  -h, --help            this help\n");
 }
 
 struct row {
-    char name[64];
+    char name[96];
     struct vq_codec_params k, v;
     struct vq_cache_memory m;
     vq_status st;
@@ -102,7 +105,7 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
     /* without method options: every preset, then every built method no preset uses */
     enum vq_method extra[VQ_METHOD_COUNT];
     int n_extra = 0;
-    const int all = !vq_kv_opts_any_method(&ko);
+    const int all = !vq_kv_opts_any_method(&ko) && !(ko.ratequant > 0) && !ko.n_k_bpl && !ko.n_v_bpl;
     for (int m = 0; all && m < VQ_METHOD_COUNT; m++) {
         struct vq_method_info mi;
         if (vq_method_info_get((enum vq_method)m, &mi) != VQ_STATUS_OK || !mi.implemented) continue;
@@ -130,15 +133,27 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
             o.group_size = ko.group_size; o.residual_length = ko.residual_length;
             o.n_sink_tokens = ko.n_sink_tokens; o.jl_dim = ko.jl_dim;
             o.has_seed = ko.has_seed; o.seed = ko.seed;
+            o.fp16_first = ko.fp16_first; o.fp16_last = ko.fp16_last;
+            o.calib_tokens = ko.calib_tokens;
         }
         vq_kv_opts_resolve(&o, &r->k, &r->v);
-        vq_kv_config_name(&r->k, &r->v, r->name, sizeof r->name);
+        vq_kv_config_name_opts(&o, &r->k, &r->v, r->name, sizeof r->name);
         struct vq_cache_params p = vq_cache_params_default();
         p.n_layers = g.n_layers; p.n_kv_heads = g.n_kv_heads; p.head_dim = g.head_dim;
         p.page_tokens = page;
         p.key = r->k;
         p.value = r->v;
-        r->st = vq_kv_estimate(&p, ctx, &r->m);
+        /* per-layer bits / fp16 edge layers; RateQuant reads (single config: builds) the
+         * model's sensitivities, so that the estimate uses the allocation a run would use */
+        struct vq_kv_layers kl;
+        const int la = vq_kv_layers_apply(CMD, &o, model, NULL, g.n_layers, g.head_dim, &p, &kl,
+                                          all ? VQ_KV_QUIET | VQ_KV_NO_BUILD : 0);
+        if (la == 1) {
+            r->st = vq_kv_estimate(&p, ctx, &r->m);
+            vq_kv_layers_free(&kl);
+        } else {
+            r->st = la == 0 ? VQ_STATUS_INVALID_ARG : VQ_STATUS_NOT_FOUND;
+        }
         if (r->st != VQ_STATUS_OK) n_bad++;
     }
     if (n_rows == 1 && rows[0].st != VQ_STATUS_OK) {
@@ -198,7 +213,9 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
             const struct row *r = &rows[i];
             if (r->st != VQ_STATUS_OK) {
                 printf("%-22s %6d %6d  (%s)\n", r->name, r->k.bits, r->v.bits,
-                       r->st == VQ_STATUS_UNSUPPORTED ? "method not built in this library" : vq_status_str(r->st));
+                       r->st == VQ_STATUS_UNSUPPORTED ? "method not built in this library"
+                       : r->st == VQ_STATUS_NOT_FOUND ? "needs calibration: see the message above"
+                       : vq_status_str(r->st));
                 continue;
             }
             const struct vq_cache_memory *m = &r->m;

@@ -15,6 +15,7 @@
 #include "veloxquant.h"
 #include "vq_engine.h"
 #include "cli.h"
+#include "kvconfig.h"
 #include "opts.h"
 #include "engine/chat.h"
 #include "engine/model.h"
@@ -39,6 +40,7 @@ struct gen_opts {
     enum vq_isa isa;
     const char *observe;      /* --observe FILE: per-layer KV quality JSON */
     int observe_queries;
+    struct vq_kv_opts kv;   /* per-layer options only (kvconfig.h) */
 };
 
 static void usage(FILE *f) {
@@ -65,6 +67,9 @@ static void usage(FILE *f) {
         "      --bits B          bits for keys and values (default: the method's default)\n"
         "      --k-method M, --v-method M, --k-bits B, --v-bits B\n"
         "                        set keys and values separately (override --method/--bits)\n"
+        "      --k-bits-per-layer L, --v-bits-per-layer L, --fp16-layers first,last,\n"
+        "      --keep-fp16-first N, --keep-fp16-last N, --ratequant B, --ratequant-values V,\n"
+        "      --calib-tokens N  mixed precision across layers (as for `perplexity`)\n"
         "      --isa ISA         auto|scalar|avx2|avx512 weight and codec kernels (default auto)\n"
         "      --json            print one JSON object (text and statistics) instead of streaming\n"
         "      --observe FILE    also keep an exact fp32 shadow of K/V and write per-layer KV quality\n"
@@ -114,6 +119,7 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
     enum vq_method method = VQ_METHOD_FP16;
     int bits = 0;
     bool method_set = false, bits_set = false, km = false, vm = false;
+    int kr;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
@@ -147,10 +153,12 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
         else if (!strcmp(a, "--isa")) { if (!vq_opt_isa(cmd, a, NEXT(), &o->isa)) return 0; }
         else if (!strcmp(a, "--observe")) { NEED(); o->observe = NEXT(); }
         else if (!strcmp(a, "--observe-queries")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 4096, &o->observe_queries)) return 0; }
+        else if ((kr = vq_kv_opts_handle_name(&o->kv, cmd, a, val)) >= 0) { if (!kr) return 0; i++; }
         else { fprintf(stderr, "%s: unknown option '%s' (see veloxquant generate --help)\n", cmd, a); return 0; }
 #undef NEXT
 #undef NEED
     }
+    if (o->kv.ratequant > 0 && !method_set) method = VQ_METHOD_TURBOQUANT_MSE;
     if (!km) o->k_method = method;
     if (!vm) o->v_method = method;
     if (!o->k_bits_set && bits_set) { o->k_bits = bits; o->k_bits_set = true; }
@@ -270,6 +278,7 @@ int vq_cmd_generate(int argc, char **argv) {
     o.top_k = 40;
     o.top_p = 0.95;
     o.isa = VQ_ISA_AUTO;
+    vq_kv_opts_init(&o.kv);
     int pr = parse(argc, argv, &o);
     if (pr < 0) return 0;
     if (!pr) return 2;
@@ -294,6 +303,8 @@ int vq_cmd_generate(int argc, char **argv) {
     vq_tokenizer *tok = NULL;
     vq_ctx *ctx = NULL;
     vq_calib_data *calib_owned[2] = {NULL, NULL};
+    struct vq_kv_layers layers;
+    memset(&layers, 0, sizeof layers);
     vq_sampler *smp = NULL;
     vq_observer *obs = NULL;
     char *chat_buf = NULL, *out_text = NULL;
@@ -358,6 +369,11 @@ int vq_cmd_generate(int argc, char **argv) {
     cp.cache.value.seed = o.seed + 1;
     fill_codec(&cp.cache.key, o.k_method, o.k_bits, o.k_bits_set);
     fill_codec(&cp.cache.value, o.v_method, o.v_bits, o.v_bits_set);
+    const int la = vq_kv_layers_apply("generate", &o.kv, o.model, m, I->n_layers, I->head_dim, &cp.cache, &layers, 0);
+    if (la != 1) {
+        rc = la == 0 ? 2 : 1;
+        goto done;
+    }
     if (!vq_cli_attach_calib("generate", o.model, &cp.cache, I->n_layers, I->head_dim, calib_owned)) {
         rc = 1;
         goto done;
@@ -501,6 +517,7 @@ done:
     vq_ctx_free(ctx);
     vq_calib_data_free(calib_owned[0]);
     vq_calib_data_free(calib_owned[1]);
+    vq_kv_layers_free(&layers);
     vq_tok_free(tok);
     vq_model_free(m);
     return rc;

@@ -94,14 +94,22 @@ int vq_cmd_perplexity(int argc, char **argv) {
     pp.n_threads = threads;
     pp.top_k = top_k;
     vq_kv_opts_resolve(&ko, &pp.cache.key, &pp.cache.value);
-    char name[64];
-    vq_kv_config_name(&pp.cache.key, &pp.cache.value, name, sizeof name);
+    char name[96];
+    vq_kv_config_name_opts(&ko, &pp.cache.key, &pp.cache.value, name, sizeof name);
 
     struct vq_eval_model em;
     if (!vq_eval_model_open(CMD, model, &em)) return 1;
     vq_calib_data *calib_owned[2] = {NULL, NULL};   /* vecinfer / spectral artifacts */
+    struct vq_kv_layers kl;   /* per-layer bits (lists, RateQuant), fp16 edge layers */
+    const int la = vq_kv_layers_apply(CMD, &ko, model, em.m, em.info->n_layers, em.info->head_dim,
+                                      &pp.cache, &kl, 0);
+    if (la != 1) {
+        vq_eval_model_close(&em);
+        return la == 0 ? 2 : 1;
+    }
     if (!vq_cli_attach_calib(CMD, model, &pp.cache, em.info->n_layers, em.info->head_dim, calib_owned)) {
         vq_eval_model_close(&em);
+        vq_kv_layers_free(&kl);
         return 1;
     }
     /* validate the KV config against the model's head_dim before reading the text */
@@ -119,6 +127,7 @@ int vq_cmd_perplexity(int argc, char **argv) {
             vq_eval_model_close(&em);
             vq_calib_data_free(calib_owned[0]);
             vq_calib_data_free(calib_owned[1]);
+            vq_kv_layers_free(&kl);
             return 2;
         }
     }
@@ -165,6 +174,16 @@ int vq_cmd_perplexity(int argc, char **argv) {
         cJSON_AddStringToObject(o, "v_method", vq_method_name(pp.cache.value.method));
         cJSON_AddNumberToObject(o, "k_bits", pp.cache.key.bits);
         cJSON_AddNumberToObject(o, "v_bits", pp.cache.value.bits);
+        if (kl.k_bits || kl.v_bits || pp.cache.fp16_first_layers || pp.cache.fp16_last_layers) {
+            /* per layer: the bits each layer stores (16 on fp16 edge layers) */
+            cJSON *kb = cJSON_AddArrayToObject(o, "k_bits_per_layer"), *vb = cJSON_AddArrayToObject(o, "v_bits_per_layer");
+            for (int l = 0; l < em.info->n_layers; l++) {
+                const int edge = l < pp.cache.fp16_first_layers || l >= em.info->n_layers - pp.cache.fp16_last_layers;
+                cJSON_AddItemToArray(kb, cJSON_CreateNumber(edge ? 16 : kl.k_bits ? kl.k_bits[l] : pp.cache.key.bits));
+                cJSON_AddItemToArray(vb, cJSON_CreateNumber(edge ? 16 : kl.v_bits ? kl.v_bits[l] : pp.cache.value.bits));
+            }
+        }
+        if (kl.rq_mean > 0) cJSON_AddNumberToObject(o, "ratequant", kl.rq_mean);
         cJSON_AddNumberToObject(o, "ctx", ctx);
         cJSON_AddNumberToObject(o, "chunks", res.n_chunks);
         cJSON_AddNumberToObject(o, "tokens_scored", (double)res.n_scored);
@@ -206,5 +225,6 @@ out:
     vq_eval_model_close(&em);
     vq_calib_data_free(calib_owned[0]);
     vq_calib_data_free(calib_owned[1]);
+    vq_kv_layers_free(&kl);
     return rc;
 }

@@ -51,8 +51,9 @@ static void usage(FILE *f) {
         "and decode tok/s, exact KV bytes, compression, peak RSS; writes results.json (resumable).\n\n"
         "  -m, --model FILE      GGUF model (repeatable)\n"
         "  --configs LIST        comma-separated configs (default: all presets). A config is a\n"
-        "                        preset (listed below), METHOD-B, METHOD-kBvB or\n"
-        "                        KMETHOD-B:VMETHOD-B\n"
+        "                        preset (listed below), METHOD-B, METHOD-kBvB,\n"
+        "                        KMETHOD-B:VMETHOD-B or ratequant-B; suffixes +rqB (RateQuant\n"
+        "                        keys), +fp16fNlM (fp16 first N / last M layers)\n"
         "  -o, --out DIR         output folder (DIR/results.json; DIR/<model>/ for several models)\n"
         "  --force               rerun configs that already have results\n"
         "  -f, --file TEXT       perplexity text (default data/corpus_en.txt)\n"
@@ -193,8 +194,16 @@ int vq_cmd_sweep_run(int argc, char **argv) {
     struct vq_eval_model em;
     if (!vq_eval_model_open(C, model, &em)) return 1;
     vq_calib_data *calib_owned[2] = {NULL, NULL};   /* vecinfer / spectral artifacts */
+    struct vq_kv_layers kl;   /* per-layer bits (RateQuant), fp16 edge layers */
+    const int la = vq_kv_layers_apply(C, &ko, model, em.m, em.info->n_layers, em.info->head_dim,
+                                      &pp.cache, &kl, 0);
+    if (la != 1) {
+        vq_eval_model_close(&em);
+        return la == 0 ? 2 : 1;
+    }
     if (!vq_cli_attach_calib(C, model, &pp.cache, em.info->n_layers, em.info->head_dim, calib_owned)) {
         vq_eval_model_close(&em);
+        vq_kv_layers_free(&kl);
         return 1;
     }
     const int d = em.info->head_dim;
@@ -211,6 +220,7 @@ int vq_cmd_sweep_run(int argc, char **argv) {
             vq_eval_model_close(&em);
             vq_calib_data_free(calib_owned[0]);
             vq_calib_data_free(calib_owned[1]);
+            vq_kv_layers_free(&kl);
             return 2;
         }
     }
@@ -218,6 +228,7 @@ int vq_cmd_sweep_run(int argc, char **argv) {
     struct vq_result e;
     vq_result_init(&e);
     vq_kv_fill_result_config(name, &kp, &vp, &e.config);
+    vq_kv_result_config_layers(&pp.cache, &kl, &e.config);
     int64_t n_tok = 0;
     int32_t *tokens = vq_eval_tokenize_file(C, &em, text, &n_tok);
     int32_t *ids = malloc((size_t)n_prompts * (size_t)max_tokens * sizeof *ids);
@@ -340,6 +351,7 @@ out:
     vq_eval_model_close(&em);
     vq_calib_data_free(calib_owned[0]);
     vq_calib_data_free(calib_owned[1]);
+    vq_kv_layers_free(&kl);
     return rc;
 }
 

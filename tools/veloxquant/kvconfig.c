@@ -5,7 +5,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "opts.h"
+
+static int is_rq_preset(const char *name) { return strncmp(name, "ratequant-", 10) == 0; }
 
 const struct vq_kv_preset vq_kv_presets[] = {
     {"fp16", VQ_METHOD_FP16, 16, VQ_METHOD_FP16, 16},
@@ -29,6 +32,9 @@ const struct vq_kv_preset vq_kv_presets[] = {
     {"vecinfer-2", VQ_METHOD_VECINFER, 2, VQ_METHOD_VECINFER, 2},
     {"vecinfer-1", VQ_METHOD_VECINFER, 1, VQ_METHOD_VECINFER, 1},
     {"spectral-3", VQ_METHOD_SPECTRAL, 3, VQ_METHOD_SPECTRAL, 3},
+    /* RateQuant per-layer bits (mean 1.5 / 2.5 bits, sensitivities calibrated on demand) */
+    {"ratequant-1.5", VQ_METHOD_TURBOQUANT_MSE, 1, VQ_METHOD_TURBOQUANT_MSE, 1},
+    {"ratequant-2.5", VQ_METHOD_TURBOQUANT_MSE, 2, VQ_METHOD_TURBOQUANT_MSE, 2},
 };
 const int vq_kv_n_presets = (int)(sizeof vq_kv_presets / sizeof vq_kv_presets[0]);
 
@@ -58,6 +64,76 @@ static int has_bits_choice(enum vq_method m) {
     return m != VQ_METHOD_FP16 && m != VQ_METHOD_FP32 && m != VQ_METHOD_QJL && m != VQ_METHOD_POLAR;
 }
 
+/* "4,2,3,..." into out (1..32 each, at most VQ_KV_MAX_LAYERS); 1 ok, 0 after a message. */
+static int parse_list(const char *cmd, const char *opt, const char *arg, int *out, int *n) {
+    *n = 0;
+    if (!arg || !*arg) { fprintf(stderr, "%s: %s: empty list\n", cmd, opt); return 0; }
+    const char *p = arg;
+    for (;;) {
+        char *end;
+        long b = strtol(p, &end, 10);
+        if (end == p || (*end && *end != ',')) {
+            fprintf(stderr, "%s: %s: entry %d of '%s' is not an integer\n", cmd, opt, *n + 1, arg);
+            return 0;
+        }
+        if (b < 1 || b > 32) {
+            fprintf(stderr, "%s: %s: entry %d (%ld) is out of range [1, 32]\n", cmd, opt, *n + 1, b);
+            return 0;
+        }
+        if (*n == VQ_KV_MAX_LAYERS) {
+            fprintf(stderr, "%s: %s: more than %d entries\n", cmd, opt, VQ_KV_MAX_LAYERS);
+            return 0;
+        }
+        out[(*n)++] = (int)b;
+        if (!*end) return 1;
+        p = end + 1;
+    }
+}
+
+/* "first", "last", "first,last", "first=N,last=M" */
+static int parse_fp16_layers(const char *cmd, const char *arg, struct vq_kv_opts *o) {
+    char buf[128];
+    snprintf(buf, sizeof buf, "%s", arg ? arg : "");
+    o->fp16_first = o->fp16_last = 0;
+    for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
+        int *dst = !strncmp(t, "first", 5) ? &o->fp16_first : !strncmp(t, "last", 4) ? &o->fp16_last : NULL;
+        const char *rest = dst == &o->fp16_first ? t + 5 : dst ? t + 4 : NULL;
+        if (dst && !*rest) { *dst = 1; continue; }
+        if (dst && *rest == '=') {
+            char *end;
+            long n = strtol(rest + 1, &end, 10);
+            if (end != rest + 1 && !*end && n >= 0 && n <= VQ_KV_MAX_LAYERS) { *dst = (int)n; continue; }
+        }
+        fprintf(stderr, "%s: --fp16-layers: '%s' is not first, last, first=N or last=N\n", cmd, t);
+        return 0;
+    }
+    if (!o->fp16_first && !o->fp16_last && !(arg && strstr(arg, "=0"))) {
+        fprintf(stderr, "%s: --fp16-layers: want first, last or first,last\n", cmd);
+        return 0;
+    }
+    return 1;
+}
+
+int vq_kv_opts_handle_name(struct vq_kv_opts *o, const char *cmd, const char *name,
+                           const char *arg) {
+    static const struct { const char *name; int code; } map[] = {
+        {"--k-bits-per-layer", VQ_KVOPT_K_BPL}, {"--v-bits-per-layer", VQ_KVOPT_V_BPL},
+        {"--fp16-layers", VQ_KVOPT_FP16_LAYERS}, {"--keep-fp16-first", VQ_KVOPT_FP16_FIRST},
+        {"--keep-fp16-last", VQ_KVOPT_FP16_LAST}, {"--ratequant", VQ_KVOPT_RATEQUANT},
+        {"--ratequant-values", VQ_KVOPT_RQ_VALUES}, {"--calib-tokens", VQ_KVOPT_CALIB_TOKENS},
+    };
+    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
+        if (!strcmp(name, map[i].name)) {
+            if (!arg) { fprintf(stderr, "%s: %s needs a value\n", cmd, name); return 0; }
+            return vq_kv_opts_handle(o, cmd, map[i].code, arg);
+        }
+    return -1;
+}
+
+int vq_kv_opts_any_layers(const struct vq_kv_opts *o) {
+    return o->n_k_bpl || o->n_v_bpl || o->fp16_first || o->fp16_last || o->ratequant > 0;
+}
+
 int vq_kv_opts_handle(struct vq_kv_opts *o, const char *cmd, int code, const char *arg) {
     switch (code) {
     case VQ_KVOPT_METHOD: o->has_method = 1; return vq_opt_method(cmd, "--method", arg, &o->method);
@@ -71,6 +147,19 @@ int vq_kv_opts_handle(struct vq_kv_opts *o, const char *cmd, int code, const cha
     case VQ_KVOPT_SINKS: return vq_opt_int(cmd, "--n-sink-tokens", arg, 0, 64, &o->n_sink_tokens);
     case VQ_KVOPT_JL: return vq_opt_int(cmd, "--jl-dim", arg, 1, 1 << 16, &o->jl_dim);
     case VQ_KVOPT_KV_SEED: o->has_seed = 1; return vq_opt_u64(cmd, "--kv-seed", arg, &o->seed);
+    case VQ_KVOPT_K_BPL: return parse_list(cmd, "--k-bits-per-layer", arg, o->k_bpl, &o->n_k_bpl);
+    case VQ_KVOPT_V_BPL: return parse_list(cmd, "--v-bits-per-layer", arg, o->v_bpl, &o->n_v_bpl);
+    case VQ_KVOPT_FP16_LAYERS: return parse_fp16_layers(cmd, arg, o);
+    case VQ_KVOPT_FP16_FIRST: return vq_opt_int(cmd, "--keep-fp16-first", arg, 0, VQ_KV_MAX_LAYERS, &o->fp16_first);
+    case VQ_KVOPT_FP16_LAST: return vq_opt_int(cmd, "--keep-fp16-last", arg, 0, VQ_KV_MAX_LAYERS, &o->fp16_last);
+    case VQ_KVOPT_RATEQUANT: return vq_opt_double(cmd, "--ratequant", arg, 1.0, 8.0, &o->ratequant);
+    case VQ_KVOPT_RQ_VALUES:
+        if (arg && !strcmp(arg, "keys")) o->rq_values = VQ_RQ_VALUES_KEYS;
+        else if (arg && !strcmp(arg, "even")) o->rq_values = VQ_RQ_VALUES_EVEN;
+        else if (arg && !strcmp(arg, "off")) o->rq_values = VQ_RQ_VALUES_OFF;
+        else { fprintf(stderr, "%s: --ratequant-values: want keys, even or off\n", cmd); return 0; }
+        return 1;
+    case VQ_KVOPT_CALIB_TOKENS: return vq_opt_int(cmd, "--calib-tokens", arg, 16, 1 << 20, &o->calib_tokens);
     default: return -1;
     }
 }
@@ -85,11 +174,15 @@ void vq_kv_opts_resolve(const struct vq_kv_opts *o, struct vq_codec_params *k,
     *v = vq_codec_params_default();
     k->role = VQ_ROLE_KEY;
     v->role = VQ_ROLE_VALUE;
-    enum vq_method base = o->has_method ? o->method : VQ_METHOD_FP16;
+    /* --ratequant alone means turboquant_mse keys and values */
+    enum vq_method base = o->has_method ? o->method
+                          : o->ratequant > 0 ? VQ_METHOD_TURBOQUANT_MSE : VQ_METHOD_FP16;
     k->method = o->has_k_method ? o->k_method : base;
     v->method = o->has_v_method ? o->v_method : base;
-    k->bits = o->k_bits ? o->k_bits : o->bits ? o->bits : vq_kv_default_bits(k->method);
-    v->bits = o->v_bits ? o->v_bits : o->bits ? o->bits : vq_kv_default_bits(v->method);
+    /* with --ratequant B the uniform bits (used where no per-layer value is set) are floor(B) */
+    const int rq_b = o->ratequant > 0 ? (int)o->ratequant : 0;
+    k->bits = o->k_bits ? o->k_bits : o->bits ? o->bits : rq_b ? rq_b : vq_kv_default_bits(k->method);
+    v->bits = o->v_bits ? o->v_bits : o->bits ? o->bits : rq_b ? rq_b : vq_kv_default_bits(v->method);
     struct vq_codec_params *both[2] = {k, v};
     for (int i = 0; i < 2; i++) {
         if (o->group_size >= 0) both[i]->group_size = o->group_size;
@@ -105,6 +198,7 @@ void vq_kv_config_name(const struct vq_codec_params *k, const struct vq_codec_pa
     const char *kn = vq_method_name(k->method), *vn = vq_method_name(v->method);
     for (int i = 0; i < vq_kv_n_presets; i++) {
         const struct vq_kv_preset *p = &vq_kv_presets[i];
+        if (is_rq_preset(p->name)) continue;
         if (p->km == k->method && p->vm == v->method &&
             (!has_bits_choice(p->km) || p->kb == k->bits) && (!has_bits_choice(p->vm) || p->vb == v->bits)) {
             snprintf(out, cap, "%s", p->name);
@@ -138,8 +232,50 @@ static int parse_mb(const char *s, size_t n, enum vq_method *m, int *bits) {
     return vq_method_from_name(buf, m) == VQ_STATUS_OK;
 }
 
+/* Parses the "+..." suffixes of a name (see vq_kv_config_name_opts); 1 ok. */
+static int parse_suffixes(const char *s, struct vq_kv_opts *o) {
+    while (*s == '+') {
+        s++;
+        const char *e = strchr(s, '+');
+        const size_t n = e ? (size_t)(e - s) : strlen(s);
+        char t[48], tail;
+        if (n == 0 || n >= sizeof t) return 0;
+        memcpy(t, s, n);
+        t[n] = 0;
+        double b;
+        int f, l;
+        if (!strcmp(t, "rqv_even")) o->rq_values = VQ_RQ_VALUES_EVEN;
+        else if (!strcmp(t, "rqv_off")) o->rq_values = VQ_RQ_VALUES_OFF;
+        else if (sscanf(t, "rq%lf%c", &b, &tail) == 1 && b >= 1 && b <= 8) o->ratequant = b;
+        else if (sscanf(t, "fp16f%dl%d%c", &f, &l, &tail) == 2 && f >= 0 && l >= 0 &&
+                 f <= VQ_KV_MAX_LAYERS && l <= VQ_KV_MAX_LAYERS) { o->fp16_first = f; o->fp16_last = l; }
+        else return 0;
+        s += n;
+    }
+    return *s == 0;
+}
+
 int vq_kv_opts_from_name(const char *name, struct vq_kv_opts *o) {
     vq_kv_opts_init(o);
+    const char *plus = strchr(name, '+');
+    if (plus) {
+        char base[64];
+        const size_t n = (size_t)(plus - name);
+        if (n == 0 || n >= sizeof base) return 0;
+        memcpy(base, name, n);
+        base[n] = 0;
+        if (!vq_kv_opts_from_name(base, o)) return 0;
+        return parse_suffixes(plus, o);
+    }
+    if (is_rq_preset(name)) {   /* ratequant-B: turboquant_mse with --ratequant B */
+        char *end;
+        const double b = strtod(name + 10, &end);
+        if (end == name + 10 || *end || !(b >= 1 && b <= 8)) return 0;
+        o->has_method = 1;
+        o->method = VQ_METHOD_TURBOQUANT_MSE;
+        o->ratequant = b;
+        return 1;
+    }
     for (int i = 0; i < vq_kv_n_presets; i++) {
         const struct vq_kv_preset *p = &vq_kv_presets[i];
         if (strcmp(name, p->name) != 0) continue;
@@ -192,6 +328,15 @@ void vq_kv_opts_to_argv(const struct vq_kv_opts *o, char **argv, int *argc, int 
         snprintf(buf[nb], 32, "%llu", (unsigned long long)o->seed);
         PUSH("--kv-seed"); PUSH(buf[nb]); nb++;
     }
+    if (o->ratequant > 0 && nb < nbuf) {
+        snprintf(buf[nb], 32, "%.17g", o->ratequant);
+        PUSH("--ratequant"); PUSH(buf[nb]); nb++;
+    }
+    if (o->rq_values == VQ_RQ_VALUES_EVEN) { PUSH("--ratequant-values"); PUSH("even"); }
+    if (o->rq_values == VQ_RQ_VALUES_OFF) { PUSH("--ratequant-values"); PUSH("off"); }
+    if (o->fp16_first) PUSHI("--keep-fp16-first", o->fp16_first);
+    if (o->fp16_last) PUSHI("--keep-fp16-last", o->fp16_last);
+    if (o->calib_tokens) PUSHI("--calib-tokens", o->calib_tokens);
 #undef PUSHI
 #undef PUSH
 }
@@ -215,5 +360,217 @@ void vq_kv_fill_result_config(const char *name, const struct vq_codec_params *k,
     if (sink) OPT("n_sink_tokens", k->n_sink_tokens);
     if (jl && k->jl_dim) OPT("jl_dim", k->jl_dim);
     OPT("seed", (long long)k->seed);
+#undef OPT
+}
+
+void vq_kv_config_name_opts(const struct vq_kv_opts *o, const struct vq_codec_params *k,
+                            const struct vq_codec_params *v, char *out, size_t cap) {
+    char base[64];
+    if (o->ratequant > 0 && k->method == VQ_METHOD_TURBOQUANT_MSE && v->method == VQ_METHOD_TURBOQUANT_MSE &&
+        !o->bits && !o->k_bits && !o->v_bits && o->rq_values == VQ_RQ_VALUES_KEYS) {
+        snprintf(base, sizeof base, "ratequant-%g", o->ratequant);
+    } else {
+        vq_kv_config_name(k, v, base, sizeof base);
+        if (o->ratequant > 0) {
+            const size_t n = strlen(base);
+            snprintf(base + n, sizeof base - n, "+rq%g%s", o->ratequant,
+                     o->rq_values == VQ_RQ_VALUES_EVEN ? "+rqv_even" : o->rq_values == VQ_RQ_VALUES_OFF ? "+rqv_off" : "");
+        }
+    }
+    size_t n = strlen(base);
+    if (o->fp16_first || o->fp16_last)
+        n += (size_t)snprintf(base + n, n < sizeof base ? sizeof base - n : 0, "+fp16f%dl%d", o->fp16_first, o->fp16_last);
+    if (o->n_k_bpl && n < sizeof base) n += (size_t)snprintf(base + n, sizeof base - n, "+kbpl");
+    if (o->n_v_bpl && n < sizeof base) snprintf(base + n, sizeof base - n, "+vbpl");
+    snprintf(out, cap, "%s", base);
+}
+
+void vq_kv_layers_free(struct vq_kv_layers *l) {
+    if (!l) return;
+    free(l->k_bits);
+    free(l->v_bits);
+    memset(l, 0, sizeof *l);
+}
+
+/* 1 if a codec with params p (bits replaced) can be created at head_dim. */
+static int codec_accepts(const struct vq_codec_params *p, int bits, int head_dim, vq_status *st) {
+    struct vq_codec_params q = *p;
+    q.bits = bits;
+    q.head_dim = head_dim;
+    vq_codec *c = vq_codec_create(&q, st);
+    vq_codec_free(c);
+    return c != NULL;
+}
+
+/* The bit-widths 1..16 the codec of p accepts at head_dim, ascending; returns the count. */
+static int allowed_bits(const struct vq_codec_params *p, int head_dim, int *allowed) {
+    int n = 0;
+    for (int b = 1; b <= 16; b++)
+        if (codec_accepts(p, b, head_dim, NULL)) allowed[n++] = b;
+    return n;
+}
+
+static void print_bits(const char *cmd, const char *what, const int *bits, int n) {
+    int sum = 0;
+    fprintf(stderr, "%s: %s:", cmd, what);
+    for (int l = 0; l < n; l++) { fprintf(stderr, " %d", bits[l]); sum += bits[l]; }
+    fprintf(stderr, " (sum %d, mean %.3f)\n", sum, (double)sum / n);
+}
+
+int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *model_path,
+                       struct vq_model *model, int n_layers, int head_dim, struct vq_cache_params *cp,
+                       struct vq_kv_layers *out, int flags) {
+    const int quiet = flags & VQ_KV_QUIET;
+    memset(out, 0, sizeof *out);
+    vq_cli_calib_set_tokens(o->calib_tokens);
+    out->n_layers = n_layers;
+    if (o->n_k_bpl && o->n_k_bpl != n_layers) {
+        fprintf(stderr, "%s: --k-bits-per-layer: %d entries, but the model has %d layers\n", cmd,
+                o->n_k_bpl, n_layers);
+        return 0;
+    }
+    if (o->n_v_bpl && o->n_v_bpl != n_layers) {
+        fprintf(stderr, "%s: --v-bits-per-layer: %d entries, but the model has %d layers\n", cmd,
+                o->n_v_bpl, n_layers);
+        return 0;
+    }
+    if (o->fp16_first > n_layers || o->fp16_last > n_layers) {
+        fprintf(stderr, "%s: fp16 layers: first %d / last %d, but the model has %d layers\n", cmd,
+                o->fp16_first, o->fp16_last, n_layers);
+        return 0;
+    }
+    if (o->ratequant > 0 && o->n_k_bpl) {
+        fprintf(stderr, "%s: --ratequant and --k-bits-per-layer are exclusive\n", cmd);
+        return 0;
+    }
+    cp->fp16_first_layers = o->fp16_first;
+    cp->fp16_last_layers = o->fp16_last;
+    if (o->n_k_bpl || o->ratequant > 0) out->k_bits = malloc(sizeof(int) * (size_t)n_layers);
+    if (o->n_v_bpl || (o->ratequant > 0 && o->rq_values != VQ_RQ_VALUES_OFF))
+        out->v_bits = malloc(sizeof(int) * (size_t)n_layers);
+    if (((o->n_k_bpl || o->ratequant > 0) && !out->k_bits) ||
+        ((o->n_v_bpl || (o->ratequant > 0 && o->rq_values != VQ_RQ_VALUES_OFF)) && !out->v_bits)) {
+        fprintf(stderr, "%s: out of memory\n", cmd);
+        vq_kv_layers_free(out);
+        return -1;
+    }
+    if (o->n_k_bpl) memcpy(out->k_bits, o->k_bpl, sizeof(int) * (size_t)n_layers);
+    if (o->ratequant > 0) {
+        struct vq_method_info mi;
+        int allowed[16];
+        const int na = allowed_bits(&cp->key, head_dim, allowed);
+        if ((vq_method_info_get(cp->key.method, &mi) == VQ_STATUS_OK && mi.needs_calibration) || na < 2) {
+            fprintf(stderr, "%s: --ratequant needs a key method with a range of bit-widths "
+                    "(e.g. turboquant_mse, kivi); %s has %d\n", cmd, vq_method_name(cp->key.method), na);
+            vq_kv_layers_free(out);
+            return 0;
+        }
+        if (o->ratequant < allowed[0] || o->ratequant > allowed[na - 1]) {
+            fprintf(stderr, "%s: --ratequant %g: outside the bit-widths %d..%d of %s\n", cmd,
+                    o->ratequant, allowed[0], allowed[na - 1], vq_method_name(cp->key.method));
+            vq_kv_layers_free(out);
+            return 0;
+        }
+        double *w = malloc(sizeof(double) * (size_t)n_layers);
+        if (!w) { vq_kv_layers_free(out); return -1; }
+        if (!vq_cli_ratequant_sens(cmd, model_path, model, n_layers, head_dim, o->calib_tokens,
+                                   !(flags & VQ_KV_NO_BUILD), w)) {
+            free(w);
+            vq_kv_layers_free(out);
+            return -1;
+        }
+        vq_status st = vq_ratequant_allocate(w, n_layers, o->ratequant, allowed, na, 0.0, out->k_bits);
+        if (st == VQ_STATUS_OK && o->rq_values != VQ_RQ_VALUES_OFF && !o->n_v_bpl) {
+            if (o->rq_values == VQ_RQ_VALUES_KEYS) {
+                memcpy(out->v_bits, out->k_bits, sizeof(int) * (size_t)n_layers);
+            } else {   /* even: the same mean over the value codec's widths, equal weights */
+                int va[16];
+                const int nva = allowed_bits(&cp->value, head_dim, va);
+                for (int l = 0; l < n_layers; l++) w[l] = 1.0;
+                st = nva >= 1 ? vq_ratequant_allocate(w, n_layers, o->ratequant, va, nva, 0.0, out->v_bits)
+                              : VQ_STATUS_INVALID_ARG;
+            }
+        }
+        free(w);
+        if (st != VQ_STATUS_OK) {
+            fprintf(stderr, "%s: ratequant allocation: %s\n", cmd, vq_status_str(st));
+            vq_kv_layers_free(out);
+            return 0;
+        }
+        out->rq_mean = o->ratequant;
+        if (!quiet) {
+            char what[96];
+            snprintf(what, sizeof what, "ratequant %g: key bits per layer", o->ratequant);
+            print_bits(cmd, what, out->k_bits, n_layers);
+            if (out->v_bits && !o->n_v_bpl)
+                print_bits(cmd, o->rq_values == VQ_RQ_VALUES_KEYS ? "value bits per layer (= keys)"
+                                                                  : "value bits per layer (even)",
+                           out->v_bits, n_layers);
+        }
+    }
+    if (o->n_v_bpl) memcpy(out->v_bits, o->v_bpl, sizeof(int) * (size_t)n_layers);
+    /* every per-layer width must be accepted by its codec (calibrated codecs are checked when
+     * their calibration is attached) */
+    const int *lists[2] = {out->k_bits, out->v_bits};
+    const struct vq_codec_params *cps[2] = {&cp->key, &cp->value};
+    for (int s = 0; s < 2; s++) {
+        struct vq_method_info mi;
+        if (!lists[s] || (vq_method_info_get(cps[s]->method, &mi) == VQ_STATUS_OK && mi.needs_calibration))
+            continue;
+        for (int l = 0; l < n_layers; l++) {
+            if (l < o->fp16_first || l >= n_layers - o->fp16_last) continue;
+            vq_status st = VQ_STATUS_OK;
+            if (!codec_accepts(cps[s], lists[s][l], head_dim, &st)) {
+                fprintf(stderr, "%s: %s: layer %d: %d bits not accepted by %s (%s)\n", cmd,
+                        s == 0 ? "key bits per layer" : "value bits per layer", l, lists[s][l],
+                        vq_method_name(cps[s]->method), vq_status_str(st));
+                vq_kv_layers_free(out);
+                return 0;
+            }
+        }
+    }
+    cp->key_bits_per_layer = out->k_bits;
+    cp->value_bits_per_layer = out->v_bits;
+    return 1;
+}
+
+/* Adds digit groups "<p>_bits_l<first>" for bits (n); returns 0 if they do not fit. */
+static int add_digit_groups(struct vq_result_config *rc, const char *prefix, const int *bits, int n) {
+    const int groups = (n + 14) / 15;
+    if (rc->n_opts + groups > VQ_RESULT_MAX_OPTS) return 0;
+    for (int l = 0; l < n; l++)
+        if (bits[l] < 1 || bits[l] > 9) return 0;
+    for (int g = 0; g < groups; g++) {
+        long long v = 0;
+        for (int l = g * 15; l < n && l < g * 15 + 15; l++) v = v * 10 + bits[l];
+        snprintf(rc->opts[rc->n_opts].key, 32, "%s_bits_l%d", prefix, g * 15);
+        rc->opts[rc->n_opts++].value = v;
+    }
+    return 1;
+}
+
+/* Fallback: "<p>_layers_b<B>" = layers with B bits. */
+static void add_counts(struct vq_result_config *rc, const char *prefix, const int *bits, int n) {
+    for (int b = 1; b <= 32 && rc->n_opts < VQ_RESULT_MAX_OPTS; b++) {
+        int c = 0;
+        for (int l = 0; l < n; l++) c += bits[l] == b;
+        if (!c) continue;
+        snprintf(rc->opts[rc->n_opts].key, 32, "%s_layers_b%d", prefix, b);
+        rc->opts[rc->n_opts++].value = c;
+    }
+}
+
+void vq_kv_result_config_layers(const struct vq_cache_params *cp, const struct vq_kv_layers *l,
+                                struct vq_result_config *rc) {
+#define OPT(key_, val_) do { if (rc->n_opts < VQ_RESULT_MAX_OPTS) { \
+    snprintf(rc->opts[rc->n_opts].key, 32, "%s", key_); rc->opts[rc->n_opts++].value = (val_); } } while (0)
+    if (l->rq_mean > 0) OPT("ratequant_mbits", (long long)(l->rq_mean * 1000.0 + 0.5));
+    if (cp->fp16_first_layers) OPT("fp16_first", cp->fp16_first_layers);
+    if (cp->fp16_last_layers) OPT("fp16_last", cp->fp16_last_layers);
+    const int same = l->k_bits && l->v_bits && !memcmp(l->k_bits, l->v_bits, sizeof(int) * (size_t)l->n_layers);
+    if (same) OPT("v_bits_same_as_k", 1);
+    if (l->k_bits && !add_digit_groups(rc, "k", l->k_bits, l->n_layers)) add_counts(rc, "k", l->k_bits, l->n_layers);
+    if (l->v_bits && !same && !add_digit_groups(rc, "v", l->v_bits, l->n_layers))
+        add_counts(rc, "v", l->v_bits, l->n_layers);
 #undef OPT
 }

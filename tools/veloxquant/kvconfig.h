@@ -1,6 +1,8 @@
-/* kvconfig.h — KV-method options shared by estimate-memory, perplexity and sweep (tools/ only):
- * the --method, --bits, --k-method, --v-method, --k-bits, --v-bits option family, method default bits, the named sweep presets
- * and config names ("turboquant_mse-3", "asym-k4v2", "turboquant_mse-4:kivi-2"). */
+/* kvconfig.h — KV-method options shared by estimate-memory, perplexity, sweep and generate
+ * (tools/ only): the --method, --bits, --k-method, --v-method, --k-bits, --v-bits option
+ * family, mixed precision across layers (--k-bits-per-layer, --v-bits-per-layer, fp16
+ * first/last layers, --ratequant B), method default bits, the named sweep presets and config
+ * names ("turboquant_mse-3", "asym-k4v2", "turboquant_mse-4:kivi-2", "ratequant-2.5"). */
 #ifndef VQ_KVCONFIG_H
 #define VQ_KVCONFIG_H
 
@@ -11,10 +13,14 @@
 #include "veloxquant.h"
 #include "eval/results.h"
 
+struct vq_model;
+
 /* getopt_long codes of the option family (above any short option). */
 enum {
     VQ_KVOPT_METHOD = 1000, VQ_KVOPT_BITS, VQ_KVOPT_K_METHOD, VQ_KVOPT_V_METHOD, VQ_KVOPT_K_BITS,
     VQ_KVOPT_V_BITS, VQ_KVOPT_GROUP, VQ_KVOPT_RESID, VQ_KVOPT_SINKS, VQ_KVOPT_JL, VQ_KVOPT_KV_SEED,
+    VQ_KVOPT_K_BPL, VQ_KVOPT_V_BPL, VQ_KVOPT_FP16_LAYERS, VQ_KVOPT_FP16_FIRST, VQ_KVOPT_FP16_LAST,
+    VQ_KVOPT_RATEQUANT, VQ_KVOPT_RQ_VALUES, VQ_KVOPT_CALIB_TOKENS,
     VQ_KVOPT_LAST
 };
 
@@ -29,7 +35,15 @@ enum {
     {"residual-length", required_argument, 0, VQ_KVOPT_RESID},                              \
     {"n-sink-tokens", required_argument, 0, VQ_KVOPT_SINKS},                                \
     {"jl-dim", required_argument, 0, VQ_KVOPT_JL},                                          \
-    {"kv-seed", required_argument, 0, VQ_KVOPT_KV_SEED}
+    {"kv-seed", required_argument, 0, VQ_KVOPT_KV_SEED},                                    \
+    {"k-bits-per-layer", required_argument, 0, VQ_KVOPT_K_BPL},                             \
+    {"v-bits-per-layer", required_argument, 0, VQ_KVOPT_V_BPL},                             \
+    {"fp16-layers", required_argument, 0, VQ_KVOPT_FP16_LAYERS},                            \
+    {"keep-fp16-first", required_argument, 0, VQ_KVOPT_FP16_FIRST},                         \
+    {"keep-fp16-last", required_argument, 0, VQ_KVOPT_FP16_LAST},                           \
+    {"ratequant", required_argument, 0, VQ_KVOPT_RATEQUANT},                                \
+    {"ratequant-values", required_argument, 0, VQ_KVOPT_RQ_VALUES},                         \
+    {"calib-tokens", required_argument, 0, VQ_KVOPT_CALIB_TOKENS}
 
 #define VQ_KV_HELP                                                                          \
     "  --method M            KV method for keys and values (see `veloxquant methods`)\n"  \
@@ -40,7 +54,20 @@ enum {
     "  --residual-length R   kivi fp16 recent window (default 128; 0 = none)\n"            \
     "  --n-sink-tokens N     kivi_sink fp16 sink tokens (default 5)\n"                     \
     "  --jl-dim M            qjl / turboquant_prod sketch size (default head_dim)\n"       \
-    "  --kv-seed S           rotation / sketch seed of the codecs (default 42)\n"
+    "  --kv-seed S           rotation / sketch seed of the codecs (default 42)\n"       \
+    "  --k-bits-per-layer L, --v-bits-per-layer L\n"                                      \
+    "                        comma list of bits, one per layer (mixed precision)\n"       \
+    "  --fp16-layers first,last | --keep-fp16-first N | --keep-fp16-last N\n"            \
+    "                        keep the first / last layer(s) in fp16 (K and V)\n"          \
+    "  --ratequant B         RateQuant: per-layer key bits with mean B (e.g. 1.5, 2.5) from\n" \
+    "                        the model's layer sensitivities (calibrated on demand); scalar\n" \
+    "                        codec (default turboquant_mse)\n"                             \
+    "  --ratequant-values V  keys (values use the key allocation; default), even (values\n" \
+    "                        spread evenly to the same mean), off (values keep --v-bits)\n" \
+    "  --calib-tokens N      tokens of built-in text when calibration must be built (512)\n"
+
+#define VQ_KV_MAX_LAYERS 512
+enum { VQ_RQ_VALUES_KEYS = 0, VQ_RQ_VALUES_EVEN = 1, VQ_RQ_VALUES_OFF = 2 };
 
 struct vq_kv_opts {
     int has_method, has_k_method, has_v_method;
@@ -49,6 +76,13 @@ struct vq_kv_opts {
     int group_size, residual_length, n_sink_tokens, jl_dim;   /* -1 = not given */
     int has_seed;
     uint64_t seed;
+    /* mixed precision across layers */
+    int n_k_bpl, n_v_bpl;                     /* 0 = not given */
+    int k_bpl[VQ_KV_MAX_LAYERS], v_bpl[VQ_KV_MAX_LAYERS];
+    int fp16_first, fp16_last;                /* 0 = none */
+    double ratequant;                         /* mean key bits; 0 = off */
+    int rq_values;                            /* VQ_RQ_VALUES_* */
+    int calib_tokens;                         /* 0 = default (512) */
 };
 
 /* Empty option set (nothing given). */
@@ -73,8 +107,47 @@ void vq_kv_opts_resolve(const struct vq_kv_opts *o, struct vq_codec_params *k,
  * fp32) have no "-B". */
 void vq_kv_config_name(const struct vq_codec_params *k, const struct vq_codec_params *v,
                        char *out, size_t cap);
+/* Label including the per-layer options of o: "ratequant-2.5" (turboquant_mse keys with
+ * --ratequant, values following), else the base label with suffixes "+rq2.5",
+ * "+kbpl" / "+vbpl" (explicit lists), "+fp16f1l1" (fp16 edge layers). */
+void vq_kv_config_name_opts(const struct vq_kv_opts *o, const struct vq_codec_params *k,
+                            const struct vq_codec_params *v, char *out, size_t cap);
 
-/* Named sweep presets, in sweep order. */
+/* Per-layer settings resolved for one model (vq_kv_layers_apply): arrays owned here, pointed
+ * to by the cache params; keep alive until every cache made from them is freed. */
+struct vq_kv_layers {
+    int n_layers;
+    int *k_bits, *v_bits;        /* NULL when not per-layer */
+    double rq_mean;              /* RateQuant mean key bits (0 = off) */
+};
+
+/* Applies the per-layer options of o to cp for a model of n_layers layers and head_dim:
+ * validates --k/v-bits-per-layer (length n_layers, every entry accepted by the codec),
+ * the fp16 first/last counts, and for --ratequant B loads the model's RateQuant
+ * sensitivities (built on demand with `calib_tokens` tokens; model_path / model may be
+ * needed, model may be NULL) and allocates the key bits with vq_ratequant_allocate over the
+ * bit-widths the key codec accepts (prints the allocation to stderr unless VQ_KV_QUIET). Values
+ * follow o->rq_values. Returns 1 on success, 0 after printing "<cmd>: reason" (usage-type
+ * problems), -1 on runtime failures (calibration could not be built). */
+int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *model_path,
+                       struct vq_model *model, int n_layers, int head_dim, struct vq_cache_params *cp,
+                       struct vq_kv_layers *out, int flags);
+/* flags of vq_kv_layers_apply: no allocation printout; never build calibration (a missing
+ * RateQuant artifact is then an error, return -1). */
+enum { VQ_KV_QUIET = 1, VQ_KV_NO_BUILD = 2 };
+void vq_kv_layers_free(struct vq_kv_layers *l);
+/* 1 if any per-layer option (lists, fp16 layers, ratequant) was given. */
+int vq_kv_opts_any_layers(const struct vq_kv_opts *o);
+
+/* Handles one long option given by name ("--k-bits-per-layer") for commands that do not use
+ * getopt_long with VQ_KV_LONG_OPTIONS (generate): only the per-layer options (bits lists,
+ * fp16 layers, ratequant, calib tokens). Returns 1 ok, 0 bad value (printed), -1 not one. */
+int vq_kv_opts_handle_name(struct vq_kv_opts *o, const char *cmd, const char *name,
+                           const char *arg);
+
+/* Named sweep presets, in sweep order. Entries named "ratequant-B" are RateQuant configs
+ * (turboquant_mse keys and values, --ratequant B); their bits fields give the lowest width
+ * used and are not matched by vq_kv_config_name. */
 struct vq_kv_preset {
     const char *name;
     enum vq_method km; int kb;
@@ -94,5 +167,11 @@ void vq_kv_opts_to_argv(const struct vq_kv_opts *o, char **argv, int *argc, int 
 /* Fills a results.json config from resolved params and a label. */
 void vq_kv_fill_result_config(const char *name, const struct vq_codec_params *k,
                               const struct vq_codec_params *v, struct vq_result_config *rc);
+/* Adds the per-layer settings to a results.json config's integer options: ratequant_mbits
+ * (mean key bits x 1000), fp16_first / fp16_last, and the per-layer bits as decimal digit
+ * groups k_bits_l<first> / v_bits_l<first> (15 layers per option, one digit per layer, layer
+ * <first> leftmost), as far as the option slots allow (else per-width layer counts). */
+void vq_kv_result_config_layers(const struct vq_cache_params *cp, const struct vq_kv_layers *l,
+                                struct vq_result_config *rc);
 
 #endif
