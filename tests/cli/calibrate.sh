@@ -29,11 +29,37 @@ if [ -f "$MODEL" ]; then
     # generate picks the artifacts up from the cache; without them it refuses with a hint
     "$VQ" generate -m "$MODEL" -p "The capital of France is" -n 4 -c 64 -t 2 --method spectral --bits 3 \
         >"$TMP/out" 2>"$TMP/err" && ok || { bad "generate spectral with calibration"; cat "$TMP/err" >&2; }
-    "$VQ" generate -m "$MODEL" -p "Hello" -n 4 -c 64 -t 2 --k-method vecinfer --k-bits 1 \
-        >"$TMP/out" 2>"$TMP/err"; [ $? -eq 1 ] && ok || bad "generate vecinfer 1-bit without a matching codebook must fail"
-    grep -q "veloxquant calibrate" "$TMP/err" && ok || bad "missing-calibration hint"
-    VQ_CACHE_DIR="$TMP/empty" "$VQ" generate -m "$MODEL" -p "Hello" -n 4 -c 64 --method spectral \
-        >/dev/null 2>&1; [ $? -eq 1 ] && ok || bad "generate spectral without artifacts must fail"
+    # a missing codebook is built on demand (reason and progress on stderr), then used
+    "$VQ" generate -m "$MODEL" -p "Hello" -n 4 -c 64 -t 2 --k-method vecinfer --k-bits 1 --calib-tokens 48 \
+        >"$TMP/out" 2>"$TMP/err" && ok || { bad "generate vecinfer 1-bit builds its codebook on demand"; cat "$TMP/err" >&2; }
+    grep -q "no usable calibration" "$TMP/err" && ok || bad "on-demand build: reason"
+    grep -q "building calibration (vecinfer)" "$TMP/err" && ok || bad "on-demand build: progress"
+    grep -q "built calibration and using it" "$TMP/err" && ok || bad "on-demand build: says so"
+    [ -s "$VQ_CACHE_DIR/vecinfer/$SHA/k8x8_v8x8.vqcal" ] && ok || bad "on-demand vecinfer artifact k8x8_v8x8"
+    # corrupt artifact: reported, rebuilt (never used), and the run succeeds
+    F="$VQ_CACHE_DIR/spectral/$SHA/pca.vqcal"
+    python3 - "$F" <<'PY'
+import sys
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[len(b) // 2] ^= 0x40; open(p, 'wb').write(b)
+PY
+    "$VQ" generate -m "$MODEL" -p "Hello" -n 4 -c 64 -t 2 --method spectral --bits 3 --calib-tokens 48 \
+        >"$TMP/out" 2>"$TMP/err" && ok || { bad "generate spectral with a corrupt artifact"; cat "$TMP/err" >&2; }
+    grep -q "pca.vqcal: corrupt or truncated" "$TMP/err" && ok || { bad "corrupt artifact reason"; cat "$TMP/err" >&2; }
+    grep -q "built calibration and using it" "$TMP/err" && ok || bad "corrupt artifact rebuilt"
+    cmp -s "$F" "$TMP/second.vqcal" && ok || bad "the rebuilt artifact equals a fresh 48-token calibration"
+    # truncated artifact: same
+    head -c 100 "$F" > "$TMP/t" && cp "$TMP/t" "$F"
+    "$VQ" generate -m "$MODEL" -p "Hello" -n 4 -c 64 -t 2 --method spectral --bits 3 --calib-tokens 48 \
+        >"$TMP/out" 2>"$TMP/err" && ok || bad "generate spectral with a truncated artifact"
+    grep -q "corrupt or truncated" "$TMP/err" && ok || bad "truncated artifact reason"
+    grep -q "built calibration and using it" "$TMP/err" && ok || bad "truncated artifact rebuilt"
+    VQ_CACHE_DIR="$TMP/empty" "$VQ" generate -m "$MODEL" -p "Hello" -n 4 -c 64 -t 2 --method spectral \
+        --calib-tokens 48 >/dev/null 2>"$TMP/err" && ok || bad "generate spectral without artifacts builds them"
+    grep -q "no artifact" "$TMP/err" && ok || bad "missing artifact reason"
+    # the explicit command still works after on-demand builds, and a good artifact is reused silently
+    "$VQ" generate -m "$MODEL" -p "Hello" -n 4 -c 64 -t 2 --method spectral --bits 3 \
+        >"$TMP/out" 2>"$TMP/err" && ok || bad "generate spectral reuse"
+    grep -q "building calibration" "$TMP/err" && bad "a valid artifact must not be rebuilt" || ok
 else
     echo "calibrate: model not found ($MODEL), model runs skipped" >&2
 fi

@@ -30,9 +30,9 @@ static void usage(FILE *f) {
         "  -c, --ctx CTX         context length in tokens (required)\n"
         VQ_KV_HELP
         "  --page-tokens P       cache page size, for the allocated-bytes column (default 256)\n"
-        "                        (--ratequant needs -m: the allocation comes from the model's\n"
-        "                        sensitivities, built on demand for one config; the preset\n"
-        "                        listing only reads an existing artifact)\n"
+        "                        (--ratequant with -m: the allocation from the model's layer\n"
+        "                        sensitivities, calibrated on demand; the preset listing and\n"
+        "                        runs without -m use equal sensitivities, same total bits)\n"
         "  --json                one JSON object on stdout\n"
         "  -h, --help            this help\n");
 }
@@ -146,8 +146,12 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
         /* per-layer bits / fp16 edge layers; RateQuant reads (single config: builds) the
          * model's sensitivities, so that the estimate uses the allocation a run would use */
         struct vq_kv_layers kl;
+        if (!all && !model && o.ratequant > 0)
+            fprintf(stderr, "%s: --ratequant without -m: equal layer sensitivities (exact bytes when "
+                    "they are linear in bits, e.g. turboquant_mse)\n", CMD);
         const int la = vq_kv_layers_apply(CMD, &o, model, NULL, g.n_layers, g.head_dim, &p, &kl,
-                                          all ? VQ_KV_QUIET | VQ_KV_NO_BUILD : 0);
+                                          all ? VQ_KV_QUIET | VQ_KV_EQUAL_WEIGHTS
+                                              : model ? 0 : VQ_KV_EQUAL_WEIGHTS);
         if (la == 1) {
             r->st = vq_kv_estimate(&p, ctx, &r->m);
             vq_kv_layers_free(&kl);

@@ -473,11 +473,17 @@ int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *
         }
         double *w = malloc(sizeof(double) * (size_t)n_layers);
         if (!w) { vq_kv_layers_free(out); return -1; }
-        if (!vq_cli_ratequant_sens(cmd, model_path, model, n_layers, head_dim, o->calib_tokens,
-                                   !(flags & VQ_KV_NO_BUILD), w)) {
+        if (flags & VQ_KV_EQUAL_WEIGHTS) {
+            for (int l = 0; l < n_layers; l++) w[l] = 1.0;
+        } else if (!vq_cli_ratequant_sens(cmd, model_path, model, n_layers, head_dim, o->calib_tokens, 1, w)) {
             free(w);
             vq_kv_layers_free(out);
             return -1;
+        }
+        if (!quiet && !(flags & VQ_KV_EQUAL_WEIGHTS)) {
+            fprintf(stderr, "%s: ratequant: layer sensitivities (mean ||k||^2):", cmd);
+            for (int l = 0; l < n_layers; l++) fprintf(stderr, " %.4g", w[l]);
+            fprintf(stderr, "\n");
         }
         vq_status st = vq_ratequant_allocate(w, n_layers, o->ratequant, allowed, na, 0.0, out->k_bits);
         if (st == VQ_STATUS_OK && o->rq_values != VQ_RQ_VALUES_OFF && !o->n_v_bpl) {

@@ -132,9 +132,11 @@ struct vq_kv_layers {
 int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *model_path,
                        struct vq_model *model, int n_layers, int head_dim, struct vq_cache_params *cp,
                        struct vq_kv_layers *out, int flags);
-/* flags of vq_kv_layers_apply: no allocation printout; never build calibration (a missing
- * RateQuant artifact is then an error, return -1). */
-enum { VQ_KV_QUIET = 1, VQ_KV_NO_BUILD = 2 };
+/* flags of vq_kv_layers_apply: no allocation printout; RateQuant with equal sensitivities
+ * instead of the model's (no artifact read or built; estimate-memory listings: the bytes
+ * depend only on the sum of the bits for codecs whose block bytes are linear in bits, e.g.
+ * turboquant_mse with head_dim % 8 == 0, so the estimate stays exact there). */
+enum { VQ_KV_QUIET = 1, VQ_KV_EQUAL_WEIGHTS = 2 };
 void vq_kv_layers_free(struct vq_kv_layers *l);
 /* 1 if any per-layer option (lists, fp16 layers, ratequant) was given. */
 int vq_kv_opts_any_layers(const struct vq_kv_opts *o);

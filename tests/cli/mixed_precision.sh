@@ -1,0 +1,144 @@
+#!/usr/bin/env bash
+# CLI tests for mixed precision across layers: --k/v-bits-per-layer validation (length, values),
+# fp16 first/last layers and per-layer lists counted identically by estimate-memory and a real
+# run, --ratequant wiring (calibrated on demand into $VQ_CACHE_DIR; allocation sum ==
+# round(n * B), more sensitive layers never get fewer bits, rebuilt when the artifact is
+# corrupt), and the ratequant-B config names round-tripping through sweep / results.json.
+set -u
+VQ="$1"
+MODEL="${VQ_MODELS:-$HOME/.cache/veloxquant/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
+fail=0; pass=0
+ok()  { pass=$((pass + 1)); }
+bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
+export VQ_CACHE_DIR="$TMP/cache"
+OUT="$TMP/out"; ERR="$TMP/err"
+expect_exit() {  # expect_exit CODE CMD...
+    local want=$1; shift
+    "$@" >"$OUT" 2>"$ERR"
+    local got=$?
+    if [ "$got" -eq "$want" ]; then ok; else bad "exit $got (want $want): $*"; cat "$ERR" >&2; fi
+}
+GEO="--layers 4 --kv-heads 2 --head-dim 64"
+
+# --- option validation (no model needed) ---
+expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method turboquant_mse --k-bits-per-layer 2,3
+grep -q "2 entries, but the model has 4 layers" "$ERR" && ok || bad "bad list length message"
+expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method turboquant_mse --v-bits-per-layer 2,3,4,1,2
+grep -q -- "--v-bits-per-layer: 5 entries" "$ERR" && ok || bad "bad value list length message"
+expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method turboquant_mse --k-bits-per-layer 2,x,3,4
+grep -q "entry 2 of '2,x,3,4' is not an integer" "$ERR" && ok || bad "bad list entry message"
+expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method turboquant_mse --k-bits-per-layer 2,3,9,4
+grep -q "layer 2: 9 bits not accepted by turboquant_mse" "$ERR" && ok || bad "unsupported width message"
+expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method turboquant_mse --fp16-layers middle
+expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method turboquant_mse --keep-fp16-first 5
+grep -q "the model has 4 layers" "$ERR" && ok || bad "fp16 layers beyond the model"
+expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method vecinfer --ratequant 2
+expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --ratequant 6.5
+grep -q "outside the bit-widths 1..4" "$ERR" && ok || bad "ratequant range message"
+expect_exit 2 "$VQ" perplexity -m x -f y --ratequant-values sometimes
+
+# fp16 edges: layers 0 and 3 cost fp16, layers 1-2 tq_mse 2-bit (centering vectors included)
+expect_exit 0 "$VQ" estimate-memory -c 100 $GEO --method turboquant_mse --bits 2 --fp16-layers first,last --json
+python3 - "$OUT" <<'PY' && ok || bad "fp16 edge bytes formula / name"
+import json, sys
+c = json.load(open(sys.argv[1]))["configs"][0]
+assert c["name"] == "turboquant_mse-2+fp16f1l1", c["name"]
+fp16 = 2 * 100 * 2 * 64 * 2                # one layer, K + V
+tq = 2 * 100 * 2 * (2 * 64 // 8 + 2)       # one layer, K + V: codes + sf16 norm per token
+mu = 2 * 2 * 64 * 2                        # centering vectors of one layer (K + V)
+assert c["total_bytes"] == 2 * fp16 + 2 * tq + 2 * mu, c
+PY
+expect_exit 0 "$VQ" estimate-memory -c 100 $GEO --method turboquant_mse --keep-fp16-first 2 --keep-fp16-last 2 --json
+python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["configs"][0]; assert c["total_bytes"]==c["fp16_bytes"]' "$OUT" \
+    && ok || bad "every layer fp16"
+# the listing has the RateQuant presets (equal sensitivities without a model)
+expect_exit 0 "$VQ" estimate-memory -c 256 --layers 30 --kv-heads 3 --head-dim 64
+grep -q "^ratequant-1.5 " "$OUT" && grep -q "^ratequant-2.5 " "$OUT" && ok || bad "ratequant presets listed"
+
+if [ ! -f "$MODEL" ]; then
+    bad "model $MODEL missing (run scripts/fetch_models.sh)"
+    echo "$pass passed, $fail failed"; exit 1
+fi
+SHA=$(sha256sum "$MODEL" | cut -d' ' -f1)
+TXT="$TMP/text.txt"
+python3 -c 'import sys; open(sys.argv[1],"w").write(("The quick brown fox jumps over the lazy dog. " * 8 + "A stitch in time saves nine.\n") * 30)' "$TXT"
+
+# wrong list length against the model's 30 layers
+expect_exit 2 "$VQ" perplexity -m "$MODEL" -f "$TXT" -c 64 --chunks 1 --method turboquant_mse --k-bits-per-layer 2,3,4
+grep -q "3 entries, but the model has 30 layers" "$ERR" && ok || bad "perplexity list length"
+expect_exit 2 "$VQ" generate -m "$MODEL" -p hi -n 1 -c 32 --method turboquant_mse --v-bits-per-layer 2
+grep -q "1 entries, but the model has 30 layers" "$ERR" && ok || bad "generate list length"
+
+# estimate == measured: per-layer lists + fp16 edges
+KB=$(python3 -c 'print(",".join(str(1 + i % 4) for i in range(30)))')
+VB=$(python3 -c 'print(",".join(str(4 - i % 3) for i in range(30)))')
+expect_exit 0 "$VQ" perplexity -m "$MODEL" -f "$TXT" -c 64 --chunks 1 -t 2 --method turboquant_mse \
+    --k-bits-per-layer "$KB" --v-bits-per-layer "$VB" --fp16-layers first --keep-fp16-last 2 --json
+cp "$OUT" "$TMP/ppl.json"
+expect_exit 0 "$VQ" estimate-memory -m "$MODEL" -c 64 --method turboquant_mse \
+    --k-bits-per-layer "$KB" --v-bits-per-layer "$VB" --fp16-layers first --keep-fp16-last 2 --json
+python3 - "$TMP/ppl.json" "$OUT" "$KB" <<'PY' && ok || bad "lists + fp16 edges: estimate != measured"
+import json, sys
+r = json.load(open(sys.argv[1])); e = json.load(open(sys.argv[2]))["configs"][0]
+assert r["kv_bytes"] == e["total_bytes"], (r["kv_bytes"], e["total_bytes"])
+kb = [int(x) for x in sys.argv[3].split(",")]
+assert r["k_bits_per_layer"] == [16] + kb[1:28] + [16, 16], r["k_bits_per_layer"]
+assert r["config"] == e["name"] == "turboquant_mse-4+fp16f1l2+kbpl+vbpl", (r["config"], e["name"])
+PY
+
+# --ratequant: calibrated on demand, allocation printed; estimate-memory uses the same allocation
+expect_exit 0 "$VQ" perplexity -m "$MODEL" -f "$TXT" -c 64 --chunks 1 -t 2 --ratequant 1.5 --calib-tokens 48 --json
+cp "$OUT" "$TMP/rq.json"; cp "$ERR" "$TMP/rq.err"
+grep -q "building calibration (ratequant)" "$ERR" && ok || bad "ratequant calibration built on demand"
+grep -q "built calibration and using it" "$ERR" && ok || bad "ratequant build announced"
+[ -s "$VQ_CACHE_DIR/ratequant/$SHA/sens.vqcal" ] && ok || bad "sens.vqcal written"
+python3 - "$TMP/rq.err" "$TMP/rq.json" <<'PY' && ok || bad "ratequant allocation (sum, monotone, recorded)"
+import json, re, sys
+err = open(sys.argv[1]).read(); r = json.load(open(sys.argv[2]))
+w = [float(x) for x in re.search(r"layer sensitivities \(mean \|\|k\|\|\^2\):(.*)", err).group(1).split()]
+b = [int(x) for x in re.search(r"ratequant 1.5: key bits per layer:([\d ]+)\(", err).group(1).split()]
+assert len(w) == len(b) == 30
+assert sum(b) == round(30 * 1.5), sum(b)
+assert all(b[i] >= b[j] for i in range(30) for j in range(30) if w[i] > w[j]), (w, b)
+assert len(set(b)) > 1, b                       # SmolLM2's layers differ in sensitivity
+assert r["k_bits_per_layer"] == b and r["v_bits_per_layer"] == b and r["ratequant"] == 1.5
+assert r["config"] == "ratequant-1.5"
+PY
+expect_exit 0 "$VQ" estimate-memory -m "$MODEL" -c 64 --ratequant 1.5 --json
+python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); e=json.load(open(sys.argv[2]))["configs"][0]
+assert a["kv_bytes"]==e["total_bytes"] and e["name"]=="ratequant-1.5", (a["kv_bytes"], e)' "$TMP/rq.json" "$OUT" \
+    && ok || bad "ratequant: estimate != measured"
+grep -q "building calibration" "$ERR" && bad "valid artifact rebuilt" || ok
+
+# a corrupt sensitivities artifact is reported, rebuilt and the run succeeds
+python3 - "$VQ_CACHE_DIR/ratequant/$SHA/sens.vqcal" <<'PY'
+import sys
+p = sys.argv[1]; b = bytearray(open(p, 'rb').read()); b[len(b) - 12] ^= 0x01; open(p, 'wb').write(b)
+PY
+expect_exit 0 "$VQ" perplexity -m "$MODEL" -f "$TXT" -c 64 --chunks 1 -t 2 --ratequant 1.5 --calib-tokens 48 --json
+grep -q "sens.vqcal: corrupt or truncated" "$ERR" && ok || { bad "corrupt sens reason"; cat "$ERR" >&2; }
+grep -q "built calibration and using it" "$ERR" && ok || bad "corrupt sens rebuilt"
+python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2])); assert a["ppl"]==b["ppl"]' \
+    "$TMP/rq.json" "$OUT" && ok || bad "the rebuilt artifact gives the same run"
+
+# sweep: the ratequant-2.5 preset round-trips through results.json (second run: cached)
+SW="$TMP/sweep"
+expect_exit 0 "$VQ" sweep -m "$MODEL" --configs ratequant-2.5 -o "$SW" -f "$TXT" -c 64 --chunks 1 \
+    --max-tokens 4 --prompts 1 -t 2
+python3 - "$SW/results.json" <<'PY' && ok || bad "ratequant-2.5 in results.json"
+import json, sys
+d = json.load(open(sys.argv[1]))
+r = [x for x in d["results"] if x["config"]["name"] == "ratequant-2.5"]
+assert len(r) == 1 and "error" not in r[0], r
+o = r[0]["config"]["options"]
+assert o["ratequant_mbits"] == 2500 and o["v_bits_same_as_k"] == 1, o
+digits = str(o["k_bits_l0"]) + str(o["k_bits_l15"])
+assert len(digits) == 30 and sum(int(c) for c in digits) == 75, digits
+PY
+expect_exit 0 "$VQ" sweep -m "$MODEL" --configs ratequant-2.5 -o "$SW" -f "$TXT" -c 64 --chunks 1 \
+    --max-tokens 4 --prompts 1 -t 2
+grep -q "ratequant-2.5 cached" "$OUT" && ok || bad "sweep resume by name"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
