@@ -324,15 +324,22 @@ vq_status vq_calib_data_save(const vq_calib_data *cd, const char *path, const ch
     uint8_t *buf = NULL;
     size_t len = 0;
     VQ_RETURN_IF_ERR(vq_calib_serialize(cd, method, model_sha256, params, &buf, &len));
+    vq_status s = vq_calib_write_atomic(path, buf, len);
+    vq_free(buf);
+    return s;
+}
+
+vq_status vq_calib_write_atomic(const char *path, const uint8_t *buf, size_t len) {
+    if (!path || !*path || (!buf && len)) return VQ_STATUS_INVALID_ARG;
     vq_status s = mkdirs_(path);
-    if (s != VQ_STATUS_OK) { vq_free(buf); return s; }
+    if (s != VQ_STATUS_OK) return s;
     const size_t pl = strlen(path);
     char *tmp = malloc(pl + 40);
-    if (!tmp) { vq_free(buf); return VQ_STATUS_NO_MEMORY; }
+    if (!tmp) return VQ_STATUS_NO_MEMORY;
     static unsigned counter_ = 0;   /* uniqueness within a process; races only weaken it */
     snprintf(tmp, pl + 40, "%s.tmp.%ld.%u", path, (long)getpid(), __atomic_fetch_add(&counter_, 1u, __ATOMIC_RELAXED));
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0) { free(tmp); vq_free(buf); return VQ_STATUS_IO; }
+    if (fd < 0) { free(tmp); return VQ_STATUS_IO; }
     size_t off = 0;
     s = VQ_STATUS_OK;
     while (off < len) {
@@ -359,8 +366,32 @@ vq_status vq_calib_data_save(const vq_calib_data *cd, const char *path, const ch
         }
     }
     free(tmp);
-    vq_free(buf);
     return s;
+}
+
+vq_status vq_calib_read_file(const char *path, uint8_t **out, size_t *out_len) {
+    if (!path || !out || !out_len) return VQ_STATUS_INVALID_ARG;
+    *out = NULL;
+    *out_len = 0;
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return VQ_STATUS_IO;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) { close(fd); return VQ_STATUS_IO; }
+    if ((uint64_t)sb.st_size > VQ_CALIB_MAX_FILE) { close(fd); return VQ_STATUS_BAD_FORMAT; }
+    const size_t len = (size_t)sb.st_size;
+    uint8_t *buf = vq_alloc(len ? len : 1);
+    if (!buf) { close(fd); return VQ_STATUS_NO_MEMORY; }
+    size_t off = 0;
+    while (off < len) {
+        ssize_t r = read(fd, buf + off, len - off);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) break;
+        off += (size_t)r;
+    }
+    close(fd);
+    *out = buf;
+    *out_len = off;   /* a file that shrank while reading is the truncated file it is */
+    return VQ_STATUS_OK;
 }
 
 vq_calib_data *vq_calib_data_load(const char *path, const char *method,

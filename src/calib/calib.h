@@ -117,4 +117,51 @@ vq_status vq_calib_attach_diag(struct vq_cache_params *cp, int n_layers, int hea
                                const char *model_sha256_hex, vq_calib_data *owned[2], char *why,
                                size_t why_cap);
 
+/* ---- files -------------------------------------------------------------------------------- */
+
+/* Writes len bytes atomically to path (temp file in the same folder, fsync, rename; missing
+ * folders created). Returns OK, INVALID_ARG, IO or NO_MEMORY. */
+vq_status vq_calib_write_atomic(const char *path, const uint8_t *buf, size_t len);
+/* Reads a whole regular file (at most VQ_CALIB_MAX_FILE bytes) into *out (vq_alloc'd, caller
+ * frees with vq_free) and its length. Returns OK, INVALID_ARG, IO, BAD_FORMAT (too large) or
+ * NO_MEMORY. */
+vq_status vq_calib_read_file(const char *path, uint8_t **out, size_t *out_len);
+
+/* ---- precomputed data-independent tables (precomp.c, docs/FORMAT.md) ---------------------- */
+
+/* One head_dim's tables: Lloyd-Max codebooks (centroids + boundaries) of the Gauss law and of
+ * the rotated-coordinate (SPHERE) law at d, and the RHT sign vector of (d, seed). */
+#define VQ_PRECOMP_MAX_TABLES 16
+enum { VQ_PRECOMP_KIND_LLOYD = 16, VQ_PRECOMP_KIND_RHT_SIGNS = 17 };
+struct vq_precomp_table {
+    int kind;          /* VQ_PRECOMP_KIND_* */
+    int law, bits;     /* LLOYD: enum vq_law (GAUSS or SPHERE), bits */
+    int n;             /* LLOYD: 2^bits centroids (then n - 1 boundaries); RHT: d signs */
+    float *data;       /* LLOYD: n + n - 1 floats; RHT: n floats (+-1) */
+};
+struct vq_precomp {
+    int head_dim;
+    uint64_t seed;
+    int n_tables;
+    struct vq_precomp_table t[VQ_PRECOMP_MAX_TABLES];
+};
+/* Computes the tables for head_dim d (8..1024, multiple of 8), seed and the bit-widths bits
+ * (n_bits 1..6 entries, each 1..6): a GAUSS codebook per width, a SPHERE codebook per width
+ * <= 4, and the RHT signs (vq_rht_init(d, seed)), exactly as the codecs compute them at
+ * start-up. *out is zeroed first; free with vq_precomp_free. */
+vq_status vq_precomp_compute(int d, uint64_t seed, const int *bits, int n_bits, struct vq_precomp *out);
+void vq_precomp_free(struct vq_precomp *p);
+/* Serializes into the artifact container (tag "precompute", zero model hash) and writes it
+ * atomically to path. */
+vq_status vq_precomp_save(const struct vq_precomp *p, const char *path);
+/* Parses an untrusted buffer / loads a file: BAD_FORMAT (magic, checksum, truncation, bad
+ * records, non-finite values), UNSUPPORTED (newer version), NOT_FOUND (another tag), IO. */
+vq_status vq_precomp_parse(const uint8_t *buf, size_t len, struct vq_precomp *out);
+vq_status vq_precomp_load(const char *path, struct vq_precomp *out);
+/* Compares a stored set with a computed one table by table, bit for bit. Returns 1 when
+ * every table of want is in have with identical values (have may hold more); else 0 and a
+ * description of the first difference in why (may be NULL). */
+int vq_precomp_matches(const struct vq_precomp *have, const struct vq_precomp *want, char *why,
+                       size_t why_cap);
+
 #endif

@@ -22,6 +22,7 @@ static const struct vq_cli_cmd cmds[] = {
     {"report", vq_cmd_report, "PNG figures and a Markdown table from results.json files"},
     {"estimate-memory", vq_cmd_estimate_memory, "analytic KV-cache bytes per method for a model and context"},
     {"calibrate", vq_cmd_calibrate, "record a model's keys/values and write calibration artifacts"},
+    {"precompute", vq_cmd_precompute, "write / --check data-independent tables (Lloyd-Max codebooks, RHT signs)"},
     {"version", cmd_version, "print the library version"},
 };
 
