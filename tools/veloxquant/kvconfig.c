@@ -1,6 +1,7 @@
 /* kvconfig.c — KV-method option family, presets and config names (see kvconfig.h). */
 #include "kvconfig.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -489,12 +490,17 @@ int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *
         if (st == VQ_STATUS_OK && o->rq_values != VQ_RQ_VALUES_OFF && !o->n_v_bpl) {
             if (o->rq_values == VQ_RQ_VALUES_KEYS) {
                 memcpy(out->v_bits, out->k_bits, sizeof(int) * (size_t)n_layers);
-            } else {   /* even: the same mean over the value codec's widths, equal weights */
+            } else {   /* even: the same mean spread evenly over the layers (2.5 -> 2,3,2,3...) */
                 int va[16];
                 const int nva = allowed_bits(&cp->value, head_dim, va);
-                for (int l = 0; l < n_layers; l++) w[l] = 1.0;
-                st = nva >= 1 ? vq_ratequant_allocate(w, n_layers, o->ratequant, va, nva, 0.0, out->v_bits)
-                              : VQ_STATUS_INVALID_ARG;
+                st = VQ_STATUS_OK;
+                for (int l = 0; l < n_layers && st == VQ_STATUS_OK; l++) {
+                    const int b = (int)floor((l + 1) * o->ratequant + 0.5) - (int)floor(l * o->ratequant + 0.5);
+                    int okb = 0;
+                    for (int j = 0; j < nva; j++) okb |= va[j] == b;
+                    if (!okb) st = VQ_STATUS_RANGE;
+                    out->v_bits[l] = b;
+                }
             }
         }
         free(w);
