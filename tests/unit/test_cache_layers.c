@@ -179,7 +179,42 @@ TEST(fp16_edges_all_layers_and_validation) {
     ASSERT_EQ_INT(p.fp16_last_layers, 0);
 }
 
+TEST(fp16_edges_with_outlier_channels) {
+    /* the outlier-channel modifier applies to the quantized layers only; bytes stay exact */
+    float *k = gen((int64_t)T_ * H_ * D_, 0.8f), *v = gen((int64_t)T_ * H_ * D_, 0.0f);
+    float *q = gen((int64_t)QH_ * D_, 0.0f);
+    struct vq_cache_params p = base();
+    p.fp16_first_layers = 1;
+    p.fp16_last_layers = 1;
+    p.n_outlier_channels = 4;
+    p.n_calib_tokens = 20;
+    vq_cache *c = vq_cache_create(&p, NULL);
+    ASSERT(c != NULL);
+    if (c) {
+        fill(c, k, v);
+        struct vq_cache_memory m, e;
+        vq_cache_memory(c, &m);
+        ASSERT_STATUS(vq_kv_estimate(&p, T_, &e), VQ_STATUS_OK);
+        ASSERT_EQ_INT(e.total_bytes, m.total_bytes);
+        ASSERT_EQ_INT(e.outlier_bytes, m.outlier_bytes);
+        ASSERT_EQ_INT(e.key_total_bytes, m.key_total_bytes);
+        /* 3 quantized layers x 2 heads: (2 + 4) bytes per token + 2 * 4 bytes of channel list */
+        ASSERT_EQ_INT(m.outlier_bytes, (size_t)3 * H_ * (T_ * 6 + 8));
+        float out[QH_ * D_], ref[QH_ * D_];
+        for (int l = 0; l < L_; l++) {
+            ASSERT_STATUS(vq_cache_attend(c, l, q, QH_, 1, NULL, 0.125f, out), VQ_STATUS_OK);
+            ASSERT_STATUS(vq_cache_attend_ref(c, l, q, QH_, 1, NULL, 0.125f, ref), VQ_STATUS_OK);
+            for (int i = 0; i < QH_ * D_; i++) ASSERT_NEAR(out[i], ref[i], 2e-4);
+        }
+        vq_cache_free(c);
+    }
+    free(k);
+    free(v);
+    free(q);
+}
+
 int main(void) {
+    RUN(fp16_edges_with_outlier_channels);
     RUN(fp16_edges_bytes_and_attend);
     RUN(fp16_edges_all_layers_and_validation);
     return TEST_REPORT();
