@@ -21,6 +21,7 @@
 
 #include "veloxquant.h"
 #include "cli.h"
+#include "kvconfig.h"
 #include "opts.h"
 
 #define MAX_SEQ_LENS 32
@@ -34,7 +35,8 @@ struct bench_opts {
     int64_t seq_lens[MAX_SEQ_LENS];
     int n_seq;
     int compare, repeats, threads, json;
-    int n_outlier_channels, n_calib_tokens;
+    int n_outlier_channels, n_calib_tokens;   /* cache modifier; 0 = off */
+    float outlier_tokens;                     /* outlier-token k; 0 = off */
     int group_size, residual_length, n_sink_tokens;
     int kv_heads;
     enum vq_isa isa;
@@ -66,10 +68,17 @@ static void usage(FILE *f) {
         "  --group_size G        kivi group (default 32)\n"
         "  --residual_length R   kivi fp16 window (default 128)\n"
         "  --n_sink_tokens N     kivi_sink fp16 sink tokens (default 5)\n"
-        "  --n_outlier_channels N, --n_calib_tokens N\n"
-        "                        accepted for compatibility with the reference tool; the\n"
-        "                        outlier-channel modifier is not built yet, so they must stay\n"
-        "                        at their defaults (4, 200) and have no effect\n"
+        "  --n_outlier_channels N\n"
+        "                        outlier-channel two-stream keys: the N largest channels as\n"
+        "                        int8 + scale (default 0 = off; the reference tool's default 4\n"
+        "                        is not applied unless given)\n"
+        "  --n_calib_tokens T    tokens that pick the outlier channels (default 200)\n"
+        "  --outlier_tokens K    keep prefill tokens with key norm > mean + K*std in fp16\n"
+        "                        (default 0 = off)\n"
+        "                        With a modifier, the method's cache (timing, bytes) uses it and\n"
+        "                        cos_k / ip_slope / softmax_kl are measured on the keys as that\n"
+        "                        cache stores them (vq_cache_read, centering off) instead of\n"
+        "                        on the bare key codec\n"
         "  --json                one JSON object per run on stdout instead of tables\n");
 }
 
@@ -176,6 +185,90 @@ done:
     free(codes); free(qs); free(est); free(tru); free(p); free(ph);
 }
 
+/* 1 if a cache modifier is on. */
+static int has_modifier(const struct bench_opts *o) {
+    return o->n_outlier_channels > 0 || o->outlier_tokens > 0.0f;
+}
+
+/* Key quality with the modifiers: the first n key rows through a one-head cache with the
+ * modifiers (one append, centering off), decoded with vq_cache_read; cos_k and the score
+ * statistics of ip_quality computed from the decoded keys (fused attend equals that
+ * decode-then-dot reference, tests/unit/test_cache_outlier.c). */
+static vq_status cache_key_quality(const struct bench_opts *o, const float *k, int64_t n, int d,
+                                   const vq_calib_data *cd, struct quality *q) {
+    struct vq_cache_params cp = vq_cache_params_default();
+    cp.n_layers = 1; cp.n_kv_heads = 1; cp.head_dim = d; cp.max_tokens = n;
+    cp.n_threads = 1;
+    cp.key.method = o->method; cp.key.bits = o->bits; cp.key.seed = o->seed;
+    cp.value.method = o->v_method; cp.value.bits = o->v_bits; cp.value.seed = o->seed + 1;
+    cp.key.jl_dim = cp.value.jl_dim = o->jl_dim;
+    cp.key.group_size = cp.value.group_size = o->group_size;
+    cp.key.residual_length = cp.value.residual_length = o->residual_length;
+    cp.key.n_sink_tokens = cp.value.n_sink_tokens = o->n_sink_tokens;
+    cp.key.isa = cp.value.isa = o->isa;
+    cp.key.calib = cp.value.calib = cd;
+    cp.center_keys = cp.center_values = 0;
+    cp.n_outlier_channels = o->n_outlier_channels;
+    cp.n_calib_tokens = o->n_calib_tokens;
+    cp.outlier_token_k = o->outlier_tokens;
+    vq_status st;
+    vq_cache *c = vq_cache_create(&cp, &st);
+    if (!c) return st;
+    float *kh = malloc(sizeof(float) * (size_t)(n * d));
+    double *tru = malloc(sizeof(double) * (size_t)n), *est = malloc(sizeof(double) * (size_t)n);
+    double *p = malloc(sizeof(double) * (size_t)n), *ph = malloc(sizeof(double) * (size_t)n);
+    st = VQ_STATUS_NO_MEMORY;
+    if (!kh || !tru || !est || !p || !ph) goto done;
+    if ((st = vq_cache_append(c, 0, k, k, VQ_DTYPE_F32, n)) != VQ_STATUS_OK) goto done;
+    vq_cache_read(c, 0, 0, kh, NULL);
+    double cs = 0;
+    for (int64_t t = 0; t < n; t++) {
+        const float *a = k + t * d, *b = kh + t * d;
+        double na = sqrt(dotd(a, a, d)), nb = sqrt(dotd(b, b, d));
+        cs += (na > 0 && nb > 0) ? dotd(a, b, d) / (na * nb) : 0.0;
+    }
+    q->cos_k = cs / (double)n;
+    double sxy = 0, sxx = 0, se = 0, se2 = 0, kl = 0;
+    long ne = 0;
+    const int nq = 32;
+    const double scale = 1.0 / sqrt((double)d);
+    float qv[1024];
+    for (int iq = 0; iq < nq; iq++) {
+        fill_normal(qv, d);
+        double nq2 = sqrt(dotd(qv, qv, d)), m1 = -1e300, m2 = -1e300;
+        for (int64_t t = 0; t < n; t++) {
+            const float *kt = k + t * d;
+            tru[t] = dotd(qv, kt, d);
+            est[t] = dotd(qv, kh + t * d, d);
+            double nk = sqrt(dotd(kt, kt, d));
+            sxy += est[t] * tru[t];
+            sxx += tru[t] * tru[t];
+            double e = (est[t] - tru[t]) / (nq2 * nk + 1e-30);
+            se += e; se2 += e * e; ne++;
+            if (tru[t] * scale > m1) m1 = tru[t] * scale;
+            if (est[t] * scale > m2) m2 = est[t] * scale;
+        }
+        double z1 = 0, z2 = 0, k1 = 0;
+        for (int64_t t = 0; t < n; t++) {
+            p[t] = exp(tru[t] * scale - m1); z1 += p[t];
+            ph[t] = exp(est[t] * scale - m2); z2 += ph[t];
+        }
+        for (int64_t t = 0; t < n; t++) {
+            double a = p[t] / z1, b = ph[t] / z2;
+            if (a > 0) k1 += a * log(a / (b > 1e-300 ? b : 1e-300));
+        }
+        kl += k1;
+    }
+    q->slope = sxy / sxx;
+    const double mean = se / (double)ne;
+    q->ip_err_sd = sqrt(se2 / (double)ne - mean * mean);
+    q->kl = kl / nq;
+done:
+    free(kh); free(tru); free(est); free(p); free(ph);
+    vq_cache_free(c);
+    return st;
+}
+
 /* ---- timing ------------------------------------------------------------------------------- */
 
 struct timing {
@@ -197,6 +290,11 @@ static vq_status time_cache(const struct bench_opts *o, enum vq_method km, int k
     cp.key.n_sink_tokens = cp.value.n_sink_tokens = o->n_sink_tokens;
     cp.key.isa = cp.value.isa = o->isa;
     cp.key.calib = cp.value.calib = cd;
+    if (km != VQ_METHOD_FP16) { /* the method's cache, not the fp16 baseline */
+        cp.n_outlier_channels = o->n_outlier_channels;
+        cp.n_calib_tokens = o->n_calib_tokens;
+        cp.outlier_token_k = o->outlier_tokens;
+    }
     vq_status st;
     vq_cache *c = vq_cache_create(&cp, &st);
     if (!c) return st;
@@ -347,17 +445,18 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
         else if (!strcmp(a, "--residual_length")) { if (!vq_opt_int(cmd, a, NEXT(), 0, 1 << 20, &o->residual_length)) return 0; }
         else if (!strcmp(a, "--n_sink_tokens")) { if (!vq_opt_int(cmd, a, NEXT(), 0, 1024, &o->n_sink_tokens)) return 0; }
         else if (!strcmp(a, "--n_outlier_channels")) {
-            if (!vq_opt_int(cmd, a, NEXT(), 0, 1024, &o->n_outlier_channels)) return 0;
-            if (o->n_outlier_channels != 4) {
-                fprintf(stderr, "bench: --n_outlier_channels: the outlier-channel modifier is not built yet\n");
-                return 0;
-            }
+            if (!vq_opt_int(cmd, a, NEXT(), 0, 64, &o->n_outlier_channels)) return 0;
         } else if (!strcmp(a, "--n_calib_tokens")) {
-            if (!vq_opt_int(cmd, a, NEXT(), 0, 1 << 20, &o->n_calib_tokens)) return 0;
-            if (o->n_calib_tokens != 200) {
-                fprintf(stderr, "bench: --n_calib_tokens: the outlier-channel modifier is not built yet\n");
+            if (!vq_opt_int(cmd, a, NEXT(), 1, 1 << 20, &o->n_calib_tokens)) return 0;
+        } else if (!strcmp(a, "--outlier_tokens")) {
+            const char *x = NEXT();
+            char *end = NULL;
+            double kk = x ? strtod(x, &end) : -1.0;
+            if (!x || end == x || *end || !(kk >= 0.0 && kk <= 100.0)) {
+                fprintf(stderr, "bench: --outlier_tokens: needs a number in 0..100\n");
                 return 0;
             }
+            o->outlier_tokens = (float)kk;
         }
         else if (!strcmp(a, "--json")) o->json = 1;
         else { fprintf(stderr, "bench: unknown option '%s'\n", a); usage(stderr); return 0; }
@@ -373,7 +472,7 @@ int vq_cmd_bench(int argc, char **argv) {
     struct bench_opts o;
     memset(&o, 0, sizeof o);
     o.head_dim = 128; o.bits = 3; o.jl_dim = 128; o.seed = 42; o.seq_lens[0] = 1000; o.n_seq = 1;
-    o.repeats = 7; o.threads = 1; o.n_outlier_channels = 4; o.n_calib_tokens = 200;
+    o.repeats = 7; o.threads = 1; o.n_outlier_channels = 0; o.n_calib_tokens = 200;
     o.group_size = 32; o.residual_length = 128; o.n_sink_tokens = 5; o.isa = VQ_ISA_AUTO;
     o.kv_heads = 1;
     if (!parse(argc, argv, &o)) return 2;
@@ -403,6 +502,22 @@ int vq_cmd_bench(int argc, char **argv) {
         vq_codec_free(kc);
         vq_calib_data_free(cd);
         return 2;
+    }
+    {
+        struct vq_cache_params mp = vq_cache_params_default();
+        mp.head_dim = o.head_dim;
+        mp.key = kp;
+        mp.value = vp;
+        mp.n_outlier_channels = o.n_outlier_channels;
+        mp.n_calib_tokens = o.n_calib_tokens;
+        mp.outlier_token_k = o.outlier_tokens;
+        const char *why = vq_kv_modifier_error(&mp);
+        if (why) {
+            fprintf(stderr, "bench: %s\n", why);
+            vq_codec_free(kc);
+            vq_codec_free(vc);
+            return 2;
+        }
     }
 
     int64_t tmax = 0;
@@ -440,6 +555,9 @@ int vq_cmd_bench(int argc, char **argv) {
         cJSON_AddNumberToObject(jroot, "value_bits_per_elem", vq_codec_bits_per_elem(vc));
         cJSON_AddNumberToObject(jroot, "synthetic_calib_keys", (double)n_cal_k);
         cJSON_AddNumberToObject(jroot, "synthetic_calib_values", (double)n_cal_v);
+        cJSON_AddNumberToObject(jroot, "n_outlier_channels", o.n_outlier_channels);
+        cJSON_AddNumberToObject(jroot, "n_calib_tokens", o.n_calib_tokens);
+        cJSON_AddNumberToObject(jroot, "outlier_tokens", o.outlier_tokens);
         jrows = cJSON_AddArrayToObject(jroot, "rows");
     } else {
         printf("bench: keys %s bits=%d (%.4f bits/elem), values %s bits=%d (%.4f bits/elem), "
@@ -452,6 +570,10 @@ int vq_cmd_bench(int argc, char **argv) {
         if (n_cal_v)
             printf("bench: values (%s) use a synthetic calibration fitted on %lld separately drawn "
                    "synthetic values (no model)\n", vq_method_name(o.v_method), (long long)n_cal_v);
+        if (has_modifier(&o))
+            printf("modifiers: outlier channels %d (n_calib_tokens %d), outlier tokens k = %g "
+                   "(0 = off); B/token and key_x include them\n",
+                   o.n_outlier_channels, o.n_calib_tokens, (double)o.outlier_tokens);
         if (o.compare)
             printf("%8s | %18s | %19s | %7s | %14s | %10s\n", "seq_len", "baseline_attend_ms",
                    "optimized_attend_ms", "speedup", "fp16_attend_ms", "vs_fp16");
@@ -478,6 +600,11 @@ int vq_cmd_bench(int argc, char **argv) {
         q.cos_k = mean_cos(kc, k, nq, d, tmp, codes);
         q.cos_v = mean_cos(vc, v, nq, d, tmp, codes);
         ip_quality(kc, k, nq, d, &q);
+        if (has_modifier(&o) && (st = cache_key_quality(&o, k, nq, d, cd, &q)) != VQ_STATUS_OK) {
+            fprintf(stderr, "bench: seq_len %lld: %s\n", (long long)T, vq_status_str(st));
+            rc = 1;
+            break;
+        }
         double bpt = (double)tm.bytes / (double)T / (double)o.kv_heads;
         double key_x = (double)tm.fp16_key_bytes / (double)tm.key_bytes;
         double full_x = (double)tm.fp16_bytes / (double)tm.bytes;

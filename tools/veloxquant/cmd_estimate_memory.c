@@ -2,6 +2,7 @@
  * a model's KV geometry and a context length (src/eval/kvmem.h: exactly what a vq_cache
  * filled by one prefill of CTX tokens reports). */
 #include <getopt.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,11 @@ static void usage(FILE *f) {
         "                        (--ratequant with -m: the allocation from the model's layer\n"
         "                        sensitivities, calibrated on demand; the preset listing and\n"
         "                        runs without -m use equal sensitivities, same total bits)\n"
+        "  --outlier-fraction F  configs with outlier tokens (+ot): which tokens are outliers\n"
+        "                        depends on the data, so the estimate assumes round(F * CTX)\n"
+        "                        per layer (default 0.04: the 4-12 per 200 prefill tokens of\n"
+        "                        ALGORITHMS.md 7.6; decode steps add none). Outlier channels\n"
+        "                        (+oc) are data-independent and exact\n"
         "  --json                one JSON object on stdout\n"
         "  -h, --help            this help\n");
 }
@@ -42,6 +48,8 @@ struct row {
     struct vq_codec_params k, v;
     struct vq_cache_memory m;
     vq_status st;
+    const char *why;        /* modifier combination refused, or NULL */
+    int64_t n_ot;           /* outlier tokens assumed per layer (configs with +ot) */
 };
 
 static double mb(size_t b) { return (double)b / (1024.0 * 1024.0); }
@@ -55,6 +63,7 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
         {"head-dim", required_argument, 0, 'D'},
         {"page-tokens", required_argument, 0, 'P'},
         {"json", no_argument, 0, 'j'},
+        {"outlier-fraction", required_argument, 0, 'F'},
         {"help", no_argument, 0, 'h'},
         VQ_KV_LONG_OPTIONS,
         {0, 0, 0, 0},
@@ -62,6 +71,7 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
     const char *model = NULL;
     long ctx = -1;
     int layers = 0, kv = 0, hd = 0, page = 256, json = 0;
+    double ot_frac = 0.04;
     struct vq_kv_opts ko;
     vq_kv_opts_init(&ko);
     optind = 1;
@@ -77,6 +87,15 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
         case 'D': ok = vq_opt_int(CMD, "--head-dim", optarg, 1, 4096, &hd); break;
         case 'P': ok = vq_opt_int(CMD, "--page-tokens", optarg, 1, 1 << 20, &page); break;
         case 'j': json = 1; break;
+        case 'F': {
+            char *end;
+            ot_frac = strtod(optarg, &end);
+            if (end == optarg || *end || !(ot_frac >= 0.0 && ot_frac <= 1.0)) {
+                fprintf(stderr, "%s: --outlier-fraction: '%s' is not a number in 0..1\n", CMD, optarg);
+                return 2;
+            }
+            break;
+        }
         case 'h': usage(stdout); return 0;
         case ':': fprintf(stderr, "%s: %s needs a value\n", CMD, argv[optind - 1]); return 2;
         case '?': fprintf(stderr, "%s: unknown option '%s'\n", CMD, argv[optind - 1]); return 2;
@@ -143,6 +162,9 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
         p.page_tokens = page;
         p.key = r->k;
         p.value = r->v;
+        vq_kv_opts_apply_cache(&o, &p); /* outlier modifiers (in the name already) */
+        r->n_ot = p.outlier_token_k > 0.0f ? (int64_t)llround(ot_frac * (double)ctx) : 0;
+        r->why = vq_kv_modifier_error(&p);
         /* per-layer bits / fp16 edge layers; RateQuant reads (single config: builds) the
          * model's sensitivities, so that the estimate uses the allocation a run would use */
         struct vq_kv_layers kl;
@@ -153,7 +175,7 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
                                           all ? VQ_KV_QUIET | VQ_KV_EQUAL_WEIGHTS
                                               : model ? 0 : VQ_KV_EQUAL_WEIGHTS);
         if (la == 1) {
-            r->st = vq_kv_estimate(&p, ctx, &r->m);
+            r->st = r->why ? VQ_STATUS_UNSUPPORTED : vq_kv_estimate_outliers(&p, ctx, r->n_ot, &r->m);
             vq_kv_layers_free(&kl);
         } else {
             r->st = la == 0 ? VQ_STATUS_INVALID_ARG : VQ_STATUS_NOT_FOUND;
@@ -161,8 +183,9 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
         if (r->st != VQ_STATUS_OK) n_bad++;
     }
     if (n_rows == 1 && rows[0].st != VQ_STATUS_OK) {
-        fprintf(stderr, "%s: %s: %s (check bits range and options against `veloxquant methods`)\n",
-                CMD, rows[0].name, vq_status_str(rows[0].st));
+        if (rows[0].why) fprintf(stderr, "%s: %s: %s\n", CMD, rows[0].name, rows[0].why);
+        else fprintf(stderr, "%s: %s: %s (check bits range and options against `veloxquant methods`)\n",
+                     CMD, rows[0].name, vq_status_str(rows[0].st));
         free(rows);
         return 2;
     }
@@ -185,12 +208,14 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
             cJSON_AddNumberToObject(o, "k_bits", r->k.bits);
             cJSON_AddNumberToObject(o, "v_bits", r->v.bits);
             if (r->st != VQ_STATUS_OK) {
-                cJSON_AddStringToObject(o, "error", vq_status_str(r->st));
+                cJSON_AddStringToObject(o, "error", r->why ? r->why : vq_status_str(r->st));
             } else {
                 const struct vq_cache_memory *m = &r->m;
                 cJSON_AddNumberToObject(o, "key_bytes", (double)m->key_bytes);
                 cJSON_AddNumberToObject(o, "value_bytes", (double)m->value_bytes);
                 cJSON_AddNumberToObject(o, "window_bytes", (double)m->window_bytes);
+                cJSON_AddNumberToObject(o, "outlier_bytes", (double)m->outlier_bytes);
+                if (r->n_ot) cJSON_AddNumberToObject(o, "outlier_tokens_assumed", (double)r->n_ot);
                 cJSON_AddNumberToObject(o, "total_bytes", (double)m->total_bytes);
                 cJSON_AddNumberToObject(o, "fp16_bytes", (double)m->fp16_bytes);
                 cJSON_AddNumberToObject(o, "allocated_bytes", (double)m->allocated_bytes);
@@ -217,7 +242,8 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
             const struct row *r = &rows[i];
             if (r->st != VQ_STATUS_OK) {
                 printf("%-22s %6d %6d  (%s)\n", r->name, r->k.bits, r->v.bits,
-                       r->st == VQ_STATUS_UNSUPPORTED ? "method not built in this library"
+                       r->why ? r->why
+                       : r->st == VQ_STATUS_UNSUPPORTED ? "method not built in this library"
                        : r->st == VQ_STATUS_NOT_FOUND ? "needs calibration: see the message above"
                        : vq_status_str(r->st));
                 continue;
@@ -231,6 +257,13 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
                    any ? (double)m->fp16_bytes / (double)m->total_bytes : 0.0,
                    any ? 8.0 * (double)m->total_bytes / elems : 0.0);
         }
+        for (int i = 0; i < n_rows; i++)
+            if (rows[i].n_ot && rows[i].st == VQ_STATUS_OK) {
+                printf("(+ot rows assume %lld outlier tokens per layer = %.3g * ctx, --outlier-fraction;\n"
+                       " their fp16 K/V rows and the outlier-channel records are in total_bytes)\n",
+                       (long long)rows[i].n_ot, ot_frac);
+                break;
+            }
     }
     free(rows);
     return n_bad == n_rows ? 1 : 0;

@@ -8,13 +8,17 @@
 #include "veloxquant.h"
 #include "cli.h"
 
-/* Methods and modifiers of the design that have no codec in this build yet (DESIGN.md §2.3). */
+/* Methods of the design that have no codec in this build yet, and the cache-level modifiers
+ * (DESIGN.md §2.3). */
 static const struct vq_method_info planned[] = {
     {"vecinfer", "bits=1,1.5,2 (product VQ, trained codebooks)", "c/v", 1, 0},
     {"spectral", "bits (PCA rotation, signal/noise split)", "b + 32/d", 1, 0},
     {"ratequant", "target average bits (per-layer allocation, any scalar codec)", "avg b", 1, 0},
-    {"outlier_channels", "n_outlier_channels, n_calib_tokens (modifier)", "+ (8*n_out + 16)/d", 0, 0},
-    {"outlier_tokens", "k (norm > mean + k*std kept fp16; modifier)", "+ 16 per kept token", 0, 0},
+    /* cache-level modifiers (built; listed here because they are not codecs) */
+    {"outlier_channels", "modifier: --outlier-channels N (1..64, <= d/2), --n-calib-tokens T (default 200); "
+                         "keys of turboquant_mse/prod/rvq, qjl, polar", "+ (8*n_out + 16)/d on keys", 0, 1},
+    {"outlier_tokens", "modifier: --outlier-tokens K (prefill key norm > mean + K*std kept fp16 K and V); "
+                       "any codec but kivi_sink", "+ 16 per kept token and side", 0, 1},
 };
 
 static void usage(FILE *f) {

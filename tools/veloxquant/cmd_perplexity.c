@@ -94,6 +94,7 @@ int vq_cmd_perplexity(int argc, char **argv) {
     pp.n_threads = threads;
     pp.top_k = top_k;
     vq_kv_opts_resolve(&ko, &pp.cache.key, &pp.cache.value);
+    vq_kv_opts_apply_cache(&ko, &pp.cache); /* outlier modifiers */
     char name[96];
     vq_kv_config_name_opts(&ko, &pp.cache.key, &pp.cache.value, name, sizeof name);
 
@@ -121,9 +122,13 @@ int vq_cmd_perplexity(int argc, char **argv) {
         vq_codec *vc = kc ? vq_codec_create(&v, &st) : NULL;
         vq_codec_free(kc);
         vq_codec_free(vc);
-        if (!vc) {
-            fprintf(stderr, "%s: KV config %s: %s (check bits and options against `veloxquant methods`)\n",
-                    CMD, name, vq_status_str(st));
+        struct vq_cache_params mc = pp.cache;
+        mc.head_dim = em.info->head_dim;
+        const char *why = vq_kv_modifier_error(&mc);
+        if (!vc || why) {
+            if (why) fprintf(stderr, "%s: KV config %s: %s\n", CMD, name, why);
+            else fprintf(stderr, "%s: KV config %s: %s (check bits and options against `veloxquant methods`)\n",
+                         CMD, name, vq_status_str(st));
             vq_eval_model_close(&em);
             vq_calib_data_free(calib_owned[0]);
             vq_calib_data_free(calib_owned[1]);

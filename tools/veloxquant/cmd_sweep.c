@@ -190,6 +190,7 @@ int vq_cmd_sweep_run(int argc, char **argv) {
     pp.n_chunks = chunks;
     pp.n_threads = threads;
     vq_kv_opts_resolve(&ko, &pp.cache.key, &pp.cache.value);
+    vq_kv_opts_apply_cache(&ko, &pp.cache); /* outlier modifiers */
 
     struct vq_eval_model em;
     if (!vq_eval_model_open(C, model, &em)) return 1;

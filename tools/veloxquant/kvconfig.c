@@ -36,12 +36,18 @@ const struct vq_kv_preset vq_kv_presets[] = {
     /* RateQuant per-layer bits (mean 1.5 / 2.5 bits, sensitivities calibrated on demand) */
     {"ratequant-1.5", VQ_METHOD_TURBOQUANT_MSE, 1, VQ_METHOD_TURBOQUANT_MSE, 1},
     {"ratequant-2.5", VQ_METHOD_TURBOQUANT_MSE, 2, VQ_METHOD_TURBOQUANT_MSE, 2},
+    /* outlier modifiers (the "+..." suffix is parsed by vq_kv_opts_from_name): rvq 1-bit with
+     * outlier tokens (k = 2.5) kept fp16; tq_mse 3-bit with 4 int8 outlier key channels */
+    {"turboquant_rvq-1+ot", VQ_METHOD_TURBOQUANT_RVQ, 1, VQ_METHOD_TURBOQUANT_RVQ, 1},
+    {"turboquant_mse-3+oc4", VQ_METHOD_TURBOQUANT_MSE, 3, VQ_METHOD_TURBOQUANT_MSE, 3},
 };
 const int vq_kv_n_presets = (int)(sizeof vq_kv_presets / sizeof vq_kv_presets[0]);
 
 void vq_kv_opts_init(struct vq_kv_opts *o) {
     memset(o, 0, sizeof *o);
     o->group_size = o->residual_length = o->n_sink_tokens = o->jl_dim = -1;
+    o->outlier_token_k = -1.0f;
+    o->n_outlier_channels = o->n_calib_tokens = -1;
 }
 
 int vq_kv_default_bits(enum vq_method m) {
@@ -161,6 +167,19 @@ int vq_kv_opts_handle(struct vq_kv_opts *o, const char *cmd, int code, const cha
         else { fprintf(stderr, "%s: --ratequant-values: want keys, even or off\n", cmd); return 0; }
         return 1;
     case VQ_KVOPT_CALIB_TOKENS: return vq_opt_int(cmd, "--calib-tokens", arg, 16, 1 << 20, &o->calib_tokens);
+    case VQ_KVOPT_OUTLIER_TOKENS: {
+        char *end;
+        const double k = strtod(arg, &end);
+        if (end == arg || *end || !(k >= 0.0 && k <= 100.0)) {
+            fprintf(stderr, "%s: --outlier-tokens: '%s' is not a number in 0..100\n", cmd, arg);
+            return 0;
+        }
+        o->outlier_token_k = (float)k;
+        return 1;
+    }
+    case VQ_KVOPT_OUTLIER_CHANNELS:
+        return vq_opt_int(cmd, "--outlier-channels", arg, 0, 64, &o->n_outlier_channels);
+    case VQ_KVOPT_N_CALIB: return vq_opt_int(cmd, "--n-calib-tokens", arg, 1, 1 << 20, &o->n_calib_tokens);
     default: return -1;
     }
 }
@@ -194,12 +213,54 @@ void vq_kv_opts_resolve(const struct vq_kv_opts *o, struct vq_codec_params *k,
     }
 }
 
+void vq_kv_opts_apply_cache(const struct vq_kv_opts *o, struct vq_cache_params *cp) {
+    if (o->outlier_token_k >= 0.0f) cp->outlier_token_k = o->outlier_token_k;
+    if (o->n_outlier_channels >= 0) cp->n_outlier_channels = o->n_outlier_channels;
+    if (o->n_calib_tokens >= 0) cp->n_calib_tokens = o->n_calib_tokens;
+}
+
+const char *vq_kv_modifier_error(const struct vq_cache_params *cp) {
+    const enum vq_method km = cp->key.method, vm = cp->value.method;
+    if (cp->outlier_token_k > 0.0f) {
+        if (km == VQ_METHOD_KIVI_SINK || vm == VQ_METHOD_KIVI_SINK)
+            return "--outlier-tokens does not combine with kivi_sink (it keeps its high-norm tokens in fp16 already)";
+        if ((km == VQ_METHOD_FP16 || km == VQ_METHOD_FP32) && (vm == VQ_METHOD_FP16 || vm == VQ_METHOD_FP32))
+            return "--outlier-tokens needs a quantized key or value method (fp16/fp32 have nothing to bypass)";
+    }
+    if (cp->n_outlier_channels > 0) {
+        if (km != VQ_METHOD_TURBOQUANT_MSE && km != VQ_METHOD_TURBOQUANT_PROD &&
+            km != VQ_METHOD_TURBOQUANT_RVQ && km != VQ_METHOD_QJL && km != VQ_METHOD_POLAR)
+            return km == VQ_METHOD_KIVI || km == VQ_METHOD_KIVI_SINK
+                       ? "--outlier-channels: kivi quantizes keys per channel, which already isolates outlier channels"
+                       : km == VQ_METHOD_FP16 || km == VQ_METHOD_FP32
+                             ? "--outlier-channels needs a quantized key method (fp16/fp32 keys have nothing to split)"
+                             : "--outlier-channels: calibrated key codecs (vecinfer, spectral) are fitted on whole keys; "
+                               "use turboquant_mse/prod/rvq, qjl or polar keys";
+        if (cp->n_outlier_channels > cp->head_dim / 2)
+            return "--outlier-channels must be at most head_dim / 2";
+    }
+    return NULL;
+}
+
+void vq_kv_config_name_mod(const struct vq_cache_params *cp, char *out, size_t cap) {
+    size_t n = strlen(out);
+    if (cp->outlier_token_k > 0.0f && n < cap) {
+        if (cp->outlier_token_k == 2.5f) snprintf(out + n, cap - n, "+ot");
+        else snprintf(out + n, cap - n, "+ot%g", (double)cp->outlier_token_k);
+        n = strlen(out);
+    }
+    if (cp->n_outlier_channels > 0 && n < cap) {
+        if (cp->n_calib_tokens == 200) snprintf(out + n, cap - n, "+oc%d", cp->n_outlier_channels);
+        else snprintf(out + n, cap - n, "+oc%dt%d", cp->n_outlier_channels, cp->n_calib_tokens);
+    }
+}
+
 void vq_kv_config_name(const struct vq_codec_params *k, const struct vq_codec_params *v,
                        char *out, size_t cap) {
     const char *kn = vq_method_name(k->method), *vn = vq_method_name(v->method);
     for (int i = 0; i < vq_kv_n_presets; i++) {
         const struct vq_kv_preset *p = &vq_kv_presets[i];
-        if (is_rq_preset(p->name)) continue;
+        if (is_rq_preset(p->name) || strchr(p->name, '+')) continue; /* suffixed presets */
         if (p->km == k->method && p->vm == v->method &&
             (!has_bits_choice(p->km) || p->kb == k->bits) && (!has_bits_choice(p->vm) || p->vb == v->bits)) {
             snprintf(out, cap, "%s", p->name);
@@ -245,7 +306,15 @@ static int parse_suffixes(const char *s, struct vq_kv_opts *o) {
         t[n] = 0;
         double b;
         int f, l;
-        if (!strcmp(t, "rqv_even")) o->rq_values = VQ_RQ_VALUES_EVEN;
+        char *end;
+        if (!strcmp(t, "ot")) o->outlier_token_k = 2.5f;  /* outlier tokens, k = 2.5 */
+        else if (!strncmp(t, "ot", 2) && (b = strtod(t + 2, &end)) > 0 && b <= 100 && end > t + 2 && !*end)
+            o->outlier_token_k = (float)b;
+        else if (!strncmp(t, "oc", 2) && sscanf(t, "oc%dt%d%c", &f, &l, &tail) == 2 && f >= 1 && f <= 64 &&
+                 l >= 1 && l <= (1 << 20)) { o->n_outlier_channels = f; o->n_calib_tokens = l; }
+        else if (!strncmp(t, "oc", 2) && sscanf(t, "oc%d%c", &f, &tail) == 1 && f >= 1 && f <= 64)
+            o->n_outlier_channels = f;
+        else if (!strcmp(t, "rqv_even")) o->rq_values = VQ_RQ_VALUES_EVEN;
         else if (!strcmp(t, "rqv_off")) o->rq_values = VQ_RQ_VALUES_OFF;
         else if (sscanf(t, "rq%lf%c", &b, &tail) == 1 && b >= 1 && b <= 8) o->ratequant = b;
         else if (sscanf(t, "fp16f%dl%d%c", &f, &l, &tail) == 2 && f >= 0 && l >= 0 &&
@@ -338,6 +407,12 @@ void vq_kv_opts_to_argv(const struct vq_kv_opts *o, char **argv, int *argc, int 
     if (o->fp16_first) PUSHI("--keep-fp16-first", o->fp16_first);
     if (o->fp16_last) PUSHI("--keep-fp16-last", o->fp16_last);
     if (o->calib_tokens) PUSHI("--calib-tokens", o->calib_tokens);
+    if (o->outlier_token_k >= 0.0f && nb < nbuf) {
+        snprintf(buf[nb], 32, "%.9g", (double)o->outlier_token_k);
+        PUSH("--outlier-tokens"); PUSH(buf[nb]); nb++;
+    }
+    if (o->n_outlier_channels >= 0) PUSHI("--outlier-channels", o->n_outlier_channels);
+    if (o->n_calib_tokens >= 0) PUSHI("--n-calib-tokens", o->n_calib_tokens);
 #undef PUSHI
 #undef PUSH
 }
@@ -362,6 +437,18 @@ void vq_kv_fill_result_config(const char *name, const struct vq_codec_params *k,
     if (jl && k->jl_dim) OPT("jl_dim", k->jl_dim);
     OPT("seed", (long long)k->seed);
 #undef OPT
+    /* outlier modifiers from the label's suffixes */
+    struct vq_kv_opts mo;
+    if (strchr(name, '+') && vq_kv_opts_from_name(name, &mo)) {
+#define OPTB(key_, val_) do { if (rc->n_opts < VQ_RESULT_MAX_OPTS) { \
+    snprintf(rc->opts[rc->n_opts].key, 32, "%s", key_); rc->opts[rc->n_opts++].value = (val_); } } while (0)
+        if (mo.outlier_token_k > 0.0f) OPTB("outlier_token_k_x100", (long long)lround(mo.outlier_token_k * 100.0));
+        if (mo.n_outlier_channels > 0) {
+            OPTB("n_outlier_channels", mo.n_outlier_channels);
+            OPTB("n_calib_tokens", mo.n_calib_tokens > 0 ? mo.n_calib_tokens : 200);
+        }
+#undef OPTB
+    }
 }
 
 void vq_kv_config_name_opts(const struct vq_kv_opts *o, const struct vq_codec_params *k,
@@ -383,6 +470,9 @@ void vq_kv_config_name_opts(const struct vq_kv_opts *o, const struct vq_codec_pa
         n += (size_t)snprintf(base + n, n < sizeof base ? sizeof base - n : 0, "+fp16f%dl%d", o->fp16_first, o->fp16_last);
     if (o->n_k_bpl && n < sizeof base) n += (size_t)snprintf(base + n, sizeof base - n, "+kbpl");
     if (o->n_v_bpl && n < sizeof base) snprintf(base + n, sizeof base - n, "+vbpl");
+    struct vq_cache_params mp = vq_cache_params_default();
+    vq_kv_opts_apply_cache(o, &mp);
+    vq_kv_config_name_mod(&mp, base, sizeof base);
     snprintf(out, cap, "%s", base);
 }
 

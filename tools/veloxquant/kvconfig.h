@@ -21,6 +21,7 @@ enum {
     VQ_KVOPT_V_BITS, VQ_KVOPT_GROUP, VQ_KVOPT_RESID, VQ_KVOPT_SINKS, VQ_KVOPT_JL, VQ_KVOPT_KV_SEED,
     VQ_KVOPT_K_BPL, VQ_KVOPT_V_BPL, VQ_KVOPT_FP16_LAYERS, VQ_KVOPT_FP16_FIRST, VQ_KVOPT_FP16_LAST,
     VQ_KVOPT_RATEQUANT, VQ_KVOPT_RQ_VALUES, VQ_KVOPT_CALIB_TOKENS,
+    VQ_KVOPT_OUTLIER_TOKENS, VQ_KVOPT_OUTLIER_CHANNELS, VQ_KVOPT_N_CALIB,
     VQ_KVOPT_LAST
 };
 
@@ -43,7 +44,10 @@ enum {
     {"keep-fp16-last", required_argument, 0, VQ_KVOPT_FP16_LAST},                           \
     {"ratequant", required_argument, 0, VQ_KVOPT_RATEQUANT},                                \
     {"ratequant-values", required_argument, 0, VQ_KVOPT_RQ_VALUES},                         \
-    {"calib-tokens", required_argument, 0, VQ_KVOPT_CALIB_TOKENS}
+    {"calib-tokens", required_argument, 0, VQ_KVOPT_CALIB_TOKENS},                          \
+    {"outlier-tokens", required_argument, 0, VQ_KVOPT_OUTLIER_TOKENS},                      \
+    {"outlier-channels", required_argument, 0, VQ_KVOPT_OUTLIER_CHANNELS},                  \
+    {"n-calib-tokens", required_argument, 0, VQ_KVOPT_N_CALIB}
 
 #define VQ_KV_HELP                                                                          \
     "  --method M            KV method for keys and values (see `veloxquant methods`)\n"  \
@@ -64,7 +68,12 @@ enum {
     "                        codec (default turboquant_mse)\n"                             \
     "  --ratequant-values V  keys (values use the key allocation; default), even (values\n" \
     "                        spread evenly to the same mean), off (values keep --v-bits)\n" \
-    "  --calib-tokens N      tokens of built-in text when calibration must be built (512)\n"
+    "  --calib-tokens N      tokens of built-in text when calibration must be built (512)\n" \
+    "  --outlier-tokens K    keep tokens with key norm > mean + K*std of a prefill in fp16\n" \
+    "                        (K and V; 0 = off; config suffix +otK, +ot = 2.5)\n"            \
+    "  --outlier-channels N  int8 two-stream keys for the N largest channels (0 = off;\n"    \
+    "                        turboquant_*, qjl, polar keys; config suffix +ocN)\n"           \
+    "  --n-calib-tokens T    tokens that pick the outlier channels (default 200; +ocNtT)\n"
 
 #define VQ_KV_MAX_LAYERS 512
 enum { VQ_RQ_VALUES_KEYS = 0, VQ_RQ_VALUES_EVEN = 1, VQ_RQ_VALUES_OFF = 2 };
@@ -83,6 +92,9 @@ struct vq_kv_opts {
     double ratequant;                         /* mean key bits; 0 = off */
     int rq_values;                            /* VQ_RQ_VALUES_* */
     int calib_tokens;                         /* 0 = default (512) */
+    /* outlier modifiers (cache-level) */
+    float outlier_token_k;                    /* < 0 = not given */
+    int n_outlier_channels, n_calib_tokens;   /* -1 = not given */
 };
 
 /* Empty option set (nothing given). */
@@ -107,9 +119,20 @@ void vq_kv_opts_resolve(const struct vq_kv_opts *o, struct vq_codec_params *k,
  * fp32) have no "-B". */
 void vq_kv_config_name(const struct vq_codec_params *k, const struct vq_codec_params *v,
                        char *out, size_t cap);
+/* Sets the cache-level modifiers given (outlier_token_k, n_outlier_channels, n_calib_tokens)
+ * in cp; leaves the other fields alone. */
+void vq_kv_opts_apply_cache(const struct vq_kv_opts *o, struct vq_cache_params *cp);
+/* NULL if cp's outlier modifiers suit its key/value methods, else a static reason (the
+ * combinations vq_cache_create refuses with VQ_STATUS_UNSUPPORTED). */
+const char *vq_kv_modifier_error(const struct vq_cache_params *cp);
+/* Appends the modifier suffix of cp to a config label: "+otK" ("+ot" for K = 2.5), then
+ * "+ocN" ("+ocNtT" when n_calib_tokens != 200); nothing when both are off. */
+void vq_kv_config_name_mod(const struct vq_cache_params *cp, char *out, size_t cap);
+
 /* Label including the per-layer options of o: "ratequant-2.5" (turboquant_mse keys with
  * --ratequant, values following), else the base label with suffixes "+rq2.5",
- * "+kbpl" / "+vbpl" (explicit lists), "+fp16f1l1" (fp16 edge layers). */
+ * "+kbpl" / "+vbpl" (explicit lists), "+fp16f1l1" (fp16 edge layers), then the outlier
+ * modifiers "+ot[K]", "+ocN[tT]" (vq_kv_config_name_mod). */
 void vq_kv_config_name_opts(const struct vq_kv_opts *o, const struct vq_codec_params *k,
                             const struct vq_codec_params *v, char *out, size_t cap);
 
@@ -159,14 +182,17 @@ extern const struct vq_kv_preset vq_kv_presets[];
 extern const int vq_kv_n_presets;
 
 /* Parses a config name into options: a preset name, "METHOD", "METHOD-B", "METHOD-kBvB'",
- * or "KMETHOD-B:VMETHOD-B". Only the syntax and method names are checked here (bits ranges
+ * or "KMETHOD-B:VMETHOD-B", with optional "+..." suffixes (vq_kv_config_name_opts; outlier
+ * modifiers "+ot", "+ot<K>", "+oc<N>", "+oc<N>t<T>"). Only the syntax and method names are checked here (bits ranges
  * are checked when codecs are created). Returns 1 on success, 0 on a bad name. */
 int vq_kv_opts_from_name(const char *name, struct vq_kv_opts *o);
 /* Appends the options as command-line arguments (--k-method M --k-bits B ...) to argv at
  * *argc (at most max entries; strings live in buf, nbuf slots of 32 bytes). */
 void vq_kv_opts_to_argv(const struct vq_kv_opts *o, char **argv, int *argc, int max,
                         char (*buf)[32], int nbuf);
-/* Fills a results.json config from resolved params and a label. */
+/* Fills a results.json config from resolved params and a label. Outlier-modifier suffixes
+ * of the label become options outlier_token_k_x100 (K * 100, rounded), n_outlier_channels and
+ * n_calib_tokens. */
 void vq_kv_fill_result_config(const char *name, const struct vq_codec_params *k,
                               const struct vq_codec_params *v, struct vq_result_config *rc);
 /* Adds the per-layer settings to a results.json config's integer options: ratequant_mbits
