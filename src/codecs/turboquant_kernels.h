@@ -6,8 +6,9 @@
  * Plane A holds bits_a (1, 2 or 4) bits per coordinate, plane B bits_b (0, 1 or 2); coordinate
  * j has its code at bit offset j*bits of its plane's LSB-first bit stream. The level of
  * coordinate j is lut[a_j | b_j << bits_a]; the token's vector in the rotated domain is
- * scale * level. (turboquant_mse b=3: A = low 2 bits, B = high bit; rvq: A = stage 1,
- * B = stage 2.)
+ * scale * level. (turboquant_mse b=3: A = low 2 bits, B = high bit; turboquant_rvq stores
+ * its two stages as one plane of combined 2b-bit codes, so it has bits_b = 0. The two-plane
+ * combinations 1+1 and 2+2 are kept general and tested, but no codec uses them now.)
  *
  * Accumulator (and, in LUT score mode, the prepared query) use the "chunk-interleaved rotated
  * domain": coordinates are
@@ -25,6 +26,10 @@
  * scale * sum_p T_p[nibble_p]. SIMD kernels put 16 (8) tokens in the lanes, gather one 32-bit
  * word of codes per token and look up 8 nibbles per word: no per-token horizontal sums.
  * Tables of plane A come first (d*bits_a/4 of them), then plane B.
+ *
+ * Accumulate of one 2-bit plane on AVX-512 (turboquant_mse b=2, turboquant_rvq b=1) takes two
+ * tokens per lookup: a 16-entry table of the sums w_t*s_t*level[i] + w_u*s_u*level[j] indexed
+ * by the nibble i | j << 2 (see turboquant_avx512.c).
  */
 #ifndef VQ_TURBOQUANT_KERNELS_H
 #define VQ_TURBOQUANT_KERNELS_H

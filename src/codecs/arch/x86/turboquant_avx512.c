@@ -8,10 +8,17 @@
  * looks the level up in the 16-entry replicated table. With a second plane, VPTERNLOGD merges
  * the high index bits. The prepared query is stored in the same interleaved order, so the
  * level vector multiplies the query vector directly (one FMA per 16 coordinates).
- * Two 1-bit planes (rvq b=1) are bit-interleaved once per chunk so each code costs one shift.
+ * Two 1-bit planes (1+1) are bit-interleaved once per chunk so each code costs one shift.
  * Score: 8 tokens per step (8 FMA chains), then a hadd tree gives 8 scores at once.
- * Accumulate: per chunk, 8 accumulators (one per k) stay in registers across all tokens.
+ * Accumulate: per chunk, 8 accumulators (one per k) stay in registers across all tokens; one
+ * 2-bit plane (d > 64) takes two tokens per lookup (acc2x_t).
  * Head dims <= 64 use half a chunk, so there two tokens share each vector (lanes 0-7 / 8-15).
+ *
+ * Measured and rejected (Zen4, d=128, 8192 tokens, accumulate us; bench/bench_codec): masked
+ * adds from the code bits (acc_pos += w under a k-mask from a 1-bit plane, out = l0*S +
+ * dl*acc_pos): rvq two 1-bit planes 77.8 vs 63.6, mse b=1 42.3 vs 36.5 (KMOV + masked VADDPS
+ * per 16 codes costs more than shift + permute + FMA); VPERMILPS instead of VPERMPS for codes of
+ * <= 2 bits: no change.
  */
 #include <immintrin.h>
 #include <stdint.h>
