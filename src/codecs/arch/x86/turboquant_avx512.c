@@ -18,7 +18,8 @@
  * adds from the code bits (acc_pos += w under a k-mask from a 1-bit plane, out = l0*S +
  * dl*acc_pos): rvq two 1-bit planes 77.8 vs 63.6, mse b=1 42.3 vs 36.5 (KMOV + masked VADDPS
  * per 16 codes costs more than shift + permute + FMA); VPERMILPS instead of VPERMPS for codes of
- * <= 2 bits: no change.
+ * <= 2 bits: no change. Score of one 2-bit plane: NIB mode 39.9 us (49.5 with VPGATHERDD
+ * instead of the load/insert transposes) vs this LUT kernel 37.7 us.
  */
 #include <immintrin.h>
 #include <stdint.h>
