@@ -111,6 +111,18 @@ assert a["kv_bytes"]==e["total_bytes"] and e["name"]=="ratequant-1.5", (a["kv_by
     && ok || bad "ratequant: estimate != measured"
 grep -q "building calibration" "$ERR" && bad "valid artifact rebuilt" || ok
 
+# with fp16 edge layers the mean holds over the quantized layers (sum 28 x 2.5 = 70)
+expect_exit 0 "$VQ" perplexity -m "$MODEL" -f "$TXT" -c 64 --chunks 1 -t 2 --ratequant 2.5 --fp16-layers first,last --json
+cp "$OUT" "$TMP/rqe.json"
+expect_exit 0 "$VQ" estimate-memory -m "$MODEL" -c 64 --ratequant 2.5 --fp16-layers first,last --json
+python3 - "$TMP/rqe.json" "$OUT" <<'PY' && ok || bad "ratequant with fp16 edges"
+import json, sys
+r = json.load(open(sys.argv[1])); e = json.load(open(sys.argv[2]))["configs"][0]
+b = r["k_bits_per_layer"]
+assert b[0] == 16 and b[-1] == 16 and sum(b[1:-1]) == 70 and set(b[1:-1]) <= {2, 3}, b
+assert r["kv_bytes"] == e["total_bytes"] and r["config"] == e["name"] == "ratequant-2.5+fp16f1l1", (r, e)
+PY
+
 # a corrupt sensitivities artifact is reported, rebuilt and the run succeeds
 python3 - "$VQ_CACHE_DIR/ratequant/$SHA/sens.vqcal" <<'PY'
 import sys

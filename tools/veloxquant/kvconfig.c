@@ -501,11 +501,18 @@ static int allowed_bits(const struct vq_codec_params *p, int head_dim, int *allo
     return n;
 }
 
-static void print_bits(const char *cmd, const char *what, const int *bits, int n) {
+/* Prints bits of layers [f, n - l) (the quantized ones; fp16 edge layers shown as 16). */
+static void print_bits(const char *cmd, const char *what, const int *bits, int n, int f, int l) {
     int sum = 0;
     fprintf(stderr, "%s: %s:", cmd, what);
-    for (int l = 0; l < n; l++) { fprintf(stderr, " %d", bits[l]); sum += bits[l]; }
-    fprintf(stderr, " (sum %d, mean %.3f)\n", sum, (double)sum / n);
+    for (int i = 0; i < n; i++) {
+        const int edge = i < f || i >= n - l;
+        fprintf(stderr, " %d", edge ? 16 : bits[i]);
+        if (!edge) sum += bits[i];
+    }
+    const int nq = n - f - l;
+    fprintf(stderr, " (sum %d, mean %.3f%s)\n", sum, nq > 0 ? (double)sum / nq : 0.0,
+            f || l ? " over the quantized layers; 16 = fp16 edge layer" : "");
 }
 
 int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *model_path,
@@ -576,7 +583,12 @@ int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *
             for (int l = 0; l < n_layers; l++) fprintf(stderr, " %.4g", w[l]);
             fprintf(stderr, "\n");
         }
-        vq_status st = vq_ratequant_allocate(w, n_layers, o->ratequant, allowed, na, 0.0, out->k_bits);
+        /* allocate over the quantized layers only (fp16 edge layers keep their bytes) */
+        const int f0 = o->fp16_first < n_layers ? o->fp16_first : n_layers;
+        const int nq = n_layers - o->fp16_first - o->fp16_last;
+        for (int l = 0; l < n_layers; l++) out->k_bits[l] = (int)o->ratequant;
+        vq_status st = nq > 0 ? vq_ratequant_allocate(w + f0, nq, o->ratequant, allowed, na, 0.0, out->k_bits + f0)
+                              : VQ_STATUS_OK;
         if (st == VQ_STATUS_OK && o->rq_values != VQ_RQ_VALUES_OFF && !o->n_v_bpl) {
             if (o->rq_values == VQ_RQ_VALUES_KEYS) {
                 memcpy(out->v_bits, out->k_bits, sizeof(int) * (size_t)n_layers);
@@ -585,9 +597,11 @@ int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *
                 const int nva = allowed_bits(&cp->value, head_dim, va);
                 st = VQ_STATUS_OK;
                 for (int l = 0; l < n_layers && st == VQ_STATUS_OK; l++) {
-                    const int b = (int)floor((l + 1) * o->ratequant + 0.5) - (int)floor(l * o->ratequant + 0.5);
+                    const int j = l - f0;   /* index among the quantized layers */
+                    const int b = j < 0 || j >= nq ? (int)o->ratequant
+                                  : (int)floor((j + 1) * o->ratequant + 0.5) - (int)floor(j * o->ratequant + 0.5);
                     int okb = 0;
-                    for (int j = 0; j < nva; j++) okb |= va[j] == b;
+                    for (int a = 0; a < nva; a++) okb |= va[a] == b;
                     if (!okb) st = VQ_STATUS_RANGE;
                     out->v_bits[l] = b;
                 }
@@ -603,11 +617,11 @@ int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *
         if (!quiet) {
             char what[96];
             snprintf(what, sizeof what, "ratequant %g: key bits per layer", o->ratequant);
-            print_bits(cmd, what, out->k_bits, n_layers);
+            print_bits(cmd, what, out->k_bits, n_layers, o->fp16_first, o->fp16_last);
             if (out->v_bits && !o->n_v_bpl)
                 print_bits(cmd, o->rq_values == VQ_RQ_VALUES_KEYS ? "value bits per layer (= keys)"
                                                                   : "value bits per layer (even)",
-                           out->v_bits, n_layers);
+                           out->v_bits, n_layers, o->fp16_first, o->fp16_last);
         }
     }
     if (o->n_v_bpl) memcpy(out->v_bits, o->v_bpl, sizeof(int) * (size_t)n_layers);
