@@ -111,6 +111,11 @@ assert a["kv_bytes"]==e["total_bytes"] and e["name"]=="ratequant-1.5", (a["kv_by
     && ok || bad "ratequant: estimate != measured"
 grep -q "building calibration" "$ERR" && bad "valid artifact rebuilt" || ok
 
+# generate takes the same options (artifact reused, allocation printed)
+expect_exit 0 "$VQ" generate -m "$MODEL" -p "The capital of France is" -n 3 -c 64 -t 2 --ratequant 2.5 --keep-fp16-last 1 -q
+grep -q "ratequant 2.5: key bits per layer:" "$ERR" && ok || bad "generate --ratequant allocation"
+grep -q "building calibration" "$ERR" && bad "generate rebuilt a valid artifact" || ok
+
 # with fp16 edge layers the mean holds over the quantized layers (sum 28 x 2.5 = 70)
 expect_exit 0 "$VQ" perplexity -m "$MODEL" -f "$TXT" -c 64 --chunks 1 -t 2 --ratequant 2.5 --fp16-layers first,last --json
 cp "$OUT" "$TMP/rqe.json"
