@@ -32,7 +32,7 @@ if [ -f "$MODEL" ]; then
     # a missing codebook is built on demand (reason and progress on stderr), then used
     "$VQ" generate -m "$MODEL" -p "Hello" -n 4 -c 64 -t 2 --k-method vecinfer --k-bits 1 --calib-tokens 48 \
         >"$TMP/out" 2>"$TMP/err" && ok || { bad "generate vecinfer 1-bit builds its codebook on demand"; cat "$TMP/err" >&2; }
-    grep -q "no usable calibration" "$TMP/err" && ok || bad "on-demand build: reason"
+    grep -q "no usable calibration.*does not fit this KV config" "$TMP/err" && ok || bad "on-demand build: reason"
     grep -q "building calibration (vecinfer)" "$TMP/err" && ok || bad "on-demand build: progress"
     grep -q "built calibration and using it" "$TMP/err" && ok || bad "on-demand build: says so"
     [ -s "$VQ_CACHE_DIR/vecinfer/$SHA/k8x8_v8x8.vqcal" ] && ok || bad "on-demand vecinfer artifact k8x8_v8x8"
@@ -47,15 +47,6 @@ PY
     grep -q "pca.vqcal: corrupt or truncated" "$TMP/err" && ok || { bad "corrupt artifact reason"; cat "$TMP/err" >&2; }
     grep -q "built calibration and using it" "$TMP/err" && ok || bad "corrupt artifact rebuilt"
     cmp -s "$F" "$TMP/second.vqcal" && ok || bad "the rebuilt artifact equals a fresh 48-token calibration"
-    # truncated artifact: same
-    head -c 100 "$F" > "$TMP/t" && cp "$TMP/t" "$F"
-    "$VQ" generate -m "$MODEL" -p "Hello" -n 4 -c 64 -t 2 --method spectral --bits 3 --calib-tokens 48 \
-        >"$TMP/out" 2>"$TMP/err" && ok || bad "generate spectral with a truncated artifact"
-    grep -q "corrupt or truncated" "$TMP/err" && ok || bad "truncated artifact reason"
-    grep -q "built calibration and using it" "$TMP/err" && ok || bad "truncated artifact rebuilt"
-    VQ_CACHE_DIR="$TMP/empty" "$VQ" generate -m "$MODEL" -p "Hello" -n 4 -c 64 -t 2 --method spectral \
-        --calib-tokens 48 >/dev/null 2>"$TMP/err" && ok || bad "generate spectral without artifacts builds them"
-    grep -q "no artifact" "$TMP/err" && ok || bad "missing artifact reason"
     # the explicit command still works after on-demand builds, and a good artifact is reused silently
     "$VQ" generate -m "$MODEL" -p "Hello" -n 4 -c 64 -t 2 --method spectral --bits 3 \
         >"$TMP/out" 2>"$TMP/err" && ok || bad "generate spectral reuse"
