@@ -15,6 +15,9 @@
 #include "core/core.h"
 #include "codecs/codec_impl.h"
 #include "codecs/lutsum_kernels.h"
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 static const enum vq_isa isas[3] = {VQ_ISA_SCALAR, VQ_ISA_AVX2, VQ_ISA_AVX512};
 static const int64_t ns[] = {1, 7, 16, 17, 37};
@@ -278,13 +281,13 @@ TEST(cache_fused_vs_ref_every_isa) {
         for (int l = 0; l < 2; l++)
             for (int r = 0; r < 2; r++) {
                 ASSERT_STATUS(vq_calib_fit_spectral(cd, l, (enum vq_role)r, cal, NC), VQ_STATUS_OK);
-                ASSERT_STATUS(vq_calib_fit_vecinfer(cd, l, (enum vq_role)r, cal, NC, 8, 4, 1), VQ_STATUS_OK);
             }
         free(cal);
         for (int ii = 0; ii < 3; ii++) {
             if (!vq_isa_available(isas[ii])) continue;
+            /* data-free codebooks (calibrated vecinfer in a cache: test_spectral.c) */
             const struct { int bits, c, v, cal; } vi[] = {
-                {1, 0, 0, 0}, {2, 12, 8, 0}, {2, 0, 0, 1}, {3, 0, 0, 0}, {4, 0, 0, 0}};
+                {1, 0, 0, 0}, {2, 12, 8, 0}, {2, 0, 0, 0}, {3, 0, 0, 0}, {4, 0, 0, 0}};
             for (size_t k = 0; k < sizeof vi / sizeof *vi; k++) {
                 const double e = cache_err(VQ_METHOD_VECINFER, d, vi[k].bits, vi[k].c, vi[k].v, 1,
                                            vi[k].cal ? cd : NULL, isas[ii]);
@@ -305,6 +308,9 @@ TEST(cache_fused_vs_ref_every_isa) {
 }
 
 int main(void) {
+#ifdef _OPENMP
+    omp_set_num_threads(1);   /* tiny calibration fits: no spin-waits on a shared machine */
+#endif
     RUN(vecinfer_kernels_vs_ref);
     RUN(spectral_kernels_vs_ref);
     RUN(cache_fused_vs_ref_every_isa);
