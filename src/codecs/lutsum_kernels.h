@@ -16,8 +16,10 @@
  *
  * SIMD score kernels put 16 (AVX-512) or 8 (AVX2) tokens in the lanes: one gather of a word
  * per lane, then per field shift / and / table gather / add. No table is quantized: the
- * tables are the fp32 tables of the scalar reference and only the summation order differs
- * (results equal the reference within float rounding). Accumulate has no SIMD version: a
+ * tables are the fp32 tables of the scalar reference, and every kernel (generic and SIMD)
+ * adds a token's lookups in field order into one sum starting at 0.0f, as the reference does,
+ * so scores are bitwise equal to the reference (the spectral scales are applied as
+ * s0 * sum0 + s1 * sum1 with separately rounded products, also as the reference). Accumulate has no SIMD version: a
  * histogram gather + scatter (AVX-512, 16 fields of one token in the lanes) measured 2-4x
  * slower than the generic kernel on the development CPU (AMD Zen 4), so it was dropped.
  *
@@ -94,9 +96,12 @@ void vq_ls_score_avx512(const vq_ls_prog *p, const float *lut, const uint8_t *co
  * 0.0f with a rounded product then a rounded add (bitwise equal to that scalar loop). */
 void vq_ls_cols_dot_avx2(const float *a, int rows, int cols, const float *x, float *y);
 void vq_ls_cols_dot_avx512(const float *a, int rows, int cols, const float *x, float *y);
-/* y[r] = sum_c a[r * cols + c] * x[c] (any summation order). */
-void vq_ls_rows_dot_avx2(const float *a, int rows, int cols, const float *x, float *y);
-void vq_ls_rows_dot_avx512(const float *a, int rows, int cols, const float *x, float *y);
+/* vecinfer finish: out[s * v + j] = sum_{i < k, hist[s * k + i] != 0} hist[s * k + i] *
+ * cb[i * v + j] for s < n_sub, j < v (v <= 16), summed in order of i from 0.0f with a rounded
+ * product then a rounded add (bitwise equal to the scalar loop; zero terms cannot change a
+ * sum that starts at +0). */
+void vq_ls_vi_finish_avx2(const float *hist, int n_sub, int k, int v, const float *cb, float *out);
+void vq_ls_vi_finish_avx512(const float *hist, int n_sub, int k, int v, const float *cb, float *out);
 /* Nearest codeword, identical to vq_nearest_centroid(p, C, cn, k, v) where cbt = C^T (v, k):
  * argmin_i cn[i] - 2 <p, C_i> with <.,.> summed in order of j, lowest index on ties. */
 int vq_ls_argmin_avx2(const float *p, const float *cbt, const float *cn, int k, int v);

@@ -34,8 +34,10 @@
  * for c = 8, the byte-code score (4 independent sums, one 32-bit load per 4 codes: faster
  * than gathers on the measured CPU); for c != 8 AVX2 / AVX-512 use the gather score kernels
  * of arch/x86/vecinfer_*.c (the generic one on VQ_ISA_SCALAR). AVX2 / AVX-512 also build the
- * tables, finish and search nearest codewords (encode) with SIMD; tables and codes are
- * bitwise identical to the reference, fused sums differ from it by float rounding only.
+ * tables, finish and search nearest codewords (encode) with SIMD. Every kernel performs the
+ * reference's float operations in the reference's order (one sum per token in sub-vector
+ * order, no FMA), so tables, codes, scores, accumulators and outputs are bitwise identical to
+ * the reference on every ISA.
  * Codes narrower than 4 bytes (tiny d) always use the reference kernels.
  * This file also holds the shared vq_ls_prog builder and the generic kernels.
  */
@@ -59,7 +61,7 @@ struct vi_impl {
     vq_ls_score_fn score;   /* NULL: reference kernels */
     vq_ls_acc_fn acc;
     void (*cols_dot)(const float *a, int rows, int cols, const float *x, float *y);
-    void (*rows_dot)(const float *a, int rows, int cols, const float *x, float *y);
+    void (*finish_hist)(const float *hist, int n_sub, int k, int v, const float *cb, float *out);
     int (*argmin)(const float *p, const float *cbt, const float *cn, int k, int v);
 };
 
@@ -141,22 +143,18 @@ vq_status vq_ls_prog_build(vq_ls_prog *p, int rec, int code_off, int n_fields,
     return VQ_STATUS_OK;
 }
 
-/* sums of the lookups of words [k0, k1) of one record, in two partial sums */
+/* sum of the lookups of words [k0, k1) of one record, in field order from 0.0f (the order of
+ * the reference kernels: bitwise equal results) */
 static inline float ls_sum_generic(const vq_ls_prog *p, int k0, int k1, const float *lut,
                                    const uint8_t *r) {
-    float a0 = 0.0f, a1 = 0.0f;
+    float a = 0.0f;
     for (int k = k0; k < k1; k++) {
         const vq_ls_word *w = &p->words[k];
         const uint32_t word = vq_ls_load32(r + w->off);
-        int f = w->f0;
-        const int f1 = f + w->nf;
-        for (; f + 1 < f1; f += 2) {
-            a0 += lut[p->lut_off[f] + ((word >> p->shift[f]) & p->mask[f])];
-            a1 += lut[p->lut_off[f + 1] + ((word >> p->shift[f + 1]) & p->mask[f + 1])];
-        }
-        if (f < f1) a0 += lut[p->lut_off[f] + ((word >> p->shift[f]) & p->mask[f])];
+        for (int f = w->f0; f < w->f0 + w->nf; f++)
+            a += lut[p->lut_off[f] + ((word >> p->shift[f]) & p->mask[f])];
     }
-    return a0 + a1;
+    return a;
 }
 
 static inline float ls_scale(const uint8_t *r, int g) {
@@ -206,17 +204,17 @@ void vq_ls_score_bytes_generic(const vq_ls_prog *p, const float *lut, const uint
     for (int64_t t = 0; t < n; t++) {
         const uint8_t *r = codes + (size_t)t * (size_t)p->rec;
         const float *L = lut;
-        float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
+        float a = 0.0f;   /* one sum in field order: bitwise equal to the reference */
         int s = 0;
         for (; s + 4 <= ns; s += 4, L += 1024) {
             const uint32_t w = vq_ls_load32(r + s);
-            a0 += L[w & 255u];
-            a1 += L[256 + ((w >> 8) & 255u)];
-            a2 += L[512 + ((w >> 16) & 255u)];
-            a3 += L[768 + (w >> 24)];
+            a += L[w & 255u];
+            a += L[256 + ((w >> 8) & 255u)];
+            a += L[512 + ((w >> 16) & 255u)];
+            a += L[768 + (w >> 24)];
         }
-        for (; s < ns; s++, L += 256) a0 += L[r[s]];
-        scores[t] = (a0 + a1) + (a2 + a3);
+        for (; s < ns; s++, L += 256) a += L[r[s]];
+        scores[t] = a;
     }
 }
 
@@ -372,20 +370,20 @@ static void vi_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_
 static void vi_finish_impl(const struct vq_codec *c, const float *acc, float *out, int simd) {
     const struct vi_impl *m = c->impl;
     const int v = m->v, k = m->k;
-    for (int s = 0; s < m->n_sub; s++) {
-        const float *hist = acc + (size_t)s * k;
-        if (simd && m->rows_dot) {
-            m->rows_dot(m->cbt, v, k, hist, out + s * v);
-            continue;
+    if (simd && m->finish_hist) {   /* same operations and order: bitwise equal */
+        m->finish_hist(acc, m->n_sub, k, v, m->cb, out);
+    } else {
+        for (int s = 0; s < m->n_sub; s++) {
+            const float *hist = acc + (size_t)s * k;
+            float o[16] = {0};
+            for (int i = 0; i < k; i++) {
+                const float h = hist[i];
+                if (h == 0.0f) continue;
+                const float *cw = m->cb + (size_t)i * v;
+                for (int j = 0; j < v; j++) o[j] += h * cw[j];
+            }
+            memcpy(out + s * v, o, (size_t)v * sizeof(float));
         }
-        float o[16] = {0};
-        for (int i = 0; i < k; i++) {
-            const float h = hist[i];
-            if (h == 0.0f) continue;
-            const float *cw = m->cb + (size_t)i * v;
-            for (int j = 0; j < v; j++) o[j] += h * cw[j];
-        }
-        memcpy(out + s * v, o, (size_t)v * sizeof(float));
     }
     if (m->is_key) vq_wht_blocks(out, m->d);
     for (int i = 0; i < m->d; i++) out[i] *= m->lambda[i];
@@ -436,12 +434,12 @@ static vq_status vi_kernels(const struct vq_codec *c, struct vi_impl *m) {
     if (c->isa == VQ_ISA_AVX512) {
         if (m->has_prog && m->c != 8) m->score = vq_ls_score_avx512;
         m->cols_dot = vq_ls_cols_dot_avx512;
-        m->rows_dot = vq_ls_rows_dot_avx512;
+        m->finish_hist = vq_ls_vi_finish_avx512;
         m->argmin = vq_ls_argmin_avx512;
     } else if (c->isa == VQ_ISA_AVX2) {
         if (m->has_prog && m->c != 8) m->score = vq_ls_score_avx2;
         m->cols_dot = vq_ls_cols_dot_avx2;
-        m->rows_dot = vq_ls_rows_dot_avx2;
+        m->finish_hist = vq_ls_vi_finish_avx2;
         m->argmin = vq_ls_argmin_avx2;
     }
 #endif

@@ -1,7 +1,8 @@
 /* vecinfer_avx2.c — AVX2 kernels of the calibrated codecs vecinfer and spectral (contract and
  * layout in codecs/lutsum_kernels.h; scalar references vq_vi_*_ref / vq_sp_*_ref).
  * Score: 8 tokens in the lanes, one 32-bit gather per program word, shift / and / table
- * gather per field. AVX2 has no scatter: the codecs keep the generic accumulate. */
+ * gather per field, one sum per group in field order (bitwise equal to the reference). AVX2
+ * has no scatter: the codecs keep the generic accumulate. */
 #include <immintrin.h>
 #include <math.h>
 
@@ -21,37 +22,25 @@ static inline __m256 sf16_to_ps(__m256i h) {
     return _mm256_blendv_ps(_mm256_castsi256_ps(normal), sub, is_sub);
 }
 
-static inline float hsum256(__m256 v) {
-    __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-    s = _mm_add_ss(s, _mm_movehdup_ps(s));
-    return _mm_cvtss_f32(s);
-}
-
 static inline __m256i field(__m256i word, const vq_ls_prog *p, int f) {
     return _mm256_and_si256(_mm256_srl_epi32(word, _mm_cvtsi32_si128(p->shift[f])),
                             _mm256_set1_epi32((int)p->mask[f]));
 }
 
 /* sum of the lookups of words [k0, k1) of 8 records (lane l at base + vidx[l], lanes off in
- * km read no codes and look up entry 0 of each table) */
+ * km read no codes and look up entry 0 of each table), one sum in field order from 0 */
 static inline __m256 words_sum(const vq_ls_prog *p, int k0, int k1, const float *lut,
                                const uint8_t *base, __m256i vidx, __m256i km) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = _mm256_setzero_ps();
+    __m256 a = _mm256_setzero_ps();
     for (int k = k0; k < k1; k++) {
         const vq_ls_word *w = &p->words[k];
         const __m256i word = _mm256_mask_i32gather_epi32(_mm256_setzero_si256(),
                                                          (const int *)(const void *)(base + w->off),
                                                          vidx, km, 1);
-        int f = w->f0;
-        const int f1 = f + w->nf;
-        for (; f + 1 < f1; f += 2) {
-            a0 = _mm256_add_ps(a0, _mm256_i32gather_ps(lut + p->lut_off[f], field(word, p, f), 4));
-            a1 = _mm256_add_ps(a1, _mm256_i32gather_ps(lut + p->lut_off[f + 1], field(word, p, f + 1), 4));
-        }
-        if (f < f1) a0 = _mm256_add_ps(a0, _mm256_i32gather_ps(lut + p->lut_off[f], field(word, p, f), 4));
+        for (int f = w->f0; f < w->f0 + w->nf; f++)
+            a = _mm256_add_ps(a, _mm256_i32gather_ps(lut + p->lut_off[f], field(word, p, f), 4));
     }
-    return _mm256_add_ps(a0, a1);
+    return a;
 }
 
 void vq_ls_score_avx2(const vq_ls_prog *p, const float *lut, const uint8_t *codes, int64_t n,
@@ -109,19 +98,32 @@ void vq_ls_cols_dot_avx2(const float *a, int rows, int cols, const float *x, flo
     }
 }
 
-void vq_ls_rows_dot_avx2(const float *a, int rows, int cols, const float *x, float *y) {
-    for (int r = 0; r < rows; r++) {
-        const float *ar = a + (size_t)r * (size_t)cols;
-        __m256 s0 = _mm256_setzero_ps(), s1 = s0;
-        int c = 0;
-        for (; c + 16 <= cols; c += 16) {
-            s0 = _mm256_fmadd_ps(_mm256_loadu_ps(ar + c), _mm256_loadu_ps(x + c), s0);
-            s1 = _mm256_fmadd_ps(_mm256_loadu_ps(ar + c + 8), _mm256_loadu_ps(x + c + 8), s1);
+void vq_ls_vi_finish_avx2(const float *hist, int n_sub, int k, int v, const float *cb, float *out) {
+    const __m256i vidx = _mm256_mullo_epi32(_mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7), _mm256_set1_epi32(k));
+    int s0 = 0;
+    for (; s0 + 8 <= n_sub; s0 += 8) {   /* 8 sub-vectors in the lanes */
+        const float *h0 = hist + (size_t)s0 * (size_t)k;
+        __m256 o[16];
+        for (int j = 0; j < v; j++) o[j] = _mm256_setzero_ps();
+        for (int i = 0; i < k; i++) {
+            const __m256 h = _mm256_i32gather_ps(h0 + i, vidx, 4);
+            const float *cw = cb + (size_t)i * (size_t)v;
+            for (int j = 0; j < v; j++) o[j] = _mm256_add_ps(o[j], _mm256_mul_ps(h, _mm256_set1_ps(cw[j])));
         }
-        for (; c + 8 <= cols; c += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(ar + c), _mm256_loadu_ps(x + c), s0);
-        float s = hsum256(_mm256_add_ps(s0, s1));
-        for (; c < cols; c++) s += ar[c] * x[c];
-        y[r] = s;
+        float tmp[8];
+        for (int j = 0; j < v; j++) {
+            _mm256_storeu_ps(tmp, o[j]);
+            for (int l = 0; l < 8; l++) out[(s0 + l) * v + j] = tmp[l];
+        }
+    }
+    for (; s0 < n_sub; s0++) {   /* remaining sub-vectors: the scalar loop */
+        const float *h = hist + (size_t)s0 * (size_t)k;
+        float o[16] = {0};
+        for (int i = 0; i < k; i++) {
+            if (h[i] == 0.0f) continue;
+            for (int j = 0; j < v; j++) o[j] += h[i] * cb[(size_t)i * (size_t)v + j];
+        }
+        for (int j = 0; j < v; j++) out[s0 * v + j] = o[j];
     }
 }
 
