@@ -99,9 +99,9 @@ void vq_ls_cols_dot_avx512(const float *a, int rows, int cols, const float *x, f
 /* vecinfer finish: out[s * v + j] = sum_{i < k, hist[s * k + i] != 0} hist[s * k + i] *
  * cb[i * v + j] for s < n_sub, j < v (v <= 16), summed in order of i from 0.0f with a rounded
  * product then a rounded add (bitwise equal to the scalar loop; zero terms cannot change a
- * sum that starts at +0). */
+ * sum that starts at +0). 8 sub-vectors in the lanes; also used for VQ_ISA_AVX512 (a 16-lane
+ * version measured 2x slower on the development CPU). */
 void vq_ls_vi_finish_avx2(const float *hist, int n_sub, int k, int v, const float *cb, float *out);
-void vq_ls_vi_finish_avx512(const float *hist, int n_sub, int k, int v, const float *cb, float *out);
 /* Nearest codeword, identical to vq_nearest_centroid(p, C, cn, k, v) where cbt = C^T (v, k):
  * argmin_i cn[i] - 2 <p, C_i> with <.,.> summed in order of j, lowest index on ties. */
 int vq_ls_argmin_avx2(const float *p, const float *cbt, const float *cn, int k, int v);

@@ -91,28 +91,6 @@ void vq_ls_cols_dot_avx512(const float *a, int rows, int cols, const float *x, f
     }
 }
 
-void vq_ls_vi_finish_avx512(const float *hist, int n_sub, int k, int v, const float *cb, float *out) {
-    const __m512i vidx = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15), _mm512_set1_epi32(k));
-    for (int s0 = 0; s0 < n_sub; s0 += 16) {   /* 16 sub-vectors in the lanes */
-        const int m = n_sub - s0 < 16 ? n_sub - s0 : 16;
-        const __mmask16 km = (__mmask16)(0xFFFFu >> (16 - m));
-        const float *h0 = hist + (size_t)s0 * (size_t)k;
-        __m512 o[16];
-        for (int j = 0; j < v; j++) o[j] = _mm512_setzero_ps();
-        for (int i = 0; i < k; i++) {
-            const __m512 h = _mm512_mask_i32gather_ps(_mm512_setzero_ps(), km, vidx, h0 + i, 4);
-            const float *cw = cb + (size_t)i * (size_t)v;
-            for (int j = 0; j < v; j++) o[j] = _mm512_add_ps(o[j], _mm512_mul_ps(h, _mm512_set1_ps(cw[j])));
-        }
-        float tmp[16];
-        for (int j = 0; j < v; j++) {
-            _mm512_storeu_ps(tmp, o[j]);
-            for (int l = 0; l < m; l++) out[(s0 + l) * v + j] = tmp[l];
-        }
-    }
-}
-
 int vq_ls_argmin_avx512(const float *p, const float *cbt, const float *cn, int k, int v) {
     __m512 best = _mm512_set1_ps(INFINITY);
     __m512i bidx = _mm512_setzero_si512();
