@@ -95,6 +95,10 @@ grep -q "turboquant_mse-3+oc4t16 cached" "$OUT" && ok || bad "modifier config ca
 # perplexity names the config with its suffix
 expect_exit 0 "$VQ" perplexity -m "$MODEL" -f "$TMP/slice.txt" -c 64 --chunks 1 -t 1 --method turboquant_rvq --bits 1 --outlier-tokens 2
 grep -q "turboquant_rvq-1+ot2" "$OUT" && ok || bad "perplexity config name with +ot2"
+# generate takes the modifiers and refuses a bad combination with the reason
+expect_exit 0 "$VQ" generate -m "$MODEL" -p "The cat sat on the" -n 4 -t 1 -q --method turboquant_rvq --bits 1 --outlier-tokens 2.5 --outlier-channels 4
+expect_exit 2 "$VQ" generate -m "$MODEL" -p "The cat" -n 2 -t 1 -q --method kivi_sink --outlier-tokens 2.5
+grep -q "kivi_sink" "$ERR" && ok || bad "generate names the refused modifier combination"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

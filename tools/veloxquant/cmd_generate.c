@@ -70,6 +70,8 @@ static void usage(FILE *f) {
         "      --k-bits-per-layer L, --v-bits-per-layer L, --fp16-layers first,last,\n"
         "      --keep-fp16-first N, --keep-fp16-last N, --ratequant B, --ratequant-values V,\n"
         "      --calib-tokens N  mixed precision across layers (as for `perplexity`)\n"
+        "      --outlier-tokens K, --outlier-channels N, --n-calib-tokens T\n"
+        "                        outlier modifiers (as for `perplexity`)\n"
         "      --isa ISA         auto|scalar|avx2|avx512 weight and codec kernels (default auto)\n"
         "      --json            print one JSON object (text and statistics) instead of streaming\n"
         "      --observe FILE    also keep an exact fp32 shadow of K/V and write per-layer KV quality\n"
@@ -373,6 +375,17 @@ int vq_cmd_generate(int argc, char **argv) {
     if (la != 1) {
         rc = la == 0 ? 2 : 1;
         goto done;
+    }
+    vq_kv_opts_apply_cache(&o.kv, &cp.cache); /* outlier modifiers */
+    {
+        struct vq_cache_params mc = cp.cache;
+        mc.head_dim = I->head_dim;
+        const char *why = vq_kv_modifier_error(&mc);
+        if (why) {
+            fprintf(stderr, "generate: %s\n", why);
+            rc = 2;
+            goto done;
+        }
     }
     if (!vq_cli_attach_calib("generate", o.model, &cp.cache, I->n_layers, I->head_dim, calib_owned)) {
         rc = 1;

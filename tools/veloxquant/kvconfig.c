@@ -128,6 +128,8 @@ int vq_kv_opts_handle_name(struct vq_kv_opts *o, const char *cmd, const char *na
         {"--fp16-layers", VQ_KVOPT_FP16_LAYERS}, {"--keep-fp16-first", VQ_KVOPT_FP16_FIRST},
         {"--keep-fp16-last", VQ_KVOPT_FP16_LAST}, {"--ratequant", VQ_KVOPT_RATEQUANT},
         {"--ratequant-values", VQ_KVOPT_RQ_VALUES}, {"--calib-tokens", VQ_KVOPT_CALIB_TOKENS},
+        {"--outlier-tokens", VQ_KVOPT_OUTLIER_TOKENS}, {"--outlier-channels", VQ_KVOPT_OUTLIER_CHANNELS},
+        {"--n-calib-tokens", VQ_KVOPT_N_CALIB},
     };
     for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
         if (!strcmp(name, map[i].name)) {
