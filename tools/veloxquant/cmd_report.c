@@ -127,8 +127,8 @@ static void fig_end(void) { plend(); }
 static struct rect grid_cell(int k, int nx, int ny, double top) {
     struct rect r;
     const int cx = k % nx, cy = k / nx;
-    r.x0 = 0.03 + 0.96 * (double)cx / nx;   /* a page margin for the first column's labels */
-    r.x1 = 0.03 + 0.96 * (double)(cx + 1) / nx;
+    r.x0 = 0.05 + 0.94 * (double)cx / nx;   /* a page margin for the first column's labels */
+    r.x1 = 0.05 + 0.94 * (double)(cx + 1) / nx;
     r.y1 = (1.0 - top) * (1.0 - (double)cy / ny);
     r.y0 = (1.0 - top) * (1.0 - (double)(cy + 1) / ny);
     return r;
@@ -193,8 +193,13 @@ static void hbars(struct rect q, const char *title, const char *xlabel, int n,
     const double span = xmax - xmin;
     const double x0 = xmin < 0 ? xmin - 0.05 * span : 0;
     const double x1 = xmax + (n_series > 1 ? 1.8 : 0.38) * span;
+    /* label column sized to the longest config name (0.34 of the panel fits 17 characters) */
+    size_t maxlen = 17;
+    for (int i = 0; i < n; i++)
+        if (strlen(labels[i]) > maxlen) maxlen = strlen(labels[i]);
+    const double lfrac = 0.02 * (double)maxlen > 0.5 ? 0.5 : 0.02 * (double)maxlen;
     chr(0.85);
-    vport(q, 0.34, 0.96, 0.14, 0.88);
+    vport(q, lfrac, 0.96, 0.14, 0.88);
     plwind(x0, x1, 0, n);
     plcol0(1);
     plbox("bcnstf", nice_tick(x1 - x0, 3), 0, "bc", 0, 0);
