@@ -73,7 +73,9 @@ TEST(summary_and_kl) {
 }
 
 TEST(file_round_trip) {
-    const char *path = "/tmp/vq_test_logits.bin";
+    char path[64], tmp[80];
+    snprintf(path, sizeof path, "/tmp/vq_test_logits_%ld.bin", (long)getpid());
+    snprintf(tmp, sizeof tmp, "%s.tmp", path);
     enum { V = 300, K = 8, N = 25 };
     vq_status st;
     vq_logits_file *w = vq_logits_create(path, K, V, 64, &st);
@@ -140,7 +142,7 @@ TEST(file_round_trip) {
     ASSERT_STATUS(vq_logits_write(w, &recs[0]), VQ_STATUS_OK);
     vq_logits_discard(w);
     ASSERT(access(path, F_OK) != 0);
-    ASSERT(access("/tmp/vq_test_logits.bin.tmp", F_OK) != 0);
+    ASSERT(access(tmp, F_OK) != 0);
     ASSERT(vq_logits_create(path, 0, V, 64, &st) == NULL);
     ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
 }

@@ -55,7 +55,8 @@ static struct vq_ppl_params params(enum vq_method m, int bits) {
     return p;
 }
 
-static const char *BASE = "/tmp/vq_test_ppl_base.logits";
+/* per-process path: parallel test runs (ctest -j, several build trees) must not share it */
+static char BASE[64];
 
 TEST(reproducible_and_self_kl_zero) {
     struct vq_ppl_params p = params(VQ_METHOD_FP16, 16);
@@ -180,6 +181,7 @@ TEST(probe_greedy) {
 }
 
 int main(void) {
+    snprintf(BASE, sizeof BASE, "/tmp/vq_test_ppl_base_%ld.logits", (long)getpid());
     if (!setup()) { ASSERT(0); return TEST_REPORT(); }
     RUN(reproducible_and_self_kl_zero);
     RUN(base_mismatch_rejected);
