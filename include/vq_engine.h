@@ -114,8 +114,11 @@ VQ_API void vq_ctx_free(vq_ctx *c);
  * keys/values to the cache. logits (may be NULL): (n, n_vocab) when logits_all, else (n_vocab)
  * for the last token. Returns INVALID_ARG (token id out of range, n < 1), CAPACITY (n_past + n
  * > n_ctx), or a cache status (NON_FINITE, RANGE). On error the tokens of this call are
- * dropped from the cache again (vq_ctx_n_past is unchanged) when the cache can truncate; for
- * codecs that cannot re-open a multi-token block, n_past reports what the cache kept.
+ * dropped from the cache again (vq_ctx_n_past is unchanged) when the cache can truncate that
+ * far; otherwise (outlier-channel statistics of an earlier batch of the call within the first
+ * n_calib_tokens) only the failing batch of n_batch tokens is dropped and vq_ctx_n_past reports
+ * the tokens kept; for codecs that cannot re-open a multi-token block (KIVI), n_past reports
+ * what the cache kept.
  * Buffers come from vq_ctx_create (no allocation here). */
 VQ_API vq_status vq_ctx_eval(vq_ctx *c, const int32_t *tokens, int64_t n, float *logits);
 /* Tokens evaluated so far (the cache length). */

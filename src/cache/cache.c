@@ -91,6 +91,7 @@ struct vq_stream {
     double *oc_sum, *oc_sum_new;    /* (head_dim) */
     uint16_t *oc_ch, *oc_ch_new;    /* (n_oc) ascending channel indices */
     int oc_ready, oc_ready_new;
+    int oc_ready_prev;              /* oc_ready before the last committed append (undo) */
 };
 
 struct vq_side {            /* K or V configuration of one layer */
@@ -117,6 +118,11 @@ struct vq_layer {
     int64_t sink_pos[VQ_MAX_SINKS]; /* ascending positions of the sinks */
     int64_t *ot_pos;        /* (ot_cap) ascending positions of the outlier tokens */
     int64_t n_ot, ot_cap;
+    /* One-step undo of the outlier-channel sums: after a committed append the *_new buffers of
+     * the key streams hold the state before it, valid while oc_undo_n (the token count before
+     * that append) is > 0; a truncate back to exactly oc_undo_n swaps them back (how an
+     * engine drops a failed batch). <= 0 = no undo (an append started since, or a reset). */
+    int64_t oc_undo_n;
 };
 
 /* Per-stream plan of one append (phase A computes it, phase B commits it). */
@@ -985,6 +991,7 @@ vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v,
         vpl[h].old_pages = L->v.s[h].n_pages;
         if (L->k.n_oc > 0) { /* pending outlier-channel state starts from the committed one */
             struct vq_stream *s = &L->k.s[h];
+            L->oc_undo_n = -1; /* the undo copy is overwritten below */
             memcpy(s->oc_sum_new, s->oc_sum, (size_t)c->d * sizeof(double));
             memcpy(s->oc_ch_new, s->oc_ch, (size_t)L->k.n_oc * sizeof(uint16_t));
             s->oc_ready_new = s->oc_ready;
@@ -1028,7 +1035,9 @@ vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v,
             struct vq_stream *s = &L->k.s[h];
             double *ts = s->oc_sum; s->oc_sum = s->oc_sum_new; s->oc_sum_new = ts;
             uint16_t *tc = s->oc_ch; s->oc_ch = s->oc_ch_new; s->oc_ch_new = tc;
+            s->oc_ready_prev = s->oc_ready;
             s->oc_ready = s->oc_ready_new;
+            L->oc_undo_n = L->n_tokens;
         }
     for (int h = 0; h < c->n_kv; h++) {
         stream_commit(c, &L->k, h, k, dtype, n_tokens, &kpl[h]);
@@ -1437,6 +1446,11 @@ static void stream_truncate(struct vq_side *sd, struct vq_stream *s, int64_t n) 
     (void)sd;
 }
 
+/* Positions whose |k_c| the outlier-channel sums of layer L cover. */
+static int64_t oc_calibrated(const vq_cache *c, const struct vq_layer *L) {
+    return L->n_tokens < c->n_calib ? L->n_tokens : c->n_calib;
+}
+
 vq_status vq_cache_truncate(vq_cache *c, int64_t n_tokens) {
     if (!c || n_tokens < 0) return VQ_STATUS_INVALID_ARG;
     int64_t maxn = 0;
@@ -1450,13 +1464,23 @@ vq_status vq_cache_truncate(vq_cache *c, int64_t n_tokens) {
             if (!stream_can_cut(&L->k, &L->k.s[h], n_tokens) ||
                 !stream_can_cut(&L->v, &L->v.s[h], n_tokens))
                 return VQ_STATUS_UNSUPPORTED;
-        /* outlier-channel sums cover positions [0, min(n_tokens, n_calib)): no exact undo */
-        const int64_t calibrated = L->n_tokens < c->n_calib ? L->n_tokens : c->n_calib;
-        if (L->k.n_oc > 0 && n_tokens > 0 && n_tokens < calibrated) return VQ_STATUS_UNSUPPORTED;
+        /* outlier-channel sums cover positions [0, min(n_tokens, n_calib)): no exact undo,
+         * except back to the count before the last append (oc_undo_n) */
+        if (L->k.n_oc > 0 && n_tokens > 0 && n_tokens < oc_calibrated(c, L) && n_tokens != L->oc_undo_n)
+            return VQ_STATUS_UNSUPPORTED;
     }
     for (int l = 0; l < c->n_layers; l++) {
         struct vq_layer *L = &c->layers[l];
         if (L->n_tokens <= n_tokens) continue;
+        if (L->k.n_oc > 0 && n_tokens > 0 && n_tokens < oc_calibrated(c, L)) { /* == oc_undo_n */
+            for (int h = 0; h < c->n_kv; h++) {
+                struct vq_stream *s = &L->k.s[h];
+                double *ts = s->oc_sum; s->oc_sum = s->oc_sum_new; s->oc_sum_new = ts;
+                uint16_t *tc = s->oc_ch; s->oc_ch = s->oc_ch_new; s->oc_ch_new = tc;
+                s->oc_ready = s->oc_ready_prev;
+            }
+            L->oc_undo_n = -1;
+        }
         for (int h = 0; h < c->n_kv; h++) {
             stream_truncate(&L->k, &L->k.s[h], n_tokens);
             stream_truncate(&L->v, &L->v.s[h], n_tokens);
@@ -1482,6 +1506,7 @@ vq_status vq_cache_truncate(vq_cache *c, int64_t n_tokens) {
         if (n_tokens == 0) {
             L->k.mu_set = L->v.mu_set = 0; /* an emptied layer re-learns mu */
             oc_reset(&L->k, c->n_kv, c->d);
+            L->oc_undo_n = -1;
         }
     }
     return VQ_STATUS_OK;
@@ -1504,5 +1529,6 @@ void vq_cache_reset(vq_cache *c) {
         L->n_ot = 0;
         L->k.mu_set = L->v.mu_set = 0;
         oc_reset(&L->k, c->n_kv, c->d);
+        L->oc_undo_n = -1;
     }
 }

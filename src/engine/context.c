@@ -353,9 +353,13 @@ vq_status vq_ctx_eval(vq_ctx *c, const int32_t *tokens, int64_t n, float *logits
         else if (logits && last) lg = logits;
         vq_status st = forward(c, tokens + done, chunk, lg);
         if (st != VQ_STATUS_OK) {
-            /* drop whatever part of the batch reached the cache */
+            /* drop whatever part of the call reached the cache; when the cache cannot cut that
+             * far back (outlier-channel statistics of an earlier chunk), drop at least this
+             * chunk (the cache keeps a one-step undo for them); if even that fails (a KIVI
+             * group that cannot re-open), report what the last layer kept */
             if (vq_cache_truncate(c->cache, start) == VQ_STATUS_OK) c->n_past = start;
-            else c->n_past = vq_cache_n_tokens(c->cache, I->n_layers - 1);
+            else if (vq_cache_truncate(c->cache, c->n_past) != VQ_STATUS_OK)
+                c->n_past = vq_cache_n_tokens(c->cache, I->n_layers - 1);
             return st;
         }
         c->n_past += chunk;

@@ -380,6 +380,28 @@ TEST(truncate_reset) {
     ASSERT_STATUS(vq_cache_truncate(a, 45), VQ_STATUS_OK);
     ASSERT_STATUS(vq_cache_append(a, 0, k + 45 * n_kv * d, v + 45 * n_kv * d, VQ_DTYPE_F32, N - 45), VQ_STATUS_OK);
     ASSERT(same_state(a, b, 2, n_kv, d));
+    /* inside the calibration prefix (45 tokens) only the last append can be undone: a cache
+     * that got 13 + 20 tokens and is cut back to 13 equals one that got the 13 only, and can
+     * then be cut no further than 0 */
+    {
+        vq_cache *u = vq_cache_create(&p, NULL), *w = vq_cache_create(&p, NULL);
+        ASSERT(u && w);
+        if (u && w) {
+            ASSERT_STATUS(vq_cache_append(u, 0, k, v, VQ_DTYPE_F32, 13), VQ_STATUS_OK);
+            ASSERT_STATUS(vq_cache_append(w, 0, k, v, VQ_DTYPE_F32, 13), VQ_STATUS_OK);
+            ASSERT_STATUS(vq_cache_append(u, 0, k + 13 * n_kv * d, v + 13 * n_kv * d, VQ_DTYPE_F32, 20), VQ_STATUS_OK);
+            ASSERT_STATUS(vq_cache_truncate(u, 5), VQ_STATUS_UNSUPPORTED);
+            ASSERT_STATUS(vq_cache_truncate(u, 13), VQ_STATUS_OK);
+            ASSERT(same_state(u, w, 2, n_kv, d));
+            ASSERT_STATUS(vq_cache_truncate(u, 5), VQ_STATUS_UNSUPPORTED);
+            /* growing again past the calibration prefix matches the twin */
+            ASSERT_STATUS(vq_cache_append(u, 0, k + 13 * n_kv * d, v + 13 * n_kv * d, VQ_DTYPE_F32, N - 13), VQ_STATUS_OK);
+            ASSERT_STATUS(vq_cache_append(w, 0, k + 13 * n_kv * d, v + 13 * n_kv * d, VQ_DTYPE_F32, N - 13), VQ_STATUS_OK);
+            ASSERT(same_state(u, w, 2, n_kv, d));
+        }
+        vq_cache_free(u);
+        vq_cache_free(w);
+    }
     /* truncate to 0 / reset, then other data: equal to a fresh cache */
     vq_cache *f = vq_cache_create(&p, NULL);
     ASSERT(f != NULL);
