@@ -173,6 +173,9 @@ typedef vq_status (*vq_layer_hook_fn)(void *user, const struct vq_layer_event *e
  * new call replaces the previous hook. Not thread-safe with respect to a running vq_ctx_eval
  * of the same context. */
 VQ_API void vq_ctx_set_layer_hook(vq_ctx *c, vq_layer_hook_fn fn, void *user);
+/* The user pointer of the context's current layer hook (NULL if none or c is NULL), so an
+ * observer can tell whether the hook is still its own before removing it. */
+VQ_API void *vq_ctx_layer_hook_user(const vq_ctx *c);
 
 /* ---- sampling ---- */
 

@@ -385,7 +385,8 @@ vq_status vq_calib_read_file(const char *path, uint8_t **out, size_t *out_len) {
     while (off < len) {
         ssize_t r = read(fd, buf + off, len - off);
         if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
+        if (r < 0) { close(fd); vq_free(buf); return VQ_STATUS_IO; }
+        if (r == 0) break;
         off += (size_t)r;
     }
     close(fd);
@@ -397,32 +398,12 @@ vq_status vq_calib_read_file(const char *path, uint8_t **out, size_t *out_len) {
 vq_calib_data *vq_calib_data_load(const char *path, const char *method,
                                   const uint8_t model_sha256[32], vq_status *st) {
     if (!path) { if (st) *st = VQ_STATUS_INVALID_ARG; return NULL; }
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) { if (st) *st = VQ_STATUS_IO; return NULL; }
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        if (st) *st = VQ_STATUS_IO;
-        return NULL;
-    }
-    if ((uint64_t)sb.st_size > VQ_CALIB_MAX_FILE) {
-        close(fd);
-        if (st) *st = VQ_STATUS_BAD_FORMAT;
-        return NULL;
-    }
-    const size_t len = (size_t)sb.st_size;
-    uint8_t *buf = vq_alloc(len ? len : 1);
-    if (!buf) { close(fd); if (st) *st = VQ_STATUS_NO_MEMORY; return NULL; }
-    size_t off = 0;
-    while (off < len) {
-        ssize_t r = read(fd, buf + off, len - off);
-        if (r < 0 && errno == EINTR) continue;
-        if (r <= 0) break;
-        off += (size_t)r;
-    }
-    close(fd);
+    uint8_t *buf = NULL;
+    size_t len = 0;
+    vq_status rs = vq_calib_read_file(path, &buf, &len);
+    if (rs != VQ_STATUS_OK) { if (st) *st = rs; return NULL; }
     /* a file that shrank while reading is parsed as the truncated file it is */
-    vq_calib_data *cd = vq_calib_parse(buf, off, method, model_sha256, NULL, st);
+    vq_calib_data *cd = vq_calib_parse(buf, len, method, model_sha256, NULL, st);
     vq_free(buf);
     return cd;
 }

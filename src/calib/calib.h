@@ -118,6 +118,9 @@ vq_status vq_calib_attach_diag(struct vq_cache_params *cp, int n_layers, int hea
                                size_t why_cap);
 
 /* ---- files -------------------------------------------------------------------------------- */
+/* The file and precompute functions below keep no global state (the temp-file name of
+ * vq_calib_write_atomic carries the pid and an atomic counter): thread-safe for distinct
+ * arguments. */
 
 /* Writes len bytes atomically to path (temp file in the same folder, fsync, rename; missing
  * folders created). Returns OK, INVALID_ARG, IO or NO_MEMORY. */
@@ -155,10 +158,13 @@ void vq_precomp_free(struct vq_precomp *p);
  * atomically to path. */
 vq_status vq_precomp_save(const struct vq_precomp *p, const char *path);
 /* Parses an untrusted buffer / loads a file: BAD_FORMAT (magic, checksum, truncation, bad
- * records, non-finite values), UNSUPPORTED (newer version), NOT_FOUND (another tag), IO. */
+ * records, non-finite values), UNSUPPORTED (newer version), NOT_FOUND (another tag), IO.
+ * *out is zeroed first; on OK the caller owns it (vq_precomp_free), on error nothing is
+ * left allocated in it. */
 vq_status vq_precomp_parse(const uint8_t *buf, size_t len, struct vq_precomp *out);
 vq_status vq_precomp_load(const char *path, struct vq_precomp *out);
-/* Compares a stored set with a computed one table by table, bit for bit. Returns 1 when
+/* Compares a stored set with a computed one table by table, bit for bit (have and want must
+ * not be NULL). Returns 1 when
  * every table of want is in have with identical values (have may hold more); else 0 and a
  * description of the first difference in why (may be NULL). */
 int vq_precomp_matches(const struct vq_precomp *have, const struct vq_precomp *want, char *why,

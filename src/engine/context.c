@@ -191,6 +191,7 @@ void vq_ctx_set_layer_hook(vq_ctx *c, vq_layer_hook_fn fn, void *user) {
     c->hook = fn;
     c->hook_user = fn ? user : NULL;
 }
+void *vq_ctx_layer_hook_user(const vq_ctx *c) { return c ? c->hook_user : NULL; }
 const struct vq_cache_params *vq_ctx_cache_params(const vq_ctx *c) { return &c->p.cache; }
 size_t vq_ctx_scratch_bytes(const vq_ctx *c) { return c->scratch_bytes; }
 

@@ -61,7 +61,6 @@ vq_observer *vq_observer_create(vq_ctx *ctx, const struct vq_observer_params *p,
     const struct vq_cache_params *cp = vq_ctx_cache_params(ctx);
     vq_observer *o = calloc(1, sizeof *o);
     if (!o) { if (st) *st = VQ_STATUS_NO_MEMORY; return NULL; }
-    o->ctx = ctx;
     o->p = *p;
     o->n_layers = cp->n_layers;
     o->n_kv = cp->n_kv_heads;
@@ -89,6 +88,7 @@ vq_observer *vq_observer_create(vq_ctx *ctx, const struct vq_observer_params *p,
         return NULL;
     }
     for (size_t i = 0; i < nlh; i++) o->acc[i].min_cos_k = o->acc[i].min_cos_v = 1.0;
+    o->ctx = ctx; /* set only once the hook is ours: free() detaches only its own hook */
     vq_ctx_set_layer_hook(ctx, hook, o);
     if (st) *st = VQ_STATUS_OK;
     return o;
@@ -96,7 +96,7 @@ vq_observer *vq_observer_create(vq_ctx *ctx, const struct vq_observer_params *p,
 
 void vq_observer_free(vq_observer *o) {
     if (!o) return;
-    if (o->ctx) vq_ctx_set_layer_hook(o->ctx, NULL, NULL);
+    if (o->ctx && vq_ctx_layer_hook_user(o->ctx) == o) vq_ctx_set_layer_hook(o->ctx, NULL, NULL);
     vq_cache_free(o->shadow);
     free(o->acc);
     free(o->chan_sum);

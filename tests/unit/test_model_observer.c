@@ -135,6 +135,14 @@ TEST(observer_args) {
     p.max_queries = 0;
     ASSERT(vq_observer_create(c, &p, &st) == NULL);
     ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+    ASSERT(vq_ctx_layer_hook_user(c) == NULL); /* a failed create attaches nothing */
+    /* a second observer replaces the first; freeing the first leaves the second attached */
+    vq_observer *a = vq_observer_create(c, NULL, &st), *b = vq_observer_create(c, NULL, &st);
+    ASSERT(a && b && vq_ctx_layer_hook_user(c) == b);
+    vq_observer_free(a);
+    ASSERT(vq_ctx_layer_hook_user(c) == b);
+    vq_observer_free(b);
+    ASSERT(vq_ctx_layer_hook_user(c) == NULL);
     int32_t t = 1;
     ASSERT_STATUS(vq_ctx_eval(c, &t, 1, NULL), VQ_STATUS_OK);
     ASSERT(vq_observer_create(c, NULL, &st) == NULL);   /* tokens already evaluated */

@@ -165,8 +165,9 @@ void vq_kv_layers_free(struct vq_kv_layers *l);
 int vq_kv_opts_any_layers(const struct vq_kv_opts *o);
 
 /* Handles one long option given by name ("--k-bits-per-layer") for commands that do not use
- * getopt_long with VQ_KV_LONG_OPTIONS (generate): only the per-layer options (bits lists,
- * fp16 layers, ratequant, calib tokens). Returns 1 ok, 0 bad value (printed), -1 not one. */
+ * getopt_long with VQ_KV_LONG_OPTIONS (generate): the per-layer options (bits lists, fp16
+ * layers, ratequant, calib tokens) and the outlier modifiers (--outlier-tokens,
+ * --outlier-channels, --n-calib-tokens). Returns 1 ok, 0 bad value (printed), -1 not one. */
 int vq_kv_opts_handle_name(struct vq_kv_opts *o, const char *cmd, const char *name,
                            const char *arg);
 
@@ -182,9 +183,11 @@ extern const struct vq_kv_preset vq_kv_presets[];
 extern const int vq_kv_n_presets;
 
 /* Parses a config name into options: a preset name, "METHOD", "METHOD-B", "METHOD-kBvB'",
- * or "KMETHOD-B:VMETHOD-B", with optional "+..." suffixes (vq_kv_config_name_opts; outlier
- * modifiers "+ot", "+ot<K>", "+oc<N>", "+oc<N>t<T>"). Only the syntax and method names are checked here (bits ranges
- * are checked when codecs are created). Returns 1 on success, 0 on a bad name. */
+ * or "KMETHOD-B:VMETHOD-B", with optional "+..." suffixes of vq_kv_config_name_opts ("+rqB",
+ * "+fp16fAlB", outlier modifiers "+ot", "+ot<K>", "+oc<N>", "+oc<N>t<T>"). The "+kbpl" /
+ * "+vbpl" suffixes of explicit per-layer lists are display-only (a name cannot carry the list)
+ * and are refused here. Only the syntax and method names are checked (bits ranges are
+ * checked when codecs are created). Returns 1 on success, 0 on a bad name. */
 int vq_kv_opts_from_name(const char *name, struct vq_kv_opts *o);
 /* Appends the options as command-line arguments (--k-method M --k-bits B ...) to argv at
  * *argc (at most max entries; strings live in buf, nbuf slots of 32 bytes). */
