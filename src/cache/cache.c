@@ -61,6 +61,7 @@
 #endif
 
 #include "cache/center.h"
+#include "cache/fp16_view.h"
 #include "cache/softmax.h"
 #include "codecs/codec_impl.h"
 #include "codecs/kivi.h"
@@ -1325,6 +1326,20 @@ static void stream_decode(const vq_cache *c, const struct vq_layer *L, const str
         for (int64_t t = 0; t < nt; t++)
             for (int i = 0; i < d; i++) x[t * d + i] += mu[i];
     }
+}
+
+int vq_cache_fp16_view(const vq_cache *c, int layer, int value, int kv_head, struct vq_fp16_view *v) {
+    if (!c || !v || layer < 0 || layer >= c->n_layers || kv_head < 0 || kv_head >= c->n_kv) return 0;
+    const struct vq_layer *L = &c->layers[layer];
+    const struct vq_side *sd = value ? &L->v : &L->k;
+    const struct vq_stream *s = &sd->s[kv_head];
+    if (sd->codec->p.method != VQ_METHOD_FP16 || sd->mode != WIN_NONE || sd->use_sinks || sd->use_ot ||
+        sd->n_oc > 0 || sd->mu || sd->bt != 1 || s->n_coded != L->n_tokens)
+        return 0;
+    v->pages = (const uint16_t *const *)s->pages;
+    v->page_tokens = c->page_tokens;
+    v->n_tokens = s->n_coded;
+    return 1;
 }
 
 vq_status vq_cache_read(const vq_cache *c, int layer, int kv_head, float *k, float *v) {

@@ -19,11 +19,14 @@
 
 #include "core/core.h"
 #include "engine/model.h"
+#include "cache/fp16_view.h"
 
 #ifdef _OPENMP
 #include <omp.h>
 #define VQ_OMP_FOR(nt) _Pragma("omp parallel for num_threads(nt) schedule(static)")
 #endif
+
+#define VQ_MAX_KV_HEADS_GGML 64
 
 struct vq_ctx {
     const vq_model *m;
@@ -44,6 +47,11 @@ struct vq_ctx {
     size_t act_stride; /* bytes per activation row */
     float *rope_cos;   /* (n_ctx, rope_dim / 2) */
     float *rope_sin;   /* (n_ctx, rope_dim / 2) */
+    /* llama.cpp-identical attention on plain fp16 K/V layers (attend_ggml) */
+    const struct vq_ggml_nn_kernels *nn;
+    int ggml_attn;     /* 1 when head_dim % 16 == 0 (else every layer uses vq_cache_attend) */
+    float *attn_scr;   /* (n_threads, attn_scr_floats) per-thread scratch */
+    size_t attn_scr_floats;
     size_t scratch_bytes;
     vq_layer_hook_fn hook; /* optional per-layer observer (vq_ctx_set_layer_hook) */
     void *hook_user;
@@ -154,19 +162,28 @@ vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_statu
     const size_t half = (size_t)I->rope_dim / 2;
     c->rope_cos = alloc_track(c, (size_t)c->p.n_ctx * half * sizeof(float), &ok);
     c->rope_sin = alloc_track(c, (size_t)c->p.n_ctx * half * sizeof(float), &ok);
+    c->nn = vq_ggml_nn_kernels(c->p.isa);
+    c->ggml_attn = I->head_dim % 16 == 0;
+    /* scores (n_ctx rounded up to 16), 16 lane rows of head_dim, the fp16-rounded query */
+    c->attn_scr_floats = (size_t)((c->p.n_ctx + 15) / 16 * 16) + 17 * HD;
+    c->attn_scr = alloc_track(c, (size_t)c->n_threads * c->attn_scr_floats * sizeof(float), &ok);
     if (!ok) {
         vq_engine_set_error("ctx: out of memory for activations (n_batch %d, n_ctx %lld)", c->p.n_batch, (long long)c->p.n_ctx);
         vq_ctx_free(c);
         if (st) *st = VQ_STATUS_NO_MEMORY;
         return NULL;
     }
-    /* theta_i = pos * base^(-2i / rope_dim), computed in double once */
-    for (int64_t pos = 0; pos < c->p.n_ctx; pos++)
+    /* theta_i = pos * base^(-2i / rope_dim) as ggml's rope cache computes it: float theta,
+     * multiplied by base^(-2 / rope_dim) per pair, cosf/sinf (bit-for-bit llama.cpp's angles) */
+    const float theta_scale = powf(I->rope_theta, -2.0f / (float)I->rope_dim);
+    for (int64_t pos = 0; pos < c->p.n_ctx; pos++) {
+        float th = (float)pos;
         for (size_t i = 0; i < half; i++) {
-            double th = (double)pos * pow((double)I->rope_theta, -2.0 * (double)i / (double)I->rope_dim);
-            c->rope_cos[(size_t)pos * half + i] = (float)cos(th);
-            c->rope_sin[(size_t)pos * half + i] = (float)sin(th);
+            c->rope_cos[(size_t)pos * half + i] = cosf(th);
+            c->rope_sin[(size_t)pos * half + i] = sinf(th);
+            th *= theta_scale;
         }
+    }
     if (st) *st = VQ_STATUS_OK;
     return c;
 }
@@ -201,9 +218,11 @@ static void rmsnorm(const float *x, const float *w, float *y, int64_t n_rows, in
     for (int64_t r = 0; r < n_rows; r++) {
         const float *xr = x + r * n;
         float *yr = y + r * n;
+        /* ggml's rms_norm: float squares summed in double, the mean rounded to float, 1/sqrtf */
         double ss = 0;
-        for (int64_t i = 0; i < n; i++) ss += (double)xr[i] * xr[i];
-        float scale = (float)(1.0 / sqrt(ss / (double)n + (double)eps));
+        for (int64_t i = 0; i < n; i++) ss += (double)(xr[i] * xr[i]);
+        const float mean = (float)(ss / (double)n);
+        const float scale = 1.0f / sqrtf(mean + eps);
         for (int64_t i = 0; i < n; i++) yr[i] = xr[i] * scale * w[i];
     }
 }
@@ -262,28 +281,82 @@ static void rope(const vq_ctx *c, float *x, int64_t n_tok, int n_heads, int64_t 
             if (I->rope_type == VQ_ROPE_NEOX) {
                 for (int i = 0; i < half; i++) {
                     float a = v[i], b = v[i + half];
-                    v[i] = a * cs[i] - b * sn[i];
-                    v[i + half] = a * sn[i] + b * cs[i];
+                    v[i] = fmaf(a, cs[i], -(b * sn[i]));
+                    v[i + half] = fmaf(a, sn[i], b * cs[i]);
                 }
             } else {
+                /* x0 cos - x1 sin, x0 sin + x1 cos with the FMAs gcc forms in ggml's rope */
                 for (int i = 0; i < half; i++) {
                     float a = v[2 * i], b = v[2 * i + 1];
-                    v[2 * i] = a * cs[i] - b * sn[i];
-                    v[2 * i + 1] = a * sn[i] + b * cs[i];
+                    v[2 * i] = fmaf(a, cs[i], -(b * sn[i]));
+                    v[2 * i + 1] = fmaf(a, sn[i], b * cs[i]);
                 }
             }
         }
     }
 }
 
-static void swiglu(float *g, const float *u, int64_t n, int nt) {
+/* g = SiLU(g) * u over n_tok rows of n_ff, ggml's ggml_vec_swiglu_f32 row by row. */
+static void swiglu(const vq_ctx *c, float *g, const float *u, int64_t n_tok, int64_t n_ff) {
+    int nt = n_tok * n_ff < 65536 ? 1 : c->n_threads;
 #ifdef VQ_OMP_FOR
-    if (n < 65536) nt = 1;
     VQ_OMP_FOR(nt)
 #else
     (void)nt;
 #endif
-    for (int64_t i = 0; i < n; i++) g[i] = g[i] / (1.0f + expf(-g[i])) * u[i];
+    for (int64_t t = 0; t < n_tok; t++) c->nn->swiglu(g + t * n_ff, u + t * n_ff, n_ff);
+}
+
+/* Attention of n queries (positions p0..p0+n-1) on one layer whose K and V are plain fp16 rows
+ * in the cache, in llama.cpp's operation order (non-flash path, batched kernels): q rounded to
+ * fp16; scores by the tinyBLAS F16 product, times scale; softmax with ggml_v_expf and a double
+ * sum, times (float)(1 / sum); probabilities rounded to fp16; V^T P by tinyBLAS. Returns 0
+ * (nothing written) when the layer is not plain fp16. Reads the cache only. */
+static int attend_ggml(vq_ctx *c, int layer, int64_t n, int64_t p0, float scale) {
+    const struct vq_model_info *I = &c->m->info;
+    const int d = I->head_dim, nkv = I->n_kv_heads, nh = I->n_heads, grp = nh / nkv;
+    struct vq_fp16_view kv[2 * VQ_MAX_KV_HEADS_GGML];
+    if (!c->ggml_attn || nkv > VQ_MAX_KV_HEADS_GGML) return 0;
+    for (int g = 0; g < nkv; g++)
+        if (!vq_cache_fp16_view(c->cache, layer, 0, g, &kv[2 * g]) ||
+            !vq_cache_fp16_view(c->cache, layer, 1, g, &kv[2 * g + 1]) || kv[2 * g].n_tokens != p0 + n)
+            return 0;
+    const int64_t items = n * nh;
+    int nt = items < c->n_threads ? (int)items : c->n_threads;
+    (void)nt;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+    for (int64_t it = 0; it < items; it++) {
+#ifdef _OPENMP
+        float *scr = c->attn_scr + (size_t)omp_get_thread_num() * c->attn_scr_floats;
+#else
+        float *scr = c->attn_scr;
+#endif
+        const int64_t i = it / nh;
+        const int h = (int)(it % nh);
+        const struct vq_fp16_view *K = &kv[2 * (h / grp)], *V = &kv[2 * (h / grp) + 1];
+        const int64_t nv = p0 + i + 1, np = (nv + 15) / 16 * 16;
+        float *w = scr, *acc = scr + (c->attn_scr_floats - 17 * (size_t)d), *q16 = acc + 16 * d;
+        const float *q = c->q + (size_t)((i * nh + h) * d);
+        for (int j = 0; j < d; j++) q16[j] = vq_fp16_to_fp32(vq_fp32_to_fp16(q[j]));
+        float mx = -INFINITY;
+        for (int64_t t = 0; t < nv; t++) {
+            const uint16_t *kr = K->pages[t / K->page_tokens] + (size_t)(t % K->page_tokens) * (size_t)d;
+            w[t] = c->nn->dot_f16(q16, kr, d) * scale;
+            if (w[t] > mx) mx = w[t];
+        }
+        for (int64_t t = nv; t < np; t++) w[t] = -INFINITY;
+        const float inv = (float)(1.0 / c->nn->softmax_exp(w, np, mx));
+        for (int64_t t = 0; t < nv; t++) w[t] = vq_fp16_to_fp32(vq_fp32_to_fp16(w[t] * inv));
+        memset(acc, 0, sizeof(float) * 16 * (size_t)d);
+        for (int64_t t0 = 0; t0 < nv; t0 += V->page_tokens) {
+            const int64_t cnt = nv - t0 < V->page_tokens ? nv - t0 : V->page_tokens;
+            c->nn->pv_f16(acc, V->pages[t0 / V->page_tokens], w + t0, t0, cnt, d);
+        }
+        vq_ggml_reduce16_rows(acc, d, c->att + (size_t)((i * nh + h) * d));
+    }
+    return 1;
 }
 
 /* One forward pass over n <= n_batch tokens at positions n_past..; logits may be NULL. */
@@ -310,8 +383,9 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
         rope(c, c->q, n, I->n_heads, p0);
         rope(c, c->k, n, I->n_kv_heads, p0);
         VQ_RETURN_IF_ERR(vq_cache_append(c->cache, l, c->k, c->v, VQ_DTYPE_F32, n));
-        VQ_RETURN_IF_ERR(vq_cache_attend(c->cache, l, c->q, I->n_heads, n, NULL,
-                                         1.0f / sqrtf((float)HD), c->att));
+        if (!attend_ggml(c, l, n, p0, 1.0f / sqrtf((float)HD)))
+            VQ_RETURN_IF_ERR(vq_cache_attend(c->cache, l, c->q, I->n_heads, n, NULL,
+                                             1.0f / sqrtf((float)HD), c->att));
         if (c->hook) {
             const struct vq_layer_event ev = {l, p0, n, I->n_heads, I->n_kv_heads, (int)HD,
                                               1.0f / sqrtf((float)HD), c->q, c->k, c->v, c->att, c->cache};
@@ -324,7 +398,7 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
         const struct vq_weight *gu[2] = {&ly->w_gate, &ly->w_up};
         float *const gu_out[2] = {c->g, c->u};
         matmul_shared(c, gu, gu_out, 2, c->h, n);
-        swiglu(c->g, c->u, n * I->n_ff, c->n_threads);
+        swiglu(c, c->g, c->u, n, I->n_ff);
         matmul(c, &ly->w_down, c->g, n, c->h);
         for (int64_t i = 0; i < n * E; i++) c->x[i] += c->h[i];
     }

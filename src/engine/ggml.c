@@ -209,15 +209,15 @@ void vq_quantize_row_q8a_ref(const float *x, void *y, int64_t n) {
             float a = x[j] < 0 ? -x[j] : x[j];
             amax = a > amax ? a : amax;
         }
-        float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
+        float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
         int sum = 0;
         for (int j = 0; j < 32; j++) {
             int q = nearest_int(x[j] * id);
             b[i].qs[j] = (int8_t)q;
             sum += q;
         }
-        b[i].d = d;
-        b[i].s = d * (float)sum;
+        b[i].d = vq_ggml_h2f(vq_ggml_f2h(d));
+        b[i].s = vq_ggml_h2f(vq_ggml_f2h(d * (float)sum));
     }
 }
 
@@ -364,17 +364,25 @@ float vq_vec_dot_q4_0_q8a_ref(int64_t n, const void *w, const void *a) {
     return s;
 }
 
+/* In ggml's x86 operation order (ggml_vec_dot_q4_1_q8_1): 8 lanes of 4 integer products per
+ * block, lane = fma(d_w * d_a, lane_sum, lane) over blocks, m * s chained by fma, then the lanes
+ * summed as (l4 + l0 + l6 + l2) + (l5 + l1 + l7 + l3) — see arch/x86/ggml_avx512.c for why. */
 float vq_vec_dot_q4_1_q8a_ref(int64_t n, const void *w, const void *a) {
     const vq_block_q4_1 *x = w;
     const vq_block_q8a *y = a;
-    float s = 0;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, summs = 0;
     for (int64_t i = 0; i < n / 32; i++) {
-        int sum = 0;
-        for (int j = 0; j < 16; j++)
-            sum += (x[i].qs[j] & 15) * y[i].qs[j] + (x[i].qs[j] >> 4) * y[i].qs[j + 16];
-        s += vq_ggml_h2f(x[i].d) * y[i].d * (float)sum + vq_ggml_h2f(x[i].m) * y[i].s;
+        const float dd = vq_ggml_h2f(x[i].d) * y[i].d;
+        summs = fmaf(vq_ggml_h2f(x[i].m), y[i].s, summs);
+        for (int k = 0; k < 8; k++) {
+            int l = 0;
+            for (int j = 4 * k; j < 4 * k + 4; j++)
+                l += (j < 16 ? (x[i].qs[j] & 15) : (x[i].qs[j - 16] >> 4)) * y[i].qs[j];
+            acc[k] = fmaf(dd, (float)l, acc[k]);
+        }
     }
-    return s;
+    const float r0 = (acc[4] + acc[0]) + (acc[6] + acc[2]), r1 = (acc[5] + acc[1]) + (acc[7] + acc[3]);
+    return r0 + r1 + summs;
 }
 
 float vq_vec_dot_q5_0_q8a_ref(int64_t n, const void *w, const void *a) {
@@ -568,6 +576,85 @@ const struct vq_ggml_kernels *vq_ggml_kernels(uint32_t type, enum vq_isa isa) {
     for (size_t i = 0; i < N_KERNELS; i++)
         if (tab[i].type == type) return &tab[i];
     return NULL;
+}
+
+
+/* ---- llama.cpp numerics outside the matmuls (see ggml.h) ------------------------------ */
+
+static float red16_(const float *v) {
+    float t[8], u[4];
+    for (int i = 0; i < 8; i++) t[i] = v[i + 8] + v[i];
+    for (int i = 0; i < 4; i++) u[i] = t[i + 4] + t[i];
+    return (u[0] + u[2]) + (u[1] + u[3]);
+}
+
+void vq_ggml_reduce16_rows(const float *acc, int d, float *out) {
+    for (int j = 0; j < d; j++) {
+        float v[16];
+        for (int l = 0; l < 16; l++) v[l] = acc[l * d + j];
+        out[j] = red16_(v);
+    }
+}
+
+float vq_ggml_expf_ref(float x) {
+    const float r = 0x1.8p23f;
+    const float z = fmaf(x, 0x1.715476p+0f, r);
+    const float n = z - r;
+    const float b = fmaf(-n, 0x1.7f7d1cp-20f, fmaf(-n, 0x1.62e4p-1f, x));
+    if (fabsf(n) > 192) return n <= 0 ? 0.0f : INFINITY;
+    const float u = b * b;
+    const float j = fmaf(fmaf(fmaf(0x1.0e4020p-7f, b, 0x1.573e2ep-5f), u, fmaf(0x1.555e66p-3f, b, 0x1.fffdb6p-2f)),
+                         u, fmaf(0x1.ffffecp-1f, b, 1.0f));
+    return ldexpf(j, (int)n);
+}
+
+float vq_ggml_dot_f16_ref(const float *q, const uint16_t *k, int d) {
+    float acc[16] = {0};
+    for (int s = 0; s < d; s += 16)
+        for (int l = 0; l < 16; l++) acc[l] = fmaf(vq_ggml_h2f(k[s + l]), q[s + l], acc[l]);
+    return red16_(acc);
+}
+
+double vq_ggml_softmax_exp_ref(float *w, int64_t n, float max) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; i += 16) {
+        for (int l = 0; l < 16; l++) w[i + l] = vq_ggml_expf_ref(w[i + l] - max);
+        sum += (double)red16_(w + i);
+    }
+    return sum;
+}
+
+void vq_ggml_pv_f16_ref(float *acc, const uint16_t *v, const float *p, int64_t t0, int64_t n, int d) {
+    for (int64_t t = 0; t < n; t++) {
+        float *a = acc + (size_t)((t0 + t) & 15) * (size_t)d;
+        for (int j = 0; j < d; j++) a[j] = fmaf(vq_ggml_h2f(v[t * d + j]), p[t], a[j]);
+    }
+}
+
+void vq_ggml_swiglu_ref(float *g, const float *u, int64_t n) {
+    const int64_t nv = n / 16 * 16;
+    int64_t i = 0;
+    for (; i < nv; i++) g[i] = (g[i] / (1.0f + vq_ggml_expf_ref(0.0f - g[i]))) * u[i];
+    for (; i < n; i++) g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
+}
+
+static const struct vq_ggml_nn_kernels g_nn_ref = {vq_ggml_dot_f16_ref, vq_ggml_softmax_exp_ref,
+                                                   vq_ggml_pv_f16_ref, vq_ggml_swiglu_ref};
+#ifdef VQ_HAVE_X86
+static const struct vq_ggml_nn_kernels g_nn_avx2 = {vq_ggml_dot_f16_avx2, vq_ggml_softmax_exp_avx2,
+                                                    vq_ggml_pv_f16_avx2, vq_ggml_swiglu_avx2};
+static const struct vq_ggml_nn_kernels g_nn_avx512 = {vq_ggml_dot_f16_avx512, vq_ggml_softmax_exp_avx512,
+                                                      vq_ggml_pv_f16_avx512, vq_ggml_swiglu_avx512};
+#endif
+
+const struct vq_ggml_nn_kernels *vq_ggml_nn_kernels(enum vq_isa isa) {
+    if (isa == VQ_ISA_AUTO) isa = vq_ggml_isa_default();
+    if (!vq_ggml_isa_available(isa)) isa = VQ_ISA_SCALAR;
+#ifdef VQ_HAVE_X86
+    if (isa == VQ_ISA_AVX2) return &g_nn_avx2;
+    if (isa == VQ_ISA_AVX512) return &g_nn_avx512;
+#endif
+    return &g_nn_ref;
 }
 
 /* ---- matrix product ------------------------------------------------------------------ */

@@ -53,7 +53,10 @@ typedef struct { vq_half d, dmin; uint8_t scales[VQ_K_SCALE_SIZE]; uint8_t qs[12
 typedef struct { vq_half d, dmin; uint8_t scales[VQ_K_SCALE_SIZE]; uint8_t qh[32]; uint8_t qs[128]; } vq_block_q5_K;
 typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; vq_half d; } vq_block_q6_K;
 /* activation blocks (in memory only) */
-typedef struct { float d; float s; int8_t qs[32]; } vq_block_q8a;            /* s = d * sum(qs) */
+/* Activation block, ggml Q8_1 values in fp32 fields: d = fp16(amax / 127), qs = round(x * 127 / amax)
+ * (ties to even), s = fp16(amax / 127 * sum(qs)) — the roundings of quantize_row_q8_1, so that
+ * matmuls see the same numbers as llama.cpp. */
+typedef struct { float d; float s; int8_t qs[32]; } vq_block_q8a;
 typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } vq_block_q8_K; /* bsums: 16-sums */
 
 static_assert(sizeof(vq_block_q4_0) == 18, "q4_0 size");
@@ -148,6 +151,49 @@ void vq_ggml_quantize_act(enum vq_ggml_act act, const float *x, void *y, int64_t
  * of avx512 / avx2 / scalar this CPU and build support. Thread-safe. */
 enum vq_isa vq_ggml_isa_default(void);
 int vq_ggml_isa_available(enum vq_isa isa);
+
+/* ---- llama.cpp (ggml CPU) numerics outside the matmuls --------------------------------
+ * The engine's fp16-KV attention and SwiGLU repeat the operation sequence of ggml's CPU backend
+ * (x86, AVX-512 build) so that its logits equal llama.cpp's to the last bits: the int8
+ * re-quantization of activations before every matmul turns any last-bit difference into whole
+ * rounding steps that grow over the layers (tests/golden/README.md). Every function below has a
+ * scalar reference (fmaf) and AVX2/AVX-512 twins that return bit-identical results. */
+struct vq_ggml_nn_kernels {
+    /* sum over i < d of q[i] * k[i] (k fp16) as 16 lanes (lane l: fma chain over i = l mod 16,
+     * ascending), then lanes reduced as gcc's _mm512_reduce_add_ps: ggml's tinyBLAS F16 order.
+     * d a multiple of 16. */
+    float (*dot_f16)(const float *q, const uint16_t *k, int d);
+    /* w[i] = ggml_v_expf(w[i] - max) in place for i < n (n a multiple of 16); returns the sum
+     * of the 16-element chunk reductions, accumulated in double (ggml_vec_soft_max_f32). */
+    double (*softmax_exp)(float *w, int64_t n, float max);
+    /* acc is (16, d): for each token t in [t0, t0 + n), acc[t mod 16][j] = fma(v_t[j], p[t - t0],
+     * acc[t mod 16][j]) for j < d, tokens in ascending order; v holds n rows of d fp16 values.
+     * Together with vq_ggml_reduce16_rows this is tinyBLAS's V^T P product. d a multiple of 16. */
+    void (*pv_f16)(float *acc, const uint16_t *v, const float *p, int64_t t0, int64_t n, int d);
+    /* g[i] = silu(g[i]) * u[i] for one row of n values: ggml_vec_swiglu_f32 (16-wide ggml_v_silu,
+     * tail x / (1 + expf(-x)) with libm expf). */
+    void (*swiglu)(float *g, const float *u, int64_t n);
+};
+/* The kernels for isa (AUTO: vq_ggml_isa_default(); an unavailable ISA falls back to scalar).
+ * Static table, thread-safe. */
+const struct vq_ggml_nn_kernels *vq_ggml_nn_kernels(enum vq_isa isa);
+/* out[j] = the _mm512_reduce_add_ps order over the 16 rows of acc (16, d), for j < d. */
+void vq_ggml_reduce16_rows(const float *acc, int d, float *out);
+/* ggml_v_expf (AVX-512 variant) for one float, with fmaf and ldexpf. */
+float vq_ggml_expf_ref(float x);
+
+float vq_ggml_dot_f16_ref(const float *q, const uint16_t *k, int d);
+double vq_ggml_softmax_exp_ref(float *w, int64_t n, float max);
+void vq_ggml_pv_f16_ref(float *acc, const uint16_t *v, const float *p, int64_t t0, int64_t n, int d);
+void vq_ggml_swiglu_ref(float *g, const float *u, int64_t n);
+float vq_ggml_dot_f16_avx2(const float *q, const uint16_t *k, int d);
+double vq_ggml_softmax_exp_avx2(float *w, int64_t n, float max);
+void vq_ggml_pv_f16_avx2(float *acc, const uint16_t *v, const float *p, int64_t t0, int64_t n, int d);
+void vq_ggml_swiglu_avx2(float *g, const float *u, int64_t n);
+float vq_ggml_dot_f16_avx512(const float *q, const uint16_t *k, int d);
+double vq_ggml_softmax_exp_avx512(float *w, int64_t n, float max);
+void vq_ggml_pv_f16_avx512(float *acc, const uint16_t *v, const float *p, int64_t t0, int64_t n, int d);
+void vq_ggml_swiglu_avx512(float *g, const float *u, int64_t n);
 
 /* Scalar reference kernels (normative). */
 void vq_dequantize_row_f32_ref(const void *x, float *y, int64_t n);

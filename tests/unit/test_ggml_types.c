@@ -4,6 +4,8 @@
 #include "test.h"
 
 #include <stdint.h>
+#include <string.h>
+#include <math.h>
 
 #include "engine/ggml.h"
 
@@ -260,6 +262,11 @@ TEST(isa_variants_match_ref) {
                         fprintf(stderr, "isa %d type %s n %lld: ref %g got %g\n", isa,
                                 vq_ggml_type_name(all_types[k]), (long long)n, r, v);
                     ASSERT_NEAR(v, r, 1e-5 * mag + 1e-6);
+                    /* Q4_1 (the default model's type) follows ggml's order on every ISA */
+                    if (all_types[k] == VQ_GGML_Q4_1 && memcmp(&r, &v, 4) != 0) {
+                        fprintf(stderr, "isa %d Q4_1 n %lld not bit-identical: %.9g vs %.9g\n", isa, (long long)n, r, v);
+                        ASSERT(0);
+                    }
                     checked++;
                 }
             }
@@ -333,6 +340,80 @@ TEST(matmul_odd_shapes) {
     }
 }
 
+
+/* Activation quantization: the roundings of ggml's quantize_row_q8_1 (x86): d and s rounded to
+ * fp16, q = round-half-even(x * 127 / amax). */
+TEST(q8a_matches_ggml_q8_1) {
+    float x[64];
+    vq_block_q8a b[2];
+    for (int i = 0; i < 64; i++) x[i] = frand() * (i < 32 ? 0.01f : 3.0f);
+    x[5] = -0.01f * 1.5f;   /* amax of block 0 */
+    vq_quantize_row_q8a_ref(x, b, 64);
+    for (int k = 0; k < 2; k++) {
+        float amax = 0;
+        for (int j = 0; j < 32; j++) amax = fmaxf(amax, fabsf(x[32 * k + j]));
+        ASSERT_EQ_INT(memcmp(&b[k].d, &(float){vq_ggml_h2f(H(amax / 127.0f))}, 4), 0);
+        int sum = 0;
+        for (int j = 0; j < 32; j++) {
+            ASSERT_EQ_INT(b[k].qs[j], (int)lrintf(x[32 * k + j] * (127.0f / amax)));
+            sum += b[k].qs[j];
+        }
+        ASSERT_EQ_INT(memcmp(&b[k].s, &(float){vq_ggml_h2f(H(amax / 127.0f * (float)sum))}, 4), 0);
+    }
+}
+
+/* ggml_v_expf: close to exp, 0 below ~-104 and for -inf, inf above ~89, and the AVX2/AVX-512
+ * twins of every llama.cpp-numerics kernel equal the scalar reference bit for bit. */
+TEST(ggml_nn_kernels_bitwise) {
+    ASSERT_NEAR(vq_ggml_expf_ref(0.0f), 1.0, 2e-7);
+    ASSERT_NEAR(vq_ggml_expf_ref(1.0f), 2.718281828, 3e-7 * 2.72);
+    ASSERT_NEAR(vq_ggml_expf_ref(-10.0f), 4.539993e-5, 4.54e-5 * 3e-7);
+    ASSERT(vq_ggml_expf_ref(-INFINITY) == 0.0f);
+    ASSERT(vq_ggml_expf_ref(-200.0f) == 0.0f);
+    ASSERT(vq_ggml_expf_ref(-95.0f) > 0.0f && vq_ggml_expf_ref(-95.0f) < 1e-38f);   /* subnormal */
+    ASSERT(isinf(vq_ggml_expf_ref(100.0f)));
+    enum { D = 64, NT = 83 };
+    static float w0[96], w1[96], q[D], acc0[16 * D], acc1[16 * D], g0[203], g1[203], u[203], p[NT];
+    static uint16_t kv[NT * D];
+    int checked = 0;
+    for (int isa = VQ_ISA_AVX2; isa < VQ_ISA_COUNT; isa++) {
+        if (!vq_ggml_isa_available((enum vq_isa)isa)) continue;
+        const struct vq_ggml_nn_kernels *r = vq_ggml_nn_kernels(VQ_ISA_SCALAR), *v = vq_ggml_nn_kernels((enum vq_isa)isa);
+        for (int rep = 0; rep < 20; rep++) {
+            for (int i = 0; i < NT * D; i++) kv[i] = H(frand() * 4.0f);
+            for (int i = 0; i < D; i++) q[i] = vq_ggml_h2f(H(frand() * 3.0f));
+            for (int t = 0; t < 4; t++) {
+                float a = r->dot_f16(q, kv + t * D, D), b = v->dot_f16(q, kv + t * D, D);
+                ASSERT_EQ_INT(memcmp(&a, &b, 4), 0);
+            }
+            /* scores spanning exp's whole range, -inf for masked tail entries */
+            int n = 16 * (1 + rep % 6);
+            for (int i = 0; i < n; i++) w0[i] = w1[i] = (i % 17 == 16) ? -INFINITY : frand() * (rep < 10 ? 12.0f : 120.0f);
+            double s0 = r->softmax_exp(w0, n, 1.5f), s1 = v->softmax_exp(w1, n, 1.5f);
+            ASSERT(s0 == s1 && !memcmp(w0, w1, sizeof(float) * (size_t)n));
+            memset(acc0, 0, sizeof acc0);
+            memset(acc1, 0, sizeof acc1);
+            for (int t = 0; t < NT; t++) p[t] = vq_ggml_h2f(H(fabsf(frand())));
+            r->pv_f16(acc0, kv, p, 0, 37, D);       /* two page-like segments, odd lengths */
+            r->pv_f16(acc0, kv + 37 * D, p + 37, 37, NT - 37, D);
+            v->pv_f16(acc1, kv, p, 0, 37, D);
+            v->pv_f16(acc1, kv + 37 * D, p + 37, 37, NT - 37, D);
+            ASSERT(!memcmp(acc0, acc1, sizeof acc0));
+            const int nf = rep % 2 ? 203 : 192;   /* with and without a scalar tail */
+            for (int i = 0; i < nf; i++) { g0[i] = g1[i] = frand() * 12.0f; u[i] = frand(); }
+            r->swiglu(g0, u, nf);
+            v->swiglu(g1, u, nf);
+            ASSERT(!memcmp(g0, g1, sizeof(float) * (size_t)nf));
+            checked++;
+        }
+    }
+    fprintf(stderr, "  nn kernels: %d ISA cases bit-identical to scalar\n", checked);
+    /* silu reference: x / (1 + e^-x) */
+    float g = 2.0f, one = 1.0f;
+    vq_ggml_swiglu_ref(&g, &one, 1);
+    ASSERT_NEAR(g, 2.0 / (1.0 + exp(-2.0)), 1e-6);
+}
+
 int main(void) {
     RUN(half_conversion);
     RUN(dequant_legacy_known);
@@ -342,5 +423,7 @@ int main(void) {
     RUN(isa_variants_match_ref);
     RUN(vec_dot4_bitwise_equals_vec_dot);
     RUN(matmul_odd_shapes);
+    RUN(q8a_matches_ggml_q8_1);
+    RUN(ggml_nn_kernels_bitwise);
     return TEST_REPORT();
 }

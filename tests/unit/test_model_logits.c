@@ -95,7 +95,7 @@ TEST(golden_logits) {
                 agree_clear += (uint32_t)best == rd32(r + 4);
             }
             /* perplexity of the text: position i predicts text id i + 1 */
-            if (c0 + t + 1 < n_text) {
+            if (c0 + t + 1 < n_eval) {   /* the 1023 predictions the generator scored */
                 uint32_t next = rd32(g + 40 + 4 * (c0 + t + 1));
                 nll_o -= l[next] - lse;
                 for (uint32_t j = 0; j < k; j++)
@@ -110,14 +110,15 @@ TEST(golden_logits) {
            "mean KL %.3g, max KL %.3g, ppl %.4f (llama.cpp 17.2414)\n",
            n_eval, top1, top1_clear, n_clear, kl_mean, kl_max, ppl);
     (void)nll_g;
-    /* Bounds: llama.cpp's own single-token path agrees with this file at top-1 0.969 and mean
-     * KL 2.5e-3 (tests/golden/README.md); exact float64 matmuls on the dequantized weights reach
-     * 0.971 / 2.1e-3. A wrong RoPE, norm or attention gives KL > 0.1 and top-1 < 0.8. */
-    ASSERT_GE(top1, 0.96);
-    ASSERT_GE(top1_clear, 0.99);
-    ASSERT_LE(kl_mean, 4e-3);
-    ASSERT_LE(kl_max, 0.1);
-    ASSERT_NEAR(ppl, 17.2414, 0.2);
+    /* The issue's bars: top-1 >= 99 %, mean KL <= 2e-3. The engine repeats ggml's arithmetic
+     * (Q8_1 activations, Q4_1 dot order, rms_norm, rope, fp16 attention, SwiGLU), so on this file
+     * it reaches top-1 1.0 and KL ~1e-10 on every ISA (tests/golden/README.md); a wrong RoPE,
+     * norm or attention gives KL > 0.1 and top-1 < 0.8. */
+    ASSERT_GE(top1, 0.99);
+    ASSERT_GE(top1_clear, 0.999);
+    ASSERT_LE(kl_mean, 2e-3);
+    ASSERT_LE(kl_max, 0.02);
+    ASSERT_NEAR(ppl, 17.2414, 0.01);
     free(ids);
     free(lg);
     vq_ctx_free(c);

@@ -3,6 +3,7 @@
  * Each matches its scalar _ref twin up to float summation order (tests/unit/test_ggml_types.c).
  */
 #include <immintrin.h>
+#include <math.h>
 #include <string.h>
 
 #include "engine/ggml.h"
@@ -85,19 +86,18 @@ float vq_vec_dot_bf16_f32_avx2(int64_t n, const void *w, const void *a) {
     return s;
 }
 
+/* Q4_0 / Q5_0: weights made signed (q - 8, q - 16) and multiplied as s8 x s8, as ggml does;
+ * the activation's s field (an fp16-rounded d * sum, ggml's Q8_1 semantics) is not used. */
 float vq_vec_dot_q4_0_q8a_avx2(int64_t n, const void *w, const void *a) {
     const vq_block_q4_0 *x = w;
     const vq_block_q8a *y = a;
     __m256 acc = _mm256_setzero_ps();
-    float corr = 0;
     for (int64_t i = 0; i < n / 32; i++) {
-        float dw = _cvtsh_ss(x[i].d);
-        __m256i q = unpack_nibbles(x[i].qs);
+        __m256i q = _mm256_sub_epi8(unpack_nibbles(x[i].qs), _mm256_set1_epi8(8));
         __m256i qa = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * y[i].d), dot_u8s8(q, qa), acc);
-        corr += dw * y[i].s;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), dot_s8s8(q, qa), acc);
     }
-    return hsum256(acc) - 8.0f * corr;
+    return hsum256(acc);
 }
 
 float vq_vec_dot_q4_1_q8a_avx2(int64_t n, const void *w, const void *a) {
@@ -109,7 +109,7 @@ float vq_vec_dot_q4_1_q8a_avx2(int64_t n, const void *w, const void *a) {
         __m256i q = unpack_nibbles(x[i].qs);
         __m256i qa = _mm256_loadu_si256((const __m256i *)y[i].qs);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), dot_u8s8(q, qa), acc);
-        summ += _cvtsh_ss(x[i].m) * y[i].s;
+        summ = fmaf(_cvtsh_ss(x[i].m), y[i].s, summ);   /* ggml's order (see ggml_avx512.c) */
     }
     return hsum256(acc) + summ;
 }
@@ -118,16 +118,13 @@ float vq_vec_dot_q5_0_q8a_avx2(int64_t n, const void *w, const void *a) {
     const vq_block_q5_0 *x = w;
     const vq_block_q8a *y = a;
     __m256 acc = _mm256_setzero_ps();
-    float corr = 0;
     for (int64_t i = 0; i < n / 32; i++) {
-        float dw = _cvtsh_ss(x[i].d);
         __m256i hb = _mm256_and_si256(bytes_from_bits32(x[i].qh), _mm256_set1_epi8(16));
-        __m256i q = _mm256_or_si256(unpack_nibbles(x[i].qs), hb);
+        __m256i q = _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(x[i].qs), hb), _mm256_set1_epi8(16));
         __m256i qa = _mm256_loadu_si256((const __m256i *)y[i].qs);
-        acc = _mm256_fmadd_ps(_mm256_set1_ps(dw * y[i].d), dot_u8s8(q, qa), acc);
-        corr += dw * y[i].s;
+        acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), dot_s8s8(q, qa), acc);
     }
-    return hsum256(acc) - 16.0f * corr;
+    return hsum256(acc);
 }
 
 float vq_vec_dot_q5_1_q8a_avx2(int64_t n, const void *w, const void *a) {
@@ -140,7 +137,7 @@ float vq_vec_dot_q5_1_q8a_avx2(int64_t n, const void *w, const void *a) {
         __m256i q = _mm256_or_si256(unpack_nibbles(x[i].qs), hb);
         __m256i qa = _mm256_loadu_si256((const __m256i *)y[i].qs);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), dot_u8s8(q, qa), acc);
-        summ += _cvtsh_ss(x[i].m) * y[i].s;
+        summ = fmaf(_cvtsh_ss(x[i].m), y[i].s, summ);   /* ggml's order (see ggml_avx512.c) */
     }
     return hsum256(acc) + summ;
 }
@@ -245,7 +242,8 @@ void vq_vec_dot4_q4_1_q8a_avx2(int64_t n, const void *w, const void *a, size_t a
         c1 = _mm256_fmadd_ps(_mm256_set1_ps(d * y1[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y1[i].qs)), c1);
         c2 = _mm256_fmadd_ps(_mm256_set1_ps(d * y2[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y2[i].qs)), c2);
         c3 = _mm256_fmadd_ps(_mm256_set1_ps(d * y3[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y3[i].qs)), c3);
-        m0 += m * y0[i].s; m1 += m * y1[i].s; m2 += m * y2[i].s; m3 += m * y3[i].s;
+        m0 = fmaf(m, y0[i].s, m0); m1 = fmaf(m, y1[i].s, m1);
+        m2 = fmaf(m, y2[i].s, m2); m3 = fmaf(m, y3[i].s, m3);
     }
     out[0] = hsum256(c0) + m0;
     out[1] = hsum256(c1) + m1;
@@ -278,18 +276,102 @@ void vq_vec_dot4_q4_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a
     const vq_block_q8a *y0 = arow(a, a_stride, 0), *y1 = arow(a, a_stride, 1);
     const vq_block_q8a *y2 = arow(a, a_stride, 2), *y3 = arow(a, a_stride, 3);
     __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps(), c3 = _mm256_setzero_ps();
-    float m0 = 0, m1 = 0, m2 = 0, m3 = 0;
     for (int64_t i = 0; i < n / 32; i++) {
-        const __m256i q = unpack_nibbles(x[i].qs);
+        const __m256i q = _mm256_sub_epi8(unpack_nibbles(x[i].qs), _mm256_set1_epi8(8));
+        const __m256i aq = _mm256_sign_epi8(q, q);
         const float d = _cvtsh_ss(x[i].d);
-        c0 = _mm256_fmadd_ps(_mm256_set1_ps(d * y0[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y0[i].qs)), c0);
-        c1 = _mm256_fmadd_ps(_mm256_set1_ps(d * y1[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y1[i].qs)), c1);
-        c2 = _mm256_fmadd_ps(_mm256_set1_ps(d * y2[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y2[i].qs)), c2);
-        c3 = _mm256_fmadd_ps(_mm256_set1_ps(d * y3[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y3[i].qs)), c3);
-        m0 += d * y0[i].s; m1 += d * y1[i].s; m2 += d * y2[i].s; m3 += d * y3[i].s;
+#define STEP4(c, y) c = _mm256_fmadd_ps(_mm256_set1_ps(d * y[i].d), \
+        dot_u8s8(aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[i].qs), q)), c)
+        STEP4(c0, y0); STEP4(c1, y1); STEP4(c2, y2); STEP4(c3, y3);
+#undef STEP4
     }
-    out[0] = hsum256(c0) - 8.0f * m0;
-    out[1] = hsum256(c1) - 8.0f * m1;
-    out[2] = hsum256(c2) - 8.0f * m2;
-    out[3] = hsum256(c3) - 8.0f * m3;
+    out[0] = hsum256(c0);
+    out[1] = hsum256(c1);
+    out[2] = hsum256(c2);
+    out[3] = hsum256(c3);
+}
+
+/* ---- llama.cpp numerics outside the matmuls (ggml.h): ggml's AVX-512 sequences on two
+ * 8-lane halves, bit-identical to vq_ggml_*_avx512 and the scalar references ---- */
+
+/* j * 2^n for integral n (|n| <= 192), rounded once like _mm512_scalef_ps: the first factor
+ * keeps the product normal and exact, the second rounds (subnormal or overflow) once. */
+static inline __m256 scalef8(__m256 j, __m256 n) {
+    const __m256i ni = _mm256_cvtps_epi32(n);
+    /* a >= -125 keeps j * 2^a normal (j >= 0.7); b = n - a in [-67, 65] */
+    const __m256i a = _mm256_min_epi32(_mm256_max_epi32(ni, _mm256_set1_epi32(-125)), _mm256_set1_epi32(127));
+    const __m256i b = _mm256_sub_epi32(ni, a);
+    const __m256 pa = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(a, _mm256_set1_epi32(127)), 23));
+    const __m256i bb = _mm256_min_epi32(_mm256_max_epi32(b, _mm256_set1_epi32(-126)), _mm256_set1_epi32(127));
+    const __m256 pb = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(bb, _mm256_set1_epi32(127)), 23));
+    return _mm256_mul_ps(_mm256_mul_ps(j, pa), pb);
+}
+
+static inline __m256 ggml_v_expf8(__m256 x) {
+    const __m256 r = _mm256_set1_ps(0x1.8p23f);
+    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
+    const __m256 n = _mm256_sub_ps(z, r);
+    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
+    const __m256 absn = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
+    const __m256 d = _mm256_cmp_ps(absn, _mm256_set1_ps(192), _CMP_GT_OQ);
+    const __m256 u = _mm256_mul_ps(b, b);
+    const __m256 j = _mm256_fmadd_ps(
+        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
+    if (_mm256_movemask_ps(d) == 0) return scalef8(j, n);
+    const __m256 nn = _mm256_blendv_ps(n, _mm256_setzero_ps(), d);          /* keep scalef8 in range */
+    const __m256 res = scalef8(j, nn);
+    const __m256 alt = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), _mm256_setzero_ps(),
+                                        _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ));
+    return _mm256_blendv_ps(res, alt, d);
+}
+
+/* gcc's _mm512_reduce_add_ps order on lanes lo (0..7) and hi (8..15). */
+static inline float reduce16(__m256 lo, __m256 hi) { return hsum256(_mm256_add_ps(hi, lo)); }
+
+float vq_ggml_dot_f16_avx2(const float *q, const uint16_t *k, int d) {
+    __m256 lo = _mm256_setzero_ps(), hi = _mm256_setzero_ps();
+    for (int s = 0; s < d; s += 16) {
+        lo = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + s))), _mm256_loadu_ps(q + s), lo);
+        hi = _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(k + s + 8))), _mm256_loadu_ps(q + s + 8), hi);
+    }
+    return reduce16(lo, hi);
+}
+
+double vq_ggml_softmax_exp_avx2(float *w, int64_t n, float max) {
+    double sum = 0;
+    const __m256 m = _mm256_set1_ps(max);
+    for (int64_t i = 0; i < n; i += 16) {
+        const __m256 lo = ggml_v_expf8(_mm256_sub_ps(_mm256_loadu_ps(w + i), m));
+        const __m256 hi = ggml_v_expf8(_mm256_sub_ps(_mm256_loadu_ps(w + i + 8), m));
+        _mm256_storeu_ps(w + i, lo);
+        _mm256_storeu_ps(w + i + 8, hi);
+        sum += (double)reduce16(lo, hi);
+    }
+    return sum;
+}
+
+void vq_ggml_pv_f16_avx2(float *acc, const uint16_t *v, const float *p, int64_t t0, int64_t n, int d) {
+    for (int64_t t = 0; t < n; t++) {
+        float *a = acc + (size_t)((t0 + t) & 15) * (size_t)d;
+        const __m256 pt = _mm256_set1_ps(p[t]);
+        const uint16_t *vt = v + t * d;
+        for (int j = 0; j < d; j += 8)
+            _mm256_storeu_ps(a + j, _mm256_fmadd_ps(_mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(vt + j))), pt,
+                                                    _mm256_loadu_ps(a + j)));
+    }
+}
+
+void vq_ggml_swiglu_avx2(float *g, const float *u, int64_t n) {
+    const int64_t nv = n / 16 * 16;
+    int64_t i = 0;
+    for (; i < nv; i += 8) {
+        const __m256 x = _mm256_loadu_ps(g + i);
+        const __m256 e = ggml_v_expf8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+        const __m256 s = _mm256_div_ps(x, _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+        _mm256_storeu_ps(g + i, _mm256_mul_ps(s, _mm256_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
 }

@@ -3,6 +3,7 @@
  * blocks per 512-bit register. Each matches its scalar _ref twin up to summation order.
  */
 #include <immintrin.h>
+#include <math.h>
 
 #include "engine/ggml.h"
 
@@ -43,40 +44,62 @@ float vq_vec_dot_f32_f32_avx512(int64_t n, const void *w, const void *a) {
     return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
 }
 
+/* s8 x s8 products of two blocks: |q| x (a with q's sign), as the Q8_0 kernel below. */
+static inline __m512 dot_s8s8(__m512i q, __m512i qa) {
+    const __mmask64 neg = _mm512_movepi8_mask(q);
+    return dot_u8s8(_mm512_abs_epi8(q), _mm512_mask_sub_epi8(qa, neg, _mm512_setzero_si512(), qa));
+}
+
+/* Q4_0: signed weights (q - 8) as ggml; the activation's s field is not used. */
 float vq_vec_dot_q4_0_q8a_avx512(int64_t n, const void *w, const void *a) {
     const vq_block_q4_0 *x = w;
     const vq_block_q8a *y = a;
     int64_t nb = n / 32, i = 0;
     __m512 acc = _mm512_setzero_ps();
-    float corr = 0;
     for (; i + 2 <= nb; i += 2) {
         float d0 = _cvtsh_ss(x[i].d), d1 = _cvtsh_ss(x[i + 1].d);
-        __m512i q = unpack_nibbles2(x[i].qs, x[i + 1].qs);
+        __m512i q = _mm512_sub_epi8(unpack_nibbles2(x[i].qs, x[i + 1].qs), _mm512_set1_epi8(8));
         __m512i qa = load2(y[i].qs, y[i + 1].qs);
-        acc = _mm512_fmadd_ps(scale2(d0 * y[i].d, d1 * y[i + 1].d), dot_u8s8(q, qa), acc);
-        corr += d0 * y[i].s + d1 * y[i + 1].s;
+        acc = _mm512_fmadd_ps(scale2(d0 * y[i].d, d1 * y[i + 1].d), dot_s8s8(q, qa), acc);
     }
-    float s = _mm512_reduce_add_ps(acc) - 8.0f * corr;
+    float s = _mm512_reduce_add_ps(acc);
     if (i < nb) s += vq_vec_dot_q4_0_q8a_avx2(32, x + i, y + i);
     return s;
+}
+
+/* Q4_1 in ggml's operation order (ggml_vec_dot_q4_1_q8_1, x86): per block, 8 int32 lanes of
+ * 4 products each, one FMA per block into 8 float lanes, the m * s terms chained by FMA in
+ * block order, hsum of the lanes (high + low halves first), then + the m * s sum. The same
+ * rounding sequence as llama.cpp matters here: the next layer re-quantizes activations to int8,
+ * which turns last-bit differences into whole rounding steps (tests/golden/README.md). */
+static inline float hsum8_ggml(__m256 v) {
+    __m128 r = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    r = _mm_add_ps(r, _mm_movehl_ps(r, r));
+    r = _mm_add_ss(r, _mm_movehdup_ps(r));
+    return _mm_cvtss_f32(r);
+}
+
+/* One block (elements 32i..32i+31) of one activation row into acc / summs. */
+static inline __m256 q4_1_block(const vq_block_q4_1 *x, const vq_block_q8a *y, __m256i q, __m256 acc,
+                                float *summs) {
+    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)y->qs)),
+                                        _mm256_set1_epi16(1));
+    *summs = fmaf(_cvtsh_ss(x->m), y->s, *summs);
+    return _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x->d) * y->d), _mm256_cvtepi32_ps(p), acc);
+}
+
+static inline __m256i unpack_nibbles1(const uint8_t *qs) {
+    __m128i t = _mm_loadu_si128((const __m128i *)qs);
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(t, 4), t), _mm256_set1_epi8(15));
 }
 
 float vq_vec_dot_q4_1_q8a_avx512(int64_t n, const void *w, const void *a) {
     const vq_block_q4_1 *x = w;
     const vq_block_q8a *y = a;
-    int64_t nb = n / 32, i = 0;
-    __m512 acc = _mm512_setzero_ps();
-    float summ = 0;
-    for (; i + 2 <= nb; i += 2) {
-        __m512i q = unpack_nibbles2(x[i].qs, x[i + 1].qs);
-        __m512i qa = load2(y[i].qs, y[i + 1].qs);
-        __m512 d = scale2(_cvtsh_ss(x[i].d) * y[i].d, _cvtsh_ss(x[i + 1].d) * y[i + 1].d);
-        acc = _mm512_fmadd_ps(d, dot_u8s8(q, qa), acc);
-        summ += _cvtsh_ss(x[i].m) * y[i].s + _cvtsh_ss(x[i + 1].m) * y[i + 1].s;
-    }
-    float s = _mm512_reduce_add_ps(acc) + summ;
-    if (i < nb) s += vq_vec_dot_q4_1_q8a_avx2(32, x + i, y + i);
-    return s;
+    __m256 acc = _mm256_setzero_ps();
+    float summs = 0;
+    for (int64_t i = 0; i < n / 32; i++) acc = q4_1_block(x + i, y + i, unpack_nibbles1(x[i].qs), acc, &summs);
+    return hsum8_ggml(acc) + summs;
 }
 
 float vq_vec_dot_q8_0_q8a_avx512(int64_t n, const void *w, const void *a) {
@@ -110,25 +133,13 @@ static inline const vq_block_q8a *arow(const void *a, size_t stride, int j) {
 void vq_vec_dot4_q4_1_q8a_avx512(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
     const vq_block_q4_1 *x = w;
     const vq_block_q8a *y[4] = {arow(a, a_stride, 0), arow(a, a_stride, 1), arow(a, a_stride, 2), arow(a, a_stride, 3)};
-    int64_t nb = n / 32, i = 0;
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    float summ[4] = {0, 0, 0, 0};
-    for (; i + 2 <= nb; i += 2) {
-        const __m512i q = unpack_nibbles2(x[i].qs, x[i + 1].qs);
-        const float d0 = _cvtsh_ss(x[i].d), d1 = _cvtsh_ss(x[i + 1].d);
-        const float m0 = _cvtsh_ss(x[i].m), m1 = _cvtsh_ss(x[i + 1].m);
-        for (int j = 0; j < 4; j++) {
-            const vq_block_q8a *yj = y[j];
-            __m512i qa = load2(yj[i].qs, yj[i + 1].qs);
-            acc[j] = _mm512_fmadd_ps(scale2(d0 * yj[i].d, d1 * yj[i + 1].d), dot_u8s8(q, qa), acc[j]);
-            summ[j] += m0 * yj[i].s + m1 * yj[i + 1].s;
-        }
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    float summs[4] = {0, 0, 0, 0};
+    for (int64_t i = 0; i < n / 32; i++) {
+        const __m256i q = unpack_nibbles1(x[i].qs);
+        for (int j = 0; j < 4; j++) acc[j] = q4_1_block(x + i, y[j] + i, q, acc[j], &summs[j]);
     }
-    for (int j = 0; j < 4; j++) {
-        float s = _mm512_reduce_add_ps(acc[j]) + summ[j];
-        if (i < nb) s += vq_vec_dot_q4_1_q8a_avx2(32, x + i, y[j] + i);
-        out[j] = s;
-    }
+    for (int j = 0; j < 4; j++) out[j] = hsum8_ggml(acc[j]) + summs[j];
 }
 
 void vq_vec_dot4_q4_0_q8a_avx512(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
@@ -136,19 +147,17 @@ void vq_vec_dot4_q4_0_q8a_avx512(int64_t n, const void *w, const void *a, size_t
     const vq_block_q8a *y[4] = {arow(a, a_stride, 0), arow(a, a_stride, 1), arow(a, a_stride, 2), arow(a, a_stride, 3)};
     int64_t nb = n / 32, i = 0;
     __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    float corr[4] = {0, 0, 0, 0};
     for (; i + 2 <= nb; i += 2) {
-        const __m512i q = unpack_nibbles2(x[i].qs, x[i + 1].qs);
+        const __m512i q = _mm512_sub_epi8(unpack_nibbles2(x[i].qs, x[i + 1].qs), _mm512_set1_epi8(8));
         const float d0 = _cvtsh_ss(x[i].d), d1 = _cvtsh_ss(x[i + 1].d);
         for (int j = 0; j < 4; j++) {
             const vq_block_q8a *yj = y[j];
             __m512i qa = load2(yj[i].qs, yj[i + 1].qs);
-            acc[j] = _mm512_fmadd_ps(scale2(d0 * yj[i].d, d1 * yj[i + 1].d), dot_u8s8(q, qa), acc[j]);
-            corr[j] += d0 * yj[i].s + d1 * yj[i + 1].s;
+            acc[j] = _mm512_fmadd_ps(scale2(d0 * yj[i].d, d1 * yj[i + 1].d), dot_s8s8(q, qa), acc[j]);
         }
     }
     for (int j = 0; j < 4; j++) {
-        float s = _mm512_reduce_add_ps(acc[j]) - 8.0f * corr[j];
+        float s = _mm512_reduce_add_ps(acc[j]);
         if (i < nb) s += vq_vec_dot_q4_0_q8a_avx2(32, x + i, y[j] + i);
         out[j] = s;
     }
@@ -176,4 +185,64 @@ void vq_vec_dot4_q8_0_q8a_avx512(int64_t n, const void *w, const void *a, size_t
         if (i < nb) s += vq_vec_dot_q8_0_q8a_avx2(32, x + i, y[j] + i);
         out[j] = s;
     }
+}
+
+/* ---- llama.cpp numerics outside the matmuls (ggml.h): ggml's own AVX-512 sequences ---- */
+
+static inline __m512 ggml_v_expf512(__m512 x) {
+    const __m512 r = _mm512_set1_ps(0x1.8p23f);
+    const __m512 z = _mm512_fmadd_ps(x, _mm512_set1_ps(0x1.715476p+0f), r);
+    const __m512 n = _mm512_sub_ps(z, r);
+    const __m512 b = _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.7f7d1cp-20f),
+                                      _mm512_fnmadd_ps(n, _mm512_set1_ps(0x1.62e4p-1f), x));
+    const __mmask16 d = _mm512_cmp_ps_mask(_mm512_abs_ps(n), _mm512_set1_ps(192), _CMP_GT_OQ);
+    const __m512 u = _mm512_mul_ps(b, b);
+    const __m512 j = _mm512_fmadd_ps(
+        _mm512_fmadd_ps(_mm512_fmadd_ps(_mm512_set1_ps(0x1.0e4020p-7f), b, _mm512_set1_ps(0x1.573e2ep-5f)), u,
+                        _mm512_fmadd_ps(_mm512_set1_ps(0x1.555e66p-3f), b, _mm512_set1_ps(0x1.fffdb6p-2f))),
+        u, _mm512_fmadd_ps(_mm512_set1_ps(0x1.ffffecp-1f), b, _mm512_set1_ps(1.0f)));
+    const __m512 res = _mm512_scalef_ps(j, n);
+    if (_mm512_kortestz(d, d)) return res;
+    const __m512 zero = _mm512_setzero_ps();
+    const __m512 alt = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(n, zero, _CMP_LE_OQ), _mm512_set1_ps(INFINITY), zero);
+    return _mm512_mask_blend_ps(d, res, alt);
+}
+
+float vq_ggml_dot_f16_avx512(const float *q, const uint16_t *k, int d) {
+    __m512 acc = _mm512_setzero_ps();
+    for (int s = 0; s < d; s += 16)
+        acc = _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k + s))), _mm512_loadu_ps(q + s), acc);
+    return _mm512_reduce_add_ps(acc);
+}
+
+double vq_ggml_softmax_exp_avx512(float *w, int64_t n, float max) {
+    double sum = 0;
+    for (int64_t i = 0; i < n; i += 16) {
+        const __m512 v = ggml_v_expf512(_mm512_sub_ps(_mm512_loadu_ps(w + i), _mm512_set1_ps(max)));
+        _mm512_storeu_ps(w + i, v);
+        sum += (double)_mm512_reduce_add_ps(v);
+    }
+    return sum;
+}
+
+void vq_ggml_pv_f16_avx512(float *acc, const uint16_t *v, const float *p, int64_t t0, int64_t n, int d) {
+    for (int64_t t = 0; t < n; t++) {
+        float *a = acc + (size_t)((t0 + t) & 15) * (size_t)d;
+        const __m512 pt = _mm512_set1_ps(p[t]);
+        const uint16_t *vt = v + t * d;
+        for (int j = 0; j < d; j += 16)
+            _mm512_storeu_ps(a + j, _mm512_fmadd_ps(_mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(vt + j))), pt,
+                                                    _mm512_loadu_ps(a + j)));
+    }
+}
+
+void vq_ggml_swiglu_avx512(float *g, const float *u, int64_t n) {
+    int64_t i = 0;
+    for (; i + 15 < n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(g + i);
+        const __m512 e = ggml_v_expf512(_mm512_sub_ps(_mm512_setzero_ps(), x));
+        const __m512 s = _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+        _mm512_storeu_ps(g + i, _mm512_mul_ps(s, _mm512_loadu_ps(u + i)));
+    }
+    for (; i < n; i++) g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
 }
