@@ -27,6 +27,7 @@
 #endif
 
 #define VQ_MAX_KV_HEADS_GGML 64
+#define VQ_MAX_GQA_GGML 64
 
 struct vq_ctx {
     const vq_model *m;
@@ -52,6 +53,7 @@ struct vq_ctx {
     int ggml_attn;     /* 1 when head_dim % 16 == 0 (else every layer uses vq_cache_attend) */
     float *attn_scr;   /* (n_threads, attn_scr_floats) per-thread scratch */
     size_t attn_scr_floats;
+    size_t attn_np;    /* n_ctx rounded up to 16: score row length per query head */
     size_t scratch_bytes;
     vq_layer_hook_fn hook; /* optional per-layer observer (vq_ctx_set_layer_hook) */
     void *hook_user;
@@ -163,9 +165,12 @@ vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_statu
     c->rope_cos = alloc_track(c, (size_t)c->p.n_ctx * half * sizeof(float), &ok);
     c->rope_sin = alloc_track(c, (size_t)c->p.n_ctx * half * sizeof(float), &ok);
     c->nn = vq_ggml_nn_kernels(c->p.isa);
-    c->ggml_attn = I->head_dim % 16 == 0;
-    /* scores (n_ctx rounded up to 16), 16 lane rows of head_dim, the fp16-rounded query */
-    c->attn_scr_floats = (size_t)((c->p.n_ctx + 15) / 16 * 16) + 17 * HD;
+    c->ggml_attn = I->head_dim % 16 == 0 && I->n_heads / I->n_kv_heads <= VQ_MAX_GQA_GGML;
+    /* per thread: G score rows of n_ctx (rounded up to 16), G fp16-rounded queries, G blocks of
+     * 64 x head_dim lane accumulators (16 x head_dim for batches) */
+    const size_t G = (size_t)(I->n_heads / I->n_kv_heads);
+    c->attn_np = (size_t)((c->p.n_ctx + 15) / 16 * 16);
+    c->attn_scr_floats = G * c->attn_np + G * HD + G * 64 * HD;
     c->attn_scr = alloc_track(c, (size_t)c->n_threads * c->attn_scr_floats * sizeof(float), &ok);
     if (!ok) {
         vq_engine_set_error("ctx: out of memory for activations (n_batch %d, n_ctx %lld)", c->p.n_batch, (long long)c->p.n_ctx);
@@ -308,20 +313,24 @@ static void swiglu(const vq_ctx *c, float *g, const float *u, int64_t n_tok, int
 }
 
 /* Attention of n queries (positions p0..p0+n-1) on one layer whose K and V are plain fp16 rows
- * in the cache, in llama.cpp's operation order (non-flash path, batched kernels): q rounded to
- * fp16; scores by the tinyBLAS F16 product, times scale; softmax with ggml_v_expf and a double
- * sum, times (float)(1 / sum); probabilities rounded to fp16; V^T P by tinyBLAS. Returns 0
- * (nothing written) when the layer is not plain fp16. Reads the cache only. */
+ * in the cache, in llama.cpp's operation order (non-flash path): q rounded to fp16; scores by
+ * ggml's F16 product, times scale; softmax with ggml_v_expf and a double sum, times
+ * (float)(1 / sum); probabilities rounded to fp16; V^T P. A batch of >= 2 tokens uses the
+ * tinyBLAS order of llama.cpp's batched kernels, a single token its vec_dot_f16 order (as
+ * llama.cpp does, so logits depend on how a prompt is split into batches, as there). The query
+ * heads sharing a kv head are processed together. Returns 0 (nothing written) when the layer
+ * is not plain fp16. Reads the cache only. */
 static int attend_ggml(vq_ctx *c, int layer, int64_t n, int64_t p0, float scale) {
     const struct vq_model_info *I = &c->m->info;
-    const int d = I->head_dim, nkv = I->n_kv_heads, nh = I->n_heads, grp = nh / nkv;
+    const int d = I->head_dim, nkv = I->n_kv_heads, nh = I->n_heads, G = nh / nkv, b1 = n == 1;
     struct vq_fp16_view kv[2 * VQ_MAX_KV_HEADS_GGML];
     if (!c->ggml_attn || nkv > VQ_MAX_KV_HEADS_GGML) return 0;
     for (int g = 0; g < nkv; g++)
         if (!vq_cache_fp16_view(c->cache, layer, 0, g, &kv[2 * g]) ||
             !vq_cache_fp16_view(c->cache, layer, 1, g, &kv[2 * g + 1]) || kv[2 * g].n_tokens != p0 + n)
             return 0;
-    const int64_t items = n * nh;
+    const int64_t items = n * nkv;
+    const size_t np_max = c->attn_np;
     int nt = items < c->n_threads ? (int)items : c->n_threads;
     (void)nt;
 #ifdef _OPENMP
@@ -333,28 +342,33 @@ static int attend_ggml(vq_ctx *c, int layer, int64_t n, int64_t p0, float scale)
 #else
         float *scr = c->attn_scr;
 #endif
-        const int64_t i = it / nh;
-        const int h = (int)(it % nh);
-        const struct vq_fp16_view *K = &kv[2 * (h / grp)], *V = &kv[2 * (h / grp) + 1];
+        const int64_t i = it / nkv;
+        const int g = (int)(it % nkv), h0 = g * G;
+        const struct vq_fp16_view *K = &kv[2 * g], *V = &kv[2 * g + 1];
         const int64_t nv = p0 + i + 1, np = (nv + 15) / 16 * 16;
-        float *w = scr, *acc = scr + (c->attn_scr_floats - 17 * (size_t)d), *q16 = acc + 16 * d;
-        const float *q = c->q + (size_t)((i * nh + h) * d);
-        for (int j = 0; j < d; j++) q16[j] = vq_fp16_to_fp32(vq_fp32_to_fp16(q[j]));
-        float mx = -INFINITY;
-        for (int64_t t = 0; t < nv; t++) {
-            const uint16_t *kr = K->pages[t / K->page_tokens] + (size_t)(t % K->page_tokens) * (size_t)d;
-            w[t] = c->nn->dot_f16(q16, kr, d) * scale;
-            if (w[t] > mx) mx = w[t];
+        float *w = scr, *q16 = w + (size_t)G * np_max, *acc = q16 + (size_t)G * (size_t)d;
+        const float *q = c->q + (size_t)((i * nh + h0) * d);
+        memcpy(q16, q, sizeof(float) * (size_t)G * (size_t)d);
+        c->nn->scale_round_f16(q16, (int64_t)G * d, 1.0f);
+        for (int64_t t0 = 0; t0 < nv; t0 += K->page_tokens) {
+            const int64_t cnt = nv - t0 < K->page_tokens ? nv - t0 : K->page_tokens;
+            c->nn->scores_f16(q16, G, K->pages[t0 / K->page_tokens], cnt, d, b1, scale, w + t0, np_max);
         }
-        for (int64_t t = nv; t < np; t++) w[t] = -INFINITY;
-        const float inv = (float)(1.0 / c->nn->softmax_exp(w, np, mx));
-        for (int64_t t = 0; t < nv; t++) w[t] = vq_fp16_to_fp32(vq_fp32_to_fp16(w[t] * inv));
-        memset(acc, 0, sizeof(float) * 16 * (size_t)d);
+        for (int h = 0; h < G; h++) {
+            float *wh = w + (size_t)h * np_max, mx = -INFINITY;
+            for (int64_t t = 0; t < nv; t++) mx = wh[t] > mx ? wh[t] : mx;
+            for (int64_t t = nv; t < np; t++) wh[t] = -INFINITY;
+            const float inv = (float)(1.0 / c->nn->softmax_exp(wh, np, mx));
+            c->nn->scale_round_f16(wh, nv, inv);
+        }
+        const size_t S = b1 ? 64 : 16;
+        memset(acc, 0, sizeof(float) * (size_t)G * S * (size_t)d);
         for (int64_t t0 = 0; t0 < nv; t0 += V->page_tokens) {
             const int64_t cnt = nv - t0 < V->page_tokens ? nv - t0 : V->page_tokens;
-            c->nn->pv_f16(acc, V->pages[t0 / V->page_tokens], w + t0, t0, cnt, d);
+            c->nn->pv_f16(acc, G, V->pages[t0 / V->page_tokens], w + t0, np_max, t0, cnt, d, b1);
         }
-        vq_ggml_reduce16_rows(acc, d, c->att + (size_t)((i * nh + h) * d));
+        for (int h = 0; h < G; h++)
+            vq_ggml_pv_finish(acc + (size_t)h * S * (size_t)d, d, b1, c->att + (size_t)((i * nh + h0 + h) * d));
     }
     return 1;
 }

@@ -588,10 +588,18 @@ static float red16_(const float *v) {
     return (u[0] + u[2]) + (u[1] + u[3]);
 }
 
-void vq_ggml_reduce16_rows(const float *acc, int d, float *out) {
+void vq_ggml_pv_finish(const float *acc, int d, int b1, float *out) {
     for (int j = 0; j < d; j++) {
         float v[16];
-        for (int l = 0; l < 16; l++) v[l] = acc[l * d + j];
+        for (int l = 0; l < 16; l++) {
+            if (b1) {
+                const float x0 = acc[l * d + j] + acc[(32 + l) * d + j];
+                const float x1 = acc[(16 + l) * d + j] + acc[(48 + l) * d + j];
+                v[l] = x0 + x1;
+            } else {
+                v[l] = acc[l * d + j];
+            }
+        }
         out[j] = red16_(v);
     }
 }
@@ -608,11 +616,40 @@ float vq_ggml_expf_ref(float x) {
     return ldexpf(j, (int)n);
 }
 
-float vq_ggml_dot_f16_ref(const float *q, const uint16_t *k, int d) {
-    float acc[16] = {0};
-    for (int s = 0; s < d; s += 16)
-        for (int l = 0; l < 16; l++) acc[l] = fmaf(vq_ggml_h2f(k[s + l]), q[s + l], acc[l]);
-    return red16_(acc);
+void vq_ggml_dot_f16_ref(const float *q, int G, const uint16_t *k, int d, int b1, float *out) {
+    for (int h = 0; h < G; h++) {
+        const float *qh = q + (size_t)h * (size_t)d;
+        if (!b1) {
+            float acc[16] = {0};
+            for (int s = 0; s < d; s += 16)
+                for (int l = 0; l < 16; l++) acc[l] = fmaf(vq_ggml_h2f(k[s + l]), qh[s + l], acc[l]);
+            out[h] = red16_(acc);
+            continue;
+        }
+        float acc[64] = {0}, v[16];
+        const int np = d & ~63;
+        for (int s = 0; s < np; s += 64)
+            for (int l = 0; l < 64; l++) acc[l] = fmaf(vq_ggml_h2f(k[s + l]), qh[s + l], acc[l]);
+        for (int l = 0; l < 16; l++) v[l] = (acc[l] + acc[32 + l]) + (acc[16 + l] + acc[48 + l]);
+        double sum = (double)red16_(v);
+        for (int i = np; i < d; i++) sum += (double)(vq_ggml_h2f(k[i]) * qh[i]);
+        out[h] = (float)sum;
+    }
+}
+
+void vq_ggml_scores_f16_ref(const float *q, int G, const uint16_t *k, int64_t n, int d, int b1, float scale,
+                            float *w, size_t ws) {
+    float o[64];
+    for (int64_t t = 0; t < n; t++)
+        for (int h0 = 0; h0 < G; h0 += 64) {
+            const int g = G - h0 < 64 ? G - h0 : 64;
+            vq_ggml_dot_f16_ref(q + (size_t)h0 * (size_t)d, g, k + t * d, d, b1, o);
+            for (int h = 0; h < g; h++) w[(size_t)(h0 + h) * ws + (size_t)t] = o[h] * scale;
+        }
+}
+
+void vq_ggml_scale_round_f16_ref(float *x, int64_t n, float scale) {
+    for (int64_t i = 0; i < n; i++) x[i] = vq_ggml_h2f(vq_ggml_f2h(x[i] * scale));
 }
 
 double vq_ggml_softmax_exp_ref(float *w, int64_t n, float max) {
@@ -624,11 +661,15 @@ double vq_ggml_softmax_exp_ref(float *w, int64_t n, float max) {
     return sum;
 }
 
-void vq_ggml_pv_f16_ref(float *acc, const uint16_t *v, const float *p, int64_t t0, int64_t n, int d) {
-    for (int64_t t = 0; t < n; t++) {
-        float *a = acc + (size_t)((t0 + t) & 15) * (size_t)d;
-        for (int j = 0; j < d; j++) a[j] = fmaf(vq_ggml_h2f(v[t * d + j]), p[t], a[j]);
-    }
+void vq_ggml_pv_f16_ref(float *acc, int G, const uint16_t *v, const float *p, size_t ps, int64_t t0, int64_t n,
+                        int d, int b1) {
+    const int S = b1 ? 64 : 16;
+    for (int64_t t = 0; t < n; t++)
+        for (int h = 0; h < G; h++) {
+            float *a = acc + ((size_t)h * (size_t)S + (size_t)((t0 + t) & (S - 1))) * (size_t)d;
+            const float pt = p[(size_t)h * ps + (size_t)t];
+            for (int j = 0; j < d; j++) a[j] = fmaf(vq_ggml_h2f(v[t * d + j]), pt, a[j]);
+        }
 }
 
 void vq_ggml_swiglu_ref(float *g, const float *u, int64_t n) {
@@ -638,12 +679,15 @@ void vq_ggml_swiglu_ref(float *g, const float *u, int64_t n) {
     for (; i < n; i++) g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
 }
 
-static const struct vq_ggml_nn_kernels g_nn_ref = {vq_ggml_dot_f16_ref, vq_ggml_softmax_exp_ref,
+static const struct vq_ggml_nn_kernels g_nn_ref = {vq_ggml_dot_f16_ref, vq_ggml_scores_f16_ref,
+                                                   vq_ggml_scale_round_f16_ref, vq_ggml_softmax_exp_ref,
                                                    vq_ggml_pv_f16_ref, vq_ggml_swiglu_ref};
 #ifdef VQ_HAVE_X86
-static const struct vq_ggml_nn_kernels g_nn_avx2 = {vq_ggml_dot_f16_avx2, vq_ggml_softmax_exp_avx2,
+static const struct vq_ggml_nn_kernels g_nn_avx2 = {vq_ggml_dot_f16_avx2, vq_ggml_scores_f16_avx2,
+                                                    vq_ggml_scale_round_f16_avx2, vq_ggml_softmax_exp_avx2,
                                                     vq_ggml_pv_f16_avx2, vq_ggml_swiglu_avx2};
-static const struct vq_ggml_nn_kernels g_nn_avx512 = {vq_ggml_dot_f16_avx512, vq_ggml_softmax_exp_avx512,
+static const struct vq_ggml_nn_kernels g_nn_avx512 = {vq_ggml_dot_f16_avx512, vq_ggml_scores_f16_avx512,
+                                                      vq_ggml_scale_round_f16_avx512, vq_ggml_softmax_exp_avx512,
                                                       vq_ggml_pv_f16_avx512, vq_ggml_swiglu_avx512};
 #endif
 

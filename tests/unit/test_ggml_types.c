@@ -372,19 +372,31 @@ TEST(ggml_nn_kernels_bitwise) {
     ASSERT(vq_ggml_expf_ref(-200.0f) == 0.0f);
     ASSERT(vq_ggml_expf_ref(-95.0f) > 0.0f && vq_ggml_expf_ref(-95.0f) < 1e-38f);   /* subnormal */
     ASSERT(isinf(vq_ggml_expf_ref(100.0f)));
-    enum { D = 64, NT = 83 };
-    static float w0[96], w1[96], q[D], acc0[16 * D], acc1[16 * D], g0[203], g1[203], u[203], p[NT];
+    enum { D = 128, NT = 83, G = 3 };
+    static float w0[96], w1[96], q[G * D], acc0[G * 64 * D], acc1[G * 64 * D], g0[203], g1[203], u[203], p[G * NT];
+    static float o0[G * D], o1[G * D];
     static uint16_t kv[NT * D];
     int checked = 0;
     for (int isa = VQ_ISA_AVX2; isa < VQ_ISA_COUNT; isa++) {
         if (!vq_ggml_isa_available((enum vq_isa)isa)) continue;
         const struct vq_ggml_nn_kernels *r = vq_ggml_nn_kernels(VQ_ISA_SCALAR), *v = vq_ggml_nn_kernels((enum vq_isa)isa);
         for (int rep = 0; rep < 20; rep++) {
+            const int b1 = rep % 2, d = rep % 3 == 0 ? 64 : rep % 3 == 1 ? 128 : 80;   /* 80: b1 leftover */
             for (int i = 0; i < NT * D; i++) kv[i] = H(frand() * 4.0f);
-            for (int i = 0; i < D; i++) q[i] = vq_ggml_h2f(H(frand() * 3.0f));
+            for (int i = 0; i < G * D; i++) q[i] = vq_ggml_h2f(H(frand() * 3.0f));
             for (int t = 0; t < 4; t++) {
-                float a = r->dot_f16(q, kv + t * D, D), b = v->dot_f16(q, kv + t * D, D);
-                ASSERT_EQ_INT(memcmp(&a, &b, 4), 0);
+                float a[G], bb[G];
+                r->dot_f16(q, G, kv + t * d, d, b1, a);
+                v->dot_f16(q, G, kv + t * d, d, b1, bb);
+                ASSERT_EQ_INT(memcmp(a, bb, sizeof a), 0);
+            }
+            /* (the reference itself: vs a double dot, within float rounding) */
+            {
+                float a[1];
+                double ex = 0, mag = 0;
+                r->dot_f16(q, 1, kv, d, b1, a);
+                for (int i = 0; i < d; i++) { ex += (double)q[i] * vq_ggml_h2f(kv[i]); mag += fabs((double)q[i] * vq_ggml_h2f(kv[i])); }
+                ASSERT_NEAR(a[0], ex, 1e-6 * mag);
             }
             /* scores spanning exp's whole range, -inf for masked tail entries */
             int n = 16 * (1 + rep % 6);
@@ -393,12 +405,21 @@ TEST(ggml_nn_kernels_bitwise) {
             ASSERT(s0 == s1 && !memcmp(w0, w1, sizeof(float) * (size_t)n));
             memset(acc0, 0, sizeof acc0);
             memset(acc1, 0, sizeof acc1);
-            for (int t = 0; t < NT; t++) p[t] = vq_ggml_h2f(H(fabsf(frand())));
-            r->pv_f16(acc0, kv, p, 0, 37, D);       /* two page-like segments, odd lengths */
-            r->pv_f16(acc0, kv + 37 * D, p + 37, 37, NT - 37, D);
-            v->pv_f16(acc1, kv, p, 0, 37, D);
-            v->pv_f16(acc1, kv + 37 * D, p + 37, 37, NT - 37, D);
+            for (int t = 0; t < G * NT; t++) p[t] = vq_ggml_h2f(H(fabsf(frand())));
+            const int dv = d == 80 ? 64 : d;
+            r->pv_f16(acc0, G, kv, p, NT, 0, 37, dv, b1);       /* two page-like segments, odd lengths */
+            r->pv_f16(acc0, G, kv + 37 * dv, p + 37, NT, 37, NT - 37, dv, b1);
+            v->pv_f16(acc1, G, kv, p, NT, 0, 37, dv, b1);
+            v->pv_f16(acc1, G, kv + 37 * dv, p + 37, NT, 37, NT - 37, dv, b1);
             ASSERT(!memcmp(acc0, acc1, sizeof acc0));
+            const size_t S = b1 ? 64 : 16;
+            for (int h = 0; h < G; h++) vq_ggml_pv_finish(acc0 + (size_t)h * S * dv, dv, b1, o0 + h * dv);
+            for (int j = 0; j < dv; j++) {   /* the finished product vs a double sum */
+                double ex = 0, mag = 0;
+                for (int t = 0; t < NT; t++) { ex += (double)p[t] * vq_ggml_h2f(kv[t * dv + j]); mag += fabs((double)p[t] * vq_ggml_h2f(kv[t * dv + j])); }
+                ASSERT_NEAR(o0[j], ex, 1e-6 * mag + 1e-12);
+            }
+            (void)o1;
             const int nf = rep % 2 ? 203 : 192;   /* with and without a scalar tail */
             for (int i = 0; i < nf; i++) { g0[i] = g1[i] = frand() * 12.0f; u[i] = frand(); }
             r->swiglu(g0, u, nf);
