@@ -637,15 +637,20 @@ void vq_ggml_dot_f16_ref(const float *q, int G, const uint16_t *k, int d, int b1
     }
 }
 
-void vq_ggml_scores_f16_ref(const float *q, int G, const uint16_t *k, int64_t n, int d, int b1, float scale,
-                            float *w, size_t ws) {
+void vq_ggml_scores_rows(vq_ggml_dot_f16_fn dot, const float *q, int G, const uint16_t *k, int64_t n, int d,
+                         int b1, float scale, float *w, size_t ws) {
     float o[64];
     for (int64_t t = 0; t < n; t++)
         for (int h0 = 0; h0 < G; h0 += 64) {
             const int g = G - h0 < 64 ? G - h0 : 64;
-            vq_ggml_dot_f16_ref(q + (size_t)h0 * (size_t)d, g, k + t * d, d, b1, o);
+            dot(q + (size_t)h0 * (size_t)d, g, k + t * d, d, b1, o);
             for (int h = 0; h < g; h++) w[(size_t)(h0 + h) * ws + (size_t)t] = o[h] * scale;
         }
+}
+
+void vq_ggml_scores_f16_ref(const float *q, int G, const uint16_t *k, int64_t n, int d, int b1, float scale,
+                            float *w, size_t ws) {
+    vq_ggml_scores_rows(vq_ggml_dot_f16_ref, q, G, k, n, d, b1, scale, w, ws);
 }
 
 void vq_ggml_scale_round_f16_ref(float *x, int64_t n, float scale) {
@@ -683,7 +688,11 @@ static const struct vq_ggml_nn_kernels g_nn_ref = {vq_ggml_dot_f16_ref, vq_ggml_
                                                    vq_ggml_scale_round_f16_ref, vq_ggml_softmax_exp_ref,
                                                    vq_ggml_pv_f16_ref, vq_ggml_swiglu_ref};
 #ifdef VQ_HAVE_X86
-static const struct vq_ggml_nn_kernels g_nn_avx2 = {vq_ggml_dot_f16_avx2, vq_ggml_scores_f16_avx2,
+static void scores_f16_avx2_(const float *q, int G, const uint16_t *k, int64_t n, int d, int b1, float scale,
+                             float *w, size_t ws) {
+    vq_ggml_scores_rows(vq_ggml_dot_f16_avx2, q, G, k, n, d, b1, scale, w, ws);
+}
+static const struct vq_ggml_nn_kernels g_nn_avx2 = {vq_ggml_dot_f16_avx2, scores_f16_avx2_,
                                                     vq_ggml_scale_round_f16_avx2, vq_ggml_softmax_exp_avx2,
                                                     vq_ggml_pv_f16_avx2, vq_ggml_swiglu_avx2};
 static const struct vq_ggml_nn_kernels g_nn_avx512 = {vq_ggml_dot_f16_avx512, vq_ggml_scores_f16_avx512,

@@ -192,6 +192,10 @@ const struct vq_ggml_nn_kernels *vq_ggml_nn_kernels(enum vq_isa isa);
  * order over the 16 rows; S = 64 (b1): rows r and r+32 summed, then r and r+16 (ggml's
  * 4-accumulator reduce), then the 16-row order. */
 void vq_ggml_pv_finish(const float *acc, int d, int b1, float *out);
+typedef void (*vq_ggml_dot_f16_fn)(const float *q, int G, const uint16_t *k, int d, int b1, float *out);
+/* scores_f16 semantics computed row by row with dot (any dot_f16 variant). Thread-safe. */
+void vq_ggml_scores_rows(vq_ggml_dot_f16_fn dot, const float *q, int G, const uint16_t *k, int64_t n, int d,
+                         int b1, float scale, float *w, size_t ws);
 /* ggml_v_expf (AVX-512 variant) for one float, with fmaf and ldexpf. */
 float vq_ggml_expf_ref(float x);
 
@@ -205,8 +209,6 @@ void vq_ggml_pv_f16_ref(float *acc, int G, const uint16_t *v, const float *p, si
 void vq_ggml_swiglu_ref(float *g, const float *u, int64_t n);
 void vq_ggml_dot_f16_avx2(const float *q, int G, const uint16_t *k, int d, int b1, float *out);
 double vq_ggml_softmax_exp_avx2(float *w, int64_t n, float max);
-void vq_ggml_scores_f16_avx2(const float *q, int G, const uint16_t *k, int64_t n, int d, int b1, float scale,
-                            float *w, size_t ws);
 void vq_ggml_scale_round_f16_avx2(float *x, int64_t n, float scale);
 void vq_ggml_pv_f16_avx2(float *acc, int G, const uint16_t *v, const float *p, size_t ps, int64_t t0,
                           int64_t n, int d, int b1);

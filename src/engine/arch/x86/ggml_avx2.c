@@ -368,17 +368,6 @@ void vq_ggml_dot_f16_avx2(const float *q, int G, const uint16_t *k, int d, int b
     }
 }
 
-void vq_ggml_scores_f16_avx2(const float *q, int G, const uint16_t *k, int64_t n, int d, int b1, float scale,
-                             float *w, size_t ws) {
-    float o[64];
-    for (int64_t t = 0; t < n; t++)
-        for (int h0 = 0; h0 < G; h0 += 64) {
-            const int g = G - h0 < 64 ? G - h0 : 64;
-            vq_ggml_dot_f16_avx2(q + (size_t)h0 * (size_t)d, g, k + t * d, d, b1, o);
-            for (int h = 0; h < g; h++) w[(size_t)(h0 + h) * ws + (size_t)t] = o[h] * scale;
-        }
-}
-
 void vq_ggml_scale_round_f16_avx2(float *x, int64_t n, float scale) {
     int64_t i = 0;
     const __m256 s = _mm256_set1_ps(scale);

@@ -255,7 +255,6 @@ static inline __m512 reduce16x4(__m512 a, __m512 b, __m512 c, __m512 d) {
 void vq_ggml_scores_f16_avx512(const float *q, int G, const uint16_t *k, int64_t n, int d, int b1, float scale,
                                float *w, size_t ws) {
     int64_t t = 0;
-    float o[64];
     if (!b1 && G <= 4) {
         const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
         for (; t + 4 <= n; t += 4) {
@@ -295,12 +294,7 @@ void vq_ggml_scores_f16_avx512(const float *q, int G, const uint16_t *k, int64_t
             }
         }
     }
-    for (; t < n; t++)
-        for (int h0 = 0; h0 < G; h0 += 64) {
-            const int g = G - h0 < 64 ? G - h0 : 64;
-            vq_ggml_dot_f16_avx512(q + (size_t)h0 * (size_t)d, g, k + t * d, d, b1, o);
-            for (int h = 0; h < g; h++) w[(size_t)(h0 + h) * ws + (size_t)t] = o[h] * scale;
-        }
+    if (t < n) vq_ggml_scores_rows(vq_ggml_dot_f16_avx512, q, G, k + t * d, n - t, d, b1, scale, w + t, ws);
 }
 
 void vq_ggml_scale_round_f16_avx512(float *x, int64_t n, float scale) {
