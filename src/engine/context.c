@@ -85,6 +85,7 @@ void vq_ctx_free(vq_ctx *c) {
     vq_free(c->act);
     vq_free(c->rope_cos);
     vq_free(c->rope_sin);
+    vq_free(c->attn_scr);
     free(c);
 }
 
