@@ -7,14 +7,7 @@ MODEL="${VQ_MODELS:-$HOME/.cache/veloxquant/models}/SmolLM2-135M-Instruct.Q4_1.g
 fail=0; pass=0
 OUT=$(mktemp); ERR=$(mktemp); OUT2=$(mktemp)
 trap 'rm -f "$OUT" "$ERR" "$OUT2"' EXIT
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-expect_exit() {  # expect_exit CODE CMD...
-    local want=$1; shift
-    "$@" >"$OUT" 2>"$ERR"
-    local got=$?
-    if [ "$got" -eq "$want" ]; then ok; else bad "exit $got (want $want): $*"; cat "$ERR" >&2; fi
-}
+. "$(dirname "$0")/lib.sh"
 py() { python3 -c "$@"; }
 GEO="--layers 30 --kv-heads 3 --head-dim 64"
 

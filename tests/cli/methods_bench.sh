@@ -5,14 +5,7 @@ VQ="$1"
 fail=0; pass=0
 OUT=$(mktemp); ERR=$(mktemp)
 trap 'rm -f "$OUT" "$ERR"' EXIT
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-expect_exit() {  # expect_exit CODE CMD...
-    local want=$1; shift
-    "$@" >"$OUT" 2>"$ERR"
-    local got=$?
-    if [ "$got" -eq "$want" ]; then ok; else bad "exit $got (want $want): $*"; cat "$ERR" >&2; fi
-}
+. "$(dirname "$0")/lib.sh"
 
 expect_exit 0 "$VQ" --help
 expect_exit 2 "$VQ" no-such-command

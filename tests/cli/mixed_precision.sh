@@ -8,17 +8,10 @@ set -u
 VQ="$1"
 MODEL="${VQ_MODELS:-$HOME/.cache/veloxquant/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
 fail=0; pass=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/lib.sh"
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 export VQ_CACHE_DIR="$TMP/cache"
 OUT="$TMP/out"; ERR="$TMP/err"
-expect_exit() {  # expect_exit CODE CMD...
-    local want=$1; shift
-    "$@" >"$OUT" 2>"$ERR"
-    local got=$?
-    if [ "$got" -eq "$want" ]; then ok; else bad "exit $got (want $want): $*"; cat "$ERR" >&2; fi
-}
 GEO="--layers 4 --kv-heads 2 --head-dim 64"
 
 # --- option validation (no model needed) ---

@@ -11,14 +11,7 @@ CORPUS="$(dirname "$0")/../../data/corpus_en.txt"
 fail=0; pass=0
 OUT=$(mktemp); ERR=$(mktemp); TMP=$(mktemp -d)
 trap 'rm -rf "$OUT" "$ERR" "$TMP"' EXIT
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-expect_exit() {  # expect_exit CODE CMD...
-    local want=$1; shift
-    "$@" >"$OUT" 2>"$ERR"
-    local got=$?
-    if [ "$got" -eq "$want" ]; then ok; else bad "exit $got (want $want): $*"; cat "$ERR" >&2; fi
-}
+. "$(dirname "$0")/lib.sh"
 GEO="--layers 30 --kv-heads 3 --head-dim 64"
 
 # outlier channels: + 30 * 3 * (512 * (2 + 4) + 2 * 4) bytes, exactly

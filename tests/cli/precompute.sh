@@ -5,8 +5,7 @@
 set -u
 VQ="$1"
 fail=0; pass=0
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
+. "$(dirname "$0")/lib.sh"
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 export VQ_CACHE_DIR="$TMP/cache"
 D="$VQ_CACHE_DIR/precompute/0000000000000000000000000000000000000000000000000000000000000000"

@@ -10,14 +10,7 @@ fail=0; pass=0
 TMP=$(mktemp -d)
 trap 'rm -rf "$TMP"' EXIT
 OUT="$TMP/out"; ERR="$TMP/err"
-ok()  { pass=$((pass + 1)); }
-bad() { fail=$((fail + 1)); echo "FAIL: $*" >&2; }
-expect_exit() {  # expect_exit CODE CMD...
-    local want=$1; shift
-    "$@" >"$OUT" 2>"$ERR"
-    local got=$?
-    if [ "$got" -eq "$want" ]; then ok; else bad "exit $got (want $want): $*"; cat "$ERR" >&2; fi
-}
+. "$(dirname "$0")/lib.sh"
 
 expect_exit 0 "$VQ" perplexity --help
 expect_exit 2 "$VQ" perplexity -f "$CORPUS"                                  # no model
