@@ -10,6 +10,7 @@
 
 #include "calib/calib.h"
 #include "codecs/codec_impl.h"
+#include "eval/sha256.h"
 
 static int cmp_str_(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);
@@ -100,19 +101,6 @@ static vq_calib_data *find_(const char *dir, const char *method, const uint8_t s
     return found;
 }
 
-static int hex_to_bytes_(const char *hex, uint8_t out[32]) {
-    if (!hex || strlen(hex) != 64) return 0;
-    for (int i = 0; i < 64; i++) {
-        const char c = hex[i];
-        const int v = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-                    : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
-        if (v < 0) return 0;
-        if (i % 2 == 0) out[i / 2] = (uint8_t)(v << 4);
-        else out[i / 2] |= (uint8_t)v;
-    }
-    return 1;
-}
-
 vq_status vq_calib_attach(struct vq_cache_params *cp, int n_layers, int head_dim,
                           const char *model_sha256_hex, vq_calib_data *owned[2]) {
     return vq_calib_attach_diag(cp, n_layers, head_dim, model_sha256_hex, owned, NULL, 0);
@@ -125,7 +113,7 @@ vq_status vq_calib_attach_diag(struct vq_cache_params *cp, int n_layers, int hea
     if (!cp || !owned || n_layers < 1 || head_dim < 8) return VQ_STATUS_INVALID_ARG;
     owned[0] = owned[1] = NULL;
     uint8_t sha[32];
-    if (!hex_to_bytes_(model_sha256_hex, sha)) return VQ_STATUS_INVALID_ARG;
+    if (!vq_sha256_from_hex(model_sha256_hex, sha)) return VQ_STATUS_INVALID_ARG;
     struct vq_codec_params *sides[2] = {&cp->key, &cp->value};
     const int *bpl[2] = {cp->key_bits_per_layer, cp->value_bits_per_layer};
     for (int s = 0; s < 2; s++) {

@@ -92,3 +92,16 @@ vq_status vq_sha256_file(const char *path, char hex[65]) {
     for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", d[i]);
     return VQ_STATUS_OK;
 }
+
+int vq_sha256_from_hex(const char *hex, uint8_t out[32]) {
+    if (!hex || strlen(hex) != 64) return 0;
+    for (int i = 0; i < 64; i++) {
+        const char c = hex[i];
+        const int v = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                    : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+        if (v < 0) return 0;
+        if (i % 2 == 0) out[i / 2] = (uint8_t)(v << 4);
+        else out[i / 2] |= (uint8_t)v;
+    }
+    return 1;
+}

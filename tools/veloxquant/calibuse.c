@@ -18,15 +18,6 @@ static int calib_tokens_ = 0;
 
 void vq_cli_calib_set_tokens(int n_tokens) { calib_tokens_ = n_tokens > 0 ? n_tokens : 0; }
 
-static int hex_sha(const char *hex, uint8_t sha[32]) {
-    for (int i = 0; i < 32; i++) {
-        unsigned byte = 0;
-        if (sscanf(hex + 2 * i, "%2x", &byte) != 1) return 0;
-        sha[i] = (uint8_t)byte;
-    }
-    return 1;
-}
-
 /* vecinfer preset codebook shape (c, v) for a bits value (src/codecs/vecinfer.c). */
 static void vi_shape(const struct vq_codec_params *p, int *c, int *v) {
     if (p->pq_codeword_bits && p->pq_subvec_dim) { *c = p->pq_codeword_bits; *v = p->pq_subvec_dim; return; }
@@ -125,7 +116,7 @@ int vq_cli_ratequant_sens(const char *cmd, const char *model_path, struct vq_mod
     char hex[65], path[4096], why[4200];
     uint8_t sha[32];
     vq_status st = model_path ? vq_sha256_file(model_path, hex) : VQ_STATUS_INVALID_ARG;
-    if (st != VQ_STATUS_OK || !hex_sha(hex, sha)) {
+    if (st != VQ_STATUS_OK || !vq_sha256_from_hex(hex, sha)) {
         fprintf(stderr, "%s: --ratequant needs the model file: %s\n", cmd, vq_status_str(st));
         return 0;
     }

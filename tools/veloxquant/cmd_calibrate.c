@@ -125,11 +125,9 @@ int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
     uint8_t sha[32];
     char sha_hex[65];
     vq_status st = vq_sha256_file(model, sha_hex);
-    if (st != VQ_STATUS_OK) { fprintf(stderr, "%s: %s: %s\n", cmd, model, vq_status_str(st)); return 1; }
-    for (int i = 0; i < 32; i++) {
-        unsigned byte = 0;
-        sscanf(sha_hex + 2 * i, "%2x", &byte);
-        sha[i] = (uint8_t)byte;
+    if (st != VQ_STATUS_OK || !vq_sha256_from_hex(sha_hex, sha)) {
+        fprintf(stderr, "%s: %s: %s\n", cmd, model, vq_status_str(st != VQ_STATUS_OK ? st : VQ_STATUS_IO));
+        return 1;
     }
     vq_model *m = b->model ? b->model : vq_model_load(model, &st);
     if (!m) { fprintf(stderr, "%s: %s: %s\n", cmd, model, vq_engine_last_error()); return 1; }
