@@ -262,14 +262,6 @@ static vq_codec *get_codec(struct vq_cache *c, const struct vq_codec_params *q, 
     return cd;
 }
 
-/* Outlier tokens can be kept by a side of this method (not for fp16/fp32: nothing to bypass). */
-static int ot_method(enum vq_method m) { return m != VQ_METHOD_FP16 && m != VQ_METHOD_FP32; }
-
-/* Key methods the outlier-channel split supports (per-token codecs of whole keys). */
-static int oc_method(enum vq_method m) {
-    return m == VQ_METHOD_TURBOQUANT_MSE || m == VQ_METHOD_TURBOQUANT_PROD ||
-           m == VQ_METHOD_TURBOQUANT_RVQ || m == VQ_METHOD_QJL || m == VQ_METHOD_POLAR;
-}
 
 /* Fills one side (K or V) of a layer; allocates the per-head stream array and windows.
  * n_oc: outlier channels of a key side (0 = off); use_ot: keep outlier-token copies. */
@@ -381,9 +373,9 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     /* modifier / method combinations (see veloxquant.h) */
     if (p->outlier_token_k > 0.0f &&
         (p->key.method == VQ_METHOD_KIVI_SINK || p->value.method == VQ_METHOD_KIVI_SINK ||
-         (!ot_method(p->key.method) && !ot_method(p->value.method))))
+         (!vq_cache_ot_method(p->key.method) && !vq_cache_ot_method(p->value.method))))
         return create_fail(NULL, st, VQ_STATUS_UNSUPPORTED);
-    if (p->n_outlier_channels > 0 && !oc_method(p->key.method))
+    if (p->n_outlier_channels > 0 && !vq_cache_oc_method(p->key.method))
         return create_fail(NULL, st, VQ_STATUS_UNSUPPORTED);
     struct vq_cache *c = calloc(1, sizeof *c);
     if (!c) return create_fail(NULL, st, VQ_STATUS_NO_MEMORY);
@@ -436,11 +428,11 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
         if (!kc) return create_fail(c, st, s);
         vq_codec *vc = get_codec(c, &vp, &s);
         if (!vc) return create_fail(c, st, s);
-        const int k_oc = oc_method(kc->p.method) ? p->n_outlier_channels : 0;
+        const int k_oc = vq_cache_oc_method(kc->p.method) ? p->n_outlier_channels : 0;
         const int ot_on = p->outlier_token_k > 0.0f;
-        if ((s = side_init(c, &L->k, kc, k_oc, ot_on && ot_method(kc->p.method))) != VQ_STATUS_OK)
+        if ((s = side_init(c, &L->k, kc, k_oc, ot_on && vq_cache_ot_method(kc->p.method))) != VQ_STATUS_OK)
             return create_fail(c, st, s);
-        if ((s = side_init(c, &L->v, vc, 0, ot_on && ot_method(vc->p.method))) != VQ_STATUS_OK)
+        if ((s = side_init(c, &L->v, vc, 0, ot_on && vq_cache_ot_method(vc->p.method))) != VQ_STATUS_OK)
             return create_fail(c, st, s);
         const struct vq_codec_params *kcp = vq_codec_params_get(kc), *vcp = vq_codec_params_get(vc);
         L->sink_cap = L->k.use_sinks ? kcp->n_sink_tokens : L->v.use_sinks ? vcp->n_sink_tokens : 0;

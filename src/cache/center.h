@@ -1,5 +1,6 @@
 /*
- * center.h — centering policy shared by the cache and the analytic memory estimate.
+ * center.h — centering and outlier-modifier policy shared by the cache, the analytic memory
+ * estimate and the CLI.
  */
 #ifndef VQ_CACHE_CENTER_H
 #define VQ_CACHE_CENTER_H
@@ -10,5 +11,16 @@
  * 1 on; see vq_cache_params.center_keys). auto = on for turboquant_mse/prod/rvq and qjl.
  * Pure, thread-safe. */
 int vq_cache_center_on(int want, enum vq_method m);
+
+/* Whether a side stored with method m can keep outlier-token copies (vq_cache_params.
+ * outlier_token_k): any method but fp16/fp32, which have nothing to bypass. Pure. */
+static inline int vq_cache_ot_method(enum vq_method m) { return m != VQ_METHOD_FP16 && m != VQ_METHOD_FP32; }
+
+/* Whether keys stored with method m support the outlier-channel split (n_outlier_channels):
+ * the per-token codecs of whole keys. Pure. */
+static inline int vq_cache_oc_method(enum vq_method m) {
+    return m == VQ_METHOD_TURBOQUANT_MSE || m == VQ_METHOD_TURBOQUANT_PROD ||
+           m == VQ_METHOD_TURBOQUANT_RVQ || m == VQ_METHOD_QJL || m == VQ_METHOD_POLAR;
+}
 
 #endif

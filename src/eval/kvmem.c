@@ -44,13 +44,6 @@ static struct side_bytes side_estimate(const vq_codec *cd, int64_t ctx, int d, i
     return s;
 }
 
-/* Outlier modifiers, as vq_cache_create decides them per layer (src/cache/cache.c). */
-static int ot_method(enum vq_method m) { return m != VQ_METHOD_FP16 && m != VQ_METHOD_FP32; }
-static int oc_method(enum vq_method m) {
-    return m == VQ_METHOD_TURBOQUANT_MSE || m == VQ_METHOD_TURBOQUANT_PROD ||
-           m == VQ_METHOD_TURBOQUANT_RVQ || m == VQ_METHOD_QJL || m == VQ_METHOD_POLAR;
-}
-
 vq_status vq_kv_estimate(const struct vq_cache_params *p, int64_t ctx, struct vq_cache_memory *m) {
     return vq_kv_estimate_outliers(p, ctx, 0, m);
 }
@@ -98,7 +91,7 @@ vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, 
         const int v_sink = vp.method == VQ_METHOD_KIVI_SINK && vp.n_sink_tokens > 0;
         const int sink_cap = k_sink ? kp.n_sink_tokens : v_sink ? vp.n_sink_tokens : 0;
         const int n_sinks = (int)(sink_cap < ctx ? sink_cap : ctx);
-        const int n_oc = p->n_outlier_channels > 0 && oc_method(kp.method) ? p->n_outlier_channels : 0;
+        const int n_oc = p->n_outlier_channels > 0 && vq_cache_oc_method(kp.method) ? p->n_outlier_channels : 0;
         const size_t oc_page = (size_t)p->page_tokens * (size_t)(n_oc ? 2 + n_oc : 0);
         struct side_bytes ks = side_estimate(kc, ctx, d, p->page_tokens, n_sinks, sink_cap, oc_page);
         struct side_bytes vs = side_estimate(vc, ctx, d, p->page_tokens, n_sinks, sink_cap, 0);
@@ -107,7 +100,7 @@ vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, 
          * records (every key token; channel list once ctx >= n_calib_tokens) */
         size_t k_out = 0, v_out = 0;
         if (p->outlier_token_k > 0.0f) {
-            const int k_ot = ot_method(kp.method), v_ot = ot_method(vp.method);
+            const int k_ot = vq_cache_ot_method(kp.method), v_ot = vq_cache_ot_method(vp.method);
             k_out += k_ot ? (size_t)n_ot * row16 : 0;
             v_out += v_ot ? (size_t)n_ot * row16 : 0;
             m->allocated_bytes += h * (size_t)(k_ot + v_ot) * (size_t)ot_cap * row16;

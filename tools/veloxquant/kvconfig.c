@@ -8,6 +8,7 @@
 
 #include "cli.h"
 #include "opts.h"
+#include "cache/center.h"
 
 static int is_rq_preset(const char *name) { return strncmp(name, "ratequant-", 10) == 0; }
 
@@ -226,12 +227,11 @@ const char *vq_kv_modifier_error(const struct vq_cache_params *cp) {
     if (cp->outlier_token_k > 0.0f) {
         if (km == VQ_METHOD_KIVI_SINK || vm == VQ_METHOD_KIVI_SINK)
             return "--outlier-tokens does not combine with kivi_sink (it keeps its high-norm tokens in fp16 already)";
-        if ((km == VQ_METHOD_FP16 || km == VQ_METHOD_FP32) && (vm == VQ_METHOD_FP16 || vm == VQ_METHOD_FP32))
+        if (!vq_cache_ot_method(km) && !vq_cache_ot_method(vm))
             return "--outlier-tokens needs a quantized key or value method (fp16/fp32 have nothing to bypass)";
     }
     if (cp->n_outlier_channels > 0) {
-        if (km != VQ_METHOD_TURBOQUANT_MSE && km != VQ_METHOD_TURBOQUANT_PROD &&
-            km != VQ_METHOD_TURBOQUANT_RVQ && km != VQ_METHOD_QJL && km != VQ_METHOD_POLAR)
+        if (!vq_cache_oc_method(km))
             return km == VQ_METHOD_KIVI || km == VQ_METHOD_KIVI_SINK
                        ? "--outlier-channels: kivi quantizes keys per channel, which already isolates outlier channels"
                        : km == VQ_METHOD_FP16 || km == VQ_METHOD_FP32
