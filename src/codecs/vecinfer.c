@@ -446,20 +446,28 @@ static vq_status vi_kernels(const struct vq_codec *c, struct vi_impl *m) {
     return VQ_STATUS_OK;
 }
 
-static vq_status vi_init(struct vq_codec *c) {
-    struct vq_codec_params *p = &c->p;
-    const int d = p->head_dim;
-    int cb = p->pq_codeword_bits, v = p->pq_subvec_dim;
-    if ((cb == 0) != (v == 0)) return VQ_STATUS_INVALID_ARG;
+vq_status vq_vecinfer_shape(const struct vq_codec_params *p, int *c, int *v) {
+    int cb = p->pq_codeword_bits, sv = p->pq_subvec_dim;
+    if ((cb == 0) != (sv == 0)) return VQ_STATUS_INVALID_ARG;
     if (cb == 0) {
         switch (p->bits) {
-        case 1: cb = 8; v = 8; break;
-        case 2: cb = 8; v = 4; break;
-        case 3: cb = 12; v = 4; break;
-        case 4: cb = 8; v = 2; break;
+        case 1: cb = 8; sv = 8; break;
+        case 2: cb = 8; sv = 4; break;
+        case 3: cb = 12; sv = 4; break;
+        case 4: cb = 8; sv = 2; break;
         default: return VQ_STATUS_INVALID_ARG;
         }
     }
+    *c = cb;
+    *v = sv;
+    return VQ_STATUS_OK;
+}
+
+static vq_status vi_init(struct vq_codec *c) {
+    struct vq_codec_params *p = &c->p;
+    const int d = p->head_dim;
+    int cb, v;
+    VQ_RETURN_IF_ERR(vq_vecinfer_shape(p, &cb, &v));
     if (cb < 1 || cb > 12 || v < 1 || v > 16 || d % v != 0) return VQ_STATUS_INVALID_ARG;
     const int k = 1 << cb;
     const struct vq_calib_lr *e = NULL;

@@ -12,21 +12,17 @@
 #include "vq_engine.h"
 #include "cli.h"
 #include "calib/calib.h"
+#include "codecs/codec_impl.h"
 #include "eval/sha256.h"
 
 static int calib_tokens_ = 0;
 
 void vq_cli_calib_set_tokens(int n_tokens) { calib_tokens_ = n_tokens > 0 ? n_tokens : 0; }
 
-/* vecinfer preset codebook shape (c, v) for a bits value (src/codecs/vecinfer.c). */
+/* vecinfer preset codebook shape (c, v) of a side (the codec's own rule; (8, 4) when invalid,
+ * which the codec then rejects with its own error). */
 static void vi_shape(const struct vq_codec_params *p, int *c, int *v) {
-    if (p->pq_codeword_bits && p->pq_subvec_dim) { *c = p->pq_codeword_bits; *v = p->pq_subvec_dim; return; }
-    switch (p->bits) {
-    case 1: *c = 8; *v = 8; break;
-    case 3: *c = 12; *v = 4; break;
-    case 4: *c = 8; *v = 2; break;
-    default: *c = 8; *v = 4; break;
-    }
+    if (vq_vecinfer_shape(p, c, v) != VQ_STATUS_OK) { *c = 8; *v = 4; }
 }
 
 /* Builds the artifacts the calibrated sides of cp need; 1 on success. */
