@@ -10,6 +10,13 @@
  *   (prefill: many tokens per forward pass, split into chunks of n_batch) or a single token
  *   (decode). Post-RoPE keys/values go to the cache (vq_cache_append) and attention reads the
  *   cache (vq_cache_attend): the engine keeps no full-precision copy of K/V.
+ *   Numerics: the engine repeats ggml's CPU arithmetic (Q8_1/Q8_0 activation quantization,
+ *   its dot-product and reduction orders, rms_norm, the rope cache, SwiGLU with ggml_v_expf) on
+ *   every ISA. A layer whose K and V are plain fp16 (no window, sinks, outliers or centering)
+ *   computes attention itself from the cache's fp16 rows in llama.cpp's order (q and softmax
+ *   output rounded to fp16; tinyBLAS order for batches of >= 2 tokens, vec_dot_f16 order for a
+ *   single token), so an fp16 cache yields llama.cpp's logits; like llama.cpp, results then
+ *   depend on whether a prompt chunk holds one token or more. Other layers use vq_cache_attend.
  *   Architectures: "llama" (SmolLM2, Llama: RoPE on adjacent pairs) and "qwen2" (NEOX RoPE,
  *   q/k/v biases). RMSNorm, GQA, SwiGLU, tied or separate output head.
  *

@@ -95,12 +95,17 @@ static int common_prefix(const int32_t *a, const int32_t *b, int n) {
     return i;
 }
 
+/* Same tokens for 1 and 2 threads and for prefill in one batch or in small batches. (As in
+ * llama.cpp, a batch of exactly one token takes the single-token attention kernels, whose
+ * summation order differs, so the small batch size is chosen to leave no 1-token batch.) */
 TEST(deterministic) {
     int32_t a[32], b[32], c[32];
     const struct prompt *p = &P[0];
+    int small = 3;
+    while (p->n % small == 1) small++;
     ASSERT(greedy(p->ids, p->n, 32, VQ_METHOD_FP16, 16, VQ_METHOD_FP16, 16, 1, 512, a));
     ASSERT(greedy(p->ids, p->n, 32, VQ_METHOD_FP16, 16, VQ_METHOD_FP16, 16, 2, 512, b));
-    ASSERT(greedy(p->ids, p->n, 32, VQ_METHOD_FP16, 16, VQ_METHOD_FP16, 16, 1, 3, c));
+    ASSERT(greedy(p->ids, p->n, 32, VQ_METHOD_FP16, 16, VQ_METHOD_FP16, 16, 1, small, c));
     ASSERT(!memcmp(a, b, sizeof a));
     ASSERT(!memcmp(a, c, sizeof a));
 }
