@@ -236,7 +236,7 @@ static void rmsnorm(const float *x, const float *w, float *y, int64_t n_rows, in
 /* y (n_tok, w->rows) = x (n_tok, w->cols) W^T, quantizing x into c->act first. */
 static void matmul(vq_ctx *c, const struct vq_weight *w, const float *x, int64_t n_tok, float *y) {
     for (int64_t t = 0; t < n_tok; t++)
-        vq_ggml_quantize_act(w->k->act, x + t * w->cols, (uint8_t *)c->act + (size_t)t * c->act_stride, w->cols);
+        vq_ggml_quantize_act_isa(c->p.isa, w->k->act, x + t * w->cols, (uint8_t *)c->act + (size_t)t * c->act_stride, w->cols);
     vq_ggml_matmul(w->k, w->data, w->row_bytes, w->rows, w->cols, c->act, c->act_stride, n_tok,
                    y, w->rows, c->n_threads);
 }
@@ -258,7 +258,7 @@ static void matmul_shared(vq_ctx *c, const struct vq_weight *const *ws, float *c
             uint8_t *base = (uint8_t *)c->act + (n_fmt ? c->act_stride / 2 : 0);
             VQ_ASSERT(n_fmt < 2 && vq_ggml_act_row_bytes(w->k->act, w->cols) <= c->act_stride / 2);
             for (int64_t t = 0; t < n_tok; t++)
-                vq_ggml_quantize_act(w->k->act, x + t * w->cols, base + (size_t)t * c->act_stride, w->cols);
+                vq_ggml_quantize_act_isa(c->p.isa, w->k->act, x + t * w->cols, base + (size_t)t * c->act_stride, w->cols);
             fmt_done[a] = 1;
             fmt_buf[a] = base;
             n_fmt++;

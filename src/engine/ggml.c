@@ -509,6 +509,19 @@ size_t vq_ggml_act_row_bytes(enum vq_ggml_act act, int64_t n) {
     }
 }
 
+void vq_ggml_quantize_act_isa(enum vq_isa isa, enum vq_ggml_act act, const float *x, void *y, int64_t n) {
+#ifdef VQ_HAVE_X86
+    if (act == VQ_ACT_Q8A) {
+        if (isa == VQ_ISA_AUTO) isa = vq_ggml_isa_default();
+        if (isa == VQ_ISA_AVX512 && vq_ggml_isa_available(isa)) { vq_quantize_row_q8a_avx512(x, y, n); return; }
+        if (isa == VQ_ISA_AVX2 && vq_ggml_isa_available(isa)) { vq_quantize_row_q8a_avx2(x, y, n); return; }
+    }
+#else
+    (void)isa;
+#endif
+    vq_ggml_quantize_act(act, x, y, n);
+}
+
 void vq_ggml_quantize_act(enum vq_ggml_act act, const float *x, void *y, int64_t n) {
     switch (act) {
     case VQ_ACT_Q8A: vq_quantize_row_q8a_ref(x, y, n); break;

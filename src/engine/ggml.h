@@ -147,6 +147,11 @@ size_t vq_ggml_act_row_bytes(enum vq_ggml_act act, int64_t n);
 /* Converts an fp32 activation row into act format (VQ_ACT_F32 copies). n must be a multiple
  * of 32 (Q8A) or 256 (Q8K). */
 void vq_ggml_quantize_act(enum vq_ggml_act act, const float *x, void *y, int64_t n);
+/* Same result, bit for bit, with the kernels of isa (AUTO: vq_ggml_isa_default(); unavailable:
+ * scalar). Thread-safe. */
+void vq_ggml_quantize_act_isa(enum vq_isa isa, enum vq_ggml_act act, const float *x, void *y, int64_t n);
+void vq_quantize_row_q8a_avx2(const float *x, void *y, int64_t n);
+void vq_quantize_row_q8a_avx512(const float *x, void *y, int64_t n);
 /* Returns the ISA the engine uses for VQ_ISA_AUTO: $VQ_ISA if set and available, else the best
  * of avx512 / avx2 / scalar this CPU and build support. Thread-safe. */
 enum vq_isa vq_ggml_isa_default(void);

@@ -360,6 +360,21 @@ TEST(q8a_matches_ggml_q8_1) {
         }
         ASSERT_EQ_INT(memcmp(&b[k].s, &(float){vq_ggml_h2f(H(amax / 127.0f * (float)sum))}, 4), 0);
     }
+    /* the AVX2 / AVX-512 quantizers equal the reference byte for byte (incl. an all-zero block
+     * and values at the .5 rounding boundary) */
+    static float xs[32 * 9];
+    static vq_block_q8a r[9], v[9];
+    for (int isa = VQ_ISA_AVX2; isa < VQ_ISA_COUNT; isa++) {
+        if (!vq_ggml_isa_available((enum vq_isa)isa)) continue;
+        for (int rep = 0; rep < 50; rep++) {
+            for (int i = 0; i < 32 * 9; i++) xs[i] = frand() * (float)(1 + rep);
+            for (int i = 32; i < 64; i++) xs[i] = 0.0f;
+            for (int i = 64; i < 96; i++) xs[i] = (float)(i - 80) * 0.5f;   /* amax 7.5: q = x * 127 / 7.5 */
+            vq_quantize_row_q8a_ref(xs, r, 32 * 9);
+            vq_ggml_quantize_act_isa((enum vq_isa)isa, VQ_ACT_Q8A, xs, v, 32 * 9);
+            ASSERT(!memcmp(r, v, sizeof r));
+        }
+    }
 }
 
 /* ggml_v_expf: close to exp, 0 below ~-104 and for -inf, inf above ~89, and the AVX2/AVX-512

@@ -430,3 +430,35 @@ void vq_ggml_swiglu_avx2(float *g, const float *u, int64_t n) {
     }
     for (; i < n; i++) g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
 }
+
+/* ggml's quantize_row_q8_1 (x86) per 32-element block; equals vq_quantize_row_q8a_ref. */
+void vq_quantize_row_q8a_avx2(const float *x, void *y, int64_t n) {
+    vq_block_q8a *b = y;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        __m256 v[4], mx = _mm256_setzero_ps();
+        for (int j = 0; j < 4; j++) {
+            v[j] = _mm256_loadu_ps(x + 8 * j);
+            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[j]));
+        }
+        __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(mx, 1), _mm256_castps256_ps128(mx));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+        const __m256 m = _mm256_set1_ps(id);
+        __m256i q[4];
+        for (int j = 0; j < 4; j++) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], m));
+        const __m256i s32 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        __m128i s4 = _mm_add_epi32(_mm256_extracti128_si256(s32, 1), _mm256_castsi256_si128(s32));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+        s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+        const int sum = _mm_cvtsi128_si32(s4);
+        /* int32 -> int8 in element order: packs work per 128-bit lane, then a permute fixes it */
+        const __m256i p01 = _mm256_packs_epi32(q[0], q[1]), p23 = _mm256_packs_epi32(q[2], q[3]);
+        const __m256i p = _mm256_packs_epi16(p01, p23);
+        _mm256_storeu_si256((__m256i *)b[i].qs, _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+        b[i].d = vq_ggml_h2f(vq_ggml_f2h(d));
+        b[i].s = vq_ggml_h2f(vq_ggml_f2h(d * (float)sum));
+    }
+}

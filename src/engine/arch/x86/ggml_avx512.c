@@ -360,3 +360,22 @@ void vq_ggml_swiglu_avx512(float *g, const float *u, int64_t n) {
     }
     for (; i < n; i++) g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
 }
+
+/* ggml's quantize_row_q8_1 per 32-element block (see vq_quantize_row_q8a_ref): every element
+ * is rounded independently and max / integer sums are exact, so this equals the reference. */
+void vq_quantize_row_q8a_avx512(const float *x, void *y, int64_t n) {
+    vq_block_q8a *b = y;
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / 32; i++, x += 32) {
+        const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
+        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
+        const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
+        const __m512 m = _mm512_set1_ps(id);
+        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, m)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, m));
+        _mm_storeu_si128((__m128i *)b[i].qs, _mm512_cvtsepi32_epi8(q0));
+        _mm_storeu_si128((__m128i *)(b[i].qs + 16), _mm512_cvtsepi32_epi8(q1));
+        const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
+        b[i].d = vq_ggml_h2f(vq_ggml_f2h(d));
+        b[i].s = vq_ggml_h2f(vq_ggml_f2h(d * (float)sum));
+    }
+}
