@@ -6,6 +6,7 @@
 #include "veloxquant.h"
 #include "codecs/codec_impl.h"
 #include "cache/softmax.h"
+#include "cache/fp16_view.h"
 
 static uint64_t rng_ = 0x2545F4914F6CDD1Dull;
 static double urand(void) {
@@ -695,6 +696,52 @@ TEST(random_operation_sequences) {
     }
 }
 
+/* vq_cache_fp16_view: plain fp16 streams expose their rows (the appended values rounded to
+ * fp16, across pages of 16 tokens, in token order); any other stream (a quantized side, a
+ * centered fp16 side, outlier-token copies) returns 0. */
+TEST(fp16_view) {
+    const int d = 64, n_kv = 2, n = 37;
+    float *k = gen(n, n_kv, d, 0.5f), *v = gen(n, n_kv, d, 0.0f);
+    struct vq_cache_params p = mkp(VQ_METHOD_FP16, VQ_METHOD_FP16, d, n_kv, VQ_ISA_AUTO);
+    vq_cache *c = vq_cache_create(&p, NULL);
+    ASSERT_STATUS(vq_cache_append(c, 1, k, v, VQ_DTYPE_F32, n), VQ_STATUS_OK);
+    struct vq_fp16_view fv;
+    for (int side = 0; side < 2; side++)
+        for (int h = 0; h < n_kv; h++) {
+            ASSERT_EQ_INT(vq_cache_fp16_view(c, 1, side, h, &fv), 1);
+            ASSERT_EQ_INT(fv.n_tokens, n);
+            ASSERT_EQ_INT(fv.page_tokens, 16);
+            const float *src = side ? v : k;
+            int bad = 0;
+            for (int t = 0; t < n; t++)
+                for (int j = 0; j < d; j++) {
+                    const uint16_t got = fv.pages[t / fv.page_tokens][(t % fv.page_tokens) * d + j];
+                    bad += got != vq_fp32_to_fp16(src[((size_t)t * n_kv + h) * d + j]);
+                }
+            ASSERT_EQ_INT(bad, 0);
+        }
+    ASSERT_EQ_INT(vq_cache_fp16_view(c, 0, 0, 0, &fv), 1);   /* empty layer: 0 rows */
+    ASSERT_EQ_INT(fv.n_tokens, 0);
+    ASSERT_EQ_INT(vq_cache_fp16_view(c, 2, 0, 0, &fv), 0);   /* bad layer / head / NULL */
+    ASSERT_EQ_INT(vq_cache_fp16_view(c, 1, 0, n_kv, &fv), 0);
+    ASSERT_EQ_INT(vq_cache_fp16_view(NULL, 1, 0, 0, &fv), 0);
+    vq_cache_free(c);
+    struct vq_cache_params q = mkp(VQ_METHOD_TURBOQUANT_MSE, VQ_METHOD_FP16, d, n_kv, VQ_ISA_AUTO);
+    c = vq_cache_create(&q, NULL);
+    ASSERT_STATUS(vq_cache_append(c, 0, k, v, VQ_DTYPE_F32, n), VQ_STATUS_OK);
+    ASSERT_EQ_INT(vq_cache_fp16_view(c, 0, 0, 0, &fv), 0);   /* quantized keys */
+    ASSERT_EQ_INT(vq_cache_fp16_view(c, 0, 1, 0, &fv), 1);   /* plain fp16 values */
+    vq_cache_free(c);
+    q = mkp(VQ_METHOD_FP16, VQ_METHOD_FP16, d, n_kv, VQ_ISA_AUTO);
+    q.center_keys = 1;
+    c = vq_cache_create(&q, NULL);
+    ASSERT_STATUS(vq_cache_append(c, 0, k, v, VQ_DTYPE_F32, n), VQ_STATUS_OK);
+    ASSERT_EQ_INT(vq_cache_fp16_view(c, 0, 0, 0, &fv), 0);   /* centered keys */
+    ASSERT_EQ_INT(vq_cache_fp16_view(c, 0, 1, 0, &fv), 1);
+    vq_cache_free(c);
+    free(k); free(v);
+}
+
 int main(void) {
 #ifdef VQ_HAVE_X86
     RUN(softmax_kernels);
@@ -709,5 +756,6 @@ int main(void) {
     RUN(truncate_and_reset);
     RUN(random_operation_sequences);
     RUN(split_decode);
+    RUN(fp16_view);
     return TEST_REPORT();
 }
