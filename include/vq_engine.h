@@ -102,6 +102,12 @@ struct vq_ctx_params {
     int n_batch;              /* max tokens per forward pass (prefill chunk); default 512 */
     int logits_all;           /* 1: vq_ctx_eval writes (n, n_vocab) logits; 0 (default): last row */
     enum vq_isa isa;          /* weight kernels; default VQ_ISA_AUTO */
+    /* 0 (default): activations quantized to int8 before every matmul, as ggml does (llama.cpp's
+     * numerics and speed). 1: exact activations: each weight row is dequantized to fp32 once per
+     * forward pass and multiplied in fp32 (prefill ~1.3x, decode ~6x slower), which removes the
+     * int8 rounding noise that makes small KV perturbations grow — for studying KV methods on
+     * the model's own float math (agrees with a float64 forward to KL ~5e-7). */
+    int f32_activations;
     /* K/V storage: methods, bits, windows, page size, per-layer bits. The engine overwrites
      * n_layers, n_kv_heads, head_dim, max_tokens (= n_ctx) and n_threads. Default fp16. */
     struct vq_cache_params cache;

@@ -54,6 +54,9 @@ struct vq_ctx {
     float *attn_scr;   /* (n_threads, attn_scr_floats) per-thread scratch */
     size_t attn_scr_floats;
     size_t attn_np;    /* n_ctx rounded up to 16: score row length per query head */
+    float *wrow;       /* (n_threads, widest weight row) dequantized rows (f32_activations) */
+    size_t wrow_floats;
+    const struct vq_ggml_kernels *dot32; /* fp32 x fp32 dot (f32_activations) */
     size_t scratch_bytes;
     vq_layer_hook_fn hook; /* optional per-layer observer (vq_ctx_set_layer_hook) */
     void *hook_user;
@@ -86,6 +89,7 @@ void vq_ctx_free(vq_ctx *c) {
     vq_free(c->rope_cos);
     vq_free(c->rope_sin);
     vq_free(c->attn_scr);
+    vq_free(c->wrow);
     free(c);
 }
 
@@ -173,6 +177,11 @@ vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_statu
     c->attn_np = (size_t)((c->p.n_ctx + 15) / 16 * 16);
     c->attn_scr_floats = G * c->attn_np + G * HD + G * 64 * HD;
     c->attn_scr = alloc_track(c, (size_t)c->n_threads * c->attn_scr_floats * sizeof(float), &ok);
+    if (c->p.f32_activations) {
+        c->wrow_floats = (widest + 15) / 16 * 16;
+        c->wrow = alloc_track(c, (size_t)c->n_threads * c->wrow_floats * sizeof(float), &ok);
+        c->dot32 = vq_ggml_kernels(VQ_GGML_F32, c->p.isa);
+    }
     if (!ok) {
         vq_engine_set_error("ctx: out of memory for activations (n_batch %d, n_ctx %lld)", c->p.n_batch, (long long)c->p.n_ctx);
         vq_ctx_free(c);
@@ -233,8 +242,28 @@ static void rmsnorm(const float *x, const float *w, float *y, int64_t n_rows, in
     }
 }
 
+/* f32_activations: y = x W^T with each weight row dequantized once (per-thread buffer) and
+ * dotted in fp32 with every token's activations. */
+static void matmul_f32(vq_ctx *c, const struct vq_weight *w, const float *x, int64_t n_tok, float *y) {
+    const int nt = c->n_threads;
+    (void)nt;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+    for (int64_t r = 0; r < w->rows; r++) {
+#ifdef _OPENMP
+        float *row = c->wrow + (size_t)omp_get_thread_num() * c->wrow_floats;
+#else
+        float *row = c->wrow;
+#endif
+        w->k->to_float((const uint8_t *)w->data + (size_t)r * w->row_bytes, row, w->cols);
+        for (int64_t t = 0; t < n_tok; t++) y[t * w->rows + r] = c->dot32->vec_dot(w->cols, row, x + t * w->cols);
+    }
+}
+
 /* y (n_tok, w->rows) = x (n_tok, w->cols) W^T, quantizing x into c->act first. */
 static void matmul(vq_ctx *c, const struct vq_weight *w, const float *x, int64_t n_tok, float *y) {
+    if (c->p.f32_activations) { matmul_f32(c, w, x, n_tok, y); return; }
     for (int64_t t = 0; t < n_tok; t++)
         vq_ggml_quantize_act_isa(c->p.isa, w->k->act, x + t * w->cols, (uint8_t *)c->act + (size_t)t * c->act_stride, w->cols);
     vq_ggml_matmul(w->k, w->data, w->row_bytes, w->rows, w->cols, c->act, c->act_stride, n_tok,
@@ -250,6 +279,10 @@ static void matmul_shared(vq_ctx *c, const struct vq_weight *const *ws, float *c
     const void *fmt_buf[3] = {NULL, NULL, NULL};
     int n_fmt = 0;
     VQ_ASSERT(n <= 4);
+    if (c->p.f32_activations) {
+        for (int i = 0; i < n; i++) matmul_f32(c, ws[i], x, n_tok, ys[i]);
+        return;
+    }
     for (int i = 0; i < n; i++) {
         const struct vq_weight *w = ws[i];
         int a = (int)w->k->act;

@@ -95,6 +95,7 @@ vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tok
     cp.n_batch = n_batch;
     cp.n_threads = p->n_threads;
     cp.logits_all = 1;
+    cp.f32_activations = p->f32_activations;
     cp.cache = p->cache;
     vq_status st;
     vq_ctx *c = vq_ctx_create(model, &cp, &st);

@@ -28,6 +28,7 @@ struct vq_ppl_params {
     int n_threads;           /* 0 = OpenMP default */
     int32_t bos;             /* >= 0: replace each chunk's first token by this id */
     int top_k;               /* summaries written to save (default 32) */
+    int f32_activations;     /* vq_ctx_params.f32_activations (default 0: int8, as llama.cpp) */
     struct vq_cache_params cache;   /* K/V methods (geometry filled by the engine) */
 };
 

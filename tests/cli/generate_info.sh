@@ -53,6 +53,13 @@ assert d["key_x"] > 3.0 and d["fullKV_x"] > 3.0, d
 assert d["decode_tok_s"] > 0 and d["prefill_tok_s"] > 0 and d["peak_rss_mb"] > 10, d
 assert isinstance(d["text"], str) and len(d["text"]) > 0
 PY
+# exact activations: recorded in --json, and "Paris" still comes out greedily
+expect_exit 0 "$VQ" generate -m "$MODEL" -p "The capital of France is" -n 4 -c 64 -t 1 --f32-activations --json
+python3 - "$OUT" <<'PY' && ok || bad "generate --f32-activations"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["activations"] == "f32" and "Paris" in d["text"], d
+PY
 expect_exit 0 "$VQ" generate -m "$MODEL" -p "Hello" --chat -n 4 -c 128 -t 1 -q
 grep -q "decode:" "$ERR" && ok || bad "chat run stats"
 expect_exit 0 "$VQ" generate -m "$MODEL" -p "Hi" -n 4 -c 64 -t 1 --temp 0.8 --top-k 20 --top-p 0.9 --seed 3 --json

@@ -28,7 +28,7 @@
 
 struct gen_opts {
     const char *model, *prompt, *file, *system;
-    bool chat, json, quiet;
+    bool chat, json, quiet, f32_act;
     long n_predict, n_ctx;
     int threads, batch;
     uint64_t seed;
@@ -59,6 +59,8 @@ static void usage(FILE *f) {
         "  -c, --ctx N           context size in tokens, prompt + generated (default 2048)\n"
         "  -t, --threads N       threads (default: all cores)\n"
         "  -b, --batch N         prefill tokens per forward pass (default 512)\n"
+        "      --f32-activations exact fp32 matmul inputs instead of llama.cpp's int8 ones\n"
+        "                        (prefill ~1.3x, decode ~6x slower; no int8 rounding noise)\n"
         "      --seed S          sampling seed (default 42)\n"
         "      --temp T          temperature; 0 = greedy (default 0)\n"
         "      --top-k K         top-k for temperature sampling (default 40; 0 = off)\n"
@@ -134,6 +136,7 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
         else if (!strcmp(a, "--system")) { NEED(); o->system = NEXT(); }
         else if (!strcmp(a, "--chat")) o->chat = true;
         else if (!strcmp(a, "--json")) o->json = true;
+        else if (!strcmp(a, "--f32-activations")) o->f32_act = true;
         else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = true;
         else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { if (!vq_opt_long(cmd, a, NEXT(), 0, 1L << 24, &o->n_predict)) return 0; }
         else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) { if (!vq_opt_long(cmd, a, NEXT(), 1, 1L << 24, &o->n_ctx)) return 0; }
@@ -364,6 +367,7 @@ int vq_cmd_generate(int argc, char **argv) {
     cp.n_ctx = o.n_ctx;
     cp.n_threads = o.threads;
     cp.n_batch = o.batch;
+    cp.f32_activations = o.f32_act;
     cp.isa = o.isa;
     cp.cache.key.isa = o.isa;
     cp.cache.value.isa = o.isa;
@@ -483,6 +487,7 @@ int vq_cmd_generate(int argc, char **argv) {
         cJSON_AddNumberToObject(js, "v_bits", cpp->value.bits);
         cJSON_AddNumberToObject(js, "n_ctx", (double)o.n_ctx);
         cJSON_AddNumberToObject(js, "threads", threads);
+        cJSON_AddStringToObject(js, "activations", o.f32_act ? "f32" : "int8");
         cJSON_AddNumberToObject(js, "seed", (double)o.seed);
         cJSON_AddNumberToObject(js, "prompt_tokens", (double)n_prompt);
         cJSON_AddNumberToObject(js, "tokens_generated", (double)n_gen);
