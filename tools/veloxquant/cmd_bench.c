@@ -115,20 +115,71 @@ static double dotd(const float *a, const float *b, int d) {
     return s;
 }
 
+/* Mean cosine between rows a[t] and b[t] (t < n, d floats each); 0 for a zero row. */
+static double rows_cos(const float *a, const float *b, int64_t n, int d) {
+    double s = 0;
+    for (int64_t t = 0; t < n; t++) {
+        const float *x = a + t * d, *y = b + t * d;
+        double nx = sqrt(dotd(x, x, d)), ny = sqrt(dotd(y, y, d));
+        s += (nx > 0 && ny > 0) ? dotd(x, y, d) / (nx * ny) : 0.0;
+    }
+    return s / (double)n;
+}
+
 static double mean_cos(const vq_codec *c, const float *x, int64_t n, int d, float *tmp, void *codes) {
     int bt = vq_codec_block_tokens(c);
     n = n / bt * bt;
     if (n == 0) return NAN;
     if (vq_codec_encode(c, x, n, codes) != VQ_STATUS_OK) return NAN;
     vq_codec_decode(c, codes, n, tmp);
-    double s = 0;
-    for (int64_t t = 0; t < n; t++) {
-        const float *a = x + t * d, *b = tmp + t * d;
-        double na = sqrt(dotd(a, a, d)), nb = sqrt(dotd(b, b, d));
-        s += (na > 0 && nb > 0) ? dotd(a, b, d) / (na * nb) : 0.0;
-    }
-    return s / (double)n;
+    return rows_cos(x, tmp, n, d);
 }
+
+/* Score statistics over random queries: slope of estimate on truth, sd of the error relative
+ * to |q||k|, and softmax KL(p_true || p_est) averaged over the queries. */
+struct ip_acc {
+    double sxy, sxx, se, se2, kl;
+    long ne;
+    int nq;
+};
+
+/* Adds one query qv: est[t] estimates qv . k[t] for t < n; tru, p, ph are n-double scratch. */
+static void ip_acc_query(struct ip_acc *a, const float *qv, const float *k, const double *est, int64_t n,
+                         int d, double *tru, double *p, double *ph) {
+    const double scale = 1.0 / sqrt((double)d), nq2 = sqrt(dotd(qv, qv, d));
+    double m1 = -1e300, m2 = -1e300;
+    for (int64_t t = 0; t < n; t++) {
+        const float *kt = k + t * d;
+        tru[t] = dotd(qv, kt, d);
+        double nk = sqrt(dotd(kt, kt, d));
+        a->sxy += est[t] * tru[t];
+        a->sxx += tru[t] * tru[t];
+        double e = (est[t] - tru[t]) / (nq2 * nk + 1e-30);
+        a->se += e; a->se2 += e * e; a->ne++;
+        if (tru[t] * scale > m1) m1 = tru[t] * scale;
+        if (est[t] * scale > m2) m2 = est[t] * scale;
+    }
+    double z1 = 0, z2 = 0, k1 = 0;
+    for (int64_t t = 0; t < n; t++) {
+        p[t] = exp(tru[t] * scale - m1); z1 += p[t];
+        ph[t] = exp(est[t] * scale - m2); z2 += ph[t];
+    }
+    for (int64_t t = 0; t < n; t++) {
+        double x = p[t] / z1, y = ph[t] / z2;
+        if (x > 0) k1 += x * log(x / (y > 1e-300 ? y : 1e-300));
+    }
+    a->kl += k1;
+    a->nq++;
+}
+
+static void ip_acc_finish(const struct ip_acc *a, struct quality *q) {
+    q->slope = a->sxy / a->sxx;
+    const double mean = a->se / (double)a->ne;
+    q->ip_err_sd = sqrt(a->se2 / (double)a->ne - mean * mean);
+    q->kl = a->kl / a->nq;
+}
+
+enum { IP_QUERIES = 32 };
 
 /* Inner-product slope/error through the fused score path and softmax KL(p_fp32 || p_method). */
 static void ip_quality(const vq_codec *c, const float *k, int64_t n, int d, struct quality *q) {
@@ -139,55 +190,46 @@ static void ip_quality(const vq_codec *c, const float *k, int64_t n, int d, stru
     void *codes = malloc(vq_codec_block_bytes(c) * (size_t)(n / bt));
     void *qs = aligned_alloc(64, (vq_codec_query_bytes(c) + 63) / 64 * 64);
     float *est = malloc(sizeof(float) * (size_t)n);
-    double *tru = malloc(sizeof(double) * (size_t)n);
+    double *estd = malloc(sizeof(double) * (size_t)n), *tru = malloc(sizeof(double) * (size_t)n);
     double *p = malloc(sizeof(double) * (size_t)n), *ph = malloc(sizeof(double) * (size_t)n);
     float qv[1024];
-    if (!codes || !qs || !est || !tru || !p || !ph || vq_codec_encode(c, k, n, codes) != VQ_STATUS_OK)
+    if (!codes || !qs || !est || !estd || !tru || !p || !ph || vq_codec_encode(c, k, n, codes) != VQ_STATUS_OK)
         goto done;
-    double sxy = 0, sxx = 0, se = 0, se2 = 0, kl = 0;
-    long ne = 0;
-    const int nq = 32;
-    const double scale = 1.0 / sqrt((double)d);
-    for (int iq = 0; iq < nq; iq++) {
+    struct ip_acc acc = {0};
+    for (int iq = 0; iq < IP_QUERIES; iq++) {
         fill_normal(qv, d);
-        double nq2 = sqrt(dotd(qv, qv, d));
         vq_codec_prepare_query(c, qv, qs);
         vq_codec_score(c, qs, codes, n, est);
-        double m1 = -1e300, m2 = -1e300;
-        for (int64_t t = 0; t < n; t++) {
-            const float *kt = k + t * d;
-            tru[t] = dotd(qv, kt, d);
-            double nk = sqrt(dotd(kt, kt, d));
-            sxy += est[t] * tru[t];
-            sxx += tru[t] * tru[t];
-            double e = (est[t] - tru[t]) / (nq2 * nk + 1e-30);
-            se += e; se2 += e * e; ne++;
-            if (tru[t] * scale > m1) m1 = tru[t] * scale;
-            if (est[t] * scale > m2) m2 = est[t] * scale;
-        }
-        double z1 = 0, z2 = 0;
-        for (int64_t t = 0; t < n; t++) {
-            p[t] = exp(tru[t] * scale - m1); z1 += p[t];
-            ph[t] = exp(est[t] * scale - m2); z2 += ph[t];
-        }
-        double k1 = 0;
-        for (int64_t t = 0; t < n; t++) {
-            double a = p[t] / z1, b = ph[t] / z2;
-            if (a > 0) k1 += a * log(a / (b > 1e-300 ? b : 1e-300));
-        }
-        kl += k1;
+        for (int64_t t = 0; t < n; t++) estd[t] = est[t];
+        ip_acc_query(&acc, qv, k, estd, n, d, tru, p, ph);
     }
-    q->slope = sxy / sxx;
-    double mean = se / (double)ne;
-    q->ip_err_sd = sqrt(se2 / (double)ne - mean * mean);
-    q->kl = kl / nq;
+    ip_acc_finish(&acc, q);
 done:
-    free(codes); free(qs); free(est); free(tru); free(p); free(ph);
+    free(codes); free(qs); free(est); free(estd); free(tru); free(p); free(ph);
 }
 
 /* 1 if a cache modifier is on. */
 static int has_modifier(const struct bench_opts *o) {
     return o->n_outlier_channels > 0 || o->outlier_tokens > 0.0f;
+}
+
+/* Cache parameters of a bench run: one layer, kv_heads streams, the options' codec settings
+ * for keys (km, kb) and values (vm, vb); modifiers and centering are left to the caller. */
+static struct vq_cache_params bench_cache_params(const struct bench_opts *o, enum vq_method km, int kb,
+                                                 enum vq_method vm, int vb, int kv_heads, int threads,
+                                                 int64_t max_tokens, const vq_calib_data *cd) {
+    struct vq_cache_params cp = vq_cache_params_default();
+    cp.n_layers = 1; cp.n_kv_heads = kv_heads; cp.head_dim = o->head_dim; cp.max_tokens = max_tokens;
+    cp.n_threads = threads;
+    cp.key.method = km; cp.key.bits = kb; cp.key.seed = o->seed; cp.key.role = VQ_ROLE_KEY;
+    cp.value.method = vm; cp.value.bits = vb; cp.value.seed = o->seed + 1; cp.value.role = VQ_ROLE_VALUE;
+    cp.key.jl_dim = cp.value.jl_dim = o->jl_dim;
+    cp.key.group_size = cp.value.group_size = o->group_size;
+    cp.key.residual_length = cp.value.residual_length = o->residual_length;
+    cp.key.n_sink_tokens = cp.value.n_sink_tokens = o->n_sink_tokens;
+    cp.key.isa = cp.value.isa = o->isa;
+    cp.key.calib = cp.value.calib = cd;
+    return cp;
 }
 
 /* Key quality with the modifiers: the first n key rows through a one-head cache with the
@@ -196,17 +238,7 @@ static int has_modifier(const struct bench_opts *o) {
  * decode-then-dot reference, tests/unit/test_cache_outlier.c). */
 static vq_status cache_key_quality(const struct bench_opts *o, const float *k, int64_t n, int d,
                                    const vq_calib_data *cd, struct quality *q) {
-    struct vq_cache_params cp = vq_cache_params_default();
-    cp.n_layers = 1; cp.n_kv_heads = 1; cp.head_dim = d; cp.max_tokens = n;
-    cp.n_threads = 1;
-    cp.key.method = o->method; cp.key.bits = o->bits; cp.key.seed = o->seed;
-    cp.value.method = o->v_method; cp.value.bits = o->v_bits; cp.value.seed = o->seed + 1;
-    cp.key.jl_dim = cp.value.jl_dim = o->jl_dim;
-    cp.key.group_size = cp.value.group_size = o->group_size;
-    cp.key.residual_length = cp.value.residual_length = o->residual_length;
-    cp.key.n_sink_tokens = cp.value.n_sink_tokens = o->n_sink_tokens;
-    cp.key.isa = cp.value.isa = o->isa;
-    cp.key.calib = cp.value.calib = cd;
+    struct vq_cache_params cp = bench_cache_params(o, o->method, o->bits, o->v_method, o->v_bits, 1, 1, n, cd);
     cp.center_keys = cp.center_values = 0;
     cp.n_outlier_channels = o->n_outlier_channels;
     cp.n_calib_tokens = o->n_calib_tokens;
@@ -221,48 +253,15 @@ static vq_status cache_key_quality(const struct bench_opts *o, const float *k, i
     if (!kh || !tru || !est || !p || !ph) goto done;
     if ((st = vq_cache_append(c, 0, k, k, VQ_DTYPE_F32, n)) != VQ_STATUS_OK) goto done;
     vq_cache_read(c, 0, 0, kh, NULL);
-    double cs = 0;
-    for (int64_t t = 0; t < n; t++) {
-        const float *a = k + t * d, *b = kh + t * d;
-        double na = sqrt(dotd(a, a, d)), nb = sqrt(dotd(b, b, d));
-        cs += (na > 0 && nb > 0) ? dotd(a, b, d) / (na * nb) : 0.0;
-    }
-    q->cos_k = cs / (double)n;
-    double sxy = 0, sxx = 0, se = 0, se2 = 0, kl = 0;
-    long ne = 0;
-    const int nq = 32;
-    const double scale = 1.0 / sqrt((double)d);
+    q->cos_k = rows_cos(k, kh, n, d);
+    struct ip_acc acc = {0};
     float qv[1024];
-    for (int iq = 0; iq < nq; iq++) {
+    for (int iq = 0; iq < IP_QUERIES; iq++) {
         fill_normal(qv, d);
-        double nq2 = sqrt(dotd(qv, qv, d)), m1 = -1e300, m2 = -1e300;
-        for (int64_t t = 0; t < n; t++) {
-            const float *kt = k + t * d;
-            tru[t] = dotd(qv, kt, d);
-            est[t] = dotd(qv, kh + t * d, d);
-            double nk = sqrt(dotd(kt, kt, d));
-            sxy += est[t] * tru[t];
-            sxx += tru[t] * tru[t];
-            double e = (est[t] - tru[t]) / (nq2 * nk + 1e-30);
-            se += e; se2 += e * e; ne++;
-            if (tru[t] * scale > m1) m1 = tru[t] * scale;
-            if (est[t] * scale > m2) m2 = est[t] * scale;
-        }
-        double z1 = 0, z2 = 0, k1 = 0;
-        for (int64_t t = 0; t < n; t++) {
-            p[t] = exp(tru[t] * scale - m1); z1 += p[t];
-            ph[t] = exp(est[t] * scale - m2); z2 += ph[t];
-        }
-        for (int64_t t = 0; t < n; t++) {
-            double a = p[t] / z1, b = ph[t] / z2;
-            if (a > 0) k1 += a * log(a / (b > 1e-300 ? b : 1e-300));
-        }
-        kl += k1;
+        for (int64_t t = 0; t < n; t++) est[t] = dotd(qv, kh + t * d, d);
+        ip_acc_query(&acc, qv, k, est, n, d, tru, p, ph);
     }
-    q->slope = sxy / sxx;
-    const double mean = se / (double)ne;
-    q->ip_err_sd = sqrt(se2 / (double)ne - mean * mean);
-    q->kl = kl / nq;
+    ip_acc_finish(&acc, q);
 done:
     free(kh); free(tru); free(est); free(p); free(ph);
     vq_cache_free(c);
@@ -279,17 +278,7 @@ struct timing {
 static vq_status time_cache(const struct bench_opts *o, enum vq_method km, int kb, enum vq_method vm,
                             int vb, const float *k, const float *v, const float *qv, int64_t T,
                             int with_ref, const vq_calib_data *cd, struct timing *out) {
-    struct vq_cache_params cp = vq_cache_params_default();
-    cp.n_layers = 1; cp.n_kv_heads = o->kv_heads; cp.head_dim = o->head_dim; cp.max_tokens = T;
-    cp.n_threads = o->threads;
-    cp.key.method = km; cp.key.bits = kb; cp.key.seed = o->seed; cp.key.role = VQ_ROLE_KEY;
-    cp.value.method = vm; cp.value.bits = vb; cp.value.seed = o->seed + 1; cp.value.role = VQ_ROLE_VALUE;
-    cp.key.jl_dim = cp.value.jl_dim = o->jl_dim;
-    cp.key.group_size = cp.value.group_size = o->group_size;
-    cp.key.residual_length = cp.value.residual_length = o->residual_length;
-    cp.key.n_sink_tokens = cp.value.n_sink_tokens = o->n_sink_tokens;
-    cp.key.isa = cp.value.isa = o->isa;
-    cp.key.calib = cp.value.calib = cd;
+    struct vq_cache_params cp = bench_cache_params(o, km, kb, vm, vb, o->kv_heads, o->threads, T, cd);
     if (km != VQ_METHOD_FP16) { /* the method's cache, not the fp16 baseline */
         cp.n_outlier_channels = o->n_outlier_channels;
         cp.n_calib_tokens = o->n_calib_tokens;
