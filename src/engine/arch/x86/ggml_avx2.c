@@ -251,44 +251,31 @@ void vq_vec_dot4_q4_1_q8a_avx2(int64_t n, const void *w, const void *a, size_t a
     out[3] = hsum256(c3) + m3;
 }
 
+/* One block of signed weights q (scale d) against block i of four activation rows:
+ * c[j] += d * d_a * (q . a_j), the products as |q| x (a_j with q's sign). */
+static inline void dot4_s8_block(__m256i q, float d, const vq_block_q8a *const y[4], int64_t i, __m256 c[4]) {
+    const __m256i aq = _mm256_sign_epi8(q, q);
+    for (int j = 0; j < 4; j++)
+        c[j] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[j][i].d),
+                               dot_u8s8(aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[j][i].qs), q)), c[j]);
+}
+
 void vq_vec_dot4_q8_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
     const vq_block_q8_0 *x = w;
-    const vq_block_q8a *y0 = arow(a, a_stride, 0), *y1 = arow(a, a_stride, 1);
-    const vq_block_q8a *y2 = arow(a, a_stride, 2), *y3 = arow(a, a_stride, 3);
-    __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps(), c3 = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        const __m256i q = _mm256_loadu_si256((const __m256i *)x[i].qs);
-        const __m256i aq = _mm256_sign_epi8(q, q);
-        const float d = _cvtsh_ss(x[i].d);
-#define STEP(c, y) c = _mm256_fmadd_ps(_mm256_set1_ps(d * y[i].d), \
-        dot_u8s8(aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[i].qs), q)), c)
-        STEP(c0, y0); STEP(c1, y1); STEP(c2, y2); STEP(c3, y3);
-#undef STEP
-    }
-    out[0] = hsum256(c0);
-    out[1] = hsum256(c1);
-    out[2] = hsum256(c2);
-    out[3] = hsum256(c3);
+    const vq_block_q8a *const y[4] = {arow(a, a_stride, 0), arow(a, a_stride, 1), arow(a, a_stride, 2), arow(a, a_stride, 3)};
+    __m256 c[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < n / 32; i++)
+        dot4_s8_block(_mm256_loadu_si256((const __m256i *)x[i].qs), _cvtsh_ss(x[i].d), y, i, c);
+    for (int j = 0; j < 4; j++) out[j] = hsum256(c[j]);
 }
 
 void vq_vec_dot4_q4_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
     const vq_block_q4_0 *x = w;
-    const vq_block_q8a *y0 = arow(a, a_stride, 0), *y1 = arow(a, a_stride, 1);
-    const vq_block_q8a *y2 = arow(a, a_stride, 2), *y3 = arow(a, a_stride, 3);
-    __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps(), c3 = _mm256_setzero_ps();
-    for (int64_t i = 0; i < n / 32; i++) {
-        const __m256i q = _mm256_sub_epi8(unpack_nibbles(x[i].qs), _mm256_set1_epi8(8));
-        const __m256i aq = _mm256_sign_epi8(q, q);
-        const float d = _cvtsh_ss(x[i].d);
-#define STEP4(c, y) c = _mm256_fmadd_ps(_mm256_set1_ps(d * y[i].d), \
-        dot_u8s8(aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[i].qs), q)), c)
-        STEP4(c0, y0); STEP4(c1, y1); STEP4(c2, y2); STEP4(c3, y3);
-#undef STEP4
-    }
-    out[0] = hsum256(c0);
-    out[1] = hsum256(c1);
-    out[2] = hsum256(c2);
-    out[3] = hsum256(c3);
+    const vq_block_q8a *const y[4] = {arow(a, a_stride, 0), arow(a, a_stride, 1), arow(a, a_stride, 2), arow(a, a_stride, 3)};
+    __m256 c[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < n / 32; i++)
+        dot4_s8_block(_mm256_sub_epi8(unpack_nibbles(x[i].qs), _mm256_set1_epi8(8)), _cvtsh_ss(x[i].d), y, i, c);
+    for (int j = 0; j < 4; j++) out[j] = hsum256(c[j]);
 }
 
 /* ---- llama.cpp numerics outside the matmuls (ggml.h): ggml's AVX-512 sequences on two
