@@ -50,7 +50,8 @@ struct vq_ctx {
     float *rope_sin;   /* (n_ctx, rope_dim / 2) */
     /* llama.cpp-identical attention on plain fp16 K/V layers (attend_ggml) */
     const struct vq_ggml_nn_kernels *nn;
-    int ggml_attn;     /* 1 when head_dim % 16 == 0 (else every layer uses vq_cache_attend) */
+    int ggml_attn;     /* 1 when some layer can be plain fp16 and the geometry fits attend_ggml
+                        * (else every layer uses vq_cache_attend and attn_scr is NULL) */
     float *attn_scr;   /* (n_threads, attn_scr_floats) per-thread scratch */
     size_t attn_scr_floats;
     size_t attn_np;    /* n_ctx rounded up to 16: score row length per query head */
@@ -170,13 +171,19 @@ vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_statu
     c->rope_cos = alloc_track(c, (size_t)c->p.n_ctx * half * sizeof(float), &ok);
     c->rope_sin = alloc_track(c, (size_t)c->p.n_ctx * half * sizeof(float), &ok);
     c->nn = vq_ggml_nn_kernels(c->p.isa);
-    c->ggml_attn = I->head_dim % 16 == 0 && I->n_heads / I->n_kv_heads <= VQ_MAX_GQA_GGML;
-    /* per thread: G score rows of n_ctx (rounded up to 16), G fp16-rounded queries, G blocks of
-     * 64 x head_dim lane accumulators (16 x head_dim for batches) */
-    const size_t G = (size_t)(I->n_heads / I->n_kv_heads);
-    c->attn_np = (size_t)((c->p.n_ctx + 15) / 16 * 16);
-    c->attn_scr_floats = G * c->attn_np + G * HD + G * 64 * HD;
-    c->attn_scr = alloc_track(c, (size_t)c->n_threads * c->attn_scr_floats * sizeof(float), &ok);
+    const struct vq_cache_params *kvp = &c->p.cache;
+    const int fp16_layers = (kvp->key.method == VQ_METHOD_FP16 && kvp->value.method == VQ_METHOD_FP16) ||
+                            kvp->fp16_first_layers > 0 || kvp->fp16_last_layers > 0;
+    c->ggml_attn = fp16_layers && I->head_dim % 16 == 0 && I->n_kv_heads <= VQ_MAX_KV_HEADS_GGML &&
+                   I->n_heads / I->n_kv_heads <= VQ_MAX_GQA_GGML;
+    if (c->ggml_attn) {
+        /* per thread: G score rows of n_ctx (rounded up to 16), G fp16-rounded queries, G
+         * blocks of 64 x head_dim lane accumulators (16 x head_dim for batches) */
+        const size_t G = (size_t)(I->n_heads / I->n_kv_heads);
+        c->attn_np = (size_t)((c->p.n_ctx + 15) / 16 * 16);
+        c->attn_scr_floats = G * c->attn_np + G * HD + G * 64 * HD;
+        c->attn_scr = alloc_track(c, (size_t)c->n_threads * c->attn_scr_floats * sizeof(float), &ok);
+    }
     if (c->p.f32_activations) {
         c->wrow_floats = (widest + 15) / 16 * 16;
         c->wrow = alloc_track(c, (size_t)c->n_threads * c->wrow_floats * sizeof(float), &ok);
@@ -358,7 +365,7 @@ static int attend_ggml(vq_ctx *c, int layer, int64_t n, int64_t p0, float scale)
     const struct vq_model_info *I = &c->m->info;
     const int d = I->head_dim, nkv = I->n_kv_heads, nh = I->n_heads, G = nh / nkv, b1 = n == 1;
     struct vq_fp16_view kv[2 * VQ_MAX_KV_HEADS_GGML];
-    if (!c->ggml_attn || nkv > VQ_MAX_KV_HEADS_GGML) return 0;
+    if (!c->ggml_attn) return 0;
     for (int g = 0; g < nkv; g++)
         if (!vq_cache_fp16_view(c->cache, layer, 0, g, &kv[2 * g]) ||
             !vq_cache_fp16_view(c->cache, layer, 1, g, &kv[2 * g + 1]) || kv[2 * g].n_tokens != p0 + n)
