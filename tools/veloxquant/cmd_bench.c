@@ -214,10 +214,11 @@ static int has_modifier(const struct bench_opts *o) {
 }
 
 /* Cache parameters of a bench run: one layer, kv_heads streams, the options' codec settings
- * for keys (km, kb) and values (vm, vb); modifiers and centering are left to the caller. */
+ * for keys (km, kb) and values (vm, vb), and the options' outlier modifiers when modifiers;
+ * centering is left to the caller. */
 static struct vq_cache_params bench_cache_params(const struct bench_opts *o, enum vq_method km, int kb,
                                                  enum vq_method vm, int vb, int kv_heads, int threads,
-                                                 int64_t max_tokens, const vq_calib_data *cd) {
+                                                 int64_t max_tokens, const vq_calib_data *cd, int modifiers) {
     struct vq_cache_params cp = vq_cache_params_default();
     cp.n_layers = 1; cp.n_kv_heads = kv_heads; cp.head_dim = o->head_dim; cp.max_tokens = max_tokens;
     cp.n_threads = threads;
@@ -229,6 +230,11 @@ static struct vq_cache_params bench_cache_params(const struct bench_opts *o, enu
     cp.key.n_sink_tokens = cp.value.n_sink_tokens = o->n_sink_tokens;
     cp.key.isa = cp.value.isa = o->isa;
     cp.key.calib = cp.value.calib = cd;
+    if (modifiers) {
+        cp.n_outlier_channels = o->n_outlier_channels;
+        cp.n_calib_tokens = o->n_calib_tokens;
+        cp.outlier_token_k = o->outlier_tokens;
+    }
     return cp;
 }
 
@@ -238,11 +244,8 @@ static struct vq_cache_params bench_cache_params(const struct bench_opts *o, enu
  * decode-then-dot reference, tests/unit/test_cache_outlier.c). */
 static vq_status cache_key_quality(const struct bench_opts *o, const float *k, int64_t n, int d,
                                    const vq_calib_data *cd, struct quality *q) {
-    struct vq_cache_params cp = bench_cache_params(o, o->method, o->bits, o->v_method, o->v_bits, 1, 1, n, cd);
+    struct vq_cache_params cp = bench_cache_params(o, o->method, o->bits, o->v_method, o->v_bits, 1, 1, n, cd, 1);
     cp.center_keys = cp.center_values = 0;
-    cp.n_outlier_channels = o->n_outlier_channels;
-    cp.n_calib_tokens = o->n_calib_tokens;
-    cp.outlier_token_k = o->outlier_tokens;
     vq_status st;
     vq_cache *c = vq_cache_create(&cp, &st);
     if (!c) return st;
@@ -278,12 +281,9 @@ struct timing {
 static vq_status time_cache(const struct bench_opts *o, enum vq_method km, int kb, enum vq_method vm,
                             int vb, const float *k, const float *v, const float *qv, int64_t T,
                             int with_ref, const vq_calib_data *cd, struct timing *out) {
-    struct vq_cache_params cp = bench_cache_params(o, km, kb, vm, vb, o->kv_heads, o->threads, T, cd);
-    if (km != VQ_METHOD_FP16) { /* the method's cache, not the fp16 baseline */
-        cp.n_outlier_channels = o->n_outlier_channels;
-        cp.n_calib_tokens = o->n_calib_tokens;
-        cp.outlier_token_k = o->outlier_tokens;
-    }
+    /* modifiers on the method's cache, not on the fp16 baseline */
+    struct vq_cache_params cp = bench_cache_params(o, km, kb, vm, vb, o->kv_heads, o->threads, T, cd,
+                                                   km != VQ_METHOD_FP16);
     vq_status st;
     vq_cache *c = vq_cache_create(&cp, &st);
     if (!c) return st;
