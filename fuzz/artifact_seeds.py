@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """artifact_seeds.py — writes the seed corpus of fuzz_artifact (fuzz/corpus/artifact/):
 valid calibration artifacts of every record kind plus hand-made corruptions. Layout: see
-src/calib/artifact.c. Usage: python3 fuzz/artifact_seeds.py fuzz/corpus/artifact"""
+src/artifact/artifact.c. Usage: python3 fuzz/artifact_seeds.py fuzz/corpus/artifact"""
 import math, os, struct, sys
 
 def fnv(b):

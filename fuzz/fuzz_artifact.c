@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "calib/calib.h"
+#include "artifact/artifact.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     vq_status st = VQ_STATUS_OK;

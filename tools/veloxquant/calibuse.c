@@ -11,9 +11,9 @@
 #include "veloxquant.h"
 #include "vq_engine.h"
 #include "cli.h"
-#include "calib/calib.h"
+#include "artifact/artifact.h"
 #include "codecs/codec_impl.h"
-#include "eval/sha256.h"
+#include "core/sha256.h"
 
 static int calib_tokens_ = 0;
 

@@ -1,6 +1,6 @@
 /* cmd_precompute.c — `veloxquant precompute`: writes the data-independent tables (Lloyd-Max
  * codebooks of the Gauss law and of the rotated-coordinate law at each head_dim, RHT sign
- * vectors for a seed) as artifacts (src/calib/precomp.c, docs/FORMAT.md) under
+ * vectors for a seed) as artifacts (src/artifact/precomp.c, docs/FORMAT.md) under
  * <root>/precompute/<64 zeros>/d<D>_s<SEED>_b<BITS>.vqcal, root = $VQ_CACHE_DIR or
  * ~/.cache/veloxquant; with --check it instead verifies that stored tables are bit-identical
  * to the ones this build computes at start-up (a portability / regression check of the
@@ -13,7 +13,7 @@
 #include "veloxquant.h"
 #include "cli.h"
 #include "opts.h"
-#include "calib/calib.h"
+#include "artifact/artifact.h"
 
 static void usage(FILE *f) {
     fprintf(f,

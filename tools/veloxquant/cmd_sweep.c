@@ -33,7 +33,7 @@
 #include "eval/logits.h"
 #include "eval/ppl.h"
 #include "eval/results.h"
-#include "eval/sha256.h"
+#include "core/sha256.h"
 #include "eval/vecq.h"
 #include "evalcommon.h"
 #include "kvconfig.h"

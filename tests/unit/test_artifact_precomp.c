@@ -1,10 +1,10 @@
-/* test_calib_precomp.c — precomputed data-independent tables (src/calib/precomp.c): the
+/* test_artifact_precomp.c — precomputed data-independent tables (src/artifact/precomp.c): the
  * computed tables equal the codecs' start-up tables (vq_lloyd_max, vq_rht_init), a saved
  * file loads back bit-identical and matches, every single-byte corruption and every
  * truncation is rejected, a changed value is reported as a mismatch, bad arguments fail. */
 #include "test.h"
 #include "veloxquant.h"
-#include "calib/calib.h"
+#include "artifact/artifact.h"
 
 #include <unistd.h>
 

@@ -1,10 +1,10 @@
-/* test_eval_sha256.c — SHA-256 against FIPS 180-4 / NIST test vectors, incremental updates
+/* test_core_sha256.c — SHA-256 against FIPS 180-4 / NIST test vectors, incremental updates
  * split at every offset, and a file hash equal to the in-memory hash. */
 #include "test.h"
 
 #include <unistd.h>
 
-#include "eval/sha256.h"
+#include "core/sha256.h"
 
 static void hex(const uint8_t d[32], char out[65]) {
     for (int i = 0; i < 32; i++) snprintf(out + 2 * i, 3, "%02x", d[i]);

@@ -19,7 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "calib/calib.h"
+#include "artifact/artifact.h"
 
 #define TAG_ "precompute"
 #define REC_HEAD_ 20u

@@ -1,4 +1,4 @@
-/* test_calib_artifact.c — calibration artifact files: bit-exact round trip (memory and file,
+/* test_artifact.c — calibration artifact files: bit-exact round trip (memory and file,
  * atomic save into $VQ_CACHE_DIR folders created on demand), every flipped byte and every
  * truncation detected, wrong model hash / method tag -> NOT_FOUND, newer version ->
  * UNSUPPORTED, re-checksummed semantic corruptions -> BAD_FORMAT, default path rules. */
@@ -7,7 +7,7 @@
 
 #include "test.h"
 #include "veloxquant.h"
-#include "calib/calib.h"
+#include "artifact/artifact.h"
 
 static vq_calib_data *make_calib(void) {
     enum { D = 16, N = 300 };

@@ -1,7 +1,7 @@
 /*
  * sha256.c — SHA-256 (FIPS 180-4), see sha256.h.
  */
-#include "eval/sha256.h"
+#include "core/sha256.h"
 
 #include <stdio.h>
 #include <stdlib.h>

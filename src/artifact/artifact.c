@@ -35,7 +35,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "calib/calib.h"
+#include "artifact/artifact.h"
 
 #define REC_HEAD 20u
 

@@ -8,9 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "calib/calib.h"
+#include "artifact/artifact.h"
 #include "codecs/codec_impl.h"
-#include "eval/sha256.h"
+#include "core/sha256.h"
 
 static int cmp_str_(const void *a, const void *b) {
     return strcmp(*(const char *const *)a, *(const char *const *)b);

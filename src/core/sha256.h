@@ -2,8 +2,8 @@
  * sha256.h — SHA-256 (FIPS 180-4) of memory and files, for results.json model identity.
  * Not part of the public API. Thread-safe (no shared state).
  */
-#ifndef VQ_EVAL_SHA256_H
-#define VQ_EVAL_SHA256_H
+#ifndef VQ_CORE_SHA256_H
+#define VQ_CORE_SHA256_H
 
 #include <stddef.h>
 #include <stdint.h>
