@@ -1,15 +1,15 @@
 #!/usr/bin/env python3
-"""Generate the core-numerics golden files in tests/golden/core/ from the reference
-simulations of ALGORITHMS.md (/work/shared/reference, plain Python, no numpy):
+"""Generate the core-numerics golden files in tests/golden/core/ from the plain-Python reference
+numerics of scripts/golden/core_reference.py (no packages; docs/ALGORITHMS.md sections 1.3, 2):
 
-  lloyd_max.txt   Lloyd-Max centroids from lloyd_max_tables.py:
+  lloyd_max.txt   Lloyd-Max centroids:
                   "gauss <b> c_0 .. c_{L-1}", "laplace <b> ...", "sphere <d> <b> ..." (the sphere
                   law scaled by sqrt(d)), full precision, ascending.
-  kron_rht.txt    Kronecker Hadamard transforms from hadamard_nonpow2.py (no random signs):
+  kron_rht.txt    Kronecker Hadamard transforms (Paley H_12, H_20, H_28; no random signs):
                   "x <d> <K> x_0 .. x_{d-1}" then "y <d> <K> y_0 ..", y = (H_K (x) H_P) x / sqrt(d)
                   for x ~ N(0,1) from random.Random(d).
 
-Usage: python3 scripts/golden/gen_core_golden.py [--ref /work/shared/reference] [--out tests/golden/core]
+Usage: python3 scripts/golden/gen_core_golden.py [--out tests/golden/core]
 Deterministic; writes SHA256SUMS next to the files. tests/unit/test_core_golden.c checks the C
 library against these files.
 """
@@ -18,44 +18,38 @@ import hashlib
 import math
 import os
 import random
-import sys
+
+import core_reference as ref
 
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--ref", default=os.environ.get("VQ_REFERENCE", "/work/shared/reference"))
     here = os.path.dirname(os.path.abspath(__file__))
     ap.add_argument("--out", default=os.path.join(here, "..", "..", "tests", "golden", "core"))
     a = ap.parse_args()
-    sys.path.insert(0, a.ref)
-    import lloyd_max_tables as lm  # noqa: E402
-    import hadamard_nonpow2 as hn  # noqa: E402
-
     os.makedirs(a.out, exist_ok=True)
     lines = []
-    gauss = {}
     for b in (1, 2, 3, 4):
-        c, _, _ = lm.lloyd_gauss(2 ** b)
-        gauss[b] = c
+        c, _, _ = ref.gauss_lloyd(2 ** b)
         lines.append("gauss %d %s" % (b, " ".join("%.10f" % v for v in c)))
     for b in (1, 2, 3, 4):
-        c, _, _ = lm.lloyd_laplace(2 ** b)
+        c, _, _ = ref.laplace_lloyd(2 ** b)
         lines.append("laplace %d %s" % (b, " ".join("%.10f" % v for v in c)))
     for d in (64, 80, 96, 128, 256):
-        grid = lm.make_grid(lm.beta_pdf_factory(d), -1.0, 1.0, 200001)
+        tab = ref.Tabulated(ref.sphere_density(d), -1.0, 1.0)
         for b in (1, 2, 3, 4):
-            init = [v / math.sqrt(d) for v in gauss[b]]
-            c, _, _ = lm.lloyd_grid(grid, 2 ** b, init)
+            init = [v / math.sqrt(d) for v in ref.gauss_lloyd(2 ** b)[0]]
+            c = ref.grid_lloyd(tab, init)
             lines.append("sphere %d %d %s" % (d, b, " ".join("%.10f" % (v * math.sqrt(d)) for v in c)))
     with open(os.path.join(a.out, "lloyd_max.txt"), "w") as f:
         f.write("\n".join(lines) + "\n")
 
     lines = []
-    for d, K, HK in ((24, 12, hn.H12), (80, 20, hn.H20), (96, 12, hn.H12), (112, 28, hn.H28),
-                     (160, 20, hn.H20), (192, 12, hn.H12), (224, 28, hn.H28)):
+    for d, K, HK in ((24, 12, ref.H12), (80, 20, ref.H20), (96, 12, ref.H12), (112, 28, ref.H28),
+                     (160, 20, ref.H20), (192, 12, ref.H12), (224, 28, ref.H28)):
         rng = random.Random(d)
         x = [rng.gauss(0, 1) for _ in range(d)]
-        y = hn.kron_hadamard(x, K, HK)
+        y = ref.kron_hadamard(x, K, HK)
         lines.append("x %d %d %s" % (d, K, " ".join("%.9g" % v for v in x)))
         lines.append("y %d %d %s" % (d, K, " ".join("%.9g" % v for v in y)))
     with open(os.path.join(a.out, "kron_rht.txt"), "w") as f:
