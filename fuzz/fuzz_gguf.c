@@ -1,7 +1,7 @@
 /*
  * fuzz_gguf.c — libFuzzer target for the GGUF reader: opens the input with vq_gguf_open_mem
- * and, when it opens, reads every metadata value, array element and tensor byte through the
- * accessors (all must stay in bounds). Replayed over fuzz/corpus/gguf/ by fuzz/replay_main.c.
+ * and, when it opens, checks the tensor values and reads every metadata value, array element and
+ * tensor byte through the accessors (all must stay in bounds). Replayed over fuzz/corpus/gguf/ by fuzz/replay_main.c.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -15,6 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     vq_gguf *g = vq_gguf_open_mem(data, size, &st);
     if (!g) return 0;
     volatile uint32_t sink = 0;
+    sink += (uint32_t)vq_gguf_check_values(g);   /* reads every scale / float value */
     for (int64_t i = 0; i < vq_gguf_n_kv(g); i++) {
         const struct vq_gguf_kv *kv = vq_gguf_kv_at(g, i);
         struct vq_gguf_str s;

@@ -11,6 +11,10 @@ FMT = {U8: "<B", I8: "<b", U16: "<H", I16: "<h", U32: "<I", I32: "<i", F32: "<f"
 TYPES = {0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34),
          12: (256, 144), 13: (256, 176), 14: (256, 210), 30: (1, 2)}
 
+# 1.0 in each plain float type; byte offsets of the fp16 scales inside a block of each block type
+PLAIN = {0: struct.pack("<f", 1.0), 1: b"\x00\x3c", 30: b"\x80\x3f"}
+SCALES = {2: (0,), 3: (0, 2), 6: (0,), 7: (0, 2), 8: (0,), 12: (0, 2), 13: (0, 2), 14: (208,)}
+
 def s(x):
     b = x.encode() if isinstance(x, str) else x
     return struct.pack("<Q", len(b)) + b
@@ -36,12 +40,15 @@ def gguf(kvs, tensors, version=3, align=32, data=None):
         nbytes = n * (ne[0] // bs) * ts
         out += s(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", d) for d in ne)
         out += struct.pack("<IQ", ty, off)
-        blob = bytes((i * 37 + len(name)) & 0xFF for i in range(nbytes))
-        if ty in (1, 2, 3, 6, 7, 8):  # keep fp16 scales finite: first two bytes of each block
-            blob = bytearray(blob)
-            for b0 in range(0, nbytes, ts):
-                blob[b0:b0 + 2] = b"\x00\x3c"
-            blob = bytes(blob)
+        blob = bytearray((i * 37 + len(name)) & 0xFF for i in range(nbytes))
+        # the reader refuses non-finite values and block scales (ggml validate_row_data):
+        # plain float types hold 1.0, block types get finite fp16 scales
+        if ty in PLAIN:
+            blob = bytearray(PLAIN[ty] * (nbytes // ts))
+        for b0 in range(0, nbytes, ts):
+            for at in SCALES.get(ty, ()):
+                blob[b0 + at:b0 + at + 2] = b"\x00\x3c"
+        blob = bytes(blob)
         blobs.append(blob + b"\0" * ((-nbytes) % align))
         off += len(blobs[-1])
     out += b"\0" * ((-len(out)) % align)
@@ -98,6 +105,20 @@ def main():
         s("x") + struct.pack("<I", 1), s("x") + struct.pack("<I", 9), 1)
     files["bad_row_block.gguf"] = gguf([], [("x", [32], 8)]).replace(
         struct.pack("<Q", 32) + struct.pack("<I", 8), struct.pack("<Q", 33) + struct.pack("<I", 8), 1)
+    # tensors must tile the data section in offset order (each next one where the previous
+    # ends, rounded up to the alignment), with finite values and scales
+    two = [("x", [8], 0), ("y", [8], 0)]          # 32 bytes each, alignment 32: 0, 32
+    files["bad_overlap.gguf"] = gguf([], two).replace(
+        struct.pack("<IQ", 0, 32), struct.pack("<IQ", 0, 0), 1)
+    files["bad_gap.gguf"] = gguf([], two + [("z", [8], 0)]).replace(
+        struct.pack("<IQ", 0, 32), struct.pack("<IQ", 0, 64), 1)
+    files["bad_relabel_size.gguf"] = gguf([], [("x", [32, 4], 8), ("y", [8], 0)]).replace(
+        struct.pack("<Q", 4) + struct.pack("<I", 8), struct.pack("<Q", 4) + struct.pack("<I", 2), 1)
+    nan = gguf([], [("x", [32, 2], 8)])
+    at = len(nan) - 2 * 34 - ((-2 * 34) % 32) + 34  # the second block's fp16 d
+    files["bad_nan_scale.gguf"] = nan[:at] + b"\x00\x7e" + nan[at + 2:]
+    inf = gguf([], [("x", [8], 0)])
+    files["bad_inf_value.gguf"] = inf[:-32 + 12] + struct.pack("<f", float("inf")) + inf[-32 + 16:]
     for name, data in files.items():
         with open(os.path.join(OUT, name), "wb") as f:
             f.write(data)

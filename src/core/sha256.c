@@ -3,9 +3,12 @@
  */
 #include "core/sha256.h"
 
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 static const uint32_t K[64] = {
     0x428a2f98, 0x71374491, 0xb5c0fbcf, 0xe9b5dba5, 0x3956c25b, 0x59f111f1, 0x923f82a4, 0xab1c5ed5,
@@ -75,8 +78,13 @@ void vq_sha256_final(struct vq_sha256 *s, uint8_t out[32]) {
 }
 
 vq_status vq_sha256_file(const char *path, char hex[65]) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return VQ_STATUS_IO;
+    /* only regular files: a FIFO would block the open (O_NONBLOCK) and then the reads */
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) return VQ_STATUS_IO;
+    struct stat sb;
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) { close(fd); return VQ_STATUS_IO; }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { close(fd); return VQ_STATUS_IO; }
     uint8_t *buf = malloc(1 << 20);
     if (!buf) { fclose(f); return VQ_STATUS_NO_MEMORY; }
     struct vq_sha256 s;

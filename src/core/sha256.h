@@ -19,7 +19,8 @@ struct vq_sha256 {
 void vq_sha256_init(struct vq_sha256 *s);
 void vq_sha256_update(struct vq_sha256 *s, const void *data, size_t len);
 void vq_sha256_final(struct vq_sha256 *s, uint8_t out[32]);
-/* Hashes a whole file into 64 lowercase hex digits + NUL; IO if it cannot be read. */
+/* Hashes a whole regular file into 64 lowercase hex digits + NUL; IO if it cannot be read or
+ * is not a regular file (a FIFO, a directory, a device: refused without blocking). */
 vq_status vq_sha256_file(const char *path, char hex[65]);
 /* Parses exactly 64 hex digits (either case) into 32 bytes; returns 1, or 0 (out undefined)
  * for NULL, another length or a non-hex character. Pure, thread-safe. */

@@ -46,12 +46,23 @@ struct vq_gguf_tensor {
 
 typedef struct vq_gguf vq_gguf;
 
-/* Opens and validates a GGUF file (mmap, read-only). Returns NULL and *st = IO / BAD_FORMAT /
- * UNSUPPORTED / NO_MEMORY, with a message retrievable by vq_gguf_last_error(). */
+/* Opens and validates a GGUF file (mmap, read-only). Only regular files are opened (a FIFO
+ * or device is refused without blocking). Besides every length and offset, the tensor layout
+ * is checked: in offset order the tensors tile the data section (the first at 0, each next
+ * one where the previous ends rounded up to general.alignment), so overlapping data and a
+ * type or shape that does not match the room a tensor has are refused. Returns NULL and
+ * *st = IO / BAD_FORMAT / UNSUPPORTED / NO_MEMORY, with a message retrievable by
+ * vq_gguf_last_error(). */
 vq_gguf *vq_gguf_open(const char *path, vq_status *st);
 /* Same over a caller buffer that must outlive the handle (fuzzing, tests). */
 vq_gguf *vq_gguf_open_mem(const void *buf, size_t len, vq_status *st);
 void vq_gguf_close(vq_gguf *g);
+/* Checks the tensor data as ggml's validate_row_data: every block scale of the quantized
+ * types and every value of F16 / BF16 / F32 / F64 tensors must be finite. Reads the whole
+ * data section (one pass; the model loader calls it, metadata readers need not). Returns OK,
+ * or BAD_FORMAT naming the tensor and block in vq_gguf_last_error(); INVALID_ARG for NULL.
+ * Thread-safe (read-only). */
+vq_status vq_gguf_check_values(const vq_gguf *g);
 /* Thread-local description of the last open failure (static storage). */
 const char *vq_gguf_last_error(void);
 

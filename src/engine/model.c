@@ -275,8 +275,10 @@ vq_model *vq_model_load(const char *path, vq_status *st) {
     vq_model *m = calloc(1, sizeof *m);
     if (!m) { vq_engine_set_error("model: out of memory"); if (st) *st = VQ_STATUS_NO_MEMORY; return NULL; }
     m->gguf = vq_gguf_open(path, &s);
-    if (!m->gguf) {
+    if (m->gguf) s = vq_gguf_check_values(m->gguf);   /* finite scales and float weights */
+    if (!m->gguf || s != VQ_STATUS_OK) {
         vq_engine_set_error("%s", vq_gguf_last_error());
+        vq_gguf_close(m->gguf);
         free(m);
         if (st) *st = s;
         return NULL;

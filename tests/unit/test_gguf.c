@@ -2,7 +2,10 @@
 #include "test.h"
 
 #include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "engine/ggml.h"
 #include "engine/gguf.h"
 
 /* ---- a tiny GGUF writer ---- */
@@ -235,6 +238,136 @@ TEST(structural_errors) {
     ASSERT_STATUS(st, VQ_STATUS_IO);
 }
 
+/* Opens b in memory and checks its values: the status of the first step that fails. */
+static vq_status open_check(const uint8_t *p, size_t n) {
+    vq_status st;
+    vq_gguf *g = vq_gguf_open_mem(p, n, &st);
+    if (g) st = vq_gguf_check_values(g);
+    vq_gguf_close(g);
+    return st;
+}
+
+/* Opens b (and checks its values) and expects BAD_FORMAT with msg in the error text. */
+static void expect_bad(const struct wb *b, const char *msg) {
+    vq_status st = open_check(b->p, b->n);
+    ASSERT_STATUS(st, VQ_STATUS_BAD_FORMAT);
+    if (!strstr(vq_gguf_last_error(), msg))
+        fprintf(stderr, "want '%s' in: %s\n", msg, vq_gguf_last_error());
+    ASSERT(strstr(vq_gguf_last_error(), msg) != NULL);
+}
+
+/* Tensor data must tile the data section in offset order: padding up to the alignment is
+ * fine, overlaps and larger gaps (a wrong size from a relabelled type or shape) are not. */
+TEST(tensor_layout) {
+    struct wb b; struct layout L;
+    vq_status st;
+    /* the valid image pads the 32-byte F32 tensor to 64; tensor infos out of offset order
+     * are fine as long as the data tiles (Q8_0 first, then the F32 tensor) */
+    build_valid(&b, &L, 3);
+    set_u64(&b, L.t_off_at, 64);
+    set_u64(&b, L.t2_off_at, 0);
+    vq_gguf *g = vq_gguf_open_mem(b.p, b.n, &st);
+    ASSERT(g != NULL);
+    if (!g) fprintf(stderr, "%s\n", vq_gguf_last_error());
+    vq_gguf_close(g);
+    build_valid(&b, &L, 3);
+    set_u64(&b, L.t2_off_at, 0);                 /* w.q8 on top of w.f32 */
+    expect_bad(&b, "overlaps tensor 'w.q8' at 0");
+    build_valid(&b, &L, 3);
+    set_u32(&b, L.align_val_at, 32);              /* w.f32 ends at 32, w.q8 starts at 64 */
+    expect_bad(&b, "leaves a gap before tensor 'w.q8' at 64: the next tensor should start at 32");
+    build_valid(&b, &L, 3);
+    set_u32(&b, L.t2_type_at, VQ_GGML_Q4_0);      /* 18 of 34 bytes: still inside the padding */
+    g = vq_gguf_open_mem(b.p, b.n, &st);
+    ASSERT(g != NULL);                            /* undetectable: both fit the 64-byte slot */
+    vq_gguf_close(g);
+    build_valid(&b, &L, 3);
+    set_u64(&b, L.t_ne0_at, 12);                  /* 12x2 F32 = 96 bytes, over w.q8 at 64 */
+    expect_bad(&b, "tensor 'w.f32' (F32, 96 bytes) at data offset 0 overlaps");
+    /* the first tensor must start the data section */
+    memset(&b, 0, sizeof b);
+    put(&b, "GGUF", 4); put_u32(&b, 3); put_u64(&b, 1); put_u64(&b, 0);
+    put_str(&b, "t"); put_u32(&b, 1); put_u64(&b, 8); put_u32(&b, VQ_GGML_F32); put_u64(&b, 32);
+    pad(&b, 32);
+    for (int i = 0; i < 64; i++) put(&b, "\0", 1);
+    expect_bad(&b, "starts at data offset 32, not 0");
+}
+
+/* Block scales and plain float values must be finite (ggml validate_row_data). */
+TEST(non_finite_values) {
+    struct wb b; struct layout L;
+    build_valid(&b, &L, 3);
+    b.p[L.data_at + 64] = 0x00; b.p[L.data_at + 65] = 0x7c;    /* Q8_0 d = +Inf */
+    expect_bad(&b, "tensor 'w.q8' (Q8_0) has a non-finite scale at block 0");
+    build_valid(&b, &L, 3);
+    float nan = NAN;
+    memcpy(b.p + L.data_at + 20, &nan, 4);                      /* F32 element 5 */
+    expect_bad(&b, "tensor 'w.f32' (F32) has a non-finite value at element 5");
+    build_valid(&b, &L, 3);
+    b.p[L.data_at + 128 + 4] = 0x01; b.p[L.data_at + 128 + 5] = 0xfc;   /* F16 element 2 NaN */
+    expect_bad(&b, "tensor 'w.f16' (F16) has a non-finite value at element 2");
+    ASSERT_STATUS(vq_gguf_check_values(NULL), VQ_STATUS_INVALID_ARG);
+}
+
+/* Q4_0 data relabelled as Q4_K has the same size (144 bytes per 256 weights), so the layout
+ * cannot tell; the Q4_K dmin of each super-block is then made of quant nibbles, Inf/NaN for
+ * about one super-block in 32, so the scale check refuses a tensor of any real size. */
+TEST(relabelled_type) {
+    enum { NE0 = 256, NE1 = 512 };
+    const size_t nbytes = (size_t)NE0 * NE1 / 32 * 18;
+    static uint8_t img[80 * 1024];
+    struct wb *b = malloc(sizeof *b);
+    float *x = malloc(sizeof(float) * NE0);
+    ASSERT(b && x && nbytes + 256 < sizeof img);
+    if (!b || !x) { free(b); free(x); return; }
+    for (int type = VQ_GGML_Q4_0; type <= VQ_GGML_Q4_K; type += VQ_GGML_Q4_K - VQ_GGML_Q4_0) {
+        memset(b, 0, sizeof *b);
+        put(b, "GGUF", 4); put_u32(b, 3); put_u64(b, 1); put_u64(b, 0);
+        put_str(b, "w"); put_u32(b, 2); put_u64(b, NE0); put_u64(b, NE1);
+        put_u32(b, (uint32_t)type); put_u64(b, 0);
+        pad(b, 32);
+        memcpy(img, b->p, b->n);
+        uint64_t s = 12345;
+        for (int r = 0; r < NE1; r++) {
+            for (int i = 0; i < NE0; i++) {
+                s = s * 6364136223846793005ull + 1442695040888963407ull;
+                x[i] = (float)((double)(s >> 11) / 9007199254740992.0 - 0.5);
+            }
+            vq_quantize_row_q4_0_ref(x, img + b->n + (size_t)r * NE0 / 32 * 18, NE0);
+        }
+        vq_status st;
+        vq_gguf *g = vq_gguf_open_mem(img, b->n + nbytes, &st);
+        ASSERT(g != NULL);                        /* same size: the layout is fine */
+        if (type == VQ_GGML_Q4_0) {
+            ASSERT_STATUS(vq_gguf_check_values(g), VQ_STATUS_OK);   /* the true type */
+        } else {
+            ASSERT_STATUS(vq_gguf_check_values(g), VQ_STATUS_BAD_FORMAT);
+            ASSERT(strstr(vq_gguf_last_error(), "(Q4_K) has a non-finite scale") != NULL);
+        }
+        vq_gguf_close(g);
+    }
+    free(b);
+    free(x);
+}
+
+/* A FIFO (or any non-regular file) is refused at once; opening one for reading would
+ * otherwise block until a writer appears. alarm() turns a hang into a failure. */
+TEST(fifo_refused) {
+    char path[64];
+    snprintf(path, sizeof path, "/tmp/vq_test_gguf_fifo.%ld", (long)getpid());
+    unlink(path);
+    ASSERT(mkfifo(path, 0600) == 0);
+    alarm(20);
+    vq_status st;
+    ASSERT(vq_gguf_open(path, &st) == NULL);
+    alarm(0);
+    ASSERT_STATUS(st, VQ_STATUS_IO);
+    ASSERT(strstr(vq_gguf_last_error(), "is not a regular file (a FIFO)") != NULL);
+    unlink(path);
+    ASSERT(vq_gguf_open("/", &st) == NULL);
+    ASSERT(strstr(vq_gguf_last_error(), "(a directory)") != NULL);
+}
+
 /* Random byte mutations of the valid image: must never crash; accessors on a successfully
  * opened mutant stay in bounds (ASan checks that). */
 TEST(random_mutations) {
@@ -279,12 +412,14 @@ TEST(seed_corpus) {
         "trunc_meta", "trunc_data", "bad_magic", "bad_version1", "bad_bigendian",
         "bad_tensor_count", "bad_kv_count", "bad_strlen", "bad_unknown_type", "bad_offset",
         "bad_misaligned", "bad_alignment", "bad_nested_array", "bad_dup_key", "bad_ndims",
-        "bad_row_block"};
+        "bad_row_block", "bad_overlap", "bad_gap", "bad_relabel_size", "bad_nan_scale",
+        "bad_inf_value"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         char path[512];
         snprintf(path, sizeof path, "%s/fuzz/corpus/gguf/%s.gguf", VQ_SOURCE_DIR, names[i]);
         vq_status st;
         vq_gguf *g = vq_gguf_open(path, &st);
+        if (g && (st = vq_gguf_check_values(g)) != VQ_STATUS_OK) { vq_gguf_close(g); g = NULL; }
         int want_ok = !strncmp(names[i], "valid", 5);
         if (!!g != want_ok) fprintf(stderr, "%s: %s\n", names[i], g ? "opened" : vq_gguf_last_error());
         ASSERT(!!g == want_ok);
@@ -300,6 +435,10 @@ int main(void) {
     RUN(every_truncation_fails);
     RUN(corrupted_fields);
     RUN(structural_errors);
+    RUN(tensor_layout);
+    RUN(non_finite_values);
+    RUN(relabelled_type);
+    RUN(fifo_refused);
     RUN(random_mutations);
     return TEST_REPORT();
 }
