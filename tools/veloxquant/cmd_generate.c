@@ -15,6 +15,7 @@
 #include "veloxquant.h"
 #include "vq_engine.h"
 #include "cli.h"
+#include "evalcommon.h"
 #include "kvconfig.h"
 #include "opts.h"
 #include "engine/chat.h"
@@ -208,6 +209,21 @@ static const char *method_label(enum vq_method m, int bits, char *buf, size_t ca
     return buf;
 }
 
+/* Pushes token t through the UTF-8 stream into *buf, growing the buffer (*cap bytes) when a
+ * piece does not fit (a vocabulary may hold pieces of any length). Returns the bytes
+ * written, or -1 when out of memory. */
+static int64_t push_piece(const vq_tokenizer *tok, struct vq_tok_stream *ts, int32_t t, char **buf,
+                          size_t *cap) {
+    for (;;) {
+        const int64_t w = vq_tok_stream_push(tok, ts, t, false, *buf, *cap);
+        if (w >= 0) return w;
+        char *nb = realloc(*buf, (size_t)-w);
+        if (!nb) return -1;
+        *buf = nb;
+        *cap = (size_t)-w;
+    }
+}
+
 static double peak_rss_mb(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
@@ -312,7 +328,7 @@ int vq_cmd_generate(int argc, char **argv) {
     memset(&layers, 0, sizeof layers);
     vq_sampler *smp = NULL;
     vq_observer *obs = NULL;
-    char *chat_buf = NULL, *out_text = NULL;
+    char *chat_buf = NULL, *out_text = NULL, *piece = NULL;
     int32_t *ids = NULL;
     float *logits = NULL;
     size_t out_len = 0, out_cap = 0;
@@ -327,6 +343,7 @@ int vq_cmd_generate(int argc, char **argv) {
     const struct vq_model_info *I = vq_model_info_get(m);
     tok = vq_tok_create(vq_model_gguf(m), &st);
     if (!tok) { fprintf(stderr, "generate: model has no usable tokenizer: %s\n", vq_status_str(st)); goto done; }
+    if (!vq_cli_vocab_check("generate", o.model, tok, I->n_vocab)) goto done;
 
     if (o.chat) {
         struct vq_chat_template tmpl;
@@ -425,7 +442,9 @@ int vq_cmd_generate(int argc, char **argv) {
 
     struct vq_tok_stream ts;
     vq_tok_stream_init(&ts);
-    char piece[512];
+    size_t piece_cap = 512;
+    piece = malloc(piece_cap);
+    if (!piece) { fprintf(stderr, "generate: out of memory\n"); goto done; }
     long n_gen = 0;
     bool stopped_eog = false, hit_ctx = false;
     double t1 = vq_now_s();
@@ -433,7 +452,8 @@ int vq_cmd_generate(int argc, char **argv) {
         int32_t t = vq_sampler_sample(smp, logits);
         if (vq_tok_is_eog(tok, t)) { stopped_eog = true; break; }
         n_gen++;
-        int64_t w = vq_tok_stream_push(tok, &ts, t, false, piece, sizeof piece);
+        int64_t w = push_piece(tok, &ts, t, &piece, &piece_cap);
+        if (w < 0) { fprintf(stderr, "generate: out of memory\n"); goto done; }
         if (w > 0) {
             if (stream) { fwrite(piece, 1, (size_t)w, stdout); fflush(stdout); }
             if (out_len + (size_t)w + 1 > out_cap) {
@@ -452,7 +472,7 @@ int vq_cmd_generate(int argc, char **argv) {
         if (st != VQ_STATUS_OK) { fprintf(stderr, "\ngenerate: decode failed: %s\n", vq_status_str(st)); goto done; }
     }
     double t_decode = vq_now_s() - t1;
-    int64_t w = vq_tok_stream_flush(&ts, piece, sizeof piece);
+    int64_t w = vq_tok_stream_flush(&ts, piece, piece_cap);   /* <= 4 bytes */
     if (w > 0) {
         if (stream) fwrite(piece, 1, (size_t)w, stdout);
         if (out_len + (size_t)w + 1 > out_cap) {
@@ -526,6 +546,7 @@ int vq_cmd_generate(int argc, char **argv) {
 done:
     cJSON_Delete(js);
     free(out_text);
+    free(piece);
     free(logits);
     free(ids);
     free(chat_buf);

@@ -120,14 +120,20 @@ static int read_probe(const char *path, int n_prompts, int max_tokens, int32_t *
 }
 
 static void detok_preview(const struct vq_eval_model *em, const int32_t *ids, int n, char **out) {
-    char buf[2048];
-    int64_t len = vq_tok_detokenize(em->tok, ids, n, buf, sizeof buf - 1, true, false);
-    if (len < 0) len = 0;
-    if (len > 300) len = 300;
-    /* do not cut a UTF-8 character */
-    while (len > 0 && ((unsigned char)buf[len] & 0xC0) == 0x80) len--;
-    buf[len] = 0;
-    vq_str_set(out, buf);
+    char small[2048], *buf = small;
+    int64_t len = vq_tok_detokenize(em->tok, ids, n, buf, sizeof small - 1, true, false);
+    if (len < 0) {   /* longer text (long pieces): detokenize in full, then cut */
+        buf = malloc((size_t)-len + 1);
+        len = buf ? vq_tok_detokenize(em->tok, ids, n, buf, (size_t)-len, true, false) : 0;
+        if (!buf || len < 0) len = 0;
+    }
+    if (len > 300) {   /* do not cut a UTF-8 character */
+        len = 300;
+        while (len > 0 && ((unsigned char)buf[len] & 0xC0) == 0x80) len--;
+    }
+    if (buf) buf[len] = 0;
+    vq_str_set(out, buf ? buf : "");
+    if (buf != small) free(buf);
 }
 
 /* The hidden child command: one (model, config); writes a one-result results.json to --out.

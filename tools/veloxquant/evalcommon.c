@@ -33,14 +33,20 @@ int vq_eval_model_open(const char *cmd, const char *path, struct vq_eval_model *
         em->m = NULL;
         return 0;
     }
-    if (vq_tok_n_vocab(em->tok) != em->info->n_vocab) {
-        fprintf(stderr, "%s: %s: tokenizer has %d tokens, the output layer %d\n", cmd, path,
-                vq_tok_n_vocab(em->tok), em->info->n_vocab);
+    if (!vq_cli_vocab_check(cmd, path, em->tok, em->info->n_vocab)) {
         vq_eval_model_close(em);
         return 0;
     }
     (void)vq_chat_from_gguf(vq_model_gguf(em->m), &em->chat);   /* NOT_FOUND: ChatML */
     return 1;
+}
+
+int vq_cli_vocab_check(const char *cmd, const char *path, const vq_tokenizer *tok, int n_vocab) {
+    if (vq_tok_n_vocab(tok) == n_vocab) return 1;
+    fprintf(stderr, "%s: %s: the tokenizer has %d tokens but the model's vocabulary (token "
+            "embedding / output layer) has %d; the file is inconsistent\n", cmd, path,
+            vq_tok_n_vocab(tok), n_vocab);
+    return 0;
 }
 
 void vq_eval_model_close(struct vq_eval_model *em) {

@@ -25,6 +25,11 @@ struct vq_eval_model {
 int vq_eval_model_open(const char *cmd, const char *path, struct vq_eval_model *em);
 void vq_eval_model_close(struct vq_eval_model *em);
 
+/* 1 if the tokenizer has exactly the model's n_vocab tokens; otherwise prints "<cmd>: path:
+ * ..." and returns 0. A smaller tokenizer would let the model emit ids that print nothing, a
+ * larger one feed ids the model has no embedding for. Used by every command that tokenizes. */
+int vq_cli_vocab_check(const char *cmd, const char *path, const vq_tokenizer *tok, int n_vocab);
+
 /* Reads a text file and tokenizes it (add_special as the model asks, no special-token
  * parsing). Returns a malloc'd array and its length in *n, or NULL after printing an error. */
 int32_t *vq_eval_tokenize_file(const char *cmd, const struct vq_eval_model *em, const char *path,
