@@ -19,13 +19,24 @@
 /* write(2) behind a pointer so that tests can simulate a full disk. */
 static ssize_t (*results_write_fn)(int, const void *, size_t) = write;
 
-/* Metric fields of struct vq_result, in the order they are written. */
-static const struct { const char *name; size_t off; int integer; } METRICS[] = {
-#define M(f, i) {#f, offsetof(struct vq_result, f), i}
-    M(prefill_tok_s, 0), M(decode_tok_s, 0), M(peak_rss_mb, 0), M(kv_bytes, 1), M(key_x, 0),
-    M(fullKV_x, 0), M(bits_per_elem, 0), M(tokens_generated, 0), M(fp16_prefix_match, 0),
-    M(ppl, 0), M(kld_mean, 0), M(kld_median, 0), M(kld_p99, 0), M(top1, 0), M(cosine_k, 0),
-    M(cosine_v, 0),
+/* Metric fields of struct vq_result, in the order they are written, with the range the reader
+ * accepts: [lo, hi], or (lo, hi] when lo_open (the ranges of docs/results.schema.json:
+ * minimum / exclusiveMinimum / maximum; test_eval_results checks that the two agree). */
+static const struct {
+    const char *name;
+    size_t off;
+    int integer;
+    double lo, hi;
+    int lo_open;
+} METRICS[] = {
+#define M(f, i, lo, hi, open) {#f, offsetof(struct vq_result, f), i, lo, hi, open}
+    M(prefill_tok_s, 0, 0, HUGE_VAL, 0), M(decode_tok_s, 0, 0, HUGE_VAL, 0),
+    M(peak_rss_mb, 0, 0, HUGE_VAL, 1), M(kv_bytes, 1, 0, HUGE_VAL, 1), M(key_x, 0, 0, HUGE_VAL, 1),
+    M(fullKV_x, 0, 0, HUGE_VAL, 1), M(bits_per_elem, 0, 0, 64, 1),
+    M(tokens_generated, 0, 0, HUGE_VAL, 0), M(fp16_prefix_match, 0, 0, HUGE_VAL, 0),
+    M(ppl, 0, 1, HUGE_VAL, 0), M(kld_mean, 0, 0, HUGE_VAL, 0), M(kld_median, 0, 0, HUGE_VAL, 0),
+    M(kld_p99, 0, 0, HUGE_VAL, 0), M(top1, 0, 0, 1, 0), M(cosine_k, 0, -1, 1, 0),
+    M(cosine_v, 0, -1, 1, 0),
 #undef M
 };
 #define N_METRICS (sizeof METRICS / sizeof METRICS[0])
@@ -242,15 +253,24 @@ static void rd_dstr(struct rd *d, const cJSON *o, const char *where, const char 
     if (vq_str_set(dst, v->valuestring) != VQ_STATUS_OK) fail(d, "out of memory");
 }
 
-static double rd_num(struct rd *d, const cJSON *o, const char *where, const char *k, int required,
-                     double lo, double hi, int integer) {
+/* A number in [lo, hi] ((lo, hi] when lo_open); NAN (and a failure) otherwise. */
+static double rd_num_range(struct rd *d, const cJSON *o, const char *where, const char *k,
+                           int required, double lo, double hi, int lo_open, int integer) {
     const cJSON *v = get(d, o, where, k, required);
     if (!v) return NAN;
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) { fail(d, "%s.%s: expected a number", where, k); return NAN; }
     double x = v->valuedouble;
-    if (x < lo || x > hi) { fail(d, "%s.%s: %g out of range [%g, %g]", where, k, x, lo, hi); return NAN; }
+    if (x < lo || (lo_open && x == lo) || x > hi) {
+        fail(d, "%s.%s: %g out of range %c%g, %g]", where, k, x, lo_open ? '(' : '[', lo, hi);
+        return NAN;
+    }
     if (integer && x != floor(x)) { fail(d, "%s.%s: expected an integer", where, k); return NAN; }
     return x;
+}
+
+static double rd_num(struct rd *d, const cJSON *o, const char *where, const char *k, int required,
+                     double lo, double hi, int integer) {
+    return rd_num_range(d, o, where, k, required, lo, hi, 0, integer);
 }
 
 static const cJSON *rd_obj(struct rd *d, const cJSON *o, const char *where, const char *k) {
@@ -288,7 +308,8 @@ static void rd_result(struct rd *d, const cJSON *o, int idx, struct vq_result *e
         }
     }
     for (size_t i = 0; i < N_METRICS; i++)
-        *metric(e, i) = rd_num(d, o, where, METRICS[i].name, 0, -HUGE_VAL, HUGE_VAL, METRICS[i].integer);
+        *metric(e, i) = rd_num_range(d, o, where, METRICS[i].name, 0, METRICS[i].lo, METRICS[i].hi,
+                                     METRICS[i].lo_open, METRICS[i].integer);
     rd_dstr(d, o, where, "output_preview", &e->output_preview, 0);
     rd_dstr(d, o, where, "error", &e->error, 0);
 }
@@ -319,9 +340,9 @@ vq_status vq_results_from_json(const char *text, size_t len, struct vq_results *
         rd_dstr(&d, md, "model", "file", &r->model.file, 1);
         rd_str(&d, md, "model", "sha256", r->model.sha256, sizeof r->model.sha256, 1);
         rd_str(&d, md, "model", "arch", r->model.arch, sizeof r->model.arch, 1);
-        r->model.n_layers = (int)rd_num(&d, md, "model", "n_layers", 1, 0, 1 << 20, 1);
-        r->model.n_kv_heads = (int)rd_num(&d, md, "model", "n_kv_heads", 1, 0, 1 << 20, 1);
-        r->model.head_dim = (int)rd_num(&d, md, "model", "head_dim", 1, 0, 1 << 20, 1);
+        r->model.n_layers = (int)rd_num(&d, md, "model", "n_layers", 1, 1, 1 << 20, 1);
+        r->model.n_kv_heads = (int)rd_num(&d, md, "model", "n_kv_heads", 1, 1, 1 << 20, 1);
+        r->model.head_dim = (int)rd_num(&d, md, "model", "head_dim", 1, 1, 1 << 20, 1);
     }
     const cJSON *pr = rd_obj(&d, root, "top", "protocol");
     if (pr) {
@@ -340,7 +361,7 @@ vq_status vq_results_from_json(const char *text, size_t len, struct vq_results *
             }
         }
         rd_dstr(&d, pr, "protocol", "corpus", &r->protocol.corpus, 1);
-        r->protocol.ctx = (int)rd_num(&d, pr, "protocol", "ctx", 1, 0, 1 << 30, 1);
+        r->protocol.ctx = (int)rd_num(&d, pr, "protocol", "ctx", 1, 1, 1 << 30, 1);
         double ch = rd_num(&d, pr, "protocol", "chunks", 0, 0, 1 << 30, 1);
         r->protocol.chunks = isfinite(ch) ? (int)ch : 0;
         r->protocol.max_tokens = (int)rd_num(&d, pr, "protocol", "max_tokens", 1, 0, 1 << 30, 1);

@@ -2,7 +2,8 @@
  * write leaves the old file intact), and validation of produced files and the checked-in
  * fixture against docs/results.schema.json with a small validator for the subset of JSON
  * Schema the schema uses (type, const, enum, required, properties, additionalProperties,
- * items, minimum, maximum, minLength). */
+ * items, minimum, exclusiveMinimum, maximum, minLength); the reader's numeric ranges are the
+ * schema's. */
 #include "test.h"
 
 #include <errno.h>
@@ -47,7 +48,7 @@ static int type_ok(const cJSON *v, const char *t) {
 
 static const char *KNOWN[] = {"$schema", "$id", "title", "description", "type", "const", "enum",
                               "required", "properties", "additionalProperties", "items",
-                              "minimum", "maximum", "minLength"};
+                              "minimum", "exclusiveMinimum", "maximum", "minLength"};
 
 /* Returns the number of violations of instance v against schema s (path for messages). */
 static int validate(const cJSON *s, const cJSON *v, const char *path) {
@@ -76,6 +77,11 @@ static int validate(const cJSON *s, const cJSON *v, const char *path) {
         const cJSON *mn = cJSON_GetObjectItem(s, "minimum"), *mx = cJSON_GetObjectItem(s, "maximum");
         if (mn && v->valuedouble < mn->valuedouble) { fprintf(stderr, "%s: below minimum\n", path); bad++; }
         if (mx && v->valuedouble > mx->valuedouble) { fprintf(stderr, "%s: above maximum\n", path); bad++; }
+        const cJSON *xm = cJSON_GetObjectItem(s, "exclusiveMinimum");
+        if (xm && v->valuedouble <= xm->valuedouble) {
+            fprintf(stderr, "%s: not above exclusiveMinimum\n", path);
+            bad++;
+        }
     }
     const cJSON *ml = cJSON_GetObjectItem(s, "minLength");
     if (ml && cJSON_IsString(v) && (double)strlen(v->valuestring) < ml->valuedouble) {
@@ -228,6 +234,94 @@ TEST(validator_catches_errors) {
     vq_results_clear(&r);
 }
 
+/* Sets doc member `key` of obj to x and returns 1 if the reader accepts the document, and
+ * in *schema_ok whether the schema does. */
+static int accepts(cJSON *root, cJSON *obj, const char *key, double x, int *schema_ok) {
+    cJSON_ReplaceItemInObject(obj, key, cJSON_CreateNumber(x));
+    char *txt = cJSON_Print(root);
+    struct vq_results q;
+    char err[256];
+    const int ok = vq_results_from_json(txt, strlen(txt), &q, err, sizeof err) == VQ_STATUS_OK;
+    vq_results_clear(&q);
+    *schema_ok = validate_text(txt) == 0;
+    free(txt);
+    return ok;
+}
+
+/* Walks the schema's properties alongside the document; for every numeric bound of a field
+ * the document holds, a value past the bound must be refused and the bound itself (just
+ * inside an exclusive one) accepted, by the reader and the schema alike. */
+static void check_ranges(cJSON *root, const cJSON *props, cJSON *obj, int *n) {
+    const cJSON *ps;
+    cJSON_ArrayForEach(ps, props) {
+        cJSON *v = cJSON_GetObjectItemCaseSensitive(obj, ps->string);
+        if (!v) continue;
+        const cJSON *sub = cJSON_GetObjectItem(ps, "properties");
+        const cJSON *items = cJSON_GetObjectItem(ps, "items");
+        if (sub && cJSON_IsObject(v)) { check_ranges(root, sub, v, n); continue; }
+        if (items && cJSON_GetObjectItem(items, "properties") && cJSON_IsArray(v)) {
+            check_ranges(root, cJSON_GetObjectItem(items, "properties"), cJSON_GetArrayItem(v, 0), n);
+            continue;
+        }
+        if (!cJSON_IsNumber(v)) continue;
+        const double orig = v->valuedouble;
+        const cJSON *t = cJSON_GetObjectItem(ps, "type");
+        const double step = t && !strcmp(t->valuestring, "integer") ? 1 : 0.5;
+        const cJSON *mn = cJSON_GetObjectItem(ps, "minimum"), *mx = cJSON_GetObjectItem(ps, "maximum");
+        const cJSON *xm = cJSON_GetObjectItem(ps, "exclusiveMinimum");
+        struct { const cJSON *b; double in, out; } cases[3] = {
+            {mn, mn ? mn->valuedouble : 0, mn ? mn->valuedouble - step : 0},
+            {xm, xm ? xm->valuedouble + step : 0, xm ? xm->valuedouble : 0},
+            {mx, mx ? mx->valuedouble : 0, mx ? mx->valuedouble + step : 0},
+        };
+        for (int c = 0; c < 3; c++) {
+            if (!cases[c].b) continue;
+            int sch;
+            const int in = accepts(root, obj, ps->string, cases[c].in, &sch);
+            if (!in || !sch) fprintf(stderr, "%s = %g: reader %d schema %d\n", ps->string, cases[c].in, in, sch);
+            ASSERT(in && sch);
+            const int out = accepts(root, obj, ps->string, cases[c].out, &sch);
+            if (out || sch) fprintf(stderr, "%s = %g: reader %d schema %d\n", ps->string, cases[c].out, out, sch);
+            ASSERT(!out && !sch);
+            (*n)++;
+        }
+        cJSON_ReplaceItemInObject(obj, ps->string, cJSON_CreateNumber(orig));
+    }
+}
+
+TEST(reader_ranges_are_the_schema) {
+    struct vq_results r;
+    sample(&r);
+    char *txt = vq_results_to_json(&r);
+    char *st = slurp(SCHEMA, NULL);
+    cJSON *doc = cJSON_Parse(txt), *schema = st ? cJSON_Parse(st) : NULL;
+    ASSERT(doc && schema);
+    int n = 0;
+    if (doc && schema) check_ranges(doc, cJSON_GetObjectItem(schema, "properties"), doc, &n);
+    ASSERT_GE(n, 25);   /* every metric bound, the geometry, the protocol */
+    /* the values a report must never draw: ppl < 1, key_x 0, head_dim 0 */
+    struct vq_results q;
+    char err[256];
+    static const char *const bad[][3] = {{"results", "ppl", "-3"}, {"results", "key_x", "0"},
+                                         {"model", "head_dim", "0"}};
+    for (size_t i = 0; doc && i < sizeof bad / sizeof bad[0]; i++) {
+        cJSON *d2 = cJSON_Duplicate(doc, 1);
+        cJSON *o = cJSON_GetObjectItem(d2, bad[i][0]);
+        if (cJSON_IsArray(o)) o = cJSON_GetArrayItem(o, 0);
+        cJSON_ReplaceItemInObject(o, bad[i][1], cJSON_CreateNumber(atof(bad[i][2])));
+        char *t2 = cJSON_Print(d2);
+        ASSERT_STATUS(vq_results_from_json(t2, strlen(t2), &q, err, sizeof err), VQ_STATUS_BAD_FORMAT);
+        ASSERT(strstr(err, bad[i][1]) && strstr(err, "out of range"));
+        free(t2);
+        cJSON_Delete(d2);
+    }
+    cJSON_Delete(doc);
+    cJSON_Delete(schema);
+    free(st);
+    free(txt);
+    vq_results_clear(&r);
+}
+
 TEST(reader_is_strict) {
     struct vq_results q;
     char err[256];
@@ -335,6 +429,7 @@ int main(void) {
     RUN(round_trip);
     RUN(validator_catches_errors);
     RUN(reader_is_strict);
+    RUN(reader_ranges_are_the_schema);
     RUN(atomic_write);
     RUN(fixture_valid);
     return TEST_REPORT();

@@ -18,12 +18,14 @@
  * linearly from the protocol ctx.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <getopt.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <plplot.h>
 
@@ -492,6 +494,20 @@ static void panel(int which, struct rect q, const struct model_set *ms, const st
     }
 }
 
+/* 1 if the figure path can be written (a folder or an unwritable file in its place would make
+ * PLplot abort), else 0 after printing why. */
+static int figure_path_ok(const char *path) {
+    const int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
+    if (fd < 0) {
+        fprintf(stderr, "%s: cannot write %s: %s\n", CMD, path, strerror(errno));
+        return 0;
+    }
+    close(fd);
+    return 1;
+}
+
+/* Draws the figures of one model: 1 ok, 0 out of memory, -1 a figure path cannot be written
+ * (printed). */
 static int draw_model(const struct model_set *ms, const char *dir) {
     struct cols c;
     if (!cols_build(ms, &c)) return 0;
@@ -510,6 +526,7 @@ static int draw_model(const struct model_set *ms, const char *dir) {
     };
     for (size_t f = 0; f < sizeof FIGS / sizeof FIGS[0]; f++) {
         snprintf(path, sizeof path, "%s/%s-%s.png", dir, ms->stem, FIGS[f].name);
+        if (!figure_path_ok(path)) { cols_free(&c); return -1; }
         const int h = FIGS[f].h ? FIGS[f].h : h_bars;
         const double top = 40.0 / h;
         fig_begin(path, FIGS[f].w, h, 0.7);
@@ -518,6 +535,7 @@ static int draw_model(const struct model_set *ms, const char *dir) {
         fig_end();
     }
     snprintf(path, sizeof path, "%s/%s-report.png", dir, ms->stem);
+    if (!figure_path_ok(path)) { cols_free(&c); return -1; }
     const int sh = 2 * (h_bars > 700 ? h_bars : 700);
     fig_begin(path, 2800, sh, 0.6);
     page_title(title, 50.0 / sh);
@@ -574,8 +592,13 @@ static int write_table(struct model_set *ms, int n_models, const char *dir) {
         fprintf(f, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
         for (int i = 0; i < r->n_results; i++) {
             const struct vq_result *e = &r->results[i];
-            fprintf(f, "| %s | %s-%d | %s-%d |", e->config.name, e->config.k_method,
-                    e->config.k_bits, e->config.v_method, e->config.v_bits);
+            fputs("| ", f);
+            md_text(f, e->config.name, 200);
+            fputs(" | ", f);
+            md_text(f, e->config.k_method, 200);
+            fprintf(f, "-%d | ", e->config.k_bits);
+            md_text(f, e->config.v_method, 200);
+            fprintf(f, "-%d |", e->config.v_bits);
             const double v[] = {e->bits_per_elem, e->kv_bytes, e->key_x, e->fullKV_x, e->ppl,
                                 e->kld_mean, e->kld_median, e->kld_p99, e->top1, e->cosine_k,
                                 e->cosine_v, e->prefill_tok_s, e->decode_tok_s,
@@ -595,7 +618,9 @@ static int write_table(struct model_set *ms, int n_models, const char *dir) {
             for (int i = 0; i < r->n_results; i++) {
                 const struct vq_result_config *cf = &r->results[i].config;
                 if (!cf->n_opts) continue;
-                fprintf(f, "- %s:", cf->name);
+                fputs("- ", f);
+                md_text(f, cf->name, 200);
+                fputc(':', f);
                 for (int o = 0; o < cf->n_opts; o++)
                     fprintf(f, " %s=%lld", cf->opts[o].key, cf->opts[o].value);
                 fputc('\n', f);
@@ -606,7 +631,9 @@ static int write_table(struct model_set *ms, int n_models, const char *dir) {
             for (int i = 0; i < r->n_results; i++) {
                 const struct vq_result *e = &r->results[i];
                 if (!e->output_preview) continue;
-                fprintf(f, "| %s | ", e->config.name);
+                fputs("| ", f);
+                md_text(f, e->config.name, 200);
+                fputs(" | ", f);
                 md_text(f, e->output_preview, 300);
                 fputs(" |\n", f);
             }
@@ -629,6 +656,35 @@ static int have_pngcairo(void) {
     for (int i = 0; i < n && i < 256; i++)
         if (names[i] && !strcmp(names[i], "pngcairo")) return 1;
     return 0;
+}
+
+/* Creates dir if missing and checks that it is a folder this process can create files in,
+ * before anything is drawn (PLplot aborts with "Too many tries" on an unwritable path). 1 if
+ * so, else 0 after printing why. */
+static int out_dir_ok(const char *dir) {
+    struct stat sb;
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        fprintf(stderr, "%s: cannot create the output folder %s: %s\n", CMD, dir, strerror(errno));
+        return 0;
+    }
+    if (stat(dir, &sb) != 0) {
+        fprintf(stderr, "%s: cannot use the output folder %s: %s\n", CMD, dir, strerror(errno));
+        return 0;
+    }
+    if (!S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "%s: -o %s: exists and is not a folder\n", CMD, dir);
+        return 0;
+    }
+    char probe[4200];
+    snprintf(probe, sizeof probe, "%s/.vq_report_probe.XXXXXX", dir);
+    const int fd = mkstemp(probe);
+    if (fd < 0) {
+        fprintf(stderr, "%s: cannot write in the output folder %s: %s\n", CMD, dir, strerror(errno));
+        return 0;
+    }
+    close(fd);
+    unlink(probe);
+    return 1;
 }
 
 int vq_cmd_report(int argc, char **argv) {
@@ -655,10 +711,7 @@ int vq_cmd_report(int argc, char **argv) {
         fprintf(stderr, "%s: PLplot has no pngcairo device (install plplot-driver-cairo)\n", CMD);
         return 1;
     }
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
-        fprintf(stderr, "%s: cannot create %s: %s\n", CMD, dir, strerror(errno));
-        return 1;
-    }
+    if (!out_dir_ok(dir)) return 1;
     struct model_set *ms = calloc(MAX_MODELS, sizeof *ms);
     if (!ms) return 1;
     int n_models = 0, rc = 0;
@@ -701,7 +754,12 @@ int vq_cmd_report(int argc, char **argv) {
         if (!s->ok) { rc = 1; break; }
         for (int i = 0; i < s->r.n_results; i++)
             if (!s->r.results[i].error) s->ok[s->n_ok++] = i;
-        if (!draw_model(s, dir)) { fprintf(stderr, "%s: out of memory\n", CMD); rc = 1; break; }
+        const int dr = draw_model(s, dir);
+        if (dr <= 0) {
+            if (dr == 0) fprintf(stderr, "%s: out of memory\n", CMD);
+            rc = 1;
+            break;
+        }
         printf("%s: %s/%s-{throughput,quality,memory,distortion,output,report}.png (%d configs, %d failed)\n",
                CMD, dir, s->stem, s->n_ok, s->r.n_results - s->n_ok);
     }
