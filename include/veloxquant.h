@@ -445,7 +445,7 @@ VQ_API vq_status vq_ratequant_fit_beta(const int *bits, int n_bits, double *beta
  * checksum. method: a short tag ("vecinfer", "spectral", "ratequant"; <= 15 chars,
  * [a-z0-9_]); params: up to 6 method parameters recorded in the header (may be NULL).
  * Written atomically (temp file in the same folder, fsync, rename); missing folders are
- * created. */
+ * created. On IO, errno holds the cause (for a message naming it). */
 VQ_API vq_status vq_calib_data_save(const vq_calib_data *cd, const char *path,
                                     const char *method, const uint8_t model_sha256[32],
                                     const uint32_t params[6]);

@@ -309,7 +309,12 @@ static vq_status mkdirs_(const char *path) {
         if (*q == '/' || last) {
             const char saved = *q;
             *q = '\0';
-            if (mkdir(tmp, 0755) != 0 && errno != EEXIST) { free(tmp); return VQ_STATUS_IO; }
+            if (mkdir(tmp, 0755) != 0 && errno != EEXIST) {
+                const int err = errno;
+                free(tmp);
+                errno = err;
+                return VQ_STATUS_IO;
+            }
             *q = saved;
         }
         if (last) break;
@@ -325,7 +330,9 @@ vq_status vq_calib_data_save(const vq_calib_data *cd, const char *path, const ch
     size_t len = 0;
     VQ_RETURN_IF_ERR(vq_calib_serialize(cd, method, model_sha256, params, &buf, &len));
     vq_status s = vq_calib_write_atomic(path, buf, len);
+    const int err = errno;
     vq_free(buf);
+    errno = err;   /* IO: the cause, for the caller's message */
     return s;
 }
 
@@ -339,18 +346,19 @@ vq_status vq_calib_write_atomic(const char *path, const uint8_t *buf, size_t len
     static unsigned counter_ = 0;   /* uniqueness within a process; races only weaken it */
     snprintf(tmp, pl + 40, "%s.tmp.%ld.%u", path, (long)getpid(), __atomic_fetch_add(&counter_, 1u, __ATOMIC_RELAXED));
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0) { free(tmp); return VQ_STATUS_IO; }
+    if (fd < 0) { const int e = errno; free(tmp); errno = e; return VQ_STATUS_IO; }
     size_t off = 0;
+    int err = 0;   /* errno of the first failure */
     s = VQ_STATUS_OK;
     while (off < len) {
         ssize_t w = write(fd, buf + off, len - off);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) { s = VQ_STATUS_IO; break; }
+        if (w <= 0) { s = VQ_STATUS_IO; err = w < 0 ? errno : ENOSPC; break; }
         off += (size_t)w;
     }
-    if (s == VQ_STATUS_OK && fsync(fd) != 0) s = VQ_STATUS_IO;
-    if (close(fd) != 0 && s == VQ_STATUS_OK) s = VQ_STATUS_IO;
-    if (s == VQ_STATUS_OK && rename(tmp, path) != 0) s = VQ_STATUS_IO;
+    if (s == VQ_STATUS_OK && fsync(fd) != 0) { s = VQ_STATUS_IO; err = errno; }
+    if (close(fd) != 0 && s == VQ_STATUS_OK) { s = VQ_STATUS_IO; err = errno; }
+    if (s == VQ_STATUS_OK && rename(tmp, path) != 0) { s = VQ_STATUS_IO; err = errno; }
     if (s != VQ_STATUS_OK) unlink(tmp);
     if (s == VQ_STATUS_OK) {   /* make the rename durable: fsync the folder (best effort) */
         char *dir = malloc(pl + 2);
@@ -366,6 +374,7 @@ vq_status vq_calib_write_atomic(const char *path, const uint8_t *buf, size_t len
         }
     }
     free(tmp);
+    if (s == VQ_STATUS_IO) errno = err;
     return s;
 }
 

@@ -45,13 +45,25 @@ vq_status vq_calib_attach_diag(struct vq_cache_params *cp, int n_layers, int hea
                                const char *model_sha256_hex, vq_calib_data *owned[2], char *why,
                                size_t why_cap);
 
+/* Like vq_calib_attach_diag, but picks from sets in memory (a calibration just built, e.g.
+ * one that could not be written to the artifact cache) instead of the cache: for each side
+ * of cp whose method needs calibration and whose calib is NULL, the first of sets[0..n_sets)
+ * (NULL entries skipped) that serves it on every layer. The sets used move to owned[0..1]
+ * (their entries in sets become NULL; the caller frees the rest and, after every
+ * cache/codec made from cp, the owned ones). Returns OK, INVALID_ARG, or NOT_FOUND (a
+ * reason in why; cp, sets and owned unchanged then). */
+vq_status vq_calib_attach_sets(struct vq_cache_params *cp, int n_layers, int head_dim,
+                               vq_calib_data **sets, int n_sets, vq_calib_data *owned[2],
+                               char *why, size_t why_cap);
+
 /* ---- files -------------------------------------------------------------------------------- */
 /* The file and precompute functions below keep no global state (the temp-file name of
  * vq_calib_write_atomic carries the pid and an atomic counter): thread-safe for distinct
  * arguments. */
 
 /* Writes len bytes atomically to path (temp file in the same folder, fsync, rename; missing
- * folders created). Returns OK, INVALID_ARG, IO or NO_MEMORY. */
+ * folders created). Returns OK, INVALID_ARG, IO or NO_MEMORY; on IO, errno holds the cause
+ * (of the mkdir, open, write, fsync, close or rename that failed). */
 vq_status vq_calib_write_atomic(const char *path, const uint8_t *buf, size_t len);
 /* Reads a whole regular file (at most VQ_CALIB_MAX_FILE bytes) into *out (vq_alloc'd, caller
  * frees with vq_free) and its length. Returns OK, INVALID_ARG, IO, BAD_FORMAT (too large) or

@@ -147,3 +147,38 @@ vq_status vq_calib_attach_diag(struct vq_cache_params *cp, int n_layers, int hea
     }
     return VQ_STATUS_OK;
 }
+
+vq_status vq_calib_attach_sets(struct vq_cache_params *cp, int n_layers, int head_dim,
+                               vq_calib_data **sets, int n_sets, vq_calib_data *owned[2],
+                               char *why, size_t why_cap) {
+    if (why && why_cap) why[0] = 0;
+    if (!cp || !owned || (!sets && n_sets) || n_sets < 0 || n_layers < 1 || head_dim < 8)
+        return VQ_STATUS_INVALID_ARG;
+    struct vq_codec_params *sides[2] = {&cp->key, &cp->value};
+    const int *bpl[2] = {cp->key_bits_per_layer, cp->value_bits_per_layer};
+    int pick[2] = {-1, -1};
+    for (int s = 0; s < 2; s++) {
+        struct vq_codec_params p = *sides[s];
+        const struct vq_codec_i *it = vq_codec_iface(p.method);
+        if (!it || !it->needs_calibration || p.calib) continue;
+        p.role = s == 0 ? VQ_ROLE_KEY : VQ_ROLE_VALUE;
+        for (int i = 0; i < n_sets && pick[s] < 0; i++)
+            if (sets[i] && serves_(sets[i], &p, bpl[s], n_layers, head_dim)) pick[s] = i;
+        if (pick[s] < 0) {
+            why_add_(why, why_cap, "the calibration built does not fit the ",
+                     s == 0 ? "keys" : "values", " of this KV config");
+            return VQ_STATUS_NOT_FOUND;
+        }
+    }
+    owned[0] = owned[1] = NULL;
+    for (int s = 0; s < 2; s++) {
+        if (pick[s] < 0) continue;
+        sides[s]->role = s == 0 ? VQ_ROLE_KEY : VQ_ROLE_VALUE;
+        sides[s]->calib = sets[pick[s]];
+        if (s == 1 && pick[1] == pick[0]) continue;   /* one set serves both sides */
+        owned[s] = sets[pick[s]];
+    }
+    for (int s = 0; s < 2; s++)
+        if (pick[s] >= 0) sets[pick[s]] = NULL;
+    return VQ_STATUS_OK;
+}

@@ -25,13 +25,18 @@ static void vi_shape(const struct vq_codec_params *p, int *c, int *v) {
     if (vq_vecinfer_shape(p, c, v) != VQ_STATUS_OK) { *c = 8; *v = 4; }
 }
 
-/* Builds the artifacts the calibrated sides of cp need; 1 on success. */
-static int build_for(const char *cmd, const char *model_path, const struct vq_cache_params *cp) {
+/* Builds the artifacts the calibrated sides of cp need (cached when the cache can be
+ * written); the fitted sets go to built[0] (vecinfer) and built[1] (spectral). 1 on success. */
+static int build_for(const char *cmd, const char *model_path, const struct vq_cache_params *cp,
+                     vq_calib_data *built[2]) {
     struct vq_calib_build b;
     vq_calib_build_init(&b);
     b.model_path = model_path;
     if (calib_tokens_) b.n_tokens = calib_tokens_;
     b.report = stderr;
+    b.cache_optional = 1;
+    b.keep_vi = &built[0];
+    b.keep_sp = &built[1];
     const int kvi = cp->key.method == VQ_METHOD_VECINFER && !cp->key.calib;
     const int vvi = cp->value.method == VQ_METHOD_VECINFER && !cp->value.calib;
     b.do_vi = kvi || vvi;
@@ -70,8 +75,12 @@ int vq_cli_attach_calib(const char *cmd, const char *model_path, struct vq_cache
     if (st == VQ_STATUS_NOT_FOUND) {
         fprintf(stderr, "%s: no usable calibration for %s/%s: %s\n", cmd, vq_method_name(cp->key.method),
                 vq_method_name(cp->value.method), why[0] ? why : "none found");
-        if (!build_for(cmd, model_path, cp)) return 0;
-        st = vq_calib_attach_diag(cp, n_layers, head_dim, hex, owned, why, sizeof why);
+        vq_calib_data *built[2] = {NULL, NULL};
+        if (!build_for(cmd, model_path, cp, built)) return 0;
+        /* used from memory: the cache may not have been writable */
+        st = vq_calib_attach_sets(cp, n_layers, head_dim, built, 2, owned, why, sizeof why);
+        vq_calib_data_free(built[0]);   /* the sets not used */
+        vq_calib_data_free(built[1]);
         if (st == VQ_STATUS_OK) {
             fprintf(stderr, "%s: built calibration and using it\n", cmd);
             return 1;
@@ -82,6 +91,19 @@ int vq_cli_attach_calib(const char *cmd, const char *model_path, struct vq_cache
     }
     fprintf(stderr, "%s: loading calibration: %s\n", cmd, vq_status_str(st));
     return 0;
+}
+
+/* Copies the sensitivities of cd (from src, for messages) into w; 1 ok, else 0 with the
+ * reason in why. */
+static int sens_from(const vq_calib_data *cd, const char *src, int n_layers, int head_dim, double *w,
+                     char *why, size_t cap) {
+    const double *s = vq_calib_sensitivities(cd);
+    int ok = s && vq_calib_data_n_layers(cd) == n_layers && vq_calib_data_head_dim(cd) == head_dim;
+    for (int l = 0; ok && l < n_layers; l++) ok = s[l] > 0;
+    if (ok) memcpy(w, s, sizeof(double) * (size_t)n_layers);
+    else snprintf(why, cap, "%s: geometry or sensitivities do not match the model (%d layers, head_dim %d)",
+                  src, n_layers, head_dim);
+    return ok;
 }
 
 /* Loads sens.vqcal into w; 1 ok, else 0 with the reason in why. */
@@ -97,12 +119,7 @@ static int load_sens(const char *path, const uint8_t sha[32], int n_layers, int 
                  : st == VQ_STATUS_UNSUPPORTED ? "newer format version" : vq_status_str(st));
         return 0;
     }
-    const double *s = vq_calib_sensitivities(cd);
-    int ok = s && vq_calib_data_n_layers(cd) == n_layers && vq_calib_data_head_dim(cd) == head_dim;
-    for (int l = 0; ok && l < n_layers; l++) ok = s[l] > 0;
-    if (ok) memcpy(w, s, sizeof(double) * (size_t)n_layers);
-    else snprintf(why, cap, "%s: geometry or sensitivities do not match the model (%d layers, head_dim %d)",
-                  path, n_layers, head_dim);
+    const int ok = sens_from(cd, path, n_layers, head_dim, w, why, cap);
     vq_calib_data_free(cd);
     return ok;
 }
@@ -135,13 +152,21 @@ int vq_cli_ratequant_sens(const char *cmd, const char *model_path, struct vq_mod
     b.do_rq = 1;
     b.n_tokens = calib_tokens > 0 ? calib_tokens : calib_tokens_ > 0 ? calib_tokens_ : 512;
     b.report = stderr;
+    b.cache_optional = 1;
+    vq_calib_data *built = NULL;
+    b.keep_rq = &built;
     fprintf(stderr, "%s: building calibration (ratequant) from %d tokens of built-in text ...\n", cmd,
             b.n_tokens);
     if (vq_cli_calib_build(cmd, &b) != 0) {
         fprintf(stderr, "%s: building calibration failed\n", cmd);
         return 0;
     }
-    if (!load_sens(path, sha, n_layers, head_dim, w, why, sizeof why)) {
+    /* used from memory: the cache may not have been writable */
+    if (!built) snprintf(why, sizeof why, "no sensitivities");
+    const int ok = built && sens_from(built, "the calibration just built", n_layers, head_dim, w,
+                                      why, sizeof why);
+    vq_calib_data_free(built);
+    if (!ok) {
         fprintf(stderr, "%s: the calibration just built is not usable: %s\n", cmd, why);
         return 0;
     }

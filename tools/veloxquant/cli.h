@@ -45,7 +45,8 @@ int vq_cli_attach_calib(const char *cmd, const char *model_path, struct vq_cache
  * selected artifacts (vecinfer k<kc>x<kv>_v<vc>x<vv>, spectral pca, ratequant sens) under
  * the artifact root (or to out). model: an already loaded model to reuse, or NULL to load
  * model_path. "wrote" lines go to report (stdout or stderr). Returns 0, 1 (runtime error)
- * or 2 (bad parameters), after printing "<cmd>: reason". */
+ * or 2 (bad parameters), after printing "<cmd>: reason"; an artifact that cannot be written
+ * is an error (1) unless cache_optional. */
 struct vq_model;
 struct vq_calib_build {
     const char *model_path;
@@ -58,6 +59,12 @@ struct vq_calib_build {
     const char *out;             /* NULL: artifact cache */
     double rq_bits;              /* > 0: also print the RateQuant allocation for this mean */
     FILE *report;                /* NULL = stdout */
+    /* On-demand builds: when set, a failure to write an artifact to the cache is a warning
+     * (path and cause, "used for this run only"), not an error. */
+    int cache_optional;
+    /* When non-NULL, the fitted sets (vecinfer, spectral, ratequant) are handed over here on
+     * success instead of being freed (caller frees with vq_calib_data_free). */
+    vq_calib_data **keep_vi, **keep_sp, **keep_rq;
 };
 void vq_calib_build_init(struct vq_calib_build *b);
 int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b);

@@ -8,6 +8,7 @@
  * root = $VQ_CACHE_DIR or ~/.cache/veloxquant. Heads of a layer are pooled. With
  * --ratequant-bits B it also prints the RateQuant per-layer key bit allocation for mean B.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "veloxquant.h"
 #include "vq_engine.h"
 #include "cli.h"
+#include "evalcommon.h"
 #include "opts.h"
 #include "engine/model.h"
 #include "engine/tokenizer.h"
@@ -91,15 +93,29 @@ static char *read_file(const char *path, size_t *len) {
     return buf;
 }
 
+/* Writes one artifact; 0 on success. When it cannot be written: 1 after an error, or, with
+ * optional (an on-demand build whose sets are used from memory), 0 after a warning. */
 static int save(const char *cmd, FILE *rep, const vq_calib_data *cd, const char *out, const char *method,
-                const uint8_t sha[32], const char *name, const uint32_t params[6]) {
+                const uint8_t sha[32], const char *name, const uint32_t params[6], int optional) {
     char path[4096];
     vq_status st = VQ_STATUS_OK;
     if (out) snprintf(path, sizeof path, "%s", out);
     else st = vq_calib_artifact_path(method, sha, name, path, sizeof path);
-    if (st == VQ_STATUS_OK) st = vq_calib_data_save(cd, path, method, sha, params);
     if (st != VQ_STATUS_OK) {
-        fprintf(stderr, "%s: writing %s artifact: %s\n", cmd, method, vq_status_str(st));
+        fprintf(stderr, "%s: %s artifact path: %s (set VQ_CACHE_DIR or HOME)\n", cmd, method,
+                vq_status_str(st));
+        return optional ? 0 : 1;
+    }
+    errno = 0;
+    st = vq_calib_data_save(cd, path, method, sha, params);
+    if (st != VQ_STATUS_OK) {
+        const char *why = st == VQ_STATUS_IO && errno ? strerror(errno) : vq_status_str(st);
+        if (optional) {
+            fprintf(stderr, "%s: warning: the %s calibration could not be cached at %s: %s; "
+                    "using it for this run only\n", cmd, method, path, why);
+            return 0;
+        }
+        fprintf(stderr, "%s: cannot write the %s artifact %s: %s\n", cmd, method, path, why);
         return 1;
     }
     fprintf(rep, "%s%s%s: wrote %s\n", rep == stderr ? cmd : "", rep == stderr ? ": " : "", method, path);
@@ -124,14 +140,17 @@ int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
     FILE *rep = b->report ? b->report : stdout;
     uint8_t sha[32];
     char sha_hex[65];
-    vq_status st = vq_sha256_file(model, sha_hex);
-    if (st != VQ_STATUS_OK || !vq_sha256_from_hex(sha_hex, sha)) {
-        fprintf(stderr, "%s: %s: %s\n", cmd, model, vq_status_str(st != VQ_STATUS_OK ? st : VQ_STATUS_IO));
-        return 1;
-    }
+    vq_status st = VQ_STATUS_OK;
+    /* the model first: its loader says precisely what is wrong with the file */
     vq_model *m = b->model ? b->model : vq_model_load(model, &st);
     if (!m) { fprintf(stderr, "%s: %s: %s\n", cmd, model, vq_engine_last_error()); return 1; }
 #define FREE_MODEL() do { if (!b->model) vq_model_free(m); } while (0)
+    st = vq_sha256_file(model, sha_hex);
+    if (st != VQ_STATUS_OK || !vq_sha256_from_hex(sha_hex, sha)) {
+        fprintf(stderr, "%s: %s: %s\n", cmd, model, vq_status_str(st != VQ_STATUS_OK ? st : VQ_STATUS_IO));
+        FREE_MODEL();
+        return 1;
+    }
     const struct vq_model_info *mi = vq_model_info_get(m);
     const int d = mi->head_dim, L = mi->n_layers, H = mi->n_kv_heads;
     if (do_vi && (d % kv != 0 || d % vv != 0)) {
@@ -151,6 +170,12 @@ int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
         if (text) memcpy(text, default_text_, tlen);
     }
     vq_tokenizer *tok = vq_tok_create(vq_model_gguf(m), &st);
+    if (tok && !vq_cli_vocab_check(cmd, model, tok, mi->n_vocab)) {
+        vq_tok_free(tok);
+        free(text);
+        FREE_MODEL();
+        return 1;
+    }
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n_tokens);
     int64_t n = (tok && text && ids) ? vq_tok_encode(tok, text, tlen, true, false, ids, n_tokens) : 0;
     if (n < 0) n = n_tokens;   /* more text than needed: the first n_tokens ids were written */
@@ -213,18 +238,18 @@ int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
         char name[64];
         snprintf(name, sizeof name, "k%dx%d_v%dx%d", kc, kv, vc, vv);
         const uint32_t params[6] = {(uint32_t)kc, (uint32_t)kv, (uint32_t)vc, (uint32_t)vv, (uint32_t)n, (uint32_t)seed};
-        rc |= save(cmd, rep, cvi, out, "vecinfer", sha, name, params);
+        rc |= save(cmd, rep, cvi, out, "vecinfer", sha, name, params, b->cache_optional);
     }
     if (rc == 0 && do_sp) {
         const uint32_t params[6] = {(uint32_t)n, 0, 0, 0, 0, 0};
-        rc |= save(cmd, rep, csp, out, "spectral", sha, "pca", params);
+        rc |= save(cmd, rep, csp, out, "spectral", sha, "pca", params, b->cache_optional);
         fprintf(rep, "spectral: signal dims per layer (keys):");
         for (int l = 0; l < L; l++) fprintf(rep, " %d", vq_calib_signal_dims(csp, l, VQ_ROLE_KEY));
         fprintf(rep, "\n");
     }
     if (rc == 0 && do_rq) {
         const uint32_t params[6] = {(uint32_t)n, 0, 0, 0, 0, 0};
-        rc |= save(cmd, rep, crq, out, "ratequant", sha, "sens", params);
+        rc |= save(cmd, rep, crq, out, "ratequant", sha, "sens", params, b->cache_optional);
         if (rq_bits > 0) {
             const int allowed[4] = {1, 2, 3, 4};
             int *bits = malloc(sizeof(int) * (size_t)L);
@@ -240,6 +265,11 @@ int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
             }
             free(bits);
         }
+    }
+    if (rc == 0) {   /* hand the fitted sets over where asked */
+        if (b->keep_vi) { *b->keep_vi = cvi; cvi = NULL; }
+        if (b->keep_sp) { *b->keep_sp = csp; csp = NULL; }
+        if (b->keep_rq) { *b->keep_rq = crq; crq = NULL; }
     }
     vq_calib_data_free(cvi);
     vq_calib_data_free(csp);
