@@ -287,7 +287,8 @@ trunc:
 static int cmp_tensor_off(const void *a, const void *b) {
     const struct vq_gguf_tensor *x = *(const struct vq_gguf_tensor *const *)a;
     const struct vq_gguf_tensor *y = *(const struct vq_gguf_tensor *const *)b;
-    return x->offset < y->offset ? -1 : x->offset > y->offset;
+    if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
+    return x < y ? -1 : x > y;   /* ties in file order: deterministic messages */
 }
 
 static vq_status check_layout(vq_gguf *g) {
