@@ -11,12 +11,14 @@ section) stay valid.
     --offset NAME OFF      set the data offset of tensor NAME
     --type NAME TYPE       set the ggml type id of tensor NAME
 """
+import os
 import struct
 import sys
 
-SCALAR = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<B", 10: "<Q",
-          11: "<q", 12: "<d"}
-STR, ARR = 8, 9
+# the GGUF value writer of the fuzz seed generator (no __pycache__ left in the source tree)
+sys.dont_write_bytecode = True
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "fuzz"))
+from gguf_seeds import ARR, FMT as SCALAR, STR, s as pack_str, val as pack_value  # noqa: E402
 
 
 class Reader:
@@ -41,19 +43,6 @@ class Reader:
             et, n = self.take("<I"), self.take("<Q")
             return (et, [self.value(et) for _ in range(n)])
         return self.take(SCALAR[t])
-
-
-def pack_str(s):
-    return struct.pack("<Q", len(s)) + s
-
-
-def pack_value(t, v):
-    if t == STR:
-        return pack_str(v)
-    if t == ARR:
-        et, items = v
-        return struct.pack("<IQ", et, len(items)) + b"".join(pack_value(et, i) for i in items)
-    return struct.pack(SCALAR[t], v)
 
 
 def main(argv):
