@@ -17,8 +17,10 @@
  *   output rounded to fp16; tinyBLAS order for batches of >= 2 tokens, vec_dot_f16 order for a
  *   single token), so an fp16 cache yields llama.cpp's logits; like llama.cpp, results then
  *   depend on whether a prompt chunk holds one token or more. Other layers use vq_cache_attend.
- *   Architectures: "llama" (SmolLM2, Llama: RoPE on adjacent pairs) and "qwen2" (NEOX RoPE,
- *   q/k/v biases). RMSNorm, GQA, SwiGLU, tied or separate output head.
+ *   Architectures: "llama" (SmolLM2, Llama: RoPE on adjacent pairs), "qwen2" (NEOX RoPE,
+ *   q/k/v biases), "qwen3" (NEOX, per-head RMSNorm of q and k before RoPE) and "phi3" (NEOX,
+ *   fused attn_qkv and gate+up tensors, q scaled before the product as llama.cpp does). RMSNorm,
+ *   GQA, SwiGLU, tied or separate output head; any of them may store q/k/v fused.
  *
  * Example
  *     vq_status st;
@@ -81,6 +83,9 @@ struct vq_model_info {
     float rms_eps;
     int tied_embeddings;      /* 1 when output.weight is absent and token_embd is reused */
     int has_qkv_bias;
+    int has_qk_norm;          /* per-head RMSNorm of q and k before RoPE (qwen3) */
+    int fused_qkv;            /* q/k/v weights stored as one attn_qkv tensor (phi3) */
+    int fused_gate_up;        /* FFN gate and up stored as one ffn_up tensor (phi3) */
     uint32_t file_type;       /* general.file_type (ggml ftype) or 0 */
     size_t weight_bytes;      /* bytes of all tensors */
 };
@@ -97,6 +102,17 @@ VQ_API vq_model *vq_model_load(const char *path, vq_status *st);
 VQ_API void vq_model_free(vq_model *m);
 /* Hyper-parameters of a loaded model (library-owned, valid until vq_model_free). */
 VQ_API const struct vq_model_info *vq_model_info_get(const vq_model *m);
+/* Receives one problem of vq_model_check: a one-line message, valid during the call only. */
+typedef void (*vq_model_problem_fn)(void *user, const char *problem);
+/* Checks whether the engine can run a GGUF file and reports every reason it cannot, not only
+ * the first as vq_model_load does: an unsupported architecture (the file is then checked against
+ * the llama layout, what the engine would need), each missing or mistyped metadata key (missing
+ * geometry keys end the check: tensor shapes cannot be derived), each missing or misshapen
+ * tensor, and each ggml tensor type without engine kernels (once per type, with its tensor
+ * count). fn is called once per problem, on the calling thread; user is passed through.
+ * Returns the number of problems (0: the file loads), or -1 when path or fn is NULL or the file
+ * is not readable GGUF (message in vq_engine_last_error()). Thread-safe. */
+VQ_API int vq_model_check(const char *path, vq_model_problem_fn fn, void *user);
 /* Thread-local text of the last load/create failure ("" if none). */
 VQ_API const char *vq_engine_last_error(void);
 

@@ -421,6 +421,8 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
     const int64_t E = I->n_embd, HD = I->head_dim;
     const int64_t NQ = (int64_t)I->n_heads * HD, NK = (int64_t)I->n_kv_heads * HD;
     const int64_t p0 = c->n_past;
+    /* softmax scale; with q_prescale it is applied to q (fp32, before the fp16 rounding) */
+    const float attn_scale = m->q_prescale ? 1.0f : 1.0f / sqrtf((float)HD);
 
     for (int64_t t = 0; t < n; t++)
         m->tok_embd.k->to_float((const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes,
@@ -435,15 +437,21 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
         add_bias(c->q, ly->bq, n, NQ);
         add_bias(c->k, ly->bk, n, NK);
         add_bias(c->v, ly->bv, n, NK);
+        if (ly->q_norm) {   /* per head, in place: rows of head_dim */
+            rmsnorm(c->q, ly->q_norm, c->q, n * I->n_heads, HD, I->rms_eps);
+            rmsnorm(c->k, ly->k_norm, c->k, n * I->n_kv_heads, HD, I->rms_eps);
+        }
         rope(c, c->q, n, I->n_heads, p0);
         rope(c, c->k, n, I->n_kv_heads, p0);
+        if (m->q_prescale)
+            for (int64_t i = 0; i < n * NQ; i++) c->q[i] *= m->q_scale;
         VQ_RETURN_IF_ERR(vq_cache_append(c->cache, l, c->k, c->v, VQ_DTYPE_F32, n));
-        if (!attend_ggml(c, l, n, p0, 1.0f / sqrtf((float)HD)))
-            VQ_RETURN_IF_ERR(vq_cache_attend(c->cache, l, c->q, I->n_heads, n, NULL,
-                                             1.0f / sqrtf((float)HD), c->att));
+        if (!attend_ggml(c, l, n, p0, attn_scale))
+            VQ_RETURN_IF_ERR(vq_cache_attend(c->cache, l, c->q, I->n_heads, n, NULL, attn_scale,
+                                             c->att));
         if (c->hook) {
             const struct vq_layer_event ev = {l, p0, n, I->n_heads, I->n_kv_heads, (int)HD,
-                                              1.0f / sqrtf((float)HD), c->q, c->k, c->v, c->att, c->cache};
+                                              attn_scale, c->q, c->k, c->v, c->att, c->cache};
             VQ_RETURN_IF_ERR(c->hook(c->hook_user, &ev));
         }
         matmul(c, &ly->wo, c->att, n, c->h);

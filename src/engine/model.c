@@ -23,6 +23,43 @@ void vq_engine_set_error(const char *fmt, ...) {
 
 const char *vq_engine_last_error(void) { return g_err; }
 
+/* Check mode (vq_model_check): set on this thread while a file is checked. */
+struct check {
+    vq_model_problem_fn fn;
+    void *user;
+    int n;
+    int names_only;   /* no usable geometry: tensors are checked for presence only */
+};
+static _Thread_local struct check *g_check;
+
+static vq_status report_v(vq_status st, int go_on, const char *fmt, va_list ap) {
+    vsnprintf(g_err, sizeof g_err, fmt, ap);
+    if (!g_check) return st;
+    g_check->n++;
+    g_check->fn(g_check->user, g_err);
+    return go_on ? VQ_STATUS_OK : st;
+}
+
+/* Records a load problem: the message for vq_engine_last_error and, in check mode, a report to
+ * the caller's function. Returns st, or OK in check mode so that loading goes on and every
+ * problem is found (the model is never used then). */
+static vq_status fail(vq_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    st = report_v(st, 1, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+/* As fail, but loading stops in check mode too (nothing further can be checked). */
+static vq_status stop(vq_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    st = report_v(st, 0, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
 const vq_gguf *vq_model_gguf(const vq_model *m) { return m->gguf; }
 
 const struct vq_model_info *vq_model_info_get(const vq_model *m) { return &m->info; }
@@ -44,8 +81,8 @@ static vq_status get_u32_req(const vq_gguf *g, const char *arch, const char *suf
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     vq_status st = vq_gguf_get_u32(g, key, out);
-    if (st == VQ_STATUS_NOT_FOUND) vq_engine_set_error("model: missing metadata '%s'", key);
-    else if (st != VQ_STATUS_OK) vq_engine_set_error("model: metadata '%s' has the wrong type", key);
+    if (st == VQ_STATUS_NOT_FOUND) return fail(st, "model: missing metadata '%s'", key);
+    if (st != VQ_STATUS_OK) return fail(st, "model: metadata '%s' has the wrong type", key);
     return st;
 }
 
@@ -54,7 +91,7 @@ static vq_status get_u32_opt(const vq_gguf *g, const char *arch, const char *suf
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     vq_status st = vq_gguf_get_u32(g, key, out);
     if (st == VQ_STATUS_NOT_FOUND) return VQ_STATUS_OK;
-    if (st != VQ_STATUS_OK) vq_engine_set_error("model: metadata '%s' has the wrong type", key);
+    if (st != VQ_STATUS_OK) return fail(st, "model: metadata '%s' has the wrong type", key);
     return st;
 }
 
@@ -63,10 +100,9 @@ static vq_status get_f32_opt(const vq_gguf *g, const char *arch, const char *suf
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     vq_status st = vq_gguf_get_f32(g, key, out);
     if (st == VQ_STATUS_NOT_FOUND) return VQ_STATUS_OK;
-    if (st != VQ_STATUS_OK || !isfinite(*out)) {
-        vq_engine_set_error("model: metadata '%s' has the wrong type or is not finite", key);
-        return VQ_STATUS_BAD_FORMAT;
-    }
+    if (st != VQ_STATUS_OK || !isfinite(*out))
+        return fail(VQ_STATUS_BAD_FORMAT, "model: metadata '%s' has the wrong type or is not "
+                    "finite", key);
     return VQ_STATUS_OK;
 }
 
@@ -74,19 +110,18 @@ static vq_status get_f32_opt(const vq_gguf *g, const char *arch, const char *suf
 static vq_status bind_matrix(const vq_model *m, const char *name, int64_t rows, int64_t cols,
                              enum vq_isa isa, struct vq_weight *w) {
     const struct vq_gguf_tensor *t = vq_gguf_tensor_find(m->gguf, name);
-    if (!t) { vq_engine_set_error("model: missing tensor '%s'", name); return VQ_STATUS_BAD_FORMAT; }
-    if (t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows || t->ne[2] != 1 || t->ne[3] != 1) {
-        vq_engine_set_error("model: tensor '%s' has shape [%llu, %llu, %llu], expected [%lld, %lld]",
-                            name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
-                            (unsigned long long)t->ne[2], (long long)cols, (long long)rows);
-        return VQ_STATUS_BAD_FORMAT;
-    }
+    if (!t) return fail(VQ_STATUS_BAD_FORMAT, "model: missing tensor '%s'", name);
+    if (g_check && g_check->names_only) return VQ_STATUS_OK;
+    if (t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows || t->ne[2] != 1 || t->ne[3] != 1)
+        return fail(VQ_STATUS_BAD_FORMAT, "model: tensor '%s' has shape [%llu, %llu, %llu], "
+                    "expected [%lld, %lld]", name, (unsigned long long)t->ne[0],
+                    (unsigned long long)t->ne[1], (unsigned long long)t->ne[2], (long long)cols,
+                    (long long)rows);
     const struct vq_ggml_kernels *k = vq_ggml_kernels(t->type, isa);
-    if (!k) {
-        vq_engine_set_error("model: tensor '%s' has ggml type %u (%s), which the engine does not support",
-                            name, t->type, vq_ggml_type_name(t->type));
-        return VQ_STATUS_UNSUPPORTED;
-    }
+    if (!k && g_check) return VQ_STATUS_OK;   /* reported once per type by vq_model_check */
+    if (!k)
+        return fail(VQ_STATUS_UNSUPPORTED, "model: tensor '%s' has ggml type %u (%s), which the "
+                    "engine does not support", name, t->type, vq_ggml_type_name(t->type));
     const struct vq_ggml_type_info *ti = vq_ggml_type_info(t->type);
     w->data = t->data;
     w->type = t->type;
@@ -97,6 +132,14 @@ static vq_status bind_matrix(const vq_model *m, const char *name, int64_t rows, 
     return VQ_STATUS_OK;
 }
 
+/* The n rows r0 .. r0+n-1 of w as a weight of their own (rows are contiguous in the file). */
+static struct vq_weight weight_rows(const struct vq_weight *w, int64_t r0, int64_t n) {
+    struct vq_weight v = *w;
+    v.data = (const uint8_t *)w->data + (size_t)r0 * w->row_bytes;
+    v.rows = n;
+    return v;
+}
+
 /* Binds a 1-D fp32 vector (norm weight, bias) of n elements; other float/quant types are
  * converted once into the model-owned buffer. optional: absent -> *out = NULL, OK. */
 static vq_status bind_vector(struct loader *L, const char *name, int64_t n, int optional,
@@ -104,22 +147,17 @@ static vq_status bind_vector(struct loader *L, const char *name, int64_t n, int 
     vq_model *m = L->m;
     const struct vq_gguf_tensor *t = vq_gguf_tensor_find(m->gguf, name);
     *out = NULL;
-    if (!t) {
-        if (optional) return VQ_STATUS_OK;
-        vq_engine_set_error("model: missing tensor '%s'", name);
-        return VQ_STATUS_BAD_FORMAT;
-    }
-    if (t->ne[0] != (uint64_t)n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1) {
-        vq_engine_set_error("model: tensor '%s' has %llu elements, expected %lld", name,
-                            (unsigned long long)t->ne[0], (long long)n);
-        return VQ_STATUS_BAD_FORMAT;
-    }
+    if (!t && optional) return VQ_STATUS_OK;
+    if (!t) return fail(VQ_STATUS_BAD_FORMAT, "model: missing tensor '%s'", name);
+    if (g_check && g_check->names_only) return VQ_STATUS_OK;
+    if (t->ne[0] != (uint64_t)n || t->ne[1] != 1 || t->ne[2] != 1 || t->ne[3] != 1)
+        return fail(VQ_STATUS_BAD_FORMAT, "model: tensor '%s' has %llu elements, expected %lld",
+                    name, (unsigned long long)t->ne[0], (long long)n);
     const struct vq_ggml_kernels *k = vq_ggml_kernels(t->type, VQ_ISA_SCALAR);
-    if (!k) {
-        vq_engine_set_error("model: tensor '%s' has unsupported ggml type %u (%s)", name, t->type,
-                            vq_ggml_type_name(t->type));
-        return VQ_STATUS_UNSUPPORTED;
-    }
+    if (!k && g_check) return VQ_STATUS_OK;   /* reported once per type by vq_model_check */
+    if (!k)
+        return fail(VQ_STATUS_UNSUPPORTED, "model: tensor '%s' has unsupported ggml type %u (%s)",
+                    name, t->type, vq_ggml_type_name(t->type));
     float *dst;
     if (t->type == VQ_GGML_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
         *out = t->data;
@@ -135,11 +173,40 @@ static vq_status bind_vector(struct loader *L, const char *name, int64_t n, int 
         *out = dst;
     }
     for (int64_t i = 0; i < n; i++)
-        if (!isfinite((*out)[i])) {
-            vq_engine_set_error("model: tensor '%s' holds a non-finite value at %lld", name, (long long)i);
-            return VQ_STATUS_BAD_FORMAT;
-        }
+        if (!isfinite((*out)[i]))
+            return fail(VQ_STATUS_BAD_FORMAT, "model: tensor '%s' holds a non-finite value at %lld",
+                        name, (long long)i);
     return VQ_STATUS_OK;
+}
+
+/* ---- architectures -------------------------------------------------------------------
+ * What differs between the supported architectures, as data (llama.cpp src/models/<arch>.cpp).
+ * Every one has RMSNorm, GQA attention with RoPE and a SiLU-gated FFN; q/k/v come from three
+ * tensors or from one fused attn_qkv (any architecture, as llama.cpp's create_tensor_qkv). */
+enum {
+    ARCH_QK_NORM = 1,       /* attn_q_norm / attn_k_norm (head_dim): RMSNorm per head before RoPE */
+    ARCH_Q_PRESCALE = 2,    /* q scaled by 1/sqrt(head_dim) after RoPE, attention scale 1 */
+    ARCH_GATE_UP_FUSED = 4, /* ffn_up holds 2*n_ff rows, gate first; no ffn_gate (LLM_FFN_SWIGLU) */
+};
+
+struct arch_desc {
+    const char *name;
+    enum vq_rope_type rope;
+    unsigned flags;
+};
+
+#define ARCH_NAMES "llama, qwen2, qwen3, phi3"
+static const struct arch_desc g_archs[] = {
+    {"llama", VQ_ROPE_NORM, 0},
+    {"qwen2", VQ_ROPE_NEOX, 0},                                   /* + optional q/k/v biases */
+    {"qwen3", VQ_ROPE_NEOX, ARCH_QK_NORM},
+    {"phi3", VQ_ROPE_NEOX, ARCH_GATE_UP_FUSED | ARCH_Q_PRESCALE}, /* + fused attn_qkv */
+};
+
+static const struct arch_desc *arch_find(const char *name) {
+    for (size_t i = 0; i < sizeof g_archs / sizeof g_archs[0]; i++)
+        if (!strcmp(g_archs[i].name, name)) return &g_archs[i];
+    return NULL;
 }
 
 static vq_status load_hparams(vq_model *m) {
@@ -147,21 +214,21 @@ static vq_status load_hparams(vq_model *m) {
     struct vq_model_info *I = &m->info;
     struct vq_gguf_str s;
     if (vq_gguf_get_str(g, "general.architecture", &s) != VQ_STATUS_OK) {
-        vq_engine_set_error("model: missing string 'general.architecture'");
-        return VQ_STATUS_BAD_FORMAT;
+        return stop(VQ_STATUS_BAD_FORMAT, "model: missing string 'general.architecture'");
     }
     if (s.len >= sizeof I->arch) s.len = sizeof I->arch - 1;
     memcpy(I->arch, s.ptr, (size_t)s.len);
     I->arch[s.len] = 0;
-    if (strlen(I->arch) != s.len) { vq_engine_set_error("model: architecture name holds a NUL"); return VQ_STATUS_BAD_FORMAT; }
-    if (!strcmp(I->arch, "llama")) {
-        I->rope_type = VQ_ROPE_NORM;
-    } else if (!strcmp(I->arch, "qwen2")) {
-        I->rope_type = VQ_ROPE_NEOX;
-    } else {
-        vq_engine_set_error("model: architecture '%s' is not supported (llama, qwen2)", I->arch);
-        return VQ_STATUS_UNSUPPORTED;
+    if (strlen(I->arch) != s.len)
+        return stop(VQ_STATUS_BAD_FORMAT, "model: architecture name holds a NUL");
+    const struct arch_desc *ad = arch_find(I->arch);
+    if (!ad) {   /* check mode goes on with the llama layout (what the engine would need) */
+        VQ_RETURN_IF_ERR(fail(VQ_STATUS_UNSUPPORTED, "model: architecture '%s' is not supported "
+                              "(%s)%s", I->arch, ARCH_NAMES,
+                              g_check ? "; checked against the llama layout" : ""));
+        ad = &g_archs[0];
     }
+    I->rope_type = ad->rope;
     if (vq_gguf_get_str(g, "general.name", &s) == VQ_STATUS_OK) {
         size_t n = s.len < sizeof I->name - 1 ? (size_t)s.len : sizeof I->name - 1;
         memcpy(I->name, s.ptr, n);
@@ -169,6 +236,7 @@ static vq_status load_hparams(vq_model *m) {
         for (size_t i = 0; i < n; i++) if ((unsigned char)I->name[i] < 32) I->name[i] = ' ';
     }
     uint32_t n_layers, n_embd, n_ff, n_heads, n_kv = 0, ctx_train = 0, key_len = 0, val_len = 0, rope_dim = 0, ftype = 0;
+    const int n_reported = g_check ? g_check->n : 0;
     VQ_RETURN_IF_ERR(get_u32_req(g, I->arch, "block_count", &n_layers));
     VQ_RETURN_IF_ERR(get_u32_req(g, I->arch, "embedding_length", &n_embd));
     VQ_RETURN_IF_ERR(get_u32_req(g, I->arch, "feed_forward_length", &n_ff));
@@ -179,24 +247,19 @@ static vq_status load_hparams(vq_model *m) {
     VQ_RETURN_IF_ERR(get_u32_opt(g, I->arch, "attention.value_length", &val_len));
     VQ_RETURN_IF_ERR(get_u32_opt(g, I->arch, "rope.dimension_count", &rope_dim));
     if (vq_gguf_get_u32(g, "general.file_type", &ftype) != VQ_STATUS_OK) ftype = 0;
+    if (g_check && g_check->n > n_reported) return VQ_STATUS_BAD_FORMAT;   /* no geometry */
     if (n_kv == 0) n_kv = n_heads;
     if (n_layers < 1 || n_layers > 1024 || n_embd < 1 || n_embd > 65536 || n_ff < 1 ||
-        n_ff > 1048576 || n_heads < 1 || n_heads > 1024 || n_kv < 1 || n_heads % n_kv) {
-        vq_engine_set_error("model: implausible hyper-parameters (layers %u, embd %u, ff %u, heads %u, kv heads %u)",
-                            n_layers, n_embd, n_ff, n_heads, n_kv);
-        return VQ_STATUS_BAD_FORMAT;
-    }
+        n_ff > 1048576 || n_heads < 1 || n_heads > 1024 || n_kv < 1 || n_heads % n_kv)
+        return stop(VQ_STATUS_BAD_FORMAT, "model: implausible hyper-parameters (layers %u, embd %u, "
+                    "ff %u, heads %u, kv heads %u)", n_layers, n_embd, n_ff, n_heads, n_kv);
     uint32_t hd = key_len ? key_len : n_embd / n_heads;
-    if ((!key_len && n_embd % n_heads) || (val_len && val_len != hd) || hd < 2 || hd > 1024 || hd % 2) {
-        vq_engine_set_error("model: unsupported head geometry (embd %u, heads %u, key_length %u, value_length %u)",
-                            n_embd, n_heads, key_len, val_len);
-        return VQ_STATUS_UNSUPPORTED;
-    }
+    if ((!key_len && n_embd % n_heads) || (val_len && val_len != hd) || hd < 2 || hd > 1024 || hd % 2)
+        return stop(VQ_STATUS_UNSUPPORTED, "model: unsupported head geometry (embd %u, heads %u, "
+                    "key_length %u, value_length %u)", n_embd, n_heads, key_len, val_len);
     if (rope_dim == 0) rope_dim = hd;
-    if (rope_dim > hd || rope_dim % 2) {
-        vq_engine_set_error("model: rope.dimension_count %u invalid for head_dim %u", rope_dim, hd);
-        return VQ_STATUS_BAD_FORMAT;
-    }
+    if (rope_dim > hd || rope_dim % 2)
+        return stop(VQ_STATUS_BAD_FORMAT, "model: rope.dimension_count %u invalid for head_dim %u", rope_dim, hd);
     I->n_layers = (int)n_layers;
     I->n_embd = (int)n_embd;
     I->n_ff = (int)n_ff;
@@ -210,20 +273,30 @@ static vq_status load_hparams(vq_model *m) {
     I->rms_eps = 1e-5f;
     VQ_RETURN_IF_ERR(get_f32_opt(g, I->arch, "rope.freq_base", &I->rope_theta));
     VQ_RETURN_IF_ERR(get_f32_opt(g, I->arch, "attention.layer_norm_rms_epsilon", &I->rms_eps));
-    if (!(I->rope_theta > 1.0f) || !(I->rms_eps > 0.0f) || I->rms_eps > 1.0f) {
-        vq_engine_set_error("model: rope.freq_base %g or rms epsilon %g out of range", I->rope_theta, I->rms_eps);
-        return VQ_STATUS_BAD_FORMAT;
-    }
+    if (!(I->rope_theta > 1.0f) || !(I->rms_eps > 0.0f) || I->rms_eps > 1.0f)
+        return stop(VQ_STATUS_BAD_FORMAT, "model: rope.freq_base %g or rms epsilon %g out of range",
+                    I->rope_theta, I->rms_eps);
+    m->q_prescale = (ad->flags & ARCH_Q_PRESCALE) != 0;
+    m->q_scale = 1.0f / sqrtf((float)I->head_dim);
+    I->has_qk_norm = (ad->flags & ARCH_QK_NORM) != 0;
     return VQ_STATUS_OK;
 }
 
 static vq_status load_tensors(struct loader *L, enum vq_isa isa) {
     vq_model *m = L->m;
     struct vq_model_info *I = &m->info;
+    const struct arch_desc *ad = arch_find(I->arch);
+    const unsigned flags = ad ? ad->flags : 0;   /* unknown: check mode, llama layout */
     const struct vq_gguf_tensor *te = vq_gguf_tensor_find(m->gguf, "token_embd.weight");
-    if (!te) { vq_engine_set_error("model: missing tensor 'token_embd.weight'"); return VQ_STATUS_BAD_FORMAT; }
-    if (te->ne[1] < 1 || te->ne[1] > (1u << 24)) { vq_engine_set_error("model: vocabulary size %llu out of range", (unsigned long long)te->ne[1]); return VQ_STATUS_BAD_FORMAT; }
-    I->n_vocab = (int)te->ne[1];
+    if (g_check && g_check->names_only) {
+        if (!te) fail(VQ_STATUS_BAD_FORMAT, "model: missing tensor 'token_embd.weight'");
+    } else {
+        if (!te) return stop(VQ_STATUS_BAD_FORMAT, "model: missing tensor 'token_embd.weight'");
+        if (te->ne[1] < 1 || te->ne[1] > (1u << 24))
+            return stop(VQ_STATUS_BAD_FORMAT, "model: vocabulary size %llu out of range",
+                        (unsigned long long)te->ne[1]);
+        I->n_vocab = (int)te->ne[1];
+    }
     const int64_t E = I->n_embd, HD = I->head_dim, NQ = (int64_t)I->n_heads * HD, NK = (int64_t)I->n_kv_heads * HD;
     VQ_RETURN_IF_ERR(bind_matrix(m, "token_embd.weight", I->n_vocab, E, isa, &m->tok_embd));
     if (vq_gguf_tensor_find(m->gguf, "output.weight")) {
@@ -243,57 +316,104 @@ static vq_status load_tensors(struct loader *L, enum vq_isa isa) {
 #define NAME(s) (snprintf(nm, sizeof nm, "blk.%d.%s", l, s), nm)
         VQ_RETURN_IF_ERR(bind_vector(L, NAME("attn_norm.weight"), E, 0, &ly->attn_norm));
         VQ_RETURN_IF_ERR(bind_vector(L, NAME("ffn_norm.weight"), E, 0, &ly->ffn_norm));
-        VQ_RETURN_IF_ERR(bind_matrix(m, NAME("attn_q.weight"), NQ, E, isa, &ly->wq));
-        VQ_RETURN_IF_ERR(bind_matrix(m, NAME("attn_k.weight"), NK, E, isa, &ly->wk));
-        VQ_RETURN_IF_ERR(bind_matrix(m, NAME("attn_v.weight"), NK, E, isa, &ly->wv));
+        if (vq_gguf_tensor_find(m->gguf, NAME("attn_qkv.weight"))) {
+            /* fused: rows q (NQ), k (NK), v (NK); bias fused alike, or separate */
+            struct vq_weight qkv;
+            VQ_RETURN_IF_ERR(bind_matrix(m, nm, NQ + 2 * NK, E, isa, &qkv));
+            ly->wq = weight_rows(&qkv, 0, NQ);
+            ly->wk = weight_rows(&qkv, NQ, NK);
+            ly->wv = weight_rows(&qkv, NQ + NK, NK);
+            const float *b;
+            VQ_RETURN_IF_ERR(bind_vector(L, NAME("attn_qkv.bias"), NQ + 2 * NK, 1, &b));
+            if (b) { ly->bq = b; ly->bk = b + NQ; ly->bv = b + NQ + NK; }
+            I->fused_qkv = 1;
+        } else {
+            VQ_RETURN_IF_ERR(bind_matrix(m, NAME("attn_q.weight"), NQ, E, isa, &ly->wq));
+            VQ_RETURN_IF_ERR(bind_matrix(m, NAME("attn_k.weight"), NK, E, isa, &ly->wk));
+            VQ_RETURN_IF_ERR(bind_matrix(m, NAME("attn_v.weight"), NK, E, isa, &ly->wv));
+        }
+        if (!ly->bq) {
+            VQ_RETURN_IF_ERR(bind_vector(L, NAME("attn_q.bias"), NQ, 1, &ly->bq));
+            VQ_RETURN_IF_ERR(bind_vector(L, NAME("attn_k.bias"), NK, 1, &ly->bk));
+            VQ_RETURN_IF_ERR(bind_vector(L, NAME("attn_v.bias"), NK, 1, &ly->bv));
+        }
         VQ_RETURN_IF_ERR(bind_matrix(m, NAME("attn_output.weight"), E, NQ, isa, &ly->wo));
-        VQ_RETURN_IF_ERR(bind_matrix(m, NAME("ffn_gate.weight"), I->n_ff, E, isa, &ly->w_gate));
-        VQ_RETURN_IF_ERR(bind_matrix(m, NAME("ffn_up.weight"), I->n_ff, E, isa, &ly->w_up));
+        if (flags & ARCH_QK_NORM) {
+            VQ_RETURN_IF_ERR(bind_vector(L, NAME("attn_q_norm.weight"), HD, 0, &ly->q_norm));
+            VQ_RETURN_IF_ERR(bind_vector(L, NAME("attn_k_norm.weight"), HD, 0, &ly->k_norm));
+        }
+        if (flags & ARCH_GATE_UP_FUSED) {
+            struct vq_weight gu;
+            VQ_RETURN_IF_ERR(bind_matrix(m, NAME("ffn_up.weight"), 2 * (int64_t)I->n_ff, E, isa, &gu));
+            ly->w_gate = weight_rows(&gu, 0, I->n_ff);
+            ly->w_up = weight_rows(&gu, I->n_ff, I->n_ff);
+        } else {
+            VQ_RETURN_IF_ERR(bind_matrix(m, NAME("ffn_gate.weight"), I->n_ff, E, isa, &ly->w_gate));
+            VQ_RETURN_IF_ERR(bind_matrix(m, NAME("ffn_up.weight"), I->n_ff, E, isa, &ly->w_up));
+        }
         VQ_RETURN_IF_ERR(bind_matrix(m, NAME("ffn_down.weight"), E, I->n_ff, isa, &ly->w_down));
-        VQ_RETURN_IF_ERR(bind_vector(L, NAME("attn_q.bias"), NQ, 1, &ly->bq));
-        VQ_RETURN_IF_ERR(bind_vector(L, NAME("attn_k.bias"), NK, 1, &ly->bk));
-        VQ_RETURN_IF_ERR(bind_vector(L, NAME("attn_v.bias"), NK, 1, &ly->bv));
 #undef NAME
         n_bias += (ly->bq != NULL) + (ly->bk != NULL) + (ly->bv != NULL);
         /* every activation row fed to a quantized weight must fill whole activation blocks */
         const struct vq_weight *ws[] = {&ly->wq, &ly->wk, &ly->wv, &ly->wo, &ly->w_gate, &ly->w_up, &ly->w_down};
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0]; i++) {
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0] && ws[i]->k; i++) {   /* k NULL: check mode */
             int64_t bs = ws[i]->k->act == VQ_ACT_Q8A ? 32 : ws[i]->k->act == VQ_ACT_Q8K ? 256 : 1;
             VQ_ASSERT(ws[i]->cols % bs == 0);   /* guaranteed by the ggml block size */
         }
     }
     I->has_qkv_bias = n_bias > 0;
+    I->fused_gate_up = (flags & ARCH_GATE_UP_FUSED) != 0;
     size_t total = 0;
     for (int64_t i = 0; i < vq_gguf_n_tensors(m->gguf); i++) total += (size_t)vq_gguf_tensor_at(m->gguf, i)->nbytes;
     I->weight_bytes = total;
     return VQ_STATUS_OK;
 }
 
-vq_model *vq_model_load(const char *path, vq_status *st) {
+/* Opens path and runs the loader (hyper-parameters, then every tensor) into a new model; on
+ * failure the model is freed. In check mode the model comes back half-bound (never use it). */
+static vq_model *load(const char *path, vq_status *st) {
     vq_status s = VQ_STATUS_OK;
-    if (!path) { vq_engine_set_error("model: NULL path"); if (st) *st = VQ_STATUS_INVALID_ARG; return NULL; }
     vq_model *m = calloc(1, sizeof *m);
-    if (!m) { vq_engine_set_error("model: out of memory"); if (st) *st = VQ_STATUS_NO_MEMORY; return NULL; }
+    if (!m) { vq_engine_set_error("model: out of memory"); *st = VQ_STATUS_NO_MEMORY; return NULL; }
     m->gguf = vq_gguf_open(path, &s);
     if (m->gguf) s = vq_gguf_check_values(m->gguf);   /* finite scales and float weights */
     if (!m->gguf || s != VQ_STATUS_OK) {
         vq_engine_set_error("%s", vq_gguf_last_error());
         vq_gguf_close(m->gguf);
         free(m);
-        if (st) *st = s;
+        *st = s;
         return NULL;
     }
     s = load_hparams(m);
-    if (s == VQ_STATUS_OK) {
-        /* norms and biases: 2 per layer + output norm + 3 biases per layer */
+    uint32_t n_layers = 0;
+    if (s != VQ_STATUS_OK && g_check && m->info.arch[0]) {
+        /* check mode without a usable geometry: which tensors of the layout are there at all */
+        char key[128];
+        snprintf(key, sizeof key, "%s.block_count", m->info.arch);
+        if (vq_gguf_get_u32(m->gguf, key, &n_layers) != VQ_STATUS_OK || n_layers < 1 || n_layers > 1024)
+            n_layers = 1;
+        m->info.n_layers = (int)n_layers;
+        g_check->names_only = 1;
+        struct loader L = {m, 0, 0};
+        load_tensors(&L, VQ_ISA_SCALAR);
+    } else if (s == VQ_STATUS_OK) {
+        /* per layer 2 norms, 3 biases (or one fused) and 2 head norms; + output norm */
         struct loader L = {m, 0, 0};
         const struct vq_model_info *I = &m->info;
         L.owned_cap = (size_t)I->n_layers * (2 * (size_t)I->n_embd +
-                      (size_t)(I->n_heads + 2 * I->n_kv_heads) * (size_t)I->head_dim) + (size_t)I->n_embd;
+                      (size_t)(I->n_heads + 2 * I->n_kv_heads + 2) * (size_t)I->head_dim) + (size_t)I->n_embd;
         m->owned = malloc(L.owned_cap * sizeof(float));
         if (!m->owned) { vq_engine_set_error("model: out of memory"); s = VQ_STATUS_NO_MEMORY; }
         else s = load_tensors(&L, vq_ggml_isa_default());
     }
+    *st = s;
+    return m;
+}
+
+vq_model *vq_model_load(const char *path, vq_status *st) {
+    vq_status s = VQ_STATUS_OK;
+    if (!path) { vq_engine_set_error("model: NULL path"); if (st) *st = VQ_STATUS_INVALID_ARG; return NULL; }
+    vq_model *m = load(path, &s);
     if (s != VQ_STATUS_OK) {
         vq_model_free(m);
         if (st) *st = s;
@@ -302,4 +422,36 @@ vq_model *vq_model_load(const char *path, vq_status *st) {
     g_err[0] = 0;
     if (st) *st = VQ_STATUS_OK;
     return m;
+}
+
+int vq_model_check(const char *path, vq_model_problem_fn fn, void *user) {
+    if (!path || !fn) { vq_engine_set_error("model: NULL path or report function"); return -1; }
+    struct check ck = {fn, user, 0, 0};
+    vq_status s;
+    g_check = &ck;
+    vq_model *m = load(path, &s);
+    g_check = NULL;
+    if (!m || !m->gguf) { vq_model_free(m); return -1; }   /* not readable GGUF: g_err says why */
+    if (s != VQ_STATUS_OK && ck.n == 0) {   /* a failure no check reported (out of memory) */
+        ck.n++;
+        fn(user, g_err);
+    }
+    /* every ggml type without engine kernels, once, with its tensor count and an example */
+    const vq_gguf *g = m->gguf;
+    for (int64_t i = 0; i < vq_gguf_n_tensors(g); i++) {
+        const struct vq_gguf_tensor *t = vq_gguf_tensor_at(g, i);
+        int64_t first = -1, count = 0;
+        for (int64_t j = 0; j < vq_gguf_n_tensors(g); j++)
+            if (vq_gguf_tensor_at(g, j)->type == t->type) { if (first < 0) first = j; count++; }
+        if (first != i || vq_ggml_kernels(t->type, VQ_ISA_SCALAR)) continue;
+        char msg[320];
+        snprintf(msg, sizeof msg, "model: %lld tensor%s of ggml type %u (%s), which the engine does not "
+                 "support (e.g. '%.*s')", (long long)count, count > 1 ? "s" : "", t->type,
+                 vq_ggml_type_name(t->type), (int)(t->name.len < 160 ? t->name.len : 160), t->name.ptr);
+        ck.n++;
+        fn(user, msg);
+    }
+    vq_model_free(m);
+    g_err[0] = 0;
+    return ck.n;
 }

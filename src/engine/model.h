@@ -21,9 +21,14 @@ struct vq_weight {
 struct vq_layer {
     const float *attn_norm;                /* (n_embd) */
     const float *ffn_norm;                 /* (n_embd) */
-    struct vq_weight wq, wk, wv, wo;       /* (n_heads*hd, n_embd), (n_kv*hd, n_embd) x2, (n_embd, n_heads*hd) */
-    const float *bq, *bk, *bv;             /* qwen2 biases or NULL */
-    struct vq_weight w_gate, w_up, w_down; /* (n_ff, n_embd) x2, (n_embd, n_ff) */
+    const float *q_norm, *k_norm;          /* (head_dim) per-head RMSNorm before RoPE (qwen3) or NULL */
+    /* (n_heads*hd, n_embd), (n_kv*hd, n_embd) x2, (n_embd, n_heads*hd); wq/wk/wv may be
+     * consecutive row ranges of one fused attn_qkv tensor (phi3) */
+    struct vq_weight wq, wk, wv, wo;
+    const float *bq, *bk, *bv;             /* (n_heads*hd), (n_kv*hd) x2: biases (qwen2) or NULL */
+    /* (n_ff, n_embd) x2, (n_embd, n_ff); w_gate/w_up may be the two halves of one ffn_up
+     * tensor of 2*n_ff rows, gate first (phi3) */
+    struct vq_weight w_gate, w_up, w_down;
 };
 
 struct vq_model {
@@ -34,6 +39,10 @@ struct vq_model {
     const float *output_norm;              /* (n_embd) */
     struct vq_layer *layers;               /* (n_layers) */
     float *owned;                          /* norm/bias vectors converted to fp32 (non-F32 files) */
+    /* 1: q is multiplied by q_scale after RoPE and attention runs with scale 1 (llama.cpp's
+     * order for phi3: fp16(q * s) . k); 0: attention scale 1/sqrt(head_dim) on the scores */
+    int q_prescale;
+    float q_scale;
 };
 
 /* The GGUF handle of a model (tokenizer, metadata); valid until vq_model_free. */

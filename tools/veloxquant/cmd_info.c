@@ -1,6 +1,8 @@
 /* cmd_info.c — `veloxquant info MODEL`: GGUF metadata, tensor types and the KV-cache geometry
  * (bytes per token for fp16 and for a chosen method). Opening is fully validated, so a truncated
- * or corrupt file gives an error and exit status 1. */
+ * or corrupt file gives an error and exit status 1. A valid GGUF file the engine cannot run
+ * (unsupported architecture, missing keys or tensors, tensor types without kernels) is listed
+ * all the same, with every reason (vq_model_check), and exits 0. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,7 +26,34 @@ static void usage(FILE *f) {
         "      --ctx N        context length used for the KV byte figures (default 4096)\n"
         "      --method M     also show the KV bytes with method M for keys and values\n"
         "      --bits B       bits for --method (default: the method's default)\n"
-        "      --json         one JSON object instead of text\n");
+        "      --json         one JSON object instead of text\n\n"
+        "Exit status: 0 when the file is readable GGUF, also when the engine cannot run it (the\n"
+        "output then ends with every reason: 'engine: cannot run this model', JSON\n"
+        "engine_problems); 1 when it is not readable GGUF; 2 for bad options.\n");
+}
+
+/* The reasons the engine cannot run a file (vq_model_check), collected for printing. */
+struct problems {
+    char **msg;
+    int n, cap;
+};
+
+static void add_problem(void *user, const char *problem) {
+    struct problems *p = user;
+    if (p->n == p->cap) {
+        int cap = p->cap ? 2 * p->cap : 16;
+        char **m = realloc(p->msg, sizeof *m * (size_t)cap);
+        if (!m) return;
+        p->msg = m;
+        p->cap = cap;
+    }
+    const char *s = strncmp(problem, "model: ", 7) ? problem : problem + 7;
+    if ((p->msg[p->n] = malloc(strlen(s) + 1)) != NULL) strcpy(p->msg[p->n++], s);
+}
+
+static void free_problems(struct problems *p) {
+    for (int i = 0; i < p->n; i++) free(p->msg[i]);
+    free(p->msg);
 }
 
 static const char *gguf_type_name(enum vq_gguf_type t) {
@@ -96,7 +125,12 @@ int vq_cmd_info(int argc, char **argv) {
     vq_model *m = vq_model_load(path, &st);
     const struct vq_model_info *I = m ? vq_model_info_get(m) : NULL;
     char model_err[320] = "";
-    if (!m) snprintf(model_err, sizeof model_err, "%s", vq_engine_last_error());
+    struct problems pr = {NULL, 0, 0};
+    if (!m) {
+        snprintf(model_err, sizeof model_err, "%s", vq_engine_last_error());
+        if (vq_model_check(path, add_problem, &pr) < 0 || pr.n == 0)
+            add_problem(&pr, model_err);   /* e.g. out of memory: the load's own message */
+    }
 
     /* tensor type histogram */
     int64_t type_count[64] = {0}, type_bytes[64] = {0};
@@ -189,6 +223,9 @@ int vq_cmd_info(int argc, char **argv) {
             cJSON_AddNumberToObject(kvg, "rope_theta", I->rope_theta);
             cJSON_AddStringToObject(kvg, "rope_type", I->rope_type == VQ_ROPE_NEOX ? "neox" : "norm");
             cJSON_AddBoolToObject(kvg, "tied_embeddings", I->tied_embeddings);
+            cJSON_AddBoolToObject(kvg, "qk_norm", I->has_qk_norm);
+            cJSON_AddBoolToObject(kvg, "fused_qkv", I->fused_qkv);
+            cJSON_AddBoolToObject(kvg, "fused_gate_up", I->fused_gate_up);
             cJSON_AddNumberToObject(kvg, "kv_fp16_bytes_per_token", (double)fp16_per_tok);
             cJSON_AddNumberToObject(kvg, "kv_fp16_bytes_at_ctx", (double)fp16_per_tok * (double)n_ctx);
             cJSON_AddNumberToObject(kvg, "ctx", (double)n_ctx);
@@ -200,7 +237,10 @@ int vq_cmd_info(int argc, char **argv) {
             }
         } else {
             cJSON_AddStringToObject(js, "engine_error", model_err);
+            cJSON *arr = cJSON_AddArrayToObject(js, "engine_problems");
+            for (int i = 0; i < pr.n; i++) cJSON_AddItemToArray(arr, cJSON_CreateString(pr.msg[i]));
         }
+        cJSON_AddBoolToObject(js, "engine_supported", I != NULL);
         char *s = cJSON_Print(js);
         if (s) { puts(s); free(s); }
         cJSON_Delete(js);
@@ -258,6 +298,9 @@ int vq_cmd_info(int argc, char **argv) {
                    I->n_embd, I->n_ff, I->n_vocab, (long long)I->n_ctx_train,
                    I->rope_type == VQ_ROPE_NEOX ? "neox" : "norm", I->rope_theta, I->rope_dim, I->rms_eps,
                    I->tied_embeddings ? "tied" : "separate", I->has_qkv_bias ? ", q/k/v biases" : "");
+            if (I->has_qk_norm || I->fused_qkv || I->fused_gate_up)
+                printf("       %s%s%s\n", I->has_qk_norm ? "per-head q/k RMSNorm " : "",
+                       I->fused_qkv ? "fused attn_qkv " : "", I->fused_gate_up ? "fused ffn gate+up" : "");
             printf("KV geometry: %d layers x %d kv heads x head_dim %d (GQA %d:1)\n", I->n_layers, I->n_kv_heads,
                    I->head_dim, I->n_heads / I->n_kv_heads);
             printf("  fp16 K+V: %zu bytes/token, %.2f MB at ctx %ld\n", fp16_per_tok,
@@ -271,9 +314,12 @@ int vq_cmd_info(int argc, char **argv) {
                     vq_opt_codec_error(cmd, "KV", method, mbits, I->head_dim, mst);
             }
         } else {
-            printf("\nengine: cannot run this model: %s\n", model_err);
+            printf("\nengine: cannot run this model (%d problem%s):\n", pr.n, pr.n == 1 ? "" : "s");
+            for (int i = 0; i < pr.n && i < 24; i++) printf("  - %s\n", pr.msg[i]);
+            if (pr.n > 24) printf("  ... and %d more\n", pr.n - 24);
         }
     }
+    free_problems(&pr);
     vq_model_free(m);
     vq_gguf_close(g);
     return method_set && mst != VQ_STATUS_OK ? 2 : 0;
