@@ -45,12 +45,14 @@ def read_logits(path):
                 top_lp=r["top_lp"], log_rest=r["log_rest"])
 
 
-def write_logits(path, text_ids, logprobs, n_ctx, flags, k=32):
+def write_logits(path, text_ids, logprobs, n_ctx, flags, k=32, reserved=0):
     """Write a smollm2_logits.bin-format file. logprobs: float64 [n_eval, n_vocab] natural-log
-    next-token probabilities for positions 0..n_eval-1 (rows already normalized)."""
+    next-token probabilities for positions 0..n_eval-1 (rows already normalized). reserved: the
+    header's last field (synthetic models: positions evaluated one token per decode call)."""
     n_eval, n_vocab = logprobs.shape
     with open(path, "wb") as f:
-        f.write(b"VQGLOGIT" + struct.pack("<8I", 1, n_vocab, len(text_ids), n_eval, k, n_ctx, flags, 0))
+        f.write(b"VQGLOGIT" + struct.pack("<8I", 1, n_vocab, len(text_ids), n_eval, k, n_ctx, flags,
+                                          reserved))
         f.write(struct.pack("<%dI" % len(text_ids), *[int(t) for t in text_ids]))
         for i in range(n_eval):
             lp = logprobs[i]
