@@ -103,6 +103,14 @@ def borrowed_tokenizer(path):
                 pad=f["tokenizer.ggml.padding_token_id"].contents())
 
 
+def finish(w):
+    """Writes header, metadata and tensors of a GGUFWriter and closes it."""
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+
 def add_tokenizer(w, tok):
     w.add_tokenizer_model(tok["model"])
     w.add_tokenizer_pre(tok["pre"])
@@ -186,10 +194,7 @@ def write_gguf(path, arch, spec, tensors, tok, extra=None):
     add_tokenizer(w, tok)
     for name, arr, qt in tensors:
         w.add_tensor(name, arr, raw_dtype=qt)
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 def granite_swa_twin(path, spec, tensors, tok):
@@ -224,10 +229,7 @@ def write_unsupported(path):
     w.add_tensor("blk.0.ssm_in.weight", rng.integers(0, 256, (16, 110), dtype=np.uint8),
                  raw_dtype=Q.Q3_K)   # 16 rows of one 256-element Q3_K block (110 bytes)
     w.add_tensor("blk.0.ssm_conv1d.weight", rng.standard_normal((512, 4)).astype(np.float32))
-    w.write_header_to_file()
-    w.write_kv_data_to_file()
-    w.write_tensors_to_file()
-    w.close()
+    finish(w)
 
 
 def tokenize(path, text):

@@ -32,33 +32,22 @@ struct check {
 };
 static _Thread_local struct check *g_check;
 
-static vq_status report_v(vq_status st, int go_on, const char *fmt, va_list ap) {
+/* Records a load problem: the message for vq_engine_last_error and, in check mode, a report to
+ * the caller's function. Returns st; in check mode OK when go_on (loading goes on so that every
+ * problem is found; the model is never used then). Through fail (go on) and stop (nothing
+ * further can be checked). */
+static vq_status report(vq_status st, int go_on, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
     vsnprintf(g_err, sizeof g_err, fmt, ap);
+    va_end(ap);
     if (!g_check) return st;
     g_check->n++;
     g_check->fn(g_check->user, g_err);
     return go_on ? VQ_STATUS_OK : st;
 }
-
-/* Records a load problem: the message for vq_engine_last_error and, in check mode, a report to
- * the caller's function. Returns st, or OK in check mode so that loading goes on and every
- * problem is found (the model is never used then). */
-static vq_status fail(vq_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    st = report_v(st, 1, fmt, ap);
-    va_end(ap);
-    return st;
-}
-
-/* As fail, but loading stops in check mode too (nothing further can be checked). */
-static vq_status stop(vq_status st, const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    st = report_v(st, 0, fmt, ap);
-    va_end(ap);
-    return st;
-}
+#define fail(st, ...) report(st, 1, __VA_ARGS__)
+#define stop(st, ...) report(st, 0, __VA_ARGS__)
 
 const vq_gguf *vq_model_gguf(const vq_model *m) { return m->gguf; }
 
