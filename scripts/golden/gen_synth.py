@@ -226,8 +226,9 @@ def write_unsupported(path):
     w.add_tensor("token_embd.weight", rng.standard_normal((8, 256)).astype(np.float16))
     w.add_tensor("output_norm.weight", np.ones(256, dtype=np.float32))
     w.add_tensor("blk.0.attn_norm.weight", np.ones(256, dtype=np.float32))
-    w.add_tensor("blk.0.ssm_in.weight", rng.integers(0, 256, (16, 110), dtype=np.uint8),
-                 raw_dtype=Q.Q3_K)   # 16 rows of one 256-element Q3_K block (110 bytes)
+    q3k = rng.integers(0, 256, (16, 110), dtype=np.uint8)   # 16 rows of one Q3_K block
+    q3k[:, 108:110] = np.full(16, 0.01, dtype=np.float16).view(np.uint8).reshape(16, 2)  # d
+    w.add_tensor("blk.0.ssm_in.weight", q3k, raw_dtype=Q.Q3_K)
     w.add_tensor("blk.0.ssm_conv1d.weight", rng.standard_normal((512, 4)).astype(np.float32))
     finish(w)
 

@@ -366,6 +366,7 @@ static vq_model *load(const char *path, vq_status *st) {
     if (!m) { vq_engine_set_error("model: out of memory"); *st = VQ_STATUS_NO_MEMORY; return NULL; }
     m->gguf = vq_gguf_open(path, &s);
     if (m->gguf) s = vq_gguf_check_values(m->gguf);   /* finite scales and float weights */
+    if (m->gguf && s != VQ_STATUS_OK) s = fail(s, "%s", vq_gguf_last_error());   /* check: go on */
     if (!m->gguf || s != VQ_STATUS_OK) {
         vq_engine_set_error("%s", vq_gguf_last_error());
         vq_gguf_close(m->gguf);
