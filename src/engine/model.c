@@ -52,7 +52,6 @@ static vq_status report(vq_status st, int go_on, const char *fmt, ...) {
 const vq_gguf *vq_model_gguf(const vq_model *m) { return m->gguf; }
 
 const struct vq_model_info *vq_model_info_get(const vq_model *m) { return &m->info; }
-
 void vq_model_free(vq_model *m) {
     if (!m) return;
     free(m->layers);
@@ -296,6 +295,14 @@ static vq_status load_tensors(struct loader *L, enum vq_isa isa) {
         I->tied_embeddings = 1;
     }
     VQ_RETURN_IF_ERR(bind_vector(L, "output_norm.weight", E, 0, &m->output_norm));
+    /* per-frequency RoPE factors (Llama 3.x rope_freqs, Phi-3 LongRoPE) divide every angle in
+     * llama.cpp; the engine's RoPE has no such factors, so it refuses rather than differ */
+    static const char *const rope_factors[] = {"rope_freqs.weight", "rope_factors_long.weight",
+                                               "rope_factors_short.weight"};
+    for (size_t i = 0; i < sizeof rope_factors / sizeof rope_factors[0]; i++)
+        if (vq_gguf_tensor_find(m->gguf, rope_factors[i]))
+            VQ_RETURN_IF_ERR(fail(VQ_STATUS_UNSUPPORTED, "model: tensor '%s' (RoPE frequency factors) "
+                                  "is not supported", rope_factors[i]));
     m->layers = calloc((size_t)I->n_layers, sizeof *m->layers);
     if (!m->layers) { vq_engine_set_error("model: out of memory"); return VQ_STATUS_NO_MEMORY; }
     int n_bias = 0;

@@ -2,7 +2,8 @@
  * tied embeddings, qwen2 with q/k/v biases + NEOX RoPE + separate output head, and a Q8_0
  * variant), checked against a naive fp64-free reference forward pass written from the math
  * (dense causal attention over stored K/V, no cache). Also: models with a missing tensor, a
- * wrong shape, an unsupported architecture or tensor type fail with a status. Runs under ASan. */
+ * wrong shape, an unsupported architecture or tensor type or RoPE frequency factors fail with a
+ * status, and vq_model_check lists all of a file's problems at once. Runs under ASan. */
 #include "test.h"
 
 #include <stdint.h>
@@ -78,22 +79,25 @@ static void kv_u32(struct wb *b, const char *k, uint32_t v) { put_str(b, k); put
 static void kv_f32(struct wb *b, const char *k, float v) { put_str(b, k); put_u32(b, VQ_GGUF_F32); put(b, &v, 4); }
 static void kv_str(struct wb *b, const char *k, const char *v) { put_str(b, k); put_u32(b, VQ_GGUF_STRING); put_str(b, v); }
 
-enum corrupt { C_NONE, C_MISSING, C_SHAPE, C_ARCH, C_TYPE, C_NO_META };
+/* Defects write_model can put into a file, combinable. */
+enum corrupt { C_NONE = 0, C_MISSING = 1, C_SHAPE = 2, C_ARCH = 4, C_TYPE = 8, C_NO_META = 16,
+               C_ROPE_FREQS = 32 };
 
 /* Writes the current weights as a GGUF file; matrices in wtype (F32 or Q8_0). */
-static void write_model(const char *path, const char *arch, uint32_t wtype, enum corrupt cor) {
+static void write_model(const char *path, const char *arch, uint32_t wtype, unsigned cor) {
     struct wb b = {0};
-    int skip = cor == C_MISSING ? 5 : -1;
+    if (cor & C_ROPE_FREQS) add_t("rope_freqs.weight", 1, HD / 2, 0.0f, 1.0f);
+    int skip = cor & C_MISSING ? 5 : -1;
     int n_t = nT - (skip >= 0);
     put(&b, "GGUF", 4); put_u32(&b, 3); put_u64(&b, (uint64_t)n_t);
-    put_u64(&b, cor == C_NO_META ? 8 : 9);
+    put_u64(&b, cor & C_NO_META ? 8 : 9);
     char k[64];
-    kv_str(&b, "general.architecture", cor == C_ARCH ? "gpt9" : arch);
+    kv_str(&b, "general.architecture", cor & C_ARCH ? "gpt9" : arch);
 #define KU(s, v) (snprintf(k, sizeof k, "%s." s, arch), kv_u32(&b, k, v))
 #define KF(s, v) (snprintf(k, sizeof k, "%s." s, arch), kv_f32(&b, k, v))
     KU("block_count", NL); KU("embedding_length", E); KU("feed_forward_length", FF);
     KU("attention.head_count", NH);
-    if (cor != C_NO_META) KU("attention.head_count_kv", NKV);
+    if (!(cor & C_NO_META)) KU("attention.head_count_kv", NKV);
     KU("context_length", 256);
     KF("rope.freq_base", 10000.0f); KF("attention.layer_norm_rms_epsilon", 1e-5f);
 #undef KU
@@ -105,13 +109,13 @@ static void write_model(const char *path, const char *arch, uint32_t wtype, enum
         if (i == skip) continue;
         int is_mat = T[i].rows > 1 && T[i].cols % 32 == 0;
         uint32_t ty = is_mat ? wtype : VQ_GGML_F32;
-        if (cor == C_TYPE && i == 4) ty = 24;   /* I8: a layout we parse but cannot multiply */
+        if (cor & C_TYPE && i == 4) ty = 24;   /* I8: a layout we parse but cannot multiply */
         types[i] = ty;
         sizes[i] = ty == VQ_GGML_Q8_0 ? (size_t)(T[i].rows * T[i].cols / 32 * 34)
                  : ty == 24 ? (size_t)(T[i].rows * T[i].cols) : (size_t)(T[i].rows * T[i].cols * 4);
         put_str(&b, T[i].name);
         int64_t cols = T[i].cols, rows = T[i].rows;
-        if (cor == C_SHAPE && i == 6) { cols = T[i].cols / 2; rows = T[i].rows * 2; }
+        if (cor & C_SHAPE && i == 6) { cols = T[i].cols / 2; rows = T[i].rows * 2; }
         if (rows == 1) { put_u32(&b, 1); put_u64(&b, (uint64_t)cols); }
         else { put_u32(&b, 2); put_u64(&b, (uint64_t)cols); put_u64(&b, (uint64_t)rows); }
         put_u32(&b, ty);
@@ -293,6 +297,7 @@ TEST(bad_models_fail_cleanly) {
     const struct { enum corrupt c; vq_status want; } cases[] = {
         {C_MISSING, VQ_STATUS_BAD_FORMAT}, {C_SHAPE, VQ_STATUS_BAD_FORMAT},
         {C_ARCH, VQ_STATUS_UNSUPPORTED}, {C_TYPE, VQ_STATUS_UNSUPPORTED},
+        {C_ROPE_FREQS, VQ_STATUS_UNSUPPORTED},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         rs = 99;
@@ -313,6 +318,48 @@ TEST(bad_models_fail_cleanly) {
     ASSERT(vq_model_load(g_path, &st) == NULL);
     ASSERT_STATUS(st, VQ_STATUS_BAD_FORMAT);
     ASSERT(strstr(vq_engine_last_error(), "attn_k") != NULL);
+}
+
+struct problems { int n; char text[8][320]; };
+static void collect(void *user, const char *problem) {
+    struct problems *p = user;
+    if (p->n < 8) snprintf(p->text[p->n], sizeof p->text[0], "%s", problem);
+    p->n++;
+}
+static int has_problem(const struct problems *p, const char *needle) {
+    for (int i = 0; i < p->n && i < 8; i++) if (strstr(p->text[i], needle)) return 1;
+    return 0;
+}
+
+/* vq_model_check reports every problem of a file, where vq_model_load stops at the first. */
+TEST(model_check_lists_every_problem) {
+    struct problems p = {0};
+    rs = 99;
+    make_weights(0);
+    write_model(g_path, "llama", VQ_GGML_F32, C_NONE);
+    ASSERT_EQ_INT(vq_model_check(g_path, collect, &p), 0);
+    ASSERT_EQ_INT(p.n, 0);
+    make_weights(0);
+    write_model(g_path, "llama", VQ_GGML_F32, C_MISSING | C_SHAPE | C_TYPE | C_ROPE_FREQS);
+    ASSERT_EQ_INT(vq_model_check(g_path, collect, &p), 4);
+    ASSERT_EQ_INT(p.n, 4);
+    ASSERT(has_problem(&p, "missing tensor 'blk.0.attn_k.weight'"));
+    ASSERT(has_problem(&p, "tensor 'blk.0.attn_v.weight' has shape [32, 64, 1]"));
+    ASSERT(has_problem(&p, "rope_freqs.weight"));
+    ASSERT(has_problem(&p, "1 tensor of ggml type 24 (I8)"));
+    /* an unsupported architecture: checked against the llama layout, which this file has */
+    memset(&p, 0, sizeof p);
+    make_weights(0);
+    write_model(g_path, "llama", VQ_GGML_F32, C_ARCH);
+    ASSERT_EQ_INT(vq_model_check(g_path, collect, &p), 5);   /* + the 4 gpt9.* geometry keys */
+    ASSERT(has_problem(&p, "architecture 'gpt9' is not supported"));
+    ASSERT(has_problem(&p, "missing metadata 'gpt9.block_count'"));
+    /* not a GGUF file, no file, no callback: -1 with a message */
+    ASSERT_EQ_INT(vq_model_check(VQ_SOURCE_DIR "/README.md", collect, &p), -1);
+    ASSERT(strlen(vq_engine_last_error()) > 0);
+    ASSERT_EQ_INT(vq_model_check("/nonexistent.gguf", collect, &p), -1);
+    ASSERT_EQ_INT(vq_model_check(g_path, NULL, &p), -1);
+    ASSERT_EQ_INT(vq_model_check(NULL, collect, &p), -1);
 }
 
 TEST(sampler) {
@@ -371,6 +418,7 @@ int main(void) {
     RUN(llama_q8_0_matches_reference);
     RUN(rope_mode_matters);
     RUN(bad_models_fail_cleanly);
+    RUN(model_check_lists_every_problem);
     RUN(sampler);
     remove(g_path);
     free_t();
