@@ -16,6 +16,8 @@ Contents
   paley_i(q), paley_ii(q) Hadamard matrices of order q + 1 (q prime, q = 3 mod 4) and 2(q + 1)
                           (q prime, q = 1 mod 4); H12 = paley_i(11), H20 = paley_i(19),
                           H28 = paley_ii(13).
+  sphere_scaled_mse(d, c) d * MSE of a sqrt(d)-scaled codebook on that law.
+  polar_angle_lloyd(l, b) PolarQuant level-l angle codebook (density sin(2 psi)^(2^(l-1)-1)).
   kron_hadamard(x, K, H)  (H_K kron H_P) x / sqrt(d) for d = K P, P a power of two, x indexed
                           x[k P + p]: a Walsh-Hadamard transform inside each block of P, then
                           the K x K matrix mixes position p of all blocks. No random signs.
@@ -162,6 +164,30 @@ def sphere_lloyd(d, bits):
     return [v * math.sqrt(d) for v in grid_lloyd(tab, init)]
 
 
+def sphere_scaled_mse(d, cb, tab=None):
+    """d * MSE of the sqrt(d)-scaled codebook cb (ascending, midpoint boundaries) on the
+    unit-vector coordinate law in R^d: E[Y^2] - 2 sum c_i M_i + sum c_i^2 P_i with E[Y^2] = 1/d,
+    which holds for any codebook (not only a Lloyd-Max one)."""
+    tab = tab or Tabulated(sphere_density(d), -1.0, 1.0)
+    c = [v / math.sqrt(d) for v in cb]
+    edges = [-1e300] + _midpoints(c) + [1e300]
+    mse = 1.0 / d
+    for i in range(len(c)):
+        fa, ma = tab.cumulative(edges[i])
+        fb, mb = tab.cumulative(edges[i + 1])
+        mse += -2 * c[i] * (mb - ma) + c[i] ** 2 * (fb - fa)
+    return d * mse
+
+
+def polar_angle_lloyd(level, bits):
+    """Lloyd-Max centroids (radians, ascending) of a PolarQuant level >= 2 angle, density
+    proportional to sin(2 psi)^(2^(level-1) - 1) on [0, pi/2]."""
+    e = 2 ** (level - 1) - 1
+    tab = Tabulated(lambda x: max(math.sin(2 * x), 0.0) ** e, 0.0, math.pi / 2, 20001)
+    L = 2 ** bits
+    return grid_lloyd(tab, [math.pi / 4 + (i - (L - 1) / 2) * 0.3 / L for i in range(L)])
+
+
 def _legendre(a, q):
     a %= q
     if a == 0:
@@ -240,5 +266,20 @@ if __name__ == "__main__":
     for b in (1, 2, 3, 4):
         c, t, mse = laplace_lloyd(2 ** b)
         print("laplace b=%d mse=%.6f c+=%s" % (b, mse, " ".join("%.6f" % v for v in c[2 ** (b - 1):])))
+    for b in (5, 6):
+        print("gauss   b=%d mse=%.6f" % (b, gauss_lloyd(2 ** b)[2]))
+    for d in (64, 80, 96, 128, 256):
+        tab = Tabulated(sphere_density(d), -1.0, 1.0)
+        for b in (1, 2, 3, 4):
+            g = gauss_lloyd(2 ** b)[0]
+            c = [v * math.sqrt(d) for v in grid_lloyd(tab, [v / math.sqrt(d) for v in g])]
+            opt, with_g = sphere_scaled_mse(d, c, tab), sphere_scaled_mse(d, g, tab)
+            print("sphere  d=%d b=%d d*mse=%.5f (N(0,1) codebook: %.5f, +%.2f%%) c+=%s"
+                  % (d, b, opt, with_g, 100 * (with_g / opt - 1),
+                     " ".join("%.5f" % v for v in c[2 ** (b - 1):])))
+    for level, bits in ((2, 1), (2, 2), (2, 3), (3, 2), (4, 2)):
+        c = polar_angle_lloyd(level, bits)
+        print("polar   level=%d b=%d c=%s t=%s" % (level, bits, " ".join("%.5f" % v for v in c),
+                                                  " ".join("%.5f" % v for v in _midpoints(c))))
     for name, H in (("H12", H12), ("H20", H20), ("H28", H28)):
         print(name, "Hadamard" if is_hadamard(H) else "NOT Hadamard")
