@@ -268,7 +268,7 @@ struct vq_cache_params {
      * holds tokens (and in allocated_bytes from creation). */
     int center_keys;
     int center_values;
-    /* Outlier-token bypass (ALGORITHMS.md 7.6). 0 = off (default); k > 0: in every append of
+    /* Outlier-token bypass (docs/ALGORITHMS.md §7.6). 0 = off (default); k > 0: in every append of
      * n >= 2 tokens, the tokens whose key norm (L2 norm of the raw, uncentered key, averaged
      * over the kv-heads: a token is an outlier in all heads of its layer or in none) exceeds
      * mean + k * std of that append (population std over its n tokens) keep fp16 copies of
@@ -283,7 +283,7 @@ struct vq_cache_params {
      * point are dropped; reset drops all. Bytes: 2 * head_dim per outlier token, kv-head and
      * side, counted in vq_cache_memory.outlier_bytes. */
     float outlier_token_k;
-    /* Outlier-channel two-stream keys (ALGORITHMS.md 8.4); keys only, values unchanged.
+    /* Outlier-channel two-stream keys (docs/ALGORITHMS.md §8.4); keys only, values unchanged.
      * 0 = off (default); n_out in 1..min(64, head_dim / 2). Per (layer, kv-head) the mean of
      * |k_c| (of the rows as stored, i.e. centered when center_keys is on) over the layer's first
      * n_calib_tokens tokens is accumulated; when token n_calib_tokens - 1 is appended, the n_out
@@ -425,7 +425,7 @@ VQ_API vq_status vq_calib_fit_sensitivity(vq_calib_data *cd, int layer, const fl
  * valid until vq_calib_data_free). */
 VQ_API const double *vq_calib_sensitivities(const vq_calib_data *cd);
 
-/* RateQuant per-layer bit allocation (ALGORITHMS.md section 8.3). w (n >= 1, all > 0):
+/* RateQuant per-layer bit allocation (docs/ALGORITHMS.md §8.3). w (n >= 1, all > 0):
  * sensitivities; b_avg: target mean bits; allowed (n_allowed >= 1, strictly ascending):
  * the permitted bit-widths; beta > 1: distortion ratio per bit (D(b) ~ beta^-b), or <= 0 to
  * use the Lloyd-Max Gaussian fit over b = 1..3 (vq_ratequant_fit_beta). Writes bits_out (n):

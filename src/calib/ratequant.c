@@ -1,5 +1,5 @@
 /*
- * ratequant.c — RateQuant per-layer bit allocation (ALGORITHMS.md section 8.3) and the fit of
+ * ratequant.c — RateQuant per-layer bit allocation (docs/ALGORITHMS.md §8.3) and the fit of
  * the distortion-per-bit ratio beta on Gaussian Lloyd-Max quantizers. Contracts in
  * veloxquant.h.
  */

@@ -1,5 +1,5 @@
 /*
- * kivi.c — KIVI (arXiv 2402.02750) asymmetric min/max quantization, ALGORITHMS.md §7, as two
+ * kivi.c — KIVI (arXiv 2402.02750) asymmetric min/max quantization, docs/ALGORITHMS.md §7, as two
  * registered methods: VQ_METHOD_KIVI and VQ_METHOD_KIVI_SINK (identical blocks; the cache
  * adds fp16 sink tokens for kivi_sink, see src/cache/cache.c).
  *

@@ -1,5 +1,5 @@
 /*
- * polar.c — PolarQuant codec (arXiv 2502.02617, ALGORITHMS.md §5): randomized Hadamard
+ * polar.c — PolarQuant codec (arXiv 2502.02617, docs/ALGORITHMS.md §5): randomized Hadamard
  * precondition, then per block of 16 rotated coordinates a 4-level polar transform whose angles
  * are quantized with per-level codebooks and whose final radius is stored as vq_sf16.
  *

@@ -2,7 +2,7 @@
  * qjl.c — QJL codec (arXiv 2406.03482): 1-bit quantized Johnson-Lindenstrauss sketch of keys,
  * plus the Hadamard sketch and sign-dot kernels shared with turboquant_prod (qjl.h).
  *
- * Math (ALGORITHMS.md §4): S is the Hadamard sketch of qjl.h (m rows of norm sqrt(d),
+ * Math (docs/ALGORITHMS.md §4): S is the Hadamard sketch of qjl.h (m rows of norm sqrt(d),
  * S_b = sqrt(d) * RHT_b, independent signs per d-row block, m may exceed d).
  *   encode:  z = sign(S k) in {+1,-1}^m, n = ||k||
  *   score:   est<q,k> = sqrt(pi/2)/m * n * <S q, z>      (unbiased over the sketch signs)
@@ -11,7 +11,7 @@
  * decode would (accumulated in the m-dimensional sketch domain, S^T applied once in finish),
  * so attention output equals the weighted sum of decodes.
  * Not implemented yet: the official code's outlier channels (per-32-token-group outlier sketch
- * and norm, ALGORITHMS.md §4.2); a later issue.
+ * and norm, docs/ALGORITHMS.md §4.2); a later issue.
  *
  * Parameters: head_dim (8..1024, multiple of 8), jl_dim m (0 = head_dim; 8..8192, multiple of
  * 8), seed. `bits` is ignored (always one bit per sketch row).

@@ -1,6 +1,6 @@
 /*
- * spectral.c — SpectralQuant (VQ_METHOD_SPECTRAL; ALGORITHMS.md 8.2): a calibrated PCA rotation
- * instead of a random one, and a signal/noise split with separate scales.
+ * spectral.c — SpectralQuant (VQ_METHOD_SPECTRAL; docs/ALGORITHMS.md §8.2): a calibrated PCA
+ * rotation instead of a random one, and a signal/noise split with separate scales.
  *
  * Calibration (per layer and role, vq_calib_fit_spectral): eigenvectors U (descending
  * eigenvalues lambda_j) of E[x x^T], and d_s = ceil(participation ratio).

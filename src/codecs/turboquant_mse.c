@@ -1,9 +1,9 @@
 /*
- * turboquant_mse.c — TurboQuant-MSE (ALGORITHMS.md §3.1): normalize, randomized Hadamard
+ * turboquant_mse.c — TurboQuant-MSE (docs/ALGORITHMS.md §3.1): normalize, randomized Hadamard
  * rotation, per-coordinate Gaussian Lloyd-Max codebook scaled by 1/sqrt(d), one 16-bit scale.
  *
  * Parameters: bits 1..4; unbiased_scale (default 1): store s = n / <y, yhat> (removes the
- * 1 - D shrinkage of inner products, ALGORITHMS.md §3.6), else s = n = ||x||. seed selects the
+ * 1 - D shrinkage of inner products, docs/ALGORITHMS.md §3.6), else s = n = ||x||. seed selects the
  * rotation signs (and the block-diagonal permutation for non-Hadamard head dims).
  *
  * Record layout (one token, block_tokens = 1), little-endian, no padding:

@@ -1,5 +1,5 @@
 /*
- * turboquant_prod.c — TurboQuant inner-product codec (arXiv 2504.19874, ALGORITHMS.md §3.2):
+ * turboquant_prod.c — TurboQuant inner-product codec (arXiv 2504.19874, docs/ALGORITHMS.md §3.2):
  * (b-1)-bit TurboQuant-MSE codes of the unit vector in the rotated domain plus a 1-bit QJL
  * sketch of the rotated residual, giving an unbiased inner-product estimator.
  *

@@ -1,5 +1,5 @@
 /*
- * turboquant_rvq.c — two-stage residual quantizer of VeloxQuant-MLX (ALGORITHMS.md §6),
+ * turboquant_rvq.c — two-stage residual quantizer of VeloxQuant-MLX (docs/ALGORITHMS.md §6),
  * compatibility mode. Per token: n = ||x||, u = x/n, y = RHT(u); stage 1 encodes y with the
  * b-bit N(0,1) Lloyd-Max codebook / sqrt(d); stage 2 encodes the residual r = y - c1[i1] with
  * the b-bit Laplace(scale 1) Lloyd-Max codebook times lambda = sigma_q / sqrt(2),

@@ -1,5 +1,5 @@
 /*
- * vecinfer.c — VecInfer product vector quantization (VQ_METHOD_VECINFER; ALGORITHMS.md 8.1).
+ * vecinfer.c — VecInfer product vector quantization (VQ_METHOD_VECINFER; docs/ALGORITHMS.md §8.1).
  *
  * Keys: x~ = WHT(x / lambda) with per-channel smoothing factors lambda and the deterministic
  * orthonormal block Walsh-Hadamard transform (vq_wht_blocks); values: x~ = x (no transform,
@@ -20,7 +20,7 @@
  * otherwise create returns NOT_FOUND (no entry) or INVALID_ARG (shape mismatch).
  * Without calibration (calib NULL) the codec uses a data-free fallback: lambda = 1 and k
  * codewords drawn i.i.d. N(0,1) from the seed. It satisfies every codec contract, but its
- * quality is poor (random codebooks; ALGORITHMS.md: "random codebooks are useless"): it
+ * quality is poor (random codebooks carry nothing about the data; docs/ALGORITHMS.md §8.1): it
  * exists for shape/contract tests, not for use.
  *
  * Fused paths. Prepared query: q~ = WHT(q * lambda) (keys) or q (values), then the table

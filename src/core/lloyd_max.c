@@ -1,4 +1,4 @@
-/* lloyd_max.c — Lloyd-Max scalar codebooks (ALGORITHMS.md §2): N(0,1) and Laplace(0,1) with
+/* lloyd_max.c — Lloyd-Max scalar codebooks (docs/ALGORITHMS.md §2): N(0,1) and Laplace(0,1) with
  * closed-form cell means, and the rotated-unit-vector coordinate law (Beta, scaled by sqrt(d))
  * by grid integration. Gaussian and Laplace tables for bits 1..6 are computed once on first
  * use (pthread_once); sphere tables are computed per (d, bits) on first request under a mutex

@@ -1,4 +1,4 @@
-/* rht.c — randomized Hadamard rotation (ALGORITHMS.md §1): power-of-two FWHT, Kronecker
+/* rht.c — randomized Hadamard rotation (docs/ALGORITHMS.md §1): power-of-two FWHT, Kronecker
  * H_K (x) H_P for d = K*2^n with K in {12, 20, 28} (Paley I for 12/20, Paley II for 28), and a
  * block-diagonal fallback (random permutation, then independent power-of-two blocks) for any
  * other d. Every variant is orthogonal: the forward map is (1/sqrt) H D (with the

@@ -1,5 +1,5 @@
 /*
- * ggml.h — ggml weight block formats (ALGORITHMS.md §9): type traits, row dequantization
+ * ggml.h — ggml weight block formats (docs/ALGORITHMS.md §9): type traits, row dequantization
  * (scalar _ref, the normative spec) and dot-product kernels for matrix-vector / matrix-matrix
  * products that never dequantize a whole matrix. Not part of the public API.
  *
@@ -241,7 +241,7 @@ void vq_dequantize_row_q5_K_ref(const void *x, float *y, int64_t n);
 void vq_dequantize_row_q6_K_ref(const void *x, float *y, int64_t n);
 void vq_quantize_row_q8a_ref(const float *x, void *y, int64_t n);
 void vq_quantize_row_q8_K_ref(const float *x, void *y, int64_t n);
-/* Reference quantizers of weight formats (tests and fixtures; ALGORITHMS.md §9.1). */
+/* Reference quantizers of weight formats (tests and fixtures; docs/ALGORITHMS.md §9.1). */
 void vq_quantize_row_q4_0_ref(const float *x, void *y, int64_t n);
 void vq_quantize_row_q4_1_ref(const float *x, void *y, int64_t n);
 void vq_quantize_row_q5_0_ref(const float *x, void *y, int64_t n);

@@ -16,7 +16,7 @@ enum vq_gguf_type {
     VQ_GGUF_U64 = 10, VQ_GGUF_I64 = 11, VQ_GGUF_F64 = 12, VQ_GGUF_TYPE_COUNT
 };
 
-/* ggml tensor type ids (subset we know; see ALGORITHMS.md §9.3). */
+/* ggml tensor type ids (subset we know; see docs/ALGORITHMS.md §9.3). */
 enum vq_ggml_type {
     VQ_GGML_F32 = 0, VQ_GGML_F16 = 1, VQ_GGML_Q4_0 = 2, VQ_GGML_Q4_1 = 3, VQ_GGML_Q5_0 = 6,
     VQ_GGML_Q5_1 = 7, VQ_GGML_Q8_0 = 8, VQ_GGML_Q8_1 = 9, VQ_GGML_Q2_K = 10, VQ_GGML_Q3_K = 11,

@@ -1,4 +1,4 @@
-/* test_core_lloyd.c — Lloyd-Max codebooks against the tables of ALGORITHMS.md §2.2 (N(0,1)),
+/* test_core_lloyd.c — Lloyd-Max codebooks against the tables of docs/ALGORITHMS.md §2.2 (N(0,1)),
  * §2.3 (Laplace scale 1) and §2.4 (rotated unit-vector coordinates, sqrt(d)-scaled), to 1e-5;
  * symmetry, ascending order, midpoint boundaries, MSE values and argument checks. */
 #include "test.h"

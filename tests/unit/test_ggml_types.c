@@ -83,7 +83,7 @@ TEST(dequant_legacy_known) {
 
 TEST(dequant_kquants_known) {
     static float y[256];
-    /* Q4_K: sub-block s has scale s+1 and min 2s (6-bit packing per ALGORITHMS.md §9.2). */
+    /* Q4_K: sub-block s has scale s+1 and min 2s (6-bit packing per docs/ALGORITHMS.md §9.2). */
     vq_block_q4_K b;
     memset(&b, 0, sizeof b);
     b.d = H(0.5f); b.dmin = H(0.25f);

@@ -1,4 +1,4 @@
-/* test_polar.c — PolarQuant codec: angle codebooks vs ALGORITHMS.md §5.2, block size formula,
+/* test_polar.c — PolarQuant codec: angle codebooks vs docs/ALGORITHMS.md §5.2, block size formula,
  * parameter validation, the documented bit layout (re-derived independently from the RHT
  * output), reconstruction cosine at several head dims, fused score / accumulate vs decode on
  * every ISA with odd token counts, determinism, NaN/Inf/range statuses. */

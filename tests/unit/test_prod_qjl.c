@@ -1,6 +1,6 @@
 /* test_prod_qjl.c — qjl and turboquant_prod codecs: layout sizes, parameter validation,
  * unbiasedness of the inner-product estimators (slope over many seeds), reconstruction cosine
- * against ALGORITHMS.md §3.5/§4.1, fused score / accumulate vs decode on every ISA, the x86
+ * against docs/ALGORITHMS.md §3.5/§4.1, fused score / accumulate vs decode on every ISA, the x86
  * row kernels vs their scalar references, determinism, NaN/Inf/range statuses. */
 #include "test.h"
 #include "veloxquant.h"
@@ -57,7 +57,7 @@ TEST(layout_and_validation) {
         }
     }
     vq_status st = VQ_STATUS_OK;
-    /* d = m = 128: 3.25 bits at b = 3 (ALGORITHMS.md §0) */
+    /* d = m = 128: 3.25 bits at b = 3 (docs/ALGORITHMS.md §0) */
     vq_codec *c = mk(VQ_METHOD_TURBOQUANT_PROD, 128, 3, 0, 1, VQ_ISA_AUTO, &st);
     ASSERT_NEAR(vq_codec_bits_per_elem(c), 3.25, 1e-12);
     vq_codec_free(c);
@@ -136,9 +136,10 @@ TEST(qjl_unbiased) {
 }
 
 TEST(prod_unbiased) {
-    /* IP err sd at d = m = 128: Gaussian-sketch simulation (ALGORITHMS.md §3.5) 0.064 / 0.036 /
-     * 0.021; the orthogonal Hadamard sketch gives about sqrt((pi/2 - 1) D(b-1) / d)
-     * = 0.040 / 0.023 / 0.012, the bound used here (25% slack). */
+    /* IP err sd at d = m = 128 (docs/ALGORITHMS.md §3.5): a Gaussian sketch would give about
+     * sqrt((pi/2) D(b-1) / d) = 0.066 / 0.038 / 0.020; the orthogonal Hadamard sketch gives
+     * about sqrt((pi/2 - 1) D(b-1) / d) = 0.040 / 0.023 / 0.012, the bound used here (25%
+     * slack). */
     const double sd_ref[5] = {0, 0, 0.040, 0.023, 0.0123};
     for (int b = 2; b <= 4; b++) {
         struct ip_stats r = ip_experiment(VQ_METHOD_TURBOQUANT_PROD, 128, b, 0, 0, 250, 8);
@@ -177,9 +178,10 @@ static double mean_cos(enum vq_method meth, int d, int bits, int jl, int n) {
 /* Reconstruction cosine. With the Hadamard sketch (B = m/d orthogonal blocks) the QJL part of
  * a unit residual r (||r||^2 = D) reconstructs r^ with E<r, r^> = D and
  * E||r^||^2 = D (1 + (pi/2 - 1)/B), so E<u, x^> = 1 and cos = 1/sqrt(1 + (pi/2 - 1) D / B).
- * With D = d MSE / d of the (b-1)-bit sphere codebook (ALGORITHMS.md §2.4, d = 128:
- * 0.36089, 0.11600, 0.03397) that is 0.911 / 0.969 / 0.990 for b = 2 / 3 / 4 — higher than the
- * Gaussian-sketch simulation of §3.5 (0.80 / 0.92 / 0.975), whose rows are not orthogonal.
+ * With D = d MSE / d of the (b-1)-bit sphere codebook (docs/ALGORITHMS.md §2.4, d = 128:
+ * 0.36089, 0.11600, 0.03397) that is 0.911 / 0.969 / 0.990 for b = 2 / 3 / 4 — higher than
+ * with a Gaussian sketch (0.80 / 0.92 / 0.975, docs/ALGORITHMS.md §3.5), whose rows are not
+ * orthogonal.
  * qjl alone is the case D = 1: 0.798 at m = d, 0.882 at m = 2d (Gaussian rows: 0.62 / 0.75). */
 static double cos_theory(double D, double B) { return 1.0 / sqrt(1.0 + (M_PI / 2 - 1) * D / B); }
 

@@ -1,5 +1,5 @@
 /* test_tq_rvq.c — turboquant_rvq: reconstruction cosine at d=128 (b=1 >= 0.91, b=2 >= 0.97)
- * and other dims, the level table of ALGORITHMS.md §6.1, the documented two-stream uint32
+ * and other dims, the level table of docs/ALGORITHMS.md §6.1, the documented two-stream uint32
  * layout (codes recomputed independently), fused score / accumulate vs decode on every ISA
  * with odd token counts, SIMD vs scalar, large norms, RANGE / NON_FINITE / zero vectors,
  * determinism, block_bytes formula. */
@@ -26,7 +26,8 @@ TEST(block_bytes_formula) {
 }
 
 TEST(levels) {
-    /* ALGORITHMS.md §6.1, x sqrt(d): b=1 -> +-0.5265, +-1.0692; b=2 stage 2 +-0.0403, +-0.1759 */
+    /* docs/ALGORITHMS.md §6.1, x sqrt(d): b=1 -> +-0.5265, +-1.0692;
+     * b=2 stage 2 +-0.0403, +-0.1759 */
     vq_status st;
     vq_codec *c = tq_create(VQ_METHOD_TURBOQUANT_RVQ, 128, 1, VQ_ISA_SCALAR, 1, 1, &st);
     /* crafted records: every coordinate gets the same level; rotating the decoded vector
@@ -74,7 +75,7 @@ TEST(cosine) {
             double cs = tq_mean_cos(c, &g, 800);
             fprintf(stderr, "  d=%d b=%d mean cos %.4f\n", dims[k], b, cs);
             ASSERT_GE(cs, mins[b]);
-            /* [sim] 0.916 / 0.977 (ALGORITHMS.md §6.3) */
+            /* reference values 0.916 / 0.977 (docs/ALGORITHMS.md §6.3) */
             ASSERT_NEAR(cs, b == 1 ? 0.916 : 0.977, 0.01);
             vq_codec_free(c);
         }

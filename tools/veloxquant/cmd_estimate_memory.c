@@ -37,8 +37,8 @@ static void usage(FILE *f) {
         "  --outlier-fraction F  configs with outlier tokens (+ot): which tokens are outliers\n"
         "                        depends on the data, so the estimate assumes round(F * CTX)\n"
         "                        per layer (default 0.04: the 4-12 per 200 prefill tokens of\n"
-        "                        ALGORITHMS.md 7.6; decode steps add none). Outlier channels\n"
-        "                        (+oc) are data-independent and exact\n"
+        "                        docs/ALGORITHMS.md section 7.6; decode steps add none).\n"
+        "                        Outlier channels (+oc) are data-independent and exact\n"
         "  --json                one JSON object on stdout\n"
         "  -h, --help            this help\n");
 }

@@ -13,7 +13,7 @@
 static const struct vq_method_info planned[] = {
     {"vecinfer", "bits=1,1.5,2 (product VQ, trained codebooks)", "c/v", 1, 0},
     {"spectral", "bits (PCA rotation, signal/noise split)", "b + 32/d", 1, 0},
-    {"ratequant", "modifier: --ratequant B (target mean bits; per-layer allocation from calibrated key norms, ALGORITHMS 8.3) on any codec with a bits range; values follow the key allocation (--ratequant-values even|off)", "avg b", 1, 1},
+    {"ratequant", "modifier: --ratequant B (target mean bits; per-layer allocation from calibrated key norms, docs/ALGORITHMS.md section 8.3) on any codec with a bits range; values follow the key allocation (--ratequant-values even|off)", "avg b", 1, 1},
     /* cache-level modifiers (built; listed here because they are not codecs) */
     {"outlier_channels", "modifier: --outlier-channels N (1..64, <= d/2), --n-calib-tokens T (default 200); "
                          "keys of turboquant_mse/prod/rvq, qjl, polar", "+ (8*n_out + 16)/d on keys", 0, 1},
