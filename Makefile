@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps models bench-data test test-asan demo bench install clean
+.PHONY: all deps models bench-data test test-asan demo bench install clean fuzz
 
 all: $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
@@ -21,8 +21,8 @@ models:
 bench-data:
 	python3 scripts/extract_corpus.py
 
-# Installs packages, fetches the default model, extracts the corpus, builds, runs the whole suite, then the
-# sanitizer build (ASan + UBSan).
+# Installs packages, fetches the default model, extracts the corpus, builds, runs the whole suite,
+# then the sanitizer build (ASan + UBSan).
 test: deps models bench-data all
 	cd $(BUILD) && ctest --output-on-failure -j 2
 	$(MAKE) test-asan
@@ -31,6 +31,16 @@ test-asan:
 	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVQ_SANITIZE=address,undefined -DVQ_OPENMP=OFF -DVQ_BUILD_BENCH=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j 2 -LE model
+
+# libFuzzer targets (clang), the library instrumented too; each runs FUZZ_TIME seconds from the
+# seeds in fuzz/corpus/ and reports executions and edges covered (scripts/fuzz.sh).
+FUZZ_TIME ?= 60
+FUZZ_TARGETS = fuzz_artifact fuzz_gguf fuzz_tokenizer
+fuzz:
+	cmake -S . -B $(BUILD)-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    -DVQ_BUILD_FUZZ=ON -DVQ_BUILD_TESTS=OFF -DVQ_BUILD_BENCH=OFF -DVQ_OPENMP=OFF $(CMAKE_FLAGS)
+	cmake --build $(BUILD)-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
+	bash scripts/fuzz.sh $(BUILD)-fuzz $(FUZZ_TIME) $(FUZZ_TARGETS)
 
 demo: deps models all
 	bash scripts/demo.sh $(BUILD)/veloxquant
@@ -42,4 +52,4 @@ install: all
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz
