@@ -3,7 +3,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps models bench-data test test-asan demo bench install clean fuzz
+.PHONY: all deps models bench-data test test-asan test-tsan demo bench install clean fuzz
 
 all: $(BUILD)/Makefile
 	cmake --build $(BUILD) -j $(JOBS)
@@ -22,10 +22,11 @@ bench-data:
 	python3 scripts/extract_corpus.py
 
 # Installs packages, fetches the default model, extracts the corpus, builds, runs the whole suite,
-# then the sanitizer build (ASan + UBSan).
+# then the sanitizer builds: gcc with ASan + UBSan, clang with TSan (the threaded tests).
 test: deps models bench-data all
 	cd $(BUILD) && ctest --output-on-failure -j 2
 	$(MAKE) test-asan
+	$(MAKE) test-tsan
 
 test-asan:
 	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVQ_SANITIZE=address,undefined -DVQ_OPENMP=OFF -DVQ_BUILD_BENCH=OFF $(CMAKE_FLAGS)
@@ -42,6 +43,20 @@ fuzz:
 	cmake --build $(BUILD)-fuzz -j $(JOBS) --target $(FUZZ_TARGETS)
 	bash scripts/fuzz.sh $(BUILD)-fuzz $(FUZZ_TIME) $(FUZZ_TARGETS)
 
+# The clang build: everything compiled by clang with -fsanitize=thread and LLVM's OpenMP runtime,
+# then the tests that run OpenMP regions (label "threads") under ThreadSanitizer. Archer (LLVM's
+# OpenMP tool for TSan, in libomp-dev) reports OpenMP's barriers, joins and reductions to TSan;
+# without it every parallel region gives false races inside the uninstrumented runtime.
+ARCHER ?= $(firstword $(wildcard /usr/lib/llvm-*/lib/libarcher.so))
+test-tsan:
+	@test -n "$(ARCHER)" || { echo "test-tsan: libarcher.so missing (libomp-dev)"; exit 1; }
+	cmake -S . -B $(BUILD)-tsan -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+	    -DVQ_SANITIZE=thread $(CMAKE_FLAGS)
+	cmake --build $(BUILD)-tsan -j $(JOBS)
+	cd $(BUILD)-tsan && OMP_TOOL_LIBRARIES=$(ARCHER) ARCHER_OPTIONS=verbose=1 \
+	    TSAN_OPTIONS="ignore_noninstrumented_modules=1 halt_on_error=1" \
+	    ctest --output-on-failure -j 2 -L threads
+
 demo: deps models all
 	bash scripts/demo.sh $(BUILD)/veloxquant
 
@@ -52,4 +67,4 @@ install: all
 	cmake --install $(BUILD)
 
 clean:
-	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-fuzz
+	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz

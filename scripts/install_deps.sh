@@ -3,6 +3,10 @@
 # everything is present.
 set -euo pipefail
 PKGS="build-essential cmake pkg-config libcjson-dev libplplot-dev plplot-driver-cairo python3 python3-pip unzip python3.11-doc"
+# The clang build of `make test` (ThreadSanitizer with LLVM's OpenMP runtime and its Archer tool,
+# both in libomp-dev), `make fuzz` (libFuzzer and the sanitizer runtimes: libclang-rt-dev),
+# symbolized sanitizer reports (llvm-symbolizer: llvm) and `make format` (clang-format).
+PKGS="$PKGS clang libclang-rt-dev libomp-dev llvm clang-format"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -243,14 +243,17 @@ static void check_against_ref(const char *arch, int qwen, uint32_t wtype, double
     for (int i = 0; i < MAXT; i++) tok[i] = (i * 7 + 3) % NV;
     static float want[MAXT * NV], got[MAXT * NV], last[NV];
     ref_forward(tok, MAXT, qwen, qwen, want);
-    for (int mode = 0; mode < 3; mode++) {
+    /* mode 3 takes the other threaded paths (fp32 matmul of dequantized rows, attention over
+     * fp16 views of the cache) with two threads, so that the TSan run of this test sees them */
+    for (int mode = 0; mode < 4; mode++) {
         struct vq_ctx_params cp = vq_ctx_params_default();
         cp.n_ctx = MAXT;
         cp.n_threads = 1 + mode % 2;
         cp.logits_all = mode != 2;
         cp.n_batch = mode == 1 ? 5 : 512;
-        cp.cache.key.method = VQ_METHOD_FP32;
-        cp.cache.value.method = VQ_METHOD_FP32;
+        cp.f32_activations = mode == 3;
+        cp.cache.key.method = mode == 3 ? VQ_METHOD_FP16 : VQ_METHOD_FP32;
+        cp.cache.value.method = cp.cache.key.method;
         vq_ctx *c = vq_ctx_create(m, &cp, &st);
         ASSERT(c != NULL);
         if (!c) { fprintf(stderr, "%s\n", vq_engine_last_error()); break; }
@@ -267,8 +270,11 @@ static void check_against_ref(const char *arch, int qwen, uint32_t wtype, double
             maxd = fmax(maxd, fabs(got[i] - want[i]));
             maxv = fmax(maxv, fabs(want[i]));
         }
-        if (getenv("VQ_TEST_VERBOSE") || maxd > tol * maxv) fprintf(stderr, "%s type %u mode %d: max diff %g (max |logit| %g)\n", arch, wtype, mode, maxd, maxv);
-        ASSERT_LE(maxd, tol * maxv);
+        /* fp16 K/V round every stored element to 11 significant bits: about 5e-4 relative
+         * (measured 3.7e-4 llama, 5.4e-4 qwen2, 2.7e-4 Q8_0) */
+        const double t = mode == 3 && tol < 2e-3 ? 2e-3 : tol;
+        if (getenv("VQ_TEST_VERBOSE") || maxd > t * maxv) fprintf(stderr, "%s type %u mode %d: max diff %g (max |logit| %g)\n", arch, wtype, mode, maxd, maxv);
+        ASSERT_LE(maxd, t * maxv);
         ASSERT_GE(maxv, 0.1);
         vq_ctx_free(c);
     }
