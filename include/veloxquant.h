@@ -333,7 +333,18 @@ VQ_API vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const vo
  * n_q_heads a multiple of n_kv_heads (query head h uses kv head h / (n_q_heads/n_kv_heads)).
  * q_pos (n_q) gives each query's position: it attends to tokens 0..q_pos[i]; NULL means the
  * last n_q positions (n_tokens - n_q + i). out is (n_q, n_q_heads, head_dim) fp32.
- * scale multiplies the scores before softmax (usually 1/sqrt(head_dim)). */
+ * scale multiplies the scores before softmax (usually 1/sqrt(head_dim)).
+ * fp16 layers: a layer whose keys and values are both plain fp16 rows (method fp16, no
+ * centering; e.g. an fp16 cache or the fp16_first/last_layers) with head_dim % 16 == 0 is
+ * attended in llama.cpp's CPU arithmetic (ggml, non-flash path), bit for bit on every ISA:
+ * q rounded to fp16, scores by ggml's fp16 dot times scale, softmax with ggml_v_expf and a
+ * double sum over 16-wide chunks counted from position 0, the weights times (float)(1 / sum)
+ * rounded to fp16, then V^T P. The dot and V^T P orders depend on n_q alone: n_q == 1 uses
+ * ggml_vec_dot_f16's order (llama.cpp's single-token batch), n_q >= 2 the tinyBLAS order of
+ * its batched kernels (as in llama.cpp, a query's output thus depends on whether it comes
+ * alone or in a batch, by float rounding). The result does not depend on q_pos order, page
+ * size, threads or how the tokens were appended. Other layers use the codecs' fused kernels
+ * (float32 scores and weights). Thread-safety: one caller per cache; OpenMP inside. */
 VQ_API vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
                                  int64_t n_q, const int64_t *q_pos, float scale, float *out);
 /* Same contract, computed by decoding every stored token to fp32 first and doing plain

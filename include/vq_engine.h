@@ -12,11 +12,11 @@
  *   cache (vq_cache_attend): the engine keeps no full-precision copy of K/V.
  *   Numerics: the engine repeats ggml's CPU arithmetic (Q8_1/Q8_0 activation quantization,
  *   its dot-product and reduction orders, rms_norm, the rope cache, SwiGLU with ggml_v_expf) on
- *   every ISA. A layer whose K and V are plain fp16 (no window, sinks, outliers or centering)
- *   computes attention itself from the cache's fp16 rows in llama.cpp's order (q and softmax
- *   output rounded to fp16; tinyBLAS order for batches of >= 2 tokens, vec_dot_f16 order for a
- *   single token), so an fp16 cache yields llama.cpp's logits; like llama.cpp, results then
- *   depend on whether a prompt chunk holds one token or more. Other layers use vq_cache_attend.
+ *   every ISA. Attention is vq_cache_attend for every layer: on a layer whose K and V are
+ *   plain fp16 rows the cache computes llama.cpp's arithmetic (q and softmax output rounded to
+ *   fp16; tinyBLAS order for chunks of >= 2 tokens, vec_dot_f16 order for a single token; see
+ *   veloxquant.h), so an fp16 cache yields llama.cpp's logits; like llama.cpp, results then
+ *   depend on whether a prompt chunk holds one token or more.
  *   Architectures: "llama" (SmolLM2, Llama: RoPE on adjacent pairs), "qwen2" (NEOX RoPE,
  *   q/k/v biases), "qwen3" (NEOX, per-head RMSNorm of q and k before RoPE) and "phi3" (NEOX,
  *   fused attn_qkv and gate+up tensors, q scaled before the product as llama.cpp does). RMSNorm,

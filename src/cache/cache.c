@@ -61,7 +61,7 @@
 #endif
 
 #include "cache/center.h"
-#include "cache/fp16_view.h"
+#include "cache/ggml_attn.h"
 #include "cache/softmax.h"
 #include "codecs/codec_impl.h"
 #include "codecs/kivi.h"
@@ -113,6 +113,7 @@ struct vq_side {            /* K or V configuration of one layer */
 
 struct vq_layer {
     struct vq_side k, v;
+    int f16_exact;          /* 1: K and V are plain fp16 rows, attended by attend_f16 */
     int64_t n_tokens;
     int sink_cap;           /* sinks chosen in the first append (0 = no sinks) */
     int n_sinks;
@@ -145,6 +146,9 @@ struct vq_cache {
     size_t qs_bytes, acc_floats;
     int max_bt;
     vq_softmax_fn softmax;  /* picked from the key codec ISA */
+    const struct vq_ggml_attn_kernels *gk; /* fp16 layers' llama.cpp-identical kernels */
+    size_t gg_ws;           /* fp16 layers: score row stride in floats (max_tokens rounded to 16) */
+    int gg_heads;           /* fp16 layers: query heads per work item (fit in one slab) */
     /* per-thread attend scratch: one slab each, slab_bytes apart */
     uint8_t *slabs;
     size_t slab_bytes;      /* n_slots slots of slot_bytes */
@@ -262,6 +266,13 @@ static vq_codec *get_codec(struct vq_cache *c, const struct vq_codec_params *q, 
     return cd;
 }
 
+
+/* 1 if every token of the side is a plain fp16 row at pages[t / page_tokens] + (t % page_tokens)
+ * * head_dim: the fp16 codec with no window, sinks, outlier copies / channels or centering. */
+static int plain_f16(const struct vq_side *sd) {
+    return sd->codec->p.method == VQ_METHOD_FP16 && sd->mode == WIN_NONE && !sd->use_sinks &&
+           !sd->use_ot && sd->n_oc == 0 && !sd->mu && sd->bt == 1;
+}
 
 /* Fills one side (K or V) of a layer; allocates the per-head stream array and windows.
  * n_oc: outlier channels of a key side (0 = off); use_ot: keep outlier-token copies. */
@@ -451,6 +462,7 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
             sides[j]->mu = calloc((size_t)c->n_kv * (size_t)c->d, sizeof(uint16_t));
             if (!sides[j]->mu) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
         }
+        L->f16_exact = plain_f16(&L->k) && plain_f16(&L->v) && c->d % 16 == 0;
         if (vq_codec_query_bytes(kc) > c->qs_bytes) c->qs_bytes = vq_codec_query_bytes(kc);
         if (vq_codec_acc_floats(vc) > c->acc_floats) c->acc_floats = vq_codec_acc_floats(vc);
         if (L->k.bt > c->max_bt) c->max_bt = L->k.bt;
@@ -482,6 +494,15 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     if (c->n_slots > VQ_SLOT_BATCH) c->n_slots = VQ_SLOT_BATCH;
     if (c->n_slots < 1) c->n_slots = 1;
     c->slab_bytes = off * (size_t)c->n_slots;
+    /* fp16 layers: gg_heads heads per item, each a score row, an fp16-rounded query and 64
+     * lane accumulators of head_dim (attend_f16) */
+    c->gk = vq_ggml_attn_kernels(p->key.isa);
+    c->gg_ws = (size_t)round_up(c->max_tokens, 16);
+    c->gg_heads = c->n_slots;
+    int any_f16 = 0;
+    for (int l = 0; l < c->n_layers; l++) any_f16 |= c->layers[l].f16_exact;
+    const size_t gg_bytes = (size_t)c->gg_heads * (c->gg_ws + (size_t)c->d * 65) * sizeof(float);
+    if (any_f16 && gg_bytes > c->slab_bytes) c->slab_bytes = align64(gg_bytes);
     c->slabs = vq_alloc(c->slab_bytes * (size_t)nt);
     c->stage = vq_alloc((size_t)c->page_tokens * (size_t)c->d * sizeof(float));
     c->kplan = calloc((size_t)c->n_kv, sizeof *c->kplan);
@@ -1201,11 +1222,77 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
     }
 }
 
+/* ---- fp16 layers: llama.cpp's arithmetic ---------------------------------------------- */
+
+/* Attention of n_q queries on a layer whose K and V are plain fp16 rows (L->f16_exact), in
+ * llama.cpp's operation order (non-flash CPU path, ggml_attn.h): q rounded to fp16; scores by
+ * ggml's F16 product, times scale; softmax with ggml_v_expf and a double sum over 16-wide
+ * chunks counted from position 0, times (float)(1 / sum); probabilities rounded to fp16;
+ * V^T P with lane t mod S for token t. b1 (n_q == 1) selects the single-query vec_dot_f16
+ * order, else the tinyBLAS order of the batched kernels. Work items are (query, kv head,
+ * chunk of up to gg_heads query heads), each with its own thread's slab. */
+static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_heads, int64_t n_q,
+                       const int64_t *q_pos, float scale, float *out) {
+    const struct vq_layer *L = &c->layers[layer];
+    const struct vq_ggml_attn_kernels *gk = c->gk;
+    const int d = c->d, nkv = c->n_kv, grp = n_q_heads / nkv, b1 = n_q == 1;
+    const int gh = grp < c->gg_heads ? grp : c->gg_heads;
+    const int n_ch = (grp + gh - 1) / gh;
+    const int64_t PT = c->page_tokens, items = n_q * nkv * n_ch;
+    const size_t ws = c->gg_ws, S = b1 ? 64 : 16;
+    const int nt = items < c->n_threads ? (int)items : c->n_threads;
+    (void)nt;
+#ifdef _OPENMP
+#pragma omp parallel for num_threads(nt) schedule(static)
+#endif
+    for (int64_t it = 0; it < items; it++) {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        float *w = (float *)(void *)(c->slabs + (size_t)tid * c->slab_bytes);
+        const int64_t i = it / (nkv * n_ch);
+        const int g = (int)(it / n_ch % nkv), h0 = g * grp + (int)(it % n_ch) * gh;
+        const int ng = g * grp + grp - h0 < gh ? g * grp + grp - h0 : gh;
+        const struct vq_stream *K = &L->k.s[g], *V = &L->v.s[g];
+        const int64_t nv = query_pos(c, layer, n_q, q_pos, i) + 1, np = round_up(nv, 16);
+        float *q16 = w + (size_t)gh * ws, *acc = q16 + (size_t)gh * (size_t)d;
+        memcpy(q16, q + (size_t)(i * n_q_heads + h0) * (size_t)d,
+               sizeof(float) * (size_t)ng * (size_t)d);
+        gk->scale_round_f16(q16, (int64_t)ng * d, 1.0f);
+        for (int64_t t0 = 0; t0 < nv; t0 += PT) {
+            const int64_t cnt = nv - t0 < PT ? nv - t0 : PT;
+            const uint16_t *kp = (const uint16_t *)(const void *)K->pages[t0 / PT];
+            gk->scores_f16(q16, ng, kp, cnt, d, b1, scale, w + t0, ws);
+        }
+        for (int h = 0; h < ng; h++) {
+            float *wh = w + (size_t)h * ws, mx = -INFINITY;
+            for (int64_t t = 0; t < nv; t++) mx = wh[t] > mx ? wh[t] : mx;
+            for (int64_t t = nv; t < np; t++) wh[t] = -INFINITY;
+            const float inv = (float)(1.0 / gk->softmax_exp(wh, np, mx));
+            gk->scale_round_f16(wh, nv, inv);
+        }
+        memset(acc, 0, sizeof(float) * (size_t)ng * S * (size_t)d);
+        for (int64_t t0 = 0; t0 < nv; t0 += PT) {
+            const int64_t cnt = nv - t0 < PT ? nv - t0 : PT;
+            const uint16_t *vp = (const uint16_t *)(const void *)V->pages[t0 / PT];
+            gk->pv_f16(acc, ng, vp, w + t0, ws, t0, cnt, d, b1);
+        }
+        for (int h = 0; h < ng; h++)
+            vq_ggml_pv_finish(acc + (size_t)h * S * (size_t)d, d, b1,
+                              out + (size_t)(i * n_q_heads + h0 + h) * (size_t)d);
+    }
+}
+
 vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads, int64_t n_q,
                           const int64_t *q_pos, float scale, float *out) {
     VQ_RETURN_IF_ERR(attend_check(c, layer, q, n_q_heads, n_q, q_pos, scale, out));
     if (n_q == 0) return VQ_STATUS_OK;
     const struct vq_layer *L = &c->layers[layer];
+    if (L->f16_exact) {
+        attend_f16(c, layer, q, n_q_heads, n_q, q_pos, scale, out);
+        return VQ_STATUS_OK;
+    }
     const int grp = n_q_heads / c->n_kv;
     const int d = c->d;
     const int64_t PT = c->page_tokens;
@@ -1318,20 +1405,6 @@ static void stream_decode(const vq_cache *c, const struct vq_layer *L, const str
         for (int64_t t = 0; t < nt; t++)
             for (int i = 0; i < d; i++) x[t * d + i] += mu[i];
     }
-}
-
-int vq_cache_fp16_view(const vq_cache *c, int layer, int value, int kv_head, struct vq_fp16_view *v) {
-    if (!c || !v || layer < 0 || layer >= c->n_layers || kv_head < 0 || kv_head >= c->n_kv) return 0;
-    const struct vq_layer *L = &c->layers[layer];
-    const struct vq_side *sd = value ? &L->v : &L->k;
-    const struct vq_stream *s = &sd->s[kv_head];
-    if (sd->codec->p.method != VQ_METHOD_FP16 || sd->mode != WIN_NONE || sd->use_sinks || sd->use_ot ||
-        sd->n_oc > 0 || sd->mu || sd->bt != 1 || s->n_coded != L->n_tokens)
-        return 0;
-    v->pages = (const uint16_t *const *)s->pages;
-    v->page_tokens = c->page_tokens;
-    v->n_tokens = s->n_coded;
-    return 1;
 }
 
 vq_status vq_cache_read(const vq_cache *c, int layer, int kv_head, float *k, float *v) {

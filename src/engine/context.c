@@ -19,15 +19,11 @@
 
 #include "core/core.h"
 #include "engine/model.h"
-#include "cache/fp16_view.h"
 
 #ifdef _OPENMP
 #include <omp.h>
 #define VQ_OMP_FOR(nt) _Pragma("omp parallel for num_threads(nt) schedule(static)")
 #endif
-
-#define VQ_MAX_KV_HEADS_GGML 64
-#define VQ_MAX_GQA_GGML 64
 
 struct vq_ctx {
     const vq_model *m;
@@ -48,13 +44,7 @@ struct vq_ctx {
     size_t act_stride; /* bytes per activation row */
     float *rope_cos;   /* (n_ctx, rope_dim / 2) */
     float *rope_sin;   /* (n_ctx, rope_dim / 2) */
-    /* llama.cpp-identical attention on plain fp16 K/V layers (attend_ggml) */
-    const struct vq_ggml_nn_kernels *nn;
-    int ggml_attn;     /* 1 when some layer can be plain fp16 and the geometry fits attend_ggml
-                        * (else every layer uses vq_cache_attend and attn_scr is NULL) */
-    float *attn_scr;   /* (n_threads, attn_scr_floats) per-thread scratch */
-    size_t attn_scr_floats;
-    size_t attn_np;    /* n_ctx rounded up to 16: score row length per query head */
+    const struct vq_ggml_nn_kernels *nn; /* llama.cpp-identical SwiGLU */
     float *wrow;       /* (n_threads, widest weight row) dequantized rows (f32_activations) */
     size_t wrow_floats;
     const struct vq_ggml_kernels *dot32; /* fp32 x fp32 dot (f32_activations) */
@@ -89,7 +79,6 @@ void vq_ctx_free(vq_ctx *c) {
     vq_free(c->act);
     vq_free(c->rope_cos);
     vq_free(c->rope_sin);
-    vq_free(c->attn_scr);
     vq_free(c->wrow);
     free(c);
 }
@@ -171,19 +160,6 @@ vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_statu
     c->rope_cos = alloc_track(c, (size_t)c->p.n_ctx * half * sizeof(float), &ok);
     c->rope_sin = alloc_track(c, (size_t)c->p.n_ctx * half * sizeof(float), &ok);
     c->nn = vq_ggml_nn_kernels(c->p.isa);
-    const struct vq_cache_params *kvp = &c->p.cache;
-    const int fp16_layers = (kvp->key.method == VQ_METHOD_FP16 && kvp->value.method == VQ_METHOD_FP16) ||
-                            kvp->fp16_first_layers > 0 || kvp->fp16_last_layers > 0;
-    c->ggml_attn = fp16_layers && I->head_dim % 16 == 0 && I->n_kv_heads <= VQ_MAX_KV_HEADS_GGML &&
-                   I->n_heads / I->n_kv_heads <= VQ_MAX_GQA_GGML;
-    if (c->ggml_attn) {
-        /* per thread: G score rows of n_ctx (rounded up to 16), G fp16-rounded queries, G
-         * blocks of 64 x head_dim lane accumulators (16 x head_dim for batches) */
-        const size_t G = (size_t)(I->n_heads / I->n_kv_heads);
-        c->attn_np = (size_t)((c->p.n_ctx + 15) / 16 * 16);
-        c->attn_scr_floats = G * c->attn_np + G * HD + G * 64 * HD;
-        c->attn_scr = alloc_track(c, (size_t)c->n_threads * c->attn_scr_floats * sizeof(float), &ok);
-    }
     if (c->p.f32_activations) {
         c->wrow_floats = (widest + 15) / 16 * 16;
         c->wrow = alloc_track(c, (size_t)c->n_threads * c->wrow_floats * sizeof(float), &ok);
@@ -353,67 +329,6 @@ static void swiglu(const vq_ctx *c, float *g, const float *u, int64_t n_tok, int
     for (int64_t t = 0; t < n_tok; t++) c->nn->swiglu(g + t * n_ff, u + t * n_ff, n_ff);
 }
 
-/* Attention of n queries (positions p0..p0+n-1) on one layer whose K and V are plain fp16 rows
- * in the cache, in llama.cpp's operation order (non-flash path): q rounded to fp16; scores by
- * ggml's F16 product, times scale; softmax with ggml_v_expf and a double sum, times
- * (float)(1 / sum); probabilities rounded to fp16; V^T P. A batch of >= 2 tokens uses the
- * tinyBLAS order of llama.cpp's batched kernels, a single token its vec_dot_f16 order (as
- * llama.cpp does, so logits depend on how a prompt is split into batches, as there). The query
- * heads sharing a kv head are processed together. Returns 0 (nothing written) when the layer
- * is not plain fp16. Reads the cache only. */
-static int attend_ggml(vq_ctx *c, int layer, int64_t n, int64_t p0, float scale) {
-    const struct vq_model_info *I = &c->m->info;
-    const int d = I->head_dim, nkv = I->n_kv_heads, nh = I->n_heads, G = nh / nkv, b1 = n == 1;
-    struct vq_fp16_view kv[2 * VQ_MAX_KV_HEADS_GGML];
-    if (!c->ggml_attn) return 0;
-    for (int g = 0; g < nkv; g++)
-        if (!vq_cache_fp16_view(c->cache, layer, 0, g, &kv[2 * g]) ||
-            !vq_cache_fp16_view(c->cache, layer, 1, g, &kv[2 * g + 1]) || kv[2 * g].n_tokens != p0 + n)
-            return 0;
-    const int64_t items = n * nkv;
-    const size_t np_max = c->attn_np;
-    int nt = items < c->n_threads ? (int)items : c->n_threads;
-    (void)nt;
-#ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
-#endif
-    for (int64_t it = 0; it < items; it++) {
-#ifdef _OPENMP
-        float *scr = c->attn_scr + (size_t)omp_get_thread_num() * c->attn_scr_floats;
-#else
-        float *scr = c->attn_scr;
-#endif
-        const int64_t i = it / nkv;
-        const int g = (int)(it % nkv), h0 = g * G;
-        const struct vq_fp16_view *K = &kv[2 * g], *V = &kv[2 * g + 1];
-        const int64_t nv = p0 + i + 1, np = (nv + 15) / 16 * 16;
-        float *w = scr, *q16 = w + (size_t)G * np_max, *acc = q16 + (size_t)G * (size_t)d;
-        const float *q = c->q + (size_t)((i * nh + h0) * d);
-        memcpy(q16, q, sizeof(float) * (size_t)G * (size_t)d);
-        c->nn->scale_round_f16(q16, (int64_t)G * d, 1.0f);
-        for (int64_t t0 = 0; t0 < nv; t0 += K->page_tokens) {
-            const int64_t cnt = nv - t0 < K->page_tokens ? nv - t0 : K->page_tokens;
-            c->nn->scores_f16(q16, G, K->pages[t0 / K->page_tokens], cnt, d, b1, scale, w + t0, np_max);
-        }
-        for (int h = 0; h < G; h++) {
-            float *wh = w + (size_t)h * np_max, mx = -INFINITY;
-            for (int64_t t = 0; t < nv; t++) mx = wh[t] > mx ? wh[t] : mx;
-            for (int64_t t = nv; t < np; t++) wh[t] = -INFINITY;
-            const float inv = (float)(1.0 / c->nn->softmax_exp(wh, np, mx));
-            c->nn->scale_round_f16(wh, nv, inv);
-        }
-        const size_t S = b1 ? 64 : 16;
-        memset(acc, 0, sizeof(float) * (size_t)G * S * (size_t)d);
-        for (int64_t t0 = 0; t0 < nv; t0 += V->page_tokens) {
-            const int64_t cnt = nv - t0 < V->page_tokens ? nv - t0 : V->page_tokens;
-            c->nn->pv_f16(acc, G, V->pages[t0 / V->page_tokens], w + t0, np_max, t0, cnt, d, b1);
-        }
-        for (int h = 0; h < G; h++)
-            vq_ggml_pv_finish(acc + (size_t)h * S * (size_t)d, d, b1, c->att + (size_t)((i * nh + h0 + h) * d));
-    }
-    return 1;
-}
-
 /* One forward pass over n <= n_batch tokens at positions n_past..; logits may be NULL. */
 static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *logits) {
     const vq_model *m = c->m;
@@ -446,9 +361,8 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
         if (m->q_prescale)
             for (int64_t i = 0; i < n * NQ; i++) c->q[i] *= m->q_scale;
         VQ_RETURN_IF_ERR(vq_cache_append(c->cache, l, c->k, c->v, VQ_DTYPE_F32, n));
-        if (!attend_ggml(c, l, n, p0, attn_scale))
-            VQ_RETURN_IF_ERR(vq_cache_attend(c->cache, l, c->q, I->n_heads, n, NULL, attn_scale,
-                                             c->att));
+        /* plain fp16 layers: llama.cpp's arithmetic inside the cache (vq_cache_attend) */
+        VQ_RETURN_IF_ERR(vq_cache_attend(c->cache, l, c->q, I->n_heads, n, NULL, attn_scale, c->att));
         if (c->hook) {
             const struct vq_layer_event ev = {l, p0, n, I->n_heads, I->n_kv_heads, (int)HD,
                                               attn_scale, c->q, c->k, c->v, c->att, c->cache};

@@ -158,34 +158,11 @@ enum vq_isa vq_ggml_isa_default(void);
 int vq_ggml_isa_available(enum vq_isa isa);
 
 /* ---- llama.cpp (ggml CPU) numerics outside the matmuls --------------------------------
- * The engine's fp16-KV attention and SwiGLU repeat the operation sequence of ggml's CPU backend
- * (x86, AVX-512 build) so that its logits equal llama.cpp's to the last bits: the int8
- * re-quantization of activations before every matmul turns any last-bit difference into whole
- * rounding steps that grow over the layers (tests/golden/README.md). Every function below has a
- * scalar reference (fmaf) and AVX2/AVX-512 twins that return bit-identical results. */
+ * The engine's SwiGLU repeats ggml's CPU operation sequence (x86, AVX-512 build) so that its
+ * logits equal llama.cpp's to the last bits (the fp16 attention does the same inside the
+ * cache: src/cache/ggml_attn.h). Scalar reference (ggml_v_expf with fmaf) and AVX2/AVX-512
+ * twins return bit-identical results. */
 struct vq_ggml_nn_kernels {
-    /* out[h] = sum over i < d of q[h*d + i] * k[i] for h < G (k fp16, q already fp16-rounded):
-     * b1 = 0: 16 lanes (lane l: fma chain over i = l mod 16, ascending), reduced as gcc's
-     * _mm512_reduce_add_ps — ggml's tinyBLAS F16 product (batches of >= 2 tokens);
-     * b1 = 1: ggml_vec_dot_f16 (4 x 16 lanes over 64-element steps, then s0+s2, s1+s3, sum,
-     * reduce; elements past the last full 64 added in double) — llama.cpp's 1-token path.
-     * b1 = 0 needs d % 16 == 0. */
-    void (*dot_f16)(const float *q, int G, const uint16_t *k, int d, int b1, float *out);
-    /* w[h*ws + t] = dot_f16 of query h with key row t, times scale, for t < n (k holds n rows of
-     * d fp16 values), h < G: the same bits as dot_f16 row by row. */
-    void (*scores_f16)(const float *q, int G, const uint16_t *k, int64_t n, int d, int b1, float scale,
-                       float *w, size_t ws);
-    /* x[i] = fp16-rounded (round to nearest even) x[i] * scale, as a float, for i < n. */
-    void (*scale_round_f16)(float *x, int64_t n, float scale);
-    /* w[i] = ggml_v_expf(w[i] - max) in place for i < n (n a multiple of 16); returns the sum
-     * of the 16-element chunk reductions, accumulated in double (ggml_vec_soft_max_f32). */
-    double (*softmax_exp)(float *w, int64_t n, float max);
-    /* acc is G blocks of (S, d), S = 16 (b1 = 0) or 64 (b1 = 1): for each token t in
-     * [t0, t0 + n), ascending, acc[h][t mod S][j] = fma(v_t[j], p[h*ps + t - t0], acc[h][t mod S][j])
-     * for h < G, j < d; v holds n rows of d fp16 values. With vq_ggml_pv_finish this is
-     * ggml's V^T P product (tinyBLAS, or vec_dot_f16 over tokens when b1). d % 16 == 0. */
-    void (*pv_f16)(float *acc, int G, const uint16_t *v, const float *p, size_t ps, int64_t t0, int64_t n,
-                   int d, int b1);
     /* g[i] = silu(g[i]) * u[i] for one row of n values: ggml_vec_swiglu_f32 (16-wide ggml_v_silu,
      * tail x / (1 + expf(-x)) with libm expf). */
     void (*swiglu)(float *g, const float *u, int64_t n);
@@ -193,38 +170,8 @@ struct vq_ggml_nn_kernels {
 /* The kernels for isa (AUTO: vq_ggml_isa_default(); an unavailable ISA falls back to scalar).
  * Static table, thread-safe. */
 const struct vq_ggml_nn_kernels *vq_ggml_nn_kernels(enum vq_isa isa);
-/* out[j] for j < d from one head's (S, d) block of pv_f16: S = 16: the _mm512_reduce_add_ps
- * order over the 16 rows; S = 64 (b1): rows r and r+32 summed, then r and r+16 (ggml's
- * 4-accumulator reduce), then the 16-row order. */
-void vq_ggml_pv_finish(const float *acc, int d, int b1, float *out);
-typedef void (*vq_ggml_dot_f16_fn)(const float *q, int G, const uint16_t *k, int d, int b1, float *out);
-/* scores_f16 semantics computed row by row with dot (any dot_f16 variant). Thread-safe. */
-void vq_ggml_scores_rows(vq_ggml_dot_f16_fn dot, const float *q, int G, const uint16_t *k, int64_t n, int d,
-                         int b1, float scale, float *w, size_t ws);
-/* ggml_v_expf (AVX-512 variant) for one float, with fmaf and ldexpf. */
-float vq_ggml_expf_ref(float x);
-
-void vq_ggml_dot_f16_ref(const float *q, int G, const uint16_t *k, int d, int b1, float *out);
-double vq_ggml_softmax_exp_ref(float *w, int64_t n, float max);
-void vq_ggml_scores_f16_ref(const float *q, int G, const uint16_t *k, int64_t n, int d, int b1, float scale,
-                            float *w, size_t ws);
-void vq_ggml_scale_round_f16_ref(float *x, int64_t n, float scale);
-void vq_ggml_pv_f16_ref(float *acc, int G, const uint16_t *v, const float *p, size_t ps, int64_t t0, int64_t n,
-                        int d, int b1);
 void vq_ggml_swiglu_ref(float *g, const float *u, int64_t n);
-void vq_ggml_dot_f16_avx2(const float *q, int G, const uint16_t *k, int d, int b1, float *out);
-double vq_ggml_softmax_exp_avx2(float *w, int64_t n, float max);
-void vq_ggml_scale_round_f16_avx2(float *x, int64_t n, float scale);
-void vq_ggml_pv_f16_avx2(float *acc, int G, const uint16_t *v, const float *p, size_t ps, int64_t t0,
-                          int64_t n, int d, int b1);
 void vq_ggml_swiglu_avx2(float *g, const float *u, int64_t n);
-void vq_ggml_dot_f16_avx512(const float *q, int G, const uint16_t *k, int d, int b1, float *out);
-double vq_ggml_softmax_exp_avx512(float *w, int64_t n, float max);
-void vq_ggml_scores_f16_avx512(const float *q, int G, const uint16_t *k, int64_t n, int d, int b1, float scale,
-                            float *w, size_t ws);
-void vq_ggml_scale_round_f16_avx512(float *x, int64_t n, float scale);
-void vq_ggml_pv_f16_avx512(float *acc, int G, const uint16_t *v, const float *p, size_t ps, int64_t t0,
-                          int64_t n, int d, int b1);
 void vq_ggml_swiglu_avx512(float *g, const float *u, int64_t n);
 
 /* Scalar reference kernels (normative). */

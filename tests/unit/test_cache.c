@@ -6,7 +6,6 @@
 #include "veloxquant.h"
 #include "codecs/codec_impl.h"
 #include "cache/softmax.h"
-#include "cache/fp16_view.h"
 
 static uint64_t rng_ = 0x2545F4914F6CDD1Dull;
 static double urand(void) {
@@ -70,6 +69,11 @@ static double rel_err(const float *a, const float *b, int64_t n_vec, int d) {
 }
 
 /* Compares fused and reference attention for one layer; returns the relative error. */
+/* Fused-vs-reference bound on rel_err: plain fp16 layers compute llama.cpp's arithmetic (q and
+ * the softmax weights rounded to fp16, ~5e-4 relative each), the codecs' fused paths match
+ * their own decode-then-dot reference to float rounding. */
+static double tol_of(enum vq_method m) { return m == VQ_METHOD_FP16 ? 5e-3 : 1e-4; }
+
 static double check_attend(vq_cache *c, int layer, int n_q_heads, int64_t n_q, const int64_t *pos,
                            int d) {
     float *q = malloc((size_t)(n_q * n_q_heads * d) * sizeof(float));
@@ -126,10 +130,10 @@ TEST(fused_equals_reference) {
                     e = check_attend(c, 0, n_kv * ratios[ri], 2, NULL, d);
                     if (e > worst) worst = e;
                 }
-                if (worst > 1e-4)
+                if (worst > tol_of((enum vq_method)m))
                     fprintf(stderr, "  %s isa=%s d=%d: rel err %.3g\n", vq_method_name((enum vq_method)m),
                             vq_isa_name((enum vq_isa)isa), d, worst);
-                ASSERT_LE(worst, 1e-4);
+                ASSERT_LE(worst, tol_of((enum vq_method)m));
                 ASSERT_EQ_INT(vq_cache_n_tokens(c, 0), 9);
                 vq_cache_free(c);
             }
@@ -497,8 +501,9 @@ TEST(attend_argument_checks) {
         for (int i = 0; i < d; i++)
             bad_n += o[h * d + i] != vq_fp16_to_fp32(vq_fp32_to_fp16(k[h * d + i]));
     ASSERT_EQ_INT(bad_n, 0);
-    /* 10 queries x 6 heads with all positions: fused == reference with many threads */
-    ASSERT_LE(check_attend(c, 0, 6, 10, NULL, d), 1e-5);
+    /* 10 queries x 6 heads with all positions: fused == reference (to the fp16 roundings of
+     * llama.cpp's arithmetic) with many threads */
+    ASSERT_LE(check_attend(c, 0, 6, 10, NULL, d), 2e-3);
     vq_cache_free(c);
     /* long max_tokens: fewer slots per batch (here 1 and 3) */
     for (int big = 0; big < 2; big++) {
@@ -622,8 +627,9 @@ TEST(split_decode) {
             e = check_attend(c, 0, n_kv, 2, pos3, d); worst = e > worst ? e : worst;
             ASSERT_STATUS(vq_cache_append(c, 0, k + 101 * n_kv * d, v + 101 * n_kv * d, VQ_DTYPE_F32, 49), VQ_STATUS_OK);
             e = check_attend(c, 0, 2 * n_kv, 1, NULL, d); worst = e > worst ? e : worst;
-            if (worst > 1e-4) fprintf(stderr, "  %s n_kv=%d: rel err %.3g\n", vq_method_name((enum vq_method)m), n_kv, worst);
-            ASSERT_LE(worst, 1e-4);
+            if (worst > tol_of((enum vq_method)m))
+                fprintf(stderr, "  %s n_kv=%d: rel err %.3g\n", vq_method_name((enum vq_method)m), n_kv, worst);
+            ASSERT_LE(worst, tol_of((enum vq_method)m));
             free(k); free(v);
             vq_cache_free(c);
         }
@@ -690,56 +696,10 @@ TEST(random_operation_sequences) {
                 if (e > worst) worst = e;
             }
         }
-        if (worst > 1e-4) fprintf(stderr, "  %s: rel err %.3g\n", vq_method_name(ms[mi]), worst);
-        ASSERT_LE(worst, 1e-4);
+        if (worst > tol_of(ms[mi])) fprintf(stderr, "  %s: rel err %.3g\n", vq_method_name(ms[mi]), worst);
+        ASSERT_LE(worst, tol_of(ms[mi]));
         vq_cache_free(c);
     }
-}
-
-/* vq_cache_fp16_view: plain fp16 streams expose their rows (the appended values rounded to
- * fp16, across pages of 16 tokens, in token order); any other stream (a quantized side, a
- * centered fp16 side, outlier-token copies) returns 0. */
-TEST(fp16_view) {
-    const int d = 64, n_kv = 2, n = 37;
-    float *k = gen(n, n_kv, d, 0.5f), *v = gen(n, n_kv, d, 0.0f);
-    struct vq_cache_params p = mkp(VQ_METHOD_FP16, VQ_METHOD_FP16, d, n_kv, VQ_ISA_AUTO);
-    vq_cache *c = vq_cache_create(&p, NULL);
-    ASSERT_STATUS(vq_cache_append(c, 1, k, v, VQ_DTYPE_F32, n), VQ_STATUS_OK);
-    struct vq_fp16_view fv;
-    for (int side = 0; side < 2; side++)
-        for (int h = 0; h < n_kv; h++) {
-            ASSERT_EQ_INT(vq_cache_fp16_view(c, 1, side, h, &fv), 1);
-            ASSERT_EQ_INT(fv.n_tokens, n);
-            ASSERT_EQ_INT(fv.page_tokens, 16);
-            const float *src = side ? v : k;
-            int bad = 0;
-            for (int t = 0; t < n; t++)
-                for (int j = 0; j < d; j++) {
-                    const uint16_t got = fv.pages[t / fv.page_tokens][(t % fv.page_tokens) * d + j];
-                    bad += got != vq_fp32_to_fp16(src[((size_t)t * n_kv + h) * d + j]);
-                }
-            ASSERT_EQ_INT(bad, 0);
-        }
-    ASSERT_EQ_INT(vq_cache_fp16_view(c, 0, 0, 0, &fv), 1);   /* empty layer: 0 rows */
-    ASSERT_EQ_INT(fv.n_tokens, 0);
-    ASSERT_EQ_INT(vq_cache_fp16_view(c, 2, 0, 0, &fv), 0);   /* bad layer / head / NULL */
-    ASSERT_EQ_INT(vq_cache_fp16_view(c, 1, 0, n_kv, &fv), 0);
-    ASSERT_EQ_INT(vq_cache_fp16_view(NULL, 1, 0, 0, &fv), 0);
-    vq_cache_free(c);
-    struct vq_cache_params q = mkp(VQ_METHOD_TURBOQUANT_MSE, VQ_METHOD_FP16, d, n_kv, VQ_ISA_AUTO);
-    c = vq_cache_create(&q, NULL);
-    ASSERT_STATUS(vq_cache_append(c, 0, k, v, VQ_DTYPE_F32, n), VQ_STATUS_OK);
-    ASSERT_EQ_INT(vq_cache_fp16_view(c, 0, 0, 0, &fv), 0);   /* quantized keys */
-    ASSERT_EQ_INT(vq_cache_fp16_view(c, 0, 1, 0, &fv), 1);   /* plain fp16 values */
-    vq_cache_free(c);
-    q = mkp(VQ_METHOD_FP16, VQ_METHOD_FP16, d, n_kv, VQ_ISA_AUTO);
-    q.center_keys = 1;
-    c = vq_cache_create(&q, NULL);
-    ASSERT_STATUS(vq_cache_append(c, 0, k, v, VQ_DTYPE_F32, n), VQ_STATUS_OK);
-    ASSERT_EQ_INT(vq_cache_fp16_view(c, 0, 0, 0, &fv), 0);   /* centered keys */
-    ASSERT_EQ_INT(vq_cache_fp16_view(c, 0, 1, 0, &fv), 1);
-    vq_cache_free(c);
-    free(k); free(v);
 }
 
 int main(void) {
@@ -756,6 +716,5 @@ int main(void) {
     RUN(truncate_and_reset);
     RUN(random_operation_sequences);
     RUN(split_decode);
-    RUN(fp16_view);
     return TEST_REPORT();
 }

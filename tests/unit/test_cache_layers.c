@@ -120,7 +120,7 @@ TEST(fp16_edges_bytes_and_attend) {
                 const double dlt = fabs((double)out[i] - ref[i]);
                 if (dlt > worst) worst = dlt;
             }
-            ASSERT_LE(worst, 2e-4);
+            ASSERT_LE(worst, edge ? 2e-3 : 2e-4);   /* edge: llama.cpp's fp16 roundings */
             if (edge) {
                 ASSERT_STATUS(vq_cache_attend(cf, l, q, QH_, 3, NULL, 0.125f, f16out), VQ_STATUS_OK);
                 ASSERT(memcmp(out, f16out, sizeof out) == 0);
@@ -204,7 +204,8 @@ TEST(fp16_edges_with_outlier_channels) {
         for (int l = 0; l < L_; l++) {
             ASSERT_STATUS(vq_cache_attend(c, l, q, QH_, 1, NULL, 0.125f, out), VQ_STATUS_OK);
             ASSERT_STATUS(vq_cache_attend_ref(c, l, q, QH_, 1, NULL, 0.125f, ref), VQ_STATUS_OK);
-            for (int i = 0; i < QH_ * D_; i++) ASSERT_NEAR(out[i], ref[i], 2e-4);
+            const int edge = l < p.fp16_first_layers || l >= L_ - p.fp16_last_layers;
+            for (int i = 0; i < QH_ * D_; i++) ASSERT_NEAR(out[i], ref[i], edge ? 2e-3 : 2e-4);
         }
         vq_cache_free(c);
     }

@@ -7,13 +7,7 @@
 #include <string.h>
 
 #include "engine/ggml.h"
-
-static inline float hsum256(__m256 v) {
-    __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-    lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
-    lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
-    return _mm_cvtss_f32(lo);
-}
+#include "cache/arch/x86/ggml_x86.h"
 
 /* 16 packed bytes -> 32 bytes: low nibbles (elements 0..15), then high nibbles (16..31). */
 static inline __m256i unpack_nibbles(const uint8_t *qs) {
@@ -278,133 +272,7 @@ void vq_vec_dot4_q4_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a
     for (int j = 0; j < 4; j++) out[j] = hsum256(c[j]);
 }
 
-/* ---- llama.cpp numerics outside the matmuls (ggml.h): ggml's AVX-512 sequences on two
- * 8-lane halves, bit-identical to vq_ggml_*_avx512 and the scalar references ---- */
-
-/* j * 2^n for integral n (|n| <= 192), rounded once like _mm512_scalef_ps: the first factor
- * keeps the product normal and exact, the second rounds (subnormal or overflow) once. */
-static inline __m256 scalef8(__m256 j, __m256 n) {
-    const __m256i ni = _mm256_cvtps_epi32(n);
-    /* a >= -125 keeps j * 2^a normal (j >= 0.7); b = n - a in [-67, 65] */
-    const __m256i a = _mm256_min_epi32(_mm256_max_epi32(ni, _mm256_set1_epi32(-125)), _mm256_set1_epi32(127));
-    const __m256i b = _mm256_sub_epi32(ni, a);
-    const __m256 pa = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(a, _mm256_set1_epi32(127)), 23));
-    const __m256i bb = _mm256_min_epi32(_mm256_max_epi32(b, _mm256_set1_epi32(-126)), _mm256_set1_epi32(127));
-    const __m256 pb = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(bb, _mm256_set1_epi32(127)), 23));
-    return _mm256_mul_ps(_mm256_mul_ps(j, pa), pb);
-}
-
-static inline __m256 ggml_v_expf8(__m256 x) {
-    const __m256 r = _mm256_set1_ps(0x1.8p23f);
-    const __m256 z = _mm256_fmadd_ps(x, _mm256_set1_ps(0x1.715476p+0f), r);
-    const __m256 n = _mm256_sub_ps(z, r);
-    const __m256 b = _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.7f7d1cp-20f),
-                                      _mm256_fnmadd_ps(n, _mm256_set1_ps(0x1.62e4p-1f), x));
-    const __m256 absn = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), n);
-    const __m256 d = _mm256_cmp_ps(absn, _mm256_set1_ps(192), _CMP_GT_OQ);
-    const __m256 u = _mm256_mul_ps(b, b);
-    const __m256 j = _mm256_fmadd_ps(
-        _mm256_fmadd_ps(_mm256_fmadd_ps(_mm256_set1_ps(0x1.0e4020p-7f), b, _mm256_set1_ps(0x1.573e2ep-5f)), u,
-                        _mm256_fmadd_ps(_mm256_set1_ps(0x1.555e66p-3f), b, _mm256_set1_ps(0x1.fffdb6p-2f))),
-        u, _mm256_fmadd_ps(_mm256_set1_ps(0x1.ffffecp-1f), b, _mm256_set1_ps(1.0f)));
-    if (_mm256_movemask_ps(d) == 0) return scalef8(j, n);
-    const __m256 nn = _mm256_blendv_ps(n, _mm256_setzero_ps(), d);          /* keep scalef8 in range */
-    const __m256 res = scalef8(j, nn);
-    const __m256 alt = _mm256_blendv_ps(_mm256_set1_ps(INFINITY), _mm256_setzero_ps(),
-                                        _mm256_cmp_ps(n, _mm256_setzero_ps(), _CMP_LE_OQ));
-    return _mm256_blendv_ps(res, alt, d);
-}
-
-/* gcc's _mm512_reduce_add_ps order on lanes lo (0..7) and hi (8..15). */
-static inline float reduce16(__m256 lo, __m256 hi) { return hsum256(_mm256_add_ps(hi, lo)); }
-
-static inline __m256 ld_h8(const uint16_t *k) { return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)k)); }
-
-void vq_ggml_dot_f16_avx2(const float *q, int G, const uint16_t *k, int d, int b1, float *out) {
-    if (!b1) {
-        enum { GM = 4 };
-        for (int h0 = 0; h0 < G; h0 += GM) {
-            const int g = G - h0 < GM ? G - h0 : GM;
-            __m256 lo[GM], hi[GM];
-            for (int h = 0; h < g; h++) lo[h] = hi[h] = _mm256_setzero_ps();
-            for (int s = 0; s < d; s += 16) {
-                const __m256 k0 = ld_h8(k + s), k1 = ld_h8(k + s + 8);
-                for (int h = 0; h < g; h++) {
-                    const float *qh = q + (size_t)(h0 + h) * (size_t)d + s;
-                    lo[h] = _mm256_fmadd_ps(k0, _mm256_loadu_ps(qh), lo[h]);
-                    hi[h] = _mm256_fmadd_ps(k1, _mm256_loadu_ps(qh + 8), hi[h]);
-                }
-            }
-            for (int h = 0; h < g; h++) out[h0 + h] = reduce16(lo[h], hi[h]);
-        }
-        return;
-    }
-    const int np = d & ~63;
-    for (int h = 0; h < G; h++) {
-        const float *qh = q + (size_t)h * (size_t)d;
-        __m256 x[8];
-        for (int j = 0; j < 8; j++) x[j] = _mm256_setzero_ps();
-        for (int s = 0; s < np; s += 64)
-            for (int j = 0; j < 8; j++) x[j] = _mm256_fmadd_ps(ld_h8(k + s + 8 * j), _mm256_loadu_ps(qh + s + 8 * j), x[j]);
-        /* 16-lane accumulators j' = (x[2j'], x[2j'+1]): j'0 + j'2, j'1 + j'3, then their sum */
-        const __m256 lo = _mm256_add_ps(_mm256_add_ps(x[0], x[4]), _mm256_add_ps(x[2], x[6]));
-        const __m256 hi = _mm256_add_ps(_mm256_add_ps(x[1], x[5]), _mm256_add_ps(x[3], x[7]));
-        double sum = (double)reduce16(lo, hi);
-        for (int i = np; i < d; i++) sum += (double)(_cvtsh_ss(k[i]) * qh[i]);
-        out[h] = (float)sum;
-    }
-}
-
-void vq_ggml_scale_round_f16_avx2(float *x, int64_t n, float scale) {
-    int64_t i = 0;
-    const __m256 s = _mm256_set1_ps(scale);
-    for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(x + i, _mm256_cvtph_ps(_mm256_cvtps_ph(_mm256_mul_ps(_mm256_loadu_ps(x + i), s), _MM_FROUND_TO_NEAREST_INT)));
-    for (; i < n; i++) x[i] = _cvtsh_ss(_cvtss_sh(x[i] * scale, _MM_FROUND_TO_NEAREST_INT));
-}
-
-double vq_ggml_softmax_exp_avx2(float *w, int64_t n, float max) {
-    double sum = 0;
-    const __m256 m = _mm256_set1_ps(max);
-    for (int64_t i = 0; i < n; i += 16) {
-        const __m256 lo = ggml_v_expf8(_mm256_sub_ps(_mm256_loadu_ps(w + i), m));
-        const __m256 hi = ggml_v_expf8(_mm256_sub_ps(_mm256_loadu_ps(w + i + 8), m));
-        _mm256_storeu_ps(w + i, lo);
-        _mm256_storeu_ps(w + i + 8, hi);
-        sum += (double)reduce16(lo, hi);
-    }
-    return sum;
-}
-
-/* Slot-major, as the AVX-512 twin: every lane chain in registers, tokens ascending. */
-void vq_ggml_pv_f16_avx2(float *acc, int G, const uint16_t *v, const float *p, size_t ps, int64_t t0,
-                         int64_t n, int d, int b1) {
-    const int S = b1 ? 64 : 16;
-    for (int slot = 0; slot < S; slot++) {
-        const int64_t first = (int64_t)((slot - (t0 & (S - 1)) + S) & (S - 1));
-        if (first >= n) continue;
-        for (int j0 = 0; j0 < d; j0 += 16) {
-            for (int h0 = 0; h0 < G; h0 += 4) {
-                const int g = G - h0 < 4 ? G - h0 : 4;
-                __m256 a[4][2];
-                for (int h = 0; h < g; h++)
-                    for (int j = 0; j < 2; j++)
-                        a[h][j] = _mm256_loadu_ps(acc + ((size_t)(h0 + h) * (size_t)S + (size_t)slot) * (size_t)d + j0 + 8 * j);
-                for (int64_t t = first; t < n; t += S) {
-                    const __m256 v0 = ld_h8(v + t * d + j0), v1 = ld_h8(v + t * d + j0 + 8);
-                    for (int h = 0; h < g; h++) {
-                        const __m256 pt = _mm256_set1_ps(p[(size_t)(h0 + h) * ps + (size_t)t]);
-                        a[h][0] = _mm256_fmadd_ps(v0, pt, a[h][0]);
-                        a[h][1] = _mm256_fmadd_ps(v1, pt, a[h][1]);
-                    }
-                }
-                for (int h = 0; h < g; h++)
-                    for (int j = 0; j < 2; j++)
-                        _mm256_storeu_ps(acc + ((size_t)(h0 + h) * (size_t)S + (size_t)slot) * (size_t)d + j0 + 8 * j, a[h][j]);
-            }
-        }
-    }
-}
+/* ---- SwiGLU (ggml.h): ggml_v_expf on two 8-lane halves (cache/arch/x86/ggml_x86.h) ---- */
 
 void vq_ggml_swiglu_avx2(float *g, const float *u, int64_t n) {
     const int64_t nv = n / 16 * 16;
