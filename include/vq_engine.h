@@ -95,7 +95,8 @@ struct vq_model_info {
  * (truncated or corrupt file, tensor data that overlaps or does not tile the data section as
  * its type and shape say, a non-finite block scale or float weight, missing tensor, shape
  * mismatch) / UNSUPPORTED (architecture, tensor type) / NO_MEMORY, and a message in
- * vq_engine_last_error(). Loading reads every block scale once (~40 ms per 100 MB).
+ * vq_engine_last_error(). Loading reads every block scale once (a strided pass over the
+ * weights: 30-45 ms for the 97 MB default model on a shared 2-vCPU machine).
  * Caller-owned. */
 VQ_API vq_model *vq_model_load(const char *path, vq_status *st);
 /* Frees a model (NULL: no-op). Every context of the model must be freed first. */

@@ -275,7 +275,7 @@ trunc:
  *   alignment padding), are refused. Bytes after the last tensor are allowed.
  *   This is part of every open (it reads only the tensor infos).
  * - values (vq_gguf_check_values, called by the model loader, not by open: it reads the whole
- *   data section, ~40 ms for the 97 MB default model, which `info` does not need): as ggml's
+ *   data section, 30-45 ms for the 97 MB default model, which `info` does not need): as ggml's
  *   validate_row_data, every fp16/fp32 block scale (Q4_0..Q8_K: d, and m / dmin / s where
  *   the type has them) and every element of F16, BF16, F32 and F64 tensors must be finite.
  *   This catches a relabelling between types of equal size that the layout cannot see

@@ -261,7 +261,7 @@ static double rd_num_range(struct rd *d, const cJSON *o, const char *where, cons
     if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) { fail(d, "%s.%s: expected a number", where, k); return NAN; }
     double x = v->valuedouble;
     if (x < lo || (lo_open && x == lo) || x > hi) {
-        fail(d, "%s.%s: %g out of range %c%g, %g]", where, k, x, lo_open ? '(' : '[', lo, hi);
+        fail(d, "%s.%s: %.15g out of range %c%.15g, %.15g]", where, k, x, lo_open ? '(' : '[', lo, hi);
         return NAN;
     }
     if (integer && x != floor(x)) { fail(d, "%s.%s: expected an integer", where, k); return NAN; }

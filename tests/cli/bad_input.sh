@@ -38,7 +38,7 @@ expect_exit 1 "$VQ" report "$TMP/keyx.json" -o "$TMP/r1"
 has "results[0].key_x: 0 out of range (0, inf]"
 edit_fix "$TMP/hd.json" 'd["model"]["head_dim"] = 0'
 expect_exit 1 "$VQ" report "$TMP/hd.json" -o "$TMP/r1"
-has "model.head_dim: 0 out of range [1, 1.04858e+06]"
+has "model.head_dim: 0 out of range [1, 1048576]"
 : > "$TMP/afile"
 expect_exit 1 "$VQ" report "$FIX" -o "$TMP/afile"
 has "report: -o $TMP/afile: exists and is not a folder"
