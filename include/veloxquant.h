@@ -309,6 +309,37 @@ struct vq_cache_params {
      * Each in 0..n_layers (overlap = every layer fp16). Counted exactly by vq_cache_memory. */
     int fp16_first_layers;
     int fp16_last_layers;
+    /* Sliding-window attention (per layer). Optional (n_layers), copied; 0 = full attention;
+     * W > 0: a query at position p attends to positions p-W+1 .. p only (llama.cpp's standard
+     * SWA rule: masked when p - t >= W). Positions stay absolute (vq_cache_n_tokens counts
+     * every appended position; keys are stored post-RoPE). A windowed layer keeps what later
+     * queries can still see: after an append that started at position n0, every stream frees
+     * (and recycles for its next pages) its whole pages of coded tokens below n0 - W + 1, so it
+     * holds at most W - 1 + (tokens of the last append) + page_tokens - 1 coded tokens at any
+     * context, plus its fp16 window (KIVI residual / partial block) and side stores.
+     * Consequences: queries at positions p with p - W + 1 below the last append's n0 - W + 1
+     * (they would see freed tokens) give INVALID_ARG in vq_cache_attend / _ref;
+     * vq_cache_truncate to n > 0 with n - W + 1 below that point gives UNSUPPORTED (the tokens
+     * a query at n would see are gone; truncate to 0 / reset always work); vq_cache_read gives
+     * zero rows for freed positions. Outlier tokens whose position fell below that point are
+     * dropped; kivi_sink sinks and centering vectors stay. vq_cache_n_stored counts the
+     * positions still held; vq_cache_memory counts the bytes held. Plain fp16 layers stay
+     * llama.cpp-exact: masked scores are -inf in a position-ordered buffer (see
+     * vq_cache_attend), i.e. what llama.cpp computes with swa_full = true. W must be 0 or
+     * >= 1; negative W gives INVALID_ARG. */
+    const int *layer_window;
+    /* StreamingLLM-style eviction (attention sinks + window) on every full-attention layer
+     * (layer_window absent or 0 there; model-defined SWA layers keep their own window and get
+     * no sinks). stream_window = 0 (default): off. W > 0: a query at position p attends to
+     * positions 0 .. S-1 (S = stream_sinks, the attention sinks) and p-W+1 .. p; memory as for
+     * layer_window W, plus the first S positions of every stream kept as fp16 rows (centered
+     * if the side is), which are also the rows attended for positions < S whatever the codec.
+     * Positions are not re-assigned: keys keep their original RoPE rotation (a "rolling cache
+     * without re-rotation"), so a query sees its sinks at their true distance; within the
+     * model's trained context this is exactly windowed attention plus sinks. stream_sinks in
+     * 0..1024 (INVALID_ARG otherwise); stream_sinks > 0 with stream_window 0 is INVALID_ARG. */
+    int stream_window;
+    int stream_sinks;
 };
 
 /* Defaults: 1 layer, 1 kv head, head_dim 128, max_tokens 4096, page 256, fp16 keys and values. */
@@ -358,15 +389,21 @@ VQ_API vq_status vq_cache_attend_ref(vq_cache *c, int layer, const float *q, int
  * calibration activations). Returns INVALID_ARG for a bad layer/head or NULL cache. */
 VQ_API vq_status vq_cache_read(const vq_cache *c, int layer, int kv_head, float *k, float *v);
 
-/* Tokens stored in a layer. */
+/* Positions appended to a layer so far (absolute: windows do not lower it). 0 for a bad
+ * layer or NULL cache. */
 VQ_API int64_t vq_cache_n_tokens(const vq_cache *c, int layer);
+/* Positions whose keys and values a layer still holds: n_tokens, less the positions a
+ * windowed layer (layer_window / stream_window) has freed (the stream sinks stay held). For
+ * KIVI, whose keys and values flush differently, the larger of the two streams. 0 for a bad
+ * layer or NULL cache. */
+VQ_API int64_t vq_cache_n_stored(const vq_cache *c, int layer);
 
 struct vq_cache_memory {
     size_t key_bytes;      /* packed key blocks (codes + side data) of all layers/heads */
     size_t value_bytes;    /* packed value blocks */
     size_t window_bytes;   /* fp16 windows (recent, sink) of keys and values */
     size_t total_bytes;    /* key_bytes + value_bytes + window_bytes + center_bytes */
-    size_t fp16_bytes;     /* what an fp16 cache of the same tokens would take (K + V) */
+    size_t fp16_bytes;     /* an fp16 cache of the same tokens and windows (K + V) */
     size_t fp16_key_bytes; /* fp16 bytes of the keys alone */
     size_t key_total_bytes;/* stored key bytes including key windows */
     size_t allocated_bytes;/* bytes of pages actually allocated (>= total_bytes) */
@@ -381,7 +418,10 @@ VQ_API void vq_cache_memory(const vq_cache *c, struct vq_cache_memory *m);
 
 /* Keeps the first n_tokens tokens of every layer (n_tokens <= stored). Dropping tokens that
  * were encoded in a multi-token block re-opens that block only if its fp16 source is still in
- * the window; otherwise returns UNSUPPORTED and leaves the cache unchanged. */
+ * the window; otherwise returns UNSUPPORTED and leaves the cache unchanged. Windowed layers
+ * (layer_window / stream_window W): 0 < n_tokens with n_tokens - W + 1 below the layer's
+ * keep_from (the tokens a query at n_tokens would see were freed) is UNSUPPORTED too; cutting
+ * back to the start of the last append and to 0 always passes this check. */
 VQ_API vq_status vq_cache_truncate(vq_cache *c, int64_t n_tokens);
 /* Empties every layer (pages are kept for reuse). */
 VQ_API void vq_cache_reset(vq_cache *c);

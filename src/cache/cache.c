@@ -67,6 +67,7 @@
 #include "codecs/kivi.h"
 
 #define VQ_MAX_SINKS VQ_KIVI_MAX_SINKS
+#define VQ_MAX_STREAM_SINKS 1024
 
 /* (query, query head) pairs handled together against one kv head: each page of codes is
  * scored (and its values accumulated) for all of them while it is in cache, so GQA heads and
@@ -76,9 +77,13 @@
 enum { WIN_NONE = 0, WIN_FLUSH = 1, WIN_SLIDE = 2 };
 
 struct vq_stream {
-    uint8_t **pages;        /* (pages_cap) page pointers; [0, n_pages) allocated */
+    uint8_t **pages;        /* (pages_cap) page pointers; [0, n_pages) allocated; pages[i] holds
+                             * coded tokens [(pg0 + i) * page_tokens, ...); the ones past the
+                             * coded end are spare (recycled) pages */
     int64_t pages_cap;
     int64_t n_pages;
+    int64_t pg0;            /* pages freed below the window (windowed layers; else 0) */
+    uint16_t *ss;           /* (layer ss_cap, head_dim) fp16 rows of positions 0.. (stream sinks) */
     int64_t n_coded;        /* tokens stored in codec blocks (multiple of block_tokens) */
     uint16_t *win;          /* (buf_rows, head_dim) fp16 rows, NULL when the mode is NONE */
     int win_start;          /* buffer row of the oldest window token */
@@ -114,6 +119,10 @@ struct vq_side {            /* K or V configuration of one layer */
 struct vq_layer {
     struct vq_side k, v;
     int f16_exact;          /* 1: K and V are plain fp16 rows, attended by attend_f16 */
+    int win;                /* sliding window W (0 = full attention) */
+    int ss_cap;             /* stream sinks S: positions 0..S-1 kept as fp16 rows (0 = none) */
+    int64_t keep_from;      /* windowed: lowest position a query may still see (0 before any
+                             * eviction); pages wholly below it are freed */
     int64_t n_tokens;
     int sink_cap;           /* sinks chosen in the first append (0 = no sinks) */
     int n_sinks;
@@ -189,7 +198,21 @@ static int same_params(const struct vq_codec_params *a, const struct vq_codec_pa
 
 static int is_kivi(enum vq_method m) { return m == VQ_METHOD_KIVI || m == VQ_METHOD_KIVI_SINK; }
 
+/* The page that holds coded token t of stream s (t >= pg0 * page_tokens, t < n_coded). */
+static inline uint8_t *page_at(const struct vq_cache *c, const struct vq_stream *s, int64_t t) {
+    return s->pages[t / c->page_tokens - s->pg0];
+}
+
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+void vq_cache_layer_window(const struct vq_cache_params *p, int layer, int *w, int *s) {
+    *w = p->layer_window ? p->layer_window[layer] : 0;
+    *s = 0;
+    if (*w == 0 && p->stream_window > 0) {
+        *w = p->stream_window;
+        *s = p->stream_sinks;
+    }
+}
 
 int vq_cache_center_on(int want, enum vq_method m) {
     if (want >= 0) return want;
@@ -329,6 +352,7 @@ static void side_free(struct vq_side *sd, int n_kv) {
         free(s->pages);
         vq_free(s->win);
         vq_free(s->sink);
+        vq_free(s->ss);
         free(s->ot);
         free(s->oc_sum);
         free(s->oc_sum_new);
@@ -379,8 +403,13 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
         p->n_outlier_channels < 0 || p->n_outlier_channels > 64 ||
         p->n_outlier_channels > p->head_dim / 2 || (p->n_outlier_channels > 0 && p->n_calib_tokens < 1) ||
         p->fp16_first_layers < 0 || p->fp16_first_layers > p->n_layers ||
-        p->fp16_last_layers < 0 || p->fp16_last_layers > p->n_layers)
+        p->fp16_last_layers < 0 || p->fp16_last_layers > p->n_layers ||
+        p->stream_window < 0 || p->stream_sinks < 0 || p->stream_sinks > VQ_MAX_STREAM_SINKS ||
+        (p->stream_sinks > 0 && p->stream_window == 0))
         return create_fail(NULL, st, VQ_STATUS_INVALID_ARG);
+    if (p->layer_window)
+        for (int l = 0; l < p->n_layers; l++)
+            if (p->layer_window[l] < 0) return create_fail(NULL, st, VQ_STATUS_INVALID_ARG);
     /* modifier / method combinations (see veloxquant.h) */
     if (p->outlier_token_k > 0.0f &&
         (p->key.method == VQ_METHOD_KIVI_SINK || p->value.method == VQ_METHOD_KIVI_SINK ||
@@ -463,6 +492,12 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
             if (!sides[j]->mu) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
         }
         L->f16_exact = plain_f16(&L->k) && plain_f16(&L->v) && c->d % 16 == 0;
+        vq_cache_layer_window(p, l, &L->win, &L->ss_cap);
+        for (int j = 0; j < 2 && L->ss_cap > 0; j++)
+            for (int h = 0; h < c->n_kv; h++) {
+                sides[j]->s[h].ss = vq_alloc((size_t)L->ss_cap * (size_t)c->d * 2);
+                if (!sides[j]->s[h].ss) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
+            }
         if (vq_codec_query_bytes(kc) > c->qs_bytes) c->qs_bytes = vq_codec_query_bytes(kc);
         if (vq_codec_acc_floats(vc) > c->acc_floats) c->acc_floats = vq_codec_acc_floats(vc);
         if (L->k.bt > c->max_bt) c->max_bt = L->k.bt;
@@ -734,7 +769,7 @@ static void oc_score(const struct vq_cache *c, const struct vq_side *sd, const s
                      const float *q, int64_t p0, int64_t n, float *sc) {
     const int no = sd->n_oc;
     const int64_t PT = c->page_tokens;
-    const uint8_t *pg = s->pages[p0 / PT];
+    const uint8_t *pg = page_at(c, s, p0);
     const uint8_t *scales = pg + sd->oc_off;
     const int8_t *codes = (const int8_t *)(const void *)(pg + sd->oc_off + 2 * (size_t)PT);
     float qo[64];
@@ -755,7 +790,7 @@ static void oc_decode(const struct vq_cache *c, const struct vq_side *sd, const 
                       int64_t p0, int64_t n, float *x) {
     const int no = sd->n_oc, d = c->d;
     const int64_t PT = c->page_tokens;
-    const uint8_t *pg = s->pages[p0 / PT];
+    const uint8_t *pg = page_at(c, s, p0);
     const uint8_t *scales = pg + sd->oc_off;
     const int8_t *codes = (const int8_t *)(const void *)(pg + sd->oc_off + 2 * (size_t)PT);
     const int64_t s0 = p0 % PT;
@@ -787,7 +822,7 @@ static vq_status stream_encode(struct vq_cache *c, struct vq_layer *L, struct vq
     pl->n_enc = n_enc;
     if (n_enc == 0) return VQ_STATUS_OK;
     const int64_t end = s->n_coded + n_enc;
-    const int64_t need = (end + c->page_tokens - 1) / c->page_tokens;
+    const int64_t need = (end + c->page_tokens - 1) / c->page_tokens - s->pg0;
     if (need > s->pages_cap) {
         int64_t cap = s->pages_cap ? s->pages_cap : 4;
         while (cap < need) cap *= 2;
@@ -813,8 +848,8 @@ static vq_status stream_encode(struct vq_cache *c, struct vq_layer *L, struct vq
         if ((sd->use_sinks || sd->use_ot) && sd->codec->p.role == VQ_ROLE_KEY)
             replace_sinks(L, sd->bt, d, pos, rows, c->stage);
         if (sd->n_oc > 0)
-            VQ_RETURN_IF_ERR(oc_split(c, sd, s, pos, rows, c->stage, s->pages[pos / c->page_tokens], in_page));
-        uint8_t *dst = s->pages[pos / c->page_tokens] + (size_t)(in_page / sd->bt) * bb;
+            VQ_RETURN_IF_ERR(oc_split(c, sd, s, pos, rows, c->stage, page_at(c, s, pos), in_page));
+        uint8_t *dst = page_at(c, s, pos) + (size_t)(in_page / sd->bt) * bb;
         VQ_RETURN_IF_ERR(vq_codec_encode(sd->codec, c->stage, rows, dst));
         i += rows;
     }
@@ -957,6 +992,40 @@ static vq_status detect_outliers(struct vq_cache *c, struct vq_layer *L, const v
     return VQ_STATUS_OK;
 }
 
+/* Moves the oldest page of s to the spare end of its page list while it lies wholly below
+ * `upto` (coded tokens only). */
+static void stream_evict(const struct vq_cache *c, struct vq_stream *s, int64_t upto) {
+    while ((s->pg0 + 1) * c->page_tokens <= upto) {
+        uint8_t *pg = s->pages[0];
+        memmove(s->pages, s->pages + 1, (size_t)(s->n_pages - 1) * sizeof *s->pages);
+        s->pages[s->n_pages - 1] = pg;
+        s->pg0++;
+    }
+}
+
+/* Windowed layer after an append (cannot fail): raises keep_from to kf (the lowest position
+ * the queries of that append can see), frees the pages wholly below it and drops the outlier
+ * tokens below it. */
+static void layer_evict(struct vq_cache *c, struct vq_layer *L, int64_t kf) {
+    if (kf <= L->keep_from) return;
+    L->keep_from = kf;
+    for (int h = 0; h < c->n_kv; h++) {
+        struct vq_stream *sk = &L->k.s[h], *sv = &L->v.s[h];
+        stream_evict(c, sk, kf < sk->n_coded ? kf : sk->n_coded);
+        stream_evict(c, sv, kf < sv->n_coded ? kf : sv->n_coded);
+    }
+    const int64_t drop = ot_lower(L, kf);
+    if (drop == 0) return;
+    const size_t row = (size_t)c->d;
+    memmove(L->ot_pos, L->ot_pos + drop, (size_t)(L->n_ot - drop) * sizeof *L->ot_pos);
+    struct vq_side *sides[2] = {&L->k, &L->v};
+    for (int j = 0; j < 2; j++)
+        for (int h = 0; h < c->n_kv && sides[j]->use_ot; h++)
+            memmove(sides[j]->s[h].ot, sides[j]->s[h].ot + (size_t)drop * row,
+                    (size_t)(L->n_ot - drop) * row * 2);
+    L->n_ot -= drop;
+}
+
 vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v,
                           enum vq_dtype dtype, int64_t n_tokens) {
     if (!c || layer < 0 || layer >= c->n_layers || n_tokens < 0) return VQ_STATUS_INVALID_ARG;
@@ -1057,7 +1126,17 @@ vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v,
         stream_commit(c, &L->k, h, k, dtype, n_tokens, &kpl[h]);
         stream_commit(c, &L->v, h, v, dtype, n_tokens, &vpl[h]);
     }
+    /* stream sinks: fp16 rows of the positions < S that this append brings */
+    for (int64_t t = L->n_tokens; t < L->ss_cap && t < L->n_tokens + n_tokens; t++)
+        for (int h = 0; h < c->n_kv; h++) {
+            uint16_t *kr = L->k.s[h].ss + (size_t)t * (size_t)c->d;
+            uint16_t *vr = L->v.s[h].ss + (size_t)t * (size_t)c->d;
+            new_row_f16(c, &L->k, k, dtype, h, t - L->n_tokens, kr);
+            new_row_f16(c, &L->v, v, dtype, h, t - L->n_tokens, vr);
+        }
+    const int64_t n0 = L->n_tokens;
     L->n_tokens += n_tokens;
+    if (L->win > 0) layer_evict(c, L, n0 - L->win + 1);
     return VQ_STATUS_OK;
 }
 
@@ -1066,9 +1145,32 @@ int64_t vq_cache_n_tokens(const vq_cache *c, int layer) {
     return c->layers[layer].n_tokens;
 }
 
+int64_t vq_cache_n_stored(const vq_cache *c, int layer) {
+    if (!c || layer < 0 || layer >= c->n_layers) return 0;
+    const struct vq_layer *L = &c->layers[layer];
+    int64_t best = 0;
+    const struct vq_stream *ss[2] = {&L->k.s[0], &L->v.s[0]};
+    for (int j = 0; j < 2; j++) {
+        const int64_t ev = ss[j]->pg0 * c->page_tokens; /* freed: [S, ev) */
+        const int64_t held = L->n_tokens - ev + (L->ss_cap < ev ? L->ss_cap : ev);
+        if (held > best) best = held;
+    }
+    return best;
+}
+
 /* ---- attention -------------------------------------------------------------------------- */
 
-/* Validates attend arguments and fills the position of query i into pos (or checks q_pos). */
+/* Positions a query at position p sees on layer L: [0, *sh) from the stream-sink rows and
+ * [*lo, p + 1) from the streams (*lo >= *sh; no window: *sh = *lo = 0). */
+static void visible(const struct vq_layer *L, int64_t p, int64_t *sh, int64_t *lo) {
+    const int64_t ws = L->win > 0 && p - L->win + 1 > 0 ? p - L->win + 1 : 0;
+    const int64_t s = L->ss_cap < p + 1 ? L->ss_cap : p + 1;
+    *sh = s;
+    *lo = ws > s ? ws : s;
+}
+
+/* Validates attend arguments: query positions inside the layer and, on windowed layers, not
+ * reaching below keep_from (freed tokens). */
 static vq_status attend_check(const vq_cache *c, int layer, const float *q, int n_q_heads,
                               int64_t n_q, const int64_t *q_pos, float scale, const float *out) {
     if (!c || layer < 0 || layer >= c->n_layers || n_q < 0 || n_q_heads < 1 ||
@@ -1076,12 +1178,14 @@ static vq_status attend_check(const vq_cache *c, int layer, const float *q, int 
         return VQ_STATUS_INVALID_ARG;
     if (n_q == 0) return VQ_STATUS_OK;
     if (!q || !out) return VQ_STATUS_INVALID_ARG;
-    const int64_t nt = c->layers[layer].n_tokens;
-    if (q_pos) {
-        for (int64_t i = 0; i < n_q; i++)
-            if (q_pos[i] < 0 || q_pos[i] >= nt) return VQ_STATUS_INVALID_ARG;
-    } else if (n_q > nt) {
-        return VQ_STATUS_INVALID_ARG;
+    const struct vq_layer *L = &c->layers[layer];
+    const int64_t nt = L->n_tokens;
+    if (!q_pos && n_q > nt) return VQ_STATUS_INVALID_ARG;
+    for (int64_t i = 0; i < n_q; i++) {
+        const int64_t p = q_pos ? q_pos[i] : nt - n_q + i;
+        if (p < 0 || p >= nt) return VQ_STATUS_INVALID_ARG;
+        if (L->win > 0 && L->keep_from > 0 && p - L->win + 1 < L->keep_from)
+            return VQ_STATUS_INVALID_ARG;
     }
     return VQ_STATUS_OK;
 }
@@ -1103,24 +1207,47 @@ static void window_acc(const vq_cache *c, const struct vq_stream *s, int64_t r0,
 }
 
 /* One slot of a batch: a (query, query head) pair whose head maps to the batch's kv head,
- * restricted to tokens [lo, hi) (lo a multiple of page_tokens; hi <= position + 1). */
+ * restricted to the stream-sink rows [0, sh) and the tokens [lo, hi) (sh <= lo <= hi <=
+ * position + 1; sh > 0 or lo < hi). */
 struct attend_slot {
     const float *q;         /* (head_dim) query */
-    float *out;             /* (head_dim) output: softmax over [lo, hi) applied to V */
-    int64_t lo, hi;
+    float *out;             /* (head_dim) output: softmax over the slot's tokens applied to V */
+    int64_t sh, lo, hi;
     float *stats;           /* if not NULL: receives {max scaled score, sum of exp} */
 };
 
+/* In-place scaled softmax over sc[0, sh) and sc[lo, hi) together (each part with c->softmax,
+ * then both weighted by their share of the total); *m / *s: max scaled score and sum of exp. */
+static void softmax_ranges(const vq_cache *c, float *sc, int64_t sh, int64_t lo, int64_t hi,
+                           float scale, float *m, float *s) {
+    if (sh == 0) {
+        c->softmax(sc + lo, hi - lo, scale, m, s);
+        return;
+    }
+    float m1, s1, m2 = -INFINITY, s2 = 0.0f;
+    c->softmax(sc, sh, scale, &m1, &s1);
+    if (hi > lo) c->softmax(sc + lo, hi - lo, scale, &m2, &s2);
+    const float mx = m1 > m2 ? m1 : m2;
+    const double a1 = (double)s1 * exp((double)m1 - mx);
+    const double a2 = hi > lo ? (double)s2 * exp((double)m2 - mx) : 0.0;
+    const float f1 = (float)(a1 / (a1 + a2)), f2 = (float)(a2 / (a1 + a2));
+    for (int64_t t = 0; t < sh; t++) sc[t] *= f1;
+    for (int64_t t = lo; t < hi; t++) sc[t] *= f2;
+    *m = mx;
+    *s = (float)(a1 + a2);
+}
+
 /* Attention of ns (<= c->n_slots) slots that share kv head g:
- * out = softmax(scale * K q) V over tokens [lo, hi) for each slot. Pages are visited once for
- * the whole batch, each scored / accumulated for every slot that sees it. */
+ * out = softmax(scale * K q) V over each slot's tokens. Pages are visited once for the whole
+ * batch, each scored / accumulated for every slot that sees part of it; a slot's range starts
+ * at the block holding lo (scores and weights before lo are ignored / zeroed). */
 static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int ns,
                          const struct attend_slot *sl, float scale, uint8_t *slab) {
     const int d = c->d;
     const int64_t PT = c->page_tokens;
     float *sc[VQ_SLOT_BATCH], *acc[VQ_SLOT_BATCH], *acc16[VQ_SLOT_BATCH];
     void *qs[VQ_SLOT_BATCH], *qs16[VQ_SLOT_BATCH];
-    int64_t kend[VQ_SLOT_BATCH], vend[VQ_SLOT_BATCH];
+    int64_t kb[VQ_SLOT_BATCH], kend[VQ_SLOT_BATCH], vb[VQ_SLOT_BATCH], vend[VQ_SLOT_BATCH];
     for (int j = 0; j < ns; j++) {
         uint8_t *hs = slab + (size_t)j * c->slot_bytes;
         sc[j] = (float *)(void *)(hs + c->off_scores);
@@ -1133,20 +1260,24 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
     /* keys: codec pages, sinks, window */
     const struct vq_side *ks = &L->k;
     const struct vq_stream *kst = &ks->s[g];
-    int64_t kmax = 0;
+    const size_t kbb = vq_codec_block_bytes(ks->codec);
+    int64_t kmin = INT64_MAX, kmax = 0;
     for (int j = 0; j < ns; j++) {
         const int64_t vis = kst->n_coded < sl[j].hi ? kst->n_coded : sl[j].hi;
-        kend[j] = vis > sl[j].lo ? round_up(vis, ks->bt) : sl[j].lo; /* extra scores ignored */
+        kb[j] = sl[j].lo / ks->bt * ks->bt;
+        kend[j] = vis > sl[j].lo ? round_up(vis, ks->bt) : kb[j]; /* extra scores ignored */
         if (kend[j] > kmax) kmax = kend[j];
+        if (kend[j] > kb[j] && kb[j] < kmin) kmin = kb[j];
         vq_codec_prepare_query(c->f16, sl[j].q, qs16[j]);
-        if (kend[j] > sl[j].lo) vq_codec_prepare_query(ks->codec, sl[j].q, qs[j]);
+        if (kend[j] > kb[j]) vq_codec_prepare_query(ks->codec, sl[j].q, qs[j]);
     }
-    for (int64_t p0 = 0; p0 < kmax; p0 += PT)
+    for (int64_t p0 = kmin / PT * PT; p0 < kmax; p0 += PT)
         for (int j = 0; j < ns; j++) {
-            if (p0 < sl[j].lo || p0 >= kend[j]) continue;
-            const int64_t p1 = p0 + PT < kend[j] ? p0 + PT : kend[j];
-            vq_codec_score(ks->codec, qs[j], kst->pages[p0 / PT], p1 - p0, sc[j] + p0);
-            if (ks->n_oc > 0) oc_score(c, ks, kst, sl[j].q, p0, p1 - p0, sc[j] + p0);
+            const int64_t a = p0 > kb[j] ? p0 : kb[j], b = p0 + PT < kend[j] ? p0 + PT : kend[j];
+            if (a >= b) continue;
+            const uint8_t *codes = page_at(c, kst, p0) + (size_t)((a - p0) / ks->bt) * kbb;
+            vq_codec_score(ks->codec, qs[j], codes, b - a, sc[j] + a);
+            if (ks->n_oc > 0) oc_score(c, ks, kst, sl[j].q, a, b - a, sc[j] + a);
         }
     for (int j = 0; j < ns; j++) {
         const int64_t lo = sl[j].lo, hi = sl[j].hi;
@@ -1163,26 +1294,33 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
         }
         const int64_t w0 = lo > kst->n_coded ? lo : kst->n_coded;
         if (hi > w0) window_score(c, kst, qs16[j], w0 - kst->n_coded, hi - w0, sc[j] + w0);
-        /* softmax over [lo, hi) with max subtraction; weights are normalized in place */
+        if (sl[j].sh > 0) /* stream sinks */
+            vq_codec_score(c->f16, qs16[j], kst->ss, sl[j].sh, sc[j]);
+        /* softmax with max subtraction; weights are normalized in place */
         float m, sum;
-        c->softmax(sc[j] + lo, hi - lo, scale, &m, &sum);
+        softmax_ranges(c, sc[j], sl[j].sh, lo, hi, scale, &m, &sum);
         if (sl[j].stats) {
             sl[j].stats[0] = m;
             sl[j].stats[1] = sum;
         }
     }
 
-    /* values: codec pages (+ sinks from fp16), window */
+    /* values: stream sinks, codec pages (+ sinks from fp16), window */
     const struct vq_side *vs = &L->v;
     const struct vq_stream *vst = &vs->s[g];
-    int64_t vmax = 0;
+    const size_t vbb = vq_codec_block_bytes(vs->codec);
+    int64_t vmin = INT64_MAX, vmax = 0;
     for (int j = 0; j < ns; j++) {
         const int64_t lo = sl[j].lo, hi = sl[j].hi;
         const int64_t vis = vst->n_coded < hi ? vst->n_coded : hi;
-        vend[j] = vis > lo ? round_up(vis, vs->bt) : lo;
+        vb[j] = lo / vs->bt * vs->bt;
+        vend[j] = vis > lo ? round_up(vis, vs->bt) : vb[j];
         if (vend[j] > vmax) vmax = vend[j];
+        if (vend[j] > vb[j] && vb[j] < vmin) vmin = vb[j];
         memset(acc16[j], 0, (size_t)d * sizeof(float));
-        if (vend[j] == lo) continue;
+        if (sl[j].sh > 0) vq_codec_accumulate(c->f16, vst->ss, sl[j].sh, sc[j], acc16[j]);
+        if (vend[j] == vb[j]) continue;
+        for (int64_t t = vb[j]; t < lo; t++) sc[j][t] = 0.0f; /* after the sink rows used them */
         for (int64_t t = hi; t < vend[j]; t++) sc[j][t] = 0.0f;
         if (vs->use_sinks)
             for (int i = 0; i < L->n_sinks; i++) {
@@ -1199,20 +1337,21 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
             }
         memset(acc[j], 0, vq_codec_acc_floats(vs->codec) * sizeof(float));
     }
-    for (int64_t p0 = 0; p0 < vmax; p0 += PT)
+    for (int64_t p0 = vmin / PT * PT; p0 < vmax; p0 += PT)
         for (int j = 0; j < ns; j++) {
-            if (p0 < sl[j].lo || p0 >= vend[j]) continue;
-            const int64_t p1 = p0 + PT < vend[j] ? p0 + PT : vend[j];
-            vq_codec_accumulate(vs->codec, vst->pages[p0 / PT], p1 - p0, sc[j] + p0, acc[j]);
+            const int64_t a = p0 > vb[j] ? p0 : vb[j], b = p0 + PT < vend[j] ? p0 + PT : vend[j];
+            if (a >= b) continue;
+            const uint8_t *codes = page_at(c, vst, p0) + (size_t)((a - p0) / vs->bt) * vbb;
+            vq_codec_accumulate(vs->codec, codes, b - a, sc[j] + a, acc[j]);
         }
     for (int j = 0; j < ns; j++) {
         const int64_t lo = sl[j].lo, hi = sl[j].hi;
         float *o = sl[j].out;
-        if (vend[j] > lo) vq_codec_finish(vs->codec, acc[j], o);
+        if (vend[j] > vb[j]) vq_codec_finish(vs->codec, acc[j], o);
         else memset(o, 0, (size_t)d * sizeof(float));
         const int64_t w0 = lo > vst->n_coded ? lo : vst->n_coded;
         if (hi > w0) window_acc(c, vst, w0 - vst->n_coded, hi - w0, sc[j] + w0, acc16[j]);
-        if (vs->mu) { /* centered values: the weights over [lo, hi) sum to 1 (split chunks too) */
+        if (vs->mu) { /* centered values: the weights of a slot sum to 1 (split chunks too) */
             float mu[1024];
             vq_fp16_to_fp32_row(vs->mu + (size_t)g * (size_t)d, mu, d);
             for (int i = 0; i < d; i++) o[i] += acc16[j][i] + mu[i];
@@ -1230,7 +1369,13 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
  * chunks counted from position 0, times (float)(1 / sum); probabilities rounded to fp16;
  * V^T P with lane t mod S for token t. b1 (n_q == 1) selects the single-query vec_dot_f16
  * order, else the tinyBLAS order of the batched kernels. Work items are (query, kv head,
- * chunk of up to gg_heads query heads), each with its own thread's slab. */
+ * chunk of up to gg_heads query heads), each with its own thread's slab.
+ * Windows: the score row holds only the 16-chunks that contain visible positions (stream
+ * sinks [0, sh) as segment A = chunks [0, a_end), the window [lo, p] as segment B = chunks
+ * [b0, np)), masked positions inside them are -inf. Chunks left out are all -inf in a full
+ * buffer: exp gives 0 and their chunk sums add exactly 0.0 to the double sum, and masked
+ * tokens add fma(v, 0, acc) = acc to V^T P, so the result equals the full masked buffer's,
+ * i.e. llama.cpp with a position-ordered KV buffer (swa_full = true). */
 static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_heads, int64_t n_q,
                        const int64_t *q_pos, float scale, float *out) {
     const struct vq_layer *L = &c->layers[layer];
@@ -1255,28 +1400,40 @@ static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_hea
         const int g = (int)(it / n_ch % nkv), h0 = g * grp + (int)(it % n_ch) * gh;
         const int ng = g * grp + grp - h0 < gh ? g * grp + grp - h0 : gh;
         const struct vq_stream *K = &L->k.s[g], *V = &L->v.s[g];
-        const int64_t nv = query_pos(c, layer, n_q, q_pos, i) + 1, np = round_up(nv, 16);
+        const int64_t pos = query_pos(c, layer, n_q, q_pos, i), nv = pos + 1, np = round_up(nv, 16);
+        int64_t sh, lo;
+        visible(L, pos, &sh, &lo);
+        /* row index of position t: t in segment A (t < a_end), else a_end + t - b0 */
+        int64_t a_end = round_up(sh, 16), b0 = lo / 16 * 16;
+        if (a_end > b0) a_end = b0 = 0; /* the segments touch: one row from position 0 */
+        const int64_t len = a_end + np - b0, ilo = a_end + lo - b0, inv_ = a_end + nv - b0;
         float *q16 = w + (size_t)gh * ws, *acc = q16 + (size_t)gh * (size_t)d;
         memcpy(q16, q + (size_t)(i * n_q_heads + h0) * (size_t)d,
                sizeof(float) * (size_t)ng * (size_t)d);
         gk->scale_round_f16(q16, (int64_t)ng * d, 1.0f);
-        for (int64_t t0 = 0; t0 < nv; t0 += PT) {
-            const int64_t cnt = nv - t0 < PT ? nv - t0 : PT;
-            const uint16_t *kp = (const uint16_t *)(const void *)K->pages[t0 / PT];
-            gk->scores_f16(q16, ng, kp, cnt, d, b1, scale, w + t0, ws);
+        if (sh > 0) gk->scores_f16(q16, ng, K->ss, sh, d, b1, scale, w, ws);
+        for (int64_t t0 = lo; t0 < nv;) {
+            const int64_t cnt = nv - t0 < PT - t0 % PT ? nv - t0 : PT - t0 % PT;
+            const uint16_t *kp = (const uint16_t *)(const void *)page_at(c, K, t0) + (t0 % PT) * d;
+            gk->scores_f16(q16, ng, kp, cnt, d, b1, scale, w + (a_end + t0 - b0), ws);
+            t0 += cnt;
         }
         for (int h = 0; h < ng; h++) {
             float *wh = w + (size_t)h * ws, mx = -INFINITY;
-            for (int64_t t = 0; t < nv; t++) mx = wh[t] > mx ? wh[t] : mx;
-            for (int64_t t = nv; t < np; t++) wh[t] = -INFINITY;
-            const float inv = (float)(1.0 / gk->softmax_exp(wh, np, mx));
-            gk->scale_round_f16(wh, nv, inv);
+            for (int64_t t = 0; t < sh; t++) mx = wh[t] > mx ? wh[t] : mx;
+            for (int64_t t = ilo; t < inv_; t++) mx = wh[t] > mx ? wh[t] : mx;
+            for (int64_t t = sh; t < ilo; t++) wh[t] = -INFINITY;
+            for (int64_t t = inv_; t < len; t++) wh[t] = -INFINITY;
+            const float inv = (float)(1.0 / gk->softmax_exp(wh, len, mx));
+            gk->scale_round_f16(wh, inv_, inv);
         }
         memset(acc, 0, sizeof(float) * (size_t)ng * S * (size_t)d);
-        for (int64_t t0 = 0; t0 < nv; t0 += PT) {
-            const int64_t cnt = nv - t0 < PT ? nv - t0 : PT;
-            const uint16_t *vp = (const uint16_t *)(const void *)V->pages[t0 / PT];
-            gk->pv_f16(acc, ng, vp, w + t0, ws, t0, cnt, d, b1);
+        if (sh > 0) gk->pv_f16(acc, ng, V->ss, w, ws, 0, sh, d, b1);
+        for (int64_t t0 = lo; t0 < nv;) {
+            const int64_t cnt = nv - t0 < PT - t0 % PT ? nv - t0 : PT - t0 % PT;
+            const uint16_t *vp = (const uint16_t *)(const void *)page_at(c, V, t0) + (t0 % PT) * d;
+            gk->pv_f16(acc, ng, vp, w + (a_end + t0 - b0), ws, t0, cnt, d, b1);
+            t0 += cnt;
         }
         for (int h = 0; h < ng; h++)
             vq_ggml_pv_finish(acc + (size_t)h * S * (size_t)d, d, b1,
@@ -1303,8 +1460,9 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
     while (bs > 1 && c->n_kv * ((per_g + bs - 1) / bs) < c->n_threads) bs--;
     const int64_t nb = (per_g + bs - 1) / bs;
     const int64_t n_pairs = n_q * n_q_heads;
-    /* Still fewer pairs than threads (decode with few heads): split each pair's tokens into
-     * page-aligned chunks run as separate items, merged afterwards by their softmax stats. */
+    /* Still fewer pairs than threads (decode with few heads): split each pair's window tokens
+     * into page-aligned chunks run as separate items (the first also takes the stream sinks),
+     * merged afterwards by their softmax stats. */
     const int64_t cpp = (bs == 1 && n_pairs < c->n_threads) ? (c->n_threads + n_pairs - 1) / n_pairs : 1;
     const int64_t n_items = cpp > 1 ? n_pairs * cpp : c->n_kv * nb;
 #ifdef _OPENMP
@@ -1320,15 +1478,21 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
         if (cpp > 1) {
             const int64_t pi = it / cpp, k = it % cpp, i = pi / n_q_heads;
             const int h = (int)(pi % n_q_heads);
-            const int64_t nv = query_pos(c, layer, n_q, q_pos, i) + 1;
-            const int64_t pages = (nv + PT - 1) / PT, ppc = (pages + cpp - 1) / cpp;
+            const int64_t pos = query_pos(c, layer, n_q, q_pos, i), nv = pos + 1;
+            int64_t sh, lo;
+            visible(L, pos, &sh, &lo);
+            const int64_t base = lo / PT * PT, pages = (nv - base + PT - 1) / PT;
+            const int64_t ppc = (pages + cpp - 1) / cpp;
+            const int64_t clo = base + k * ppc * PT, chi = base + (k + 1) * ppc * PT;
             float *part = c->split + (size_t)it * (size_t)(d + 2);
             sl[0].q = q + (size_t)pi * (size_t)d;
             sl[0].out = part + 2;
-            sl[0].lo = k * ppc * PT;
-            sl[0].hi = (k + 1) * ppc * PT < nv ? (k + 1) * ppc * PT : nv;
+            sl[0].sh = k == 0 ? sh : 0;
+            sl[0].lo = clo > lo ? clo : lo;
+            sl[0].hi = chi < nv ? chi : nv;
+            if (sl[0].hi < sl[0].lo) sl[0].hi = sl[0].lo;
             sl[0].stats = part;
-            if (sl[0].lo >= sl[0].hi) {
+            if (sl[0].lo >= sl[0].hi && sl[0].sh == 0) {
                 part[1] = 0.0f; /* empty chunk */
                 continue;
             }
@@ -1344,8 +1508,8 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
             const size_t off = ((size_t)i * (size_t)n_q_heads + (size_t)h) * (size_t)d;
             sl[j].q = q + off;
             sl[j].out = out + off;
-            sl[j].lo = 0;
             sl[j].hi = query_pos(c, layer, n_q, q_pos, i) + 1;
+            visible(L, sl[j].hi - 1, &sl[j].sh, &sl[j].lo);
             sl[j].stats = NULL;
         }
         attend_batch(c, L, g, ns, sl, scale, slab);
@@ -1375,35 +1539,40 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
     return VQ_STATUS_OK;
 }
 
-/* Decodes every token of stream (side, head) into x (n_tokens, head_dim) fp32, with sink
- * tokens taken from their fp16 copies. */
+/* Decodes stream (side, head) into x (n_tokens, head_dim) fp32: coded tokens still held, with
+ * sink / outlier tokens from their fp16 copies, the fp16 window, the stream-sink rows for
+ * positions < S; rows of freed positions are zero. */
 static void stream_decode(const vq_cache *c, const struct vq_layer *L, const struct vq_side *sd,
                           int h, float *x) {
     const struct vq_stream *s = &sd->s[h];
     const int d = c->d;
-    const int64_t PT = c->page_tokens;
-    for (int64_t p0 = 0; p0 < s->n_coded; p0 += PT) {
+    const int64_t PT = c->page_tokens, ev = s->pg0 * PT, nt = s->n_coded + s->win_n;
+    memset(x, 0, (size_t)(nt * d) * sizeof(float));
+    for (int64_t p0 = ev; p0 < s->n_coded; p0 += PT) {
         const int64_t p1 = p0 + PT < s->n_coded ? p0 + PT : s->n_coded;
-        vq_codec_decode(sd->codec, s->pages[p0 / PT], p1 - p0, x + p0 * d);
+        vq_codec_decode(sd->codec, page_at(c, s, p0), p1 - p0, x + p0 * d);
         if (sd->n_oc > 0) oc_decode(c, sd, s, p0, p1 - p0, x + p0 * d);
     }
     if (sd->use_ot)
-        for (int64_t i = 0; i < L->n_ot && L->ot_pos[i] < s->n_coded; i++)
+        for (int64_t i = ot_lower(L, ev); i < L->n_ot && L->ot_pos[i] < s->n_coded; i++)
             vq_fp16_to_fp32_row(s->ot + (size_t)i * (size_t)d, x + L->ot_pos[i] * d, d);
     if (sd->use_sinks)
         for (int i = 0; i < L->n_sinks; i++)
-            if (L->sink_pos[i] < s->n_coded)
+            if (L->sink_pos[i] >= ev && L->sink_pos[i] < s->n_coded)
                 vq_fp16_to_fp32_row(s->sink + (size_t)i * (size_t)d, x + L->sink_pos[i] * d, d);
     for (int j = 0; j < s->win_n; j++) {
         const int r = s->win_start + j;
         vq_fp16_to_fp32_row(s->win + (size_t)r * (size_t)d, x + (s->n_coded + j) * d, d);
     }
+    const int64_t ns = L->ss_cap < nt ? L->ss_cap : nt;
+    if (ns > 0) vq_fp16_to_fp32_row(s->ss, x, ns * d);
     if (sd->mu) {
         float mu[1024];
         vq_fp16_to_fp32_row(sd->mu + (size_t)h * (size_t)d, mu, d);
-        const int64_t nt = s->n_coded + s->win_n;
-        for (int64_t t = 0; t < nt; t++)
+        for (int64_t t = 0; t < nt; t++) {
+            if (t >= ns && t < ev) continue; /* freed */
             for (int i = 0; i < d; i++) x[t * d + i] += mu[i];
+        }
     }
 }
 
@@ -1435,23 +1604,26 @@ vq_status vq_cache_attend_ref(vq_cache *c, int layer, const float *q, int n_q_he
         stream_decode(c, L, &L->k, g, K);
         stream_decode(c, L, &L->v, g, V);
         for (int64_t i = 0; i < n_q; i++) {
-            const int64_t nv = query_pos(c, layer, n_q, q_pos, i) + 1;
+            const int64_t pos = query_pos(c, layer, n_q, q_pos, i), nv = pos + 1;
+            int64_t sh, lo;
+            visible(L, pos, &sh, &lo);
             for (int h = g * grp; h < (g + 1) * grp; h++) {
                 const float *qq = q + (size_t)((i * n_q_heads + h) * d);
                 double m = -INFINITY, sum = 0;
                 for (int64_t t = 0; t < nv; t++) {
+                    if (t >= sh && t < lo) continue; /* masked (window) */
                     double s = 0;
                     for (int j = 0; j < d; j++) s += (double)qq[j] * K[t * d + j];
                     p[t] = s * scale;
                     if (p[t] > m) m = p[t];
                 }
+                for (int j = 0; j < d; j++) o[j] = 0;
                 for (int64_t t = 0; t < nv; t++) {
+                    if (t >= sh && t < lo) continue;
                     p[t] = exp(p[t] - m);
                     sum += p[t];
-                }
-                for (int j = 0; j < d; j++) o[j] = 0;
-                for (int64_t t = 0; t < nv; t++)
                     for (int j = 0; j < d; j++) o[j] += p[t] * V[t * d + j];
+                }
                 float *oo = out + (size_t)((i * n_q_heads + h) * d);
                 for (int j = 0; j < d; j++) oo[j] = (float)(o[j] / sum);
             }
@@ -1476,13 +1648,16 @@ void vq_cache_memory(const vq_cache *c, struct vq_cache_memory *m) {
             const size_t bb = vq_codec_block_bytes(sd->codec);
             for (int h = 0; h < c->n_kv; h++) {
                 const struct vq_stream *s = &sd->s[h];
-                const size_t coded = (size_t)(s->n_coded / sd->bt) * bb;
+                const int64_t live = s->n_coded - s->pg0 * c->page_tokens; /* coded, held */
+                const size_t coded = (size_t)(live / sd->bt) * bb;
                 size_t win = (size_t)s->win_n * row16;
                 if (sd->use_sinks) win += (size_t)L->n_sinks * row16;
+                win += (size_t)(L->ss_cap < L->n_tokens ? L->ss_cap : L->n_tokens) * row16;
                 const size_t mu = sd->mu_set ? row16 : 0;
                 size_t ob = sd->use_ot ? (size_t)L->n_ot * row16 : 0;
                 if (sd->n_oc > 0)
-                    ob += (size_t)s->n_coded * (size_t)(2 + sd->n_oc) + (s->oc_ready ? (size_t)sd->n_oc * 2 : 0);
+                    ob += (size_t)live * (size_t)(2 + sd->n_oc) +
+                          (s->oc_ready ? (size_t)sd->n_oc * 2 : 0);
                 if (j == 0) {
                     m->key_bytes += coded;
                     m->key_total_bytes += coded + win + mu + ob;
@@ -1497,10 +1672,13 @@ void vq_cache_memory(const vq_cache *c, struct vq_cache_memory *m) {
                                       (sd->use_sinks ? (size_t)L->sink_cap * row16 : 0) +
                                       (sd->mu ? row16 : 0) +
                                       (sd->use_ot ? (size_t)L->ot_cap * row16 : 0) +
-                                      (size_t)sd->n_oc * 2;
+                                      (size_t)sd->n_oc * 2 + (size_t)L->ss_cap * row16;
             }
         }
-        m->fp16_key_bytes += (size_t)L->n_tokens * (size_t)c->n_kv * row16;
+        /* an fp16 cache with the same windows: whole pages below keep_from freed, sinks kept */
+        const int64_t ev = L->win > 0 ? L->keep_from / c->page_tokens * c->page_tokens : 0;
+        const int64_t held = L->n_tokens - ev + (L->ss_cap < ev ? L->ss_cap : ev);
+        m->fp16_key_bytes += (size_t)held * (size_t)c->n_kv * row16;
     }
     m->fp16_bytes = 2 * m->fp16_key_bytes;
     m->total_bytes = m->key_bytes + m->value_bytes + m->window_bytes + m->center_bytes +
@@ -1540,6 +1718,9 @@ vq_status vq_cache_truncate(vq_cache *c, int64_t n_tokens) {
     for (int l = 0; l < c->n_layers; l++) {
         const struct vq_layer *L = &c->layers[l];
         if (L->n_tokens <= n_tokens) continue;
+        /* windowed: a query at position n_tokens must still see its whole window */
+        if (L->win > 0 && n_tokens > 0 && n_tokens - L->win + 1 < L->keep_from)
+            return VQ_STATUS_UNSUPPORTED;
         for (int h = 0; h < c->n_kv; h++)
             if (!stream_can_cut(&L->k, &L->k.s[h], n_tokens) ||
                 !stream_can_cut(&L->v, &L->v.s[h], n_tokens))
@@ -1587,6 +1768,8 @@ vq_status vq_cache_truncate(vq_cache *c, int64_t n_tokens) {
             L->k.mu_set = L->v.mu_set = 0; /* an emptied layer re-learns mu */
             oc_reset(&L->k, c->n_kv, c->d);
             L->oc_undo_n = -1;
+            L->keep_from = 0;
+            for (int h = 0; h < c->n_kv; h++) L->k.s[h].pg0 = L->v.s[h].pg0 = 0; /* pages reused */
         }
     }
     return VQ_STATUS_OK;
@@ -1603,8 +1786,10 @@ void vq_cache_reset(vq_cache *c) {
                 s->n_coded = 0;
                 s->win_n = 0;
                 s->win_start = 0;
+                s->pg0 = 0; /* every allocated page is reused from position 0 */
             }
         L->n_tokens = 0;
+        L->keep_from = 0;
         L->n_sinks = 0;
         L->n_ot = 0;
         L->k.mu_set = L->v.mu_set = 0;

@@ -1,6 +1,6 @@
 /*
- * center.h — centering and outlier-modifier policy shared by the cache, the analytic memory
- * estimate and the CLI.
+ * center.h — centering, outlier-modifier and window policy shared by the cache, the analytic
+ * memory estimate and the CLI.
  */
 #ifndef VQ_CACHE_CENTER_H
 #define VQ_CACHE_CENTER_H
@@ -22,5 +22,10 @@ static inline int vq_cache_oc_method(enum vq_method m) {
     return m == VQ_METHOD_TURBOQUANT_MSE || m == VQ_METHOD_TURBOQUANT_PROD ||
            m == VQ_METHOD_TURBOQUANT_RVQ || m == VQ_METHOD_QJL || m == VQ_METHOD_POLAR;
 }
+
+/* The sliding window W (0 = full attention) and stream-sink count S of a layer under params p
+ * (layer_window, else stream_window / stream_sinks on full-attention layers; see
+ * vq_cache_params). Pure; p must have passed vq_cache_create's checks. */
+void vq_cache_layer_window(const struct vq_cache_params *p, int layer, int *w, int *s);
 
 #endif

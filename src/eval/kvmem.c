@@ -11,36 +11,65 @@
 
 static int is_kivi(enum vq_method m) { return m == VQ_METHOD_KIVI || m == VQ_METHOD_KIVI_SINK; }
 
-/* Bytes of one side (K or V) of one kv-head stream holding ctx tokens. */
-struct side_bytes { size_t coded, window, alloc; };
+/* Bytes of one side (K or V) of one kv-head stream holding ctx tokens; live: coded tokens
+ * still held (windowed layers free pages), ev: freed coded tokens (a multiple of the page). */
+struct side_bytes { size_t coded, window, alloc; int64_t live; };
+
+/* Coded tokens of a stream after t tokens (the cache's window modes; see kvmem.h). */
+static int64_t coded_at(const struct vq_codec_params *cp, int64_t bt, int64_t t) {
+    if (is_kivi(cp->method) && cp->residual_length > 0) {
+        const int64_t r = cp->residual_length;
+        if (cp->role == VQ_ROLE_KEY) return t / r * r;
+        return t > r ? t - r : 0;
+    }
+    return bt > 1 ? t / bt * bt : t;
+}
+
+/* A windowed stream (window W) after a first append of min(ctx, W) tokens and single-token
+ * appends up to ctx: *pg0 = pages freed, *pages = page slots allocated (live + recycled), as the
+ * cache's layer_evict / stream_encode leave them. */
+static void window_pages(const struct vq_codec_params *cp, int64_t bt, int64_t ctx, int64_t w,
+                         int64_t pt, int64_t *pg0, int64_t *pages) {
+    int64_t keep = 0, n0 = 0, n1 = ctx < w ? ctx : w;
+    *pg0 = *pages = 0;
+    while (n1 > n0) {
+        const int64_t nc = coded_at(cp, bt, n1);
+        const int64_t need = (nc + pt - 1) / pt - *pg0;
+        if (need > *pages) *pages = need;
+        const int64_t kf = n0 - w + 1;
+        if (kf > keep) {
+            keep = kf;
+            const int64_t up = (keep < nc ? keep : nc) / pt;
+            if (up > *pg0) *pg0 = up;
+        }
+        n0 = n1;
+        n1 = n1 < ctx ? n1 + 1 : n1;
+    }
+}
 
 static struct side_bytes side_estimate(const vq_codec *cd, int64_t ctx, int d, int page_tokens,
-                                       int n_sinks, int sink_cap, size_t page_extra) {
+                                       int n_sinks, int sink_cap, size_t page_extra, int win,
+                                       int n_ss) {
     const struct vq_codec_params *cp = vq_codec_params_get(cd);
     const int64_t bt = vq_codec_block_tokens(cd);
     const size_t bb = vq_codec_block_bytes(cd), row16 = (size_t)d * 2;
-    int64_t n_coded, win_cap;
-    if (is_kivi(cp->method) && cp->residual_length > 0) {
-        win_cap = cp->residual_length;
-        if (cp->role == VQ_ROLE_KEY) n_coded = ctx / win_cap * win_cap;
-        else n_coded = ctx > win_cap ? ctx - win_cap : 0;
-    } else if (bt > 1) {
-        win_cap = bt;
-        n_coded = ctx / bt * bt;
-    } else {
-        win_cap = 0;
-        n_coded = ctx;
-    }
+    int64_t win_cap;
+    if (is_kivi(cp->method) && cp->residual_length > 0) win_cap = cp->residual_length;
+    else win_cap = bt > 1 ? bt : 0;
+    const int64_t n_coded = coded_at(cp, bt, ctx);
+    int64_t pg0 = 0, pages = (n_coded + page_tokens - 1) / page_tokens;
+    if (win > 0) window_pages(cp, bt, ctx, win, page_tokens, &pg0, &pages);
     const int use_sinks = cp->method == VQ_METHOD_KIVI_SINK && cp->n_sink_tokens > 0;
     struct side_bytes s;
-    s.coded = (size_t)(n_coded / bt) * bb;
-    s.window = (size_t)(ctx - n_coded) * row16 + (use_sinks ? (size_t)n_sinks * row16 : 0);
-    const int64_t pages = (n_coded + page_tokens - 1) / page_tokens;
+    s.live = n_coded - pg0 * page_tokens;
+    s.coded = (size_t)(s.live / bt) * bb;
+    s.window = (size_t)(ctx - n_coded) * row16 + (use_sinks ? (size_t)n_sinks * row16 : 0) +
+               (size_t)(n_ss < ctx ? n_ss : ctx) * row16;
     /* a sliding (KIVI value) window keeps a 2R-row buffer so that it can shift rarely */
     const int64_t buf_rows = is_kivi(cp->method) && cp->residual_length > 0 && cp->role == VQ_ROLE_VALUE
                                  ? 2 * win_cap : win_cap;
     s.alloc = (size_t)pages * ((size_t)(page_tokens / bt) * bb + page_extra) + (size_t)buf_rows * row16 +
-              (use_sinks ? (size_t)sink_cap * row16 : 0);
+              (use_sinks ? (size_t)sink_cap * row16 : 0) + (size_t)n_ss * row16;
     return s;
 }
 
@@ -52,8 +81,12 @@ vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, 
                                   struct vq_cache_memory *m) {
     if (!p || !m || ctx < 0 || n_ot < 0 || p->n_layers < 1 || p->n_kv_heads < 1 || p->page_tokens < 1 ||
         p->fp16_first_layers < 0 || p->fp16_first_layers > p->n_layers ||
-        p->fp16_last_layers < 0 || p->fp16_last_layers > p->n_layers)
+        p->fp16_last_layers < 0 || p->fp16_last_layers > p->n_layers || p->stream_window < 0 ||
+        p->stream_sinks < 0 || (p->stream_sinks > 0 && p->stream_window == 0))
         return VQ_STATUS_INVALID_ARG;
+    if (p->layer_window)
+        for (int l = 0; l < p->n_layers; l++)
+            if (p->layer_window[l] < 0) return VQ_STATUS_INVALID_ARG;
     if (n_ot > ctx) n_ot = ctx;
     if (!(p->outlier_token_k > 0.0f)) n_ot = 0;
     /* the cache's outlier-token store grows from 16 rows by doubling (one append) */
@@ -90,11 +123,15 @@ vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, 
         const int k_sink = kp.method == VQ_METHOD_KIVI_SINK && kp.n_sink_tokens > 0;
         const int v_sink = vp.method == VQ_METHOD_KIVI_SINK && vp.n_sink_tokens > 0;
         const int sink_cap = k_sink ? kp.n_sink_tokens : v_sink ? vp.n_sink_tokens : 0;
-        const int n_sinks = (int)(sink_cap < ctx ? sink_cap : ctx);
+        int win, n_ss;
+        vq_cache_layer_window(p, l, &win, &n_ss);
+        const int64_t first = win > 0 && win < ctx ? win : ctx; /* the first append */
+        const int n_sinks = (int)(sink_cap < first ? sink_cap : first);
         const int n_oc = p->n_outlier_channels > 0 && vq_cache_oc_method(kp.method) ? p->n_outlier_channels : 0;
         const size_t oc_page = (size_t)p->page_tokens * (size_t)(n_oc ? 2 + n_oc : 0);
-        struct side_bytes ks = side_estimate(kc, ctx, d, p->page_tokens, n_sinks, sink_cap, oc_page);
-        struct side_bytes vs = side_estimate(vc, ctx, d, p->page_tokens, n_sinks, sink_cap, 0);
+        struct side_bytes ks =
+            side_estimate(kc, ctx, d, p->page_tokens, n_sinks, sink_cap, oc_page, win, n_ss);
+        struct side_bytes vs = side_estimate(vc, ctx, d, p->page_tokens, n_sinks, sink_cap, 0, win, n_ss);
         const size_t h = (size_t)p->n_kv_heads;
         /* outlier tokens (fp16 K and V rows per kv-head of bypassing sides), outlier-channel
          * records (every key token; channel list once ctx >= n_calib_tokens) */
@@ -106,7 +143,8 @@ vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, 
             m->allocated_bytes += h * (size_t)(k_ot + v_ot) * (size_t)ot_cap * row16;
         }
         if (n_oc > 0) {
-            k_out += (size_t)ctx * (size_t)(2 + n_oc) + (ctx >= p->n_calib_tokens ? (size_t)n_oc * 2 : 0);
+            k_out += (size_t)ks.live * (size_t)(2 + n_oc) +
+                     (ctx >= p->n_calib_tokens ? (size_t)n_oc * 2 : 0);
             m->allocated_bytes += h * (size_t)n_oc * 2;
         }
         m->outlier_bytes += h * (k_out + v_out);
@@ -115,7 +153,9 @@ vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, 
         m->value_bytes += h * vs.coded;
         m->window_bytes += h * (ks.window + vs.window);
         m->allocated_bytes += h * (ks.alloc + vs.alloc);
-        m->fp16_key_bytes += (size_t)ctx * h * row16;
+        /* an fp16 cache with the same window: pages below keep_from = ctx - W freed */
+        const int64_t ev = win > 0 && ctx > win ? (ctx - win) / p->page_tokens * p->page_tokens : 0;
+        m->fp16_key_bytes += (size_t)(ctx - ev + (n_ss < ev ? n_ss : ev)) * h * row16;
         /* centering vectors: allocated at create, counted as stored once the layer has tokens */
         const size_t mu = h * row16; /* fp16 mu per kv-head */
         const int kc_on = vq_cache_center_on(p->center_keys, kp.method);

@@ -16,6 +16,13 @@
  *     from the value codec). This assumes the context was appended in one call (a prefill);
  *     sinks are chosen in the first append only.
  *   - outlier tokens / outlier channels: see vq_kv_estimate_outliers.
+ *   - windowed layers (layer_window, stream_window): the state after a first append of
+ *     min(ctx, W) tokens and then one token per append (prefill of the window, then decode):
+ *     the coded pages wholly below ctx - W are freed, the page slots allocated are the most
+ *     ever live at once (freed pages are recycled), stream sinks keep min(S, ctx) fp16 rows per
+ *     stream (S allocated), kivi_sink's sinks come from that first append; fp16_key_bytes is
+ *     what an fp16 cache with the same windows holds. A prefill chunk of n tokens holds up to
+ *     n - 1 more positions until the next append.
  *   allocated_bytes also mirrors the cache's buffers: whole pages of page_tokens tokens for
  *   coded tokens, R rows per KIVI key window (B rows for block codecs), 2R rows per KIVI
  *   value window, n_sink_tokens rows per kivi_sink side.
