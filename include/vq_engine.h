@@ -86,6 +86,12 @@ struct vq_model_info {
     int has_qk_norm;          /* per-head RMSNorm of q and k before RoPE (qwen3) */
     int fused_qkv;            /* q/k/v weights stored as one attn_qkv tensor (phi3) */
     int fused_gate_up;        /* FFN gate and up stored as one ffn_up tensor (phi3) */
+    /* Sliding-window attention: swa_window W > 0 for the n_swa_layers layers that attend only
+     * to the last W positions (vq_model_layer_window tells which); 0 / 0 when every layer
+     * attends to the whole context. llama: llama.attention.sliding_window (Mistral), every
+     * layer. */
+    int swa_window;
+    int n_swa_layers;
     uint32_t file_type;       /* general.file_type (ggml ftype) or 0 */
     size_t weight_bytes;      /* bytes of all tensors */
 };
@@ -103,6 +109,10 @@ VQ_API vq_model *vq_model_load(const char *path, vq_status *st);
 VQ_API void vq_model_free(vq_model *m);
 /* Hyper-parameters of a loaded model (library-owned, valid until vq_model_free). */
 VQ_API const struct vq_model_info *vq_model_info_get(const vq_model *m);
+/* Attention window of a layer: W > 0 when a query at position p attends to positions
+ * p-W+1 .. p only (sliding window), 0 for full attention, -1 for a bad layer index or a NULL
+ * model. The context passes these to its cache (vq_cache_params.layer_window). Thread-safe. */
+VQ_API int vq_model_layer_window(const vq_model *m, int layer);
 /* Receives one problem of vq_model_check: a one-line message, valid during the call only. */
 typedef void (*vq_model_problem_fn)(void *user, const char *problem);
 /* Checks whether the engine can run a GGUF file and reports every reason it cannot, not only

@@ -52,9 +52,16 @@ static vq_status report(vq_status st, int go_on, const char *fmt, ...) {
 const vq_gguf *vq_model_gguf(const vq_model *m) { return m->gguf; }
 
 const struct vq_model_info *vq_model_info_get(const vq_model *m) { return &m->info; }
+
+int vq_model_layer_window(const vq_model *m, int layer) {
+    if (!m || layer < 0 || layer >= m->info.n_layers) return -1;
+    return m->layer_window ? m->layer_window[layer] : 0;
+}
+
 void vq_model_free(vq_model *m) {
     if (!m) return;
     free(m->layers);
+    free(m->layer_window);
     free(m->owned);
     vq_gguf_close(m->gguf);
     free(m);
@@ -175,6 +182,7 @@ enum {
     ARCH_QK_NORM = 1,       /* attn_q_norm / attn_k_norm (head_dim): RMSNorm per head before RoPE */
     ARCH_Q_PRESCALE = 2,    /* q scaled by 1/sqrt(head_dim) after RoPE, attention scale 1 */
     ARCH_GATE_UP_FUSED = 4, /* ffn_up holds 2*n_ff rows, gate first; no ffn_gate (LLM_FFN_SWIGLU) */
+    ARCH_SWA = 8,           /* {arch}.attention.sliding_window W > 0 windows every layer */
 };
 
 struct arch_desc {
@@ -184,8 +192,11 @@ struct arch_desc {
 };
 
 #define ARCH_NAMES "llama, qwen2, qwen3, phi3"
+/* Windows: llama.cpp's llama graph ignores llama.attention.sliding_window, but Mistral-style
+ * files carry it and mean it (every layer); phi3.attention.sliding_window is not applied, as
+ * llama.cpp disables Phi-3's window (src/models/phi3.cpp, "Phi SWA is currently disabled"). */
 static const struct arch_desc g_archs[] = {
-    {"llama", VQ_ROPE_NORM, 0},
+    {"llama", VQ_ROPE_NORM, ARCH_SWA},
     {"qwen2", VQ_ROPE_NEOX, 0},                                   /* + optional q/k/v biases */
     {"qwen3", VQ_ROPE_NEOX, ARCH_QK_NORM},
     {"phi3", VQ_ROPE_NEOX, ARCH_GATE_UP_FUSED | ARCH_Q_PRESCALE}, /* + fused attn_qkv */
@@ -264,6 +275,15 @@ static vq_status load_hparams(vq_model *m) {
     if (!(I->rope_theta > 1.0f) || !(I->rms_eps > 0.0f) || I->rms_eps > 1.0f)
         return stop(VQ_STATUS_BAD_FORMAT, "model: rope.freq_base %g or rms epsilon %g out of range",
                     I->rope_theta, I->rms_eps);
+    if (ad->flags & ARCH_SWA) {   /* W: a query at p attends to p-W+1 .. p (llama.cpp's SWA) */
+        uint32_t w = 0;
+        VQ_RETURN_IF_ERR(get_u32_opt(g, I->arch, "attention.sliding_window", &w));
+        if (w > (1u << 24))
+            return stop(VQ_STATUS_BAD_FORMAT, "model: %s.attention.sliding_window %u out of range",
+                        I->arch, w);
+        I->swa_window = (int)w;
+        I->n_swa_layers = w ? I->n_layers : 0;
+    }
     m->q_prescale = (ad->flags & ARCH_Q_PRESCALE) != 0;
     m->q_scale = 1.0f / sqrtf((float)I->head_dim);
     I->has_qk_norm = (ad->flags & ARCH_QK_NORM) != 0;
@@ -301,10 +321,18 @@ static vq_status load_tensors(struct loader *L, enum vq_isa isa) {
                                                "rope_factors_short.weight"};
     for (size_t i = 0; i < sizeof rope_factors / sizeof rope_factors[0]; i++)
         if (vq_gguf_tensor_find(m->gguf, rope_factors[i]))
-            VQ_RETURN_IF_ERR(fail(VQ_STATUS_UNSUPPORTED, "model: tensor '%s' (RoPE frequency factors) "
-                                  "is not supported", rope_factors[i]));
+            VQ_RETURN_IF_ERR(fail(VQ_STATUS_UNSUPPORTED, "model: tensor '%s' (RoPE frequency "
+                                  "factors) is not supported", rope_factors[i]));
     m->layers = calloc((size_t)I->n_layers, sizeof *m->layers);
     if (!m->layers) { vq_engine_set_error("model: out of memory"); return VQ_STATUS_NO_MEMORY; }
+    if (I->n_swa_layers) {   /* every layer windowed (ARCH_SWA) */
+        m->layer_window = malloc(sizeof *m->layer_window * (size_t)I->n_layers);
+        if (!m->layer_window) {
+            vq_engine_set_error("model: out of memory");
+            return VQ_STATUS_NO_MEMORY;
+        }
+        for (int l = 0; l < I->n_layers; l++) m->layer_window[l] = I->swa_window;
+    }
     int n_bias = 0;
     for (int l = 0; l < I->n_layers; l++) {
         struct vq_layer *ly = &m->layers[l];

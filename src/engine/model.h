@@ -43,6 +43,9 @@ struct vq_model {
      * order for phi3: fp16(q * s) . k); 0: attention scale 1/sqrt(head_dim) on the scores */
     int q_prescale;
     float q_scale;
+    int *layer_window;                     /* (n_layers) attention window W per layer (0: full),
+                                            * NULL when no layer has one; the cache's
+                                            * vq_cache_params.layer_window */
 };
 
 /* The GGUF handle of a model (tokenizer, metadata); valid until vq_model_free. */

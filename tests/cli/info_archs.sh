@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # CLI tests for `info` on the synthetic models of tests/golden/synth (no default model needed):
-# the architectures the engine runs (qwen3, phi3) show their features, and a valid GGUF of an
+# the architectures the engine runs (qwen3, phi3, llama with a window) show their features (the
+# Phi-3 window is in the metadata but not applied, as in llama.cpp), and a valid GGUF of an
 # architecture it does not run (mamba) is still listed in full, with every reason it cannot run
 # (unsupported architecture, missing keys, the llama-layout tensors it lacks, a tensor type
 # without kernels), exit status 0; a truncated copy of it exits 1.
@@ -48,7 +49,11 @@ d = json.load(open(sys.argv[1]))
 m = d["model"]
 assert d["engine_supported"] is True and m["arch"] == "phi3", d
 assert m["fused_qkv"] and m["fused_gate_up"] and not m["qk_norm"] and m["rope_type"] == "neox", m
+# phi3.attention.sliding_window is in the file but not applied (llama.cpp disables it)
+assert d["metadata"]["phi3.attention.sliding_window"] == 48 and m["swa_window"] == 0, m
 PY
+expect_exit 0 "$VQ" info "$SYNTH/llama_swa.gguf"
+grep -qF "sliding window of 32 tokens on 3 of 3 layers" "$OUT" && ok || bad "info: llama_swa window"
 
 echo "info_archs: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]

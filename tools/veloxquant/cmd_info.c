@@ -226,6 +226,8 @@ int vq_cmd_info(int argc, char **argv) {
             cJSON_AddBoolToObject(kvg, "qk_norm", I->has_qk_norm);
             cJSON_AddBoolToObject(kvg, "fused_qkv", I->fused_qkv);
             cJSON_AddBoolToObject(kvg, "fused_gate_up", I->fused_gate_up);
+            cJSON_AddNumberToObject(kvg, "swa_window", I->swa_window);
+            cJSON_AddNumberToObject(kvg, "n_swa_layers", I->n_swa_layers);
             cJSON_AddNumberToObject(kvg, "kv_fp16_bytes_per_token", (double)fp16_per_tok);
             cJSON_AddNumberToObject(kvg, "kv_fp16_bytes_at_ctx", (double)fp16_per_tok * (double)n_ctx);
             cJSON_AddNumberToObject(kvg, "ctx", (double)n_ctx);
@@ -301,6 +303,9 @@ int vq_cmd_info(int argc, char **argv) {
             if (I->has_qk_norm || I->fused_qkv || I->fused_gate_up)
                 printf("       %s%s%s\n", I->has_qk_norm ? "per-head q/k RMSNorm " : "",
                        I->fused_qkv ? "fused attn_qkv " : "", I->fused_gate_up ? "fused ffn gate+up" : "");
+            if (I->n_swa_layers)
+                printf("       sliding window of %d tokens on %d of %d layers\n", I->swa_window,
+                       I->n_swa_layers, I->n_layers);
             printf("KV geometry: %d layers x %d kv heads x head_dim %d (GQA %d:1)\n", I->n_layers, I->n_kv_heads,
                    I->head_dim, I->n_heads / I->n_kv_heads);
             printf("  fp16 K+V: %zu bytes/token, %.2f MB at ctx %ld\n", fp16_per_tok,
