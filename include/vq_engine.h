@@ -140,7 +140,8 @@ struct vq_ctx_params {
      * the model's own float math (agrees with a float64 forward to KL ~5e-7). */
     int f32_activations;
     /* K/V storage: methods, bits, windows, page size, per-layer bits. The engine overwrites
-     * n_layers, n_kv_heads, head_dim, max_tokens (= n_ctx) and n_threads. Default fp16. */
+     * n_layers, n_kv_heads, head_dim, max_tokens (= n_ctx), n_threads and layer_window (the
+     * model's sliding windows, vq_model_layer_window). Default fp16. */
     struct vq_cache_params cache;
 };
 

@@ -107,14 +107,6 @@ vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_statu
         if (st) *st = VQ_STATUS_INVALID_ARG;
         return NULL;
     }
-    if (m->layer_window && p->n_ctx > I->swa_window) {
-        /* within the window every query sees every earlier token: full attention is exact */
-        vq_engine_set_error("ctx: n_ctx %lld exceeds the model's sliding window of %d tokens, "
-                            "which the KV cache does not apply yet (n_ctx <= %d is exact)",
-                            (long long)p->n_ctx, I->swa_window, I->swa_window);
-        if (st) *st = VQ_STATUS_UNSUPPORTED;
-        return NULL;
-    }
     vq_ctx *c = calloc(1, sizeof *c);
     if (!c) { vq_engine_set_error("ctx: out of memory"); if (st) *st = VQ_STATUS_NO_MEMORY; return NULL; }
     c->m = m;
@@ -134,6 +126,7 @@ vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_statu
     c->p.cache.value.head_dim = I->head_dim;
     c->p.cache.max_tokens = c->p.n_ctx;
     c->p.cache.n_threads = c->n_threads;
+    c->p.cache.layer_window = m->layer_window;   /* sliding windows (NULL: none); copied */
     vq_status s = VQ_STATUS_OK;
     c->cache = vq_cache_create(&c->p.cache, &s);
     if (!c->cache) {
