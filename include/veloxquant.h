@@ -181,16 +181,61 @@ VQ_API vq_status vq_method_from_name(const char *name, enum vq_method *out);
 
 typedef struct vq_codec vq_codec;
 
-/* What `veloxquant methods` prints about a method. Strings are static. */
+/* Capability flags of a method (vq_method_info.flags), declared by its codec. The cache, the
+ * memory estimate and the CLI read these instead of comparing method ids. */
+enum {
+    VQ_METHOD_F_QUANTIZED = 1u << 0,        /* stores codes, not exact rows (not fp16/fp32) */
+    VQ_METHOD_F_FP16_ROWS = 1u << 1,        /* stores every row as plain fp16 (fp16) */
+    VQ_METHOD_F_CALIBRATION = 1u << 2,      /* needs a calibration artifact (vq_calib_data) */
+    VQ_METHOD_F_CENTERED = 1u << 3,         /* centered when center_keys/values = -1 (auto) */
+    VQ_METHOD_F_WINDOWED = 1u << 4,         /* residual_length newest tokens kept in fp16 */
+    VQ_METHOD_F_SINKS = 1u << 5,            /* n_sink_tokens high-key-norm tokens kept in fp16 */
+    VQ_METHOD_F_OUTLIER_TOKENS = 1u << 6,   /* the cache can bypass outlier tokens on this side */
+    VQ_METHOD_F_OUTLIER_CHANNELS = 1u << 7, /* keys can take the int8 outlier-channel split */
+    VQ_METHOD_F_PER_CHANNEL_KEYS = 1u << 8, /* keys quantized per channel over token groups */
+    VQ_METHOD_F_SKETCH = 1u << 9            /* uses a JL sketch of jl_dim rows */
+};
+
+/* What `veloxquant methods` prints about a method, and its traits. Strings are static.
+ * Bit-widths: `bits` of vq_codec_params accepts the integers min_bits..max_bits (a choice
+ * only when min_bits < max_bits; methods whose size is set otherwise, e.g. qjl by jl_dim or
+ * polar by polar_bits, have min = max = default), plus frac_bits when nonzero (vecinfer 1.5,
+ * set with vq_codec_params_set_bits). default_bits is the width every CLI command uses when
+ * none is given. */
 struct vq_method_info {
     const char *name;            /* CLI name */
     const char *params;          /* accepted parameters and ranges */
     const char *bits_formula;    /* bits/elem of the quantized part, d = head_dim */
     int needs_calibration;       /* 1 if the method needs a calibration artifact */
     int implemented;             /* 0 if listed but not available in this build */
+    /* appended (the fields below are 0 for methods not built) */
+    int default_bits;            /* e.g. turboquant_mse 4, kivi 2, fp16 16 */
+    int min_bits, max_bits;      /* accepted integer widths */
+    double frac_bits;            /* an accepted non-integer width (vecinfer 1.5); 0 = none */
+    unsigned flags;              /* VQ_METHOD_F_* */
 };
 /* Fills *out for method m; returns INVALID_ARG if m is out of range. Thread-safe. */
 VQ_API vq_status vq_method_info_get(enum vq_method m, struct vq_method_info *out);
+/* Flags of method m (VQ_METHOD_F_*); 0 if m is out of range or not built. Thread-safe. */
+VQ_API unsigned vq_method_flags(enum vq_method m);
+/* Default bits of method m (vq_method_info.default_bits); 0 if out of range / not built. */
+VQ_API int vq_method_default_bits(enum vq_method m);
+
+/* Sets p->method to m and p->bits to its default width (fractional-width fields cleared).
+ * Returns INVALID_ARG if m is out of range, UNSUPPORTED if it is not built. */
+VQ_API vq_status vq_codec_params_set_method(struct vq_codec_params *p, enum vq_method m);
+/* Sets the width of p (method already set): an integer in min_bits..max_bits sets p->bits
+ * (and clears a fractional width); the method's frac_bits (vecinfer 1.5) sets the method's
+ * fields for it (vecinfer: bits 2, pq_codeword_bits 12, pq_subvec_dim 8). Returns RANGE for
+ * a width the method does not accept (p unchanged), INVALID_ARG for NULL / bad method. */
+VQ_API vq_status vq_codec_params_set_bits(struct vq_codec_params *p, double bits);
+/* Nominal width of p: p->bits, or the method's own reading of its fields (vecinfer with an
+ * explicit product-VQ shape: c / v, e.g. 1.5). Pure, thread-safe. */
+VQ_API double vq_codec_params_bits(const struct vq_codec_params *p);
+/* Display label of a codec config: "turboquant_mse/4-bit", "vecinfer/1.5-bit", "qjl"
+ * (methods without a choice of width have no "/B-bit"). Returns the length it needs (like
+ * snprintf); out is always terminated when cap > 0. Thread-safe. */
+VQ_API int vq_codec_params_label(const struct vq_codec_params *p, char *out, size_t cap);
 
 
 /* Creates a codec. Validates every parameter against the method (bits range, head_dim rules,

@@ -119,7 +119,7 @@ vq_status vq_calib_attach_diag(struct vq_cache_params *cp, int n_layers, int hea
     for (int s = 0; s < 2; s++) {
         struct vq_codec_params *p = sides[s];
         const struct vq_codec_i *it = vq_codec_iface(p->method);
-        if (!it || !it->needs_calibration || p->calib) continue;
+        if (!it || !(it->flags & VQ_METHOD_F_CALIBRATION) || p->calib) continue;
         p->role = s == 0 ? VQ_ROLE_KEY : VQ_ROLE_VALUE;
         /* the other side may already use a set loaded here (same method, both roles inside) */
         if (s == 1 && owned[0] && serves_(owned[0], p, bpl[1], n_layers, head_dim)) {

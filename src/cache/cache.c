@@ -196,8 +196,6 @@ static int same_params(const struct vq_codec_params *a, const struct vq_codec_pa
            a->spectral_waterfill == b->spectral_waterfill;
 }
 
-static int is_kivi(enum vq_method m) { return m == VQ_METHOD_KIVI || m == VQ_METHOD_KIVI_SINK; }
-
 /* The page that holds coded token t of stream s (t >= pg0 * page_tokens, t < n_coded). */
 static inline uint8_t *page_at(const struct vq_cache *c, const struct vq_stream *s, int64_t t) {
     return s->pages[t / c->page_tokens - s->pg0];
@@ -216,8 +214,7 @@ void vq_cache_layer_window(const struct vq_cache_params *p, int layer, int *w, i
 
 int vq_cache_center_on(int want, enum vq_method m) {
     if (want >= 0) return want;
-    return m == VQ_METHOD_TURBOQUANT_MSE || m == VQ_METHOD_TURBOQUANT_PROD ||
-           m == VQ_METHOD_TURBOQUANT_RVQ || m == VQ_METHOD_QJL;
+    return (vq_method_flags(m) & VQ_METHOD_F_CENTERED) != 0;
 }
 
 /* Converts new token t of head h (dtype dt) to fp32 and subtracts the side's mu if set. */
@@ -293,7 +290,7 @@ static vq_codec *get_codec(struct vq_cache *c, const struct vq_codec_params *q, 
 /* 1 if every token of the side is a plain fp16 row at pages[t / page_tokens] + (t % page_tokens)
  * * head_dim: the fp16 codec with no window, sinks, outlier copies / channels or centering. */
 static int plain_f16(const struct vq_side *sd) {
-    return sd->codec->p.method == VQ_METHOD_FP16 && sd->mode == WIN_NONE && !sd->use_sinks &&
+    return (vq_method_flags(sd->codec->p.method) & VQ_METHOD_F_FP16_ROWS) && sd->mode == WIN_NONE && !sd->use_sinks &&
            !sd->use_ot && sd->n_oc == 0 && !sd->mu && sd->bt == 1;
 }
 
@@ -312,7 +309,7 @@ static vq_status side_init(struct vq_cache *c, struct vq_side *sd, const vq_code
     sd->oc_off = sd->page_bytes;
     if (n_oc > 0) sd->page_bytes += (size_t)c->page_tokens * (size_t)(2 + n_oc);
     sd->use_ot = use_ot;
-    if (is_kivi(cp->method) && cp->residual_length > 0) {
+    if ((vq_method_flags(cp->method) & VQ_METHOD_F_WINDOWED) && cp->residual_length > 0) {
         sd->mode = cp->role == VQ_ROLE_KEY ? WIN_FLUSH : WIN_SLIDE;
         sd->win_cap = cp->residual_length;
     } else if (sd->bt > 1) {
@@ -324,7 +321,7 @@ static vq_status side_init(struct vq_cache *c, struct vq_side *sd, const vq_code
     }
     if (sd->mode == WIN_FLUSH && sd->win_cap % sd->bt != 0) return VQ_STATUS_INVALID_ARG;
     sd->buf_rows = sd->mode == WIN_SLIDE ? 2 * sd->win_cap : sd->win_cap;
-    sd->use_sinks = cp->method == VQ_METHOD_KIVI_SINK && cp->n_sink_tokens > 0;
+    sd->use_sinks = (vq_method_flags(cp->method) & VQ_METHOD_F_SINKS) && cp->n_sink_tokens > 0;
     sd->s = calloc((size_t)c->n_kv, sizeof *sd->s);
     if (!sd->s) return VQ_STATUS_NO_MEMORY;
     for (int h = 0; h < c->n_kv; h++) {
@@ -411,9 +408,7 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
         for (int l = 0; l < p->n_layers; l++)
             if (p->layer_window[l] < 0) return create_fail(NULL, st, VQ_STATUS_INVALID_ARG);
     /* modifier / method combinations (see veloxquant.h) */
-    if (p->outlier_token_k > 0.0f &&
-        (p->key.method == VQ_METHOD_KIVI_SINK || p->value.method == VQ_METHOD_KIVI_SINK ||
-         (!vq_cache_ot_method(p->key.method) && !vq_cache_ot_method(p->value.method))))
+    if (p->outlier_token_k > 0.0f && !vq_cache_ot_supported(p->key.method, p->value.method))
         return create_fail(NULL, st, VQ_STATUS_UNSUPPORTED);
     if (p->n_outlier_channels > 0 && !vq_cache_oc_method(p->key.method))
         return create_fail(NULL, st, VQ_STATUS_UNSUPPORTED);

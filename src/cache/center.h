@@ -8,19 +8,28 @@
 #include "veloxquant.h"
 
 /* Whether a stream whose codec method is m is centered for the request want (-1 auto, 0 off,
- * 1 on; see vq_cache_params.center_keys). auto = on for turboquant_mse/prod/rvq and qjl.
- * Pure, thread-safe. */
+ * 1 on; see vq_cache_params.center_keys). auto = the method's VQ_METHOD_F_CENTERED trait
+ * (turboquant_mse/prod/rvq and qjl). Pure, thread-safe. */
 int vq_cache_center_on(int want, enum vq_method m);
 
 /* Whether a side stored with method m can keep outlier-token copies (vq_cache_params.
- * outlier_token_k): any method but fp16/fp32, which have nothing to bypass. Pure. */
-static inline int vq_cache_ot_method(enum vq_method m) { return m != VQ_METHOD_FP16 && m != VQ_METHOD_FP32; }
+ * outlier_token_k): trait VQ_METHOD_F_OUTLIER_TOKENS (not fp16/fp32, which have nothing to
+ * bypass, nor kivi_sink, which keeps its high-norm tokens already). Pure. */
+static inline int vq_cache_ot_method(enum vq_method m) {
+    return (vq_method_flags(m) & VQ_METHOD_F_OUTLIER_TOKENS) != 0;
+}
 
 /* Whether keys stored with method m support the outlier-channel split (n_outlier_channels):
- * the per-token codecs of whole keys. Pure. */
+ * trait VQ_METHOD_F_OUTLIER_CHANNELS (the per-token codecs of whole keys). Pure. */
 static inline int vq_cache_oc_method(enum vq_method m) {
-    return m == VQ_METHOD_TURBOQUANT_MSE || m == VQ_METHOD_TURBOQUANT_PROD ||
-           m == VQ_METHOD_TURBOQUANT_RVQ || m == VQ_METHOD_QJL || m == VQ_METHOD_POLAR;
+    return (vq_method_flags(m) & VQ_METHOD_F_OUTLIER_CHANNELS) != 0;
+}
+
+/* Whether outlier tokens (k > 0) combine with key method km and value method vm: neither keeps
+ * sink tokens and at least one side can bypass. Pure. */
+static inline int vq_cache_ot_supported(enum vq_method km, enum vq_method vm) {
+    return !((vq_method_flags(km) | vq_method_flags(vm)) & VQ_METHOD_F_SINKS) &&
+           (vq_cache_ot_method(km) || vq_cache_ot_method(vm));
 }
 
 /* The sliding window W (0 = full attention) and stream-sink count S of a layer under params p

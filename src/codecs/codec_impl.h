@@ -10,11 +10,23 @@
 
 #include "core/core.h"
 
+/* Everything the library and the CLI know about a method lives here: adding a method means one
+ * codec file (this vtable + kernels), its test and one registry line in codec.c. The traits
+ * below are published through vq_method_info_get (methods.c); tests/unit/test_codec_api.c
+ * checks that min_bits..max_bits is exactly what init accepts. */
 struct vq_codec_i {
     const char *name;            /* CLI name, e.g. "turboquant_mse" */
     const char *params_doc;      /* e.g. "bits=1..4 unbiased_scale" */
     const char *bits_formula;    /* e.g. "b + 16/d" */
-    int needs_calibration;
+    int needs_calibration;       /* must equal !!(flags & VQ_METHOD_F_CALIBRATION) */
+    int default_bits;            /* the width every command uses when none is given */
+    int min_bits, max_bits;      /* integer widths init accepts (min = max: bits is ignored) */
+    double frac_bits;            /* one non-integer width (needs set_bits / bits_of); 0 = none */
+    unsigned flags;              /* VQ_METHOD_F_* (veloxquant.h) */
+    /* Optional (NULL = plain p->bits): sets the codec-specific fields of a width already
+     * checked against the traits, and reads the nominal width back. */
+    void (*set_bits)(struct vq_codec_params *p, double bits);
+    double (*bits_of)(const struct vq_codec_params *p);
     /* Validates p and fills c->impl / c->block_tokens / c->block_bytes / c->query_bytes /
      * c->acc_floats and the kernel pointers below. */
     vq_status (*init)(struct vq_codec *c);

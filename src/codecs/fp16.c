@@ -132,6 +132,10 @@ const struct vq_codec_i vq_codec_fp16 = {
     .params_doc = "(none)",
     .bits_formula = "16",
     .needs_calibration = 0,
+    .default_bits = 16,
+    .min_bits = 16,
+    .max_bits = 16,
+    .flags = VQ_METHOD_F_FP16_ROWS,
     .init = fp16_init,
     .destroy = fp16_destroy,
 };

@@ -77,6 +77,10 @@ const struct vq_codec_i vq_codec_fp32 = {
     .params_doc = "(none)",
     .bits_formula = "32",
     .needs_calibration = 0,
+    .default_bits = 32,
+    .min_bits = 32,
+    .max_bits = 32,
+    .flags = 0,
     .init = fp32_init,
     .destroy = NULL,
 };

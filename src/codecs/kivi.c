@@ -387,6 +387,11 @@ const struct vq_codec_i vq_codec_kivi = {
     .params_doc = "bits=2|3|4 group_size=G residual_length=R (multiple of G)",
     .bits_formula = "b + 32/G (+ 16-bit fp16 window of the newest tokens)",
     .needs_calibration = 0,
+    .default_bits = 2,
+    .min_bits = 2,
+    .max_bits = 4,
+    .flags = VQ_METHOD_F_QUANTIZED | VQ_METHOD_F_OUTLIER_TOKENS | VQ_METHOD_F_WINDOWED |
+             VQ_METHOD_F_PER_CHANNEL_KEYS,
     .init = kivi_init,
     .destroy = kivi_destroy,
 };
@@ -396,6 +401,11 @@ const struct vq_codec_i vq_codec_kivi_sink = {
     .params_doc = "bits=2|3|4 group_size=G residual_length=R n_sink_tokens=0..64",
     .bits_formula = "b + 32/G (+ fp16 window and sink tokens)",
     .needs_calibration = 0,
+    .default_bits = 2,
+    .min_bits = 2,
+    .max_bits = 4,
+    .flags = VQ_METHOD_F_QUANTIZED | VQ_METHOD_F_WINDOWED | VQ_METHOD_F_SINKS |
+             VQ_METHOD_F_PER_CHANNEL_KEYS,
     .init = kivi_init,
     .destroy = kivi_destroy,
 };

@@ -444,6 +444,10 @@ const struct vq_codec_i vq_codec_polar = {
                   "head_dim multiple of 16",
     .bits_formula = "(8 b1 + 4 b2 + 2 b3 + b4 + 16) / 16",
     .needs_calibration = 0,
+    .default_bits = 4,
+    .min_bits = 4,
+    .max_bits = 4,
+    .flags = VQ_METHOD_F_QUANTIZED | VQ_METHOD_F_OUTLIER_TOKENS | VQ_METHOD_F_OUTLIER_CHANNELS,
     .init = polar_init,
     .destroy = polar_destroy,
 };

@@ -346,6 +346,11 @@ const struct vq_codec_i vq_codec_qjl = {
                   "(values decode to the low-cosine reconstruction)",
     .bits_formula = "m/d + 16/d",
     .needs_calibration = 0,
+    .default_bits = 1,
+    .min_bits = 1,
+    .max_bits = 1,
+    .flags = VQ_METHOD_F_QUANTIZED | VQ_METHOD_F_CENTERED | VQ_METHOD_F_OUTLIER_TOKENS |
+             VQ_METHOD_F_OUTLIER_CHANNELS | VQ_METHOD_F_SKETCH,
     .init = qjl_init,
     .destroy = qjl_destroy,
 };

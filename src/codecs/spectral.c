@@ -497,6 +497,10 @@ const struct vq_codec_i vq_codec_spectral = {
     .params_doc = "bits=1..4 (mean bits/coordinate); spectral_waterfill=0|1; calib, calib_layer",
     .bits_formula = "b + 32/d",
     .needs_calibration = 1,
+    .default_bits = 3,
+    .min_bits = 1,
+    .max_bits = 4,
+    .flags = VQ_METHOD_F_QUANTIZED | VQ_METHOD_F_CALIBRATION | VQ_METHOD_F_OUTLIER_TOKENS,
     .init = sp_init,
     .destroy = sp_destroy,
 };

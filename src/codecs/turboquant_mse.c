@@ -136,6 +136,11 @@ const struct vq_codec_i vq_codec_turboquant_mse = {
     .params_doc = "bits=1..4 unbiased_scale=0|1 seed",
     .bits_formula = "b + 16/d",
     .needs_calibration = 0,
+    .default_bits = 4,
+    .min_bits = 1,
+    .max_bits = 4,
+    .flags = VQ_METHOD_F_QUANTIZED | VQ_METHOD_F_CENTERED | VQ_METHOD_F_OUTLIER_TOKENS |
+             VQ_METHOD_F_OUTLIER_CHANNELS,
     .init = mse_init,
     .destroy = vq_tq_codec_destroy,
 };

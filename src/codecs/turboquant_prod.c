@@ -237,6 +237,11 @@ const struct vq_codec_i vq_codec_turboquant_prod = {
     .params_doc = "bits=2..4 (b-1 MSE bits + 1 QJL bit) jl_dim=m (0 = head_dim; multiple of 8)",
     .bits_formula = "(b-1) + m/d + 32/d",
     .needs_calibration = 0,
+    .default_bits = 3,
+    .min_bits = 2,
+    .max_bits = 4,
+    .flags = VQ_METHOD_F_QUANTIZED | VQ_METHOD_F_CENTERED | VQ_METHOD_F_OUTLIER_TOKENS |
+             VQ_METHOD_F_OUTLIER_CHANNELS | VQ_METHOD_F_SKETCH,
     .init = prod_init,
     .destroy = prod_destroy,
 };

@@ -124,6 +124,11 @@ const struct vq_codec_i vq_codec_turboquant_rvq = {
     .params_doc = "bits=1..2 (per stage) seed",
     .bits_formula = "2*ceil(d*b/32)*32/d + 16/d",
     .needs_calibration = 0,
+    .default_bits = 2,
+    .min_bits = 1,
+    .max_bits = 2,
+    .flags = VQ_METHOD_F_QUANTIZED | VQ_METHOD_F_CENTERED | VQ_METHOD_F_OUTLIER_TOKENS |
+             VQ_METHOD_F_OUTLIER_CHANNELS,
     .init = rvq_init,
     .destroy = vq_tq_codec_destroy,
 };

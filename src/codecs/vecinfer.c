@@ -528,12 +528,35 @@ static vq_status vi_init(struct vq_codec *c) {
     return VQ_STATUS_OK;
 }
 
+/* Widths: an integer b selects the preset of b (explicit shape cleared); 1.5 is the shape
+ * (12, 8) with bits 2 (bits is not read while a shape is set). */
+static void vi_set_bits(struct vq_codec_params *p, double bits) {
+    const int half = bits != (double)(int)bits;
+    p->bits = half ? 2 : (int)bits;
+    p->pq_codeword_bits = half ? 12 : 0;
+    p->pq_subvec_dim = half ? 8 : 0;
+}
+
+/* c / v of the shape in use (1, 1.5, 2, 3, 4 for the presets); p->bits when it has none. */
+static double vi_bits_of(const struct vq_codec_params *p) {
+    int c, v;
+    if (vq_vecinfer_shape(p, &c, &v) != VQ_STATUS_OK || v <= 0) return p->bits;
+    return (double)c / v;
+}
+
 const struct vq_codec_i vq_codec_vecinfer = {
     .name = "vecinfer",
     .params_doc = "bits=1|2|3|4 presets (c,v)=(8,8)|(8,4)|(12,4)|(8,2); pq_codeword_bits c<=12, "
                   "pq_subvec_dim v<=16 (1.5 bits: c=12 v=8); calib, calib_layer",
     .bits_formula = "c / v",
     .needs_calibration = 1,
+    .default_bits = 2,
+    .min_bits = 1,
+    .max_bits = 4,
+    .frac_bits = 1.5,
+    .flags = VQ_METHOD_F_QUANTIZED | VQ_METHOD_F_CALIBRATION | VQ_METHOD_F_OUTLIER_TOKENS,
+    .set_bits = vi_set_bits,
+    .bits_of = vi_bits_of,
     .init = vi_init,
     .destroy = vi_destroy,
 };

@@ -9,7 +9,9 @@
 #include "cache/center.h"
 #include "engine/gguf.h"
 
-static int is_kivi(enum vq_method m) { return m == VQ_METHOD_KIVI || m == VQ_METHOD_KIVI_SINK; }
+/* Trait tests of a method (VQ_METHOD_F_*), as the cache reads them. */
+static int windowed(enum vq_method m) { return (vq_method_flags(m) & VQ_METHOD_F_WINDOWED) != 0; }
+static int sinks(enum vq_method m) { return (vq_method_flags(m) & VQ_METHOD_F_SINKS) != 0; }
 
 /* Bytes of one side (K or V) of one kv-head stream holding ctx tokens; live: coded tokens
  * still held (windowed layers free pages), ev: freed coded tokens (a multiple of the page). */
@@ -17,7 +19,7 @@ struct side_bytes { size_t coded, window, alloc; int64_t live; };
 
 /* Coded tokens of a stream after t tokens (the cache's window modes; see kvmem.h). */
 static int64_t coded_at(const struct vq_codec_params *cp, int64_t bt, int64_t t) {
-    if (is_kivi(cp->method) && cp->residual_length > 0) {
+    if (windowed(cp->method) && cp->residual_length > 0) {
         const int64_t r = cp->residual_length;
         if (cp->role == VQ_ROLE_KEY) return t / r * r;
         return t > r ? t - r : 0;
@@ -54,19 +56,19 @@ static struct side_bytes side_estimate(const vq_codec *cd, int64_t ctx, int d, i
     const int64_t bt = vq_codec_block_tokens(cd);
     const size_t bb = vq_codec_block_bytes(cd), row16 = (size_t)d * 2;
     int64_t win_cap;
-    if (is_kivi(cp->method) && cp->residual_length > 0) win_cap = cp->residual_length;
+    if (windowed(cp->method) && cp->residual_length > 0) win_cap = cp->residual_length;
     else win_cap = bt > 1 ? bt : 0;
     const int64_t n_coded = coded_at(cp, bt, ctx);
     int64_t pg0 = 0, pages = (n_coded + page_tokens - 1) / page_tokens;
     if (win > 0) window_pages(cp, bt, ctx, win, page_tokens, &pg0, &pages);
-    const int use_sinks = cp->method == VQ_METHOD_KIVI_SINK && cp->n_sink_tokens > 0;
+    const int use_sinks = sinks(cp->method) && cp->n_sink_tokens > 0;
     struct side_bytes s;
     s.live = n_coded - pg0 * page_tokens;
     s.coded = (size_t)(s.live / bt) * bb;
     s.window = (size_t)(ctx - n_coded) * row16 + (use_sinks ? (size_t)n_sinks * row16 : 0) +
                (size_t)(n_ss < ctx ? n_ss : ctx) * row16;
     /* a sliding (KIVI value) window keeps a 2R-row buffer so that it can shift rarely */
-    const int64_t buf_rows = is_kivi(cp->method) && cp->residual_length > 0 && cp->role == VQ_ROLE_VALUE
+    const int64_t buf_rows = windowed(cp->method) && cp->residual_length > 0 && cp->role == VQ_ROLE_VALUE
                                  ? 2 * win_cap : win_cap;
     s.alloc = (size_t)pages * ((size_t)(page_tokens / bt) * bb + page_extra) + (size_t)buf_rows * row16 +
               (use_sinks ? (size_t)sink_cap * row16 : 0) + (size_t)n_ss * row16;
@@ -120,8 +122,8 @@ vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, 
             vq_codec_free(vc);
             return VQ_STATUS_INVALID_ARG;
         }
-        const int k_sink = kp.method == VQ_METHOD_KIVI_SINK && kp.n_sink_tokens > 0;
-        const int v_sink = vp.method == VQ_METHOD_KIVI_SINK && vp.n_sink_tokens > 0;
+        const int k_sink = sinks(kp.method) && kp.n_sink_tokens > 0;
+        const int v_sink = sinks(vp.method) && vp.n_sink_tokens > 0;
         const int sink_cap = k_sink ? kp.n_sink_tokens : v_sink ? vp.n_sink_tokens : 0;
         int win, n_ss;
         vq_cache_layer_window(p, l, &win, &n_ss);

@@ -298,8 +298,78 @@ TEST(fp16_kernels_vs_ref) {
 }
 #endif
 
+/* The traits of every method (vq_method_info) agree with what its codec accepts: bits in
+ * min..max create, outside fail with INVALID_ARG (methods with a choice of widths), the default
+ * is accepted, needs_calibration matches the flag, set_bits / bits / label round-trip, and the
+ * flags agree with the cache's rules (fp16 rows only for fp16; sinks only with a window). */
+TEST(method_traits) {
+    for (int mi_ = 0; mi_ < VQ_METHOD_COUNT; mi_++) {
+        const enum vq_method m = (enum vq_method)mi_;
+        struct vq_method_info mi;
+        ASSERT_STATUS(vq_method_info_get(m, &mi), VQ_STATUS_OK);
+        if (!mi.implemented) continue;
+        ASSERT(mi.min_bits >= 1 && mi.min_bits <= mi.max_bits);
+        ASSERT(mi.default_bits >= mi.min_bits && mi.default_bits <= mi.max_bits);
+        ASSERT_EQ_INT(vq_method_default_bits(m), mi.default_bits);
+        ASSERT_EQ_INT(vq_method_flags(m), mi.flags);
+        ASSERT_EQ_INT(mi.needs_calibration, (mi.flags & VQ_METHOD_F_CALIBRATION) != 0);
+        ASSERT_EQ_INT((mi.flags & VQ_METHOD_F_QUANTIZED) != 0, mi.default_bits < 16);
+        ASSERT(!(mi.flags & VQ_METHOD_F_SINKS) || (mi.flags & VQ_METHOD_F_WINDOWED));
+        ASSERT(!(mi.flags & VQ_METHOD_F_OUTLIER_CHANNELS) || (mi.flags & VQ_METHOD_F_OUTLIER_TOKENS));
+        struct vq_codec_params p = vq_codec_params_default();
+        ASSERT_STATUS(vq_codec_params_set_method(&p, m), VQ_STATUS_OK);
+        ASSERT_EQ_INT(p.bits, mi.default_bits);
+        ASSERT_NEAR(vq_codec_params_bits(&p), mi.default_bits, 0);
+        if (mi.min_bits == mi.max_bits) continue;   /* bits is not read (qjl, polar, fp16, fp32) */
+        for (int b = 1; b <= 16; b++) {
+            struct vq_codec_params q = p;
+            q.bits = b;
+            vq_status st = VQ_STATUS_OK;
+            vq_codec *c = vq_codec_create(&q, &st);
+            const int in = b >= mi.min_bits && b <= mi.max_bits;
+            ASSERT_EQ_INT(c != NULL, in);
+            if (!in) ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+            vq_codec_free(c);
+            ASSERT_STATUS(vq_codec_params_set_bits(&q, b), in ? VQ_STATUS_OK : VQ_STATUS_RANGE);
+            if (in) ASSERT_NEAR(vq_codec_params_bits(&q), b, 0);
+        }
+        char lab[64];
+        ASSERT(vq_codec_params_label(&p, lab, sizeof lab) > 0 && strchr(lab, '/') != NULL);
+    }
+    /* fp16 is the one method whose rows are plain fp16; qjl has no width choice: no "/B-bit" */
+    ASSERT_EQ_INT(vq_method_flags(VQ_METHOD_FP16), VQ_METHOD_F_FP16_ROWS);
+    struct vq_codec_params p = vq_codec_params_default();
+    char lab[64];
+    ASSERT_STATUS(vq_codec_params_set_method(&p, VQ_METHOD_QJL), VQ_STATUS_OK);
+    vq_codec_params_label(&p, lab, sizeof lab);
+    ASSERT(!strcmp(lab, "qjl"));
+    /* vecinfer 1.5: shape (12, 8), nominal 1.5 bits, label, stored bits/elem exactly 1.5 */
+    ASSERT_STATUS(vq_codec_params_set_method(&p, VQ_METHOD_VECINFER), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_codec_params_set_bits(&p, 1.5), VQ_STATUS_OK);
+    ASSERT_EQ_INT(p.pq_codeword_bits, 12);
+    ASSERT_EQ_INT(p.pq_subvec_dim, 8);
+    ASSERT_NEAR(vq_codec_params_bits(&p), 1.5, 0);
+    vq_codec_params_label(&p, lab, sizeof lab);
+    ASSERT(!strcmp(lab, "vecinfer/1.5-bit"));
+    p.head_dim = 64;
+    vq_codec *c = vq_codec_create(&p, NULL);
+    ASSERT(c != NULL);
+    if (c) ASSERT_NEAR(vq_codec_bits_per_elem(c), 1.5, 0);
+    vq_codec_free(c);
+    ASSERT_STATUS(vq_codec_params_set_bits(&p, 2), VQ_STATUS_OK);   /* back to a preset */
+    ASSERT_EQ_INT(p.pq_codeword_bits, 0);
+    ASSERT_NEAR(vq_codec_params_bits(&p), 2, 0);
+    /* a fractional width elsewhere, or on fp16, is refused and leaves p unchanged */
+    ASSERT_STATUS(vq_codec_params_set_method(&p, VQ_METHOD_TURBOQUANT_MSE), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_codec_params_set_bits(&p, 2.5), VQ_STATUS_RANGE);
+    ASSERT_EQ_INT(p.bits, 4);
+    ASSERT_STATUS(vq_codec_params_set_method(&p, VQ_METHOD_COUNT), VQ_STATUS_INVALID_ARG);
+    ASSERT_EQ_INT(vq_method_flags(VQ_METHOD_COUNT), 0);
+}
+
 int main(void) {
     RUN(defaults_and_names);
+    RUN(method_traits);
     RUN(create_validation);
     RUN(fp16_fp32_records);
     RUN(encode_errors);
