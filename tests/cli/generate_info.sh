@@ -53,6 +53,21 @@ assert d["key_x"] > 3.0 and d["fullKV_x"] > 3.0, d
 assert d["decode_tok_s"] > 0 and d["prefill_tok_s"] > 0 and d["peak_rss_mb"] > 10, d
 assert isinstance(d["text"], str) and len(d["text"]) > 0
 PY
+# every KV option of perplexity/sweep works in generate (one option table): kivi with a group
+# of 64 and no fp16 window, default bits (2, as in perplexity and sweep)
+expect_exit 0 "$VQ" generate -m "$MODEL" -p "The capital of France is" -n 4 -c 64 -t 1 \
+    --group-size 64 --residual-length 0 --method kivi --json
+python3 - "$OUT" <<'PY' && ok || bad "generate --group-size 64 --residual-length 0 --method kivi"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["k_method"] == "kivi" and d["v_method"] == "kivi" and d["k_bits"] == 2 and d["v_bits"] == 2, d
+assert d["kv_seed"] == 42 and d["tokens_generated"] >= 1, d
+PY
+# ... and invalid values are refused the same way (group size must divide the window)
+expect_exit 2 "$VQ" generate -m "$MODEL" -p hi -n 1 -c 64 -t 1 --method kivi --group-size 48 \
+    --residual-length 100
+expect_exit 2 "$VQ" generate -p hi --method turboquant_mse --bits 1.5
+grep -q "turboquant_mse accepts 1..4" "$ERR" && ok || bad "fractional bits message"
 # exact activations: recorded in --json, and "Paris" still comes out greedily
 expect_exit 0 "$VQ" generate -m "$MODEL" -p "The capital of France is" -n 4 -c 64 -t 1 --f32-activations --json
 python3 - "$OUT" <<'PY' && ok || bad "generate --f32-activations"

@@ -130,7 +130,7 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
         if (vq_method_info_get((enum vq_method)m, &mi) != VQ_STATUS_OK || !mi.implemented) continue;
         int used = 0;
         for (int i = 0; i < vq_kv_n_presets; i++)
-            used |= vq_kv_presets[i].km == (enum vq_method)m || vq_kv_presets[i].vm == (enum vq_method)m;
+            used |= !strcmp(vq_kv_presets[i].km, mi.name) || !strcmp(vq_kv_presets[i].vm, mi.name);
         if (!used) extra[n_extra++] = (enum vq_method)m;
     }
     int n_rows = all ? vq_kv_n_presets + n_extra : 1;
@@ -155,7 +155,7 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
             o.fp16_first = ko.fp16_first; o.fp16_last = ko.fp16_last;
             o.calib_tokens = ko.calib_tokens;
         }
-        vq_kv_opts_resolve(&o, &r->k, &r->v);
+        if (!vq_kv_opts_resolve(CMD, &o, &r->k, &r->v)) { free(rows); return 2; }
         vq_kv_config_name_opts(&o, &r->k, &r->v, r->name, sizeof r->name);
         struct vq_cache_params p = vq_cache_params_default();
         p.n_layers = g.n_layers; p.n_kv_heads = g.n_kv_heads; p.head_dim = g.head_dim;
@@ -205,8 +205,8 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
             cJSON_AddStringToObject(o, "name", r->name);
             cJSON_AddStringToObject(o, "k_method", vq_method_name(r->k.method));
             cJSON_AddStringToObject(o, "v_method", vq_method_name(r->v.method));
-            cJSON_AddNumberToObject(o, "k_bits", r->k.bits);
-            cJSON_AddNumberToObject(o, "v_bits", r->v.bits);
+            cJSON_AddNumberToObject(o, "k_bits", vq_codec_params_bits(&r->k));
+            cJSON_AddNumberToObject(o, "v_bits", vq_codec_params_bits(&r->v));
             if (r->st != VQ_STATUS_OK) {
                 cJSON_AddStringToObject(o, "error", r->why ? r->why : vq_status_str(r->st));
             } else {
@@ -241,7 +241,8 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
         for (int i = 0; i < n_rows; i++) {
             const struct row *r = &rows[i];
             if (r->st != VQ_STATUS_OK) {
-                printf("%-22s %6d %6d  (%s)\n", r->name, r->k.bits, r->v.bits,
+                printf("%-22s %6g %6g  (%s)\n", r->name, vq_codec_params_bits(&r->k),
+                       vq_codec_params_bits(&r->v),
                        r->why ? r->why
                        : r->st == VQ_STATUS_UNSUPPORTED ? "method not built in this library"
                        : r->st == VQ_STATUS_NOT_FOUND ? "needs calibration: see the message above"
@@ -250,8 +251,8 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
             }
             const struct vq_cache_memory *m = &r->m;
             const int any = m->total_bytes > 0;
-            printf("%-22s %6d %6d %12zu %12zu %12zu %12zu %10.3f %7.3f %8.3f %9.4f\n", r->name,
-                   r->k.bits, r->v.bits, m->key_bytes, m->value_bytes, m->window_bytes,
+            printf("%-22s %6g %6g %12zu %12zu %12zu %12zu %10.3f %7.3f %8.3f %9.4f\n", r->name,
+                   vq_codec_params_bits(&r->k), vq_codec_params_bits(&r->v), m->key_bytes, m->value_bytes, m->window_bytes,
                    m->total_bytes, mb(m->total_bytes),
                    any ? (double)m->fp16_key_bytes / (double)m->key_total_bytes : 0.0,
                    any ? (double)m->fp16_bytes / (double)m->total_bytes : 0.0,

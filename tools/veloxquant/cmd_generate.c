@@ -2,6 +2,7 @@
  * method, stream the generated text, then report prefill/decode speed, tokens generated, KV
  * bytes, compression ratios (key_x, fullKV_x) and peak RSS (DESIGN.md §2.2, §5). */
 #include <errno.h>
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,16 +33,13 @@ struct gen_opts {
     bool chat, json, quiet, f32_act;
     long n_predict, n_ctx;
     int threads, batch;
-    uint64_t seed;
+    uint64_t seed;            /* sampling seed (the codecs' seed is --kv-seed) */
     double temp, top_p;
     int top_k;
-    enum vq_method k_method, v_method;
-    int k_bits, v_bits;
-    bool k_bits_set, v_bits_set;
     enum vq_isa isa;
     const char *observe;      /* --observe FILE: per-layer KV quality JSON */
     int observe_queries;
-    struct vq_kv_opts kv;   /* per-layer options only (kvconfig.h) */
+    struct vq_kv_opts kv;     /* every KV option (kvconfig.h), as in perplexity and sweep */
 };
 
 static void usage(FILE *f) {
@@ -66,15 +64,6 @@ static void usage(FILE *f) {
         "      --temp T          temperature; 0 = greedy (default 0)\n"
         "      --top-k K         top-k for temperature sampling (default 40; 0 = off)\n"
         "      --top-p P         nucleus mass in (0, 1] (default 0.95)\n"
-        "      --method M        KV method for keys and values (default fp16; see `veloxquant methods`)\n"
-        "      --bits B          bits for keys and values (default: the method's default)\n"
-        "      --k-method M, --v-method M, --k-bits B, --v-bits B\n"
-        "                        set keys and values separately (override --method/--bits)\n"
-        "      --k-bits-per-layer L, --v-bits-per-layer L, --fp16-layers first,last,\n"
-        "      --keep-fp16-first N, --keep-fp16-last N, --ratequant B, --ratequant-values V,\n"
-        "      --calib-tokens N  mixed precision across layers (as for `perplexity`)\n"
-        "      --outlier-tokens K, --outlier-channels N, --n-calib-tokens T\n"
-        "                        outlier modifiers (as for `perplexity`)\n"
         "      --isa ISA         auto|scalar|avx2|avx512 weight and codec kernels (default auto)\n"
         "      --json            print one JSON object (text and statistics) instead of streaming\n"
         "      --observe FILE    also keep an exact fp32 shadow of K/V and write per-layer KV quality\n"
@@ -85,6 +74,7 @@ static void usage(FILE *f) {
         "  -q, --quiet           do not stream the text (statistics only)\n\n"
         "Threads are OpenMP threads that spin between matrix products; on cores shared with other\n"
         "busy processes, OMP_WAIT_POLICY=passive avoids stalls at every synchronisation.\n");
+    fputs("\nKV cache (the same options and defaults as `perplexity` and `sweep`):\n" VQ_KV_HELP, f);
 }
 
 /* Resolves the default model path into buf. */
@@ -119,57 +109,89 @@ static int observe_path_ok(const char *path) {
     return 1;
 }
 
+/* Option codes of generate's own long options (above the KV family's codes). */
+enum {
+    GEN_SYSTEM = VQ_KVOPT_LAST + 1, GEN_CHAT, GEN_JSON, GEN_F32, GEN_SEED, GEN_TEMP, GEN_TOP_K,
+    GEN_TOP_P, GEN_ISA, GEN_OBSERVE, GEN_OBSERVE_Q
+};
+
+static void gen_opts_init(struct gen_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->n_predict = 128;
+    o->n_ctx = 2048;
+    o->batch = 512;
+    o->seed = 42;
+    o->top_k = 40;
+    o->top_p = 0.95;
+    o->isa = VQ_ISA_AUTO;
+    vq_kv_opts_init(&o->kv);
+}
+
+/* Parse step: 1 ok, 0 usage error (printed), -1 --help printed. */
 static int parse(int argc, char **argv, struct gen_opts *o) {
-    const char *cmd = "generate";
-    enum vq_method method = VQ_METHOD_FP16;
-    int bits = 0;
-    bool method_set = false, bits_set = false, km = false, vm = false;
-    int kr;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-#define NEXT() (i++, val)
-#define NEED() do { if (!val) { fprintf(stderr, "%s: %s needs a value\n", cmd, a); return 0; } } while (0)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return -1; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) { NEED(); o->model = NEXT(); }
-        else if (!strcmp(a, "-p") || !strcmp(a, "--prompt")) { NEED(); o->prompt = NEXT(); }
-        else if (!strcmp(a, "-f") || !strcmp(a, "--file")) { NEED(); o->file = NEXT(); }
-        else if (!strcmp(a, "--system")) { NEED(); o->system = NEXT(); }
-        else if (!strcmp(a, "--chat")) o->chat = true;
-        else if (!strcmp(a, "--json")) o->json = true;
-        else if (!strcmp(a, "--f32-activations")) o->f32_act = true;
-        else if (!strcmp(a, "-q") || !strcmp(a, "--quiet")) o->quiet = true;
-        else if (!strcmp(a, "-n") || !strcmp(a, "--n-predict")) { if (!vq_opt_long(cmd, a, NEXT(), 0, 1L << 24, &o->n_predict)) return 0; }
-        else if (!strcmp(a, "-c") || !strcmp(a, "--ctx")) { if (!vq_opt_long(cmd, a, NEXT(), 1, 1L << 24, &o->n_ctx)) return 0; }
-        else if (!strcmp(a, "-t") || !strcmp(a, "--threads")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 1024, &o->threads)) return 0; }
-        else if (!strcmp(a, "-b") || !strcmp(a, "--batch")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 65536, &o->batch)) return 0; }
-        else if (!strcmp(a, "--seed")) { if (!vq_opt_u64(cmd, a, NEXT(), &o->seed)) return 0; }
-        else if (!strcmp(a, "--temp")) { if (!vq_opt_double(cmd, a, NEXT(), 0.0, 100.0, &o->temp)) return 0; }
-        else if (!strcmp(a, "--top-k")) { if (!vq_opt_int(cmd, a, NEXT(), 0, 1 << 24, &o->top_k)) return 0; }
-        else if (!strcmp(a, "--top-p")) {
-            if (!vq_opt_double(cmd, a, NEXT(), 0.0, 1.0, &o->top_p)) return 0;
-            if (o->top_p <= 0.0) { fprintf(stderr, "%s: --top-p: must be in (0, 1]\n", cmd); return 0; }
+    static const char *cmd = "generate";
+    static const struct option lo[] = {
+        {"help", no_argument, 0, 'h'},
+        {"model", required_argument, 0, 'm'},
+        {"prompt", required_argument, 0, 'p'},
+        {"file", required_argument, 0, 'f'},
+        {"system", required_argument, 0, GEN_SYSTEM},
+        {"chat", no_argument, 0, GEN_CHAT},
+        {"json", no_argument, 0, GEN_JSON},
+        {"f32-activations", no_argument, 0, GEN_F32},
+        {"quiet", no_argument, 0, 'q'},
+        {"n-predict", required_argument, 0, 'n'},
+        {"ctx", required_argument, 0, 'c'},
+        {"threads", required_argument, 0, 't'},
+        {"batch", required_argument, 0, 'b'},
+        {"seed", required_argument, 0, GEN_SEED},
+        {"temp", required_argument, 0, GEN_TEMP},
+        {"top-k", required_argument, 0, GEN_TOP_K},
+        {"top-p", required_argument, 0, GEN_TOP_P},
+        {"isa", required_argument, 0, GEN_ISA},
+        {"observe", required_argument, 0, GEN_OBSERVE},
+        {"observe-queries", required_argument, 0, GEN_OBSERVE_Q},
+        VQ_KV_LONG_OPTIONS,
+        {0, 0, 0, 0},
+    };
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":hm:p:f:qn:c:t:b:", lo, NULL)) != -1) {
+        int ok = 1;
+        switch (c) {
+        case 'h': usage(stdout); return -1;
+        case 'm': o->model = optarg; break;
+        case 'p': o->prompt = optarg; break;
+        case 'f': o->file = optarg; break;
+        case 'q': o->quiet = true; break;
+        case 'n': ok = vq_opt_long(cmd, "--n-predict", optarg, 0, 1L << 24, &o->n_predict); break;
+        case 'c': ok = vq_opt_long(cmd, "--ctx", optarg, 1, 1L << 24, &o->n_ctx); break;
+        case 't': ok = vq_opt_int(cmd, "--threads", optarg, 1, 1024, &o->threads); break;
+        case 'b': ok = vq_opt_int(cmd, "--batch", optarg, 1, 65536, &o->batch); break;
+        case GEN_SYSTEM: o->system = optarg; break;
+        case GEN_CHAT: o->chat = true; break;
+        case GEN_JSON: o->json = true; break;
+        case GEN_F32: o->f32_act = true; break;
+        case GEN_SEED: ok = vq_opt_u64(cmd, "--seed", optarg, &o->seed); break;
+        case GEN_TEMP: ok = vq_opt_double(cmd, "--temp", optarg, 0.0, 100.0, &o->temp); break;
+        case GEN_TOP_K: ok = vq_opt_int(cmd, "--top-k", optarg, 0, 1 << 24, &o->top_k); break;
+        case GEN_TOP_P:
+            ok = vq_opt_double(cmd, "--top-p", optarg, 0.0, 1.0, &o->top_p);
+            if (ok && o->top_p <= 0.0) { fprintf(stderr, "%s: --top-p: must be in (0, 1]\n", cmd); ok = 0; }
+            break;
+        case GEN_ISA: ok = vq_opt_isa(cmd, "--isa", optarg, &o->isa); break;
+        case GEN_OBSERVE: o->observe = optarg; break;
+        case GEN_OBSERVE_Q: ok = vq_opt_int(cmd, "--observe-queries", optarg, 1, 4096, &o->observe_queries); break;
+        case ':': fprintf(stderr, "%s: %s needs a value\n", cmd, argv[optind - 1]); return 0;
+        case '?':
+            fprintf(stderr, "%s: unknown option '%s' (see veloxquant generate --help)\n", cmd, argv[optind - 1]);
+            return 0;
+        default: ok = vq_kv_opts_handle(&o->kv, cmd, c, optarg); break;
         }
-        else if (!strcmp(a, "--method")) { if (!vq_opt_method(cmd, a, NEXT(), &method)) return 0; method_set = true; }
-        else if (!strcmp(a, "--bits")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 32, &bits)) return 0; bits_set = true; }
-        else if (!strcmp(a, "--k-method")) { if (!vq_opt_method(cmd, a, NEXT(), &o->k_method)) return 0; km = true; }
-        else if (!strcmp(a, "--v-method")) { if (!vq_opt_method(cmd, a, NEXT(), &o->v_method)) return 0; vm = true; }
-        else if (!strcmp(a, "--k-bits")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 32, &o->k_bits)) return 0; o->k_bits_set = true; }
-        else if (!strcmp(a, "--v-bits")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 32, &o->v_bits)) return 0; o->v_bits_set = true; }
-        else if (!strcmp(a, "--isa")) { if (!vq_opt_isa(cmd, a, NEXT(), &o->isa)) return 0; }
-        else if (!strcmp(a, "--observe")) { NEED(); o->observe = NEXT(); }
-        else if (!strcmp(a, "--observe-queries")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 4096, &o->observe_queries)) return 0; }
-        else if ((kr = vq_kv_opts_handle_name(&o->kv, cmd, a, val)) >= 0) { if (!kr) return 0; i++; }
-        else { fprintf(stderr, "%s: unknown option '%s' (see veloxquant generate --help)\n", cmd, a); return 0; }
-#undef NEXT
-#undef NEED
+        if (ok != 1) return 0;
     }
-    if (o->kv.ratequant > 0 && !method_set) method = VQ_METHOD_TURBOQUANT_MSE;
-    if (!km) o->k_method = method;
-    if (!vm) o->v_method = method;
-    if (!o->k_bits_set && bits_set) { o->k_bits = bits; o->k_bits_set = true; }
-    if (!o->v_bits_set && bits_set) { o->v_bits = bits; o->v_bits_set = true; }
-    (void)method_set;
+    if (optind < argc) { fprintf(stderr, "%s: unexpected argument '%s'\n", cmd, argv[optind]); return 0; }
     if (!o->prompt && !o->file) { fprintf(stderr, "%s: give a prompt with -p TEXT or -f FILE\n", cmd); return 0; }
     if (o->prompt && o->file) { fprintf(stderr, "%s: -p and -f are exclusive\n", cmd); return 0; }
     if (o->system && !o->chat) { fprintf(stderr, "%s: --system needs --chat\n", cmd); return 0; }
@@ -198,17 +220,6 @@ static char *read_file(const char *path, size_t *len) {
     return b;
 }
 
-/* "turboquant_mse/4"; bits only for methods that take them. */
-static const char *method_label(enum vq_method m, int bits, char *buf, size_t cap) {
-    const char *n = vq_method_name(m);
-    if (m == VQ_METHOD_TURBOQUANT_MSE || m == VQ_METHOD_TURBOQUANT_PROD || m == VQ_METHOD_TURBOQUANT_RVQ ||
-        m == VQ_METHOD_KIVI || m == VQ_METHOD_KIVI_SINK)
-        snprintf(buf, cap, "%s/%d-bit", n ? n : "?", bits);
-    else
-        snprintf(buf, cap, "%s", n ? n : "?");
-    return buf;
-}
-
 /* Pushes token t through the UTF-8 stream into *buf, growing the buffer (*cap bytes) when a
  * piece does not fit (a vocabulary may hold pieces of any length). Returns the bytes
  * written, or -1 when out of memory. */
@@ -230,19 +241,12 @@ static double peak_rss_mb(void) {
     return (double)ru.ru_maxrss / 1024.0;   /* Linux: KiB */
 }
 
-static void fill_codec(struct vq_codec_params *cp, enum vq_method m, int bits, bool bits_set) {
-    cp->method = m;
-    if (bits_set) cp->bits = bits;
-    else if (m == VQ_METHOD_TURBOQUANT_RVQ) cp->bits = 1;
-    else if (m == VQ_METHOD_QJL) cp->bits = 1;
-}
-
 static void add_codec_json(cJSON *cfg, const char *pfx, const struct vq_codec_params *c) {
     char k[32];
     snprintf(k, sizeof k, "%s_method", pfx);
     cJSON_AddStringToObject(cfg, k, vq_method_name(c->method) ? vq_method_name(c->method) : "?");
     snprintf(k, sizeof k, "%s_bits", pfx);
-    cJSON_AddNumberToObject(cfg, k, c->bits);
+    cJSON_AddNumberToObject(cfg, k, vq_codec_params_bits(c));
 }
 
 /* Snapshot of the final cache, then the observation JSON (atomic write). 1 on success. */
@@ -289,275 +293,296 @@ static int write_observation(vq_observer *obs, const char *path, const char *mod
     return 1;
 }
 
-int vq_cmd_generate(int argc, char **argv) {
-    struct gen_opts o;
-    memset(&o, 0, sizeof o);
-    o.n_predict = 128;
-    o.n_ctx = 2048;
-    o.batch = 512;
-    o.seed = 42;
-    o.top_k = 40;
-    o.top_p = 0.95;
-    o.isa = VQ_ISA_AUTO;
-    vq_kv_opts_init(&o.kv);
-    int pr = parse(argc, argv, &o);
-    if (pr < 0) return 0;
-    if (!pr) return 2;
-    char mbuf[4096];
-    if (!o.model) o.model = default_model(mbuf, sizeof mbuf);
+/* Everything a generate run holds; gen_free releases it (any field may be NULL). */
+struct gen_state {
+    vq_model *m;
+    const struct vq_model_info *I;
+    vq_tokenizer *tok;
+    vq_ctx *ctx;
+    vq_calib_data *calib_owned[2];
+    struct vq_kv_layers layers;
+    vq_sampler *smp;
+    vq_observer *obs;
+    char *file_text, *chat_buf, *out_text;
+    char *piece;               /* (piece_cap) one decoded token piece; grows as needed */
+    size_t piece_cap;
+    int32_t *ids;              /* (n_prompt) prompt token ids */
+    int64_t n_prompt;
+    float *logits;             /* (n_vocab) */
+    size_t out_len, out_cap;
+};
 
-    /* prompt text */
-    char *file_text = NULL;
+static void gen_free(struct gen_state *g) {
+    free(g->out_text);
+    free(g->piece);
+    free(g->logits);
+    free(g->ids);
+    free(g->chat_buf);
+    free(g->file_text);
+    vq_sampler_free(g->smp);
+    vq_observer_free(g->obs);   /* before its context */
+    vq_ctx_free(g->ctx);
+    vq_calib_data_free(g->calib_owned[0]);
+    vq_calib_data_free(g->calib_owned[1]);
+    vq_kv_layers_free(&g->layers);
+    vq_tok_free(g->tok);
+    vq_model_free(g->m);
+}
+
+/* Build step 1: the prompt text (file or -p, wrapped in the chat template with --chat) and its
+ * token ids. Returns 0 or an exit code. */
+static int gen_build_prompt(const struct gen_opts *o, struct gen_state *g) {
     size_t plen = 0;
-    const char *ptext = o.prompt;
-    if (o.file) {
-        file_text = read_file(o.file, &plen);
-        if (!file_text) return 1;
-        ptext = file_text;
+    const char *ptext = o->prompt;
+    if (o->file) {
+        g->file_text = read_file(o->file, &plen);
+        if (!g->file_text) return 1;
+        ptext = g->file_text;
     } else {
         plen = strlen(ptext);
     }
-
-    int rc = 1;
-    vq_status st;
-    vq_model *m = NULL;
-    vq_tokenizer *tok = NULL;
-    vq_ctx *ctx = NULL;
-    vq_calib_data *calib_owned[2] = {NULL, NULL};
-    struct vq_kv_layers layers;
-    memset(&layers, 0, sizeof layers);
-    vq_sampler *smp = NULL;
-    vq_observer *obs = NULL;
-    char *chat_buf = NULL, *out_text = NULL, *piece = NULL;
-    int32_t *ids = NULL;
-    float *logits = NULL;
-    size_t out_len = 0, out_cap = 0;
-    cJSON *js = NULL;
-
-    m = vq_model_load(o.model, &st);
-    if (!m) {
-        fprintf(stderr, "generate: cannot load model '%s': %s (%s)\n", o.model, vq_engine_last_error(), vq_status_str(st));
-        if (st == VQ_STATUS_IO && !o.model[0]) fprintf(stderr, "generate: run scripts/fetch_models.sh\n");
-        goto done;
-    }
-    const struct vq_model_info *I = vq_model_info_get(m);
-    tok = vq_tok_create(vq_model_gguf(m), &st);
-    if (!tok) { fprintf(stderr, "generate: model has no usable tokenizer: %s\n", vq_status_str(st)); goto done; }
-    if (!vq_cli_vocab_check("generate", o.model, tok, I->n_vocab)) goto done;
-
-    if (o.chat) {
+    if (o->chat) {
         struct vq_chat_template tmpl;
-        if (vq_chat_from_gguf(vq_model_gguf(m), &tmpl) != VQ_STATUS_OK)
+        if (vq_chat_from_gguf(vq_model_gguf(g->m), &tmpl) != VQ_STATUS_OK)
             fprintf(stderr, "generate: no known chat template in the model; using ChatML\n");
         struct vq_chat_msg msgs[2];
         size_t nm = 0;
-        if (o.system) { msgs[nm].role = "system"; msgs[nm].content = o.system; nm++; }
+        if (o->system) { msgs[nm].role = "system"; msgs[nm].content = o->system; nm++; }
         msgs[nm].role = "user";
         msgs[nm].content = ptext;   /* NUL-terminated in both cases */
         nm++;
         int64_t need = vq_chat_apply(&tmpl, msgs, nm, true, NULL, 0);
         size_t cap = (size_t)(need < 0 ? -need : need + 1);
-        chat_buf = malloc(cap);
-        if (!chat_buf) { fprintf(stderr, "generate: out of memory\n"); goto done; }
-        int64_t w = vq_chat_apply(&tmpl, msgs, nm, true, chat_buf, cap);
-        if (w < 0) { fprintf(stderr, "generate: chat template failed\n"); goto done; }
-        ptext = chat_buf;
+        g->chat_buf = malloc(cap);
+        if (!g->chat_buf) { fprintf(stderr, "generate: out of memory\n"); return 1; }
+        int64_t w = vq_chat_apply(&tmpl, msgs, nm, true, g->chat_buf, cap);
+        if (w < 0) { fprintf(stderr, "generate: chat template failed\n"); return 1; }
+        ptext = g->chat_buf;
         plen = (size_t)w;
     }
-    int64_t n_prompt = vq_tok_encode(tok, ptext, plen, true, o.chat, NULL, 0);
-    if (n_prompt == VQ_TOK_ERR_NO_MEMORY) { fprintf(stderr, "generate: out of memory while tokenizing\n"); goto done; }
-    if (n_prompt < 0) n_prompt = -n_prompt;
-    if (n_prompt == 0) { fprintf(stderr, "generate: the prompt is empty after tokenization\n"); goto done; }
-    if (n_prompt >= o.n_ctx) {
+    int64_t n = vq_tok_encode(g->tok, ptext, plen, true, o->chat, NULL, 0);
+    if (n == VQ_TOK_ERR_NO_MEMORY) { fprintf(stderr, "generate: out of memory while tokenizing\n"); return 1; }
+    if (n < 0) n = -n;
+    if (n == 0) { fprintf(stderr, "generate: the prompt is empty after tokenization\n"); return 1; }
+    if (n >= o->n_ctx) {
         fprintf(stderr, "generate: the prompt has %lld tokens; --ctx %ld leaves no room to generate\n",
-                (long long)n_prompt, o.n_ctx);
-        rc = 2;
-        goto done;
+                (long long)n, o->n_ctx);
+        return 2;
     }
-    ids = malloc(sizeof(int32_t) * (size_t)(n_prompt + 1));
-    if (!ids || vq_tok_encode(tok, ptext, plen, true, o.chat, ids, n_prompt) != n_prompt) {
+    g->ids = malloc(sizeof(int32_t) * (size_t)(n + 1));
+    if (!g->ids || vq_tok_encode(g->tok, ptext, plen, true, o->chat, g->ids, n) != n) {
         fprintf(stderr, "generate: tokenization failed\n");
-        goto done;
+        return 1;
     }
+    g->n_prompt = n;
+    return 0;
+}
 
+/* Build step 2: context parameters from the options (KV config through the shared resolver,
+ * per-layer bits, outlier modifiers, calibration), the context, observer and sampler.
+ * Returns 0 or an exit code. */
+static int gen_build_ctx(const struct gen_opts *o, struct gen_state *g) {
+    const struct vq_model_info *I = g->I;
+    vq_status st;
     struct vq_ctx_params cp = vq_ctx_params_default();
-    cp.n_ctx = o.n_ctx;
-    cp.n_threads = o.threads;
-    cp.n_batch = o.batch;
-    cp.f32_activations = o.f32_act;
-    cp.isa = o.isa;
-    cp.cache.key.isa = o.isa;
-    cp.cache.value.isa = o.isa;
-    cp.cache.key.seed = o.seed;
-    cp.cache.value.seed = o.seed + 1;
-    fill_codec(&cp.cache.key, o.k_method, o.k_bits, o.k_bits_set);
-    fill_codec(&cp.cache.value, o.v_method, o.v_bits, o.v_bits_set);
-    const int la = vq_kv_layers_apply("generate", &o.kv, o.model, m, I->n_layers, I->head_dim, &cp.cache, &layers, 0);
-    if (la != 1) {
-        rc = la == 0 ? 2 : 1;
-        goto done;
+    cp.n_ctx = o->n_ctx;
+    cp.n_threads = o->threads;
+    cp.n_batch = o->batch;
+    cp.f32_activations = o->f32_act;
+    cp.isa = o->isa;
+    if (!vq_kv_opts_resolve("generate", &o->kv, &cp.cache.key, &cp.cache.value)) return 2;
+    cp.cache.key.isa = o->isa;
+    cp.cache.value.isa = o->isa;
+    const int la = vq_kv_layers_apply("generate", &o->kv, o->model, g->m, I->n_layers, I->head_dim,
+                                      &cp.cache, &g->layers, 0);
+    if (la != 1) return la == 0 ? 2 : 1;
+    vq_kv_opts_apply_cache(&o->kv, &cp.cache); /* outlier modifiers */
+    struct vq_cache_params mc = cp.cache;
+    mc.head_dim = I->head_dim;
+    const char *why = vq_kv_modifier_error(&mc);
+    if (why) {
+        fprintf(stderr, "generate: %s\n", why);
+        return 2;
     }
-    vq_kv_opts_apply_cache(&o.kv, &cp.cache); /* outlier modifiers */
-    {
-        struct vq_cache_params mc = cp.cache;
-        mc.head_dim = I->head_dim;
-        const char *why = vq_kv_modifier_error(&mc);
-        if (why) {
-            fprintf(stderr, "generate: %s\n", why);
-            rc = 2;
-            goto done;
-        }
-    }
-    if (!vq_cli_attach_calib("generate", o.model, &cp.cache, I->n_layers, I->head_dim, calib_owned)) {
-        rc = 1;
-        goto done;
-    }
-    ctx = vq_ctx_create(m, &cp, &st);
-    if (!ctx) {
+    if (!vq_cli_attach_calib("generate", o->model, &cp.cache, I->n_layers, I->head_dim, g->calib_owned))
+        return 1;
+    g->ctx = vq_ctx_create(g->m, &cp, &st);
+    if (!g->ctx) {
         fprintf(stderr, "generate: %s\n", vq_engine_last_error());
-        vq_opt_codec_error("generate", "KV cache", o.k_method, cp.cache.key.bits, I->head_dim, st);
-        rc = (st == VQ_STATUS_NO_MEMORY) ? 1 : 2;
-        goto done;
+        vq_opt_codec_error("generate", "KV cache", cp.cache.key.method, cp.cache.key.bits, I->head_dim, st);
+        return st == VQ_STATUS_NO_MEMORY ? 1 : 2;
     }
-    if (o.observe) {
+    if (o->observe) {
         struct vq_observer_params op = vq_observer_params_default();
-        if (o.observe_queries) op.max_queries = o.observe_queries;
-        obs = vq_observer_create(ctx, &op, &st);
-        if (!obs) { fprintf(stderr, "generate: --observe: %s\n", vq_status_str(st)); goto done; }
+        if (o->observe_queries) op.max_queries = o->observe_queries;
+        g->obs = vq_observer_create(g->ctx, &op, &st);
+        if (!g->obs) { fprintf(stderr, "generate: --observe: %s\n", vq_status_str(st)); return 1; }
     }
     struct vq_sampler_params sp = vq_sampler_params_default();
-    sp.temperature = (float)o.temp;
-    sp.top_k = o.top_k;
-    sp.top_p = (float)o.top_p;
-    sp.seed = o.seed;
-    smp = vq_sampler_create(&sp, I->n_vocab, &st);
-    logits = malloc(sizeof(float) * (size_t)I->n_vocab);
-    if (!smp || !logits) { fprintf(stderr, "generate: sampler: %s\n", vq_status_str(st)); goto done; }
+    sp.temperature = (float)o->temp;
+    sp.top_k = o->top_k;
+    sp.top_p = (float)o->top_p;
+    sp.seed = o->seed;
+    g->smp = vq_sampler_create(&sp, I->n_vocab, &st);
+    g->logits = malloc(sizeof(float) * (size_t)I->n_vocab);
+    if (!g->smp || !g->logits) { fprintf(stderr, "generate: sampler: %s\n", vq_status_str(st)); return 1; }
+    return 0;
+}
 
-    bool stream = !o.json && !o.quiet;
+/* Build: model, tokenizer, prompt, context. Returns 0 or an exit code. */
+static int gen_build(const struct gen_opts *o, struct gen_state *g) {
+    vq_status st;
+    g->m = vq_model_load(o->model, &st);
+    if (!g->m) {
+        fprintf(stderr, "generate: cannot load model '%s': %s (%s)\n", o->model, vq_engine_last_error(),
+                vq_status_str(st));
+        if (st == VQ_STATUS_IO && !o->model[0]) fprintf(stderr, "generate: run scripts/fetch_models.sh\n");
+        return 1;
+    }
+    g->I = vq_model_info_get(g->m);
+    g->tok = vq_tok_create(vq_model_gguf(g->m), &st);
+    if (!g->tok) { fprintf(stderr, "generate: model has no usable tokenizer: %s\n", vq_status_str(st)); return 1; }
+    if (!vq_cli_vocab_check("generate", o->model, g->tok, g->I->n_vocab)) return 1;
+    const int rc = gen_build_prompt(o, g);
+    return rc ? rc : gen_build_ctx(o, g);
+}
+
+/* Appends w bytes of generated text to g->out_text. 1 ok, 0 out of memory. */
+static int gen_append(struct gen_state *g, const char *piece, size_t w) {
+    if (g->out_len + w + 1 > g->out_cap) {
+        size_t nc = (g->out_cap ? g->out_cap * 2 : 4096) + w;
+        char *nb = realloc(g->out_text, nc);
+        if (!nb) return 0;
+        g->out_text = nb;
+        g->out_cap = nc;
+    }
+    memcpy(g->out_text + g->out_len, piece, w);
+    g->out_len += w;
+    g->out_text[g->out_len] = 0;
+    return 1;
+}
+
+/* Figures of one run, for the report. */
+struct gen_stats {
+    long n_gen, n_dec_evals;
+    bool stopped_eog, hit_ctx;
+    double t_prefill, t_decode;
+};
+
+/* Run step: prefill, then sample / stream / decode until n_predict tokens, end-of-generation
+ * or a full context. Returns 0 or an exit code. */
+static int gen_run(const struct gen_opts *o, struct gen_state *g, struct gen_stats *r) {
+    memset(r, 0, sizeof *r);
+    const bool stream = !o->json && !o->quiet;
     double t0 = vq_now_s();
-    st = vq_ctx_eval(ctx, ids, n_prompt, logits);
-    double t_prefill = vq_now_s() - t0;
-    if (st != VQ_STATUS_OK) { fprintf(stderr, "generate: prefill failed: %s\n", vq_status_str(st)); goto done; }
-
+    vq_status st = vq_ctx_eval(g->ctx, g->ids, g->n_prompt, g->logits);
+    r->t_prefill = vq_now_s() - t0;
+    if (st != VQ_STATUS_OK) { fprintf(stderr, "generate: prefill failed: %s\n", vq_status_str(st)); return 1; }
     struct vq_tok_stream ts;
     vq_tok_stream_init(&ts);
-    size_t piece_cap = 512;
-    piece = malloc(piece_cap);
-    if (!piece) { fprintf(stderr, "generate: out of memory\n"); goto done; }
-    long n_gen = 0;
-    bool stopped_eog = false, hit_ctx = false;
+    g->piece_cap = 512;
+    g->piece = malloc(g->piece_cap);
+    if (!g->piece) { fprintf(stderr, "generate: out of memory\n"); return 1; }
     double t1 = vq_now_s();
-    for (; n_gen < o.n_predict; ) {
-        int32_t t = vq_sampler_sample(smp, logits);
-        if (vq_tok_is_eog(tok, t)) { stopped_eog = true; break; }
-        n_gen++;
-        int64_t w = push_piece(tok, &ts, t, &piece, &piece_cap);
-        if (w < 0) { fprintf(stderr, "generate: out of memory\n"); goto done; }
+    while (r->n_gen < o->n_predict) {
+        int32_t t = vq_sampler_sample(g->smp, g->logits);
+        if (vq_tok_is_eog(g->tok, t)) { r->stopped_eog = true; break; }
+        r->n_gen++;
+        int64_t w = push_piece(g->tok, &ts, t, &g->piece, &g->piece_cap);
+        if (w < 0) { fprintf(stderr, "generate: out of memory\n"); return 1; }
         if (w > 0) {
-            if (stream) { fwrite(piece, 1, (size_t)w, stdout); fflush(stdout); }
-            if (out_len + (size_t)w + 1 > out_cap) {
-                size_t nc = (out_cap ? out_cap * 2 : 4096) + (size_t)w;
-                char *nb = realloc(out_text, nc);
-                if (!nb) { fprintf(stderr, "generate: out of memory\n"); goto done; }
-                out_text = nb;
-                out_cap = nc;
-            }
-            memcpy(out_text + out_len, piece, (size_t)w);
-            out_len += (size_t)w;
+            if (stream) { fwrite(g->piece, 1, (size_t)w, stdout); fflush(stdout); }
+            if (!gen_append(g, g->piece, (size_t)w)) { fprintf(stderr, "generate: out of memory\n"); return 1; }
         }
-        if (n_gen == o.n_predict) break;
-        if (vq_ctx_n_past(ctx) >= o.n_ctx) { hit_ctx = true; break; }
-        st = vq_ctx_eval(ctx, &t, 1, logits);
-        if (st != VQ_STATUS_OK) { fprintf(stderr, "\ngenerate: decode failed: %s\n", vq_status_str(st)); goto done; }
+        if (r->n_gen == o->n_predict) break;
+        if (vq_ctx_n_past(g->ctx) >= o->n_ctx) { r->hit_ctx = true; break; }
+        st = vq_ctx_eval(g->ctx, &t, 1, g->logits);
+        if (st != VQ_STATUS_OK) { fprintf(stderr, "\ngenerate: decode failed: %s\n", vq_status_str(st)); return 1; }
     }
-    double t_decode = vq_now_s() - t1;
-    int64_t w = vq_tok_stream_flush(&ts, piece, piece_cap);   /* <= 4 bytes */
+    r->t_decode = vq_now_s() - t1;
+    int64_t w = vq_tok_stream_flush(&ts, g->piece, g->piece_cap);   /* <= 4 bytes */
     if (w > 0) {
-        if (stream) fwrite(piece, 1, (size_t)w, stdout);
-        if (out_len + (size_t)w + 1 > out_cap) {
-            char *nb = realloc(out_text, out_len + (size_t)w + 1);
-            if (!nb) goto done;
-            out_text = nb;
-        }
-        memcpy(out_text + out_len, piece, (size_t)w);
-        out_len += (size_t)w;
+        if (stream) fwrite(g->piece, 1, (size_t)w, stdout);
+        if (!gen_append(g, g->piece, (size_t)w)) { fprintf(stderr, "generate: out of memory\n"); return 1; }
     }
     if (stream) { fputc('\n', stdout); fflush(stdout); }
-
     /* decode rate: tokens evaluated in the loop (the last sampled token is not evaluated) */
-    long n_dec_evals = n_gen > 0 ? n_gen - (n_gen == o.n_predict || hit_ctx ? 1 : 0) : 0;
-    if (stopped_eog) n_dec_evals = n_gen;
+    r->n_dec_evals = r->n_gen > 0 ? r->n_gen - (r->n_gen == o->n_predict || r->hit_ctx ? 1 : 0) : 0;
+    if (r->stopped_eog) r->n_dec_evals = r->n_gen;
+    return 0;
+}
+
+/* Report step: statistics as JSON on stdout (--json) or as text on stderr. */
+static void gen_report(const struct gen_opts *o, const struct gen_state *g, const struct gen_stats *r) {
+    const struct vq_model_info *I = g->I;
     struct vq_cache_memory mem;
-    vq_cache_memory(vq_ctx_cache(ctx), &mem);
+    vq_cache_memory(vq_ctx_cache(g->ctx), &mem);
     double key_x = mem.key_total_bytes ? (double)mem.fp16_key_bytes / (double)mem.key_total_bytes : 0;
     double full_x = mem.total_bytes ? (double)mem.fp16_bytes / (double)mem.total_bytes : 0;
-    double pre_tps = t_prefill > 0 ? (double)n_prompt / t_prefill : 0;
-    double dec_tps = t_decode > 0 && n_dec_evals > 0 ? (double)n_dec_evals / t_decode : 0;
-    const struct vq_cache_params *cpp = vq_ctx_cache_params(ctx);
-    int threads = o.threads;
+    double pre_tps = r->t_prefill > 0 ? (double)g->n_prompt / r->t_prefill : 0;
+    double dec_tps = r->t_decode > 0 && r->n_dec_evals > 0 ? (double)r->n_dec_evals / r->t_decode : 0;
+    const struct vq_cache_params *cpp = vq_ctx_cache_params(g->ctx);
+    int threads = o->threads;
     if (!threads) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
-    if (o.json) {
-        js = cJSON_CreateObject();
-        cJSON_AddStringToObject(js, "model", o.model);
-        cJSON_AddStringToObject(js, "arch", I->arch);
-        cJSON_AddStringToObject(js, "k_method", vq_method_name(cpp->key.method));
-        cJSON_AddNumberToObject(js, "k_bits", cpp->key.bits);
-        cJSON_AddStringToObject(js, "v_method", vq_method_name(cpp->value.method));
-        cJSON_AddNumberToObject(js, "v_bits", cpp->value.bits);
-        cJSON_AddNumberToObject(js, "n_ctx", (double)o.n_ctx);
-        cJSON_AddNumberToObject(js, "threads", threads);
-        cJSON_AddStringToObject(js, "activations", o.f32_act ? "f32" : "int8");
-        cJSON_AddNumberToObject(js, "seed", (double)o.seed);
-        cJSON_AddNumberToObject(js, "prompt_tokens", (double)n_prompt);
-        cJSON_AddNumberToObject(js, "tokens_generated", (double)n_gen);
-        cJSON_AddBoolToObject(js, "stopped_at_eog", stopped_eog);
-        cJSON_AddNumberToObject(js, "prefill_tok_s", pre_tps);
-        cJSON_AddNumberToObject(js, "decode_tok_s", dec_tps);
-        cJSON_AddNumberToObject(js, "kv_bytes", (double)mem.total_bytes);
-        cJSON_AddNumberToObject(js, "kv_key_bytes", (double)mem.key_total_bytes);
-        cJSON_AddNumberToObject(js, "kv_fp16_bytes", (double)mem.fp16_bytes);
-        cJSON_AddNumberToObject(js, "key_x", key_x);
-        cJSON_AddNumberToObject(js, "fullKV_x", full_x);
-        cJSON_AddNumberToObject(js, "peak_rss_mb", peak_rss_mb());
-        char *txt = malloc(out_len + 1);
-        if (txt) {
-            if (out_len) memcpy(txt, out_text, out_len);
-            txt[out_len] = 0;
-            cJSON_AddStringToObject(js, "text", txt);
-            free(txt);
-        }
-        char *s = cJSON_PrintUnformatted(js);
-        if (s) { puts(s); free(s); }
-    } else {
+    if (!o->json) {
         char kl[64], vl[64];
-        fprintf(stderr, "\n--- %s | K %s | V %s | ctx %ld | threads %d\n", I->arch,
-                method_label(cpp->key.method, cpp->key.bits, kl, sizeof kl),
-                method_label(cpp->value.method, cpp->value.bits, vl, sizeof vl), o.n_ctx, threads);
-        fprintf(stderr, "prefill: %lld tokens, %.1f tok/s\n", (long long)n_prompt, pre_tps);
-        fprintf(stderr, "decode:  %ld tokens generated%s, %.1f tok/s\n", n_gen,
-                stopped_eog ? " (stopped at end-of-generation)" : hit_ctx ? " (context full)" : "", dec_tps);
+        vq_codec_params_label(&cpp->key, kl, sizeof kl);
+        vq_codec_params_label(&cpp->value, vl, sizeof vl);
+        fprintf(stderr, "\n--- %s | K %s | V %s | ctx %ld | threads %d\n", I->arch, kl, vl, o->n_ctx, threads);
+        fprintf(stderr, "prefill: %lld tokens, %.1f tok/s\n", (long long)g->n_prompt, pre_tps);
+        fprintf(stderr, "decode:  %ld tokens generated%s, %.1f tok/s\n", r->n_gen,
+                r->stopped_eog ? " (stopped at end-of-generation)" : r->hit_ctx ? " (context full)" : "", dec_tps);
         fprintf(stderr, "KV:      %zu bytes (keys %zu, fp16 would be %zu) key_x %.2f fullKV_x %.2f\n",
                 mem.total_bytes, mem.key_total_bytes, mem.fp16_bytes, key_x, full_x);
         fprintf(stderr, "peak RSS: %.1f MB\n", peak_rss_mb());
+        return;
     }
-    if (obs && !write_observation(obs, o.observe, o.model, I, cpp, &o, n_prompt, n_gen)) goto done;
-    rc = 0;
-done:
+    cJSON *js = cJSON_CreateObject();
+    cJSON_AddStringToObject(js, "model", o->model);
+    cJSON_AddStringToObject(js, "arch", I->arch);
+    add_codec_json(js, "k", &cpp->key);
+    add_codec_json(js, "v", &cpp->value);
+    cJSON_AddNumberToObject(js, "n_ctx", (double)o->n_ctx);
+    cJSON_AddNumberToObject(js, "threads", threads);
+    cJSON_AddStringToObject(js, "activations", o->f32_act ? "f32" : "int8");
+    cJSON_AddNumberToObject(js, "seed", (double)o->seed);
+    cJSON_AddNumberToObject(js, "kv_seed", (double)cpp->key.seed);
+    cJSON_AddNumberToObject(js, "prompt_tokens", (double)g->n_prompt);
+    cJSON_AddNumberToObject(js, "tokens_generated", (double)r->n_gen);
+    cJSON_AddBoolToObject(js, "stopped_at_eog", r->stopped_eog);
+    cJSON_AddNumberToObject(js, "prefill_tok_s", pre_tps);
+    cJSON_AddNumberToObject(js, "decode_tok_s", dec_tps);
+    cJSON_AddNumberToObject(js, "kv_bytes", (double)mem.total_bytes);
+    cJSON_AddNumberToObject(js, "kv_key_bytes", (double)mem.key_total_bytes);
+    cJSON_AddNumberToObject(js, "kv_fp16_bytes", (double)mem.fp16_bytes);
+    cJSON_AddNumberToObject(js, "key_x", key_x);
+    cJSON_AddNumberToObject(js, "fullKV_x", full_x);
+    cJSON_AddNumberToObject(js, "peak_rss_mb", peak_rss_mb());
+    cJSON_AddStringToObject(js, "text", g->out_text ? g->out_text : "");
+    char *s = cJSON_PrintUnformatted(js);
+    if (s) { puts(s); free(s); }
     cJSON_Delete(js);
-    free(out_text);
-    free(piece);
-    free(logits);
-    free(ids);
-    free(chat_buf);
-    free(file_text);
-    vq_sampler_free(smp);
-    vq_observer_free(obs);   /* before its context */
-    vq_ctx_free(ctx);
-    vq_calib_data_free(calib_owned[0]);
-    vq_calib_data_free(calib_owned[1]);
-    vq_kv_layers_free(&layers);
-    vq_tok_free(tok);
-    vq_model_free(m);
+}
+
+int vq_cmd_generate(int argc, char **argv) {
+    struct gen_opts o;
+    gen_opts_init(&o);
+    int pr = parse(argc, argv, &o);
+    if (pr < 0) return 0;
+    if (!pr) return 2;
+    char mbuf[4096];
+    if (!o.model) o.model = default_model(mbuf, sizeof mbuf);
+    struct gen_state g;
+    memset(&g, 0, sizeof g);
+    struct gen_stats r;
+    int rc = gen_build(&o, &g);
+    if (!rc) rc = gen_run(&o, &g, &r);
+    if (!rc) {
+        gen_report(&o, &g, &r);
+        if (g.obs && !write_observation(g.obs, o.observe, o.model, g.I, vq_ctx_cache_params(g.ctx), &o,
+                                        g.n_prompt, r.n_gen))
+            rc = 1;
+    }
+    gen_free(&g);
     return rc;
 }

@@ -13,6 +13,7 @@
 #include "veloxquant.h"
 #include "vq_engine.h"
 #include "cli.h"
+#include "kvconfig.h"
 #include "opts.h"
 #include "engine/ggml.h"
 #include "engine/gguf.h"
@@ -94,8 +95,8 @@ int vq_cmd_info(int argc, char **argv) {
     const char *cmd = "info", *path = NULL;
     bool tensors = false, json = false, method_set = false;
     long n_ctx = 4096;
-    enum vq_method method = VQ_METHOD_FP16;
-    int bits = 0;
+    struct vq_kv_opts ko;   /* --method / --bits, resolved as in every KV command */
+    vq_kv_opts_init(&ko);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
@@ -106,14 +107,17 @@ int vq_cmd_info(int argc, char **argv) {
         else if (!strcmp(a, "--tensors")) tensors = true;
         else if (!strcmp(a, "--json")) json = true;
         else if (!strcmp(a, "--ctx")) { i++; if (!vq_opt_long(cmd, a, val, 1, 1L << 30, &n_ctx)) return 2; }
-        else if (!strcmp(a, "--method")) { i++; if (!vq_opt_method(cmd, a, val, &method)) return 2; method_set = true; }
-        else if (!strcmp(a, "--bits")) { i++; if (!vq_opt_int(cmd, a, val, 1, 32, &bits)) return 2; }
+        else if (!strcmp(a, "--method")) { i++; if (vq_kv_opts_handle(&ko, cmd, VQ_KVOPT_METHOD, val) != 1) return 2; method_set = true; }
+        else if (!strcmp(a, "--bits")) { i++; if (vq_kv_opts_handle(&ko, cmd, VQ_KVOPT_BITS, val) != 1) return 2; }
         else if (a[0] == '-' && a[1]) { fprintf(stderr, "%s: unknown option '%s' (see veloxquant info --help)\n", cmd, a); return 2; }
         else if (path) { fprintf(stderr, "%s: one model at a time ('%s' and '%s')\n", cmd, path, a); return 2; }
         else path = a;
     }
     if (!path) { fprintf(stderr, "%s: give a GGUF file (veloxquant info MODEL)\n", cmd); return 2; }
-    if (bits && !method_set) { fprintf(stderr, "%s: --bits needs --method\n", cmd); return 2; }
+    struct vq_codec_params cp, vcp;
+    if (!vq_kv_opts_resolve(cmd, &ko, &cp, &vcp)) return 2;
+    const enum vq_method method = cp.method;
+    if (ko.bits && !method_set) { fprintf(stderr, "%s: --bits needs --method\n", cmd); return 2; }
 
     vq_status st;
     vq_gguf *g = vq_gguf_open(path, &st);
@@ -142,17 +146,12 @@ int vq_cmd_info(int argc, char **argv) {
     }
     /* KV geometry */
     size_t fp16_per_tok = 0, m_bytes_tok = 0;
-    int mbits = 0;
+    const double mbits = vq_codec_params_bits(&cp);
     vq_status mst = VQ_STATUS_OK;
     if (I) {
         fp16_per_tok = (size_t)2 * (size_t)I->n_layers * (size_t)I->n_kv_heads * (size_t)I->head_dim * 2;
         if (method_set) {
-            struct vq_codec_params cp = vq_codec_params_default();
-            cp.method = method;
             cp.head_dim = I->head_dim;
-            if (bits) cp.bits = bits;
-            else if (method == VQ_METHOD_TURBOQUANT_RVQ || method == VQ_METHOD_QJL) cp.bits = 1;
-            mbits = cp.bits;
             size_t per_tok[2] = {0, 0};
             for (int r = 0; r < 2 && mst == VQ_STATUS_OK; r++) {
                 cp.role = r ? VQ_ROLE_VALUE : VQ_ROLE_KEY;
@@ -312,11 +311,11 @@ int vq_cmd_info(int argc, char **argv) {
                    (double)fp16_per_tok * (double)n_ctx / 1e6, n_ctx);
             if (method_set) {
                 if (mst == VQ_STATUS_OK)
-                    printf("  %s %d-bit K+V: %zu bytes/token, %.2f MB at ctx %ld (%.2fx smaller)\n",
+                    printf("  %s %g-bit K+V: %zu bytes/token, %.2f MB at ctx %ld (%.2fx smaller)\n",
                            vq_method_name(method), mbits, m_bytes_tok, (double)m_bytes_tok * (double)n_ctx / 1e6,
                            n_ctx, m_bytes_tok ? (double)fp16_per_tok / (double)m_bytes_tok : 0.0);
                 else
-                    vq_opt_codec_error(cmd, "KV", method, mbits, I->head_dim, mst);
+                    vq_opt_codec_error(cmd, "KV", method, cp.bits, I->head_dim, mst);
             }
         } else {
             printf("\nengine: cannot run this model (%d problem%s):\n", pr.n, pr.n == 1 ? "" : "s");

@@ -11,15 +11,43 @@
 /* Methods of the design that have no codec in this build yet, and the cache-level modifiers
  * (DESIGN.md §2.3). */
 static const struct vq_method_info planned[] = {
-    {"vecinfer", "bits=1,1.5,2 (product VQ, trained codebooks)", "c/v", 1, 0},
-    {"spectral", "bits (PCA rotation, signal/noise split)", "b + 32/d", 1, 0},
-    {"ratequant", "modifier: --ratequant B (target mean bits; per-layer allocation from calibrated key norms, docs/ALGORITHMS.md section 8.3) on any codec with a bits range; values follow the key allocation (--ratequant-values even|off)", "avg b", 1, 1},
+    {.name = "vecinfer", .params = "bits=1,1.5,2 (product VQ, trained codebooks)", .bits_formula = "c/v",
+     .needs_calibration = 1},
+    {.name = "spectral", .params = "bits (PCA rotation, signal/noise split)", .bits_formula = "b + 32/d",
+     .needs_calibration = 1},
+    {.name = "ratequant",
+     .params = "modifier: --ratequant B (target mean bits; per-layer allocation from calibrated key norms, "
+               "docs/ALGORITHMS.md section 8.3) on any codec with a bits range; values follow the key allocation "
+               "(--ratequant-values even|off)",
+     .bits_formula = "avg b", .needs_calibration = 1, .implemented = 1},
     /* cache-level modifiers (built; listed here because they are not codecs) */
-    {"outlier_channels", "modifier: --outlier-channels N (1..64, <= d/2), --n-calib-tokens T (default 200); "
-                         "keys of turboquant_mse/prod/rvq, qjl, polar", "+ (8*n_out + 16)/d on keys", 0, 1},
-    {"outlier_tokens", "modifier: --outlier-tokens K (prefill key norm > mean + K*std kept fp16 K and V); "
-                       "any codec but kivi_sink", "+ 16 per kept token and side", 0, 1},
+    {.name = "outlier_channels",
+     .params = "modifier: --outlier-channels N (1..64, <= d/2), --n-calib-tokens T (default 200); "
+               "keys of turboquant_mse/prod/rvq, qjl, polar",
+     .bits_formula = "+ (8*n_out + 16)/d on keys", .implemented = 1},
+    {.name = "outlier_tokens",
+     .params = "modifier: --outlier-tokens K (prefill key norm > mean + K*std kept fp16 K and V); "
+               "any codec but kivi_sink",
+     .bits_formula = "+ 16 per kept token and side", .implemented = 1},
 };
+
+/* Names of the capability flags, in bit order (veloxquant.h VQ_METHOD_F_*). */
+static const char *const flag_names[] = {
+    "quantized", "fp16_rows", "calibration", "centered", "windowed", "sinks", "outlier_tokens",
+    "outlier_channels", "per_channel_keys", "sketch",
+};
+
+/* "1..4", "1..4,1.5", "16" or "-" (modifiers) into buf. */
+static const char *widths(const struct vq_method_info *mi, char *buf, size_t cap) {
+    if (!mi->default_bits) snprintf(buf, cap, "-");
+    else if (mi->min_bits == mi->max_bits) snprintf(buf, cap, "%d", mi->min_bits);
+    else snprintf(buf, cap, "%d..%d", mi->min_bits, mi->max_bits);
+    if (mi->frac_bits > 0) {
+        const size_t n = strlen(buf);
+        snprintf(buf + n, cap - n, ",%g", mi->frac_bits);
+    }
+    return buf;
+}
 
 static void usage(FILE *f) {
     fprintf(f, "usage: veloxquant methods [--json]\n\n"
@@ -53,6 +81,15 @@ int vq_cmd_methods(int argc, char **argv) {
             cJSON_AddStringToObject(o, "bits_per_elem", all[i].bits_formula);
             cJSON_AddBoolToObject(o, "needs_calibration", all[i].needs_calibration);
             cJSON_AddBoolToObject(o, "implemented", all[i].implemented);
+            if (all[i].default_bits) {
+                cJSON_AddNumberToObject(o, "default_bits", all[i].default_bits);
+                cJSON_AddNumberToObject(o, "min_bits", all[i].min_bits);
+                cJSON_AddNumberToObject(o, "max_bits", all[i].max_bits);
+                if (all[i].frac_bits > 0) cJSON_AddNumberToObject(o, "frac_bits", all[i].frac_bits);
+                cJSON *fl = cJSON_AddArrayToObject(o, "flags");
+                for (size_t b = 0; b < sizeof flag_names / sizeof flag_names[0]; b++)
+                    if (all[i].flags & (1u << b)) cJSON_AddItemToArray(fl, cJSON_CreateString(flag_names[b]));
+            }
             cJSON_AddItemToArray(arr, o);
         }
         char *s = cJSON_Print(arr);
@@ -61,10 +98,15 @@ int vq_cmd_methods(int argc, char **argv) {
         cJSON_Delete(arr);
         return 0;
     }
-    printf("%-16s %-13s %-5s %s\n", "method", "status", "calib", "bits/elem  |  parameters");
-    for (int i = 0; i < n; i++)
-        printf("%-16s %-13s %-5s %s  |  %s\n", all[i].name,
+    printf("%-16s %-13s %-5s %-7s %-9s %s\n", "method", "status", "calib", "default", "bits", "bits/elem  |  parameters");
+    for (int i = 0; i < n; i++) {
+        char def[16], wb[32];
+        if (all[i].default_bits) snprintf(def, sizeof def, "%d", all[i].default_bits);
+        else snprintf(def, sizeof def, "-");
+        printf("%-16s %-13s %-5s %-7s %-9s %s  |  %s\n", all[i].name,
                all[i].implemented ? "ready" : "not yet built", all[i].needs_calibration ? "yes" : "no",
+               def, widths(&all[i], wb, sizeof wb),
                all[i].bits_formula[0] ? all[i].bits_formula : "-", all[i].params[0] ? all[i].params : "-");
+    }
     return 0;
 }

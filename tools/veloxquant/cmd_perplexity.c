@@ -98,7 +98,7 @@ int vq_cmd_perplexity(int argc, char **argv) {
     pp.n_threads = threads;
     pp.top_k = top_k;
     pp.f32_activations = f32act;
-    vq_kv_opts_resolve(&ko, &pp.cache.key, &pp.cache.value);
+    if (!vq_kv_opts_resolve(CMD, &ko, &pp.cache.key, &pp.cache.value)) return 2;
     vq_kv_opts_apply_cache(&ko, &pp.cache); /* outlier modifiers */
     char name[96];
     vq_kv_config_name_opts(&ko, &pp.cache.key, &pp.cache.value, name, sizeof name);

@@ -195,7 +195,7 @@ int vq_cmd_sweep_run(int argc, char **argv) {
     pp.ctx = ctx;
     pp.n_chunks = chunks;
     pp.n_threads = threads;
-    vq_kv_opts_resolve(&ko, &pp.cache.key, &pp.cache.value);
+    if (!vq_kv_opts_resolve(C, &ko, &pp.cache.key, &pp.cache.value)) return 2;
     vq_kv_opts_apply_cache(&ko, &pp.cache); /* outlier modifiers */
 
     struct vq_eval_model em;
@@ -608,7 +608,7 @@ static int sweep_model(const struct sweep_opts *o, const char *exe, const char *
         }
         if (cerr) {
             struct vq_codec_params kp, vp;
-            vq_kv_opts_resolve(&ko, &kp, &vp);
+            vq_kv_opts_resolve(CMD, &ko, &kp, &vp);
             vq_kv_fill_result_config(name, &kp, &vp, &e.config);
             vq_str_set(&e.error, cerr);
             printf("%s: %s: %s FAILED: %s (log: %s)\n", CMD, model, name, cerr, log);
@@ -640,7 +640,7 @@ static int sweep_model(const struct sweep_opts *o, const char *exe, const char *
                 struct vq_kv_opts k2;
                 struct vq_codec_params kp, vp;
                 vq_kv_opts_from_name(order[q], &k2);
-                vq_kv_opts_resolve(&k2, &kp, &vp);
+                vq_kv_opts_resolve(CMD, &k2, &kp, &vp);
                 vq_kv_fill_result_config(order[q], &kp, &vp, &f.config);
                 vq_str_set(&f.error, "not run: the fp16 reference failed");
                 const int kk = vq_results_find(&r, order[q]);

@@ -13,34 +13,36 @@
 static int is_rq_preset(const char *name) { return strncmp(name, "ratequant-", 10) == 0; }
 
 const struct vq_kv_preset vq_kv_presets[] = {
-    {"fp16", VQ_METHOD_FP16, 16, VQ_METHOD_FP16, 16},
-    {"turboquant_mse-4", VQ_METHOD_TURBOQUANT_MSE, 4, VQ_METHOD_TURBOQUANT_MSE, 4},
-    {"turboquant_mse-3", VQ_METHOD_TURBOQUANT_MSE, 3, VQ_METHOD_TURBOQUANT_MSE, 3},
-    {"turboquant_mse-2", VQ_METHOD_TURBOQUANT_MSE, 2, VQ_METHOD_TURBOQUANT_MSE, 2},
-    {"turboquant_prod-4", VQ_METHOD_TURBOQUANT_PROD, 4, VQ_METHOD_TURBOQUANT_PROD, 4},
-    {"turboquant_prod-3", VQ_METHOD_TURBOQUANT_PROD, 3, VQ_METHOD_TURBOQUANT_PROD, 3},
-    {"turboquant_prod-2", VQ_METHOD_TURBOQUANT_PROD, 2, VQ_METHOD_TURBOQUANT_PROD, 2},
-    {"turboquant_rvq-2", VQ_METHOD_TURBOQUANT_RVQ, 2, VQ_METHOD_TURBOQUANT_RVQ, 2},
-    {"turboquant_rvq-1", VQ_METHOD_TURBOQUANT_RVQ, 1, VQ_METHOD_TURBOQUANT_RVQ, 1},
+    {"fp16", "fp16", 16, "fp16", 16},
+    {"turboquant_mse-4", "turboquant_mse", 4, "turboquant_mse", 4},
+    {"turboquant_mse-3", "turboquant_mse", 3, "turboquant_mse", 3},
+    {"turboquant_mse-2", "turboquant_mse", 2, "turboquant_mse", 2},
+    {"turboquant_prod-4", "turboquant_prod", 4, "turboquant_prod", 4},
+    {"turboquant_prod-3", "turboquant_prod", 3, "turboquant_prod", 3},
+    {"turboquant_prod-2", "turboquant_prod", 2, "turboquant_prod", 2},
+    {"turboquant_rvq-2", "turboquant_rvq", 2, "turboquant_rvq", 2},
+    {"turboquant_rvq-1", "turboquant_rvq", 1, "turboquant_rvq", 1},
     /* QJL sketches keys only; values as in the official QJL code: KIVI-style 2-bit */
-    {"qjl", VQ_METHOD_QJL, 1, VQ_METHOD_KIVI, 2},
-    {"polar", VQ_METHOD_POLAR, 4, VQ_METHOD_POLAR, 4},
-    {"kivi-4", VQ_METHOD_KIVI, 4, VQ_METHOD_KIVI, 4},
-    {"kivi-2", VQ_METHOD_KIVI, 2, VQ_METHOD_KIVI, 2},
-    {"kivi_sink-2", VQ_METHOD_KIVI_SINK, 2, VQ_METHOD_KIVI_SINK, 2},
-    {"asym-k4v2", VQ_METHOD_TURBOQUANT_MSE, 4, VQ_METHOD_TURBOQUANT_MSE, 2},
-    /* calibrated (artifacts from `veloxquant calibrate`): vecinfer 1 and 2 bits/elem product
-     * VQ on keys and values, spectral 3 bits (water-filled over the PCA coordinates) */
-    {"vecinfer-2", VQ_METHOD_VECINFER, 2, VQ_METHOD_VECINFER, 2},
-    {"vecinfer-1", VQ_METHOD_VECINFER, 1, VQ_METHOD_VECINFER, 1},
-    {"spectral-3", VQ_METHOD_SPECTRAL, 3, VQ_METHOD_SPECTRAL, 3},
+    {"qjl", "qjl", 1, "kivi", 2},
+    {"polar", "polar", 4, "polar", 4},
+    {"kivi-4", "kivi", 4, "kivi", 4},
+    {"kivi-2", "kivi", 2, "kivi", 2},
+    {"kivi_sink-2", "kivi_sink", 2, "kivi_sink", 2},
+    {"asym-k4v2", "turboquant_mse", 4, "turboquant_mse", 2},
+    /* calibrated (artifacts from `veloxquant calibrate`): vecinfer 2, 1.5 and 1 bits/elem
+     * product VQ on keys and values (1.5 = codebook shape (12, 8)), spectral 3 bits
+     * (water-filled over the PCA coordinates) */
+    {"vecinfer-2", "vecinfer", 2, "vecinfer", 2},
+    {"vecinfer-1.5", "vecinfer", 1.5, "vecinfer", 1.5},
+    {"vecinfer-1", "vecinfer", 1, "vecinfer", 1},
+    {"spectral-3", "spectral", 3, "spectral", 3},
     /* RateQuant per-layer bits (mean 1.5 / 2.5 bits, sensitivities calibrated on demand) */
-    {"ratequant-1.5", VQ_METHOD_TURBOQUANT_MSE, 1, VQ_METHOD_TURBOQUANT_MSE, 1},
-    {"ratequant-2.5", VQ_METHOD_TURBOQUANT_MSE, 2, VQ_METHOD_TURBOQUANT_MSE, 2},
+    {"ratequant-1.5", "turboquant_mse", 1, "turboquant_mse", 1},
+    {"ratequant-2.5", "turboquant_mse", 2, "turboquant_mse", 2},
     /* outlier modifiers (the "+..." suffix is parsed by vq_kv_opts_from_name): rvq 1-bit with
      * outlier tokens (k = 2.5) kept fp16; tq_mse 3-bit with 4 int8 outlier key channels */
-    {"turboquant_rvq-1+ot", VQ_METHOD_TURBOQUANT_RVQ, 1, VQ_METHOD_TURBOQUANT_RVQ, 1},
-    {"turboquant_mse-3+oc4", VQ_METHOD_TURBOQUANT_MSE, 3, VQ_METHOD_TURBOQUANT_MSE, 3},
+    {"turboquant_rvq-1+ot", "turboquant_rvq", 1, "turboquant_rvq", 1},
+    {"turboquant_mse-3+oc4", "turboquant_mse", 3, "turboquant_mse", 3},
 };
 const int vq_kv_n_presets = (int)(sizeof vq_kv_presets / sizeof vq_kv_presets[0]);
 
@@ -51,25 +53,25 @@ void vq_kv_opts_init(struct vq_kv_opts *o) {
     o->n_outlier_channels = o->n_calib_tokens = -1;
 }
 
-int vq_kv_default_bits(enum vq_method m) {
-    switch (m) {
-    case VQ_METHOD_FP16: return 16;
-    case VQ_METHOD_FP32: return 32;
-    case VQ_METHOD_TURBOQUANT_MSE: return 4;
-    case VQ_METHOD_TURBOQUANT_PROD: return 3;
-    case VQ_METHOD_QJL: return 1;
-    case VQ_METHOD_POLAR: return 4;
-    case VQ_METHOD_TURBOQUANT_RVQ: return 2;
-    case VQ_METHOD_KIVI: return 2;
-    case VQ_METHOD_KIVI_SINK: return 2;
-    case VQ_METHOD_VECINFER: return 2;
-    case VQ_METHOD_SPECTRAL: return 3;
-    default: return 4;
-    }
+int vq_kv_default_bits(enum vq_method m) { return vq_method_default_bits(m); }
+
+/* Whether the method has a choice of widths (its label carries "-B"). */
+static int has_bits_choice(enum vq_method m) {
+    struct vq_method_info mi;
+    return vq_method_info_get(m, &mi) == VQ_STATUS_OK && (mi.min_bits < mi.max_bits || mi.frac_bits > 0);
 }
 
-static int has_bits_choice(enum vq_method m) {
-    return m != VQ_METHOD_FP16 && m != VQ_METHOD_FP32 && m != VQ_METHOD_QJL && m != VQ_METHOD_POLAR;
+/* Parses a width for --bits / --k-bits / --v-bits: an integer 1..32 or a half (e.g. 1.5);
+ * which widths a method accepts is checked by vq_kv_opts_resolve. */
+static int parse_bits(const char *cmd, const char *opt, const char *arg, double *out) {
+    double b;
+    if (!vq_opt_double(cmd, opt, arg, 1.0, 32.0, &b)) return 0;
+    if (b * 2 != floor(b * 2)) {
+        fprintf(stderr, "%s: %s: '%s' is not a whole or half number of bits\n", cmd, opt, arg);
+        return 0;
+    }
+    *out = b;
+    return 1;
 }
 
 /* "4,2,3,..." into out (1..32 each, at most VQ_KV_MAX_LAYERS); 1 ok, 0 after a message. */
@@ -122,24 +124,6 @@ static int parse_fp16_layers(const char *cmd, const char *arg, struct vq_kv_opts
     return 1;
 }
 
-int vq_kv_opts_handle_name(struct vq_kv_opts *o, const char *cmd, const char *name,
-                           const char *arg) {
-    static const struct { const char *name; int code; } map[] = {
-        {"--k-bits-per-layer", VQ_KVOPT_K_BPL}, {"--v-bits-per-layer", VQ_KVOPT_V_BPL},
-        {"--fp16-layers", VQ_KVOPT_FP16_LAYERS}, {"--keep-fp16-first", VQ_KVOPT_FP16_FIRST},
-        {"--keep-fp16-last", VQ_KVOPT_FP16_LAST}, {"--ratequant", VQ_KVOPT_RATEQUANT},
-        {"--ratequant-values", VQ_KVOPT_RQ_VALUES}, {"--calib-tokens", VQ_KVOPT_CALIB_TOKENS},
-        {"--outlier-tokens", VQ_KVOPT_OUTLIER_TOKENS}, {"--outlier-channels", VQ_KVOPT_OUTLIER_CHANNELS},
-        {"--n-calib-tokens", VQ_KVOPT_N_CALIB},
-    };
-    for (size_t i = 0; i < sizeof map / sizeof map[0]; i++)
-        if (!strcmp(name, map[i].name)) {
-            if (!arg) { fprintf(stderr, "%s: %s needs a value\n", cmd, name); return 0; }
-            return vq_kv_opts_handle(o, cmd, map[i].code, arg);
-        }
-    return -1;
-}
-
 int vq_kv_opts_any_layers(const struct vq_kv_opts *o) {
     return o->n_k_bpl || o->n_v_bpl || o->fp16_first || o->fp16_last || o->ratequant > 0;
 }
@@ -149,9 +133,9 @@ int vq_kv_opts_handle(struct vq_kv_opts *o, const char *cmd, int code, const cha
     case VQ_KVOPT_METHOD: o->has_method = 1; return vq_opt_method(cmd, "--method", arg, &o->method);
     case VQ_KVOPT_K_METHOD: o->has_k_method = 1; return vq_opt_method(cmd, "--k-method", arg, &o->k_method);
     case VQ_KVOPT_V_METHOD: o->has_v_method = 1; return vq_opt_method(cmd, "--v-method", arg, &o->v_method);
-    case VQ_KVOPT_BITS: return vq_opt_int(cmd, "--bits", arg, 1, 32, &o->bits);
-    case VQ_KVOPT_K_BITS: return vq_opt_int(cmd, "--k-bits", arg, 1, 32, &o->k_bits);
-    case VQ_KVOPT_V_BITS: return vq_opt_int(cmd, "--v-bits", arg, 1, 32, &o->v_bits);
+    case VQ_KVOPT_BITS: return parse_bits(cmd, "--bits", arg, &o->bits);
+    case VQ_KVOPT_K_BITS: return parse_bits(cmd, "--k-bits", arg, &o->k_bits);
+    case VQ_KVOPT_V_BITS: return parse_bits(cmd, "--v-bits", arg, &o->v_bits);
     case VQ_KVOPT_GROUP: return vq_opt_int(cmd, "--group-size", arg, 1, 1024, &o->group_size);
     case VQ_KVOPT_RESID: return vq_opt_int(cmd, "--residual-length", arg, 0, 1 << 20, &o->residual_length);
     case VQ_KVOPT_SINKS: return vq_opt_int(cmd, "--n-sink-tokens", arg, 0, 64, &o->n_sink_tokens);
@@ -191,21 +175,39 @@ int vq_kv_opts_any_method(const struct vq_kv_opts *o) {
     return o->has_method || o->has_k_method || o->has_v_method;
 }
 
-void vq_kv_opts_resolve(const struct vq_kv_opts *o, struct vq_codec_params *k,
-                        struct vq_codec_params *v) {
+/* Sets the width of one side: a width the method accepts through vq_codec_params_set_bits;
+ * an integer it does not accept is stored as is (vq_codec_create reports it with the method's
+ * accepted parameters); a fractional one it does not accept is an error. 1 ok, 0 printed. */
+static int resolve_bits(const char *cmd, struct vq_codec_params *p, double bits, const char *side) {
+    if (vq_codec_params_set_bits(p, bits) == VQ_STATUS_OK) return 1;
+    if (bits == floor(bits)) {
+        p->bits = (int)bits;
+        return 1;
+    }
+    struct vq_method_info mi;
+    vq_method_info_get(p->method, &mi);
+    fprintf(stderr, "%s: %s bits %g: %s accepts %d..%d", cmd, side, bits, vq_method_name(p->method),
+            mi.min_bits, mi.max_bits);
+    if (mi.frac_bits > 0) fprintf(stderr, " and %g", mi.frac_bits);
+    fprintf(stderr, "\n");
+    return 0;
+}
+
+int vq_kv_opts_resolve(const char *cmd, const struct vq_kv_opts *o, struct vq_codec_params *k,
+                       struct vq_codec_params *v) {
     *k = vq_codec_params_default();
     *v = vq_codec_params_default();
     k->role = VQ_ROLE_KEY;
     v->role = VQ_ROLE_VALUE;
-    /* --ratequant alone means turboquant_mse keys and values */
-    enum vq_method base = o->has_method ? o->method
-                          : o->ratequant > 0 ? VQ_METHOD_TURBOQUANT_MSE : VQ_METHOD_FP16;
+    /* --ratequant alone means the RateQuant preset's codec (turboquant_mse) for keys and values */
+    enum vq_method base = o->has_method ? o->method : o->ratequant > 0 ? VQ_KV_RQ_METHOD : VQ_METHOD_FP16;
     k->method = o->has_k_method ? o->k_method : base;
     v->method = o->has_v_method ? o->v_method : base;
     /* with --ratequant B the uniform bits (used where no per-layer value is set) are floor(B) */
-    const int rq_b = o->ratequant > 0 ? (int)o->ratequant : 0;
-    k->bits = o->k_bits ? o->k_bits : o->bits ? o->bits : rq_b ? rq_b : vq_kv_default_bits(k->method);
-    v->bits = o->v_bits ? o->v_bits : o->bits ? o->bits : rq_b ? rq_b : vq_kv_default_bits(v->method);
+    const double rq_b = o->ratequant > 0 ? floor(o->ratequant) : 0;
+    const double kb = o->k_bits ? o->k_bits : o->bits ? o->bits : rq_b ? rq_b : vq_kv_default_bits(k->method);
+    const double vb = o->v_bits ? o->v_bits : o->bits ? o->bits : rq_b ? rq_b : vq_kv_default_bits(v->method);
+    if (!resolve_bits(cmd, k, kb, "key") || !resolve_bits(cmd, v, vb, "value")) return 0;
     struct vq_codec_params *both[2] = {k, v};
     for (int i = 0; i < 2; i++) {
         if (o->group_size >= 0) both[i]->group_size = o->group_size;
@@ -214,6 +216,7 @@ void vq_kv_opts_resolve(const struct vq_kv_opts *o, struct vq_codec_params *k,
         if (o->jl_dim >= 0) both[i]->jl_dim = o->jl_dim;
         if (o->has_seed) both[i]->seed = o->seed;
     }
+    return 1;
 }
 
 void vq_kv_opts_apply_cache(const struct vq_kv_opts *o, struct vq_cache_params *cp) {
@@ -224,17 +227,16 @@ void vq_kv_opts_apply_cache(const struct vq_kv_opts *o, struct vq_cache_params *
 
 const char *vq_kv_modifier_error(const struct vq_cache_params *cp) {
     const enum vq_method km = cp->key.method, vm = cp->value.method;
-    if (cp->outlier_token_k > 0.0f) {
-        if (km == VQ_METHOD_KIVI_SINK || vm == VQ_METHOD_KIVI_SINK)
-            return "--outlier-tokens does not combine with kivi_sink (it keeps its high-norm tokens in fp16 already)";
-        if (!vq_cache_ot_method(km) && !vq_cache_ot_method(vm))
-            return "--outlier-tokens needs a quantized key or value method (fp16/fp32 have nothing to bypass)";
-    }
+    const unsigned kf = vq_method_flags(km), vf = vq_method_flags(vm);
+    if (cp->outlier_token_k > 0.0f && !vq_cache_ot_supported(km, vm))
+        return (kf | vf) & VQ_METHOD_F_SINKS
+                   ? "--outlier-tokens does not combine with kivi_sink (it keeps its high-norm tokens in fp16 already)"
+                   : "--outlier-tokens needs a quantized key or value method (fp16/fp32 have nothing to bypass)";
     if (cp->n_outlier_channels > 0) {
         if (!vq_cache_oc_method(km))
-            return km == VQ_METHOD_KIVI || km == VQ_METHOD_KIVI_SINK
+            return kf & VQ_METHOD_F_PER_CHANNEL_KEYS
                        ? "--outlier-channels: kivi quantizes keys per channel, which already isolates outlier channels"
-                       : km == VQ_METHOD_FP16 || km == VQ_METHOD_FP32
+                       : !(kf & VQ_METHOD_F_QUANTIZED)
                              ? "--outlier-channels needs a quantized key method (fp16/fp32 keys have nothing to split)"
                              : "--outlier-channels: calibrated key codecs (vecinfer, spectral) are fitted on whole keys; "
                                "use turboquant_mse/prod/rvq, qjl or polar keys";
@@ -260,26 +262,27 @@ void vq_kv_config_name_mod(const struct vq_cache_params *cp, char *out, size_t c
 void vq_kv_config_name(const struct vq_codec_params *k, const struct vq_codec_params *v,
                        char *out, size_t cap) {
     const char *kn = vq_method_name(k->method), *vn = vq_method_name(v->method);
+    const double kb = vq_codec_params_bits(k), vb = vq_codec_params_bits(v);
     for (int i = 0; i < vq_kv_n_presets; i++) {
         const struct vq_kv_preset *p = &vq_kv_presets[i];
         if (is_rq_preset(p->name) || strchr(p->name, '+')) continue; /* suffixed presets */
-        if (p->km == k->method && p->vm == v->method &&
-            (!has_bits_choice(p->km) || p->kb == k->bits) && (!has_bits_choice(p->vm) || p->vb == v->bits)) {
+        if (!strcmp(p->km, kn) && !strcmp(p->vm, vn) && (!has_bits_choice(k->method) || p->kb == kb) &&
+            (!has_bits_choice(v->method) || p->vb == vb)) {
             snprintf(out, cap, "%s", p->name);
             return;
         }
     }
     if (k->method == v->method) {
         if (!has_bits_choice(k->method)) snprintf(out, cap, "%s", kn);
-        else if (k->bits == v->bits) snprintf(out, cap, "%s-%d", kn, k->bits);
-        else snprintf(out, cap, "%s-k%dv%d", kn, k->bits, v->bits);
+        else if (kb == vb) snprintf(out, cap, "%s-%g", kn, kb);
+        else snprintf(out, cap, "%s-k%gv%g", kn, kb, vb);
         return;
     }
-    snprintf(out, cap, "%s-%d:%s-%d", kn, k->bits, vn, v->bits);
+    snprintf(out, cap, "%s-%g:%s-%g", kn, kb, vn, vb);
 }
 
-/* "METHOD" or "METHOD-B" into method and bits (0 = default); 1 on success. */
-static int parse_mb(const char *s, size_t n, enum vq_method *m, int *bits) {
+/* "METHOD" or "METHOD-B" into method and bits (0 = default; B whole or half); 1 on success. */
+static int parse_mb(const char *s, size_t n, enum vq_method *m, double *bits) {
     char buf[64];
     if (n == 0 || n >= sizeof buf) return 0;
     memcpy(buf, s, n);
@@ -288,9 +291,9 @@ static int parse_mb(const char *s, size_t n, enum vq_method *m, int *bits) {
     char *dash = strrchr(buf, '-');
     if (dash) {
         char *end;
-        long b = strtol(dash + 1, &end, 10);
-        if (end == dash + 1 || *end || b < 1 || b > 32) return 0;
-        *bits = (int)b;
+        const double b = strtod(dash + 1, &end);
+        if (end == dash + 1 || *end || !(b >= 1 && b <= 32) || b * 2 != floor(b * 2)) return 0;
+        *bits = b;
         *dash = 0;
     }
     return vq_method_from_name(buf, m) == VQ_STATUS_OK;
@@ -344,7 +347,7 @@ int vq_kv_opts_from_name(const char *name, struct vq_kv_opts *o) {
         const double b = strtod(name + 10, &end);
         if (end == name + 10 || *end || !(b >= 1 && b <= 8)) return 0;
         o->has_method = 1;
-        o->method = VQ_METHOD_TURBOQUANT_MSE;
+        o->method = VQ_KV_RQ_METHOD;
         o->ratequant = b;
         return 1;
     }
@@ -352,8 +355,11 @@ int vq_kv_opts_from_name(const char *name, struct vq_kv_opts *o) {
         const struct vq_kv_preset *p = &vq_kv_presets[i];
         if (strcmp(name, p->name) != 0) continue;
         o->has_k_method = o->has_v_method = 1;
-        o->k_method = p->km; o->k_bits = p->kb;
-        o->v_method = p->vm; o->v_bits = p->vb;
+        if (vq_method_from_name(p->km, &o->k_method) != VQ_STATUS_OK ||
+            vq_method_from_name(p->vm, &o->v_method) != VQ_STATUS_OK)
+            return 0;
+        o->k_bits = p->kb;
+        o->v_bits = p->vb;
         return 1;
     }
     const char *colon = strchr(name, ':');
@@ -365,12 +371,14 @@ int vq_kv_opts_from_name(const char *name, struct vq_kv_opts *o) {
     }
     /* METHOD-kXvY */
     const char *dash = strrchr(name, '-');
-    int kb, vb;
+    double kb, vb;
     char tail;
-    if (dash && sscanf(dash + 1, "k%dv%d%c", &kb, &vb, &tail) == 2) {
-        int b;
+    if (dash && sscanf(dash + 1, "k%lfv%lf%c", &kb, &vb, &tail) == 2) {
+        double b;
         if (!parse_mb(name, (size_t)(dash - name), &o->method, &b) || b) return 0;
-        if (kb < 1 || kb > 32 || vb < 1 || vb > 32) return 0;
+        if (!(kb >= 1 && kb <= 32 && vb >= 1 && vb <= 32) || kb * 2 != floor(kb * 2) ||
+            vb * 2 != floor(vb * 2))
+            return 0;
         o->has_method = 1;
         o->k_bits = kb;
         o->v_bits = vb;
@@ -389,9 +397,10 @@ void vq_kv_opts_to_argv(const struct vq_kv_opts *o, char **argv, int *argc, int 
     if (o->has_method) { PUSH("--method"); PUSH(vq_method_name(o->method)); }
     if (o->has_k_method) { PUSH("--k-method"); PUSH(vq_method_name(o->k_method)); }
     if (o->has_v_method) { PUSH("--v-method"); PUSH(vq_method_name(o->v_method)); }
-    if (o->bits) PUSHI("--bits", o->bits);
-    if (o->k_bits) PUSHI("--k-bits", o->k_bits);
-    if (o->v_bits) PUSHI("--v-bits", o->v_bits);
+#define PUSHG(flag, v) do { if (nb < nbuf) { snprintf(buf[nb], 32, "%g", (double)(v)); PUSH(flag); PUSH(buf[nb]); nb++; } } while (0)
+    if (o->bits) PUSHG("--bits", o->bits);
+    if (o->k_bits) PUSHG("--k-bits", o->k_bits);
+    if (o->v_bits) PUSHG("--v-bits", o->v_bits);
     if (o->group_size >= 0) PUSHI("--group-size", o->group_size);
     if (o->residual_length >= 0) PUSHI("--residual-length", o->residual_length);
     if (o->n_sink_tokens >= 0) PUSHI("--n-sink-tokens", o->n_sink_tokens);
@@ -415,6 +424,7 @@ void vq_kv_opts_to_argv(const struct vq_kv_opts *o, char **argv, int *argc, int 
     }
     if (o->n_outlier_channels >= 0) PUSHI("--outlier-channels", o->n_outlier_channels);
     if (o->n_calib_tokens >= 0) PUSHI("--n-calib-tokens", o->n_calib_tokens);
+#undef PUSHG
 #undef PUSHI
 #undef PUSH
 }
@@ -427,11 +437,10 @@ void vq_kv_fill_result_config(const char *name, const struct vq_codec_params *k,
     snprintf(rc->v_method, sizeof rc->v_method, "%s", vq_method_name(v->method));
     rc->k_bits = k->bits;
     rc->v_bits = v->bits;
-    const int kivi = k->method == VQ_METHOD_KIVI || k->method == VQ_METHOD_KIVI_SINK ||
-                     v->method == VQ_METHOD_KIVI || v->method == VQ_METHOD_KIVI_SINK;
-    const int sink = k->method == VQ_METHOD_KIVI_SINK || v->method == VQ_METHOD_KIVI_SINK;
-    const int jl = k->method == VQ_METHOD_QJL || k->method == VQ_METHOD_TURBOQUANT_PROD ||
-                   v->method == VQ_METHOD_QJL || v->method == VQ_METHOD_TURBOQUANT_PROD;
+    const unsigned f = vq_method_flags(k->method) | vq_method_flags(v->method);
+    const int kivi = (f & (VQ_METHOD_F_WINDOWED | VQ_METHOD_F_PER_CHANNEL_KEYS)) != 0;
+    const int sink = (f & VQ_METHOD_F_SINKS) != 0;
+    const int jl = (f & VQ_METHOD_F_SKETCH) != 0;
 #define OPT(key_, val_) do { snprintf(rc->opts[rc->n_opts].key, 32, "%s", key_); \
     rc->opts[rc->n_opts++].value = (val_); } while (0)
     if (kivi) { OPT("group_size", k->group_size); OPT("residual_length", k->residual_length); }
@@ -456,7 +465,7 @@ void vq_kv_fill_result_config(const char *name, const struct vq_codec_params *k,
 void vq_kv_config_name_opts(const struct vq_kv_opts *o, const struct vq_codec_params *k,
                             const struct vq_codec_params *v, char *out, size_t cap) {
     char base[64];
-    if (o->ratequant > 0 && k->method == VQ_METHOD_TURBOQUANT_MSE && v->method == VQ_METHOD_TURBOQUANT_MSE &&
+    if (o->ratequant > 0 && k->method == VQ_KV_RQ_METHOD && v->method == VQ_KV_RQ_METHOD &&
         !o->bits && !o->k_bits && !o->v_bits && o->rq_values == VQ_RQ_VALUES_KEYS) {
         snprintf(base, sizeof base, "ratequant-%g", o->ratequant);
     } else {

@@ -1,8 +1,20 @@
-/* kvconfig.h — KV-method options shared by estimate-memory, perplexity, sweep and generate
- * (tools/ only): the --method, --bits, --k-method, --v-method, --k-bits, --v-bits option
- * family, mixed precision across layers (--k-bits-per-layer, --v-bits-per-layer, fp16
- * first/last layers, --ratequant B), method default bits, the named sweep presets and config
- * names ("turboquant_mse-3", "asym-k4v2", "turboquant_mse-4:kivi-2", "ratequant-2.5"). */
+/* kvconfig.h — the one KV-option table and resolver of the CLI (tools/ only), shared by
+ * generate, perplexity, sweep (and its sweep-run children), estimate-memory and bench: the
+ * --method, --bits, --k-method, --v-method, --k-bits, --v-bits option family, codec options
+ * (--group-size, --residual-length, --n-sink-tokens, --jl-dim, --kv-seed), mixed precision
+ * across layers (--k-bits-per-layer, --v-bits-per-layer, fp16 first/last layers,
+ * --ratequant B), the outlier modifiers, the named sweep presets and config names
+ * ("turboquant_mse-3", "asym-k4v2", "turboquant_mse-4:kivi-2", "ratequant-2.5", "vecinfer-1.5").
+ * Defaults (bits per method, which options a method reads) come from the codec traits
+ * (vq_method_info_get), never from a per-method switch here.
+ *
+ * Adding a KV option (it then works in every command above):
+ *   1. a VQ_KVOPT_* code below and its line in VQ_KV_LONG_OPTIONS and VQ_KV_HELP;
+ *   2. a field in struct vq_kv_opts ("not given" value set in vq_kv_opts_init);
+ *   3. its case in vq_kv_opts_handle (kvconfig.c: value parsing and range);
+ *   4. its effect in vq_kv_opts_resolve (codec params) or vq_kv_opts_apply_cache (cache params);
+ *   5. its flag in vq_kv_opts_to_argv (sweep passes configs to its children as options) and,
+ *      if it changes results, in the config label (vq_kv_config_name_opts) / result options. */
 #ifndef VQ_KVCONFIG_H
 #define VQ_KVCONFIG_H
 
@@ -81,7 +93,7 @@ enum { VQ_RQ_VALUES_KEYS = 0, VQ_RQ_VALUES_EVEN = 1, VQ_RQ_VALUES_OFF = 2 };
 struct vq_kv_opts {
     int has_method, has_k_method, has_v_method;
     enum vq_method method, k_method, v_method;
-    int bits, k_bits, v_bits;                 /* 0 = not given */
+    double bits, k_bits, v_bits;              /* 0 = not given; whole or half (vecinfer 1.5) */
     int group_size, residual_length, n_sink_tokens, jl_dim;   /* -1 = not given */
     int has_seed;
     uint64_t seed;
@@ -104,15 +116,19 @@ void vq_kv_opts_init(struct vq_kv_opts *o);
 int vq_kv_opts_handle(struct vq_kv_opts *o, const char *cmd, int code, const char *arg);
 /* 1 if any method option (--method, --k-method, --v-method) was given. */
 int vq_kv_opts_any_method(const struct vq_kv_opts *o);
-/* Default bits of a method when --bits is not given (fp16 16, fp32 32, turboquant_mse 4,
- * turboquant_prod 3, qjl 1, polar 4, turboquant_rvq 2, kivi 2, kivi_sink 2, vecinfer 2,
- * spectral 3, others 4). */
+/* Default bits of a method when --bits is not given: the codec's trait
+ * (vq_method_default_bits: fp16 16, fp32 32, turboquant_mse 4, turboquant_prod 3, qjl 1,
+ * polar 4, turboquant_rvq 2, kivi 2, kivi_sink 2, vecinfer 2, spectral 3). */
 int vq_kv_default_bits(enum vq_method m);
+/* The codec of --ratequant without --method and of the "ratequant-B" presets. */
+#define VQ_KV_RQ_METHOD VQ_METHOD_TURBOQUANT_MSE
 /* Resolves the options into key / value codec params (head_dim left at its default; the
- * caller sets it). Keys and values default to fp16 when no method is given. The name is a
- * config label (see vq_kv_config_name). */
-void vq_kv_opts_resolve(const struct vq_kv_opts *o, struct vq_codec_params *k,
-                        struct vq_codec_params *v);
+ * caller sets it). Keys and values default to fp16 when no method is given; widths not given
+ * are the method's default (vq_kv_default_bits). Returns 1, or 0 after printing
+ * "<cmd>: reason" for a fractional width the method does not accept (an integer width outside
+ * the method's range is kept and refused by vq_codec_create with the method's parameters). */
+int vq_kv_opts_resolve(const char *cmd, const struct vq_kv_opts *o, struct vq_codec_params *k,
+                       struct vq_codec_params *v);
 
 /* Label for a resolved config: "fp16", "turboquant_mse-3", "turboquant_mse-k4v2" (same method,
  * different bits), "qjl-1:kivi-2" (different methods). Methods without a bits choice (fp16,
@@ -164,20 +180,13 @@ void vq_kv_layers_free(struct vq_kv_layers *l);
 /* 1 if any per-layer option (lists, fp16 layers, ratequant) was given. */
 int vq_kv_opts_any_layers(const struct vq_kv_opts *o);
 
-/* Handles one long option given by name ("--k-bits-per-layer") for commands that do not use
- * getopt_long with VQ_KV_LONG_OPTIONS (generate): the per-layer options (bits lists, fp16
- * layers, ratequant, calib tokens) and the outlier modifiers (--outlier-tokens,
- * --outlier-channels, --n-calib-tokens). Returns 1 ok, 0 bad value (printed), -1 not one. */
-int vq_kv_opts_handle_name(struct vq_kv_opts *o, const char *cmd, const char *name,
-                           const char *arg);
-
 /* Named sweep presets, in sweep order. Entries named "ratequant-B" are RateQuant configs
  * (turboquant_mse keys and values, --ratequant B); their bits fields give the lowest width
  * used and are not matched by vq_kv_config_name. */
 struct vq_kv_preset {
     const char *name;
-    enum vq_method km; int kb;
-    enum vq_method vm; int vb;
+    const char *km; double kb;   /* key method name and width */
+    const char *vm; double vb;   /* value method name and width */
 };
 extern const struct vq_kv_preset vq_kv_presets[];
 extern const int vq_kv_n_presets;
