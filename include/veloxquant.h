@@ -193,7 +193,9 @@ enum {
     VQ_METHOD_F_OUTLIER_TOKENS = 1u << 6,   /* the cache can bypass outlier tokens on this side */
     VQ_METHOD_F_OUTLIER_CHANNELS = 1u << 7, /* keys can take the int8 outlier-channel split */
     VQ_METHOD_F_PER_CHANNEL_KEYS = 1u << 8, /* keys quantized per channel over token groups */
-    VQ_METHOD_F_SKETCH = 1u << 9            /* uses a JL sketch of jl_dim rows */
+    VQ_METHOD_F_SKETCH = 1u << 9,           /* uses a JL sketch of jl_dim rows */
+    VQ_METHOD_F_CALIB_CODEBOOK = 1u << 10,  /* calibration: product-VQ codebooks (vecinfer) */
+    VQ_METHOD_F_CALIB_PCA = 1u << 11        /* calibration: PCA rotation + spectrum (spectral) */
 };
 
 /* What `veloxquant methods` prints about a method, and its traits. Strings are static.
@@ -232,6 +234,11 @@ VQ_API vq_status vq_codec_params_set_bits(struct vq_codec_params *p, double bits
 /* Nominal width of p: p->bits, or the method's own reading of its fields (vecinfer with an
  * explicit product-VQ shape: c / v, e.g. 1.5). Pure, thread-safe. */
 VQ_API double vq_codec_params_bits(const struct vq_codec_params *p);
+/* vecinfer's product-VQ shape for params p (the codebook a calibration must fit): (c, v) =
+ * (pq_codeword_bits, pq_subvec_dim) when both are set, else the preset of p->bits (1: (8,8),
+ * 2: (8,4), 3: (12,4), 4: (8,2)). Returns INVALID_ARG when only one of c, v is set or bits has
+ * no preset; does not check head_dim. Pure, thread-safe. */
+VQ_API vq_status vq_vecinfer_shape(const struct vq_codec_params *p, int *c, int *v);
 /* Display label of a codec config: "turboquant_mse/4-bit", "vecinfer/1.5-bit", "qjl"
  * (methods without a choice of width have no "/B-bit"). Returns the length it needs (like
  * snprintf); out is always terminated when cap > 0. Thread-safe. */

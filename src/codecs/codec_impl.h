@@ -56,10 +56,4 @@ struct vq_codec {
 /* Registry lookup (NULL if the method has no implementation in this build). */
 const struct vq_codec_i *vq_codec_iface(enum vq_method m);
 
-/* vecinfer's product-VQ shape for params p: (c, v) = (pq_codeword_bits, pq_subvec_dim) when
- * both are set, else the preset of p->bits (1: (8,8), 2: (8,4), 3: (12,4), 4: (8,2)). Returns
- * INVALID_ARG when only one of c, v is set or bits has no preset; does not check head_dim.
- * Pure, thread-safe. */
-vq_status vq_vecinfer_shape(const struct vq_codec_params *p, int *c, int *v);
-
 #endif

@@ -500,7 +500,8 @@ const struct vq_codec_i vq_codec_spectral = {
     .default_bits = 3,
     .min_bits = 1,
     .max_bits = 4,
-    .flags = VQ_METHOD_F_QUANTIZED | VQ_METHOD_F_CALIBRATION | VQ_METHOD_F_OUTLIER_TOKENS,
+    .flags = VQ_METHOD_F_QUANTIZED | VQ_METHOD_F_CALIBRATION | VQ_METHOD_F_CALIB_PCA |
+             VQ_METHOD_F_OUTLIER_TOKENS,
     .init = sp_init,
     .destroy = sp_destroy,
 };

@@ -554,7 +554,8 @@ const struct vq_codec_i vq_codec_vecinfer = {
     .min_bits = 1,
     .max_bits = 4,
     .frac_bits = 1.5,
-    .flags = VQ_METHOD_F_QUANTIZED | VQ_METHOD_F_CALIBRATION | VQ_METHOD_F_OUTLIER_TOKENS,
+    .flags = VQ_METHOD_F_QUANTIZED | VQ_METHOD_F_CALIBRATION | VQ_METHOD_F_CALIB_CODEBOOK |
+             VQ_METHOD_F_OUTLIER_TOKENS,
     .set_bits = vi_set_bits,
     .bits_of = vi_bits_of,
     .init = vi_init,

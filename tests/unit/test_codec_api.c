@@ -313,6 +313,8 @@ TEST(method_traits) {
         ASSERT_EQ_INT(vq_method_default_bits(m), mi.default_bits);
         ASSERT_EQ_INT(vq_method_flags(m), mi.flags);
         ASSERT_EQ_INT(mi.needs_calibration, (mi.flags & VQ_METHOD_F_CALIBRATION) != 0);
+        ASSERT_EQ_INT(mi.needs_calibration,   /* a calibrated method names its artifact kind */
+                      (mi.flags & (VQ_METHOD_F_CALIB_CODEBOOK | VQ_METHOD_F_CALIB_PCA)) != 0);
         ASSERT_EQ_INT((mi.flags & VQ_METHOD_F_QUANTIZED) != 0, mi.default_bits < 16);
         ASSERT(!(mi.flags & VQ_METHOD_F_SINKS) || (mi.flags & VQ_METHOD_F_WINDOWED));
         ASSERT(!(mi.flags & VQ_METHOD_F_OUTLIER_CHANNELS) || (mi.flags & VQ_METHOD_F_OUTLIER_TOKENS));
