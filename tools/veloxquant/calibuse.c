@@ -12,7 +12,6 @@
 #include "vq_engine.h"
 #include "cli.h"
 #include "artifact/artifact.h"
-#include "codecs/codec_impl.h"
 #include "core/sha256.h"
 
 static int calib_tokens_ = 0;
@@ -37,11 +36,11 @@ static int build_for(const char *cmd, const char *model_path, const struct vq_ca
     b.cache_optional = 1;
     b.keep_vi = &built[0];
     b.keep_sp = &built[1];
-    const int kvi = cp->key.method == VQ_METHOD_VECINFER && !cp->key.calib;
-    const int vvi = cp->value.method == VQ_METHOD_VECINFER && !cp->value.calib;
+    const unsigned kf = cp->key.calib ? 0u : vq_method_flags(cp->key.method);
+    const unsigned vf = cp->value.calib ? 0u : vq_method_flags(cp->value.method);
+    const int kvi = (kf & VQ_METHOD_F_CALIB_CODEBOOK) != 0, vvi = (vf & VQ_METHOD_F_CALIB_CODEBOOK) != 0;
     b.do_vi = kvi || vvi;
-    b.do_sp = (cp->key.method == VQ_METHOD_SPECTRAL && !cp->key.calib) ||
-              (cp->value.method == VQ_METHOD_SPECTRAL && !cp->value.calib);
+    b.do_sp = ((kf | vf) & VQ_METHOD_F_CALIB_PCA) != 0;
     if (kvi) vi_shape(&cp->key, &b.kc, &b.kv);
     if (vvi) vi_shape(&cp->value, &b.vc, &b.vv);
     if (kvi && !vvi) { b.vc = b.kc; b.vv = b.kv; }

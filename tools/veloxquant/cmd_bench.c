@@ -28,18 +28,16 @@
 #define CAL_TOKENS 1024
 
 struct bench_opts {
-    enum vq_method method, v_method;
-    int v_method_set;
-    int head_dim, bits, v_bits, jl_dim, seed_set;
-    uint64_t seed;
+    int head_dim;
+    uint64_t seed;                            /* synthetic data seed */
     int64_t seq_lens[MAX_SEQ_LENS];
     int n_seq;
     int compare, repeats, threads, json;
-    int n_outlier_channels, n_calib_tokens;   /* cache modifier; 0 = off */
-    float outlier_tokens;                     /* outlier-token k; 0 = off */
-    int group_size, residual_length, n_sink_tokens;
     int kv_heads;
     enum vq_isa isa;
+    struct vq_kv_opts kv;                     /* the KV options (kvconfig.h), as every command */
+    struct vq_cache_params cfg;               /* resolved: key / value codecs and the modifiers */
+    char name[96];                            /* its config label */
 };
 
 static void usage(FILE *f) {
@@ -47,15 +45,11 @@ static void usage(FILE *f) {
         "usage: veloxquant bench --method M [options]\n\n"
         "Times encode (append) and fused attend of a KV method on synthetic keys, next to an fp16\n"
         "cache at the same seq_len in the same run, and reports the method's quality.\n\n"
-        "  --method M            KV method for keys (see `veloxquant methods`); required\n"
-        "  --v-method M          method for values (default: same as --method)\n"
-        "  --bits B              bits per coordinate (default 3; method-specific range)\n"
-        "  --v-bits B            value bits (default: --bits)\n"
+        "  --method M, --bits B and every KV option below (required: a method)\n"
         "  --head_dim D          head dimension (default 128)\n"
-        "  --jl_dim M            QJL sketch size for qjl/turboquant_prod (default 128)\n"
         "  --seq_len T           cached tokens (default 1000)\n"
         "  --seq_lens T1 T2 ...  several seq_lens (overrides --seq_len)\n"
-        "  --seed S              data and rotation seed (default 42)\n"
+        "  --seed S              synthetic data seed (default 42; codec seeds: --kv-seed)\n"
         "  --compare_optimized   also time the decode-then-dot reference attend and print\n"
         "                        seq_len | baseline_attend_ms | optimized_attend_ms | speedup\n"
         "  --repeats N           timed repeats; medians are reported (default 7)\n"
@@ -65,21 +59,15 @@ static void usage(FILE *f) {
         "                        seq_len make every attend stream the cache from DRAM, as a\n"
         "                        decode step over a real model's layers does)\n"
         "  --isa ISA             auto|scalar|avx2|avx512 kernels (default auto)\n"
-        "  --group_size G        kivi group (default 32)\n"
-        "  --residual_length R   kivi fp16 window (default 128)\n"
-        "  --n_sink_tokens N     kivi_sink fp16 sink tokens (default 5)\n"
-        "  --n_outlier_channels N\n"
-        "                        outlier-channel two-stream keys: the N largest channels as\n"
-        "                        int8 + scale (default 0 = off; the reference tool's default 4\n"
-        "                        is not applied unless given)\n"
-        "  --n_calib_tokens T    tokens that pick the outlier channels (default 200)\n"
-        "  --outlier_tokens K    keep prefill tokens with key norm > mean + K*std in fp16\n"
-        "                        (default 0 = off)\n"
+        "  --group_size, --residual_length, --n_sink_tokens, --jl_dim, --n_outlier_channels,\n"
+        "  --n_calib_tokens, --outlier_tokens: the KV options below with '_' for '-' (the\n"
+        "                        reference tool's spelling)\n"
         "                        With a modifier, the method's cache (timing, bytes) uses it and\n"
         "                        cos_k / ip_slope / softmax_kl are measured on the keys as that\n"
         "                        cache stores them (vq_cache_read, centering off) instead of\n"
         "                        on the bare key codec\n"
         "  --json                one JSON object per run on stdout instead of tables\n");
+    fputs("\nKV options (the same table and defaults as generate / perplexity / sweep):\n" VQ_KV_HELP, f);
 }
 
 /* ---- synthetic data ---------------------------------------------------------------------- */
@@ -210,31 +198,21 @@ done:
 
 /* 1 if a cache modifier is on. */
 static int has_modifier(const struct bench_opts *o) {
-    return o->n_outlier_channels > 0 || o->outlier_tokens > 0.0f;
+    return o->cfg.n_outlier_channels > 0 || o->cfg.outlier_token_k > 0.0f;
 }
 
-/* Cache parameters of a bench run: one layer, kv_heads streams, the options' codec settings
- * for keys (km, kb) and values (vm, vb), and the options' outlier modifiers when modifiers;
- * centering is left to the caller. */
-static struct vq_cache_params bench_cache_params(const struct bench_opts *o, enum vq_method km, int kb,
-                                                 enum vq_method vm, int vb, int kv_heads, int threads,
-                                                 int64_t max_tokens, const vq_calib_data *cd, int modifiers) {
-    struct vq_cache_params cp = vq_cache_params_default();
+/* Cache parameters of a bench run: one layer, kv_heads streams; the resolved KV config (codecs
+ * and outlier modifiers) when method, else a plain fp16 cache (the baseline); centering is left
+ * to the caller. */
+static struct vq_cache_params bench_cache_params(const struct bench_opts *o, int method, int kv_heads,
+                                                 int threads, int64_t max_tokens, const vq_calib_data *cd) {
+    struct vq_cache_params cp = method ? o->cfg : vq_cache_params_default();
     cp.n_layers = 1; cp.n_kv_heads = kv_heads; cp.head_dim = o->head_dim; cp.max_tokens = max_tokens;
     cp.n_threads = threads;
-    cp.key.method = km; cp.key.bits = kb; cp.key.seed = o->seed; cp.key.role = VQ_ROLE_KEY;
-    cp.value.method = vm; cp.value.bits = vb; cp.value.seed = o->seed + 1; cp.value.role = VQ_ROLE_VALUE;
-    cp.key.jl_dim = cp.value.jl_dim = o->jl_dim;
-    cp.key.group_size = cp.value.group_size = o->group_size;
-    cp.key.residual_length = cp.value.residual_length = o->residual_length;
-    cp.key.n_sink_tokens = cp.value.n_sink_tokens = o->n_sink_tokens;
+    cp.key.role = VQ_ROLE_KEY;
+    cp.value.role = VQ_ROLE_VALUE;
     cp.key.isa = cp.value.isa = o->isa;
-    cp.key.calib = cp.value.calib = cd;
-    if (modifiers) {
-        cp.n_outlier_channels = o->n_outlier_channels;
-        cp.n_calib_tokens = o->n_calib_tokens;
-        cp.outlier_token_k = o->outlier_tokens;
-    }
+    cp.key.calib = cp.value.calib = method ? cd : NULL;
     return cp;
 }
 
@@ -244,7 +222,7 @@ static struct vq_cache_params bench_cache_params(const struct bench_opts *o, enu
  * decode-then-dot reference, tests/unit/test_cache_outlier.c). */
 static vq_status cache_key_quality(const struct bench_opts *o, const float *k, int64_t n, int d,
                                    const vq_calib_data *cd, struct quality *q) {
-    struct vq_cache_params cp = bench_cache_params(o, o->method, o->bits, o->v_method, o->v_bits, 1, 1, n, cd, 1);
+    struct vq_cache_params cp = bench_cache_params(o, 1, 1, 1, n, cd);
     cp.center_keys = cp.center_values = 0;
     vq_status st;
     vq_cache *c = vq_cache_create(&cp, &st);
@@ -278,12 +256,11 @@ struct timing {
     size_t bytes, key_bytes, fp16_bytes, fp16_key_bytes;
 };
 
-static vq_status time_cache(const struct bench_opts *o, enum vq_method km, int kb, enum vq_method vm,
-                            int vb, const float *k, const float *v, const float *qv, int64_t T,
-                            int with_ref, const vq_calib_data *cd, struct timing *out) {
-    /* modifiers on the method's cache, not on the fp16 baseline */
-    struct vq_cache_params cp = bench_cache_params(o, km, kb, vm, vb, o->kv_heads, o->threads, T, cd,
-                                                   km != VQ_METHOD_FP16);
+/* Times the method's cache (method = 1; with its modifiers) or the fp16 baseline (0). */
+static vq_status time_cache(const struct bench_opts *o, int method, const float *k, const float *v,
+                            const float *qv, int64_t T, int with_ref, const vq_calib_data *cd,
+                            struct timing *out) {
+    struct vq_cache_params cp = bench_cache_params(o, method, o->kv_heads, o->threads, T, cd);
     vq_status st;
     vq_cache *c = vq_cache_create(&cp, &st);
     if (!c) return st;
@@ -335,40 +312,33 @@ fail:
 
 /* ---- synthetic calibration ------------------------------------------------------------- */
 
-/* vecinfer (codeword bits, sub-vector dim) presets by bits (as in src/codecs/vecinfer.c) */
-static int vecinfer_preset(int bits, int *c, int *v) {
-    static const int tab[5][2] = {{0, 0}, {8, 8}, {8, 4}, {12, 4}, {8, 2}};
-    if (bits < 1 || bits > 4) return 0;
-    *c = tab[bits][0];
-    *v = tab[bits][1];
-    return 1;
-}
-
-/* Fits one role of a calibrated method on n fresh synthetic samples; *n_used = n (0 if the
+/* Fits one role of a calibrated codec p on n fresh synthetic samples; *n_used = n (0 if the
  * method needs no calibration). Returns 0 after printing an error. */
-static int fit_role(const struct bench_opts *o, vq_calib_data *cd, enum vq_method m, int bits,
+static int fit_role(const struct bench_opts *o, vq_calib_data *cd, const struct vq_codec_params *p,
                     enum vq_role role, int64_t *n_used) {
     const int d = o->head_dim;
+    const unsigned fl = vq_method_flags(p->method);
     int c = 0, v = 0;
     int64_t n = CAL_TOKENS;
     *n_used = 0;
-    if (m == VQ_METHOD_VECINFER) {
-        if (!vecinfer_preset(bits, &c, &v) || d % v) return 1;   /* the codec reports it */
+    if (fl & VQ_METHOD_F_CALIB_CODEBOOK) {
+        if (vq_vecinfer_shape(p, &c, &v) != VQ_STATUS_OK || v < 1 || d % v) return 1;   /* the codec reports it */
         const int64_t need = 4 * ((int64_t)1 << c) / (d / v);   /* 4 sub-vectors per codeword */
         if (need > n) n = need;
-    } else if (m != VQ_METHOD_SPECTRAL) {
+    } else if (!(fl & VQ_METHOD_F_CALIB_PCA)) {
         return 1;
     }
     float *x = malloc(sizeof(float) * (size_t)n * (size_t)d);
     if (!x) { fprintf(stderr, "bench: out of memory\n"); return 0; }
     if (role == VQ_ROLE_KEY) fill_keys(x, n, d);
     else fill_normal(x, n * d);
-    vq_status st = m == VQ_METHOD_VECINFER
+    vq_status st = fl & VQ_METHOD_F_CALIB_CODEBOOK
                        ? vq_calib_fit_vecinfer(cd, 0, role, x, n, c, v, o->seed)
                        : vq_calib_fit_spectral(cd, 0, role, x, n);
     free(x);
     if (st != VQ_STATUS_OK) {
-        fprintf(stderr, "bench: synthetic calibration of %s failed: %s\n", vq_method_name(m), vq_status_str(st));
+        fprintf(stderr, "bench: synthetic calibration of %s failed: %s\n", vq_method_name(p->method),
+                vq_status_str(st));
         return 0;
     }
     *n_used = n;
@@ -379,15 +349,16 @@ static int fit_synthetic_calib(const struct bench_opts *o, vq_calib_data **cd, i
     struct vq_method_info ki, vi;
     *cd = NULL;
     *nk = *nv = 0;
-    if (vq_method_info_get(o->method, &ki) != VQ_STATUS_OK || vq_method_info_get(o->v_method, &vi) != VQ_STATUS_OK)
+    if (vq_method_info_get(o->cfg.key.method, &ki) != VQ_STATUS_OK ||
+        vq_method_info_get(o->cfg.value.method, &vi) != VQ_STATUS_OK)
         return 1;
     if (!ki.needs_calibration && !vi.needs_calibration) return 1;
     vq_status st;
     *cd = vq_calib_data_create(1, o->head_dim, &st);
     if (!*cd) { fprintf(stderr, "bench: %s\n", vq_status_str(st)); return 0; }
     rng_state = (o->seed ^ 0x63616c6962ull) * 0x9E3779B97F4A7C15ull + 1;   /* "calib" draw */
-    if ((ki.needs_calibration && !fit_role(o, *cd, o->method, o->bits, VQ_ROLE_KEY, nk)) ||
-        (vi.needs_calibration && !fit_role(o, *cd, o->v_method, o->v_bits, VQ_ROLE_VALUE, nv))) {
+    if ((ki.needs_calibration && !fit_role(o, *cd, &o->cfg.key, VQ_ROLE_KEY, nk)) ||
+        (vi.needs_calibration && !fit_role(o, *cd, &o->cfg.value, VQ_ROLE_VALUE, nv))) {
         vq_calib_data_free(*cd);
         *cd = NULL;
         return 0;
@@ -397,20 +368,31 @@ static int fit_synthetic_calib(const struct bench_opts *o, vq_calib_data **cd, i
 
 /* ---- main --------------------------------------------------------------------------------- */
 
+/* A KV option of the shared table given as "--name" or in the reference tool's spelling
+ * "--name_with_underscores": its getopt code and whether it takes a value; 0 if none. */
+static int kv_option_code(const char *a, int *has_arg) {
+    static const struct option kvlo[] = {VQ_KV_LONG_OPTIONS, {0, 0, 0, 0}};
+    char name[64];
+    if (strncmp(a, "--", 2) != 0 || strlen(a + 2) >= sizeof name) return 0;
+    snprintf(name, sizeof name, "%s", a + 2);
+    for (char *c = name; *c; c++) if (*c == '_') *c = '-';
+    if (!strcmp(name, "n-outlier-channels")) snprintf(name, sizeof name, "outlier-channels");
+    for (const struct option *op = kvlo; op->name; op++)
+        if (!strcmp(op->name, name)) { *has_arg = op->has_arg == required_argument; return op->val; }
+    return 0;
+}
+
+/* Parse step: bench's own options and the KV table, then the KV config resolved into
+ * o->cfg. 1 ok, 0 usage error printed, -1 help printed. */
 static int parse(int argc, char **argv, struct bench_opts *o) {
     const char *cmd = "bench";
-    int have_method = 0, vbits_set = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
+        int code, has_arg = 0;
 #define NEXT() (i++, val)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); exit(0); }
-        else if (!strcmp(a, "--method")) { if (!vq_opt_method(cmd, a, NEXT(), &o->method)) return 0; have_method = 1; }
-        else if (!strcmp(a, "--v-method")) { if (!vq_opt_method(cmd, a, NEXT(), &o->v_method)) return 0; o->v_method_set = 1; }
-        else if (!strcmp(a, "--bits")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 32, &o->bits)) return 0; }
-        else if (!strcmp(a, "--v-bits")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 32, &o->v_bits)) return 0; vbits_set = 1; }
-        else if (!strcmp(a, "--head_dim")) { if (!vq_opt_int(cmd, a, NEXT(), 8, 1024, &o->head_dim)) return 0; }
-        else if (!strcmp(a, "--jl_dim")) { if (!vq_opt_int(cmd, a, NEXT(), 8, 8192, &o->jl_dim)) return 0; }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return -1; }
+        else if (!strcmp(a, "--head_dim") || !strcmp(a, "--head-dim")) { if (!vq_opt_int(cmd, a, NEXT(), 8, 1024, &o->head_dim)) return 0; }
         else if (!strcmp(a, "--seq_len")) {
             long v; if (!vq_opt_long(cmd, a, NEXT(), 1, 1L << 20, &v)) return 0;
             o->seq_lens[0] = v; o->n_seq = 1;
@@ -430,41 +412,38 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
         else if (!strcmp(a, "--kv_heads")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 256, &o->kv_heads)) return 0; }
         else if (!strcmp(a, "--threads")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 256, &o->threads)) return 0; }
         else if (!strcmp(a, "--isa")) { if (!vq_opt_isa(cmd, a, NEXT(), &o->isa)) return 0; }
-        else if (!strcmp(a, "--group_size")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 1024, &o->group_size)) return 0; }
-        else if (!strcmp(a, "--residual_length")) { if (!vq_opt_int(cmd, a, NEXT(), 0, 1 << 20, &o->residual_length)) return 0; }
-        else if (!strcmp(a, "--n_sink_tokens")) { if (!vq_opt_int(cmd, a, NEXT(), 0, 1024, &o->n_sink_tokens)) return 0; }
-        else if (!strcmp(a, "--n_outlier_channels")) {
-            if (!vq_opt_int(cmd, a, NEXT(), 0, 64, &o->n_outlier_channels)) return 0;
-        } else if (!strcmp(a, "--n_calib_tokens")) {
-            if (!vq_opt_int(cmd, a, NEXT(), 1, 1 << 20, &o->n_calib_tokens)) return 0;
-        } else if (!strcmp(a, "--outlier_tokens")) {
-            const char *x = NEXT();
-            char *end = NULL;
-            double kk = x ? strtod(x, &end) : -1.0;
-            if (!x || end == x || *end || !(kk >= 0.0 && kk <= 100.0)) {
-                fprintf(stderr, "bench: --outlier_tokens: needs a number in 0..100\n");
-                return 0;
-            }
-            o->outlier_tokens = (float)kk;
-        }
         else if (!strcmp(a, "--json")) o->json = 1;
+        else if ((code = kv_option_code(a, &has_arg)) != 0) {
+            if (has_arg && !val) { fprintf(stderr, "%s: %s needs a value\n", cmd, a); return 0; }
+            if (vq_kv_opts_handle(&o->kv, cmd, code, has_arg ? NEXT() : NULL) != 1) return 0;
+        }
         else { fprintf(stderr, "bench: unknown option '%s'\n", a); usage(stderr); return 0; }
 #undef NEXT
     }
-    if (!have_method) { fprintf(stderr, "bench: --method is required\n"); usage(stderr); return 0; }
-    if (!o->v_method_set) o->v_method = o->method;
-    if (!vbits_set) o->v_bits = o->bits;
+    o->cfg = vq_cache_params_default();
+    if (!vq_kv_opts_resolve(cmd, &o->kv, &o->cfg.key, &o->cfg.value)) return 0;
+    vq_kv_opts_apply_cache(&o->kv, &o->cfg);
+    vq_kv_config_name_opts(&o->kv, &o->cfg.key, &o->cfg.value, o->name, sizeof o->name);
+    if (o->kv.print_config) return 1;
+    if (vq_kv_opts_any_layers(&o->kv)) {
+        fprintf(stderr, "bench: per-layer options (bits lists, fp16 layers, --ratequant) need a model; "
+                "bench times one synthetic layer\n");
+        return 0;
+    }
+    if (!vq_kv_opts_any_method(&o->kv)) { fprintf(stderr, "bench: --method is required\n"); usage(stderr); return 0; }
     return 1;
 }
 
 int vq_cmd_bench(int argc, char **argv) {
     struct bench_opts o;
     memset(&o, 0, sizeof o);
-    o.head_dim = 128; o.bits = 3; o.jl_dim = 128; o.seed = 42; o.seq_lens[0] = 1000; o.n_seq = 1;
-    o.repeats = 7; o.threads = 1; o.n_outlier_channels = 0; o.n_calib_tokens = 200;
-    o.group_size = 32; o.residual_length = 128; o.n_sink_tokens = 5; o.isa = VQ_ISA_AUTO;
+    o.head_dim = 128; o.seed = 42; o.seq_lens[0] = 1000; o.n_seq = 1;
+    o.repeats = 7; o.threads = 1; o.isa = VQ_ISA_AUTO;
     o.kv_heads = 1;
-    if (!parse(argc, argv, &o)) return 2;
+    vq_kv_opts_init(&o.kv);
+    const int pr = parse(argc, argv, &o);
+    if (pr <= 0) return pr < 0 ? 0 : 2;
+    if (o.kv.print_config) return vq_kv_print_config(o.name, &o.cfg);
 
     /* Calibrated methods: fit on a separate synthetic draw (rng state then reset below). */
     vq_calib_data *cd = NULL;
@@ -472,22 +451,20 @@ int vq_cmd_bench(int argc, char **argv) {
     if (!fit_synthetic_calib(&o, &cd, &n_cal_k, &n_cal_v)) return 2;
 
     /* Validate the method configuration once, with the codec's own message. */
-    struct vq_codec_params kp = vq_codec_params_default();
-    kp.method = o.method; kp.bits = o.bits; kp.head_dim = o.head_dim; kp.jl_dim = o.jl_dim;
-    kp.seed = o.seed; kp.group_size = o.group_size; kp.residual_length = o.residual_length;
-    kp.n_sink_tokens = o.n_sink_tokens; kp.isa = o.isa; kp.role = VQ_ROLE_KEY; kp.calib = cd;
-    struct vq_codec_params vp = kp;
-    vp.method = o.v_method; vp.bits = o.v_bits; vp.role = VQ_ROLE_VALUE; vp.seed = o.seed + 1;
+    struct vq_codec_params kp = o.cfg.key, vp = o.cfg.value;
+    kp.head_dim = vp.head_dim = o.head_dim;
+    kp.isa = vp.isa = o.isa;
+    kp.calib = vp.calib = cd;
     vq_status st;
     vq_codec *kc = vq_codec_create(&kp, &st);
     if (!kc) {
-        vq_opt_codec_error("bench", "keys ", o.method, o.bits, o.head_dim, st);
+        vq_opt_codec_error("bench", "keys ", kp.method, kp.bits, o.head_dim, st);
         vq_calib_data_free(cd);
         return 2;
     }
     vq_codec *vc = vq_codec_create(&vp, &st);
     if (!vc) {
-        vq_opt_codec_error("bench", "values ", o.v_method, o.v_bits, o.head_dim, st);
+        vq_opt_codec_error("bench", "values ", vp.method, vp.bits, o.head_dim, st);
         vq_codec_free(kc);
         vq_calib_data_free(cd);
         return 2;
@@ -497,9 +474,9 @@ int vq_cmd_bench(int argc, char **argv) {
         mp.head_dim = o.head_dim;
         mp.key = kp;
         mp.value = vp;
-        mp.n_outlier_channels = o.n_outlier_channels;
-        mp.n_calib_tokens = o.n_calib_tokens;
-        mp.outlier_token_k = o.outlier_tokens;
+        mp.n_outlier_channels = o.cfg.n_outlier_channels;
+        mp.n_calib_tokens = o.cfg.n_calib_tokens;
+        mp.outlier_token_k = o.cfg.outlier_token_k;
         const char *why = vq_kv_modifier_error(&mp);
         if (why) {
             fprintf(stderr, "bench: %s\n", why);
@@ -530,10 +507,12 @@ int vq_cmd_bench(int argc, char **argv) {
     cJSON *jroot = NULL, *jrows = NULL;
     if (o.json) {
         jroot = cJSON_CreateObject();
-        cJSON_AddStringToObject(jroot, "method", vq_method_name(o.method));
-        cJSON_AddStringToObject(jroot, "v_method", vq_method_name(o.v_method));
-        cJSON_AddNumberToObject(jroot, "bits", o.bits);
-        cJSON_AddNumberToObject(jroot, "v_bits", o.v_bits);
+        cJSON_AddStringToObject(jroot, "config", o.name);
+        cJSON_AddStringToObject(jroot, "method", vq_method_name(kp.method));
+        cJSON_AddStringToObject(jroot, "v_method", vq_method_name(vp.method));
+        cJSON_AddNumberToObject(jroot, "bits", vq_codec_params_bits(&kp));
+        cJSON_AddNumberToObject(jroot, "v_bits", vq_codec_params_bits(&vp));
+        cJSON_AddNumberToObject(jroot, "kv_seed", (double)kp.seed);
         cJSON_AddNumberToObject(jroot, "head_dim", d);
         cJSON_AddNumberToObject(jroot, "seed", (double)o.seed);
         cJSON_AddStringToObject(jroot, "isa", isa);
@@ -544,25 +523,26 @@ int vq_cmd_bench(int argc, char **argv) {
         cJSON_AddNumberToObject(jroot, "value_bits_per_elem", vq_codec_bits_per_elem(vc));
         cJSON_AddNumberToObject(jroot, "synthetic_calib_keys", (double)n_cal_k);
         cJSON_AddNumberToObject(jroot, "synthetic_calib_values", (double)n_cal_v);
-        cJSON_AddNumberToObject(jroot, "n_outlier_channels", o.n_outlier_channels);
-        cJSON_AddNumberToObject(jroot, "n_calib_tokens", o.n_calib_tokens);
-        cJSON_AddNumberToObject(jroot, "outlier_tokens", o.outlier_tokens);
+        cJSON_AddNumberToObject(jroot, "n_outlier_channels", o.cfg.n_outlier_channels);
+        cJSON_AddNumberToObject(jroot, "n_calib_tokens", o.cfg.n_calib_tokens);
+        cJSON_AddNumberToObject(jroot, "outlier_tokens", o.cfg.outlier_token_k);
         jrows = cJSON_AddArrayToObject(jroot, "rows");
     } else {
-        printf("bench: keys %s bits=%d (%.4f bits/elem), values %s bits=%d (%.4f bits/elem), "
-               "head_dim=%d, kv_heads=%d, isa=%s, threads=%d, median of %d\n",
-               vq_method_name(o.method), o.bits, vq_codec_bits_per_elem(kc), vq_method_name(o.v_method),
-               o.v_bits, vq_codec_bits_per_elem(vc), d, o.kv_heads, isa, o.threads, o.repeats);
+        printf("bench: %s: keys %s bits=%g (%.4f bits/elem), values %s bits=%g (%.4f bits/elem), "
+               "head_dim=%d, kv_heads=%d, isa=%s, threads=%d, median of %d\n", o.name,
+               vq_method_name(kp.method), vq_codec_params_bits(&kp), vq_codec_bits_per_elem(kc),
+               vq_method_name(vp.method), vq_codec_params_bits(&vp), vq_codec_bits_per_elem(vc), d,
+               o.kv_heads, isa, o.threads, o.repeats);
         if (n_cal_k)
             printf("bench: keys (%s) use a synthetic calibration fitted on %lld separately drawn "
-                   "synthetic keys (no model)\n", vq_method_name(o.method), (long long)n_cal_k);
+                   "synthetic keys (no model)\n", vq_method_name(kp.method), (long long)n_cal_k);
         if (n_cal_v)
             printf("bench: values (%s) use a synthetic calibration fitted on %lld separately drawn "
-                   "synthetic values (no model)\n", vq_method_name(o.v_method), (long long)n_cal_v);
+                   "synthetic values (no model)\n", vq_method_name(vp.method), (long long)n_cal_v);
         if (has_modifier(&o))
             printf("modifiers: outlier channels %d (n_calib_tokens %d), outlier tokens k = %g "
                    "(0 = off); B/token and key_x include them\n",
-                   o.n_outlier_channels, o.n_calib_tokens, (double)o.outlier_tokens);
+                   o.cfg.n_outlier_channels, o.cfg.n_calib_tokens, (double)o.cfg.outlier_token_k);
         if (o.compare)
             printf("%8s | %18s | %19s | %7s | %14s | %10s\n", "seq_len", "baseline_attend_ms",
                    "optimized_attend_ms", "speedup", "fp16_attend_ms", "vs_fp16");
@@ -576,9 +556,8 @@ int vq_cmd_bench(int argc, char **argv) {
     for (int si = 0; si < o.n_seq; si++) {
         int64_t T = o.seq_lens[si];
         struct timing tm = {0}, tf = {0};
-        st = time_cache(&o, o.method, o.bits, o.v_method, o.v_bits, k, v, qv, T, o.compare, cd, &tm);
-        if (st == VQ_STATUS_OK)
-            st = time_cache(&o, VQ_METHOD_FP16, 16, VQ_METHOD_FP16, 16, k, v, qv, T, 0, NULL, &tf);
+        st = time_cache(&o, 1, k, v, qv, T, o.compare, cd, &tm);
+        if (st == VQ_STATUS_OK) st = time_cache(&o, 0, k, v, qv, T, 0, NULL, &tf);
         if (st != VQ_STATUS_OK) {
             fprintf(stderr, "bench: seq_len %lld: %s\n", (long long)T, vq_status_str(st));
             rc = 1;

@@ -40,6 +40,8 @@ struct gen_opts {
     const char *observe;      /* --observe FILE: per-layer KV quality JSON */
     int observe_queries;
     struct vq_kv_opts kv;     /* every KV option (kvconfig.h), as in perplexity and sweep */
+    struct vq_cache_params cache;   /* the KV config resolved from kv (codecs, modifiers) */
+    char kv_name[96];               /* its config label, as perplexity / sweep name it */
 };
 
 static void usage(FILE *f) {
@@ -127,7 +129,8 @@ static void gen_opts_init(struct gen_opts *o) {
     vq_kv_opts_init(&o->kv);
 }
 
-/* Parse step: 1 ok, 0 usage error (printed), -1 --help printed. */
+/* Parse step (options, then the KV config resolved into o->cache): 1 ok, 0 usage error
+ * (printed), -1 --help printed, 2 --print-kv-config given (nothing else checked). */
 static int parse(int argc, char **argv, struct gen_opts *o) {
     static const char *cmd = "generate";
     static const struct option lo[] = {
@@ -192,6 +195,12 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
         if (ok != 1) return 0;
     }
     if (optind < argc) { fprintf(stderr, "%s: unexpected argument '%s'\n", cmd, argv[optind]); return 0; }
+    /* the KV config, resolved as every KV command does (kvconfig.h) */
+    o->cache = vq_cache_params_default();
+    if (!vq_kv_opts_resolve(cmd, &o->kv, &o->cache.key, &o->cache.value)) return 0;
+    vq_kv_opts_apply_cache(&o->kv, &o->cache); /* outlier modifiers */
+    vq_kv_config_name_opts(&o->kv, &o->cache.key, &o->cache.value, o->kv_name, sizeof o->kv_name);
+    if (o->kv.print_config) return 2;
     if (!o->prompt && !o->file) { fprintf(stderr, "%s: give a prompt with -p TEXT or -f FILE\n", cmd); return 0; }
     if (o->prompt && o->file) { fprintf(stderr, "%s: -p and -f are exclusive\n", cmd); return 0; }
     if (o->system && !o->chat) { fprintf(stderr, "%s: --system needs --chat\n", cmd); return 0; }
@@ -390,7 +399,8 @@ static int gen_build_ctx(const struct gen_opts *o, struct gen_state *g) {
     cp.n_batch = o->batch;
     cp.f32_activations = o->f32_act;
     cp.isa = o->isa;
-    if (!vq_kv_opts_resolve("generate", &o->kv, &cp.cache.key, &cp.cache.value)) return 2;
+    cp.cache.key = o->cache.key;
+    cp.cache.value = o->cache.value;
     cp.cache.key.isa = o->isa;
     cp.cache.value.isa = o->isa;
     const int la = vq_kv_layers_apply("generate", &o->kv, o->model, g->m, I->n_layers, I->head_dim,
@@ -570,6 +580,7 @@ int vq_cmd_generate(int argc, char **argv) {
     int pr = parse(argc, argv, &o);
     if (pr < 0) return 0;
     if (!pr) return 2;
+    if (pr == 2) return vq_kv_print_config(o.kv_name, &o.cache);
     char mbuf[4096];
     if (!o.model) o.model = default_model(mbuf, sizeof mbuf);
     struct gen_state g;

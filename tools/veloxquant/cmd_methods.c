@@ -34,7 +34,7 @@ static const struct vq_method_info planned[] = {
 /* Names of the capability flags, in bit order (veloxquant.h VQ_METHOD_F_*). */
 static const char *const flag_names[] = {
     "quantized", "fp16_rows", "calibration", "centered", "windowed", "sinks", "outlier_tokens",
-    "outlier_channels", "per_channel_keys", "sketch",
+    "outlier_channels", "per_channel_keys", "sketch", "calib_codebook", "calib_pca",
 };
 
 /* "1..4", "1..4,1.5", "16" or "-" (modifiers) into buf. */

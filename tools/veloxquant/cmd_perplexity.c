@@ -88,7 +88,10 @@ int vq_cmd_perplexity(int argc, char **argv) {
         if (ok != 1) return 2;
     }
     if (optind < argc) { fprintf(stderr, "%s: unexpected argument '%s'\n", CMD, argv[optind]); return 2; }
-    if (!model || !text) { fprintf(stderr, "%s: -m MODEL and -f TEXT are required\n", CMD); return 2; }
+    if ((!model || !text) && !ko.print_config) {
+        fprintf(stderr, "%s: -m MODEL and -f TEXT are required\n", CMD);
+        return 2;
+    }
     if (ctx % 2) { fprintf(stderr, "%s: --ctx must be even\n", CMD); return 2; }
 
     struct vq_ppl_params pp = vq_ppl_params_default();
@@ -102,6 +105,7 @@ int vq_cmd_perplexity(int argc, char **argv) {
     vq_kv_opts_apply_cache(&ko, &pp.cache); /* outlier modifiers */
     char name[96];
     vq_kv_config_name_opts(&ko, &pp.cache.key, &pp.cache.value, name, sizeof name);
+    if (ko.print_config) return vq_kv_print_config(name, &pp.cache);
 
     struct vq_eval_model em;
     if (!vq_eval_model_open(CMD, model, &em)) return 1;

@@ -53,7 +53,10 @@ static void usage(FILE *f) {
         "  --configs LIST        comma-separated configs (default: all presets). A config is a\n"
         "                        preset (listed below), METHOD-B, METHOD-kBvB,\n"
         "                        KMETHOD-B:VMETHOD-B or ratequant-B; suffixes +rqB (RateQuant\n"
-        "                        keys), +fp16fNlM (fp16 first N / last M layers)\n"
+        "                        keys), +fp16fNlM (fp16 first N / last M layers), +gG +resR\n"
+        "                        +sinkN +jlM +seedS (codec options), +otK +ocN (outliers)\n"
+        "  KV options            (below) spell one more config, as `perplexity` takes them, named\n"
+        "                        by its label; with KV options and no --configs, only that one\n"
         "  -o, --out DIR         output folder (DIR/results.json; DIR/<model>/ for several models)\n"
         "  --force               rerun configs that already have results\n"
         "  -f, --file TEXT       perplexity text (default data/corpus_en.txt)\n"
@@ -64,6 +67,7 @@ static void usage(FILE *f) {
         "  -t, --threads N       threads per child (default: OpenMP default)\n"
         "  --timeout S           kill a config after S seconds (default 0 = none)\n"
         "  -h, --help            this help\n", vq_probe_n_prompts);
+    fputs("\nKV options:\n" VQ_KV_HELP, f);
     fprintf(f, "\npresets:");
     for (int i = 0; i < vq_kv_n_presets; i++)
         fprintf(f, "%s%s", i % 6 ? " " : "\n  ", vq_kv_presets[i].name);
@@ -371,6 +375,9 @@ struct sweep_opts {
     int n_configs;
     const char *dir, *text;
     int force, ctx, chunks, max_tokens, prompts, threads, timeout;
+    char *list;          /* owns the --configs tokens */
+    char extra[96];      /* the config spelled with KV options (--method ...), if any */
+    int print_config;    /* --print-kv-config */
 };
 
 static int mkdir_p(const char *path) {
@@ -658,7 +665,26 @@ static int sweep_model(const struct sweep_opts *o, const char *exe, const char *
     return 1;
 }
 
-int vq_cmd_sweep(int argc, char **argv) {
+/* The config spelled with KV options (the table of kvconfig.h, as perplexity takes them) as
+ * one more config of the sweep: its name is its label, which must parse back to the same
+ * options (results are keyed by it). 1 ok, 0 printed. */
+static int sweep_extra_config(const struct vq_kv_opts *ko, struct sweep_opts *o) {
+    struct vq_codec_params k, v;
+    if (!vq_kv_opts_resolve(CMD, ko, &k, &v)) return 0;
+    vq_kv_config_name_opts(ko, &k, &v, o->extra, sizeof o->extra);
+    struct vq_kv_opts back;
+    if (!vq_kv_opts_from_name(o->extra, &back)) {
+        fprintf(stderr, "%s: the KV options give config '%s', which a config name cannot carry "
+                "(explicit per-layer lists); use `perplexity` for it\n", CMD, o->extra);
+        return 0;
+    }
+    o->configs[o->n_configs++] = o->extra;
+    return 1;
+}
+
+/* Parse step: options, then the config list (--configs names, plus the config of any KV
+ * options; all presets when neither is given). 1 ok, 0 usage error printed, -1 help. */
+static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
     static const struct option lo[] = {
         {"model", required_argument, 0, 'm'},
         {"configs", required_argument, 0, 'L'},
@@ -672,16 +698,18 @@ int vq_cmd_sweep(int argc, char **argv) {
         {"threads", required_argument, 0, 't'},
         {"timeout", required_argument, 0, 'W'},
         {"help", no_argument, 0, 'h'},
+        VQ_KV_LONG_OPTIONS,
         {0, 0, 0, 0},
     };
-    struct sweep_opts o;
-    memset(&o, 0, sizeof o);
-    o.text = "data/corpus_en.txt";
-    o.ctx = 512;
-    o.chunks = 4;
-    o.max_tokens = 200;
-    o.prompts = 8;
-    const char *configs = "all";
+    memset(o, 0, sizeof *o);
+    o->text = "data/corpus_en.txt";
+    o->ctx = 512;
+    o->chunks = 4;
+    o->max_tokens = 200;
+    o->prompts = 8;
+    const char *configs = NULL;
+    struct vq_kv_opts ko;
+    vq_kv_opts_init(&ko);
     optind = 1;
     opterr = 0;
     int c;
@@ -689,58 +717,88 @@ int vq_cmd_sweep(int argc, char **argv) {
         int ok = 1;
         switch (c) {
         case 'm':
-            if (o.n_models == MAX_MODELS) { fprintf(stderr, "%s: at most %d models\n", CMD, MAX_MODELS); return 2; }
-            o.models[o.n_models++] = optarg;
+            if (o->n_models == MAX_MODELS) { fprintf(stderr, "%s: at most %d models\n", CMD, MAX_MODELS); return 0; }
+            o->models[o->n_models++] = optarg;
             break;
         case 'L': configs = optarg; break;
-        case 'o': o.dir = optarg; break;
-        case 'F': o.force = 1; break;
-        case 'f': o.text = optarg; break;
-        case 'c': ok = vq_opt_int(CMD, "--ctx", optarg, 4, 1 << 20, &o.ctx); break;
-        case 'C': ok = vq_opt_int(CMD, "--chunks", optarg, 0, 1 << 30, &o.chunks); break;
-        case 'T': ok = vq_opt_int(CMD, "--max-tokens", optarg, 1, 1 << 16, &o.max_tokens); break;
-        case 'P': ok = vq_opt_int(CMD, "--prompts", optarg, 1, vq_probe_n_prompts, &o.prompts); break;
-        case 't': ok = vq_opt_int(CMD, "--threads", optarg, 0, 1024, &o.threads); break;
-        case 'W': ok = vq_opt_int(CMD, "--timeout", optarg, 0, 1 << 30, &o.timeout); break;
-        case 'h': usage(stdout); return 0;
-        case ':': fprintf(stderr, "%s: %s needs a value\n", CMD, argv[optind - 1]); return 2;
-        default: fprintf(stderr, "%s: unknown option '%s'\n", CMD, argv[optind - 1]); return 2;
+        case 'o': o->dir = optarg; break;
+        case 'F': o->force = 1; break;
+        case 'f': o->text = optarg; break;
+        case 'c': ok = vq_opt_int(CMD, "--ctx", optarg, 4, 1 << 20, &o->ctx); break;
+        case 'C': ok = vq_opt_int(CMD, "--chunks", optarg, 0, 1 << 30, &o->chunks); break;
+        case 'T': ok = vq_opt_int(CMD, "--max-tokens", optarg, 1, 1 << 16, &o->max_tokens); break;
+        case 'P': ok = vq_opt_int(CMD, "--prompts", optarg, 1, vq_probe_n_prompts, &o->prompts); break;
+        case 't': ok = vq_opt_int(CMD, "--threads", optarg, 0, 1024, &o->threads); break;
+        case 'W': ok = vq_opt_int(CMD, "--timeout", optarg, 0, 1 << 30, &o->timeout); break;
+        case 'h': usage(stdout); return -1;
+        case ':': fprintf(stderr, "%s: %s needs a value\n", CMD, argv[optind - 1]); return 0;
+        case '?': fprintf(stderr, "%s: unknown option '%s'\n", CMD, argv[optind - 1]); return 0;
+        default: ok = vq_kv_opts_handle(&ko, CMD, c, optarg); break;
         }
-        if (ok != 1) return 2;
+        if (ok != 1) return 0;
     }
-    if (optind < argc) { fprintf(stderr, "%s: unexpected argument '%s'\n", CMD, argv[optind]); return 2; }
-    if (!o.n_models || !o.dir) { fprintf(stderr, "%s: -m MODEL and -o DIR are required\n", CMD); return 2; }
-    if (o.ctx % 2) { fprintf(stderr, "%s: --ctx must be even\n", CMD); return 2; }
-    if (access(o.text, R_OK) != 0) {
-        fprintf(stderr, "%s: %s: %s%s\n", CMD, o.text, strerror(errno),
-                !strcmp(o.text, "data/corpus_en.txt") ? " (run `make bench-data`)" : "");
-        return 2;
-    }
-    /* configs */
-    char *list = strdup(configs);
-    if (!list) return 1;
-    if (!strcmp(configs, "all")) {
-        for (int i = 0; i < vq_kv_n_presets; i++) o.configs[o.n_configs++] = (char *)vq_kv_presets[i].name;
-    } else {
-        for (char *tok = strtok(list, ","); tok; tok = strtok(NULL, ",")) {
-            struct vq_kv_opts ko;
-            if (!vq_kv_opts_from_name(tok, &ko)) {
+    if (optind < argc) { fprintf(stderr, "%s: unexpected argument '%s'\n", CMD, argv[optind]); return 0; }
+    o->print_config = ko.print_config;
+    if (!configs && !vq_kv_opts_given(&ko)) configs = "all";
+    if (configs && !strcmp(configs, "all")) {
+        for (int i = 0; i < vq_kv_n_presets; i++) o->configs[o->n_configs++] = (char *)vq_kv_presets[i].name;
+    } else if (configs) {
+        if (!(o->list = strdup(configs))) { fprintf(stderr, "%s: out of memory\n", CMD); return 0; }
+        for (char *tok = strtok(o->list, ","); tok; tok = strtok(NULL, ",")) {
+            struct vq_kv_opts nko;
+            if (!vq_kv_opts_from_name(tok, &nko)) {
                 fprintf(stderr, "%s: --configs: '%s' is not a preset or METHOD-B / METHOD-kBvB / "
                         "KMETHOD-B:VMETHOD-B\n", CMD, tok);
-                free(list);
-                return 2;
+                return 0;
             }
             int dup = 0;
-            for (int i = 0; i < o.n_configs; i++) dup |= !strcmp(o.configs[i], tok);
+            for (int i = 0; i < o->n_configs; i++) dup |= !strcmp(o->configs[i], tok);
             if (dup) continue;
-            if (o.n_configs == MAX_CONFIGS) { fprintf(stderr, "%s: at most %d configs\n", CMD, MAX_CONFIGS); free(list); return 2; }
-            o.configs[o.n_configs++] = tok;
+            if (o->n_configs == MAX_CONFIGS - 1) { fprintf(stderr, "%s: at most %d configs\n", CMD, MAX_CONFIGS - 1); return 0; }
+            o->configs[o->n_configs++] = tok;
         }
     }
-    if (!o.n_configs) { fprintf(stderr, "%s: --configs is empty\n", CMD); free(list); return 2; }
+    if (vq_kv_opts_given(&ko) && !sweep_extra_config(&ko, o)) return 0;
+    if (!o->n_configs) { fprintf(stderr, "%s: --configs is empty\n", CMD); return 0; }
+    if (o->print_config) return 1;
+    if (!o->n_models || !o->dir) { fprintf(stderr, "%s: -m MODEL and -o DIR are required\n", CMD); return 0; }
+    if (o->ctx % 2) { fprintf(stderr, "%s: --ctx must be even\n", CMD); return 0; }
+    if (access(o->text, R_OK) != 0) {
+        fprintf(stderr, "%s: %s: %s%s\n", CMD, o->text, strerror(errno),
+                !strcmp(o->text, "data/corpus_en.txt") ? " (run `make bench-data`)" : "");
+        return 0;
+    }
+    return 1;
+}
+
+/* --print-kv-config: every config as its children would resolve it, one JSON line each. */
+static int sweep_print_configs(const struct sweep_opts *o) {
+    for (int i = 0; i < o->n_configs; i++) {
+        struct vq_kv_opts ko;
+        struct vq_cache_params cp = vq_cache_params_default();
+        vq_kv_opts_from_name(o->configs[i], &ko);
+        if (!vq_kv_opts_resolve(CMD, &ko, &cp.key, &cp.value)) return 2;
+        vq_kv_opts_apply_cache(&ko, &cp);
+        if (vq_kv_print_config(o->configs[i], &cp)) return 1;
+    }
+    return 0;
+}
+
+int vq_cmd_sweep(int argc, char **argv) {
+    struct sweep_opts o;
+    const int pr = sweep_parse(argc, argv, &o);
+    if (pr <= 0) {
+        free(o.list);
+        return pr < 0 ? 0 : 2;
+    }
+    if (o.print_config) {
+        const int prc = sweep_print_configs(&o);
+        free(o.list);
+        return prc;
+    }
     char exe[4096];
     self_exe(exe, sizeof exe, argv[0]);
-    if (!mkdir_p(o.dir)) { fprintf(stderr, "%s: cannot create %s: %s\n", CMD, o.dir, strerror(errno)); free(list); return 1; }
+    if (!mkdir_p(o.dir)) { fprintf(stderr, "%s: cannot create %s: %s\n", CMD, o.dir, strerror(errno)); free(o.list); return 1; }
     int n_failed = 0, rc = 0;
     for (int m = 0; m < o.n_models; m++) {
         char dir[4096];
@@ -757,7 +815,7 @@ int vq_cmd_sweep(int argc, char **argv) {
         }
         if (!sweep_model(&o, exe, o.models[m], dir, &n_failed)) rc = 1;
     }
-    free(list);
+    free(o.list);
     if (n_failed) {
         fprintf(stderr, "%s: %d config(s) failed (recorded as error entries)\n", CMD, n_failed);
         rc = 1;

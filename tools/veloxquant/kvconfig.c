@@ -3,6 +3,8 @@
 
 #include <math.h>
 #include <stdio.h>
+
+#include <cjson/cJSON.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -167,8 +169,56 @@ int vq_kv_opts_handle(struct vq_kv_opts *o, const char *cmd, int code, const cha
     case VQ_KVOPT_OUTLIER_CHANNELS:
         return vq_opt_int(cmd, "--outlier-channels", arg, 0, 64, &o->n_outlier_channels);
     case VQ_KVOPT_N_CALIB: return vq_opt_int(cmd, "--n-calib-tokens", arg, 1, 1 << 20, &o->n_calib_tokens);
+    case VQ_KVOPT_PRINT_CONFIG: o->print_config = 1; return 1;
     default: return -1;
     }
+}
+
+int vq_kv_opts_given(const struct vq_kv_opts *o) {
+    struct vq_kv_opts e;
+    vq_kv_opts_init(&e);
+    e.print_config = o->print_config;
+    return memcmp(&e, o, sizeof e) != 0;   /* both fully initialised (memset in init) */
+}
+
+int vq_kv_print_config(const char *name, const struct vq_cache_params *cp) {
+    cJSON *js = cJSON_CreateObject();
+    if (!js) return 1;
+    const struct vq_codec_params *sides[2] = {&cp->key, &cp->value};
+    static const char *const pfx[2] = {"k", "v"};
+    char key[48];
+    cJSON_AddStringToObject(js, "config", name);
+    for (int s = 0; s < 2; s++) {
+        const struct vq_codec_params *p = sides[s];
+        char label[64];
+        vq_codec_params_label(p, label, sizeof label);
+#define ADD(field, val) do { snprintf(key, sizeof key, "%s_%s", pfx[s], field); \
+    cJSON_AddNumberToObject(js, key, (double)(val)); } while (0)
+        snprintf(key, sizeof key, "%s_method", pfx[s]);
+        cJSON_AddStringToObject(js, key, vq_method_name(p->method));
+        snprintf(key, sizeof key, "%s_label", pfx[s]);
+        cJSON_AddStringToObject(js, key, label);
+        ADD("bits", vq_codec_params_bits(p));
+        ADD("group_size", p->group_size);
+        ADD("residual_length", p->residual_length);
+        ADD("n_sink_tokens", p->n_sink_tokens);
+        ADD("jl_dim", p->jl_dim);
+        ADD("seed", p->seed);
+        ADD("pq_codeword_bits", p->pq_codeword_bits);
+        ADD("pq_subvec_dim", p->pq_subvec_dim);
+#undef ADD
+    }
+    cJSON_AddNumberToObject(js, "outlier_token_k", cp->outlier_token_k);
+    cJSON_AddNumberToObject(js, "n_outlier_channels", cp->n_outlier_channels);
+    cJSON_AddNumberToObject(js, "n_calib_tokens", cp->n_calib_tokens);
+    cJSON_AddNumberToObject(js, "fp16_first_layers", cp->fp16_first_layers);
+    cJSON_AddNumberToObject(js, "fp16_last_layers", cp->fp16_last_layers);
+    char *t = cJSON_PrintUnformatted(js);
+    cJSON_Delete(js);
+    if (!t) return 1;
+    printf("%s\n", t);
+    free(t);
+    return 0;
 }
 
 int vq_kv_opts_any_method(const struct vq_kv_opts *o) {
@@ -276,7 +326,10 @@ void vq_kv_config_name(const struct vq_codec_params *k, const struct vq_codec_pa
         if (!has_bits_choice(k->method)) snprintf(out, cap, "%s", kn);
         else if (kb == vb) snprintf(out, cap, "%s-%g", kn, kb);
         else snprintf(out, cap, "%s-k%gv%g", kn, kb, vb);
-        return;
+        /* a preset of that name means another config (preset "qjl" = qjl keys, kivi values) */
+        int taken = 0;
+        for (int i = 0; i < vq_kv_n_presets; i++) taken |= !strcmp(out, vq_kv_presets[i].name);
+        if (!taken) return;
     }
     snprintf(out, cap, "%s-%g:%s-%g", kn, kb, vn, vb);
 }
@@ -319,6 +372,13 @@ static int parse_suffixes(const char *s, struct vq_kv_opts *o) {
                  l >= 1 && l <= (1 << 20)) { o->n_outlier_channels = f; o->n_calib_tokens = l; }
         else if (!strncmp(t, "oc", 2) && sscanf(t, "oc%d%c", &f, &tail) == 1 && f >= 1 && f <= 64)
             o->n_outlier_channels = f;
+        else if (sscanf(t, "g%d%c", &f, &tail) == 1 && f >= 1 && f <= 1024) o->group_size = f;
+        else if (sscanf(t, "res%d%c", &f, &tail) == 1 && f >= 0 && f <= (1 << 20)) o->residual_length = f;
+        else if (sscanf(t, "sink%d%c", &f, &tail) == 1 && f >= 0 && f <= 64) o->n_sink_tokens = f;
+        else if (sscanf(t, "jl%d%c", &f, &tail) == 1 && f >= 1 && f <= (1 << 16)) o->jl_dim = f;
+        else if (!strncmp(t, "seed", 4) && t[4] >= '0' && t[4] <= '9' &&
+                 (o->seed = strtoull(t + 4, &end, 10), !*end))
+            o->has_seed = 1;
         else if (!strcmp(t, "rqv_even")) o->rq_values = VQ_RQ_VALUES_EVEN;
         else if (!strcmp(t, "rqv_off")) o->rq_values = VQ_RQ_VALUES_OFF;
         else if (sscanf(t, "rq%lf%c", &b, &tail) == 1 && b >= 1 && b <= 8) o->ratequant = b;
@@ -480,7 +540,14 @@ void vq_kv_config_name_opts(const struct vq_kv_opts *o, const struct vq_codec_pa
     if (o->fp16_first || o->fp16_last)
         n += (size_t)snprintf(base + n, n < sizeof base ? sizeof base - n : 0, "+fp16f%dl%d", o->fp16_first, o->fp16_last);
     if (o->n_k_bpl && n < sizeof base) n += (size_t)snprintf(base + n, sizeof base - n, "+kbpl");
-    if (o->n_v_bpl && n < sizeof base) snprintf(base + n, sizeof base - n, "+vbpl");
+    if (o->n_v_bpl && n < sizeof base) n += (size_t)snprintf(base + n, sizeof base - n, "+vbpl");
+    /* codec options given (the name must tell configs apart: results are keyed by it) */
+    const int co[4] = {o->group_size, o->residual_length, o->n_sink_tokens, o->jl_dim};
+    static const char *const cs[4] = {"g", "res", "sink", "jl"};
+    for (int i = 0; i < 4; i++)
+        if (co[i] >= 0 && n < sizeof base) n += (size_t)snprintf(base + n, sizeof base - n, "+%s%d", cs[i], co[i]);
+    if (o->has_seed && n < sizeof base)
+        snprintf(base + n, sizeof base - n, "+seed%llu", (unsigned long long)o->seed);
     struct vq_cache_params mp = vq_cache_params_default();
     vq_kv_opts_apply_cache(o, &mp);
     vq_kv_config_name_mod(&mp, base, sizeof base);

@@ -33,7 +33,8 @@ enum {
     VQ_KVOPT_V_BITS, VQ_KVOPT_GROUP, VQ_KVOPT_RESID, VQ_KVOPT_SINKS, VQ_KVOPT_JL, VQ_KVOPT_KV_SEED,
     VQ_KVOPT_K_BPL, VQ_KVOPT_V_BPL, VQ_KVOPT_FP16_LAYERS, VQ_KVOPT_FP16_FIRST, VQ_KVOPT_FP16_LAST,
     VQ_KVOPT_RATEQUANT, VQ_KVOPT_RQ_VALUES, VQ_KVOPT_CALIB_TOKENS,
-    VQ_KVOPT_OUTLIER_TOKENS, VQ_KVOPT_OUTLIER_CHANNELS, VQ_KVOPT_N_CALIB,
+    VQ_KVOPT_OUTLIER_TOKENS, VQ_KVOPT_OUTLIER_CHANNELS, VQ_KVOPT_N_CALIB, VQ_KVOPT_PRINT_CONFIG,
+    /* new options: add the code here, just above VQ_KVOPT_LAST */
     VQ_KVOPT_LAST
 };
 
@@ -59,7 +60,8 @@ enum {
     {"calib-tokens", required_argument, 0, VQ_KVOPT_CALIB_TOKENS},                          \
     {"outlier-tokens", required_argument, 0, VQ_KVOPT_OUTLIER_TOKENS},                      \
     {"outlier-channels", required_argument, 0, VQ_KVOPT_OUTLIER_CHANNELS},                  \
-    {"n-calib-tokens", required_argument, 0, VQ_KVOPT_N_CALIB}
+    {"n-calib-tokens", required_argument, 0, VQ_KVOPT_N_CALIB},                             \
+    {"print-kv-config", no_argument, 0, VQ_KVOPT_PRINT_CONFIG}
 
 #define VQ_KV_HELP                                                                          \
     "  --method M            KV method for keys and values (see `veloxquant methods`)\n"  \
@@ -85,7 +87,8 @@ enum {
     "                        (K and V; 0 = off; config suffix +otK, +ot = 2.5)\n"            \
     "  --outlier-channels N  int8 two-stream keys for the N largest channels (0 = off;\n"    \
     "                        turboquant_*, qjl, polar keys; config suffix +ocN)\n"           \
-    "  --n-calib-tokens T    tokens that pick the outlier channels (default 200; +ocNtT)\n"
+    "  --n-calib-tokens T    tokens that pick the outlier channels (default 200; +ocNtT)\n"    \
+    "  --print-kv-config     print the resolved KV config (JSON) and exit without running\n"
 
 #define VQ_KV_MAX_LAYERS 512
 enum { VQ_RQ_VALUES_KEYS = 0, VQ_RQ_VALUES_EVEN = 1, VQ_RQ_VALUES_OFF = 2 };
@@ -107,6 +110,7 @@ struct vq_kv_opts {
     /* outlier modifiers (cache-level) */
     float outlier_token_k;                    /* < 0 = not given */
     int n_outlier_channels, n_calib_tokens;   /* -1 = not given */
+    int print_config;                         /* --print-kv-config */
 };
 
 /* Empty option set (nothing given). */
@@ -114,6 +118,12 @@ void vq_kv_opts_init(struct vq_kv_opts *o);
 /* Handles one getopt_long code of the family; returns 1 on success, 0 on a bad value (message
  * printed as "<cmd>: --opt: reason"), -1 if the code is not one of the family. */
 int vq_kv_opts_handle(struct vq_kv_opts *o, const char *cmd, int code, const char *arg);
+/* 1 if any option of the family that changes the config was given (not --print-kv-config). */
+int vq_kv_opts_given(const struct vq_kv_opts *o);
+/* Prints the resolved config cp (key / value codec params, cache modifiers) under label name
+ * as one JSON object on stdout (--print-kv-config); every command prints the same fields for
+ * the same options. Returns 0 (the exit code), 1 if out of memory. */
+int vq_kv_print_config(const char *name, const struct vq_cache_params *cp);
 /* 1 if any method option (--method, --k-method, --v-method) was given. */
 int vq_kv_opts_any_method(const struct vq_kv_opts *o);
 /* Default bits of a method when --bits is not given: the codec's trait
@@ -147,8 +157,10 @@ void vq_kv_config_name_mod(const struct vq_cache_params *cp, char *out, size_t c
 
 /* Label including the per-layer options of o: "ratequant-2.5" (turboquant_mse keys with
  * --ratequant, values following), else the base label with suffixes "+rq2.5",
- * "+kbpl" / "+vbpl" (explicit lists), "+fp16f1l1" (fp16 edge layers), then the outlier
- * modifiers "+ot[K]", "+ocN[tT]" (vq_kv_config_name_mod). */
+ * "+kbpl" / "+vbpl" (explicit lists), "+fp16f1l1" (fp16 edge layers), then the codec options given
+ * "+gG" (--group-size), "+resR" (--residual-length), "+sinkN" (--n-sink-tokens), "+jlM"
+ * (--jl-dim), "+seedS" (--kv-seed), then the outlier modifiers "+ot[K]", "+ocN[tT]"
+ * (vq_kv_config_name_mod). */
 void vq_kv_config_name_opts(const struct vq_kv_opts *o, const struct vq_codec_params *k,
                             const struct vq_codec_params *v, char *out, size_t cap);
 
@@ -193,7 +205,8 @@ extern const int vq_kv_n_presets;
 
 /* Parses a config name into options: a preset name, "METHOD", "METHOD-B", "METHOD-kBvB'",
  * or "KMETHOD-B:VMETHOD-B", with optional "+..." suffixes of vq_kv_config_name_opts ("+rqB",
- * "+fp16fAlB", outlier modifiers "+ot", "+ot<K>", "+oc<N>", "+oc<N>t<T>"). The "+kbpl" /
+ * "+fp16fAlB", codec options "+gG", "+resR", "+sinkN", "+jlM", "+seedS", outlier modifiers
+ * "+ot", "+ot<K>", "+oc<N>", "+oc<N>t<T>"). The "+kbpl" /
  * "+vbpl" suffixes of explicit per-layer lists are display-only (a name cannot carry the list)
  * and are refused here. Only the syntax and method names are checked (bits ranges are
  * checked when codecs are created). Returns 1 on success, 0 on a bad name. */

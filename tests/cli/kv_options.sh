@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# CLI test of the one KV-option table (tools/veloxquant/kvconfig.h): generate, perplexity, sweep
+# and bench resolve the same KV config from the same options, with every method's default bits
+# taken from its codec traits (`methods --json` default_bits). Uses --print-kv-config, which
+# prints the resolved config and exits before any model is loaded (no model needed).
+set -u
+VQ="$1"
+fail=0; pass=0
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+OUT="$TMP/out"; ERR="$TMP/err"
+. "$(dirname "$0")/lib.sh"
+
+expect_exit 0 "$VQ" methods --json
+cp "$OUT" "$TMP/methods.json"
+methods=$(python3 -c 'import json,sys; print(" ".join(m["name"] for m in json.load(open(sys.argv[1])) if m["implemented"] and "default_bits" in m))' "$TMP/methods.json")
+[ "$(echo $methods | wc -w)" -ge 11 ] && ok || bad "methods --json lists the built codecs with traits: $methods"
+
+# same_config LABEL ARGS...: generate, perplexity, sweep (options) and bench print the same JSON
+same_config() {
+    local label=$1; shift
+    local c
+    for c in generate perplexity sweep bench; do
+        expect_exit 0 "$VQ" $c "$@" --print-kv-config
+        cp "$OUT" "$TMP/$c.json"
+    done
+    for c in perplexity sweep bench; do
+        cmp -s "$TMP/generate.json" "$TMP/$c.json" && ok || {
+            bad "$label: generate and $c resolve different KV configs"; cat "$TMP/generate.json" "$TMP/$c.json" >&2; }
+    done
+}
+
+for m in $methods; do
+    same_config "$m defaults" --method "$m"
+    # the default is the codec's trait
+    python3 - "$TMP/generate.json" "$TMP/methods.json" "$m" <<'PY' && ok || bad "$m: default bits differ from its trait"
+import json, sys
+c = json.load(open(sys.argv[1])); m = sys.argv[3]
+t = next(x for x in json.load(open(sys.argv[2])) if x["name"] == m)
+assert c["k_method"] == m and c["v_method"] == m, c
+assert c["k_bits"] == t["default_bits"] and c["v_bits"] == t["default_bits"], (c, t)
+PY
+    # its label names the same config in `sweep --configs` (results are keyed by it)
+    label=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["config"])' "$TMP/generate.json")
+    expect_exit 0 "$VQ" sweep --configs "$label" --print-kv-config
+    cmp -s "$TMP/generate.json" "$OUT" && ok || bad "$m: sweep --configs $label differs from --method $m"
+done
+
+# every KV option works the same in every command
+same_config "kivi G64 R0" --group-size 64 --residual-length 0 --method kivi
+grep -q '"config":"kivi-2+g64+res0".*"k_group_size":64,"k_residual_length":0' "$TMP/generate.json" \
+    && ok || bad "kivi --group-size 64 --residual-length 0 resolved: $(cat "$TMP/generate.json")"
+same_config "kivi_sink" --method kivi_sink --n-sink-tokens 3 --kv-seed 7 --bits 4
+same_config "asym" --k-method turboquant_prod --k-bits 4 --v-method kivi --jl-dim 64
+same_config "outliers" --method turboquant_mse --bits 3 --outlier-tokens 2 --outlier-channels 4 --n-calib-tokens 100
+same_config "fp16 edges" --method turboquant_mse --keep-fp16-first 1 --keep-fp16-last 2
+# VecInfer 1.5 bits: codebook shape (12, 8) from --bits 1.5 and from the sweep preset
+same_config "vecinfer 1.5" --method vecinfer --bits 1.5
+grep -q '"config":"vecinfer-1.5".*"k_bits":1.5.*"k_pq_codeword_bits":12,"k_pq_subvec_dim":8' "$TMP/generate.json" \
+    && ok || bad "vecinfer --bits 1.5 resolved: $(cat "$TMP/generate.json")"
+expect_exit 0 "$VQ" sweep --configs vecinfer-1.5 --print-kv-config
+cmp -s "$TMP/generate.json" "$OUT" && ok || bad "sweep preset vecinfer-1.5 differs from --bits 1.5"
+# a config name round-trips: sweep --configs LABEL equals the options that made LABEL
+expect_exit 0 "$VQ" sweep --configs "kivi-2+g64+res0" --print-kv-config
+grep -q '"k_group_size":64,"k_residual_length":0' "$OUT" && ok || bad "kivi-2+g64+res0 round trip"
+
+# the same refusals everywhere: a half width only where a codec takes one, not a number
+for c in generate perplexity sweep bench; do
+    expect_exit 2 "$VQ" $c --method kivi --bits 1.5 --print-kv-config
+    grep -q "kivi accepts 2..4" "$ERR" && ok || bad "$c: message for kivi --bits 1.5"
+    expect_exit 2 "$VQ" $c --method vecinfer --bits 1.25 --print-kv-config
+    expect_exit 2 "$VQ" $c --group-size x --print-kv-config
+done
+echo "kv_options: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
