@@ -33,6 +33,10 @@ vq_status vq_kmeans(const float *x, int64_t n, int dim, int k, int iters, uint64
 /* Index of the nearest of k centroids (k, dim) to p, given precomputed squared norms cn (k):
  * argmin_i cn[i] - 2 <p, c_i> (lowest index on ties). Thread-safe. */
 int vq_nearest_centroid(const float *p, const float *centroids, const float *cn, int k, int dim);
+/* The same index from the transposed centroids ct (dim, k): identical result (dot products
+ * summed over j in the same order, same tie rule), in blocks the compiler vectorises. Used by
+ * vq_kmeans. Thread-safe. */
+int vq_nearest_centroid_t(const float *p, const float *ct, const float *cn, int k, int dim);
 
 /* ---- eigendecomposition / PCA -------------------------------------------------------------- */
 

@@ -50,6 +50,40 @@ TEST(kmeans_planted_clusters) {
     ASSERT_GE(found, 5);
 }
 
+/* The transposed, blocked nearest-centroid search of vq_kmeans returns exactly the scalar
+ * reference's index: random points and codebooks of odd and block-edge sizes, and exact ties
+ * (duplicated centroids: the lowest index wins in both). */
+TEST(nearest_centroid_transposed_matches_ref) {
+    static const int ks[] = {1, 7, 63, 64, 65, 200, 4096};
+    static const int dims[] = {1, 3, 8, 16};
+    vq_rng rng;
+    vq_rng_seed(&rng, 7);
+    for (size_t a = 0; a < sizeof ks / sizeof ks[0]; a++) {
+        for (size_t b = 0; b < sizeof dims / sizeof dims[0]; b++) {
+            const int k = ks[a], dim = dims[b];
+            float *c = malloc(sizeof(float) * (size_t)k * dim), *ct = malloc(sizeof(float) * (size_t)k * dim);
+            float *cn = malloc(sizeof(float) * (size_t)k), p[16];
+            for (int i = 0; i < k * dim; i++) c[i] = (float)vq_rng_normal(&rng);
+            for (int i = 1; i < k; i += 5)   /* duplicates: ties */
+                memcpy(c + (size_t)i * dim, c + (size_t)(i - 1) * dim, sizeof(float) * (size_t)dim);
+            for (int i = 0; i < k; i++) {
+                float s = 0.0f;
+                for (int j = 0; j < dim; j++) s += c[i * dim + j] * c[i * dim + j];
+                cn[i] = s;
+                for (int j = 0; j < dim; j++) ct[(size_t)j * k + i] = c[i * dim + j];
+            }
+            int mism = 0;
+            for (int t = 0; t < 200; t++) {
+                for (int j = 0; j < dim; j++)
+                    p[j] = t % 3 ? (float)vq_rng_normal(&rng) : c[(t % k) * dim + j];   /* on a centroid */
+                mism += vq_nearest_centroid_t(p, ct, cn, k, dim) != vq_nearest_centroid(p, c, cn, k, dim);
+            }
+            ASSERT_EQ_INT(mism, 0);
+            free(c); free(ct); free(cn);
+        }
+    }
+}
+
 TEST(kmeans_reseeds_empty_and_validates) {
     /* 40 points, only 11 distinct, k = 12: some cluster is necessarily empty after the first
      * assignment and must be reseeded; every distinct point still ends up a centroid */
@@ -281,6 +315,7 @@ TEST(fit_vecinfer_and_sensitivity) {
 
 int main(void) {
     RUN(kmeans_planted_clusters);
+    RUN(nearest_centroid_transposed_matches_ref);
     RUN(kmeans_reseeds_empty_and_validates);
     RUN(jacobi_known_covariance);
     RUN(fit_spectral_recovers_subspace);
