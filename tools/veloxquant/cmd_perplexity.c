@@ -186,8 +186,8 @@ int vq_cmd_perplexity(int argc, char **argv) {
         cJSON_AddStringToObject(o, "config", name);
         cJSON_AddStringToObject(o, "k_method", vq_method_name(pp.cache.key.method));
         cJSON_AddStringToObject(o, "v_method", vq_method_name(pp.cache.value.method));
-        cJSON_AddNumberToObject(o, "k_bits", pp.cache.key.bits);
-        cJSON_AddNumberToObject(o, "v_bits", pp.cache.value.bits);
+        cJSON_AddNumberToObject(o, "k_bits", vq_codec_params_bits(&pp.cache.key));
+        cJSON_AddNumberToObject(o, "v_bits", vq_codec_params_bits(&pp.cache.value));
         if (kl.k_bits || kl.v_bits || pp.cache.fp16_first_layers || pp.cache.fp16_last_layers) {
             /* per layer: the bits each layer stores (16 on fp16 edge layers) */
             cJSON *kb = cJSON_AddArrayToObject(o, "k_bits_per_layer"), *vb = cJSON_AddArrayToObject(o, "v_bits_per_layer");
