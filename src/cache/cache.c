@@ -290,8 +290,8 @@ static vq_codec *get_codec(struct vq_cache *c, const struct vq_codec_params *q, 
 /* 1 if every token of the side is a plain fp16 row at pages[t / page_tokens] + (t % page_tokens)
  * * head_dim: the fp16 codec with no window, sinks, outlier copies / channels or centering. */
 static int plain_f16(const struct vq_side *sd) {
-    return (vq_method_flags(sd->codec->p.method) & VQ_METHOD_F_FP16_ROWS) && sd->mode == WIN_NONE && !sd->use_sinks &&
-           !sd->use_ot && sd->n_oc == 0 && !sd->mu && sd->bt == 1;
+    return (vq_method_flags(sd->codec->p.method) & VQ_METHOD_F_FP16_ROWS) && sd->mode == WIN_NONE &&
+           !sd->use_sinks && !sd->use_ot && sd->n_oc == 0 && !sd->mu && sd->bt == 1;
 }
 
 /* Fills one side (K or V) of a layer; allocates the per-head stream array and windows.
