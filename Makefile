@@ -2,6 +2,9 @@
 BUILD ?= build
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
+# Models fetched by `make models` (scripts/fetch_models.sh names): the default model and
+# Gemma 3 270M, both golden-tested by `make test`.
+MODELS ?= smollm2 gemma3-270m
 
 .PHONY: all deps models bench-data test test-asan test-tsan demo bench install clean fuzz format \
         format-check
@@ -16,14 +19,14 @@ deps:
 	bash scripts/install_deps.sh
 
 models:
-	bash scripts/fetch_models.sh
+	bash scripts/fetch_models.sh $(MODELS)
 
 # English prose for perplexity (data/corpus_en.txt, sha256-pinned) from python3.11-doc.
 bench-data:
 	python3 scripts/extract_corpus.py
 
-# Installs packages, fetches the default model, extracts the corpus, builds, runs the whole suite,
-# then the sanitizer builds: gcc with ASan + UBSan, clang with TSan (the threaded tests).
+# Installs packages, fetches the models ($(MODELS)), extracts the corpus, builds, runs the whole
+# suite, then the sanitizer builds: gcc with ASan + UBSan, clang with TSan (the threaded tests).
 test: deps models bench-data all
 	cd $(BUILD) && ctest --output-on-failure -j 2
 	$(MAKE) test-asan
@@ -67,7 +70,8 @@ format:
 format-check:
 	clang-format --dry-run --Werror $(FORMAT_FILES)
 
-demo: deps models all
+demo: deps all
+	bash scripts/fetch_models.sh smollm2
 	bash scripts/demo.sh $(BUILD)/veloxquant
 
 bench: all

