@@ -222,19 +222,28 @@ void vq_quantize_row_q8a_ref(const float *x, void *y, int64_t n) {
     }
 }
 
+/* ggml's quantize_row_q8_K_ref: the scale comes from the first element of largest magnitude
+ * with its sign (iscale = -127 / max, d = 1 / iscale), so the codes carry the opposite sign of
+ * that element; an all-zero block gets d = 0. */
 void vq_quantize_row_q8_K_ref(const float *x, void *y, int64_t n) {
     vq_block_q8_K *b = y;
     for (int64_t i = 0; i < n / VQ_QK_K; i++, x += VQ_QK_K) {
-        float amax = 0;
-        for (int j = 0; j < VQ_QK_K; j++) amax = fmaxf(amax, fabsf(x[j]));
-        float d = amax / 127.0f, id = d > 0 ? 1.0f / d : 0.0f;
-        for (int j = 0; j < VQ_QK_K; j++) b[i].qs[j] = (int8_t)nearest_int(x[j] * id);
+        float amax = 0, max = 0;
+        for (int j = 0; j < VQ_QK_K; j++)
+            if (fabsf(x[j]) > amax) { amax = fabsf(x[j]); max = x[j]; }
+        memset(&b[i], 0, sizeof b[i]);
+        if (amax == 0) continue;
+        const float iscale = -127.0f / max;
+        for (int j = 0; j < VQ_QK_K; j++) {
+            int v = nearest_int(iscale * x[j]);
+            b[i].qs[j] = (int8_t)(v < 127 ? v : 127);
+        }
         for (int g = 0; g < 16; g++) {
             int s = 0;
             for (int j = 0; j < 16; j++) s += b[i].qs[16 * g + j];
             b[i].bsums[g] = (int16_t)s;
         }
-        b[i].d = d;
+        b[i].d = 1 / iscale;
     }
 }
 
@@ -352,17 +361,36 @@ float vq_vec_dot_bf16_f32_ref(int64_t n, const void *w, const void *a) {
     return (float)s;
 }
 
+/* ggml's x86 float order for the legacy 32-element types (ggml_vec_dot_q4_0/q5_0/q8_0_q8_0 with
+ * AVX2, the same per output in tinyBLAS's batched Q0 kernel): per block, 8 int32 lanes of the 4
+ * products of elements 4k..4k+3, lane k = fma(d_w * d_a, lane sum, lane k) in block order; the
+ * lanes are summed at the end by hsum8_ref. w holds the block's 32 signed weights. */
+static inline void lanes8_block(const int8_t *w, const int8_t *a, float dd, float acc[8]) {
+    for (int k = 0; k < 8; k++) {
+        int l = 0;
+        for (int j = 4 * k; j < 4 * k + 4; j++) l += w[j] * a[j];
+        acc[k] = fmaf(dd, (float)l, acc[k]);
+    }
+}
+
+/* ggml's hsum_float_8: high + low halves, then (0 + 2) + (1 + 3). */
+static inline float hsum8_ref(const float acc[8]) {
+    return ((acc[4] + acc[0]) + (acc[6] + acc[2])) + ((acc[5] + acc[1]) + (acc[7] + acc[3]));
+}
+
 float vq_vec_dot_q4_0_q8a_ref(int64_t n, const void *w, const void *a) {
     const vq_block_q4_0 *x = w;
     const vq_block_q8a *y = a;
-    float s = 0;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int64_t i = 0; i < n / 32; i++) {
-        int sum = 0;
-        for (int j = 0; j < 16; j++)
-            sum += ((x[i].qs[j] & 15) - 8) * y[i].qs[j] + ((x[i].qs[j] >> 4) - 8) * y[i].qs[j + 16];
-        s += vq_ggml_h2f(x[i].d) * y[i].d * (float)sum;
+        int8_t q[32];
+        for (int j = 0; j < 16; j++) {
+            q[j] = (int8_t)((x[i].qs[j] & 15) - 8);
+            q[j + 16] = (int8_t)((x[i].qs[j] >> 4) - 8);
+        }
+        lanes8_block(q, y[i].qs, vq_ggml_h2f(x[i].d) * y[i].d, acc);
     }
-    return s;
+    return hsum8_ref(acc);
 }
 
 /* In ggml's x86 operation order (ggml_vec_dot_q4_1_q8_1): 8 lanes of 4 integer products per
@@ -373,34 +401,31 @@ float vq_vec_dot_q4_1_q8a_ref(int64_t n, const void *w, const void *a) {
     const vq_block_q8a *y = a;
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0}, summs = 0;
     for (int64_t i = 0; i < n / 32; i++) {
-        const float dd = vq_ggml_h2f(x[i].d) * y[i].d;
-        summs = fmaf(vq_ggml_h2f(x[i].m), y[i].s, summs);
-        for (int k = 0; k < 8; k++) {
-            int l = 0;
-            for (int j = 4 * k; j < 4 * k + 4; j++)
-                l += (j < 16 ? (x[i].qs[j] & 15) : (x[i].qs[j - 16] >> 4)) * y[i].qs[j];
-            acc[k] = fmaf(dd, (float)l, acc[k]);
+        int8_t q[32];
+        for (int j = 0; j < 16; j++) {
+            q[j] = (int8_t)(x[i].qs[j] & 15);
+            q[j + 16] = (int8_t)(x[i].qs[j] >> 4);
         }
+        summs = fmaf(vq_ggml_h2f(x[i].m), y[i].s, summs);
+        lanes8_block(q, y[i].qs, vq_ggml_h2f(x[i].d) * y[i].d, acc);
     }
-    const float r0 = (acc[4] + acc[0]) + (acc[6] + acc[2]), r1 = (acc[5] + acc[1]) + (acc[7] + acc[3]);
-    return r0 + r1 + summs;
+    return hsum8_ref(acc) + summs;
 }
 
 float vq_vec_dot_q5_0_q8a_ref(int64_t n, const void *w, const void *a) {
     const vq_block_q5_0 *x = w;
     const vq_block_q8a *y = a;
-    float s = 0;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int64_t i = 0; i < n / 32; i++) {
         uint32_t qh = rd32(x[i].qh);
-        int sum = 0;
+        int8_t q[32];
         for (int j = 0; j < 16; j++) {
-            int lo = (x[i].qs[j] & 15) | (int)(((qh >> j) & 1) << 4);
-            int hi = (x[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4);
-            sum += (lo - 16) * y[i].qs[j] + (hi - 16) * y[i].qs[j + 16];
+            q[j] = (int8_t)(((x[i].qs[j] & 15) | (int)(((qh >> j) & 1) << 4)) - 16);
+            q[j + 16] = (int8_t)(((x[i].qs[j] >> 4) | (int)(((qh >> (j + 16)) & 1) << 4)) - 16);
         }
-        s += vq_ggml_h2f(x[i].d) * y[i].d * (float)sum;
+        lanes8_block(q, y[i].qs, vq_ggml_h2f(x[i].d) * y[i].d, acc);
     }
-    return s;
+    return hsum8_ref(acc);
 }
 
 float vq_vec_dot_q5_1_q8a_ref(int64_t n, const void *w, const void *a) {
@@ -423,35 +448,38 @@ float vq_vec_dot_q5_1_q8a_ref(int64_t n, const void *w, const void *a) {
 float vq_vec_dot_q8_0_q8a_ref(int64_t n, const void *w, const void *a) {
     const vq_block_q8_0 *x = w;
     const vq_block_q8a *y = a;
-    float s = 0;
-    for (int64_t i = 0; i < n / 32; i++) {
-        int sum = 0;
-        for (int j = 0; j < 32; j++) sum += x[i].qs[j] * y[i].qs[j];
-        s += vq_ggml_h2f(x[i].d) * y[i].d * (float)sum;
-    }
-    return s;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    for (int64_t i = 0; i < n / 32; i++)
+        lanes8_block(x[i].qs, y[i].qs, vq_ggml_h2f(x[i].d) * y[i].d, acc);
+    return hsum8_ref(acc);
 }
 
+/* In the order of ggml's x86 Q4_K kernels for weights repacked 8 rows at a time (llama.cpp's
+ * CPU_REPACK buffers, used for every Q4_K matrix whose row count is a multiple of 8 on AVX2
+ * CPUs: ggml_gemv/gemm_q4_K_8x8_q8_K): per super-block the exact integer sums of scale x dot
+ * and min x block sum, each chained by fma with (d_w * d_a) resp. (dmin_w * d_a), then the
+ * difference of the two chains. */
 float vq_vec_dot_q4_K_q8_K_ref(int64_t n, const void *w, const void *a) {
     const vq_block_q4_K *x = w;
     const vq_block_q8_K *y = a;
-    float s = 0;
+    float acc = 0, accm = 0;
     for (int64_t i = 0; i < n / VQ_QK_K; i++) {
         int sumq = 0, summ = 0;
         for (int sb = 0; sb < 8; sb++) {
             uint8_t sc, m;
             get_scale_min_k4(sb, x[i].scales, &sc, &m);
-            int p = sb / 2, hi = sb & 1, acc = 0;
+            int p = sb / 2, hi = sb & 1, dot = 0;
             for (int l = 0; l < 32; l++) {
                 int q = hi ? (x[i].qs[32 * p + l] >> 4) : (x[i].qs[32 * p + l] & 15);
-                acc += q * y[i].qs[32 * sb + l];
+                dot += q * y[i].qs[32 * sb + l];
             }
-            sumq += sc * acc;
+            sumq += sc * dot;
             summ += m * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
         }
-        s += y[i].d * (vq_ggml_h2f(x[i].d) * (float)sumq - vq_ggml_h2f(x[i].dmin) * (float)summ);
+        acc = fmaf((float)sumq, vq_ggml_h2f(x[i].d) * y[i].d, acc);
+        accm = fmaf((float)summ, vq_ggml_h2f(x[i].dmin) * y[i].d, accm);
     }
-    return s;
+    return acc - accm;
 }
 
 float vq_vec_dot_q5_K_q8_K_ref(int64_t n, const void *w, const void *a) {
@@ -477,27 +505,51 @@ float vq_vec_dot_q5_K_q8_K_ref(int64_t n, const void *w, const void *a) {
     return s;
 }
 
+/* In the order of ggml_vec_dot_q6_K_q8_K (x86 AVX2): per super-block 8 int32 lanes, lane k
+ * holding scale x (unsigned 6-bit q) x a over elements e with (e mod 32) / 4 == k, minus
+ * 32 x (scale x block sum) of the 16-element blocks 2k and 2k+1; lane k = fma(d_a * d_w,
+ * lane, lane k) over super-blocks; hsum8_ref at the end. */
 float vq_vec_dot_q6_K_q8_K_ref(int64_t n, const void *w, const void *a) {
     const vq_block_q6_K *x = w;
     const vq_block_q8_K *y = a;
-    float s = 0;
+    float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     for (int64_t i = 0; i < n / VQ_QK_K; i++) {
-        int sum = 0;
-        for (int sb = 0; sb < 16; sb++) {
-            int acc = 0;
-            for (int k = 0; k < 16; k++) {
-                int e = 16 * sb + k;
-                int h = e / 128, g = (e % 128) / 32, l = e % 32;
-                int ql = x[i].ql[64 * h + 32 * (g & 1) + l];
-                int low4 = g < 2 ? (ql & 15) : (ql >> 4);
-                int hi2 = (x[i].qh[32 * h + l] >> (2 * g)) & 3;
-                acc += ((low4 | (hi2 << 4)) - 32) * y[i].qs[e];
-            }
-            sum += x[i].scales[sb] * acc;
+        int lane[8];
+        for (int k = 0; k < 8; k++)
+            lane[k] = -32 * (x[i].scales[2 * k] * y[i].bsums[2 * k] +
+                             x[i].scales[2 * k + 1] * y[i].bsums[2 * k + 1]);
+        for (int e = 0; e < VQ_QK_K; e++) {
+            int h = e / 128, g = (e % 128) / 32, l = e % 32;
+            int ql = x[i].ql[64 * h + 32 * (g & 1) + l];
+            int low4 = g < 2 ? (ql & 15) : (ql >> 4);
+            int hi2 = (x[i].qh[32 * h + l] >> (2 * g)) & 3;
+            lane[l / 4] += x[i].scales[e / 16] * (low4 | (hi2 << 4)) * y[i].qs[e];
         }
-        s += y[i].d * vq_ggml_h2f(x[i].d) * (float)sum;
+        const float d = y[i].d * vq_ggml_h2f(x[i].d);
+        for (int k = 0; k < 8; k++) acc[k] = fmaf(d, (float)lane[k], acc[k]);
     }
-    return s;
+    return hsum8_ref(acc);
+}
+
+/* ---- GELU (ggml's fp16 table) --------------------------------------------------------- */
+
+void vq_ggml_gelu_table_init(uint16_t *table) {
+    const float coef_a = 0.044715f, sqrt_2_over_pi = 0.79788456080286535587989211986876f;
+    for (uint32_t h = 0; h < 65536; h++) {
+        const float x = vq_ggml_h2f((vq_half)h);
+        /* gcc contracts 1 + (a x) x into one fma in ggml's -march=native build */
+        const float y = 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * fmaf(coef_a * x, x, 1.0f)));
+        table[h] = vq_ggml_f2h(y);
+    }
+}
+
+void vq_ggml_geglu_ref(const uint16_t *table, float *g, const float *u, int64_t n) {
+    for (int64_t i = 0; i < n; i++) {
+        const float x = g[i];
+        if (x <= -10.0f) g[i] = 0.0f;
+        else if (x >= 10.0f) g[i] = x * u[i];
+        else g[i] = vq_ggml_h2f(table[vq_ggml_f2h(x)]) * u[i];
+    }
 }
 
 /* ---- tables -------------------------------------------------------------------------- */
@@ -555,7 +607,7 @@ static const struct vq_ggml_kernels g_avx2[] = {
     K_(VQ_GGML_BF16, VQ_ACT_F32, vq_dequantize_row_bf16_ref, vq_vec_dot_bf16_f32_avx2),
     K4_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx2, vq_vec_dot4_q4_0_q8a_avx2),
     K4_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx2, vq_vec_dot4_q4_1_q8a_avx2),
-    K_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2),
+    K4_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2, vq_vec_dot4_q5_0_q8a_avx2),
     K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_avx2),
     K4_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2, vq_vec_dot4_q8_0_q8a_avx2),
     K_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2),
@@ -567,11 +619,11 @@ static const struct vq_ggml_kernels g_avx512[] = {
     K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_avx512),
     K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_avx2),
     K_(VQ_GGML_BF16, VQ_ACT_F32, vq_dequantize_row_bf16_ref, vq_vec_dot_bf16_f32_avx2),
-    K4_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx512, vq_vec_dot4_q4_0_q8a_avx512),
+    K4_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx2, vq_vec_dot4_q4_0_q8a_avx2),
     K4_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx512, vq_vec_dot4_q4_1_q8a_avx512),
-    K_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2),
+    K4_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2, vq_vec_dot4_q5_0_q8a_avx2),
     K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_avx2),
-    K4_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx512, vq_vec_dot4_q8_0_q8a_avx512),
+    K4_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2, vq_vec_dot4_q8_0_q8a_avx2),
     K_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2),
     K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref),
     K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2),

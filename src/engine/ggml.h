@@ -170,6 +170,13 @@ struct vq_ggml_nn_kernels {
 /* The kernels for isa (AUTO: vq_ggml_isa_default(); an unavailable ISA falls back to scalar).
  * Static table, thread-safe. */
 const struct vq_ggml_nn_kernels *vq_ggml_nn_kernels(enum vq_isa isa);
+/* ggml's GELU table (GGML_GELU_FP16): table[h] = fp16(gelu(h2f(h))) for every fp16 bit
+ * pattern h, gelu(x) = 0.5 x (1 + tanhf(sqrt(2/pi) x (1 + 0.044715 x^2))) with the one FMA gcc
+ * forms in ggml's build. table holds 65536 entries (caller-owned). Thread-safe. */
+void vq_ggml_gelu_table_init(uint16_t *table);
+/* g[i] = gelu(g[i]) * u[i] for one row of n values as ggml_vec_geglu_f32 computes it: 0 for
+ * g <= -10, g * u for g >= 10, else h2f(table[f2h(g)]) * u. Thread-safe. */
+void vq_ggml_geglu_ref(const uint16_t *table, float *g, const float *u, int64_t n);
 void vq_ggml_swiglu_ref(float *g, const float *u, int64_t n);
 void vq_ggml_swiglu_avx2(float *g, const float *u, int64_t n);
 void vq_ggml_swiglu_avx512(float *g, const float *u, int64_t n);
@@ -221,13 +228,10 @@ float vq_vec_dot_q6_K_q8_K_avx2(int64_t n, const void *w, const void *a);
 void vq_vec_dot4_q4_1_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
 void vq_vec_dot4_q8_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
 void vq_vec_dot4_q4_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
+void vq_vec_dot4_q5_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
 void vq_vec_dot4_q4_1_q8a_avx512(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
-void vq_vec_dot4_q8_0_q8a_avx512(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
-void vq_vec_dot4_q4_0_q8a_avx512(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
 float vq_vec_dot_f32_f32_avx512(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q4_1_q8a_avx512(int64_t n, const void *w, const void *a);
-float vq_vec_dot_q8_0_q8a_avx512(int64_t n, const void *w, const void *a);
-float vq_vec_dot_q4_0_q8a_avx512(int64_t n, const void *w, const void *a);
 
 
 /* Matrix product out[t * ld_out + r] = dot(W row r, act row t) for r < n_rows, t < n_tok.

@@ -1,6 +1,7 @@
 /*
  * ggml_avx2.c — AVX2/FMA/F16C dot-product kernels for ggml weight rows (see ggml.h).
- * Each matches its scalar _ref twin up to float summation order (tests/unit/test_ggml_types.c).
+ * Q4_0, Q4_1, Q5_0, Q8_0, Q4_K and Q6_K follow ggml's x86 float order and are bit-identical to
+ * their scalar _ref twins (tests/unit/test_ggml_types.c); the others match up to summation order.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -108,13 +109,18 @@ float vq_vec_dot_q4_1_q8a_avx2(int64_t n, const void *w, const void *a) {
     return hsum256(acc) + summ;
 }
 
+/* The 32 signed weights (q - 16) of a Q5_0 block as bytes. */
+static inline __m256i q5_0_signed(const vq_block_q5_0 *b) {
+    const __m256i hb = _mm256_and_si256(bytes_from_bits32(b->qh), _mm256_set1_epi8(16));
+    return _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(b->qs), hb), _mm256_set1_epi8(16));
+}
+
 float vq_vec_dot_q5_0_q8a_avx2(int64_t n, const void *w, const void *a) {
     const vq_block_q5_0 *x = w;
     const vq_block_q8a *y = a;
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / 32; i++) {
-        __m256i hb = _mm256_and_si256(bytes_from_bits32(x[i].qh), _mm256_set1_epi8(16));
-        __m256i q = _mm256_sub_epi8(_mm256_or_si256(unpack_nibbles(x[i].qs), hb), _mm256_set1_epi8(16));
+        __m256i q = q5_0_signed(&x[i]);
         __m256i qa = _mm256_loadu_si256((const __m256i *)y[i].qs);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), dot_s8s8(q, qa), acc);
     }
@@ -158,7 +164,7 @@ static inline int hsum_i32(__m256i v) {
 float vq_vec_dot_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a) {
     const vq_block_q4_K *x = w;
     const vq_block_q8_K *y = a;
-    float s = 0;
+    float acc = 0, accm = 0;
     for (int64_t i = 0; i < n / VQ_QK_K; i++) {
         const uint8_t *q = x[i].scales;
         int sc[8], m[8];
@@ -181,39 +187,46 @@ float vq_vec_dot_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a) {
         }
         int summ = 0;
         for (int sb = 0; sb < 8; sb++) summ += m[sb] * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
-        s += y[i].d * (_cvtsh_ss(x[i].d) * (float)hsum_i32(sumi) - _cvtsh_ss(x[i].dmin) * (float)summ);
+        /* the float steps of ggml's repacked Q4_K kernels (see the _ref twin) */
+        acc = fmaf((float)hsum_i32(sumi), _cvtsh_ss(x[i].d) * y[i].d, acc);
+        accm = fmaf((float)summ, _cvtsh_ss(x[i].dmin) * y[i].d, accm);
     }
-    return s;
+    return acc - accm;
 }
 
+/* ggml_vec_dot_q6_K_q8_K's AVX2 sequence: unsigned 6-bit codes x activations per 32-element
+ * group, times the group's two scales, 8 int32 lanes per super-block minus 32 x scale x block
+ * sums, one fma per super-block into 8 float lanes, hsum at the end (see the _ref twin). */
 float vq_vec_dot_q6_K_q8_K_avx2(int64_t n, const void *w, const void *a) {
     const vq_block_q6_K *x = w;
     const vq_block_q8_K *y = a;
-    float s = 0;
+    const __m256i m3 = _mm256_set1_epi8(3), m15 = _mm256_set1_epi8(15);
+    __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / VQ_QK_K; i++) {
-        __m256i sumi = _mm256_setzero_si256();
-        int corr = 0;
+        const __m128i sc8 = _mm_loadu_si128((const __m128i *)x[i].scales);
+        const __m256i bsums = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        const __m256i corr = _mm256_madd_epi16(bsums, _mm256_cvtepi8_epi16(sc8));
+        __m256i sumi = _mm256_sub_epi32(_mm256_setzero_si256(), _mm256_slli_epi32(corr, 5));
         for (int h = 0; h < 2; h++) {
-            __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
-            __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
-            __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
-            const __m256i m4 = _mm256_set1_epi8(15), m3 = _mm256_set1_epi8(3);
+            const __m256i ql0 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h));
+            const __m256i ql1 = _mm256_loadu_si256((const __m256i *)(x[i].ql + 64 * h + 32));
+            const __m256i qh = _mm256_loadu_si256((const __m256i *)(x[i].qh + 32 * h));
             for (int g = 0; g < 4; g++) {
-                __m256i ql = (g & 1) ? ql1 : ql0;
-                __m256i low4 = g < 2 ? _mm256_and_si256(ql, m4) : _mm256_and_si256(_mm256_srli_epi16(ql, 4), m4);
-                __m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m3);
-                __m256i q = _mm256_or_si256(low4, _mm256_slli_epi16(hi2, 4));
-                int e0 = 128 * h + 32 * g;
-                __m256i qa = _mm256_loadu_si256((const __m256i *)(y[i].qs + e0));
-                int sc0 = x[i].scales[e0 / 16], sc1 = x[i].scales[e0 / 16 + 1];
-                __m256i scv = _mm256_set_m128i(_mm_set1_epi16((short)sc1), _mm_set1_epi16((short)sc0));
-                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(_mm256_maddubs_epi16(q, qa), scv));
-                corr += sc0 * y[i].bsums[e0 / 16] + sc1 * y[i].bsums[e0 / 16 + 1];
+                const __m256i ql = (g & 1) ? ql1 : ql0;
+                const __m256i low4 = _mm256_and_si256(g < 2 ? ql : _mm256_srli_epi16(ql, 4), m15);
+                const __m256i hi2 = _mm256_and_si256(_mm256_srli_epi16(qh, 2 * g), m3);
+                const __m256i q = _mm256_or_si256(low4, _mm256_slli_epi16(hi2, 4));
+                const int e0 = 128 * h + 32 * g;
+                const __m256i qa = _mm256_loadu_si256((const __m256i *)(y[i].qs + e0));
+                const __m256i scv = _mm256_set_m128i(_mm_set1_epi16(x[i].scales[e0 / 16 + 1]),
+                                                     _mm_set1_epi16(x[i].scales[e0 / 16]));
+                sumi = _mm256_add_epi32(sumi, _mm256_madd_epi16(scv, _mm256_maddubs_epi16(q, qa)));
             }
         }
-        s += y[i].d * _cvtsh_ss(x[i].d) * (float)(hsum_i32(sumi) - 32 * corr);
+        const __m256 d = _mm256_set1_ps(y[i].d * _cvtsh_ss(x[i].d));
+        acc = _mm256_fmadd_ps(d, _mm256_cvtepi32_ps(sumi), acc);
     }
-    return s;
+    return hsum256(acc);
 }
 
 /* ---- one weight row against 4 activation rows (prefill): the weight block is unpacked
@@ -269,6 +282,15 @@ void vq_vec_dot4_q4_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a
     __m256 c[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
     for (int64_t i = 0; i < n / 32; i++)
         dot4_s8_block(_mm256_sub_epi8(unpack_nibbles(x[i].qs), _mm256_set1_epi8(8)), _cvtsh_ss(x[i].d), y, i, c);
+    for (int j = 0; j < 4; j++) out[j] = hsum256(c[j]);
+}
+
+void vq_vec_dot4_q5_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
+    const vq_block_q5_0 *x = w;
+    const vq_block_q8a *const y[4] = {arow(a, a_stride, 0), arow(a, a_stride, 1), arow(a, a_stride, 2), arow(a, a_stride, 3)};
+    __m256 c[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    for (int64_t i = 0; i < n / 32; i++)
+        dot4_s8_block(q5_0_signed(&x[i]), _cvtsh_ss(x[i].d), y, i, c);
     for (int j = 0; j < 4; j++) out[j] = hsum256(c[j]);
 }
 

@@ -1,33 +1,14 @@
 /*
- * ggml_avx512.c — AVX-512 (F/BW/DQ/VL) dot-product kernels for ggml weight rows: two 32-element
- * blocks per 512-bit register. Each matches its scalar _ref twin up to summation order.
+ * ggml_avx512.c — AVX-512 (F/BW/DQ/VL) kernels for ggml weight rows and llama.cpp's numerics.
+ * Types whose ggml x86 kernel accumulates one 32-element block per 256-bit step (Q4_0, Q4_1,
+ * Q5_0, Q8_0) keep that order here (bit-identical to the _ref twins); the AVX2 kernels serve
+ * the other quantized types.
  */
 #include <immintrin.h>
 #include <math.h>
 
 #include "engine/ggml.h"
 #include "cache/arch/x86/ggml_x86.h"
-
-static inline __m512i unpack_nibbles2(const uint8_t *qs0, const uint8_t *qs1) {
-    __m128i t0 = _mm_loadu_si128((const __m128i *)qs0), t1 = _mm_loadu_si128((const __m128i *)qs1);
-    __m256i v0 = _mm256_set_m128i(_mm_srli_epi16(t0, 4), t0);
-    __m256i v1 = _mm256_set_m128i(_mm_srli_epi16(t1, 4), t1);
-    __m512i v = _mm512_inserti64x4(_mm512_castsi256_si512(v0), v1, 1);
-    return _mm512_and_si512(v, _mm512_set1_epi8(15));
-}
-
-static inline __m512i load2(const int8_t *a0, const int8_t *a1) {
-    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a0)),
-                              _mm256_loadu_si256((const __m256i *)a1), 1);
-}
-
-static inline __m512 scale2(float d0, float d1) {
-    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_set1_ps(d0)), _mm256_set1_ps(d1), 1);
-}
-
-static inline __m512 dot_u8s8(__m512i u, __m512i s) {
-    return _mm512_cvtepi32_ps(_mm512_madd_epi16(_mm512_maddubs_epi16(u, s), _mm512_set1_epi16(1)));
-}
 
 float vq_vec_dot_f32_f32_avx512(int64_t n, const void *w, const void *a) {
     const float *x = w, *y = a;
@@ -43,29 +24,6 @@ float vq_vec_dot_f32_f32_avx512(int64_t n, const void *w, const void *a) {
         s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i), s1);
     }
     return _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
-}
-
-/* s8 x s8 products of two blocks: |q| x (a with q's sign), as the Q8_0 kernel below. */
-static inline __m512 dot_s8s8(__m512i q, __m512i qa) {
-    const __mmask64 neg = _mm512_movepi8_mask(q);
-    return dot_u8s8(_mm512_abs_epi8(q), _mm512_mask_sub_epi8(qa, neg, _mm512_setzero_si512(), qa));
-}
-
-/* Q4_0: signed weights (q - 8) as ggml; the activation's s field is not used. */
-float vq_vec_dot_q4_0_q8a_avx512(int64_t n, const void *w, const void *a) {
-    const vq_block_q4_0 *x = w;
-    const vq_block_q8a *y = a;
-    int64_t nb = n / 32, i = 0;
-    __m512 acc = _mm512_setzero_ps();
-    for (; i + 2 <= nb; i += 2) {
-        float d0 = _cvtsh_ss(x[i].d), d1 = _cvtsh_ss(x[i + 1].d);
-        __m512i q = _mm512_sub_epi8(unpack_nibbles2(x[i].qs, x[i + 1].qs), _mm512_set1_epi8(8));
-        __m512i qa = load2(y[i].qs, y[i + 1].qs);
-        acc = _mm512_fmadd_ps(scale2(d0 * y[i].d, d1 * y[i + 1].d), dot_s8s8(q, qa), acc);
-    }
-    float s = _mm512_reduce_add_ps(acc);
-    if (i < nb) s += vq_vec_dot_q4_0_q8a_avx2(32, x + i, y + i);
-    return s;
 }
 
 /* Q4_1 in ggml's operation order (ggml_vec_dot_q4_1_q8_1, x86): per block, 8 int32 lanes of
@@ -103,26 +61,6 @@ float vq_vec_dot_q4_1_q8a_avx512(int64_t n, const void *w, const void *a) {
     return hsum8_ggml(acc) + summs;
 }
 
-float vq_vec_dot_q8_0_q8a_avx512(int64_t n, const void *w, const void *a) {
-    const vq_block_q8_0 *x = w;
-    const vq_block_q8a *y = a;
-    int64_t nb = n / 32, i = 0;
-    __m512 acc = _mm512_setzero_ps();
-    for (; i + 2 <= nb; i += 2) {
-        __m512i q = load2(x[i].qs, x[i + 1].qs);
-        __m512i qa = load2(y[i].qs, y[i + 1].qs);
-        __m512i aq = _mm512_abs_epi8(q);
-        /* sign of q applied to qa: negate where q < 0, zero where q == 0 (aq = 0 then) */
-        __mmask64 neg = _mm512_movepi8_mask(q);
-        __m512i sa = _mm512_mask_sub_epi8(qa, neg, _mm512_setzero_si512(), qa);
-        __m512 d = scale2(_cvtsh_ss(x[i].d) * y[i].d, _cvtsh_ss(x[i + 1].d) * y[i + 1].d);
-        acc = _mm512_fmadd_ps(d, dot_u8s8(aq, sa), acc);
-    }
-    float s = _mm512_reduce_add_ps(acc);
-    if (i < nb) s += vq_vec_dot_q8_0_q8a_avx2(32, x + i, y + i);
-    return s;
-}
-
 /* ---- one weight row against 4 activation rows. Per row, the operation sequence is exactly
  * that of the single-row kernel above, so batched prefill and one-token decode give
  * bit-identical results. ---- */
@@ -143,50 +81,7 @@ void vq_vec_dot4_q4_1_q8a_avx512(int64_t n, const void *w, const void *a, size_t
     for (int j = 0; j < 4; j++) out[j] = hsum8_ggml(acc[j]) + summs[j];
 }
 
-void vq_vec_dot4_q4_0_q8a_avx512(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
-    const vq_block_q4_0 *x = w;
-    const vq_block_q8a *y[4] = {arow(a, a_stride, 0), arow(a, a_stride, 1), arow(a, a_stride, 2), arow(a, a_stride, 3)};
-    int64_t nb = n / 32, i = 0;
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (; i + 2 <= nb; i += 2) {
-        const __m512i q = _mm512_sub_epi8(unpack_nibbles2(x[i].qs, x[i + 1].qs), _mm512_set1_epi8(8));
-        const float d0 = _cvtsh_ss(x[i].d), d1 = _cvtsh_ss(x[i + 1].d);
-        for (int j = 0; j < 4; j++) {
-            const vq_block_q8a *yj = y[j];
-            __m512i qa = load2(yj[i].qs, yj[i + 1].qs);
-            acc[j] = _mm512_fmadd_ps(scale2(d0 * yj[i].d, d1 * yj[i + 1].d), dot_s8s8(q, qa), acc[j]);
-        }
-    }
-    for (int j = 0; j < 4; j++) {
-        float s = _mm512_reduce_add_ps(acc[j]);
-        if (i < nb) s += vq_vec_dot_q4_0_q8a_avx2(32, x + i, y[j] + i);
-        out[j] = s;
-    }
-}
 
-void vq_vec_dot4_q8_0_q8a_avx512(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
-    const vq_block_q8_0 *x = w;
-    const vq_block_q8a *y[4] = {arow(a, a_stride, 0), arow(a, a_stride, 1), arow(a, a_stride, 2), arow(a, a_stride, 3)};
-    int64_t nb = n / 32, i = 0;
-    __m512 acc[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps()};
-    for (; i + 2 <= nb; i += 2) {
-        const __m512i q = load2(x[i].qs, x[i + 1].qs);
-        const __m512i aq = _mm512_abs_epi8(q);
-        const __mmask64 neg = _mm512_movepi8_mask(q);
-        const float d0 = _cvtsh_ss(x[i].d), d1 = _cvtsh_ss(x[i + 1].d);
-        for (int j = 0; j < 4; j++) {
-            const vq_block_q8a *yj = y[j];
-            __m512i qa = load2(yj[i].qs, yj[i + 1].qs);
-            __m512i sa = _mm512_mask_sub_epi8(qa, neg, _mm512_setzero_si512(), qa);
-            acc[j] = _mm512_fmadd_ps(scale2(d0 * yj[i].d, d1 * yj[i + 1].d), dot_u8s8(aq, sa), acc[j]);
-        }
-    }
-    for (int j = 0; j < 4; j++) {
-        float s = _mm512_reduce_add_ps(acc[j]);
-        if (i < nb) s += vq_vec_dot_q8_0_q8a_avx2(32, x + i, y[j] + i);
-        out[j] = s;
-    }
-}
 
 /* ---- SwiGLU (ggml.h) with ggml_v_expf512 (cache/arch/x86/ggml_x86.h) ---- */
 
