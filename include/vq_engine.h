@@ -19,8 +19,11 @@
  *   depend on whether a prompt chunk holds one token or more.
  *   Architectures: "llama" (SmolLM2, Llama: RoPE on adjacent pairs), "qwen2" (NEOX RoPE,
  *   q/k/v biases), "qwen3" (NEOX, per-head RMSNorm of q and k before RoPE) and "phi3" (NEOX,
- *   fused attn_qkv and gate+up tensors, q scaled before the product as llama.cpp does). RMSNorm,
- *   GQA, SwiGLU, tied or separate output head; any of them may store q/k/v fused.
+ *   fused attn_qkv and gate+up tensors, q scaled before the product as llama.cpp does) and
+ *   "gemma3" (NEOX, q/k RMSNorm, q pre-scaled, sliding-window layers with their own RoPE base,
+ *   RMSNorm after attention and FFN too, GELU-gated FFN through ggml's fp16 GELU table,
+ *   embeddings scaled by sqrt(n_embd)). RMSNorm, GQA, SwiGLU or GEGLU, tied or separate output
+ *   head; any of them may store q/k/v fused.
  *
  * Example
  *     vq_status st;
@@ -92,6 +95,7 @@ struct vq_model_info {
      * layer. */
     int swa_window;
     int n_swa_layers;
+    float rope_theta_swa;     /* RoPE base of the windowed layers (gemma3: 10000; else rope_theta) */
     uint32_t file_type;       /* general.file_type (ggml ftype) or 0 */
     size_t weight_bytes;      /* bytes of all tensors */
 };

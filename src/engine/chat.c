@@ -73,6 +73,13 @@ vq_status vq_chat_from_gguf(const vq_gguf *g, struct vq_chat_template *out) {
     vq_status st = vq_gguf_get_str(g, "tokenizer.chat_template", &s);
     if (st != VQ_STATUS_OK) {
         *out = vq_chat_template_default(VQ_CHAT_CHATML);
+        /* Gemma GGUFs converted without the template (e.g. Gemma 3 270M) */
+        struct vq_gguf_str arch;
+        if (st == VQ_STATUS_NOT_FOUND && vq_gguf_get_str(g, "general.architecture", &arch) == VQ_STATUS_OK &&
+            arch.len >= 5 && !memcmp(arch.ptr, "gemma", 5)) {
+            out->format = VQ_CHAT_GEMMA;
+            return VQ_STATUS_OK;
+        }
         return st == VQ_STATUS_NOT_FOUND ? st : VQ_STATUS_BAD_FORMAT;
     }
     return vq_chat_template_parse(s.ptr, (size_t)s.len, out);

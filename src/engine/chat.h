@@ -55,8 +55,9 @@ struct vq_chat_template vq_chat_template_default(enum vq_chat_format f);
  * when no known format is recognised. */
 vq_status vq_chat_template_parse(const char *tmpl, size_t len, struct vq_chat_template *out);
 
-/* Same from the tokenizer.chat_template metadata of a GGUF file; NOT_FOUND (and CHATML in
- * *out) when the file has no template or an unknown one. */
+/* Same from the tokenizer.chat_template metadata of a GGUF file; a file without a template
+ * whose general.architecture starts with "gemma" gets GEMMA (Gemma's only format); NOT_FOUND
+ * (and CHATML in *out) when the file has no template otherwise or an unknown one. */
 vq_status vq_chat_from_gguf(const vq_gguf *g, struct vq_chat_template *out);
 
 /* Parses a format name ("chatml", "llama2", "llama3", "gemma"); NOT_FOUND otherwise. */

@@ -42,8 +42,10 @@ struct vq_ctx {
     float *u;          /* (n_batch, n_ff) up */
     void *act;         /* (n_batch, act row bytes of the widest input) quantized activations */
     size_t act_stride; /* bytes per activation row */
-    float *rope_cos;   /* (n_ctx, rope_dim / 2) */
-    float *rope_sin;   /* (n_ctx, rope_dim / 2) */
+    /* cos / sin of the RoPE angles of the batch's positions, per rope config of the model
+     * (filled at the start of each forward pass: sized by the batch, not by n_ctx) */
+    float *rope_cos;   /* (n_rope, n_batch, rope_dim / 2) */
+    float *rope_sin;   /* (n_rope, n_batch, rope_dim / 2) */
     const struct vq_ggml_nn_kernels *nn; /* llama.cpp-identical SwiGLU */
     float *wrow;       /* (n_threads, widest weight row) dequantized rows (f32_activations) */
     size_t wrow_floats;
@@ -157,9 +159,9 @@ vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_statu
     c->g = alloc_track(c, B * F * sizeof(float), &ok);
     c->u = alloc_track(c, B * F * sizeof(float), &ok);
     c->act = alloc_track(c, B * c->act_stride, &ok);
-    const size_t half = (size_t)I->rope_dim / 2;
-    c->rope_cos = alloc_track(c, (size_t)c->p.n_ctx * half * sizeof(float), &ok);
-    c->rope_sin = alloc_track(c, (size_t)c->p.n_ctx * half * sizeof(float), &ok);
+    const size_t rope_floats = (size_t)m->n_rope * B * ((size_t)I->rope_dim / 2);
+    c->rope_cos = alloc_track(c, rope_floats * sizeof(float), &ok);
+    c->rope_sin = alloc_track(c, rope_floats * sizeof(float), &ok);
     c->nn = vq_ggml_nn_kernels(c->p.isa);
     if (c->p.f32_activations) {
         c->wrow_floats = (widest + 15) / 16 * 16;
@@ -171,17 +173,6 @@ vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_statu
         vq_ctx_free(c);
         if (st) *st = VQ_STATUS_NO_MEMORY;
         return NULL;
-    }
-    /* theta_i = pos * base^(-2i / rope_dim) as ggml's rope cache computes it: float theta,
-     * multiplied by base^(-2 / rope_dim) per pair, cosf/sinf (bit-for-bit llama.cpp's angles) */
-    const float theta_scale = powf(I->rope_theta, -2.0f / (float)I->rope_dim);
-    for (int64_t pos = 0; pos < c->p.n_ctx; pos++) {
-        float th = (float)pos;
-        for (size_t i = 0; i < half; i++) {
-            c->rope_cos[(size_t)pos * half + i] = cosf(th);
-            c->rope_sin[(size_t)pos * half + i] = sinf(th);
-            th *= theta_scale;
-        }
     }
     if (st) *st = VQ_STATUS_OK;
     return c;
@@ -292,13 +283,37 @@ static void add_bias(float *y, const float *b, int64_t n_tok, int64_t n) {
         for (int64_t i = 0; i < n; i++) y[t * n + i] += b[i];
 }
 
-/* Rotates n_heads vectors of head_dim per token (rope_dim leading dims) at positions p0 + t. */
-static void rope(const vq_ctx *c, float *x, int64_t n_tok, int n_heads, int64_t p0) {
+/* cos / sin of the angles of positions p0 .. p0+n-1 for every rope config of the model:
+ * theta_i = pos * base^(-2i / rope_dim) as ggml's rope cache computes it (float theta,
+ * multiplied by base^(-2 / rope_dim) per pair, times freq_scale, cosf / sinf: llama.cpp's
+ * angles bit for bit). */
+static void rope_tables(vq_ctx *c, int64_t p0, int64_t n) {
+    const vq_model *m = c->m;
+    const size_t half = (size_t)m->info.rope_dim / 2;
+    for (int r = 0; r < m->n_rope; r++) {
+        const float theta_scale = powf(m->rope[r].base, -2.0f / (float)m->info.rope_dim);
+        const float fs = m->rope[r].freq_scale;
+        for (int64_t t = 0; t < n; t++) {
+            float *cs = c->rope_cos + ((size_t)r * (size_t)c->p.n_batch + (size_t)t) * half;
+            float *sn = c->rope_sin + ((size_t)r * (size_t)c->p.n_batch + (size_t)t) * half;
+            float th = (float)(p0 + t);
+            for (size_t i = 0; i < half; i++) {
+                cs[i] = cosf(fs * th);
+                sn[i] = sinf(fs * th);
+                th *= theta_scale;
+            }
+        }
+    }
+}
+
+/* Rotates n_heads vectors of head_dim per token (rope_dim leading dims) of the batch's n_tok
+ * tokens with the angles of rope config r (rope_tables). */
+static void rope(const vq_ctx *c, float *x, int64_t n_tok, int n_heads, int r) {
     const struct vq_model_info *I = &c->m->info;
     const int hd = I->head_dim, half = I->rope_dim / 2;
     for (int64_t t = 0; t < n_tok; t++) {
-        const float *cs = c->rope_cos + (size_t)(p0 + t) * (size_t)half;
-        const float *sn = c->rope_sin + (size_t)(p0 + t) * (size_t)half;
+        const size_t row = ((size_t)r * (size_t)c->p.n_batch + (size_t)t) * (size_t)half;
+        const float *cs = c->rope_cos + row, *sn = c->rope_sin + row;
         for (int h = 0; h < n_heads; h++) {
             float *v = x + (t * n_heads + h) * hd;
             if (I->rope_type == VQ_ROPE_NEOX) {
@@ -319,15 +334,20 @@ static void rope(const vq_ctx *c, float *x, int64_t n_tok, int n_heads, int64_t 
     }
 }
 
-/* g = SiLU(g) * u over n_tok rows of n_ff, ggml's ggml_vec_swiglu_f32 row by row. */
-static void swiglu(const vq_ctx *c, float *g, const float *u, int64_t n_tok, int64_t n_ff) {
+/* g = act(g) * u over n_tok rows of n_ff, row by row as ggml does: ggml_vec_swiglu_f32 (SiLU)
+ * or ggml_vec_geglu_f32 (GELU through the fp16 table). */
+static void ffn_gate_act(const vq_ctx *c, float *g, const float *u, int64_t n_tok, int64_t n_ff) {
+    const vq_model *m = c->m;
     int nt = n_tok * n_ff < 65536 ? 1 : c->n_threads;
 #ifdef VQ_OMP_FOR
     VQ_OMP_FOR(nt)
 #else
     (void)nt;
 #endif
-    for (int64_t t = 0; t < n_tok; t++) c->nn->swiglu(g + t * n_ff, u + t * n_ff, n_ff);
+    for (int64_t t = 0; t < n_tok; t++) {
+        if (m->ffn_act == VQ_FFN_GELU) vq_ggml_geglu_ref(m->gelu_f16, g + t * n_ff, u + t * n_ff, n_ff);
+        else c->nn->swiglu(g + t * n_ff, u + t * n_ff, n_ff);
+    }
 }
 
 /* One forward pass over n <= n_batch tokens at positions n_past..; logits may be NULL. */
@@ -339,10 +359,16 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
     const int64_t p0 = c->n_past;
     /* softmax scale; with q_prescale it is applied to q (fp32, before the fp16 rounding) */
     const float attn_scale = m->q_prescale ? 1.0f : 1.0f / sqrtf((float)HD);
+    /* rows carried through the last layer after attention: logits wanted for all, one, none */
+    const int64_t n_out = !logits ? 0 : c->p.logits_all ? n : 1;
+    int64_t nr = n;
 
     for (int64_t t = 0; t < n; t++)
         m->tok_embd.k->to_float((const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes,
                                 c->x + t * E, E);
+    if (m->embd_scale != 1.0f)
+        for (int64_t i = 0; i < n * E; i++) c->x[i] *= m->embd_scale;
+    rope_tables(c, p0, n);
 
     for (int l = 0; l < I->n_layers; l++) {
         const struct vq_layer *ly = &m->layers[l];
@@ -357,12 +383,13 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
             rmsnorm(c->q, ly->q_norm, c->q, n * I->n_heads, HD, I->rms_eps);
             rmsnorm(c->k, ly->k_norm, c->k, n * I->n_kv_heads, HD, I->rms_eps);
         }
-        rope(c, c->q, n, I->n_heads, p0);
-        rope(c, c->k, n, I->n_kv_heads, p0);
+        rope(c, c->q, n, I->n_heads, ly->rope);
+        rope(c, c->k, n, I->n_kv_heads, ly->rope);
         if (m->q_prescale)
             for (int64_t i = 0; i < n * NQ; i++) c->q[i] *= m->q_scale;
         VQ_RETURN_IF_ERR(vq_cache_append(c->cache, l, c->k, c->v, VQ_DTYPE_F32, n));
-        /* plain fp16 layers: llama.cpp's arithmetic inside the cache (vq_cache_attend) */
+        /* plain fp16 layers: llama.cpp's arithmetic inside the cache (vq_cache_attend), windows
+         * (layer_window) masked there */
         VQ_RETURN_IF_ERR(vq_cache_attend(c->cache, l, c->q, I->n_heads, n, NULL, attn_scale, c->att));
         if (c->hook) {
             const struct vq_layer_event ev = {l, p0, n, I->n_heads, I->n_kv_heads, (int)HD,
@@ -370,24 +397,31 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
             VQ_RETURN_IF_ERR(c->hook(c->hook_user, &ev));
         }
         matmul(c, &ly->wo, c->att, n, c->h);
-        for (int64_t i = 0; i < n * E; i++) c->x[i] += c->h[i];
+        if (l == I->n_layers - 1 && n_out < n) {
+            /* the last layer's rest only for the rows whose logits are wanted (none or the last),
+             * as llama.cpp's inp_out_ids: its matmuls then see the same rows (a K-quant row's
+             * result depends on its batch, ggml.h) */
+            if (n_out == 0) return VQ_STATUS_OK;
+            memmove(c->h, c->h + (n - 1) * E, sizeof(float) * (size_t)E);
+            memmove(c->x, c->x + (n - 1) * E, sizeof(float) * (size_t)E);
+            nr = 1;
+        }
+        if (ly->attn_post_norm) rmsnorm(c->h, ly->attn_post_norm, c->h, nr, E, I->rms_eps);
+        for (int64_t i = 0; i < nr * E; i++) c->x[i] += c->h[i];
 
-        rmsnorm(c->x, ly->ffn_norm, c->h, n, E, I->rms_eps);
+        rmsnorm(c->x, ly->ffn_norm, c->h, nr, E, I->rms_eps);
         const struct vq_weight *gu[2] = {&ly->w_gate, &ly->w_up};
         float *const gu_out[2] = {c->g, c->u};
-        matmul_shared(c, gu, gu_out, 2, c->h, n);
-        swiglu(c, c->g, c->u, n, I->n_ff);
-        matmul(c, &ly->w_down, c->g, n, c->h);
-        for (int64_t i = 0; i < n * E; i++) c->x[i] += c->h[i];
+        matmul_shared(c, gu, gu_out, 2, c->h, nr);
+        ffn_gate_act(c, c->g, c->u, nr, I->n_ff);
+        matmul(c, &ly->w_down, c->g, nr, c->h);
+        if (ly->ffn_post_norm) rmsnorm(c->h, ly->ffn_post_norm, c->h, nr, E, I->rms_eps);
+        for (int64_t i = 0; i < nr * E; i++) c->x[i] += c->h[i];
     }
     if (!logits) return VQ_STATUS_OK;
-    if (c->p.logits_all) {
-        rmsnorm(c->x, m->output_norm, c->h, n, E, I->rms_eps);
-        matmul(c, &m->output, c->h, n, logits);
-    } else {
-        rmsnorm(c->x + (n - 1) * E, m->output_norm, c->h, 1, E, I->rms_eps);
-        matmul(c, &m->output, c->h, 1, logits);
-    }
+    /* nr rows of logits: all n (logits_all) or the last token's */
+    rmsnorm(c->x, m->output_norm, c->h, nr, E, I->rms_eps);
+    matmul(c, &m->output, c->h, nr, logits);
     return VQ_STATUS_OK;
 }
 

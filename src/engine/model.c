@@ -62,6 +62,7 @@ void vq_model_free(vq_model *m) {
     if (!m) return;
     free(m->layers);
     free(m->layer_window);
+    free(m->gelu_f16);
     free(m->owned);
     vq_gguf_close(m->gguf);
     free(m);
@@ -182,30 +183,73 @@ enum {
     ARCH_QK_NORM = 1,       /* attn_q_norm / attn_k_norm (head_dim): RMSNorm per head before RoPE */
     ARCH_Q_PRESCALE = 2,    /* q scaled by 1/sqrt(head_dim) after RoPE, attention scale 1 */
     ARCH_GATE_UP_FUSED = 4, /* ffn_up holds 2*n_ff rows, gate first; no ffn_gate (LLM_FFN_SWIGLU) */
-    ARCH_SWA = 8,           /* {arch}.attention.sliding_window W > 0 windows every layer */
+    ARCH_SWA = 8,           /* {arch}.attention.sliding_window W > 0 windows the layers of swa_pattern */
+    ARCH_EMBD_SCALE = 16,   /* token embeddings multiplied by sqrtf(n_embd) */
+    ARCH_POST_NORMS = 32,   /* post_attention_norm / post_ffw_norm: RMSNorm of each sub-block's
+                             * output before it is added to the residual stream */
+    ARCH_GELU = 64,         /* GELU-gated FFN (GEGLU) instead of SwiGLU */
 };
 
 struct arch_desc {
     const char *name;
     enum vq_rope_type rope;
     unsigned flags;
+    /* ARCH_SWA: default layer pattern P (llama.cpp's set_swa_pattern): layer l is windowed when
+     * l % P < P - 1 (the last of every P layers attends fully); P = 0: every layer windowed.
+     * {arch}.attention.sliding_window_pattern (a number or one bool per layer) overrides it. */
+    int swa_pattern;
+    float rope_base_swa;    /* RoPE base of windowed layers without {arch}.rope.freq_base_swa
+                             * (0: the file's rope.freq_base) */
 };
 
-#define ARCH_NAMES "llama, qwen2, qwen3, phi3"
+#define ARCH_NAMES "llama, qwen2, qwen3, phi3, gemma3"
 /* Windows: llama.cpp's llama graph ignores llama.attention.sliding_window, but Mistral-style
  * files carry it and mean it (every layer); phi3.attention.sliding_window is not applied, as
  * llama.cpp disables Phi-3's window (src/models/phi3.cpp, "Phi SWA is currently disabled"). */
 static const struct arch_desc g_archs[] = {
-    {"llama", VQ_ROPE_NORM, ARCH_SWA},
-    {"qwen2", VQ_ROPE_NEOX, 0},                                   /* + optional q/k/v biases */
-    {"qwen3", VQ_ROPE_NEOX, ARCH_QK_NORM},
-    {"phi3", VQ_ROPE_NEOX, ARCH_GATE_UP_FUSED | ARCH_Q_PRESCALE}, /* + fused attn_qkv */
+    {"llama", VQ_ROPE_NORM, ARCH_SWA, 0, 0},
+    {"qwen2", VQ_ROPE_NEOX, 0, 0, 0},                                   /* + optional q/k/v biases */
+    {"qwen3", VQ_ROPE_NEOX, ARCH_QK_NORM, 0, 0},
+    {"phi3", VQ_ROPE_NEOX, ARCH_GATE_UP_FUSED | ARCH_Q_PRESCALE, 0, 0}, /* + fused attn_qkv */
+    {"gemma3", VQ_ROPE_NEOX, ARCH_QK_NORM | ARCH_Q_PRESCALE | ARCH_EMBD_SCALE | ARCH_POST_NORMS |
+                             ARCH_GELU | ARCH_SWA, 6, 10000.0f},
 };
 
 static const struct arch_desc *arch_find(const char *name) {
     for (size_t i = 0; i < sizeof g_archs / sizeof g_archs[0]; i++)
         if (!strcmp(g_archs[i].name, name)) return &g_archs[i];
     return NULL;
+}
+
+/* Which layers use the sliding window info.swa_window (> 0): the pattern metadata or the
+ * architecture's default; fills m->layer_window (n_layers), layers[l].rope (1: windowed) and
+ * info.n_swa_layers. */
+static vq_status load_swa(vq_model *m, const struct arch_desc *ad) {
+    struct vq_model_info *I = &m->info;
+    char key[128];
+    uint32_t pat = (uint32_t)ad->swa_pattern;
+    snprintf(key, sizeof key, "%s.attention.sliding_window_pattern", I->arch);
+    const struct vq_gguf_kv *kv = vq_gguf_find(m->gguf, key);
+    const uint8_t *per_layer = NULL;
+    if (kv && kv->type == VQ_GGUF_ARRAY) {
+        if (kv->arr_type != VQ_GGUF_BOOL || kv->arr_count != (uint64_t)I->n_layers)
+            return fail(VQ_STATUS_BAD_FORMAT, "model: '%s' must hold one bool per layer", key);
+        per_layer = kv->data;
+    } else if (kv && vq_gguf_get_u32(m->gguf, key, &pat) != VQ_STATUS_OK) {
+        return fail(VQ_STATUS_BAD_FORMAT, "model: metadata '%s' has the wrong type", key);
+    }
+    m->layer_window = malloc(sizeof *m->layer_window * (size_t)I->n_layers);
+    if (!m->layer_window) { vq_engine_set_error("model: out of memory"); return VQ_STATUS_NO_MEMORY; }
+    I->n_swa_layers = 0;
+    for (int l = 0; l < I->n_layers; l++) {
+        const int swa = per_layer ? per_layer[l] != 0 : pat == 0 || (uint32_t)l % pat < pat - 1;
+        m->layer_window[l] = swa ? I->swa_window : 0;
+        m->layers[l].rope = swa && I->rope_theta_swa != I->rope_theta;
+        I->n_swa_layers += swa;
+    }
+    if (!I->n_swa_layers) I->swa_window = 0;
+    if (I->n_swa_layers && I->rope_theta_swa != I->rope_theta) m->n_rope = 2;
+    return VQ_STATUS_OK;
 }
 
 static vq_status load_hparams(vq_model *m) {
@@ -281,9 +325,22 @@ static vq_status load_hparams(vq_model *m) {
         if (w > (1u << 24))
             return stop(VQ_STATUS_BAD_FORMAT, "model: %s.attention.sliding_window %u out of range",
                         I->arch, w);
-        I->swa_window = (int)w;
-        I->n_swa_layers = w ? I->n_layers : 0;
+        I->swa_window = (int)w;   /* which layers: load_swa */
     }
+    float rope_factor = 0;
+    I->rope_theta_swa = ad->rope_base_swa > 0 ? ad->rope_base_swa : I->rope_theta;
+    VQ_RETURN_IF_ERR(get_f32_opt(g, I->arch, "rope.freq_base_swa", &I->rope_theta_swa));
+    VQ_RETURN_IF_ERR(get_f32_opt(g, I->arch, "rope.scaling.factor", &rope_factor));
+    if (!(I->rope_theta_swa > 1.0f) || rope_factor < 0 || rope_factor > 1024)
+        return stop(VQ_STATUS_BAD_FORMAT, "model: rope.freq_base_swa %g or rope.scaling.factor %g "
+                    "out of range", I->rope_theta_swa, rope_factor);
+    /* the full-attention layers take the file's linear scaling; windowed layers never do
+     * (llama.cpp's rope_freq_scale_train_swa) */
+    m->rope[0] = (struct vq_rope_cfg){I->rope_theta, rope_factor > 0 ? 1.0f / rope_factor : 1.0f};
+    m->rope[1] = (struct vq_rope_cfg){I->rope_theta_swa, 1.0f};
+    m->n_rope = 1;
+    m->embd_scale = ad->flags & ARCH_EMBD_SCALE ? sqrtf((float)I->n_embd) : 1.0f;
+    m->ffn_act = ad->flags & ARCH_GELU ? VQ_FFN_GELU : VQ_FFN_SILU;
     m->q_prescale = (ad->flags & ARCH_Q_PRESCALE) != 0;
     m->q_scale = 1.0f / sqrtf((float)I->head_dim);
     I->has_qk_norm = (ad->flags & ARCH_QK_NORM) != 0;
@@ -325,13 +382,11 @@ static vq_status load_tensors(struct loader *L, enum vq_isa isa) {
                                   "factors) is not supported", rope_factors[i]));
     m->layers = calloc((size_t)I->n_layers, sizeof *m->layers);
     if (!m->layers) { vq_engine_set_error("model: out of memory"); return VQ_STATUS_NO_MEMORY; }
-    if (I->n_swa_layers) {   /* every layer windowed (ARCH_SWA) */
-        m->layer_window = malloc(sizeof *m->layer_window * (size_t)I->n_layers);
-        if (!m->layer_window) {
-            vq_engine_set_error("model: out of memory");
-            return VQ_STATUS_NO_MEMORY;
-        }
-        for (int l = 0; l < I->n_layers; l++) m->layer_window[l] = I->swa_window;
+    if (ad && I->swa_window) VQ_RETURN_IF_ERR(load_swa(m, ad));
+    if (m->ffn_act == VQ_FFN_GELU) {
+        m->gelu_f16 = malloc(65536 * sizeof *m->gelu_f16);
+        if (!m->gelu_f16) { vq_engine_set_error("model: out of memory"); return VQ_STATUS_NO_MEMORY; }
+        vq_ggml_gelu_table_init(m->gelu_f16);
     }
     int n_bias = 0;
     for (int l = 0; l < I->n_layers; l++) {
@@ -365,6 +420,10 @@ static vq_status load_tensors(struct loader *L, enum vq_isa isa) {
         if (flags & ARCH_QK_NORM) {
             VQ_RETURN_IF_ERR(bind_vector(L, NAME("attn_q_norm.weight"), HD, 0, &ly->q_norm));
             VQ_RETURN_IF_ERR(bind_vector(L, NAME("attn_k_norm.weight"), HD, 0, &ly->k_norm));
+        }
+        if (flags & ARCH_POST_NORMS) {
+            VQ_RETURN_IF_ERR(bind_vector(L, NAME("post_attention_norm.weight"), E, 0, &ly->attn_post_norm));
+            VQ_RETURN_IF_ERR(bind_vector(L, NAME("post_ffw_norm.weight"), E, 0, &ly->ffn_post_norm));
         }
         if (flags & ARCH_GATE_UP_FUSED) {
             struct vq_weight gu;
@@ -425,7 +484,7 @@ static vq_model *load(const char *path, vq_status *st) {
         /* per layer 2 norms, 3 biases (or one fused) and 2 head norms; + output norm */
         struct loader L = {m, 0, 0};
         const struct vq_model_info *I = &m->info;
-        L.owned_cap = (size_t)I->n_layers * (2 * (size_t)I->n_embd +
+        L.owned_cap = (size_t)I->n_layers * (4 * (size_t)I->n_embd +
                       (size_t)(I->n_heads + 2 * I->n_kv_heads + 2) * (size_t)I->head_dim) + (size_t)I->n_embd;
         m->owned = malloc(L.owned_cap * sizeof(float));
         if (!m->owned) { vq_engine_set_error("model: out of memory"); s = VQ_STATUS_NO_MEMORY; }

@@ -21,7 +21,9 @@ struct vq_weight {
 struct vq_layer {
     const float *attn_norm;                /* (n_embd) */
     const float *ffn_norm;                 /* (n_embd) */
-    const float *q_norm, *k_norm;          /* (head_dim) per-head RMSNorm before RoPE (qwen3) or NULL */
+    const float *q_norm, *k_norm;          /* (head_dim) per-head RMSNorm before RoPE or NULL */
+    const float *attn_post_norm;           /* (n_embd) RMSNorm of the attention output, or NULL */
+    const float *ffn_post_norm;            /* (n_embd) RMSNorm of the FFN output, or NULL */
     /* (n_heads*hd, n_embd), (n_kv*hd, n_embd) x2, (n_embd, n_heads*hd); wq/wk/wv may be
      * consecutive row ranges of one fused attn_qkv tensor (phi3) */
     struct vq_weight wq, wk, wv, wo;
@@ -29,7 +31,17 @@ struct vq_layer {
     /* (n_ff, n_embd) x2, (n_embd, n_ff); w_gate/w_up may be the two halves of one ffn_up
      * tensor of 2*n_ff rows, gate first (phi3) */
     struct vq_weight w_gate, w_up, w_down;
+    int rope;                              /* index into vq_model.rope (1: windowed layer) */
 };
+
+/* One RoPE frequency set: theta_i = pos * freq_scale * base^(-2i / rope_dim). */
+struct vq_rope_cfg {
+    float base;
+    float freq_scale;
+};
+
+/* FFN activation of the gate: SiLU (SwiGLU) or ggml's tanh-GELU through its fp16 table (GEGLU). */
+enum vq_ffn_act { VQ_FFN_SILU = 0, VQ_FFN_GELU = 1 };
 
 struct vq_model {
     vq_gguf *gguf;                         /* owns the mapping */
@@ -43,6 +55,11 @@ struct vq_model {
      * order for phi3: fp16(q * s) . k); 0: attention scale 1/sqrt(head_dim) on the scores */
     int q_prescale;
     float q_scale;
+    struct vq_rope_cfg rope[2];            /* full-attention layers, then sliding-window layers */
+    int n_rope;                            /* rope configs in use (1 or 2) */
+    float embd_scale;                      /* token embeddings multiplied by this (1: none) */
+    enum vq_ffn_act ffn_act;
+    uint16_t *gelu_f16;                    /* (65536) ggml's GELU table for VQ_FFN_GELU, else NULL */
     int *layer_window;                     /* (n_layers) attention window W per layer (0: full),
                                             * NULL when no layer has one; the cache's
                                             * vq_cache_params.layer_window */

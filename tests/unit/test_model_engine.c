@@ -150,6 +150,37 @@ TEST(ctx_param_errors) {
     vq_ctx_free(NULL);
 }
 
+/* The largest context (2^24 tokens) costs no per-position RoPE tables: they are computed per
+ * batch (formerly n_ctx x rope_dim floats, 4.3 GB here), and a short run gives the same logits
+ * bit for bit as in a small context. */
+TEST(huge_ctx_rope_sized_by_batch) {
+    const int nv = vq_model_info_get(g_m)->n_vocab;
+    float *lg[2] = {malloc(sizeof(float) * (size_t)nv), malloc(sizeof(float) * (size_t)nv)};
+    size_t scratch[2] = {0, 0};
+    const int64_t n_ctx[2] = {64, (int64_t)1 << 24};
+    for (int k = 0; k < 2; k++) {
+        struct vq_ctx_params cp = vq_ctx_params_default();
+        cp.n_ctx = n_ctx[k];
+        cp.n_threads = 1;
+        cp.n_batch = 8;
+        vq_status st;
+        vq_ctx *c = vq_ctx_create(g_m, &cp, &st);
+        ASSERT(c != NULL);
+        if (!c) break;
+        scratch[k] = vq_ctx_scratch_bytes(c);
+        ASSERT_STATUS(vq_ctx_eval(c, PROMPT, 2, lg[k]), VQ_STATUS_OK);
+        vq_ctx_free(c);
+    }
+    printf("scratch bytes: n_ctx 64: %zu, n_ctx 2^24: %zu\n", scratch[0], scratch[1]);
+    /* what still grows with n_ctx: one attention score row per query head of a kv group */
+    const struct vq_model_info *I = vq_model_info_get(g_m);
+    const size_t scores = (size_t)(I->n_heads / I->n_kv_heads) * ((size_t)1 << 24) * sizeof(float);
+    ASSERT(scratch[1] > 0 && scratch[1] - scratch[0] <= scores + ((size_t)1 << 20));
+    ASSERT(!memcmp(lg[0], lg[1], sizeof(float) * (size_t)nv));
+    free(lg[0]);
+    free(lg[1]);
+}
+
 /* Truncated copies of the model fail to load with BAD_FORMAT, never crash. */
 TEST(truncated_model_load) {
     FILE *f = fopen(MODEL, "rb");
@@ -199,6 +230,7 @@ int main(void) {
     RUN(paris_and_batch_equals_sequential);
     RUN(greedy_generation_deterministic);
     RUN(ctx_param_errors);
+    RUN(huge_ctx_rope_sized_by_batch);
     RUN(truncated_model_load);
     vq_model_free(g_m);
     return TEST_REPORT();
