@@ -7,86 +7,18 @@
 #include <stdint.h>
 #include <unistd.h>
 
-#include <cjson/cJSON.h>
-
 #include "vq_engine.h"
+#include "golden_check.h"
 
 #define MODEL VQ_MODELS_DIR "/SmolLM2-135M-Instruct.Q4_1.gguf"
 #define GREEDY VQ_SOURCE_DIR "/tests/golden/greedy.json"
-#define MAXP 256
-#define NGEN 64
-
 static vq_model *g_m;
-
-struct prompt {
-    char name[32];
-    int32_t ids[MAXP];
-    int n;
-    int32_t gold[NGEN];
-    double margin[NGEN];
-    int n_gold;
-};
-static struct prompt P[8];
+static struct golden_prompt P[8];
 static int nP;
 
-static int load_greedy(void) {
-    FILE *f = fopen(GREEDY, "rb");
-    if (!f) return 0;
-    fseek(f, 0, SEEK_END);
-    long sz = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *buf = malloc((size_t)sz + 1);
-    size_t rd = fread(buf, 1, (size_t)sz, f);
-    fclose(f);
-    buf[rd] = 0;
-    cJSON *js = cJSON_Parse(buf);
-    free(buf);
-    if (!js) return 0;
-    cJSON *arr = cJSON_GetObjectItem(js, "prompts"), *p;
-    cJSON_ArrayForEach(p, arr) {
-        if (nP == 8) break;
-        struct prompt *q = &P[nP];
-        cJSON *nm = cJSON_GetObjectItem(p, "name"), *ids = cJSON_GetObjectItem(p, "prompt_ids"),
-              *gen = cJSON_GetObjectItem(p, "generated_ids"), *mg = cJSON_GetObjectItem(p, "top2_logit_margin"), *x;
-        if (!cJSON_IsString(nm) || !cJSON_IsArray(ids) || !cJSON_IsArray(gen)) continue;
-        snprintf(q->name, sizeof q->name, "%s", nm->valuestring);
-        cJSON_ArrayForEach(x, ids) if (q->n < MAXP) q->ids[q->n++] = (int32_t)x->valuedouble;
-        cJSON_ArrayForEach(x, gen) if (q->n_gold < NGEN) q->gold[q->n_gold++] = (int32_t)x->valuedouble;
-        int i = 0;
-        if (cJSON_IsArray(mg)) cJSON_ArrayForEach(x, mg) if (i < NGEN) q->margin[i++] = x->valuedouble;
-        nP++;
-    }
-    cJSON_Delete(js);
-    return nP;
-}
-
-/* Greedy continuation of ids (n) for n_gen tokens with the given cache configuration. */
 static int greedy(const int32_t *ids, int n, int n_gen, enum vq_method km, int kb, enum vq_method vm,
                   int vb, int threads, int batch, int32_t *out) {
-    struct vq_ctx_params cp = vq_ctx_params_default();
-    cp.n_ctx = n + n_gen;
-    cp.n_threads = threads;
-    cp.n_batch = batch;
-    cp.cache.key.method = km;
-    cp.cache.key.bits = kb;
-    cp.cache.value.method = vm;
-    cp.cache.value.bits = vb;
-    vq_status st;
-    vq_ctx *c = vq_ctx_create(g_m, &cp, &st);
-    if (!c) { fprintf(stderr, "ctx: %s\n", vq_engine_last_error()); return 0; }
-    const int nv = vq_model_info_get(g_m)->n_vocab;
-    float *lg = malloc(sizeof(float) * (size_t)nv);
-    struct vq_sampler_params sp = vq_sampler_params_default();
-    vq_sampler *s = vq_sampler_create(&sp, nv, &st);
-    int ok = vq_ctx_eval(c, ids, n, lg) == VQ_STATUS_OK;
-    for (int i = 0; ok && i < n_gen; i++) {
-        out[i] = vq_sampler_sample(s, lg);
-        if (i + 1 < n_gen) ok = vq_ctx_eval(c, &out[i], 1, lg) == VQ_STATUS_OK;
-    }
-    vq_sampler_free(s);
-    free(lg);
-    vq_ctx_free(c);
-    return ok;
+    return golden_greedy_run(g_m, ids, n, n_gen, km, kb, vm, vb, threads, batch, out);
 }
 
 static int common_prefix(const int32_t *a, const int32_t *b, int n) {
@@ -100,7 +32,7 @@ static int common_prefix(const int32_t *a, const int32_t *b, int n) {
  * summation order differs, so the small batch size is chosen to leave no 1-token batch.) */
 TEST(deterministic) {
     int32_t a[32], b[32], c[32];
-    const struct prompt *p = &P[0];
+    const struct golden_prompt *p = &P[0];
     int small = 3;
     while (p->n % small == 1) small++;
     ASSERT(greedy(p->ids, p->n, 32, VQ_METHOD_FP16, 16, VQ_METHOD_FP16, 16, 1, 512, a));
@@ -120,7 +52,7 @@ TEST(turboquant_mse_4bit_vs_fp16) {
     float *lg = malloc(sizeof(float) * (size_t)nv);
     int agree = 0, total = 0;
     for (int k = 0; k < nP; k++) {
-        const struct prompt *p = &P[k];
+        const struct golden_prompt *p = &P[k];
         int32_t f[32], q[32];
         ASSERT(greedy(p->ids, p->n, 32, VQ_METHOD_FP16, 16, VQ_METHOD_FP16, 16, 1, 512, f));
         ASSERT(greedy(p->ids, p->n, 32, VQ_METHOD_TURBOQUANT_MSE, 4, VQ_METHOD_TURBOQUANT_MSE, 4, 1, 512, q));
@@ -158,8 +90,8 @@ TEST(turboquant_mse_4bit_vs_fp16) {
  * margins down to 0.011) fall the same way. */
 TEST(fp16_follows_llama_cpp_greedy) {
     for (int k = 0; k < nP; k++) {
-        const struct prompt *p = &P[k];
-        int32_t f[NGEN];
+        const struct golden_prompt *p = &P[k];
+        int32_t f[GOLDEN_NGEN];
         ASSERT(greedy(p->ids, p->n, p->n_gold, VQ_METHOD_FP16, 16, VQ_METHOD_FP16, 16, 1, 512, f));
         int same = common_prefix(f, p->gold, p->n_gold);
         int first_tie = 0;
@@ -175,7 +107,8 @@ int main(void) {
         fprintf(stderr, "model %s missing (run scripts/fetch_models.sh)\n", MODEL);
         return 1;
     }
-    if (!load_greedy()) { fprintf(stderr, "cannot read %s\n", GREEDY); return 1; }
+    nP = golden_greedy_load(GREEDY, P, 8);
+    if (!nP) { fprintf(stderr, "cannot read %s\n", GREEDY); return 1; }
     vq_status st;
     g_m = vq_model_load(MODEL, &st);
     if (!g_m) { fprintf(stderr, "load failed: %s\n", vq_engine_last_error()); return 1; }

@@ -15,6 +15,7 @@
 #include "engine/chat.h"
 #include "engine/tokenizer.h"
 #include "test_tokenizer_llamacpp_ids.h"
+#include "golden_check.h"
 
 #define MODEL VQ_MODELS_DIR "/SmolLM2-135M-Instruct.Q4_1.gguf"
 
@@ -222,68 +223,16 @@ TEST(test_speed_100kb) {
     free(back); free(ids); free(text);
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    fseek(f, 0, SEEK_END);
-    long n = ftell(f);
-    fseek(f, 0, SEEK_SET);
-    char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
-    fclose(f);
-    if (b) { b[n] = 0; *len = (size_t)n; }
-    return b;
-}
-
-static int hexval(char c) { return c <= '9' ? c - '0' : (c | 32) - 'a' + 10; }
-
 TEST(test_golden_llamacpp_prompts) {
-    size_t len;
-    char *js = read_file(VQ_SOURCE_DIR "/tests/golden/tokenizer_ids.json", &len);
-    ASSERT(js != NULL);
-    if (!js) return;
-    cJSON *root = cJSON_Parse(js);
-    ASSERT(root != NULL);
-    cJSON *prompts = cJSON_GetObjectItem(root, "prompts");
-    ASSERT(cJSON_GetArraySize(prompts) == 22);
-    cJSON *p;
-    cJSON_ArrayForEach(p, prompts) {
-        const char *name = cJSON_GetObjectItem(p, "name")->valuestring;
-        const char *text = cJSON_GetObjectItem(p, "text")->valuestring;
-        cJSON *want = cJSON_GetObjectItem(p, "ids");
-        int nw = cJSON_GetArraySize(want);
-        int32_t ids[512];
-        int64_t n = vq_tok_encode(T, text, strlen(text), true, true, ids, 512);
-        int same = n == nw;
-        for (int i = 0; same && i < nw; i++) same = ids[i] == cJSON_GetArrayItem(want, i)->valueint;
-        if (!same) fprintf(stderr, "  ids differ from llama.cpp for \"%s\"\n", name);
-        ASSERT(same);
-        /* pieces (token_to_piece special=true) */
-        cJSON *hx = cJSON_GetObjectItem(p, "pieces_hex");
-        for (int i = 0; i < nw && i < n; i++) {
-            const char *h = cJSON_GetArrayItem(hx, i)->valuestring;
-            size_t hl = strlen(h) / 2;
-            char piece[256], exp[256];
-            for (size_t k = 0; k < hl && k < sizeof exp; k++) exp[k] = (char)(hexval(h[2 * k]) * 16 + hexval(h[2 * k + 1]));
-            int64_t pl = vq_tok_token_to_piece(T, ids[i], piece, sizeof piece, true);
-            ASSERT(pl == (int64_t)hl && memcmp(piece, exp, hl) == 0);
-        }
-        /* llama_detokenize(remove_special=false, unparse_special=true) */
-        const char *det = cJSON_GetObjectItem(p, "detokenized")->valuestring;
-        char buf[2048];
-        int64_t dl = vq_tok_detokenize(T, ids, n, buf, sizeof buf, false, true);
-        ASSERT(dl == (int64_t)strlen(det) && memcmp(buf, det, strlen(det)) == 0);
-    }
-    cJSON_Delete(root);
-    free(js);
+    golden_tokenizer_check(T, VQ_SOURCE_DIR "/tests/golden/tokenizer_ids.json", 22);
 }
 
 TEST(test_golden_llamacpp_text) {
     /* smollm2_logits.bin: u32 n_text at offset 16, ids from offset 40; the text was tokenized
      * with add_special = true, parse_special = false */
     size_t tl, bl;
-    char *text = read_file(VQ_SOURCE_DIR "/tests/golden/text_en.txt", &tl);
-    char *bin = read_file(VQ_SOURCE_DIR "/tests/golden/smollm2_logits.bin", &bl);
+    char *text = golden_read_file(VQ_SOURCE_DIR "/tests/golden/text_en.txt", &tl);
+    char *bin = golden_read_file(VQ_SOURCE_DIR "/tests/golden/smollm2_logits.bin", &bl);
     ASSERT(text && bin && bl > 40 && memcmp(bin, "VQGLOGIT", 8) == 0);
     if (!text || !bin || bl <= 40) { free(text); free(bin); return; }
     uint32_t n_text;
