@@ -8,6 +8,7 @@
 #include <math.h>
 
 #include "engine/ggml.h"
+#include "eval/sha256.h"
 
 static uint64_t rs = 0x243F6A8885A308D3ull;
 static uint64_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return rs; }
@@ -406,6 +407,30 @@ TEST(swiglu_bitwise) {
     ASSERT_NEAR(g, 2.0 / (1.0 + exp(-2.0)), 1e-6);
 }
 
+/* The GELU table equals ggml's ggml_table_gelu_f16 entry for entry: its sha256 was read from
+ * llama.cpp's own table (libggml-cpu of llama-cpp-python 0.3.36, after ggml_cpu_init, on this
+ * project's machine); one of the 65536 entries (x = -1.999) depends on the FMA gcc forms in
+ * ggml's build. GEGLU applies it as ggml_vec_geglu_f32 does, with its cut-offs at +-10. */
+TEST(gelu_table_equals_ggml) {
+    static uint16_t t[65536];
+    vq_ggml_gelu_table_init(t);
+    uint8_t h[32], want[32];
+    struct vq_sha256 s;
+    vq_sha256_init(&s);
+    vq_sha256_update(&s, t, sizeof t);
+    vq_sha256_final(&s, h);
+    ASSERT(vq_sha256_from_hex("5eceda6f287dec9dc0bcfa24516d6744a031a5c52d1984688b4558aeb1daf909", want));
+    ASSERT(!memcmp(h, want, 32));
+    ASSERT_EQ_INT(t[49151], 0xa9d3);
+    float g[5] = {-10.0f, 10.0f, 1.0f, -0.5f, 0.0f}, u[5] = {3.0f, 2.0f, 2.0f, 1.0f, 5.0f};
+    vq_ggml_geglu_ref(t, g, u, 5);
+    ASSERT_NEAR(g[0], 0.0, 0);
+    ASSERT_NEAR(g[1], 20.0, 0);
+    ASSERT_NEAR(g[2], 2 * 0.8411920071, 2e-3);   /* tanh-GELU(1) through fp16 */
+    ASSERT_NEAR(g[3], -0.1542859972, 2e-4);
+    ASSERT_NEAR(g[4], 0.0, 0);
+}
+
 int main(void) {
     RUN(half_conversion);
     RUN(dequant_legacy_known);
@@ -417,5 +442,6 @@ int main(void) {
     RUN(matmul_odd_shapes);
     RUN(q8a_matches_ggml_q8_1);
     RUN(swiglu_bitwise);
+    RUN(gelu_table_equals_ggml);
     return TEST_REPORT();
 }
