@@ -1,17 +1,20 @@
 #!/usr/bin/env python3
-"""Generate llama.cpp reference ("golden") data for the default model.
+"""Generate llama.cpp reference ("golden") data for the golden-tested models.
 
-Produces, in tests/golden/ (see tests/golden/README.md for the formats):
+Produces, in tests/golden/ (see tests/golden/README.md for the formats), per model
+(--name smollm2, the default model, or gemma3 for Gemma 3 270M):
   text_en.txt          fixed English prose (Python 3.11 tutorial, rst markup stripped)
-  smollm2_logits.bin   per-position top-32 log-probs of the text, one context
+  <name>_logits.bin    per-position top-32 log-probs of the text, one context
   tokenizer_ids.json   llama.cpp token ids + detokenized text for fixed prompts
-  greedy.json          greedy (argmax) continuations of 3 fixed prompts
+                       (gemma3_tokenizer_ids.json for gemma3)
+  greedy.json          greedy (argmax) continuations of 3 fixed prompts (gemma3_greedy.json)
   SHA256SUMS           sha256 manifest of the files above (+ smollm2_logits_ref64.bin,
                        written by ref_forward.py)
 
 Requires llama-cpp-python (version pinned in tests/golden/README.md) and numpy.
 NOT run by CI: its outputs are committed. Rerun:
-  python3 scripts/golden/gen_golden.py [--model PATH] [--out tests/golden] [--regen-text]
+  python3 scripts/golden/gen_golden.py [--name smollm2|gemma3] [--model PATH] [--out tests/golden]
+                                       [--regen-text]
 
 Without --regen-text the committed text_en.txt is reused (the rst sources may differ
 between distributions); with it the text is rebuilt from the python3.11-doc sources.
@@ -35,15 +38,11 @@ import text_extract  # noqa: E402
 import llama_cpp  # noqa: E402
 from llama_cpp import Llama  # noqa: E402
 
-DEFAULT_MODEL = os.path.join(
-    os.environ.get("VQ_MODELS", os.path.expanduser("~/.cache/veloxquant/models")),
-    "SmolLM2-135M-Instruct.Q4_1.gguf")
+MODELS_DIR = os.environ.get("VQ_MODELS", os.path.expanduser("~/.cache/veloxquant/models"))
 RST_DIR = "/usr/share/doc/python3.11/html/_sources/tutorial"
 # (file, number of leading paragraphs to keep; None = all)
 TEXT_SOURCES = [("appetite.rst.txt", None), ("classes.rst.txt", 5)]
 
-N_CTX = 1024          # context for the logits run
-N_EVAL_MAX = 1024     # positions stored in smollm2_logits.bin (min with text length)
 TOP_K = 32
 LOGITS_MAGIC = b"VQGLOGIT"
 LOGITS_VERSION = 1
@@ -84,6 +83,41 @@ def check_chat_template(llm):
     return "matches GGUF tokenizer.chat_template (jinja2)"
 
 
+def gemma_chat(messages, add_generation_prompt=True):
+    """Gemma's chat format (llama.cpp's built-in LLM_CHAT_TEMPLATE_GEMMA; the 270M GGUF carries
+    no tokenizer.chat_template): system text merged into the next user turn, "assistant" is
+    "model", contents trimmed. BOS comes from the tokenizer (add_bos_token = true)."""
+    out, system = [], ""
+    for m in messages:
+        if m["role"] == "system":
+            system += m["content"].strip()
+            continue
+        role = "model" if m["role"] == "assistant" else m["role"]
+        out.append("<start_of_turn>" + role + "\n")
+        if system and role != "model":
+            out.append(system + "\n\n")
+            system = ""
+        out.append(m["content"].strip() + "<end_of_turn>\n")
+    if add_generation_prompt:
+        out.append("<start_of_turn>model\n")
+    return "".join(out)
+
+
+# Per model: file, output names, chat format, logits context. Gemma 3's sliding window is 512
+# tokens: its logits run covers more positions (n_eval 1280) so that the window matters, with
+# swa_full = True (a full, position-ordered cache for the windowed layers, as the engine keeps;
+# llama.cpp's default SWA cache is a ring buffer of n_swa + n_ubatch cells whose reordering
+# changes the summation order).
+MODELS = {
+    "smollm2": dict(file="SmolLM2-135M-Instruct.Q4_1.gguf", logits="smollm2_logits.bin",
+                    tokenizer="tokenizer_ids.json", greedy="greedy.json", chat=chatml,
+                    n_ctx=1024, n_eval=1024, swa_full=None),
+    "gemma3": dict(file="gemma-3-270m-q4_k_m.gguf", logits="gemma3_logits.bin",
+                   tokenizer="gemma3_tokenizer_ids.json", greedy="gemma3_greedy.json",
+                   chat=gemma_chat, n_ctx=1280, n_eval=1280, swa_full=True),
+}
+
+
 PROMPTS = [
     ("english", "Hello world"),
     ("english_sentence", "The quick brown fox jumps over the lazy dog."),
@@ -103,8 +137,8 @@ PROMPTS = [
     ("special_tokens", "<|im_start|>user\nHi there<|im_end|>\n"),
     ("special_endoftext", "text<|endoftext|>more text"),
     ("special_partial", "<|im_start is not special, <|im_end|> is"),
-    ("chat_template", chatml([{"role": "user", "content": "What is the capital of France?"}])),
-    ("chat_template_system", chatml([
+    ("chat_template", [{"role": "user", "content": "What is the capital of France?"}]),
+    ("chat_template_system", ([
         {"role": "system", "content": "You are terse."},
         {"role": "user", "content": "List three colors."},
         {"role": "assistant", "content": "Red, green, blue."},
@@ -117,7 +151,7 @@ PROMPTS = [
 GREEDY_PROMPTS = [
     ("story", "Once upon a time, in a small village by the sea,"),
     ("python", "Python is a programming language that"),
-    ("chat", chatml([{"role": "user", "content": "Explain in two sentences why the sky is blue."}])),
+    ("chat", [{"role": "user", "content": "Explain in two sentences why the sky is blue."}]),
 ]
 
 
@@ -164,10 +198,11 @@ def build_text():
     return "\n\n".join(paras) + "\n"
 
 
-def make_llm(model, n_ctx, logits_all):
+def make_llm(model, n_ctx, logits_all, swa_full=None):
+    kw = {} if swa_full is None else {"swa_full": swa_full}
     return Llama(model_path=model, n_ctx=n_ctx, n_batch=512, n_ubatch=512,
                  n_threads=2, n_threads_batch=2, logits_all=logits_all,
-                 flash_attn=False, seed=SEED, verbose=False)
+                 flash_attn=False, seed=SEED, verbose=False, **kw)
 
 
 def logsumexp(x):
@@ -175,8 +210,8 @@ def logsumexp(x):
     return m + math.log(float(np.sum(np.exp(x - m))))
 
 
-def write_logits(llm, text_ids, path):
-    n_eval = min(len(text_ids), N_EVAL_MAX)
+def write_logits(llm, text_ids, path, n_ctx, n_eval_max):
+    n_eval = min(len(text_ids), n_eval_max)
     llm.reset()
     llm.eval(text_ids[:n_eval])
     scores = np.asarray(llm.scores[:n_eval], dtype=np.float64)
@@ -202,7 +237,7 @@ def write_logits(llm, text_ids, path):
     if llm._model.add_bos_token():
         flags |= 1
     hdr = LOGITS_MAGIC + struct.pack("<8I", LOGITS_VERSION, n_vocab, len(text_ids), n_eval,
-                                     TOP_K, N_CTX, flags, 0)
+                                     TOP_K, n_ctx, flags, 0)
     with open(path, "wb") as f:
         f.write(hdr)
         f.write(struct.pack("<%dI" % len(text_ids), *text_ids))
@@ -236,10 +271,14 @@ def greedy(llm, prompt):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--model", default=DEFAULT_MODEL)
+    ap.add_argument("--name", default="smollm2", choices=sorted(MODELS))
+    ap.add_argument("--model", default=None, help="GGUF path (default: $VQ_MODELS/<the model's file>)")
     ap.add_argument("--out", default=os.path.join(HERE, "..", "..", "tests", "golden"))
     ap.add_argument("--regen-text", action="store_true")
     args = ap.parse_args()
+    cfg = MODELS[args.name]
+    model = args.model or os.path.join(MODELS_DIR, cfg["file"])
+    chat = cfg["chat"]
     out = os.path.abspath(args.out)
     os.makedirs(out, exist_ok=True)
 
@@ -250,29 +289,34 @@ def main():
     with open(text_path, encoding="utf-8", newline="") as f:
         text = f.read()
 
-    llm = make_llm(args.model, N_CTX, logits_all=True)
+    llm = make_llm(model, cfg["n_ctx"], logits_all=True, swa_full=cfg["swa_full"])
     print("llama-cpp-python", llama_cpp.__version__)
     print("add_bos_token:", llm._model.add_bos_token(), "metadata:",
           llm.metadata.get("tokenizer.ggml.add_bos_token"))
-    print("chat template:", check_chat_template(llm))
+    if chat is chatml:
+        print("chat template:", check_chat_template(llm))
 
     text_ids = tokenize(llm, text)
     print("text: %d bytes, %d tokens" % (len(text.encode("utf-8")), len(text_ids)))
     if len(text_ids) < 600:
         raise SystemExit("text too short")
-    st = write_logits(llm, text_ids, os.path.join(out, "smollm2_logits.bin"))
+    st = write_logits(llm, text_ids, os.path.join(out, cfg["logits"]), cfg["n_ctx"], cfg["n_eval"])
     print("logits: n_eval=%d ppl=%.4f log_rest in [%.4f, %.4f]" % (
         st["n_eval"], st["ppl"], st["min_log_rest"], st["max_log_rest"]))
 
     common = {
         "generator": "scripts/golden/gen_golden.py",
         "llama_cpp_python": llama_cpp.__version__,
-        "model": os.path.basename(args.model),
-        "model_sha256": sha256_file(args.model),
+        "model": os.path.basename(model),
+        "model_sha256": sha256_file(model),
     }
+
+    def render(p):
+        return chat(p) if isinstance(p, list) else p
 
     toks = []
     for name, p in PROMPTS:
+        p = render(p)
         ids = tokenize(llm, p)
         det = detokenize(llm, ids)
         toks.append({
@@ -283,7 +327,7 @@ def main():
             "detokenized_roundtrip": det == p.encode("utf-8"),
             "pieces_hex": [piece(llm, t).hex() for t in ids],
         })
-    with open(os.path.join(out, "tokenizer_ids.json"), "w", encoding="utf-8") as f:
+    with open(os.path.join(out, cfg["tokenizer"]), "w", encoding="utf-8") as f:
         json.dump(dict(common, tokenize={"add_special": True, "parse_special": True,
                                          "add_bos_token": bool(llm._model.add_bos_token())},
                        detokenize={"remove_special": False, "unparse_special": True},
@@ -292,18 +336,19 @@ def main():
 
     gr = []
     for name, p in GREEDY_PROMPTS:
+        p = render(p)
         ids, gen, margins, eos = greedy(llm, p)
         gr.append({"name": name, "prompt": p, "prompt_ids": ids, "generated_ids": gen,
                    "generated_text": detokenize(llm, gen).decode("utf-8", errors="replace"),
                    "stopped_at_eog": eos, "top2_logit_margin": margins})
         print("greedy %s: %d tokens, eog=%s, min margin %.4f" % (name, len(gen), eos, min(margins)))
-    with open(os.path.join(out, "greedy.json"), "w", encoding="utf-8") as f:
-        json.dump(dict(common, max_new_tokens=GREEDY_N, n_ctx=N_CTX, kv_type="f16",
+    with open(os.path.join(out, cfg["greedy"]), "w", encoding="utf-8") as f:
+        json.dump(dict(common, max_new_tokens=GREEDY_N, n_ctx=cfg["n_ctx"], kv_type="f16",
                        flash_attn=False, n_batch=512, prompts=gr), f, ensure_ascii=False, indent=1)
         f.write("\n")
 
     check_golden.write_manifest(out)
-    for n in ["text_en.txt", "smollm2_logits.bin", "tokenizer_ids.json", "greedy.json"]:
+    for n in ["text_en.txt", cfg["logits"], cfg["tokenizer"], cfg["greedy"]]:
         print(n, os.path.getsize(os.path.join(out, n)), "bytes")
 
 
