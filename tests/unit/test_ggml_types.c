@@ -8,7 +8,7 @@
 #include <math.h>
 
 #include "engine/ggml.h"
-#include "eval/sha256.h"
+#include "core/sha256.h"
 
 static uint64_t rs = 0x243F6A8885A308D3ull;
 static uint64_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return rs; }
