@@ -454,32 +454,60 @@ float vq_vec_dot_q8_0_q8a_ref(int64_t n, const void *w, const void *a) {
     return hsum8_ref(acc);
 }
 
+/* Integer parts of one Q4_K x Q8_K super-block per 64-element chunk p (sub-blocks 2p, 2p+1):
+ * isum[p] = sum of scale x (q . a), imin[p] = sum of min x block sum (exact). */
+static void q4_K_chunk_ints(const vq_block_q4_K *x, const vq_block_q8_K *y, int isum[4], int imin[4]) {
+    for (int p = 0; p < 4; p++) {
+        isum[p] = imin[p] = 0;
+        for (int sb = 2 * p; sb < 2 * p + 2; sb++) {
+            uint8_t sc, m;
+            get_scale_min_k4(sb, x->scales, &sc, &m);
+            int dot = 0;
+            for (int l = 0; l < 32; l++)
+                dot += ((sb & 1) ? (x->qs[32 * p + l] >> 4) : (x->qs[32 * p + l] & 15)) * y->qs[32 * sb + l];
+            isum[p] += sc * dot;
+            imin[p] += m * (y->bsums[2 * sb] + y->bsums[2 * sb + 1]);
+        }
+    }
+}
+
 /* In the order of ggml's x86 Q4_K kernels for weights repacked 8 rows at a time (llama.cpp's
  * CPU_REPACK buffers, used for every Q4_K matrix whose row count is a multiple of 8 on AVX2
- * CPUs: ggml_gemv/gemm_q4_K_8x8_q8_K): per super-block the exact integer sums of scale x dot
- * and min x block sum, each chained by fma with (d_w * d_a) resp. (dmin_w * d_a), then the
- * difference of the two chains. */
+ * CPUs): the exact integer sums of scale x dot and of min x block sum are chained by fma with
+ * (d_w * d_a) resp. (dmin_w * d_a), and the result is the difference of the two chains. The
+ * single-row kernel (ggml_gemv_q4_K_8x8_q8_K: the activation rows past the last multiple of 4)
+ * takes one fma per super-block, the four-row one (ggml_gemm_q4_K_8x8_q8_K: rows in groups of
+ * 4) one per 64-element chunk — so, as in llama.cpp, a row's result depends on its place in
+ * the batch. */
 float vq_vec_dot_q4_K_q8_K_ref(int64_t n, const void *w, const void *a) {
     const vq_block_q4_K *x = w;
     const vq_block_q8_K *y = a;
     float acc = 0, accm = 0;
     for (int64_t i = 0; i < n / VQ_QK_K; i++) {
-        int sumq = 0, summ = 0;
-        for (int sb = 0; sb < 8; sb++) {
-            uint8_t sc, m;
-            get_scale_min_k4(sb, x[i].scales, &sc, &m);
-            int p = sb / 2, hi = sb & 1, dot = 0;
-            for (int l = 0; l < 32; l++) {
-                int q = hi ? (x[i].qs[32 * p + l] >> 4) : (x[i].qs[32 * p + l] & 15);
-                dot += q * y[i].qs[32 * sb + l];
-            }
-            sumq += sc * dot;
-            summ += m * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
-        }
-        acc = fmaf((float)sumq, vq_ggml_h2f(x[i].d) * y[i].d, acc);
-        accm = fmaf((float)summ, vq_ggml_h2f(x[i].dmin) * y[i].d, accm);
+        int isum[4], imin[4];
+        q4_K_chunk_ints(&x[i], &y[i], isum, imin);
+        acc = fmaf((float)(isum[0] + isum[1] + isum[2] + isum[3]), vq_ggml_h2f(x[i].d) * y[i].d, acc);
+        accm = fmaf((float)(imin[0] + imin[1] + imin[2] + imin[3]), vq_ggml_h2f(x[i].dmin) * y[i].d, accm);
     }
     return acc - accm;
+}
+
+void vq_vec_dot4_q4_K_q8_K_ref(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
+    const vq_block_q4_K *x = w;
+    for (int j = 0; j < 4; j++) {
+        const vq_block_q8_K *y = (const vq_block_q8_K *)(const void *)((const uint8_t *)a + (size_t)j * a_stride);
+        float acc = 0, accm = 0;
+        for (int64_t i = 0; i < n / VQ_QK_K; i++) {
+            int isum[4], imin[4];
+            q4_K_chunk_ints(&x[i], &y[i], isum, imin);
+            const float d = vq_ggml_h2f(x[i].d) * y[i].d, dm = vq_ggml_h2f(x[i].dmin) * y[i].d;
+            for (int p = 0; p < 4; p++) {
+                acc = fmaf((float)isum[p], d, acc);
+                accm = fmaf((float)imin[p], dm, accm);
+            }
+        }
+        out[j] = acc - accm;
+    }
 }
 
 float vq_vec_dot_q5_K_q8_K_ref(int64_t n, const void *w, const void *a) {
@@ -594,7 +622,7 @@ static const struct vq_ggml_kernels g_ref[] = {
     K_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_ref),
     K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_ref),
     K_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_ref),
-    K_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_ref),
+    K4_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_ref, vq_vec_dot4_q4_K_q8_K_ref),
     K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref),
     K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_ref),
 };
@@ -610,7 +638,7 @@ static const struct vq_ggml_kernels g_avx2[] = {
     K4_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2, vq_vec_dot4_q5_0_q8a_avx2),
     K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_avx2),
     K4_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2, vq_vec_dot4_q8_0_q8a_avx2),
-    K_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2),
+    K4_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2, vq_vec_dot4_q4_K_q8_K_avx2),
     K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref),
     K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2),
 };
@@ -624,7 +652,7 @@ static const struct vq_ggml_kernels g_avx512[] = {
     K4_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2, vq_vec_dot4_q5_0_q8a_avx2),
     K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_avx2),
     K4_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2, vq_vec_dot4_q8_0_q8a_avx2),
-    K_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2),
+    K4_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2, vq_vec_dot4_q4_K_q8_K_avx2),
     K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref),
     K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2),
 };

@@ -128,7 +128,10 @@ typedef float (*vq_ggml_vec_dot_fn)(int64_t n, const void *w, const void *a);
 typedef void (*vq_ggml_from_float_fn)(const float *x, void *y, int64_t n);
 
 /* Dots of one weight row with 4 activation rows (a, a + a_stride, ...) into out[0..3]; the
- * weight blocks are decoded once for the 4 rows (batched prefill). */
+ * weight blocks are decoded once for the 4 rows (batched prefill). Equal to vec_dot on each row
+ * bit for bit, except Q4_K, whose four-row kernel chains its floats per 64-element chunk as
+ * ggml's repacked gemm does (vq_vec_dot_q4_K_q8_K_ref). The matmuls use it for the tokens
+ * 0 .. n - n % 4 - 1 of a batch and vec_dot for the rest, as ggml splits gemm and gemv. */
 typedef void (*vq_ggml_vec_dot4_fn)(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
 
 struct vq_ggml_kernels {
@@ -211,6 +214,7 @@ float vq_vec_dot_q5_0_q8a_ref(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q5_1_q8a_ref(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q8_0_q8a_ref(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q4_K_q8_K_ref(int64_t n, const void *w, const void *a);
+void vq_vec_dot4_q4_K_q8_K_ref(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
 float vq_vec_dot_q5_K_q8_K_ref(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q6_K_q8_K_ref(int64_t n, const void *w, const void *a);
 
@@ -229,6 +233,7 @@ void vq_vec_dot4_q4_1_q8a_avx2(int64_t n, const void *w, const void *a, size_t a
 void vq_vec_dot4_q8_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
 void vq_vec_dot4_q4_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
 void vq_vec_dot4_q5_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
+void vq_vec_dot4_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
 void vq_vec_dot4_q4_1_q8a_avx512(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
 float vq_vec_dot_f32_f32_avx512(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q4_1_q8a_avx512(int64_t n, const void *w, const void *a);

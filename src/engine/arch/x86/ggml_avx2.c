@@ -161,37 +161,62 @@ static inline int hsum_i32(__m256i v) {
     return _mm_cvtsi128_si32(s);
 }
 
+/* Integer parts of one Q4_K x Q8_K super-block per 64-element chunk p (sub-blocks 2p, 2p+1):
+ * isum[p] = sum of scale x (q . a), imin[p] = sum of min x block sum (exact). */
+static inline void q4_K_chunk_ints(const vq_block_q4_K *x, const vq_block_q8_K *y, int isum[4], int imin[4]) {
+    const uint8_t *q = x->scales;
+    int sc[8], m[8];
+    for (int k = 0; k < 4; k++) {
+        sc[k] = q[k] & 63;
+        m[k] = q[k + 4] & 63;
+        sc[k + 4] = (q[k + 8] & 15) | ((q[k] >> 6) << 4);
+        m[k + 4] = (q[k + 8] >> 4) | ((q[k + 4] >> 6) << 4);
+    }
+    for (int p = 0; p < 4; p++) {
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)(x->qs + 32 * p));
+        const __m256i lo = _mm256_and_si256(raw, _mm256_set1_epi8(15));
+        const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), _mm256_set1_epi8(15));
+        const __m256i a0 = _mm256_loadu_si256((const __m256i *)(y->qs + 64 * p));
+        const __m256i a1 = _mm256_loadu_si256((const __m256i *)(y->qs + 64 * p + 32));
+        const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), _mm256_set1_epi16((short)sc[2 * p]));
+        const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), _mm256_set1_epi16((short)sc[2 * p + 1]));
+        isum[p] = hsum_i32(_mm256_add_epi32(p0, p1));
+        imin[p] = m[2 * p] * (y->bsums[4 * p] + y->bsums[4 * p + 1]) +
+                  m[2 * p + 1] * (y->bsums[4 * p + 2] + y->bsums[4 * p + 3]);
+    }
+}
+
+/* The float steps of ggml's repacked Q4_K kernels (see the _ref twins): one fma per
+ * super-block (gemv) here, one per 64-element chunk in the four-row kernel (gemm). */
 float vq_vec_dot_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a) {
     const vq_block_q4_K *x = w;
     const vq_block_q8_K *y = a;
     float acc = 0, accm = 0;
     for (int64_t i = 0; i < n / VQ_QK_K; i++) {
-        const uint8_t *q = x[i].scales;
-        int sc[8], m[8];
-        for (int k = 0; k < 4; k++) {
-            sc[k] = q[k] & 63;
-            m[k] = q[k + 4] & 63;
-            sc[k + 4] = (q[k + 8] & 15) | ((q[k] >> 6) << 4);
-            m[k + 4] = (q[k + 8] >> 4) | ((q[k + 4] >> 6) << 4);
-        }
-        __m256i sumi = _mm256_setzero_si256();
-        for (int p = 0; p < 4; p++) {
-            __m256i raw = _mm256_loadu_si256((const __m256i *)(x[i].qs + 32 * p));
-            __m256i lo = _mm256_and_si256(raw, _mm256_set1_epi8(15));
-            __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), _mm256_set1_epi8(15));
-            __m256i a0 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * p));
-            __m256i a1 = _mm256_loadu_si256((const __m256i *)(y[i].qs + 64 * p + 32));
-            __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), _mm256_set1_epi16((short)sc[2 * p]));
-            __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), _mm256_set1_epi16((short)sc[2 * p + 1]));
-            sumi = _mm256_add_epi32(sumi, _mm256_add_epi32(p0, p1));
-        }
-        int summ = 0;
-        for (int sb = 0; sb < 8; sb++) summ += m[sb] * (y[i].bsums[2 * sb] + y[i].bsums[2 * sb + 1]);
-        /* the float steps of ggml's repacked Q4_K kernels (see the _ref twin) */
-        acc = fmaf((float)hsum_i32(sumi), _cvtsh_ss(x[i].d) * y[i].d, acc);
-        accm = fmaf((float)summ, _cvtsh_ss(x[i].dmin) * y[i].d, accm);
+        int isum[4], imin[4];
+        q4_K_chunk_ints(&x[i], &y[i], isum, imin);
+        acc = fmaf((float)(isum[0] + isum[1] + isum[2] + isum[3]), _cvtsh_ss(x[i].d) * y[i].d, acc);
+        accm = fmaf((float)(imin[0] + imin[1] + imin[2] + imin[3]), _cvtsh_ss(x[i].dmin) * y[i].d, accm);
     }
     return acc - accm;
+}
+
+void vq_vec_dot4_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
+    const vq_block_q4_K *x = w;
+    for (int j = 0; j < 4; j++) {
+        const vq_block_q8_K *y = (const vq_block_q8_K *)(const void *)((const uint8_t *)a + (size_t)j * a_stride);
+        float acc = 0, accm = 0;
+        for (int64_t i = 0; i < n / VQ_QK_K; i++) {
+            int isum[4], imin[4];
+            q4_K_chunk_ints(&x[i], &y[i], isum, imin);
+            const float d = _cvtsh_ss(x[i].d) * y[i].d, dm = _cvtsh_ss(x[i].dmin) * y[i].d;
+            for (int p = 0; p < 4; p++) {
+                acc = fmaf((float)isum[p], d, acc);
+                accm = fmaf((float)imin[p], dm, accm);
+            }
+        }
+        out[j] = acc - accm;
+    }
 }
 
 /* ggml_vec_dot_q6_K_q8_K's AVX2 sequence: unsigned 6-bit codes x activations per 32-element
