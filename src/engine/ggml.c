@@ -480,34 +480,11 @@ static void q4_K_chunk_ints(const vq_block_q4_K *x, const vq_block_q8_K *y, int 
  * 4) one per 64-element chunk — so, as in llama.cpp, a row's result depends on its place in
  * the batch. */
 float vq_vec_dot_q4_K_q8_K_ref(int64_t n, const void *w, const void *a) {
-    const vq_block_q4_K *x = w;
-    const vq_block_q8_K *y = a;
-    float acc = 0, accm = 0;
-    for (int64_t i = 0; i < n / VQ_QK_K; i++) {
-        int isum[4], imin[4];
-        q4_K_chunk_ints(&x[i], &y[i], isum, imin);
-        acc = fmaf((float)(isum[0] + isum[1] + isum[2] + isum[3]), vq_ggml_h2f(x[i].d) * y[i].d, acc);
-        accm = fmaf((float)(imin[0] + imin[1] + imin[2] + imin[3]), vq_ggml_h2f(x[i].dmin) * y[i].d, accm);
-    }
-    return acc - accm;
+    return vq_q4_K_gemv_chain(q4_K_chunk_ints, n, w, a);
 }
 
 void vq_vec_dot4_q4_K_q8_K_ref(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
-    const vq_block_q4_K *x = w;
-    for (int j = 0; j < 4; j++) {
-        const vq_block_q8_K *y = (const vq_block_q8_K *)(const void *)((const uint8_t *)a + (size_t)j * a_stride);
-        float acc = 0, accm = 0;
-        for (int64_t i = 0; i < n / VQ_QK_K; i++) {
-            int isum[4], imin[4];
-            q4_K_chunk_ints(&x[i], &y[i], isum, imin);
-            const float d = vq_ggml_h2f(x[i].d) * y[i].d, dm = vq_ggml_h2f(x[i].dmin) * y[i].d;
-            for (int p = 0; p < 4; p++) {
-                acc = fmaf((float)isum[p], d, acc);
-                accm = fmaf((float)imin[p], dm, accm);
-            }
-        }
-        out[j] = acc - accm;
-    }
+    vq_q4_K_gemm_chain(q4_K_chunk_ints, n, w, a, a_stride, out);
 }
 
 float vq_vec_dot_q5_K_q8_K_ref(int64_t n, const void *w, const void *a) {

@@ -16,6 +16,7 @@
 #define VQ_GGML_H
 
 #include <assert.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <string.h>
@@ -183,6 +184,42 @@ void vq_ggml_geglu_ref(const uint16_t *table, float *g, const float *u, int64_t 
 void vq_ggml_swiglu_ref(float *g, const float *u, int64_t n);
 void vq_ggml_swiglu_avx2(float *g, const float *u, int64_t n);
 void vq_ggml_swiglu_avx512(float *g, const float *u, int64_t n);
+
+/* Q4_K float chains over one super-block's exact integer parts per 64-element chunk p
+ * (ints: isum[p] = sum of scale x (q . a), imin[p] = sum of min x block sum), in the orders of
+ * ggml's repacked kernels (vq_vec_dot_q4_K_q8_K_ref): one fma per super-block for one row
+ * (gemv), one per chunk for four rows (gemm). Shared by the scalar and AVX2 kernels. */
+typedef void (*vq_q4_K_ints_fn)(const vq_block_q4_K *x, const vq_block_q8_K *y, int isum[4], int imin[4]);
+static inline float vq_q4_K_gemv_chain(vq_q4_K_ints_fn ints, int64_t n, const void *w, const void *a) {
+    const vq_block_q4_K *x = (const vq_block_q4_K *)w;
+    const vq_block_q8_K *y = (const vq_block_q8_K *)a;
+    float acc = 0, accm = 0;
+    for (int64_t i = 0; i < n / VQ_QK_K; i++) {
+        int isum[4], imin[4];
+        ints(&x[i], &y[i], isum, imin);
+        acc = fmaf((float)(isum[0] + isum[1] + isum[2] + isum[3]), vq_ggml_h2f(x[i].d) * y[i].d, acc);
+        accm = fmaf((float)(imin[0] + imin[1] + imin[2] + imin[3]), vq_ggml_h2f(x[i].dmin) * y[i].d, accm);
+    }
+    return acc - accm;
+}
+static inline void vq_q4_K_gemm_chain(vq_q4_K_ints_fn ints, int64_t n, const void *w, const void *a,
+                                      size_t a_stride, float *out) {
+    const vq_block_q4_K *x = (const vq_block_q4_K *)w;
+    for (int j = 0; j < 4; j++) {
+        const vq_block_q8_K *y = (const vq_block_q8_K *)(const void *)((const uint8_t *)a + (size_t)j * a_stride);
+        float acc = 0, accm = 0;
+        for (int64_t i = 0; i < n / VQ_QK_K; i++) {
+            int isum[4], imin[4];
+            ints(&x[i], &y[i], isum, imin);
+            const float d = vq_ggml_h2f(x[i].d) * y[i].d, dm = vq_ggml_h2f(x[i].dmin) * y[i].d;
+            for (int p = 0; p < 4; p++) {
+                acc = fmaf((float)isum[p], d, acc);
+                accm = fmaf((float)imin[p], dm, accm);
+            }
+        }
+        out[j] = acc - accm;
+    }
+}
 
 /* Scalar reference kernels (normative). */
 void vq_dequantize_row_f32_ref(const void *x, float *y, int64_t n);

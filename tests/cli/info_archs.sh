@@ -17,7 +17,7 @@ OUT="$TMP/out"; ERR="$TMP/err"
 expect_exit 0 "$VQ" info "$SYNTH/unsupported_mamba.gguf"
 for k in 'general.architecture                     "mamba"' "mamba.ssm.state_size" "Q3_K" \
          "engine: cannot run this model (12 problems)" \
-         "architecture 'mamba' is not supported (llama, qwen2, qwen3, phi3)" \
+         "architecture 'mamba' is not supported (llama, qwen2, qwen3, phi3, gemma3)" \
          "missing metadata 'mamba.feed_forward_length'" "missing metadata 'mamba.attention.head_count'" \
          "missing tensor 'blk.0.attn_q.weight'" "missing tensor 'blk.0.ffn_down.weight'" \
          "1 tensor of ggml type 11 (Q3_K), which the engine does not support (e.g. 'blk.0.ssm_in.weight')"; do

@@ -189,34 +189,11 @@ static inline void q4_K_chunk_ints(const vq_block_q4_K *x, const vq_block_q8_K *
 /* The float steps of ggml's repacked Q4_K kernels (see the _ref twins): one fma per
  * super-block (gemv) here, one per 64-element chunk in the four-row kernel (gemm). */
 float vq_vec_dot_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a) {
-    const vq_block_q4_K *x = w;
-    const vq_block_q8_K *y = a;
-    float acc = 0, accm = 0;
-    for (int64_t i = 0; i < n / VQ_QK_K; i++) {
-        int isum[4], imin[4];
-        q4_K_chunk_ints(&x[i], &y[i], isum, imin);
-        acc = fmaf((float)(isum[0] + isum[1] + isum[2] + isum[3]), _cvtsh_ss(x[i].d) * y[i].d, acc);
-        accm = fmaf((float)(imin[0] + imin[1] + imin[2] + imin[3]), _cvtsh_ss(x[i].dmin) * y[i].d, accm);
-    }
-    return acc - accm;
+    return vq_q4_K_gemv_chain(q4_K_chunk_ints, n, w, a);
 }
 
 void vq_vec_dot4_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
-    const vq_block_q4_K *x = w;
-    for (int j = 0; j < 4; j++) {
-        const vq_block_q8_K *y = (const vq_block_q8_K *)(const void *)((const uint8_t *)a + (size_t)j * a_stride);
-        float acc = 0, accm = 0;
-        for (int64_t i = 0; i < n / VQ_QK_K; i++) {
-            int isum[4], imin[4];
-            q4_K_chunk_ints(&x[i], &y[i], isum, imin);
-            const float d = _cvtsh_ss(x[i].d) * y[i].d, dm = _cvtsh_ss(x[i].dmin) * y[i].d;
-            for (int p = 0; p < 4; p++) {
-                acc = fmaf((float)isum[p], d, acc);
-                accm = fmaf((float)imin[p], dm, accm);
-            }
-        }
-        out[j] = acc - accm;
-    }
+    vq_q4_K_gemm_chain(q4_K_chunk_ints, n, w, a, a_stride, out);
 }
 
 /* ggml_vec_dot_q6_K_q8_K's AVX2 sequence: unsigned 6-bit codes x activations per 32-element
