@@ -53,6 +53,7 @@ void vq_kv_opts_init(struct vq_kv_opts *o) {
     o->group_size = o->residual_length = o->n_sink_tokens = o->jl_dim = -1;
     o->outlier_token_k = -1.0f;
     o->n_outlier_channels = o->n_calib_tokens = -1;
+    o->stream_window = o->stream_sinks = -1;
 }
 
 int vq_kv_default_bits(enum vq_method m) { return vq_method_default_bits(m); }
@@ -170,6 +171,8 @@ int vq_kv_opts_handle(struct vq_kv_opts *o, const char *cmd, int code, const cha
         return vq_opt_int(cmd, "--outlier-channels", arg, 0, 64, &o->n_outlier_channels);
     case VQ_KVOPT_N_CALIB: return vq_opt_int(cmd, "--n-calib-tokens", arg, 1, 1 << 20, &o->n_calib_tokens);
     case VQ_KVOPT_PRINT_CONFIG: o->print_config = 1; return 1;
+    case VQ_KVOPT_WINDOW: return vq_opt_int(cmd, "--window", arg, 0, 1 << 24, &o->stream_window);
+    case VQ_KVOPT_STREAM_SINKS: return vq_opt_int(cmd, "--sinks", arg, 0, 1024, &o->stream_sinks);
     default: return -1;
     }
 }
@@ -213,6 +216,8 @@ int vq_kv_print_config(const char *name, const struct vq_cache_params *cp) {
     cJSON_AddNumberToObject(js, "n_calib_tokens", cp->n_calib_tokens);
     cJSON_AddNumberToObject(js, "fp16_first_layers", cp->fp16_first_layers);
     cJSON_AddNumberToObject(js, "fp16_last_layers", cp->fp16_last_layers);
+    cJSON_AddNumberToObject(js, "stream_window", cp->stream_window);
+    cJSON_AddNumberToObject(js, "stream_sinks", cp->stream_sinks);
     char *t = cJSON_PrintUnformatted(js);
     cJSON_Delete(js);
     if (!t) return 1;
@@ -273,6 +278,8 @@ void vq_kv_opts_apply_cache(const struct vq_kv_opts *o, struct vq_cache_params *
     if (o->outlier_token_k >= 0.0f) cp->outlier_token_k = o->outlier_token_k;
     if (o->n_outlier_channels >= 0) cp->n_outlier_channels = o->n_outlier_channels;
     if (o->n_calib_tokens >= 0) cp->n_calib_tokens = o->n_calib_tokens;
+    if (o->stream_window >= 0) cp->stream_window = o->stream_window;
+    if (o->stream_sinks >= 0) cp->stream_sinks = o->stream_sinks;
 }
 
 const char *vq_kv_modifier_error(const struct vq_cache_params *cp) {
@@ -293,6 +300,7 @@ const char *vq_kv_modifier_error(const struct vq_cache_params *cp) {
         if (cp->n_outlier_channels > cp->head_dim / 2)
             return "--outlier-channels must be at most head_dim / 2";
     }
+    if (cp->stream_sinks > 0 && cp->stream_window == 0) return "--sinks needs --window W > 0";
     return NULL;
 }
 
@@ -306,6 +314,11 @@ void vq_kv_config_name_mod(const struct vq_cache_params *cp, char *out, size_t c
     if (cp->n_outlier_channels > 0 && n < cap) {
         if (cp->n_calib_tokens == 200) snprintf(out + n, cap - n, "+oc%d", cp->n_outlier_channels);
         else snprintf(out + n, cap - n, "+oc%dt%d", cp->n_outlier_channels, cp->n_calib_tokens);
+        n = strlen(out);
+    }
+    if (cp->stream_window > 0 && n < cap) {
+        if (cp->stream_sinks > 0) snprintf(out + n, cap - n, "+w%ds%d", cp->stream_window, cp->stream_sinks);
+        else snprintf(out + n, cap - n, "+w%d", cp->stream_window);
     }
 }
 
@@ -379,6 +392,9 @@ static int parse_suffixes(const char *s, struct vq_kv_opts *o) {
         else if (!strncmp(t, "seed", 4) && t[4] >= '0' && t[4] <= '9' &&
                  (o->seed = strtoull(t + 4, &end, 10), !*end))
             o->has_seed = 1;
+        else if (sscanf(t, "w%ds%d%c", &f, &l, &tail) == 2 && f >= 1 && f <= (1 << 24) && l >= 0 &&
+                 l <= 1024) { o->stream_window = f; o->stream_sinks = l; }
+        else if (sscanf(t, "w%d%c", &f, &tail) == 1 && f >= 1 && f <= (1 << 24)) o->stream_window = f;
         else if (!strcmp(t, "rqv_even")) o->rq_values = VQ_RQ_VALUES_EVEN;
         else if (!strcmp(t, "rqv_off")) o->rq_values = VQ_RQ_VALUES_OFF;
         else if (sscanf(t, "rq%lf%c", &b, &tail) == 1 && b >= 1 && b <= 8) o->ratequant = b;
@@ -484,6 +500,8 @@ void vq_kv_opts_to_argv(const struct vq_kv_opts *o, char **argv, int *argc, int 
     }
     if (o->n_outlier_channels >= 0) PUSHI("--outlier-channels", o->n_outlier_channels);
     if (o->n_calib_tokens >= 0) PUSHI("--n-calib-tokens", o->n_calib_tokens);
+    if (o->stream_window >= 0) PUSHI("--window", o->stream_window);
+    if (o->stream_sinks >= 0) PUSHI("--sinks", o->stream_sinks);
 #undef PUSHG
 #undef PUSHI
 #undef PUSH
@@ -517,6 +535,10 @@ void vq_kv_fill_result_config(const char *name, const struct vq_codec_params *k,
         if (mo.n_outlier_channels > 0) {
             OPTB("n_outlier_channels", mo.n_outlier_channels);
             OPTB("n_calib_tokens", mo.n_calib_tokens > 0 ? mo.n_calib_tokens : 200);
+        }
+        if (mo.stream_window > 0) {
+            OPTB("stream_window", mo.stream_window);
+            OPTB("stream_sinks", mo.stream_sinks > 0 ? mo.stream_sinks : 0);
         }
 #undef OPTB
     }

@@ -34,6 +34,7 @@ enum {
     VQ_KVOPT_K_BPL, VQ_KVOPT_V_BPL, VQ_KVOPT_FP16_LAYERS, VQ_KVOPT_FP16_FIRST, VQ_KVOPT_FP16_LAST,
     VQ_KVOPT_RATEQUANT, VQ_KVOPT_RQ_VALUES, VQ_KVOPT_CALIB_TOKENS,
     VQ_KVOPT_OUTLIER_TOKENS, VQ_KVOPT_OUTLIER_CHANNELS, VQ_KVOPT_N_CALIB, VQ_KVOPT_PRINT_CONFIG,
+    VQ_KVOPT_WINDOW, VQ_KVOPT_STREAM_SINKS,
     /* new options: add the code here, just above VQ_KVOPT_LAST */
     VQ_KVOPT_LAST
 };
@@ -61,7 +62,9 @@ enum {
     {"outlier-tokens", required_argument, 0, VQ_KVOPT_OUTLIER_TOKENS},                      \
     {"outlier-channels", required_argument, 0, VQ_KVOPT_OUTLIER_CHANNELS},                  \
     {"n-calib-tokens", required_argument, 0, VQ_KVOPT_N_CALIB},                             \
-    {"print-kv-config", no_argument, 0, VQ_KVOPT_PRINT_CONFIG}
+    {"print-kv-config", no_argument, 0, VQ_KVOPT_PRINT_CONFIG},                             \
+    {"window", required_argument, 0, VQ_KVOPT_WINDOW},                                      \
+    {"sinks", required_argument, 0, VQ_KVOPT_STREAM_SINKS}
 
 #define VQ_KV_HELP                                                                          \
     "  --method M            KV method for keys and values (see `veloxquant methods`)\n"  \
@@ -88,6 +91,10 @@ enum {
     "  --outlier-channels N  int8 two-stream keys for the N largest channels (0 = off;\n"    \
     "                        turboquant_*, qjl, polar keys; config suffix +ocN)\n"           \
     "  --n-calib-tokens T    tokens that pick the outlier channels (default 200; +ocNtT)\n"    \
+    "  --window W            StreamingLLM eviction on every layer without a window of its own:\n" \
+    "                        attend to the newest W tokens (+ the sinks), older pages are\n"  \
+    "                        recycled so KV memory stays bounded (0 = off; suffix +wW)\n"     \
+    "  --sinks S             with --window: keep the first S tokens forever (suffix +wWsS)\n" \
     "  --print-kv-config     print the resolved KV config (JSON) and exit without running\n"
 
 #define VQ_KV_MAX_LAYERS 512
@@ -111,6 +118,7 @@ struct vq_kv_opts {
     float outlier_token_k;                    /* < 0 = not given */
     int n_outlier_channels, n_calib_tokens;   /* -1 = not given */
     int print_config;                         /* --print-kv-config */
+    int stream_window, stream_sinks;          /* StreamingLLM window / sinks; -1 = not given */
 };
 
 /* Empty option set (nothing given). */
