@@ -1,7 +1,7 @@
 /*
- * observer.h — per-layer KV quality observed during a real run (DESIGN.md §5 "Vector
- * quality"): reconstruction cosine of keys and values, inner-product error of q·k for the
- * run's own queries, attention KL(exact ‖ compressed) and key-norm statistics. Library-internal
+ * observer.h — per-layer KV quality observed during a real run (docs/EVALUATION.md,
+ * "generate --observe"): reconstruction cosine of keys and values, inner-product error of q·k
+ * for the run's own queries, attention KL(exact ‖ compressed) and key-norm statistics. Library-internal
  * (used by `veloxquant generate --observe` and the tests); not part of the public API.
  *
  * How it works

@@ -2,8 +2,8 @@
  * ppl.h — perplexity, KL divergence against a saved base run, and the greedy reliability
  * probe, over the engine (include/vq_engine.h). Not part of the public API.
  *
- * Perplexity protocol (DESIGN.md §5, as llama.cpp's perplexity tool): the token stream is cut
- * into non-overlapping chunks of ctx tokens (a trailing partial chunk is dropped); every chunk
+ * Perplexity protocol (docs/EVALUATION.md "Protocol", as llama.cpp's perplexity tool): the
+ * token stream is cut into non-overlapping chunks of ctx tokens (a trailing partial chunk is dropped); every chunk
  * starts from an empty KV cache (when the tokenizer adds BOS, the chunk's first token is
  * replaced by BOS); the chunk is evaluated in forward passes of n_batch tokens whose keys and
  * values go through the compressed cache (attention always reads the cache), and the

@@ -1,5 +1,5 @@
 /*
- * vecq.h — vector quality of a codec on synthetic keys (DESIGN.md §5 "Vector quality"): mean
+ * vecq.h — vector quality of a codec on synthetic keys (docs/EVALUATION.md, "Protocol"): mean
  * cosine between vectors and their decoded codes. Not part of the public API.
  */
 #ifndef VQ_EVAL_VECQ_H

@@ -39,6 +39,10 @@ check_tree() {  # check_tree ROOT -> prints problems, returns 1 if any
     if (cd "$root" && xargs -0 grep -IEnH "$SHARED_RE" < "$list"); then
         echo "^ refers to files outside the repository (cite docs/ instead)"; bad=1
     fi
+    # DESIGN.md is the team's product notes, not a file of this repository
+    if (cd "$root" && xargs -0 grep -IEnH 'DESIGN''\.md' < "$list"); then
+        echo "^ cites DESIGN.md, which is not in the repository (cite README or docs/ instead)"; bad=1
+    fi
     while IFS= read -r hit; do
         f=${hit%%:*}
         [ "$f" = docs/ALGORITHMS.md ] && continue

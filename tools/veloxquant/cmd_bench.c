@@ -1,6 +1,6 @@
 /* cmd_bench.c — `veloxquant bench`: model-free microbenchmark of encode and attend latency
  * over synthetic keys, with an fp16 cache timed at the same seq_len in the same run, and the
- * vector/attention quality of the method (DESIGN.md §2.2, docs/BENCHMARK.md).
+ * vector/attention quality of the method (docs/BENCHMARK.md).
  *
  * Synthetic data: keys and values are i.i.d. N(0,1) per coordinate plus a fixed offset of +4 on
  * four channels of the keys (real keys have channel-aligned outliers); queries are N(0,1).

@@ -1,7 +1,7 @@
 /* cmd_calibrate.c — `veloxquant calibrate`: records post-RoPE keys/values of a GGUF model on
  * calibration text (an fp32 KV cache, read back with vq_cache_read) and writes calibration
  * artifacts (vecinfer codebooks + smoothing factors, spectral PCA bases, RateQuant layer
- * sensitivities) under the artifact cache (DESIGN.md §2.2, src/artifact/artifact.c):
+ * sensitivities) under the artifact cache (docs/FORMAT.md, src/artifact/artifact.c):
  *   <root>/vecinfer/<model sha256>/k<c>x<v>_v<c>x<v>.vqcal
  *   <root>/spectral/<model sha256>/pca.vqcal
  *   <root>/ratequant/<model sha256>/sens.vqcal

@@ -1,6 +1,7 @@
 /* cmd_generate.c — `veloxquant generate`: run a prompt through a GGUF model with a chosen KV
  * method, stream the generated text, then report prefill/decode speed, tokens generated, KV
- * bytes, compression ratios (key_x, fullKV_x) and peak RSS (DESIGN.md §2.2, §5). */
+ * bytes, compression ratios (key_x, fullKV_x) and peak RSS (README "Command line",
+ * docs/EVALUATION.md). */
 #include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>

@@ -9,7 +9,7 @@
 #include "cli.h"
 
 /* Methods of the design that have no codec in this build yet, and the cache-level modifiers
- * (DESIGN.md §2.3). */
+ * (README "Methods"). */
 static const struct vq_method_info planned[] = {
     {.name = "vecinfer", .params = "bits=1,1.5,2 (product VQ, trained codebooks)", .bits_formula = "c/v",
      .needs_calibration = 1},

@@ -1,5 +1,5 @@
 /* cmd_report.c — `veloxquant report`: PNG figures (PLplot, cairo driver) and a Markdown table
- * from one or more results.json files (DESIGN.md §6).
+ * from one or more results.json files (docs/EVALUATION.md "Files").
  *
  * Per model (results are grouped by model sha256, else file name; several files of one model
  * are merged, a later entry replacing an earlier one of the same config name) it writes

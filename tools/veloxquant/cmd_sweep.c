@@ -1,6 +1,6 @@
 /* cmd_sweep.c — `veloxquant sweep`: models x KV configs, each (model, config) measured in a
  * fresh child process (fork + exec of this executable's hidden `sweep-run` command), results
- * written atomically to results.json after every config (DESIGN.md §6).
+ * written atomically to results.json after every config (docs/EVALUATION.md "sweep").
  *
  * Per model the sweep first makes sure the fp16 reference exists (its saved top-k logits and
  * its greedy probe outputs, in the output folder as fp16.logits / fp16.probe.json), running
