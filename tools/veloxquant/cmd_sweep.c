@@ -140,9 +140,18 @@ static void detok_preview(const struct vq_eval_model *em, const int32_t *ids, in
     if (buf != small) free(buf);
 }
 
-/* The hidden child command: one (model, config); writes a one-result results.json to --out.
- * Exit 0 ok, 1 runtime error, 2 usage (bad config). */
-int vq_cmd_sweep_run(int argc, char **argv) {
+/* Options of the hidden child command. */
+struct srun_opts {
+    const char *model, *name, *text, *outp, *save, *base;
+    const char *save_probe, *probe_ref;
+    int ctx, chunks, max_tokens, n_prompts, threads;
+    struct vq_kv_opts ko;
+    struct vq_ppl_params pp;   /* perplexity parameters, the KV config resolved from ko */
+};
+
+/* Parse step (options, then the KV config resolved into o->pp.cache): 1 ok, 0 usage error
+ * (printed). */
+static int srun_parse(int argc, char **argv, struct srun_opts *o) {
     static const char *C = "sweep-run";
     static const struct option lo[] = {
         {"model", required_argument, 0, 'm'},
@@ -161,208 +170,292 @@ int vq_cmd_sweep_run(int argc, char **argv) {
         VQ_KV_LONG_OPTIONS,
         {0, 0, 0, 0},
     };
-    const char *model = NULL, *name = NULL, *text = NULL, *outp = NULL, *save = NULL, *base = NULL;
-    const char *save_probe = NULL, *probe_ref = NULL;
-    int ctx = 512, chunks = 4, max_tokens = 200, n_prompts = 8, threads = 0;
-    struct vq_kv_opts ko;
-    vq_kv_opts_init(&ko);
+    memset(o, 0, sizeof *o);
+    o->ctx = 512;
+    o->chunks = 4;
+    o->max_tokens = 200;
+    o->n_prompts = 8;
+    vq_kv_opts_init(&o->ko);
     optind = 1;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":m:f:c:t:o:", lo, NULL)) != -1) {
         int ok = 1;
         switch (c) {
-        case 'm': model = optarg; break;
-        case 'n': name = optarg; break;
-        case 'f': text = optarg; break;
-        case 'c': ok = vq_opt_int(C, "--ctx", optarg, 4, 1 << 20, &ctx); break;
-        case 'C': ok = vq_opt_int(C, "--chunks", optarg, 0, 1 << 30, &chunks); break;
-        case 'T': ok = vq_opt_int(C, "--max-tokens", optarg, 1, 1 << 16, &max_tokens); break;
-        case 'P': ok = vq_opt_int(C, "--prompts", optarg, 1, vq_probe_n_prompts, &n_prompts); break;
-        case 't': ok = vq_opt_int(C, "--threads", optarg, 0, 1024, &threads); break;
-        case 'o': outp = optarg; break;
-        case 'S': save = optarg; break;
-        case 'K': base = optarg; break;
-        case 'p': save_probe = optarg; break;
-        case 'r': probe_ref = optarg; break;
-        case ':': fprintf(stderr, "%s: %s needs a value\n", C, argv[optind - 1]); return 2;
-        case '?': fprintf(stderr, "%s: unknown option '%s'\n", C, argv[optind - 1]); return 2;
-        default: ok = vq_kv_opts_handle(&ko, C, c, optarg); break;
+        case 'm': o->model = optarg; break;
+        case 'n': o->name = optarg; break;
+        case 'f': o->text = optarg; break;
+        case 'c': ok = vq_opt_int(C, "--ctx", optarg, 4, 1 << 20, &o->ctx); break;
+        case 'C': ok = vq_opt_int(C, "--chunks", optarg, 0, 1 << 30, &o->chunks); break;
+        case 'T': ok = vq_opt_int(C, "--max-tokens", optarg, 1, 1 << 16, &o->max_tokens); break;
+        case 'P':
+            ok = vq_opt_int(C, "--prompts", optarg, 1, vq_probe_n_prompts, &o->n_prompts);
+            break;
+        case 't': ok = vq_opt_int(C, "--threads", optarg, 0, 1024, &o->threads); break;
+        case 'o': o->outp = optarg; break;
+        case 'S': o->save = optarg; break;
+        case 'K': o->base = optarg; break;
+        case 'p': o->save_probe = optarg; break;
+        case 'r': o->probe_ref = optarg; break;
+        case ':': fprintf(stderr, "%s: %s needs a value\n", C, argv[optind - 1]); return 0;
+        case '?': fprintf(stderr, "%s: unknown option '%s'\n", C, argv[optind - 1]); return 0;
+        default: ok = vq_kv_opts_handle(&o->ko, C, c, optarg); break;
         }
-        if (ok != 1) return 2;
+        if (ok != 1) return 0;
     }
-    if (!model || !name || !text || !outp || ctx % 2) {
+    if (!o->model || !o->name || !o->text || !o->outp || o->ctx % 2) {
         fprintf(stderr, "%s: needs -m, --config, -f, --out and an even --ctx\n", C);
-        return 2;
+        return 0;
     }
-    struct vq_ppl_params pp = vq_ppl_params_default();
-    pp.ctx = ctx;
-    pp.n_chunks = chunks;
-    pp.n_threads = threads;
-    if (!vq_kv_opts_resolve(C, &ko, &pp.cache.key, &pp.cache.value)) return 2;
-    vq_kv_opts_apply_cache(&ko, &pp.cache); /* outlier modifiers */
+    o->pp = vq_ppl_params_default();
+    o->pp.ctx = o->ctx;
+    o->pp.n_chunks = o->chunks;
+    o->pp.n_threads = o->threads;
+    if (!vq_kv_opts_resolve(C, &o->ko, &o->pp.cache.key, &o->pp.cache.value)) return 0;
+    vq_kv_opts_apply_cache(&o->ko, &o->pp.cache); /* outlier modifiers */
+    return 1;
+}
 
+/* Everything a sweep-run holds; srun_free releases it once srun_build_model succeeded. */
+struct srun_state {
+    struct vq_ppl_params pp;   /* o->pp, with per-layer bits and calibration attached */
     struct vq_eval_model em;
-    if (!vq_eval_model_open(C, model, &em)) return 1;
-    vq_calib_data *calib_owned[2] = {NULL, NULL};   /* vecinfer / spectral artifacts */
-    struct vq_kv_layers kl;   /* per-layer bits (RateQuant), fp16 edge layers */
-    const int la = vq_kv_layers_apply(C, &ko, model, em.m, em.info->n_layers, em.info->head_dim,
-                                      &pp.cache, &kl, 0);
+    vq_calib_data *calib_owned[2];   /* vecinfer / spectral artifacts */
+    struct vq_kv_layers kl;          /* per-layer bits (RateQuant), fp16 edge layers */
+    struct vq_codec_params kp, vp;   /* the key / value codecs at the model's head_dim */
+    struct vq_result e;
+    int64_t n_tok;
+    int32_t *tokens, *ids, *ref;     /* corpus; probe outputs; probe reference (--probe-ref) */
+    int lens[64], ref_lens[64];
+    vq_logits_file *sf, *bf;         /* --save-logits, --kl-base */
+    vq_ctx *gctx;                    /* the greedy probe's context */
+    struct vq_ppl_result pr;
+    double dec_tok_s, tg, pm;        /* probe decode rate, tokens generated, prefix matched */
+};
+
+static void srun_free(struct srun_state *s) {
+    vq_logits_discard(s->sf);
+    vq_logits_close(s->bf);
+    vq_ctx_free(s->gctx);
+    vq_result_clear(&s->e);
+    free(s->ref);
+    free(s->ids);
+    free(s->tokens);
+    vq_eval_model_close(&s->em);
+    vq_calib_data_free(s->calib_owned[0]);
+    vq_calib_data_free(s->calib_owned[1]);
+    vq_kv_layers_free(&s->kl);
+}
+
+/* Build step 1: model, per-layer bits, calibration, and a check that both codecs accept the
+ * config. Returns 0 (everything held) or an exit code (everything released). */
+static int srun_build_model(const struct srun_opts *o, struct srun_state *s) {
+    static const char *C = "sweep-run";
+    s->pp = o->pp;
+    if (!vq_eval_model_open(C, o->model, &s->em)) return 1;
+    const int la = vq_kv_layers_apply(C, &o->ko, o->model, s->em.m, s->em.info->n_layers,
+                                      s->em.info->head_dim, &s->pp.cache, &s->kl, 0);
     if (la != 1) {
-        vq_eval_model_close(&em);
+        vq_eval_model_close(&s->em);
         return la == 0 ? 2 : 1;
     }
-    if (!vq_cli_attach_calib(C, model, &pp.cache, em.info->n_layers, em.info->head_dim, calib_owned)) {
-        vq_eval_model_close(&em);
-        vq_kv_layers_free(&kl);
+    if (!vq_cli_attach_calib(C, o->model, &s->pp.cache, s->em.info->n_layers, s->em.info->head_dim,
+                             s->calib_owned)) {
+        vq_eval_model_close(&s->em);
+        vq_kv_layers_free(&s->kl);
         return 1;
     }
-    const int d = em.info->head_dim;
-    struct vq_codec_params kp = pp.cache.key, vp = pp.cache.value;
-    kp.head_dim = vp.head_dim = d;
-    {
-        vq_status st;
-        vq_codec *kc = vq_codec_create(&kp, &st), *vc = kc ? vq_codec_create(&vp, &st) : NULL;
-        vq_codec_free(kc);
-        vq_codec_free(vc);
-        if (!vc) {
-            fprintf(stderr, "%s: config %s: %s (bits/options not accepted by the method)\n", C, name,
-                    vq_status_str(st));
-            vq_eval_model_close(&em);
-            vq_calib_data_free(calib_owned[0]);
-            vq_calib_data_free(calib_owned[1]);
-            vq_kv_layers_free(&kl);
-            return 2;
+    const int d = s->em.info->head_dim;
+    s->kp = s->pp.cache.key;
+    s->vp = s->pp.cache.value;
+    s->kp.head_dim = s->vp.head_dim = d;
+    vq_status st;
+    vq_codec *kc = vq_codec_create(&s->kp, &st), *vc = kc ? vq_codec_create(&s->vp, &st) : NULL;
+    vq_codec_free(kc);
+    vq_codec_free(vc);
+    if (!vc) {
+        fprintf(stderr, "%s: config %s: %s (bits/options not accepted by the method)\n", C, o->name,
+                vq_status_str(st));
+        vq_eval_model_close(&s->em);
+        vq_calib_data_free(s->calib_owned[0]);
+        vq_calib_data_free(s->calib_owned[1]);
+        vq_kv_layers_free(&s->kl);
+        return 2;
+    }
+    vq_result_init(&s->e);
+    return 0;
+}
+
+/* Build step 2: the result's config, the corpus tokens, probe buffers, the logits files and
+ * the probe reference. Returns 0 or exit code 1 (printed). */
+static int srun_build_inputs(const struct srun_opts *o, struct srun_state *s) {
+    static const char *C = "sweep-run";
+    const size_t n_ids = (size_t)o->n_prompts * (size_t)o->max_tokens;
+    vq_kv_fill_result_config(o->name, &s->kp, &s->vp, &s->e.config);
+    vq_kv_result_config_layers(&s->pp.cache, &s->kl, &s->e.config);
+    s->tokens = vq_eval_tokenize_file(C, &s->em, o->text, &s->n_tok);
+    s->ids = malloc(n_ids * sizeof *s->ids);
+    s->ref = o->probe_ref ? malloc(n_ids * sizeof *s->ref) : NULL;
+    vq_status st;
+    if (!s->tokens || !s->ids || (o->probe_ref && !s->ref)) return 1;
+    s->pp.bos = vq_eval_chunk_bos(&s->em);
+    if (o->base && !(s->bf = vq_logits_open(o->base, &st))) {
+        fprintf(stderr, "%s: %s: %s\n", C, o->base, vq_status_str(st));
+        return 1;
+    }
+    if (o->save && !(s->sf = vq_logits_create(o->save, s->pp.top_k, s->em.info->n_vocab, o->ctx,
+                                              &st))) {
+        fprintf(stderr, "%s: %s: %s\n", C, o->save, vq_status_str(st));
+        return 1;
+    }
+    if (o->probe_ref && !read_probe(o->probe_ref, o->n_prompts, o->max_tokens, s->ref,
+                                    s->ref_lens)) {
+        fprintf(stderr, "%s: %s: not a probe reference for %d prompts x %d tokens\n", C,
+                o->probe_ref, o->n_prompts, o->max_tokens);
+        return 1;
+    }
+    return 0;
+}
+
+/* Run step 1: perplexity (+ KL against --kl-base, logits saved with --save-logits) into the
+ * result. Returns 0 or exit code 1 (printed). */
+static int srun_ppl(const struct srun_opts *o, struct srun_state *s) {
+    static const char *C = "sweep-run";
+    struct vq_progress prog;
+    char label[96], err[512];
+    snprintf(label, sizeof label, "  %s ppl", o->name);
+    vq_progress_init(&prog, label);
+    const struct vq_ppl_result *pr = &s->pr;
+    vq_status st = vq_ppl_run(s->em.m, s->tokens, s->n_tok, &s->pp, s->sf, s->bf, vq_progress_ppl,
+                              &prog, &s->pr, err, sizeof err);
+    vq_progress_done(&prog);
+    if (st != VQ_STATUS_OK) { fprintf(stderr, "%s: perplexity: %s\n", C, err); return 1; }
+    if (s->sf) {
+        st = vq_logits_close(s->sf);
+        s->sf = NULL;
+        if (st != VQ_STATUS_OK) {
+            fprintf(stderr, "%s: %s: %s\n", C, o->save, vq_status_str(st));
+            return 1;
         }
     }
-    int rc = 1;
-    struct vq_result e;
-    vq_result_init(&e);
-    vq_kv_fill_result_config(name, &kp, &vp, &e.config);
-    vq_kv_result_config_layers(&pp.cache, &kl, &e.config);
-    int64_t n_tok = 0;
-    int32_t *tokens = vq_eval_tokenize_file(C, &em, text, &n_tok);
-    int32_t *ids = malloc((size_t)n_prompts * (size_t)max_tokens * sizeof *ids);
-    int32_t *ref = probe_ref ? malloc((size_t)n_prompts * (size_t)max_tokens * sizeof *ref) : NULL;
-    int lens[64], ref_lens[64];
-    vq_logits_file *sf = NULL, *bf = NULL;
-    vq_ctx *gctx = NULL;
-    vq_status st;
-    char err[512];
-    if (!tokens || !ids || (probe_ref && !ref)) goto out;
-    pp.bos = vq_eval_chunk_bos(&em);
-    if (base && !(bf = vq_logits_open(base, &st))) {
-        fprintf(stderr, "%s: %s: %s\n", C, base, vq_status_str(st));
-        goto out;
+    struct vq_result *e = &s->e;
+    const struct vq_cache_memory *mem = &pr->mem;
+    e->ppl = pr->ppl;
+    e->prefill_tok_s = pr->prefill_tok_s;
+    e->kv_bytes = (double)mem->total_bytes;
+    e->key_x = mem->key_total_bytes ? (double)mem->fp16_key_bytes / (double)mem->key_total_bytes
+                                    : NAN;
+    e->fullKV_x = mem->total_bytes ? (double)mem->fp16_bytes / (double)mem->total_bytes : NAN;
+    e->bits_per_elem = mem->fp16_bytes ? 16.0 * (double)mem->total_bytes / (double)mem->fp16_bytes
+                                       : NAN;
+    if (s->bf) {
+        e->kld_mean = pr->kld_mean; e->kld_median = pr->kld_median; e->kld_p99 = pr->kld_p99;
+        e->top1 = pr->top1;
+    } else if (o->save) {   /* the reference run itself */
+        e->kld_mean = e->kld_median = e->kld_p99 = 0;
+        e->top1 = 1;
     }
-    if (save && !(sf = vq_logits_create(save, pp.top_k, em.info->n_vocab, ctx, &st))) {
-        fprintf(stderr, "%s: %s: %s\n", C, save, vq_status_str(st));
-        goto out;
-    }
-    if (probe_ref && !read_probe(probe_ref, n_prompts, max_tokens, ref, ref_lens)) {
-        fprintf(stderr, "%s: %s: not a probe reference for %d prompts x %d tokens\n", C, probe_ref,
-                n_prompts, max_tokens);
-        goto out;
-    }
-    /* 1. perplexity (+ KL) */
-    struct vq_progress prog;
-    char label[96];
-    snprintf(label, sizeof label, "  %s ppl", name);
-    vq_progress_init(&prog, label);
-    struct vq_ppl_result pr;
-    st = vq_ppl_run(em.m, tokens, n_tok, &pp, sf, bf, vq_progress_ppl, &prog, &pr, err, sizeof err);
-    vq_progress_done(&prog);
-    if (st != VQ_STATUS_OK) { fprintf(stderr, "%s: perplexity: %s\n", C, err); goto out; }
-    if (sf) {
-        st = vq_logits_close(sf);
-        sf = NULL;
-        if (st != VQ_STATUS_OK) { fprintf(stderr, "%s: %s: %s\n", C, save, vq_status_str(st)); goto out; }
-    }
-    e.ppl = pr.ppl;
-    e.prefill_tok_s = pr.prefill_tok_s;
-    e.kv_bytes = (double)pr.mem.total_bytes;
-    e.key_x = pr.mem.key_total_bytes ? (double)pr.mem.fp16_key_bytes / (double)pr.mem.key_total_bytes : NAN;
-    e.fullKV_x = pr.mem.total_bytes ? (double)pr.mem.fp16_bytes / (double)pr.mem.total_bytes : NAN;
-    e.bits_per_elem = pr.mem.fp16_bytes ? 16.0 * (double)pr.mem.total_bytes / (double)pr.mem.fp16_bytes : NAN;
-    if (bf) {
-        e.kld_mean = pr.kld_mean; e.kld_median = pr.kld_median; e.kld_p99 = pr.kld_p99; e.top1 = pr.top1;
-    } else if (save) {   /* the reference run itself */
-        e.kld_mean = e.kld_median = e.kld_p99 = 0;
-        e.top1 = 1;
-    }
+    return 0;
+}
+
+/* Run step 2: vector quality on synthetic keys / values, then the greedy probe (compared with
+ * --probe-ref, saved with --save-probe) into the result. Returns 0 or exit code 1 (printed). */
+static int srun_probe(const struct srun_opts *o, struct srun_state *s) {
+    static const char *C = "sweep-run";
+    const int n_prompts = o->n_prompts, max_tokens = o->max_tokens;
+    struct vq_result *e = &s->e;
     /* 2. vector quality on synthetic keys (outlier channels) and values */
     double cs;
-    if (vq_eval_codec_cosine(&kp, 512, 1, 42, &cs) == VQ_STATUS_OK) e.cosine_k = cs;
-    if (vq_eval_codec_cosine(&vp, 512, 0, 43, &cs) == VQ_STATUS_OK) e.cosine_v = cs;
+    if (vq_eval_codec_cosine(&s->kp, 512, 1, 42, &cs) == VQ_STATUS_OK) e->cosine_k = cs;
+    if (vq_eval_codec_cosine(&s->vp, 512, 0, 43, &cs) == VQ_STATUS_OK) e->cosine_v = cs;
     /* 3. greedy probe */
+    vq_status st;
     struct vq_ctx_params cp = vq_ctx_params_default();
     cp.n_ctx = 1024 + max_tokens;
-    cp.n_threads = threads;
-    cp.cache = pp.cache;
-    gctx = vq_ctx_create(em.m, &cp, &st);
-    if (!gctx) { fprintf(stderr, "%s: probe context: %s\n", C, vq_status_str(st)); goto out; }
-    snprintf(label, sizeof label, "  %s probe", name);
+    cp.n_threads = o->threads;
+    cp.cache = s->pp.cache;
+    s->gctx = vq_ctx_create(s->em.m, &cp, &st);
+    if (!s->gctx) { fprintf(stderr, "%s: probe context: %s\n", C, vq_status_str(st)); return 1; }
+    struct vq_progress prog;
+    char label[96];
+    snprintf(label, sizeof label, "  %s probe", o->name);
     vq_progress_init(&prog, label);
-    double dec_tok_s = 0;
-    st = vq_eval_probe(&em, gctx, n_prompts, max_tokens, ids, lens, &dec_tok_s, &prog);
+    st = vq_eval_probe(&s->em, s->gctx, n_prompts, max_tokens, s->ids, s->lens, &s->dec_tok_s,
+                       &prog);
     vq_progress_done(&prog);
-    if (st != VQ_STATUS_OK) { fprintf(stderr, "%s: probe: %s\n", C, vq_status_str(st)); goto out; }
-    double tg = 0, pm = 0;
+    if (st != VQ_STATUS_OK) { fprintf(stderr, "%s: probe: %s\n", C, vq_status_str(st)); return 1; }
     for (int p = 0; p < n_prompts; p++) {
-        tg += lens[p];
-        if (ref) pm += vq_common_prefix(ids + (size_t)p * max_tokens, lens[p], ref + (size_t)p * max_tokens, ref_lens[p]);
+        s->tg += s->lens[p];
+        if (s->ref)
+            s->pm += vq_common_prefix(s->ids + (size_t)p * max_tokens, s->lens[p],
+                                      s->ref + (size_t)p * max_tokens, s->ref_lens[p]);
     }
-    e.tokens_generated = tg / n_prompts;
-    if (ref) e.fp16_prefix_match = pm / n_prompts;
-    else if (save_probe) e.fp16_prefix_match = e.tokens_generated;   /* the reference itself */
-    e.decode_tok_s = dec_tok_s > 0 ? dec_tok_s : NAN;
-    detok_preview(&em, ids, lens[0], &e.output_preview);
-    if (save_probe && !write_probe(save_probe, n_prompts, max_tokens, ids, lens)) {
-        fprintf(stderr, "%s: cannot write %s\n", C, save_probe);
-        goto out;
+    e->tokens_generated = s->tg / n_prompts;
+    if (s->ref) e->fp16_prefix_match = s->pm / n_prompts;
+    else if (o->save_probe) e->fp16_prefix_match = e->tokens_generated;   /* the reference itself */
+    e->decode_tok_s = s->dec_tok_s > 0 ? s->dec_tok_s : NAN;
+    detok_preview(&s->em, s->ids, s->lens[0], &e->output_preview);
+    if (o->save_probe && !write_probe(o->save_probe, n_prompts, max_tokens, s->ids, s->lens)) {
+        fprintf(stderr, "%s: cannot write %s\n", C, o->save_probe);
+        return 1;
     }
-    e.peak_rss_mb = vq_peak_rss_mb();
-    /* 4. the one-result file */
+    e->peak_rss_mb = vq_peak_rss_mb();
+    return 0;
+}
+
+/* Report step: the one-result file (--out), then the summary line on stdout. Returns 0 or exit
+ * code 1 (printed). */
+static int srun_report(const struct srun_opts *o, struct srun_state *s) {
+    static const char *C = "sweep-run";
+    const struct vq_eval_model *em = &s->em;
+    const struct vq_ppl_result *pr = &s->pr;
+    const int n_prompts = o->n_prompts;
     struct vq_results r;
     vq_results_init(&r);
     vq_results_stamp_time(&r);
-    vq_results_fill_hardware(&r, threads);
+    vq_results_fill_hardware(&r, o->threads);
     snprintf(r.git_commit, sizeof r.git_commit, "unknown");
-    vq_str_set(&r.model.file, model);
-    snprintf(r.model.arch, sizeof r.model.arch, "%s", em.info->arch);
-    r.model.n_layers = em.info->n_layers;
-    r.model.n_kv_heads = em.info->n_kv_heads;
-    r.model.head_dim = d;
-    vq_str_set(&r.protocol.corpus, text);
-    r.protocol.ctx = ctx;
-    r.protocol.chunks = chunks;
-    r.protocol.max_tokens = max_tokens;
-    r.protocol.seed = kp.seed;
-    if (vq_results_add(&r, &e) != VQ_STATUS_OK || vq_results_write(&r, outp) != VQ_STATUS_OK) {
-        fprintf(stderr, "%s: cannot write %s\n", C, outp);
+    vq_str_set(&r.model.file, o->model);
+    snprintf(r.model.arch, sizeof r.model.arch, "%s", em->info->arch);
+    r.model.n_layers = em->info->n_layers;
+    r.model.n_kv_heads = em->info->n_kv_heads;
+    r.model.head_dim = em->info->head_dim;
+    vq_str_set(&r.protocol.corpus, o->text);
+    r.protocol.ctx = o->ctx;
+    r.protocol.chunks = o->chunks;
+    r.protocol.max_tokens = o->max_tokens;
+    r.protocol.seed = s->kp.seed;
+    if (vq_results_add(&r, &s->e) != VQ_STATUS_OK
+        || vq_results_write(&r, o->outp) != VQ_STATUS_OK) {
+        fprintf(stderr, "%s: cannot write %s\n", C, o->outp);
         vq_results_clear(&r);
-        goto out;
+        return 1;
     }
     vq_results_clear(&r);
-    printf("%s: ppl %.4f kld %.5f top1 %.3f tokens %.1f prefix %.1f prefill %.1f tok/s decode %.1f tok/s "
-           "KV %.0f bytes (x%.2f) rss %.0f MB\n", name, pr.ppl, bf ? pr.kld_mean : 0.0,
-           bf ? pr.top1 : 1.0, tg / n_prompts, ref ? pm / n_prompts : tg / n_prompts,
-           pr.prefill_tok_s, dec_tok_s, (double)pr.mem.total_bytes,
-           pr.mem.total_bytes ? (double)pr.mem.fp16_bytes / (double)pr.mem.total_bytes : 0.0,
+    printf("%s: ppl %.4f kld %.5f top1 %.3f tokens %.1f prefix %.1f prefill %.1f tok/s decode %.1f"
+           " tok/s KV %.0f bytes (x%.2f) rss %.0f MB\n", o->name, pr->ppl,
+           s->bf ? pr->kld_mean : 0.0, s->bf ? pr->top1 : 1.0, s->tg / n_prompts,
+           s->ref ? s->pm / n_prompts : s->tg / n_prompts,
+           pr->prefill_tok_s, s->dec_tok_s, (double)pr->mem.total_bytes,
+           pr->mem.total_bytes ? (double)pr->mem.fp16_bytes / (double)pr->mem.total_bytes : 0.0,
            vq_peak_rss_mb());
-    rc = 0;
-out:
-    vq_logits_discard(sf);
-    vq_logits_close(bf);
-    vq_ctx_free(gctx);
-    vq_result_clear(&e);
-    free(ref);
-    free(ids);
-    free(tokens);
-    vq_eval_model_close(&em);
-    vq_calib_data_free(calib_owned[0]);
-    vq_calib_data_free(calib_owned[1]);
-    vq_kv_layers_free(&kl);
+    return 0;
+}
+
+/* The hidden child command: one (model, config); writes a one-result results.json to --out.
+ * Exit 0 ok, 1 runtime error, 2 usage (bad config). */
+int vq_cmd_sweep_run(int argc, char **argv) {
+    struct srun_opts o;
+    if (!srun_parse(argc, argv, &o)) return 2;
+    struct srun_state s;
+    memset(&s, 0, sizeof s);
+    int rc = srun_build_model(&o, &s);
+    if (rc) return rc;
+    rc = srun_build_inputs(&o, &s);
+    if (!rc) rc = srun_ppl(&o, &s);
+    if (!rc) rc = srun_probe(&o, &s);
+    if (!rc) rc = srun_report(&o, &s);
+    srun_free(&s);
     return rc;
 }
 
