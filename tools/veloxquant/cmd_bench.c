@@ -434,194 +434,247 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
     return 1;
 }
 
+static void bench_opts_init(struct bench_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->head_dim = 128; o->seed = 42; o->seq_lens[0] = 1000; o->n_seq = 1;
+    o->repeats = 7; o->threads = 1; o->isa = VQ_ISA_AUTO;
+    o->kv_heads = 1;
+    vq_kv_opts_init(&o->kv);
+}
+
+/* Everything a bench run holds; bench_free releases it. */
+struct bench_state {
+    vq_calib_data *cd;               /* synthetic calibration (calibrated methods), or NULL */
+    int64_t n_cal_k, n_cal_v;
+    struct vq_codec_params kp, vp;   /* the key / value codecs at head_dim, isa and calib */
+    vq_codec *kc, *vc;
+    float *k, *v, *tmp, *qv;         /* synthetic keys, values, scratch, queries */
+    void *codes;
+    cJSON *jroot, *jrows;            /* --json */
+};
+
+static void bench_free(struct bench_state *s) {
+    free(s->k); free(s->v); free(s->tmp); free(s->codes); free(s->qv);
+    vq_codec_free(s->kc);
+    vq_codec_free(s->vc);
+    vq_calib_data_free(s->cd);
+}
+
+/* Build step 1: the synthetic calibration, both codecs (validated once, with the codec's own
+ * message) and the modifier check. Returns 0 or exit code 2 (printed). */
+static int bench_build_codecs(const struct bench_opts *o, struct bench_state *s) {
+    /* Calibrated methods: fit on a separate synthetic draw (rng state then reset below). */
+    if (!fit_synthetic_calib(o, &s->cd, &s->n_cal_k, &s->n_cal_v)) return 2;
+
+    /* Validate the method configuration once, with the codec's own message. */
+    struct vq_codec_params *kp = &s->kp, *vp = &s->vp;
+    *kp = o->cfg.key;
+    *vp = o->cfg.value;
+    kp->head_dim = vp->head_dim = o->head_dim;
+    kp->isa = vp->isa = o->isa;
+    kp->calib = vp->calib = s->cd;
+    vq_status st;
+    s->kc = vq_codec_create(kp, &st);
+    if (!s->kc) {
+        vq_opt_codec_error("bench", "keys ", kp->method, kp->bits, o->head_dim, st);
+        vq_calib_data_free(s->cd);
+        return 2;
+    }
+    s->vc = vq_codec_create(vp, &st);
+    if (!s->vc) {
+        vq_opt_codec_error("bench", "values ", vp->method, vp->bits, o->head_dim, st);
+        vq_codec_free(s->kc);
+        vq_calib_data_free(s->cd);
+        return 2;
+    }
+    struct vq_cache_params mp = vq_cache_params_default();
+    mp.head_dim = o->head_dim;
+    mp.key = *kp;
+    mp.value = *vp;
+    mp.n_outlier_channels = o->cfg.n_outlier_channels;
+    mp.n_calib_tokens = o->cfg.n_calib_tokens;
+    mp.outlier_token_k = o->cfg.outlier_token_k;
+    const char *why = vq_kv_modifier_error(&mp);
+    if (why) {
+        fprintf(stderr, "bench: %s\n", why);
+        vq_codec_free(s->kc);
+        vq_codec_free(s->vc);
+        return 2;
+    }
+    return 0;
+}
+
+/* Build step 2: the synthetic keys, values and queries for the longest seq_len, and scratch.
+ * Returns 0 or exit code 1 (printed). */
+static int bench_build_data(const struct bench_opts *o, struct bench_state *s) {
+    int64_t tmax = 0;
+    for (int i = 0; i < o->n_seq; i++) if (o->seq_lens[i] > tmax) tmax = o->seq_lens[i];
+    const int d = o->head_dim;
+    const int64_t rows = tmax * o->kv_heads;   /* (tmax, kv_heads, d) for the caches */
+    s->k = malloc(sizeof(float) * (size_t)(rows * d));
+    s->v = malloc(sizeof(float) * (size_t)(rows * d));
+    s->tmp = malloc(sizeof(float) * (size_t)(tmax * d));
+    size_t bb = vq_codec_block_bytes(s->kc) > vq_codec_block_bytes(s->vc)
+                    ? vq_codec_block_bytes(s->kc) : vq_codec_block_bytes(s->vc);
+    s->codes = malloc(bb * (size_t)tmax + 64);
+    s->qv = malloc(sizeof(float) * (size_t)d * (size_t)o->kv_heads);
+    if (!s->k || !s->v || !s->tmp || !s->codes || !s->qv) {
+        fprintf(stderr, "bench: out of memory\n");
+        return 1;
+    }
+    rng_state = o->seed * 0x9E3779B97F4A7C15ull + 1;
+    fill_keys(s->k, rows, d);
+    fill_normal(s->v, rows * d);
+    fill_normal(s->qv, (int64_t)d * o->kv_heads);
+    return 0;
+}
+
+/* Report step, header: the JSON root with the configuration (--json), else the text header
+ * lines and the table's column names. */
+static void bench_header(const struct bench_opts *o, struct bench_state *s) {
+    const char *isa = vq_isa_name(o->isa == VQ_ISA_AUTO ? vq_isa_default() : o->isa);
+    const struct vq_codec_params *kp = &s->kp, *vp = &s->vp;
+    if (o->json) {
+        cJSON *jroot = s->jroot = cJSON_CreateObject();
+        cJSON_AddStringToObject(jroot, "config", o->name);
+        cJSON_AddStringToObject(jroot, "method", vq_method_name(kp->method));
+        cJSON_AddStringToObject(jroot, "v_method", vq_method_name(vp->method));
+        cJSON_AddNumberToObject(jroot, "bits", vq_codec_params_bits(kp));
+        cJSON_AddNumberToObject(jroot, "v_bits", vq_codec_params_bits(vp));
+        cJSON_AddNumberToObject(jroot, "kv_seed", (double)kp->seed);
+        cJSON_AddNumberToObject(jroot, "head_dim", o->head_dim);
+        cJSON_AddNumberToObject(jroot, "seed", (double)o->seed);
+        cJSON_AddStringToObject(jroot, "isa", isa);
+        cJSON_AddNumberToObject(jroot, "threads", o->threads);
+        cJSON_AddNumberToObject(jroot, "kv_heads", o->kv_heads);
+        cJSON_AddNumberToObject(jroot, "repeats", o->repeats);
+        cJSON_AddNumberToObject(jroot, "key_bits_per_elem", vq_codec_bits_per_elem(s->kc));
+        cJSON_AddNumberToObject(jroot, "value_bits_per_elem", vq_codec_bits_per_elem(s->vc));
+        cJSON_AddNumberToObject(jroot, "synthetic_calib_keys", (double)s->n_cal_k);
+        cJSON_AddNumberToObject(jroot, "synthetic_calib_values", (double)s->n_cal_v);
+        cJSON_AddNumberToObject(jroot, "n_outlier_channels", o->cfg.n_outlier_channels);
+        cJSON_AddNumberToObject(jroot, "n_calib_tokens", o->cfg.n_calib_tokens);
+        cJSON_AddNumberToObject(jroot, "outlier_tokens", o->cfg.outlier_token_k);
+        s->jrows = cJSON_AddArrayToObject(jroot, "rows");
+        return;
+    }
+    printf("bench: %s: keys %s bits=%g (%.4f bits/elem), values %s bits=%g (%.4f bits/elem), "
+           "head_dim=%d, kv_heads=%d, isa=%s, threads=%d, median of %d\n", o->name,
+           vq_method_name(kp->method), vq_codec_params_bits(kp), vq_codec_bits_per_elem(s->kc),
+           vq_method_name(vp->method), vq_codec_params_bits(vp), vq_codec_bits_per_elem(s->vc),
+           o->head_dim, o->kv_heads, isa, o->threads, o->repeats);
+    if (s->n_cal_k)
+        printf("bench: keys (%s) use a synthetic calibration fitted on %lld separately drawn "
+               "synthetic keys (no model)\n", vq_method_name(kp->method), (long long)s->n_cal_k);
+    if (s->n_cal_v)
+        printf("bench: values (%s) use a synthetic calibration fitted on %lld separately drawn "
+               "synthetic values (no model)\n", vq_method_name(vp->method), (long long)s->n_cal_v);
+    if (has_modifier(o))
+        printf("modifiers: outlier channels %d (n_calib_tokens %d), outlier tokens k = %g "
+               "(0 = off); B/token and key_x include them\n",
+               o->cfg.n_outlier_channels, o->cfg.n_calib_tokens, (double)o->cfg.outlier_token_k);
+    if (o->compare)
+        printf("%8s | %18s | %19s | %7s | %14s | %10s\n", "seq_len", "baseline_attend_ms",
+               "optimized_attend_ms", "speedup", "fp16_attend_ms", "vs_fp16");
+    else
+        printf("%8s | %14s | %9s | %7s | %9s | %9s | %6s | %8s | %6s | %6s | %9s | %9s\n",
+               "seq_len", "fp16_attend_ms", "attend_ms", "vs_fp16", "encode_ms", "B/token",
+               "key_x", "fullKV_x", "cos_k", "cos_v", "ip_slope", "softmax_kl");
+}
+
+/* Report step, one seq_len T: a JSON row (--json) or a table line, plus the quality line after
+ * the last --compare_optimized row. */
+static void bench_row(const struct bench_opts *o, struct bench_state *s, int si, int64_t T,
+                      const struct timing *tm, const struct timing *tf, const struct quality *q) {
+    double bpt = (double)tm->bytes / (double)T / (double)o->kv_heads;
+    double key_x = (double)tm->fp16_key_bytes / (double)tm->key_bytes;
+    double full_x = (double)tm->fp16_bytes / (double)tm->bytes;
+    if (o->json) {
+        cJSON *r = cJSON_CreateObject();
+        cJSON_AddNumberToObject(r, "seq_len", (double)T);
+        cJSON_AddNumberToObject(r, "fp16_attend_ms", tf->attend_ms);
+        cJSON_AddNumberToObject(r, "attend_ms", tm->attend_ms);
+        cJSON_AddNumberToObject(r, "speed_vs_fp16", tf->attend_ms / tm->attend_ms);
+        if (o->compare) {
+            cJSON_AddNumberToObject(r, "baseline_attend_ms", tm->ref_attend_ms);
+            cJSON_AddNumberToObject(r, "speedup", tm->ref_attend_ms / tm->attend_ms);
+        }
+        cJSON_AddNumberToObject(r, "encode_ms", tm->encode_ms);
+        cJSON_AddNumberToObject(r, "fp16_encode_ms", tf->encode_ms);
+        cJSON_AddNumberToObject(r, "bytes", (double)tm->bytes);
+        cJSON_AddNumberToObject(r, "bytes_per_token", bpt);
+        cJSON_AddNumberToObject(r, "key_x", key_x);
+        cJSON_AddNumberToObject(r, "fullKV_x", full_x);
+        cJSON_AddNumberToObject(r, "cosine_k", q->cos_k);
+        cJSON_AddNumberToObject(r, "cosine_v", q->cos_v);
+        cJSON_AddNumberToObject(r, "ip_slope", q->slope);
+        cJSON_AddNumberToObject(r, "ip_err_sd", q->ip_err_sd);
+        cJSON_AddNumberToObject(r, "softmax_kl", q->kl);
+        cJSON_AddItemToArray(s->jrows, r);
+    } else if (o->compare) {
+        printf("%8lld | %18.4f | %19.4f | %6.2fx | %14.4f | %9.2fx\n", (long long)T,
+               tm->ref_attend_ms, tm->attend_ms, tm->ref_attend_ms / tm->attend_ms, tf->attend_ms,
+               tf->attend_ms / tm->attend_ms);
+    } else {
+        printf("%8lld | %14.4f | %9.4f | %6.2fx | %9.3f | %9.2f | %6.2f | %8.2f | %6.4f | %6.4f"
+               " | %9.4f | %9.5f\n",
+               (long long)T, tf->attend_ms, tm->attend_ms, tf->attend_ms / tm->attend_ms,
+               tm->encode_ms, bpt, key_x, full_x, q->cos_k, q->cos_v, q->slope, q->kl);
+    }
+    if (!o->json && o->compare && si == o->n_seq - 1)
+        printf("quality: cos_k %.4f cos_v %.4f ip_slope %.4f ip_err_sd %.5f softmax_kl %.5f "
+               "bytes/token %.2f key_x %.2f fullKV_x %.2f\n",
+               q->cos_k, q->cos_v, q->slope, q->ip_err_sd, q->kl, bpt, key_x, full_x);
+}
+
+/* Run step, one seq_len: the method's and the fp16 cache's timings, the quality, then its
+ * report row. Returns 0 or exit code 1 (printed). */
+static int bench_run_seq(const struct bench_opts *o, struct bench_state *s, int si) {
+    const int d = o->head_dim;
+    int64_t T = o->seq_lens[si];
+    struct timing tm = {0}, tf = {0};
+    vq_status st = time_cache(o, 1, s->k, s->v, s->qv, T, o->compare, s->cd, &tm);
+    if (st == VQ_STATUS_OK) st = time_cache(o, 0, s->k, s->v, s->qv, T, 0, NULL, &tf);
+    if (st != VQ_STATUS_OK) {
+        fprintf(stderr, "bench: seq_len %lld: %s\n", (long long)T, vq_status_str(st));
+        return 1;
+    }
+    int64_t nq = T < 2048 ? T : 2048;
+    struct quality q;
+    q.cos_k = mean_cos(s->kc, s->k, nq, d, s->tmp, s->codes);
+    q.cos_v = mean_cos(s->vc, s->v, nq, d, s->tmp, s->codes);
+    ip_quality(s->kc, s->k, nq, d, &q);
+    if (has_modifier(o) && (st = cache_key_quality(o, s->k, nq, d, s->cd, &q)) != VQ_STATUS_OK) {
+        fprintf(stderr, "bench: seq_len %lld: %s\n", (long long)T, vq_status_str(st));
+        return 1;
+    }
+    bench_row(o, s, si, T, &tm, &tf, &q);
+    return 0;
+}
+
 int vq_cmd_bench(int argc, char **argv) {
     struct bench_opts o;
-    memset(&o, 0, sizeof o);
-    o.head_dim = 128; o.seed = 42; o.seq_lens[0] = 1000; o.n_seq = 1;
-    o.repeats = 7; o.threads = 1; o.isa = VQ_ISA_AUTO;
-    o.kv_heads = 1;
-    vq_kv_opts_init(&o.kv);
+    bench_opts_init(&o);
     const int pr = parse(argc, argv, &o);
     if (pr <= 0) return pr < 0 ? 0 : 2;
     if (o.kv.print_config) return vq_kv_print_config(o.name, &o.cfg);
-
-    /* Calibrated methods: fit on a separate synthetic draw (rng state then reset below). */
-    vq_calib_data *cd = NULL;
-    int64_t n_cal_k = 0, n_cal_v = 0;
-    if (!fit_synthetic_calib(&o, &cd, &n_cal_k, &n_cal_v)) return 2;
-
-    /* Validate the method configuration once, with the codec's own message. */
-    struct vq_codec_params kp = o.cfg.key, vp = o.cfg.value;
-    kp.head_dim = vp.head_dim = o.head_dim;
-    kp.isa = vp.isa = o.isa;
-    kp.calib = vp.calib = cd;
-    vq_status st;
-    vq_codec *kc = vq_codec_create(&kp, &st);
-    if (!kc) {
-        vq_opt_codec_error("bench", "keys ", kp.method, kp.bits, o.head_dim, st);
-        vq_calib_data_free(cd);
-        return 2;
-    }
-    vq_codec *vc = vq_codec_create(&vp, &st);
-    if (!vc) {
-        vq_opt_codec_error("bench", "values ", vp.method, vp.bits, o.head_dim, st);
-        vq_codec_free(kc);
-        vq_calib_data_free(cd);
-        return 2;
-    }
-    {
-        struct vq_cache_params mp = vq_cache_params_default();
-        mp.head_dim = o.head_dim;
-        mp.key = kp;
-        mp.value = vp;
-        mp.n_outlier_channels = o.cfg.n_outlier_channels;
-        mp.n_calib_tokens = o.cfg.n_calib_tokens;
-        mp.outlier_token_k = o.cfg.outlier_token_k;
-        const char *why = vq_kv_modifier_error(&mp);
-        if (why) {
-            fprintf(stderr, "bench: %s\n", why);
-            vq_codec_free(kc);
-            vq_codec_free(vc);
-            return 2;
-        }
-    }
-
-    int64_t tmax = 0;
-    for (int i = 0; i < o.n_seq; i++) if (o.seq_lens[i] > tmax) tmax = o.seq_lens[i];
-    const int d = o.head_dim;
-    const int64_t rows = tmax * o.kv_heads;   /* (tmax, kv_heads, d) for the caches */
-    float *k = malloc(sizeof(float) * (size_t)(rows * d));
-    float *v = malloc(sizeof(float) * (size_t)(rows * d));
-    float *tmp = malloc(sizeof(float) * (size_t)(tmax * d));
-    size_t bb = vq_codec_block_bytes(kc) > vq_codec_block_bytes(vc) ? vq_codec_block_bytes(kc)
-                                                                     : vq_codec_block_bytes(vc);
-    void *codes = malloc(bb * (size_t)tmax + 64);
-    float *qv = malloc(sizeof(float) * (size_t)d * (size_t)o.kv_heads);
-    if (!k || !v || !tmp || !codes || !qv) { fprintf(stderr, "bench: out of memory\n"); return 1; }
-    rng_state = o.seed * 0x9E3779B97F4A7C15ull + 1;
-    fill_keys(k, rows, d);
-    fill_normal(v, rows * d);
-    fill_normal(qv, (int64_t)d * o.kv_heads);
-
-    const char *isa = vq_isa_name(o.isa == VQ_ISA_AUTO ? vq_isa_default() : o.isa);
-    cJSON *jroot = NULL, *jrows = NULL;
-    if (o.json) {
-        jroot = cJSON_CreateObject();
-        cJSON_AddStringToObject(jroot, "config", o.name);
-        cJSON_AddStringToObject(jroot, "method", vq_method_name(kp.method));
-        cJSON_AddStringToObject(jroot, "v_method", vq_method_name(vp.method));
-        cJSON_AddNumberToObject(jroot, "bits", vq_codec_params_bits(&kp));
-        cJSON_AddNumberToObject(jroot, "v_bits", vq_codec_params_bits(&vp));
-        cJSON_AddNumberToObject(jroot, "kv_seed", (double)kp.seed);
-        cJSON_AddNumberToObject(jroot, "head_dim", d);
-        cJSON_AddNumberToObject(jroot, "seed", (double)o.seed);
-        cJSON_AddStringToObject(jroot, "isa", isa);
-        cJSON_AddNumberToObject(jroot, "threads", o.threads);
-        cJSON_AddNumberToObject(jroot, "kv_heads", o.kv_heads);
-        cJSON_AddNumberToObject(jroot, "repeats", o.repeats);
-        cJSON_AddNumberToObject(jroot, "key_bits_per_elem", vq_codec_bits_per_elem(kc));
-        cJSON_AddNumberToObject(jroot, "value_bits_per_elem", vq_codec_bits_per_elem(vc));
-        cJSON_AddNumberToObject(jroot, "synthetic_calib_keys", (double)n_cal_k);
-        cJSON_AddNumberToObject(jroot, "synthetic_calib_values", (double)n_cal_v);
-        cJSON_AddNumberToObject(jroot, "n_outlier_channels", o.cfg.n_outlier_channels);
-        cJSON_AddNumberToObject(jroot, "n_calib_tokens", o.cfg.n_calib_tokens);
-        cJSON_AddNumberToObject(jroot, "outlier_tokens", o.cfg.outlier_token_k);
-        jrows = cJSON_AddArrayToObject(jroot, "rows");
-    } else {
-        printf("bench: %s: keys %s bits=%g (%.4f bits/elem), values %s bits=%g (%.4f bits/elem), "
-               "head_dim=%d, kv_heads=%d, isa=%s, threads=%d, median of %d\n", o.name,
-               vq_method_name(kp.method), vq_codec_params_bits(&kp), vq_codec_bits_per_elem(kc),
-               vq_method_name(vp.method), vq_codec_params_bits(&vp), vq_codec_bits_per_elem(vc), d,
-               o.kv_heads, isa, o.threads, o.repeats);
-        if (n_cal_k)
-            printf("bench: keys (%s) use a synthetic calibration fitted on %lld separately drawn "
-                   "synthetic keys (no model)\n", vq_method_name(kp.method), (long long)n_cal_k);
-        if (n_cal_v)
-            printf("bench: values (%s) use a synthetic calibration fitted on %lld separately drawn "
-                   "synthetic values (no model)\n", vq_method_name(vp.method), (long long)n_cal_v);
-        if (has_modifier(&o))
-            printf("modifiers: outlier channels %d (n_calib_tokens %d), outlier tokens k = %g "
-                   "(0 = off); B/token and key_x include them\n",
-                   o.cfg.n_outlier_channels, o.cfg.n_calib_tokens, (double)o.cfg.outlier_token_k);
-        if (o.compare)
-            printf("%8s | %18s | %19s | %7s | %14s | %10s\n", "seq_len", "baseline_attend_ms",
-                   "optimized_attend_ms", "speedup", "fp16_attend_ms", "vs_fp16");
-        else
-            printf("%8s | %14s | %9s | %7s | %9s | %9s | %6s | %8s | %6s | %6s | %9s | %9s\n",
-                   "seq_len", "fp16_attend_ms", "attend_ms", "vs_fp16", "encode_ms", "B/token",
-                   "key_x", "fullKV_x", "cos_k", "cos_v", "ip_slope", "softmax_kl");
-    }
-
-    int rc = 0;
-    for (int si = 0; si < o.n_seq; si++) {
-        int64_t T = o.seq_lens[si];
-        struct timing tm = {0}, tf = {0};
-        st = time_cache(&o, 1, k, v, qv, T, o.compare, cd, &tm);
-        if (st == VQ_STATUS_OK) st = time_cache(&o, 0, k, v, qv, T, 0, NULL, &tf);
-        if (st != VQ_STATUS_OK) {
-            fprintf(stderr, "bench: seq_len %lld: %s\n", (long long)T, vq_status_str(st));
-            rc = 1;
-            break;
-        }
-        int64_t nq = T < 2048 ? T : 2048;
-        struct quality q;
-        q.cos_k = mean_cos(kc, k, nq, d, tmp, codes);
-        q.cos_v = mean_cos(vc, v, nq, d, tmp, codes);
-        ip_quality(kc, k, nq, d, &q);
-        if (has_modifier(&o) && (st = cache_key_quality(&o, k, nq, d, cd, &q)) != VQ_STATUS_OK) {
-            fprintf(stderr, "bench: seq_len %lld: %s\n", (long long)T, vq_status_str(st));
-            rc = 1;
-            break;
-        }
-        double bpt = (double)tm.bytes / (double)T / (double)o.kv_heads;
-        double key_x = (double)tm.fp16_key_bytes / (double)tm.key_bytes;
-        double full_x = (double)tm.fp16_bytes / (double)tm.bytes;
-        if (o.json) {
-            cJSON *r = cJSON_CreateObject();
-            cJSON_AddNumberToObject(r, "seq_len", (double)T);
-            cJSON_AddNumberToObject(r, "fp16_attend_ms", tf.attend_ms);
-            cJSON_AddNumberToObject(r, "attend_ms", tm.attend_ms);
-            cJSON_AddNumberToObject(r, "speed_vs_fp16", tf.attend_ms / tm.attend_ms);
-            if (o.compare) {
-                cJSON_AddNumberToObject(r, "baseline_attend_ms", tm.ref_attend_ms);
-                cJSON_AddNumberToObject(r, "speedup", tm.ref_attend_ms / tm.attend_ms);
-            }
-            cJSON_AddNumberToObject(r, "encode_ms", tm.encode_ms);
-            cJSON_AddNumberToObject(r, "fp16_encode_ms", tf.encode_ms);
-            cJSON_AddNumberToObject(r, "bytes", (double)tm.bytes);
-            cJSON_AddNumberToObject(r, "bytes_per_token", bpt);
-            cJSON_AddNumberToObject(r, "key_x", key_x);
-            cJSON_AddNumberToObject(r, "fullKV_x", full_x);
-            cJSON_AddNumberToObject(r, "cosine_k", q.cos_k);
-            cJSON_AddNumberToObject(r, "cosine_v", q.cos_v);
-            cJSON_AddNumberToObject(r, "ip_slope", q.slope);
-            cJSON_AddNumberToObject(r, "ip_err_sd", q.ip_err_sd);
-            cJSON_AddNumberToObject(r, "softmax_kl", q.kl);
-            cJSON_AddItemToArray(jrows, r);
-        } else if (o.compare) {
-            printf("%8lld | %18.4f | %19.4f | %6.2fx | %14.4f | %9.2fx\n", (long long)T, tm.ref_attend_ms,
-                   tm.attend_ms, tm.ref_attend_ms / tm.attend_ms, tf.attend_ms, tf.attend_ms / tm.attend_ms);
-        } else {
-            printf("%8lld | %14.4f | %9.4f | %6.2fx | %9.3f | %9.2f | %6.2f | %8.2f | %6.4f | %6.4f | %9.4f | %9.5f\n",
-                   (long long)T, tf.attend_ms, tm.attend_ms, tf.attend_ms / tm.attend_ms, tm.encode_ms, bpt,
-                   key_x, full_x, q.cos_k, q.cos_v, q.slope, q.kl);
-        }
-        if (!o.json && o.compare && si == o.n_seq - 1)
-            printf("quality: cos_k %.4f cos_v %.4f ip_slope %.4f ip_err_sd %.5f softmax_kl %.5f "
-                   "bytes/token %.2f key_x %.2f fullKV_x %.2f\n",
-                   q.cos_k, q.cos_v, q.slope, q.ip_err_sd, q.kl, bpt, key_x, full_x);
-    }
+    struct bench_state s;
+    memset(&s, 0, sizeof s);
+    int rc = bench_build_codecs(&o, &s);
+    if (rc) return rc;
+    rc = bench_build_data(&o, &s);
+    if (rc) return rc;
+    bench_header(&o, &s);
+    for (int si = 0; si < o.n_seq; si++)
+        if ((rc = bench_run_seq(&o, &s, si)) != 0) break;
     if (!o.json && !rc)
         printf("vs_fp16 > 1 means the method's fused attend is faster than the fp16 cache.\n");
     if (o.json) {
-        char *s = cJSON_Print(jroot);
-        printf("%s\n", s);
-        cJSON_free(s);
-        cJSON_Delete(jroot);
+        char *js = cJSON_Print(s.jroot);
+        printf("%s\n", js);
+        cJSON_free(js);
+        cJSON_Delete(s.jroot);
     }
-    free(k); free(v); free(tmp); free(codes); free(qv);
-    vq_codec_free(kc);
-    vq_codec_free(vc);
-    vq_calib_data_free(cd);
+    bench_free(&s);
     return rc;
 }
