@@ -17,6 +17,7 @@
 #include "test.h"
 #include "vq_engine.h"
 #include "engine/tokenizer.h"
+#include "unit/golden_logits.h"
 
 /* The bytes of path (NUL-terminated, caller frees) and their count, or NULL. */
 static inline char *golden_read_file(const char *path, size_t *len) {
@@ -32,8 +33,6 @@ static inline char *golden_read_file(const char *path, size_t *len) {
     return b;
 }
 
-static inline uint32_t golden_rd32(const char *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static inline float golden_rdf(const char *p) { float v; memcpy(&v, p, 4); return v; }
 
 struct golden_cmp { double top1, top1_clear, kl_mean, kl_max, ppl; uint32_t n_eval; int ok; };
 
@@ -47,20 +46,14 @@ static inline struct golden_cmp golden_logits_compare(const vq_model *m, const c
                                                       uint32_t want_flags, int chunk) {
     struct golden_cmp R;
     memset(&R, 0, sizeof R);
-    size_t n = 0;
-    char *g = golden_read_file(path, &n);
-    ASSERT(g != NULL && n > 40);
-    if (!g || n <= 40) { free(g); return R; }
-    ASSERT(!memcmp(g, "VQGLOGIT", 8));
-    ASSERT_EQ_INT(golden_rd32(g + 8), 1);
-    const uint32_t n_vocab = golden_rd32(g + 12), n_text = golden_rd32(g + 16), n_eval = golden_rd32(g + 20);
-    const uint32_t k = golden_rd32(g + 24), flags = golden_rd32(g + 32);
-    const size_t rec = 4 + 8 * (size_t)k + 4, rec0 = 40 + 4 * (size_t)n_text;
-    ASSERT(n == rec0 + rec * n_eval && n_eval <= n_text && n_eval >= 2);
-    ASSERT_EQ_INT(flags, want_flags);
+    struct golden gd;
+    ASSERT(golden_open(&gd, path));
+    if (!gd.buf) return R;
+    const uint32_t n_vocab = gd.n_vocab, n_eval = gd.n_eval;
+    ASSERT(n_eval >= 2);
+    ASSERT_EQ_INT(gd.flags, want_flags);
     ASSERT_EQ_INT(vq_model_info_get(m)->n_vocab, n_vocab);
-    if (n != rec0 + rec * n_eval || n_eval > n_text || n_eval < 2 ||
-        (uint32_t)vq_model_info_get(m)->n_vocab != n_vocab) { free(g); return R; }
+    if (n_eval < 2 || (uint32_t)vq_model_info_get(m)->n_vocab != n_vocab) { golden_close(&gd); return R; }
 
     struct vq_ctx_params cp = vq_ctx_params_default();
     cp.n_ctx = n_eval;
@@ -72,63 +65,34 @@ static inline struct golden_cmp golden_logits_compare(const vq_model *m, const c
     vq_status st;
     vq_ctx *c = vq_ctx_create(m, &cp, &st);
     ASSERT(c != NULL);
-    if (!c) { fprintf(stderr, "%s\n", vq_engine_last_error()); free(g); return R; }
+    if (!c) { fprintf(stderr, "%s\n", vq_engine_last_error()); golden_close(&gd); return R; }
 
     int32_t *ids = malloc(sizeof(int32_t) * n_eval);
-    for (uint32_t i = 0; i < n_eval; i++) ids[i] = (int32_t)golden_rd32(g + 40 + 4 * i);
+    for (uint32_t i = 0; i < n_eval; i++) ids[i] = golden_id(&gd, i);
     float *lg = malloc(sizeof(float) * (size_t)n_vocab * (size_t)chunk);
-    double kl_sum = 0, kl_max = 0, nll = 0;
-    int agree = 0, n_clear = 0, agree_clear = 0, n_scored = 0;
+    struct golden_acc a;
+    memset(&a, 0, sizeof a);
     for (uint32_t c0 = 0; c0 < n_eval; c0 += (uint32_t)chunk) {
         uint32_t nc = n_eval - c0 < (uint32_t)chunk ? n_eval - c0 : (uint32_t)chunk;
         ASSERT_STATUS(vq_ctx_eval(c, ids + c0, nc, lg), VQ_STATUS_OK);
-        for (uint32_t t = 0; t < nc; t++) {
-            const float *l = lg + (size_t)t * n_vocab;
-            const char *r = g + rec0 + rec * (c0 + t);
-            ASSERT_EQ_INT(golden_rd32(r), ids[c0 + t]);
-            double mx = l[0];
-            uint32_t best = 0;
-            for (uint32_t j = 1; j < n_vocab; j++) if (l[j] > mx) { mx = l[j]; best = j; }
-            double se = 0;
-            for (uint32_t j = 0; j < n_vocab; j++) se += exp(l[j] - mx);
-            const double lse = mx + log(se);
-            double kl = 0, mass = 0;
-            for (uint32_t j = 0; j < k; j++) {
-                const double lpg = golden_rdf(r + 4 + 4 * k + 4 * j), lpo = l[golden_rd32(r + 4 + 4 * j)] - lse;
-                kl += exp(lpg) * (lpg - lpo);
-                mass += exp(lpo);
-            }
-            const double lrg = golden_rdf(r + 4 + 8 * k), lro = log(fmax(1.0 - mass, 1e-30));
-            kl += exp(lrg) * (lrg - lro);
-            kl_sum += kl;
-            if (kl > kl_max) kl_max = kl;
-            agree += best == golden_rd32(r + 4);
-            if (golden_rdf(r + 4 + 4 * k) - golden_rdf(r + 4 + 4 * k + 4) >= 0.2f) {
-                n_clear++;
-                agree_clear += best == golden_rd32(r + 4);
-            }
-            if (c0 + t + 1 < n_eval) {   /* position i predicts text id i + 1 */
-                nll -= l[golden_rd32(g + 40 + 4 * (c0 + t + 1))] - lse;
-                n_scored++;
-            }
-        }
+        for (uint32_t t = 0; t < nc; t++) golden_score(&gd, c0 + t, lg + (size_t)t * n_vocab, &a);
     }
-    R.top1 = (double)agree / n_eval;
-    R.top1_clear = n_clear ? (double)agree_clear / n_clear : 1.0;
-    R.kl_mean = kl_sum / n_eval;
-    R.kl_max = kl_max;
-    R.ppl = exp(nll / n_scored);
+    R.top1 = (double)a.agree / n_eval;
+    R.top1_clear = a.n_clear ? (double)a.agree_clear / a.n_clear : 1.0;
+    R.kl_mean = a.kl_sum / n_eval;
+    R.kl_max = a.kl_max;
+    R.ppl = exp(a.nll / a.n_nll);
     R.n_eval = n_eval;
     R.ok = 1;
     const char *base = strrchr(path, '/');
     printf("%s%s: %u positions, top-1 agreement %.4f (%.4f on %d positions with margin >= 0.2), "
            "mean KL %.3g, max KL %.3g, ppl %.4f\n", base ? base + 1 : path,
-           f32act ? " (f32 activations)" : "", n_eval, R.top1, R.top1_clear, n_clear, R.kl_mean,
+           f32act ? " (f32 activations)" : "", n_eval, R.top1, R.top1_clear, a.n_clear, R.kl_mean,
            R.kl_max, R.ppl);
     free(ids);
     free(lg);
     vq_ctx_free(c);
-    free(g);
+    golden_close(&gd);
     return R;
 }
 

@@ -58,21 +58,22 @@ TEST(tokenizer_matches_llama_cpp) {
     ASSERT(vq_tok_is_eog(g_t, vq_tok_find(g_t, "<end_of_turn>", 13)));
     golden_tokenizer_check(g_t, TOKENS, 22);
     /* the text of the logits file (add_special = true, parse_special = false) */
-    size_t tl, bl;
+    size_t tl;
     char *text = golden_read_file(VQ_SOURCE_DIR "/tests/golden/text_en.txt", &tl);
-    char *bin = golden_read_file(GOLDEN, &bl);
-    ASSERT(text && bin && bl > 40);
-    if (!text || !bin || bl <= 40) { free(text); free(bin); return; }
-    const uint32_t n_text = golden_rd32(bin + 16);
+    struct golden gd;
+    const int gok = golden_open(&gd, GOLDEN);
+    ASSERT(text && gok);
+    if (!text || !gok) { free(text); golden_close(&gd); return; }
+    const uint32_t n_text = gd.n_text;
     int32_t *ids = malloc(4096 * sizeof *ids);
     const int64_t n = vq_tok_encode(g_t, text, tl, true, false, ids, 4096);
     ASSERT_EQ_INT(n, n_text);
     int diff = 0;
-    for (uint32_t i = 0; i < n_text && (int64_t)i < n; i++) diff += (uint32_t)ids[i] != golden_rd32(bin + 40 + 4 * i);
+    for (uint32_t i = 0; i < n_text && (int64_t)i < n; i++) diff += ids[i] != golden_id(&gd, i);
     ASSERT_EQ_INT(diff, 0);
     free(ids);
     free(text);
-    free(bin);
+    golden_close(&gd);
 }
 
 /* No tokenizer.chat_template in this GGUF: the architecture selects Gemma's format, which
