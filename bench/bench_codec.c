@@ -54,14 +54,18 @@ static vq_codec *make(enum vq_method m, int d, int bits, int pq_c, int pq_v, enu
     if (vq_codec_iface(m)) return vq_codec_create(&p, &st);
     /* not registered in this build: create through the vtable directly */
     const struct vq_codec_i *it = m == VQ_METHOD_TURBOQUANT_MSE ? &vq_codec_turboquant_mse
-                                : m == VQ_METHOD_TURBOQUANT_RVQ ? &vq_codec_turboquant_rvq : NULL;
+                                : m == VQ_METHOD_TURBOQUANT_RVQ ? &vq_codec_turboquant_rvq
+                                                                : NULL;
     if (!it) return NULL;
     struct vq_codec *c = (struct vq_codec *)vq_alloc(sizeof(*c));
     c->p = p;
     c->iface = it;
     c->isa = vq_isa_resolve(isa);
     c->p.isa = c->isa;
-    if (it->init(c) != VQ_STATUS_OK) { vq_free(c); return NULL; }
+    if (it->init(c) != VQ_STATUS_OK) {
+        vq_free(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -69,7 +73,10 @@ static void softmax(float *s, int64_t n, float scale) {
     float mx = -INFINITY;
     for (int64_t i = 0; i < n; i++) mx = s[i] * scale > mx ? s[i] * scale : mx;
     float sum = 0.0f;
-    for (int64_t i = 0; i < n; i++) { s[i] = expf(s[i] * scale - mx); sum += s[i]; }
+    for (int64_t i = 0; i < n; i++) {
+        s[i] = expf(s[i] * scale - mx);
+        sum += s[i];
+    }
     float inv = 1.0f / sum;
     for (int64_t i = 0; i < n; i++) s[i] *= inv;
 }
@@ -80,33 +87,46 @@ int main(int argc, char **argv) {
     int reps = argc > 3 ? atoi(argv[3]) : 31;
     double cold_mib = argc > 4 ? atof(argv[4]) : 256.0;
     const char *filter = argc > 5 ? argv[5] : NULL;
-    if (n < 1 || d < 8 || d > 1024 || reps < 1) { fprintf(stderr, "bad arguments\n"); return 2; }
-    struct { enum vq_method m; int bits, pq_c, pq_v; const char *label; } cases[] = {
-        {VQ_METHOD_FP16, 16, 0, 0, "16"}, {VQ_METHOD_TURBOQUANT_MSE, 1, 0, 0, "1"},
-        {VQ_METHOD_TURBOQUANT_MSE, 2, 0, 0, "2"}, {VQ_METHOD_TURBOQUANT_MSE, 3, 0, 0, "3"},
-        {VQ_METHOD_TURBOQUANT_MSE, 4, 0, 0, "4"}, {VQ_METHOD_TURBOQUANT_RVQ, 1, 0, 0, "1"},
-        {VQ_METHOD_TURBOQUANT_RVQ, 2, 0, 0, "2"},
-        {VQ_METHOD_VECINFER, 1, 0, 0, "1"}, {VQ_METHOD_VECINFER, 2, 12, 8, "1.5"},
-        {VQ_METHOD_VECINFER, 2, 0, 0, "2"}, {VQ_METHOD_VECINFER, 3, 0, 0, "3"},
-        {VQ_METHOD_VECINFER, 4, 0, 0, "4"},
-        {VQ_METHOD_SPECTRAL, 2, 0, 0, "2"}, {VQ_METHOD_SPECTRAL, 3, 0, 0, "3"}};
-    fprintf(stderr, "bench_codec: vecinfer/spectral use their data-free fallback (no calibration)\n");
-    float *k = malloc(sizeof(float) * (size_t)(n * d)), *v = malloc(sizeof(float) * (size_t)(n * d));
+    if (n < 1 || d < 8 || d > 1024 || reps < 1) {
+        fprintf(stderr, "bad arguments\n");
+        return 2;
+    }
+    struct {
+        enum vq_method m;
+        int bits, pq_c, pq_v;
+        const char *label;
+    } cases[] = {{VQ_METHOD_FP16, 16, 0, 0, "16"},         {VQ_METHOD_TURBOQUANT_MSE, 1, 0, 0, "1"},
+                 {VQ_METHOD_TURBOQUANT_MSE, 2, 0, 0, "2"}, {VQ_METHOD_TURBOQUANT_MSE, 3, 0, 0, "3"},
+                 {VQ_METHOD_TURBOQUANT_MSE, 4, 0, 0, "4"}, {VQ_METHOD_TURBOQUANT_RVQ, 1, 0, 0, "1"},
+                 {VQ_METHOD_TURBOQUANT_RVQ, 2, 0, 0, "2"}, {VQ_METHOD_VECINFER, 1, 0, 0, "1"},
+                 {VQ_METHOD_VECINFER, 2, 12, 8, "1.5"},    {VQ_METHOD_VECINFER, 2, 0, 0, "2"},
+                 {VQ_METHOD_VECINFER, 3, 0, 0, "3"},       {VQ_METHOD_VECINFER, 4, 0, 0, "4"},
+                 {VQ_METHOD_SPECTRAL, 2, 0, 0, "2"},       {VQ_METHOD_SPECTRAL, 3, 0, 0, "3"}};
+    fprintf(stderr,
+            "bench_codec: vecinfer/spectral use their data-free fallback (no calibration)\n");
+    float *k = malloc(sizeof(float) * (size_t)(n * d)),
+          *v = malloc(sizeof(float) * (size_t)(n * d));
     float *q = malloc(sizeof(float) * (size_t)d), *s = malloc(sizeof(float) * (size_t)n);
     float *out = malloc(sizeof(float) * (size_t)d);
     double *ts = malloc(sizeof(double) * (size_t)reps * 3);
     vq_rng g;
     vq_rng_seed(&g, 1);
-    for (int64_t i = 0; i < n * d; i++) { k[i] = (float)vq_rng_normal(&g); v[i] = (float)vq_rng_normal(&g); }
+    for (int64_t i = 0; i < n * d; i++) {
+        k[i] = (float)vq_rng_normal(&g);
+        v[i] = (float)vq_rng_normal(&g);
+    }
     for (int i = 0; i < d; i++) q[i] = (float)vq_rng_normal(&g);
-    printf("codec,bits,isa,d,n,bytes_per_token,score_us,softmax_us,acc_us,total_us,total_vs_fp16,"
-           "cold_total_us,cold_vs_fp16\n");
+    printf(
+        "codec,bits,isa,d,n,bytes_per_token,score_us,softmax_us,acc_us,total_us,total_vs_fp16,"
+        "cold_total_us,cold_vs_fp16\n");
     for (int isa = VQ_ISA_SCALAR - 1; isa < VQ_ISA_COUNT; isa++) {
-        const int ref = isa == VQ_ISA_SCALAR - 1;   /* reference kernels of the calibrated codecs */
+        const int ref = isa == VQ_ISA_SCALAR - 1; /* reference kernels of the calibrated codecs */
         if (!ref && !vq_isa_available((enum vq_isa)isa)) continue;
         double fp16_total = 0.0, fp16_cold = 0.0;
         for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
-            if (filter && cases[ci].m != VQ_METHOD_FP16 && !strstr(vq_method_name(cases[ci].m), filter)) continue;
+            if (filter && cases[ci].m != VQ_METHOD_FP16 &&
+                !strstr(vq_method_name(cases[ci].m), filter))
+                continue;
             if (ref && cases[ci].m != VQ_METHOD_FP16 && cases[ci].m != VQ_METHOD_VECINFER &&
                 cases[ci].m != VQ_METHOD_SPECTRAL)
                 continue;
@@ -126,12 +146,16 @@ int main(int argc, char **argv) {
                 c->accumulate = vq_sp_accumulate_ref;
                 c->finish = vq_sp_finish_ref;
             }
-            if (!c) { fprintf(stderr, "skip %s b=%s\n", vq_method_name(cases[ci].m), cases[ci].label); continue; }
+            if (!c) {
+                fprintf(stderr, "skip %s b=%s\n", vq_method_name(cases[ci].m), cases[ci].label);
+                continue;
+            }
             size_t bb = vq_codec_block_bytes(c);
             uint8_t *kc = vq_alloc(bb * (size_t)n), *vc = vq_alloc(bb * (size_t)n);
             void *qs = vq_alloc(vq_codec_query_bytes(c));
             float *acc = vq_alloc(sizeof(float) * vq_codec_acc_floats(c));
-            if (vq_codec_encode(c, k, n, kc) != VQ_STATUS_OK || vq_codec_encode(c, v, n, vc) != VQ_STATUS_OK) {
+            if (vq_codec_encode(c, k, n, kc) != VQ_STATUS_OK ||
+                vq_codec_encode(c, v, n, vc) != VQ_STATUS_OK) {
                 fprintf(stderr, "encode failed\n");
                 return 1;
             }
@@ -181,16 +205,28 @@ int main(int argc, char **argv) {
                 cold = ts[reps / 2];
                 vq_free(big);
             }
-            if (cases[ci].m == VQ_METHOD_FP16) { fp16_total = total; fp16_cold = cold; }
-            printf("%s,%s,%s,%d,%lld,%zu,%.1f,%.1f,%.1f,%.1f,%.3f,%.1f,%.3f\n", vq_method_name(cases[ci].m),
-                   cases[ci].label, ref ? "ref" : vq_isa_name((enum vq_isa)isa), d, (long long)n, bb, med[0], med[1],
+            if (cases[ci].m == VQ_METHOD_FP16) {
+                fp16_total = total;
+                fp16_cold = cold;
+            }
+            printf("%s,%s,%s,%d,%lld,%zu,%.1f,%.1f,%.1f,%.1f,%.3f,%.1f,%.3f\n",
+                   vq_method_name(cases[ci].m), cases[ci].label,
+                   ref ? "ref" : vq_isa_name((enum vq_isa)isa), d, (long long)n, bb, med[0], med[1],
                    med[2], total, fp16_total > 0 ? total / fp16_total : 0.0, cold,
                    fp16_cold > 0 ? cold / fp16_cold : 0.0);
             fflush(stdout);
-            vq_free(kc); vq_free(vc); vq_free(qs); vq_free(acc);
+            vq_free(kc);
+            vq_free(vc);
+            vq_free(qs);
+            vq_free(acc);
             vq_codec_free(c);
         }
     }
-    free(k); free(v); free(q); free(s); free(out); free(ts);
+    free(k);
+    free(v);
+    free(q);
+    free(s);
+    free(out);
+    free(ts);
     return 0;
 }

@@ -15,7 +15,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     vq_gguf *g = vq_gguf_open_mem(data, size, &st);
     if (!g) return 0;
     volatile uint32_t sink = 0;
-    sink += (uint32_t)vq_gguf_check_values(g);   /* reads every scale / float value */
+    sink += (uint32_t)vq_gguf_check_values(g); /* reads every scale / float value */
     for (int64_t i = 0; i < vq_gguf_n_kv(g); i++) {
         const struct vq_gguf_kv *kv = vq_gguf_kv_at(g, i);
         struct vq_gguf_str s;
@@ -30,7 +30,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (vq_gguf_get_f32(g, key, &f) == VQ_STATUS_OK) sink += (uint32_t)(f != f);
         if (vq_gguf_get_str(g, key, &s) == VQ_STATUS_OK && s.len) sink += (uint8_t)s.ptr[s.len - 1];
         for (uint64_t j = 0; j < kv->arr_count; j++) {
-            if (vq_gguf_arr_str(g, kv, j, &s) == VQ_STATUS_OK && s.len) sink += (uint8_t)s.ptr[s.len - 1];
+            if (vq_gguf_arr_str(g, kv, j, &s) == VQ_STATUS_OK && s.len)
+                sink += (uint8_t)s.ptr[s.len - 1];
             if (vq_gguf_arr_f32(g, kv, j, &f) == VQ_STATUS_OK) sink += (uint32_t)(f != f);
             if (vq_gguf_arr_i32(g, kv, j, &x) == VQ_STATUS_OK) sink += (uint32_t)x;
         }

@@ -20,59 +20,98 @@
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
-#define CHECK(c) do { if (!(c)) { fprintf(stderr, "fuzz_tokenizer: check failed: %s (line %d)\n", #c, __LINE__); abort(); } } while (0)
+#define CHECK(c) \
+    do { \
+        if (!(c)) { \
+            fprintf(stderr, "fuzz_tokenizer: check failed: %s (line %d)\n", #c, __LINE__); \
+            abort(); \
+        } \
+    } while (0)
 
 static vq_tokenizer *tiny_bpe(void) {
     static char text[272][16];
-    static const char *const merges[] = { "h e", "l l", "he ll", "hell o", "\xc4\xa0 w", "o r",
-        "\xc4\xa0w or", "l d", "\xc4\xa0wor ld", "x y", "xy z", "\xc4\xa0 \xc4\xa0", "1 2" };
-    static const char *const extra[] = { "he", "ll", "hell", "hello", "\xc4\xa0w", "or", "\xc4\xa0wor",
-        "ld", "\xc4\xa0world", "xyz", "\xc4\xa0\xc4\xa0", "12" };
+    static const char *const merges[] = {
+        "h e",          "l l", "he ll",          "hell o", "\xc4\xa0 w", "o r",
+        "\xc4\xa0w or", "l d", "\xc4\xa0wor ld", "x y",    "xy z",       "\xc4\xa0 \xc4\xa0",
+        "1 2"};
+    static const char *const extra[] = {
+        "he",          "ll", "hell",          "hello", "\xc4\xa0w",        "or",
+        "\xc4\xa0wor", "ld", "\xc4\xa0world", "xyz",   "\xc4\xa0\xc4\xa0", "12"};
     const char *toks[272];
     int32_t types[272];
-    strcpy(text[0], "<|endoftext|>"); strcpy(text[1], "<|im_start|>");
-    strcpy(text[2], "<|im_end|>"); strcpy(text[3], "<tool>");
+    strcpy(text[0], "<|endoftext|>");
+    strcpy(text[1], "<|im_start|>");
+    strcpy(text[2], "<|im_end|>");
+    strcpy(text[3], "<tool>");
     int n = 0;
-    for (int b = 0; b < 256; b++) {   /* GPT-2 byte map */
+    for (int b = 0; b < 256; b++) { /* GPT-2 byte map */
         int printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
         int cp = printable ? b : 256 + n++;
         char *o = text[4 + b];
-        if (cp < 0x80) { o[0] = (char)cp; o[1] = 0; }
-        else { o[0] = (char)(0xC0 | (cp >> 6)); o[1] = (char)(0x80 | (cp & 0x3F)); o[2] = 0; }
+        if (cp < 0x80) {
+            o[0] = (char)cp;
+            o[1] = 0;
+        } else {
+            o[0] = (char)(0xC0 | (cp >> 6));
+            o[1] = (char)(0x80 | (cp & 0x3F));
+            o[2] = 0;
+        }
     }
     for (int i = 0; i < 12; i++) strcpy(text[260 + i], extra[i]);
-    for (int i = 0; i < 272; i++) { toks[i] = text[i]; types[i] = VQ_TOK_TYPE_NORMAL; }
+    for (int i = 0; i < 272; i++) {
+        toks[i] = text[i];
+        types[i] = VQ_TOK_TYPE_NORMAL;
+    }
     types[0] = types[1] = types[2] = VQ_TOK_TYPE_CONTROL;
     types[3] = VQ_TOK_TYPE_USER_DEFINED;
     struct vq_tok_vocab v;
     vq_tok_vocab_init(&v);
-    v.model = "gpt2"; v.pre = "smollm"; v.n_tokens = 272; v.tokens = toks; v.types = types;
-    v.n_merges = (int32_t)(sizeof merges / sizeof merges[0]); v.merges = merges;
-    v.bos = 1; v.eos = 2; v.add_bos = 1;
+    v.model = "gpt2";
+    v.pre = "smollm";
+    v.n_tokens = 272;
+    v.tokens = toks;
+    v.types = types;
+    v.n_merges = (int32_t)(sizeof merges / sizeof merges[0]);
+    v.merges = merges;
+    v.bos = 1;
+    v.eos = 2;
+    v.add_bos = 1;
     return vq_tok_create_vocab(&v, NULL);
 }
 
 static vq_tokenizer *tiny_spm(void) {
     static char text[270][12];
-    static const char *const extra[] = { "\xe2\x96\x81", "h", "e", "l", "o", "\xe2\x96\x81h",
-        "\xe2\x96\x81he", "ll", "lo", "\xe2\x96\x81hel", "<tool>" };
-    static const float esc[] = { -5, -5, -5, -5, -5, -3, -2.5f, -1, -0.5f, -2, 0 };
+    static const char *const extra[] = {
+        "\xe2\x96\x81",    "h",     "e", "l", "o", "\xe2\x96\x81h", "\xe2\x96\x81he", "ll", "lo",
+        "\xe2\x96\x81hel", "<tool>"};
+    static const float esc[] = {-5, -5, -5, -5, -5, -3, -2.5f, -1, -0.5f, -2, 0};
     const char *toks[270];
     float sc[270];
     int32_t ty[270];
-    strcpy(text[0], "<unk>"); strcpy(text[1], "<s>"); strcpy(text[2], "</s>");
+    strcpy(text[0], "<unk>");
+    strcpy(text[1], "<s>");
+    strcpy(text[2], "</s>");
     for (int b = 0; b < 256; b++) snprintf(text[3 + b], sizeof text[0], "<0x%02X>", b);
     for (int i = 0; i < 11; i++) strcpy(text[259 + i], extra[i]);
     for (int i = 0; i < 270; i++) {
         toks[i] = text[i];
         sc[i] = i >= 259 ? esc[i - 259] : 0.0f;
-        ty[i] = i == 0 ? VQ_TOK_TYPE_UNKNOWN : i < 3 ? VQ_TOK_TYPE_CONTROL : i < 259 ? VQ_TOK_TYPE_BYTE : VQ_TOK_TYPE_NORMAL;
+        ty[i] = i == 0  ? VQ_TOK_TYPE_UNKNOWN
+              : i < 3   ? VQ_TOK_TYPE_CONTROL
+              : i < 259 ? VQ_TOK_TYPE_BYTE
+                        : VQ_TOK_TYPE_NORMAL;
     }
     ty[269] = VQ_TOK_TYPE_USER_DEFINED;
     struct vq_tok_vocab v;
     vq_tok_vocab_init(&v);
-    v.model = "llama"; v.n_tokens = 270; v.tokens = toks; v.scores = sc; v.types = ty;
-    v.bos = 1; v.eos = 2; v.unk = 0;
+    v.model = "llama";
+    v.n_tokens = 270;
+    v.tokens = toks;
+    v.scores = sc;
+    v.types = ty;
+    v.bos = 1;
+    v.eos = 2;
+    v.unk = 0;
     return vq_tok_create_vocab(&v, NULL);
 }
 
@@ -80,8 +119,9 @@ static vq_tokenizer *model_tok(void) {
     char path[1024];
     const char *dir = getenv("VQ_MODELS");
     if (dir && *dir) snprintf(path, sizeof path, "%s/SmolLM2-135M-Instruct.Q4_1.gguf", dir);
-    else snprintf(path, sizeof path, "%s/.cache/veloxquant/models/SmolLM2-135M-Instruct.Q4_1.gguf",
-                  getenv("HOME") ? getenv("HOME") : ".");
+    else
+        snprintf(path, sizeof path, "%s/.cache/veloxquant/models/SmolLM2-135M-Instruct.Q4_1.gguf",
+                 getenv("HOME") ? getenv("HOME") : ".");
     vq_gguf *g = vq_gguf_open(path, NULL);
     if (!g) return NULL;
     vq_tokenizer *t = vq_tok_create(g, NULL);
@@ -93,10 +133,14 @@ static vq_tokenizer *model_tok(void) {
 static int spm_clean(const uint8_t *s, size_t n) {
     for (size_t i = 0; i < n;) {
         uint8_t b = s[i];
-        size_t need = b < 0x80 ? 1 : (b >= 0xC0 && b <= 0xDF) ? 2 : (b >= 0xE0 && b <= 0xEF) ? 3 :
-                      (b >= 0xF0 && b <= 0xF7) ? 4 : 0;
+        size_t need = b < 0x80                 ? 1
+                    : (b >= 0xC0 && b <= 0xDF) ? 2
+                    : (b >= 0xE0 && b <= 0xEF) ? 3
+                    : (b >= 0xF0 && b <= 0xF7) ? 4
+                                               : 0;
         if (!need || i + need > n) return 0;
-        for (size_t k = 1; k < need; k++) if ((s[i + k] & 0xC0) != 0x80) return 0;
+        for (size_t k = 1; k < need; k++)
+            if ((s[i + k] & 0xC0) != 0x80) return 0;
         if (need == 3 && b == 0xE2 && s[i + 1] == 0x96 && s[i + 2] == 0x81) return 0;
         i += need;
     }
@@ -171,7 +215,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             char bc[2];
             size_t bl = 1;
             if (cp < 0x80) bc[0] = (char)cp;
-            else { bc[0] = (char)(0xC0 | (cp >> 6)); bc[1] = (char)(0x80 | (cp & 0x3F)); bl = 2; }
+            else {
+                bc[0] = (char)(0xC0 | (cp >> 6));
+                bc[1] = (char)(0x80 | (cp & 0x3F));
+                bl = 2;
+            }
             if (vq_tok_find(t, bc, bl) >= 0) exp[w++] = text[i];
         }
         /* special-token texts are ASCII made of representable bytes in both vocabularies, so
@@ -184,11 +232,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int plain = 1;
     for (int64_t i = 0; i < cnt; i++) {
         enum vq_tok_type ty = vq_tok_type(t, ids[i]);
-        if (ty == VQ_TOK_TYPE_CONTROL || ty == VQ_TOK_TYPE_USER_DEFINED || ty == VQ_TOK_TYPE_UNKNOWN) plain = 0;
+        if (ty == VQ_TOK_TYPE_CONTROL || ty == VQ_TOK_TYPE_USER_DEFINED ||
+            ty == VQ_TOK_TYPE_UNKNOWN)
+            plain = 0;
     }
     if (vq_tok_model(t) == VQ_TOK_MODEL_SPM && !add && plain && spm_clean(data + 1, n)) {
         CHECK((size_t)dl == n && memcmp(det, text, n) == 0);
     }
-    free(ids); free(pieces); free(streamed); free(det);
+    free(ids);
+    free(pieces);
+    free(streamed);
+    free(det);
     return 0;
 }

@@ -73,17 +73,17 @@ VQ_API const char *vq_version(void);
 /* ---------------------------------------------------------------------------------------- */
 /* Status codes (one list generates the enum and the strings).                               */
 
-#define VQ_STATUS_LIST(X)                                                          \
-    X(OK, 0, "ok")                                                                 \
-    X(INVALID_ARG, -1, "invalid argument")                                         \
-    X(NO_MEMORY, -2, "out of memory")                                              \
-    X(UNSUPPORTED, -3, "unsupported feature or configuration")                     \
-    X(IO, -4, "i/o error")                                                         \
-    X(BAD_FORMAT, -5, "malformed or truncated file")                               \
-    X(NON_FINITE, -6, "input contains NaN or Inf")                                 \
-    X(RANGE, -7, "value out of representable range")                               \
-    X(CAPACITY, -8, "capacity exceeded (max_tokens / context)")                    \
-    X(NOT_FOUND, -9, "not found")                                                  \
+#define VQ_STATUS_LIST(X) \
+    X(OK, 0, "ok") \
+    X(INVALID_ARG, -1, "invalid argument") \
+    X(NO_MEMORY, -2, "out of memory") \
+    X(UNSUPPORTED, -3, "unsupported feature or configuration") \
+    X(IO, -4, "i/o error") \
+    X(BAD_FORMAT, -5, "malformed or truncated file") \
+    X(NON_FINITE, -6, "input contains NaN or Inf") \
+    X(RANGE, -7, "value out of representable range") \
+    X(CAPACITY, -8, "capacity exceeded (max_tokens / context)") \
+    X(NOT_FOUND, -9, "not found") \
     X(INTERNAL, -10, "internal error")
 
 enum vq_status_e {
@@ -102,7 +102,13 @@ VQ_API const char *vq_status_str(vq_status st);
 enum vq_dtype { VQ_DTYPE_F32 = 0, VQ_DTYPE_F16 = 1, VQ_DTYPE_BF16 = 2 };
 
 /* Kernel variants. VQ_ISA_AUTO picks the best available (or VQ_ISA from the environment). */
-enum vq_isa { VQ_ISA_AUTO = 0, VQ_ISA_SCALAR = 1, VQ_ISA_AVX2 = 2, VQ_ISA_AVX512 = 3, VQ_ISA_COUNT };
+enum vq_isa {
+    VQ_ISA_AUTO = 0,
+    VQ_ISA_SCALAR = 1,
+    VQ_ISA_AVX2 = 2,
+    VQ_ISA_AVX512 = 3,
+    VQ_ISA_COUNT
+};
 
 /* Returns the ISA chosen for VQ_ISA_AUTO on this machine (honours $VQ_ISA). Thread-safe. */
 VQ_API enum vq_isa vq_isa_default(void);
@@ -125,8 +131,8 @@ enum vq_method {
     VQ_METHOD_TURBOQUANT_RVQ = 6,
     VQ_METHOD_KIVI = 7,
     VQ_METHOD_KIVI_SINK = 8,
-    VQ_METHOD_VECINFER = 9,   /* needs calibration (vq_calib_data); see below */
-    VQ_METHOD_SPECTRAL = 10,  /* needs calibration (vq_calib_data); see below */
+    VQ_METHOD_VECINFER = 9,  /* needs calibration (vq_calib_data); see below */
+    VQ_METHOD_SPECTRAL = 10, /* needs calibration (vq_calib_data); see below */
     VQ_METHOD_COUNT
 };
 
@@ -139,18 +145,18 @@ typedef struct vq_calib_data vq_calib_data;
 
 /* Configuration of one codec. Start from vq_codec_params_default() and set what you need. */
 struct vq_codec_params {
-    enum vq_method method;    /* default VQ_METHOD_FP16 */
-    enum vq_role role;        /* default VQ_ROLE_KEY */
-    int head_dim;             /* elements per vector; default 128 */
-    int bits;                 /* bits per coordinate (method-specific range); default 4 */
-    uint64_t seed;            /* rotation / sketch seed; default 42 */
-    int unbiased_scale;       /* turboquant_mse: store n/<y,yhat> instead of n; default 1 */
-    int jl_dim;               /* qjl / turboquant_prod sketch size m; 0 = head_dim */
-    int group_size;           /* kivi: G; default 32 */
-    int residual_length;      /* kivi: fp16 recent window R (multiple of G); default 128 */
-    int n_sink_tokens;        /* kivi_sink: tokens kept fp16 by key norm; default 5 */
-    int polar_bits[4];        /* polar: bits of level 1..4 angles; default {4,2,2,2} */
-    enum vq_isa isa;          /* kernel variant; default VQ_ISA_AUTO */
+    enum vq_method method; /* default VQ_METHOD_FP16 */
+    enum vq_role role;     /* default VQ_ROLE_KEY */
+    int head_dim;          /* elements per vector; default 128 */
+    int bits;              /* bits per coordinate (method-specific range); default 4 */
+    uint64_t seed;         /* rotation / sketch seed; default 42 */
+    int unbiased_scale;    /* turboquant_mse: store n/<y,yhat> instead of n; default 1 */
+    int jl_dim;            /* qjl / turboquant_prod sketch size m; 0 = head_dim */
+    int group_size;        /* kivi: G; default 32 */
+    int residual_length;   /* kivi: fp16 recent window R (multiple of G); default 128 */
+    int n_sink_tokens;     /* kivi_sink: tokens kept fp16 by key norm; default 5 */
+    int polar_bits[4];     /* polar: bits of level 1..4 angles; default {4,2,2,2} */
+    enum vq_isa isa;       /* kernel variant; default VQ_ISA_AUTO */
     /* Calibrated methods (vecinfer, spectral). calib: borrowed, read-only, may be shared by
      * any number of codecs/threads; it must stay alive as long as any codec or cache created
      * from these params (the current codecs copy what they need at create time, but callers
@@ -158,13 +164,13 @@ struct vq_codec_params {
      * poor quality, meant for shape/contract tests). calib_layer selects the layer whose
      * entries (for this role) the codec uses; vq_cache_create overrides it with each layer's
      * index whenever calib is set (one codec per layer). */
-    const vq_calib_data *calib;   /* default NULL */
-    int calib_layer;              /* default 0 */
+    const vq_calib_data *calib; /* default NULL */
+    int calib_layer;            /* default 0 */
     /* vecinfer: product-VQ codeword bits c and sub-vector length v (bits/elem = c/v).
      * 0 = preset from bits: 1 -> (8,8), 2 -> (8,4), 3 -> (12,4), 4 -> (8,2); "1.5 bits" is
      * (12,8). With calib the layer's codebook must have exactly 2^c entries of length v. */
-    int pq_codeword_bits;         /* default 0 */
-    int pq_subvec_dim;            /* default 0 */
+    int pq_codeword_bits; /* default 0 */
+    int pq_subvec_dim;    /* default 0 */
     /* spectral: 1 = water-filling bit allocation over PCA coordinates from the calibrated
      * eigenvalues (sum of bits = head_dim * bits, each coordinate 0..6 bits); 0 = every
      * coordinate at `bits` bits (the paper's SQ_noQJL configuration). Default 1. */
@@ -205,16 +211,16 @@ enum {
  * set with vq_codec_params_set_bits). default_bits is the width every CLI command uses when
  * none is given. */
 struct vq_method_info {
-    const char *name;            /* CLI name */
-    const char *params;          /* accepted parameters and ranges */
-    const char *bits_formula;    /* bits/elem of the quantized part, d = head_dim */
-    int needs_calibration;       /* 1 if the method needs a calibration artifact */
-    int implemented;             /* 0 if listed but not available in this build */
+    const char *name;         /* CLI name */
+    const char *params;       /* accepted parameters and ranges */
+    const char *bits_formula; /* bits/elem of the quantized part, d = head_dim */
+    int needs_calibration;    /* 1 if the method needs a calibration artifact */
+    int implemented;          /* 0 if listed but not available in this build */
     /* appended (the fields below are 0 for methods not built) */
-    int default_bits;            /* e.g. turboquant_mse 4, kivi 2, fp16 16 */
-    int min_bits, max_bits;      /* accepted integer widths */
-    double frac_bits;            /* an accepted non-integer width (vecinfer 1.5); 0 = none */
-    unsigned flags;              /* VQ_METHOD_F_* */
+    int default_bits;       /* e.g. turboquant_mse 4, kivi 2, fp16 16 */
+    int min_bits, max_bits; /* accepted integer widths */
+    double frac_bits;       /* an accepted non-integer width (vecinfer 1.5); 0 = none */
+    unsigned flags;         /* VQ_METHOD_F_* */
 };
 /* Fills *out for method m; returns INVALID_ARG if m is out of range. Thread-safe. */
 VQ_API vq_status vq_method_info_get(enum vq_method m, struct vq_method_info *out);
@@ -293,16 +299,17 @@ VQ_API void vq_codec_finish(const vq_codec *c, const float *acc, float *out);
 /* Cache.                                                                                    */
 
 struct vq_cache_params {
-    int n_layers;             /* >= 1 */
-    int n_kv_heads;           /* >= 1 */
-    int head_dim;             /* overrides key.head_dim / value.head_dim */
-    int64_t max_tokens;       /* capacity per layer; pages are allocated as the cache grows */
-    int page_tokens;          /* tokens per page (multiple of the codecs' block tokens); default 256 */
+    int n_layers;       /* >= 1 */
+    int n_kv_heads;     /* >= 1 */
+    int head_dim;       /* overrides key.head_dim / value.head_dim */
+    int64_t max_tokens; /* capacity per layer; pages are allocated as the cache grows */
+    int page_tokens;    /* tokens per page (multiple of the codecs' block tokens); default 256 */
     struct vq_codec_params key;
     struct vq_codec_params value;
-    const int *key_bits_per_layer;   /* optional (n_layers), overrides key.bits per layer; copied */
-    const int *value_bits_per_layer; /* optional (n_layers), overrides value.bits per layer; copied */
-    int n_threads;            /* threads used by vq_cache_attend; 0 = OpenMP default */
+    const int *key_bits_per_layer; /* optional (n_layers), overrides key.bits per layer; copied */
+    const int
+        *value_bits_per_layer; /* optional (n_layers), overrides value.bits per layer; copied */
+    int n_threads;             /* threads used by vq_cache_attend; 0 = OpenMP default */
     /* Centering (keys / values separately): -1 = auto (default), 0 = off, 1 = on. A centered
      * stream subtracts a per-(layer, kv-head) vector mu — the mean of the tokens of the
      * layer's first append, stored in fp16, frozen afterwards — from every row before it is
@@ -354,7 +361,7 @@ struct vq_cache_params {
      * 0 < n < min(stored, n_calib_tokens) returns UNSUPPORTED (the channel statistics cannot
      * be un-accumulated exactly); truncate to 0 and reset restart the calibration. */
     int n_outlier_channels;
-    int n_calib_tokens;       /* default 200; >= 1 when n_outlier_channels > 0 */
+    int n_calib_tokens; /* default 200; >= 1 when n_outlier_channels > 0 */
     /* Full-precision edge layers (default 0, 0): layers 0..fp16_first_layers-1 and the last
      * fp16_last_layers layers store keys and values with the fp16 codec (no centering unless
      * center_keys/center_values = 1), ignoring key/value params and the per-layer bits there.
@@ -428,8 +435,8 @@ VQ_API vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const vo
  * alone or in a batch, by float rounding). The result does not depend on q_pos order, page
  * size, threads or how the tokens were appended. Other layers use the codecs' fused kernels
  * (float32 scores and weights). Thread-safety: one caller per cache; OpenMP inside. */
-VQ_API vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
-                                 int64_t n_q, const int64_t *q_pos, float scale, float *out);
+VQ_API vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads, int64_t n_q,
+                                 const int64_t *q_pos, float scale, float *out);
 /* Same contract, computed by decoding every stored token to fp32 first and doing plain
  * dot products (reference for tests and `bench --compare_optimized`). Slow. */
 VQ_API vq_status vq_cache_attend_ref(vq_cache *c, int layer, const float *q, int n_q_heads,
@@ -451,17 +458,17 @@ VQ_API int64_t vq_cache_n_tokens(const vq_cache *c, int layer);
 VQ_API int64_t vq_cache_n_stored(const vq_cache *c, int layer);
 
 struct vq_cache_memory {
-    size_t key_bytes;      /* packed key blocks (codes + side data) of all layers/heads */
-    size_t value_bytes;    /* packed value blocks */
-    size_t window_bytes;   /* fp16 windows (recent, sink) of keys and values */
-    size_t total_bytes;    /* key_bytes + value_bytes + window_bytes + center_bytes */
-    size_t fp16_bytes;     /* an fp16 cache of the same tokens and windows (K + V) */
-    size_t fp16_key_bytes; /* fp16 bytes of the keys alone */
-    size_t key_total_bytes;/* stored key bytes including key windows */
-    size_t allocated_bytes;/* bytes of pages actually allocated (>= total_bytes) */
-    size_t center_bytes;   /* fp32 centering vectors (keys + values) of layers holding tokens;
+    size_t key_bytes;       /* packed key blocks (codes + side data) of all layers/heads */
+    size_t value_bytes;     /* packed value blocks */
+    size_t window_bytes;    /* fp16 windows (recent, sink) of keys and values */
+    size_t total_bytes;     /* key_bytes + value_bytes + window_bytes + center_bytes */
+    size_t fp16_bytes;      /* an fp16 cache of the same tokens and windows (K + V) */
+    size_t fp16_key_bytes;  /* fp16 bytes of the keys alone */
+    size_t key_total_bytes; /* stored key bytes including key windows */
+    size_t allocated_bytes; /* bytes of pages actually allocated (>= total_bytes) */
+    size_t center_bytes;    /* fp32 centering vectors (keys + values) of layers holding tokens;
                             * the key part is also in key_total_bytes */
-    size_t outlier_bytes;  /* outlier modifiers: fp16 rows of outlier tokens (K and V),
+    size_t outlier_bytes;   /* outlier modifiers: fp16 rows of outlier tokens (K and V),
                             * outlier-channel records (2 + n_out bytes per key token) and channel
                             * lists; in total_bytes, the key parts also in key_total_bytes */
 };
@@ -511,8 +518,8 @@ VQ_API int vq_calib_data_head_dim(const vq_calib_data *cd);
  * empty clusters reseeded. Needs n * head_dim / subvec_dim >= 2^codeword_bits. Replaces any
  * previous vecinfer entry for (layer, role). NON_FINITE on NaN/Inf input. */
 VQ_API vq_status vq_calib_fit_vecinfer(vq_calib_data *cd, int layer, enum vq_role role,
-                                       const float *x, int64_t n, int codeword_bits,
-                                       int subvec_dim, uint64_t seed);
+                                       const float *x, int64_t n, int codeword_bits, int subvec_dim,
+                                       uint64_t seed);
 /* Fits the spectral PCA basis for (layer, role) from x (n >= 2, head_dim) samples: the
  * (uncentered) second-moment matrix E[x x^T], its eigendecomposition (Jacobi), and
  * d_s = ceil((sum lambda)^2 / sum lambda^2). */
@@ -522,8 +529,7 @@ VQ_API vq_status vq_calib_fit_spectral(vq_calib_data *cd, int layer, enum vq_rol
 VQ_API int vq_calib_signal_dims(const vq_calib_data *cd, int layer, enum vq_role role);
 /* Sets the RateQuant sensitivity of a layer to the mean of ||x_t||^2 over the n key samples
  * x (n, head_dim). */
-VQ_API vq_status vq_calib_fit_sensitivity(vq_calib_data *cd, int layer, const float *x,
-                                          int64_t n);
+VQ_API vq_status vq_calib_fit_sensitivity(vq_calib_data *cd, int layer, const float *x, int64_t n);
 /* Returns the sensitivities (n_layers) if every layer has one, else NULL (library-owned,
  * valid until vq_calib_data_free). */
 VQ_API const double *vq_calib_sensitivities(const vq_calib_data *cd);
@@ -549,9 +555,8 @@ VQ_API vq_status vq_ratequant_fit_beta(const int *bits, int n_bits, double *beta
  * [a-z0-9_]); params: up to 6 method parameters recorded in the header (may be NULL).
  * Written atomically (temp file in the same folder, fsync, rename); missing folders are
  * created. On IO, errno holds the cause (for a message naming it). */
-VQ_API vq_status vq_calib_data_save(const vq_calib_data *cd, const char *path,
-                                    const char *method, const uint8_t model_sha256[32],
-                                    const uint32_t params[6]);
+VQ_API vq_status vq_calib_data_save(const vq_calib_data *cd, const char *path, const char *method,
+                                    const uint8_t model_sha256[32], const uint32_t params[6]);
 /* Loads and fully validates an artifact (untrusted input). model_sha256 (may be NULL to
  * skip the check) must match the header. Returns NULL and sets *st: IO (cannot read),
  * BAD_FORMAT (bad magic, truncated, corrupted, checksum, inconsistent records),

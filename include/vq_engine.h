@@ -70,34 +70,34 @@ typedef struct vq_sampler vq_sampler;
 enum vq_rope_type { VQ_ROPE_NORM = 0, VQ_ROPE_NEOX = 2 };
 
 struct vq_model_info {
-    char arch[32];            /* general.architecture, e.g. "llama" */
-    char name[96];            /* general.name (may be empty) */
+    char arch[32]; /* general.architecture, e.g. "llama" */
+    char name[96]; /* general.name (may be empty) */
     int n_layers;
-    int n_heads;              /* query heads */
+    int n_heads; /* query heads */
     int n_kv_heads;
     int head_dim;
     int n_embd;
     int n_ff;
     int n_vocab;
     int64_t n_ctx_train;
-    float rope_theta;         /* {arch}.rope.freq_base */
-    int rope_dim;             /* rotated dims per head (<= head_dim) */
+    float rope_theta; /* {arch}.rope.freq_base */
+    int rope_dim;     /* rotated dims per head (<= head_dim) */
     enum vq_rope_type rope_type;
     float rms_eps;
-    int tied_embeddings;      /* 1 when output.weight is absent and token_embd is reused */
+    int tied_embeddings; /* 1 when output.weight is absent and token_embd is reused */
     int has_qkv_bias;
-    int has_qk_norm;          /* per-head RMSNorm of q and k before RoPE (qwen3) */
-    int fused_qkv;            /* q/k/v weights stored as one attn_qkv tensor (phi3) */
-    int fused_gate_up;        /* FFN gate and up stored as one ffn_up tensor (phi3) */
+    int has_qk_norm;   /* per-head RMSNorm of q and k before RoPE (qwen3) */
+    int fused_qkv;     /* q/k/v weights stored as one attn_qkv tensor (phi3) */
+    int fused_gate_up; /* FFN gate and up stored as one ffn_up tensor (phi3) */
     /* Sliding-window attention: swa_window W > 0 for the n_swa_layers layers that attend only
      * to the last W positions (vq_model_layer_window tells which); 0 / 0 when every layer
      * attends to the whole context. llama: llama.attention.sliding_window (Mistral), every
      * layer. */
     int swa_window;
     int n_swa_layers;
-    float rope_theta_swa;     /* RoPE base of the windowed layers (gemma3: 10000; else rope_theta) */
-    uint32_t file_type;       /* general.file_type (ggml ftype) or 0 */
-    size_t weight_bytes;      /* bytes of all tensors */
+    float rope_theta_swa; /* RoPE base of the windowed layers (gemma3: 10000; else rope_theta) */
+    uint32_t file_type;   /* general.file_type (ggml ftype) or 0 */
+    size_t weight_bytes;  /* bytes of all tensors */
 };
 
 /* Loads and validates a GGUF model (mmap, read-only). Returns NULL with *st = IO (cannot be
@@ -132,11 +132,11 @@ VQ_API int vq_model_check(const char *path, vq_model_problem_fn fn, void *user);
 VQ_API const char *vq_engine_last_error(void);
 
 struct vq_ctx_params {
-    int64_t n_ctx;            /* max tokens (prompt + generated); default 512; <= n_ctx_train * 8 */
-    int n_threads;            /* OpenMP threads for matmuls and attention; 0 = OpenMP default */
-    int n_batch;              /* max tokens per forward pass (prefill chunk); default 512 */
-    int logits_all;           /* 1: vq_ctx_eval writes (n, n_vocab) logits; 0 (default): last row */
-    enum vq_isa isa;          /* weight kernels; default VQ_ISA_AUTO */
+    int64_t n_ctx;   /* max tokens (prompt + generated); default 512; <= n_ctx_train * 8 */
+    int n_threads;   /* OpenMP threads for matmuls and attention; 0 = OpenMP default */
+    int n_batch;     /* max tokens per forward pass (prefill chunk); default 512 */
+    int logits_all;  /* 1: vq_ctx_eval writes (n, n_vocab) logits; 0 (default): last row */
+    enum vq_isa isa; /* weight kernels; default VQ_ISA_AUTO */
     /* 0 (default): activations quantized to int8 before every matmul, as ggml does (llama.cpp's
      * numerics and speed). 1: exact activations: each weight row is dequantized to fp32 once per
      * forward pass and multiplied in fp32 (prefill ~1.3x, decode ~6x slower), which removes the
@@ -194,19 +194,19 @@ VQ_API size_t vq_ctx_scratch_bytes(const vq_ctx *c);
 /* What a hook sees for one layer of one forward pass (all pointers borrowed: valid only
  * during the call, owned by the context; the hook must not modify them). */
 struct vq_layer_event {
-    int layer;                /* 0 .. n_layers-1, in increasing order within a forward pass */
-    int64_t pos0;             /* position of the first token of this forward pass */
-    int64_t n_tokens;         /* tokens of this forward pass (1 .. n_batch) */
-    int n_heads;              /* query heads */
+    int layer;        /* 0 .. n_layers-1, in increasing order within a forward pass */
+    int64_t pos0;     /* position of the first token of this forward pass */
+    int64_t n_tokens; /* tokens of this forward pass (1 .. n_batch) */
+    int n_heads;      /* query heads */
     int n_kv_heads;
     int head_dim;
-    float scale;              /* softmax scale the attention used (1/sqrt(head_dim)) */
-    const float *q;           /* (n_tokens, n_heads, head_dim) post-RoPE queries */
-    const float *k;           /* (n_tokens, n_kv_heads, head_dim) post-RoPE keys, as appended */
-    const float *v;           /* (n_tokens, n_kv_heads, head_dim) values, as appended */
-    const float *attn_out;    /* (n_tokens, n_heads, head_dim) attention output, read from the
+    float scale;           /* softmax scale the attention used (1/sqrt(head_dim)) */
+    const float *q;        /* (n_tokens, n_heads, head_dim) post-RoPE queries */
+    const float *k;        /* (n_tokens, n_kv_heads, head_dim) post-RoPE keys, as appended */
+    const float *v;        /* (n_tokens, n_kv_heads, head_dim) values, as appended */
+    const float *attn_out; /* (n_tokens, n_heads, head_dim) attention output, read from the
                                * (possibly compressed) cache by vq_cache_attend */
-    const vq_cache *cache;    /* the context's cache; this layer now holds tokens
+    const vq_cache *cache; /* the context's cache; this layer now holds tokens
                                * 0 .. pos0 + n_tokens - 1 (read it with vq_cache_read) */
 };
 
@@ -229,10 +229,10 @@ VQ_API void *vq_ctx_layer_hook_user(const vq_ctx *c);
 /* ---- sampling ---- */
 
 struct vq_sampler_params {
-    float temperature;        /* <= 0: greedy (argmax, lowest id on ties); default 0 */
-    int top_k;                /* keep the k most likely tokens; 0 = all; default 40 */
-    float top_p;              /* nucleus: smallest set with mass >= top_p; 1 = off; default 0.95 */
-    uint64_t seed;            /* default 42 */
+    float temperature; /* <= 0: greedy (argmax, lowest id on ties); default 0 */
+    int top_k;         /* keep the k most likely tokens; 0 = all; default 40 */
+    float top_p;       /* nucleus: smallest set with mass >= top_p; 1 = off; default 0.95 */
+    uint64_t seed;     /* default 42 */
 };
 
 /* Defaults listed above. Thread-safe. */

@@ -27,14 +27,24 @@ static inline char *golden_read_file(const char *path, size_t *len) {
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
     char *b = n >= 0 ? malloc((size_t)n + 1) : NULL;
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
     fclose(f);
-    if (b) { b[n] = 0; *len = (size_t)n; }
+    if (b) {
+        b[n] = 0;
+        *len = (size_t)n;
+    }
     return b;
 }
 
 
-struct golden_cmp { double top1, top1_clear, kl_mean, kl_max, ppl; uint32_t n_eval; int ok; };
+struct golden_cmp {
+    double top1, top1_clear, kl_mean, kl_max, ppl;
+    uint32_t n_eval;
+    int ok;
+};
 
 /* Runs model m with an fp16 KV cache (f32act: exact activations) over the positions of a
  * golden logits file in batches of chunk tokens and compares its log-probs with the stored
@@ -42,8 +52,8 @@ struct golden_cmp { double top1, top1_clear, kl_mean, kl_max, ppl; uint32_t n_ev
  * (golden || engine) on the golden top-k ids plus one bucket for the remaining mass (a
  * coarse-graining, which can only lower the KL), and the perplexity of the text over the
  * n_eval - 1 predictions. The file's flags must equal want_flags. */
-static inline struct golden_cmp golden_logits_compare(const vq_model *m, const char *path, int f32act,
-                                                      uint32_t want_flags, int chunk) {
+static inline struct golden_cmp golden_logits_compare(const vq_model *m, const char *path,
+                                                      int f32act, uint32_t want_flags, int chunk) {
     struct golden_cmp R;
     memset(&R, 0, sizeof R);
     struct golden gd;
@@ -53,7 +63,10 @@ static inline struct golden_cmp golden_logits_compare(const vq_model *m, const c
     ASSERT(n_eval >= 2);
     ASSERT_EQ_INT(gd.flags, want_flags);
     ASSERT_EQ_INT(vq_model_info_get(m)->n_vocab, n_vocab);
-    if (n_eval < 2 || (uint32_t)vq_model_info_get(m)->n_vocab != n_vocab) { golden_close(&gd); return R; }
+    if (n_eval < 2 || (uint32_t)vq_model_info_get(m)->n_vocab != n_vocab) {
+        golden_close(&gd);
+        return R;
+    }
 
     struct vq_ctx_params cp = vq_ctx_params_default();
     cp.n_ctx = n_eval;
@@ -65,7 +78,11 @@ static inline struct golden_cmp golden_logits_compare(const vq_model *m, const c
     vq_status st;
     vq_ctx *c = vq_ctx_create(m, &cp, &st);
     ASSERT(c != NULL);
-    if (!c) { fprintf(stderr, "%s\n", vq_engine_last_error()); golden_close(&gd); return R; }
+    if (!c) {
+        fprintf(stderr, "%s\n", vq_engine_last_error());
+        golden_close(&gd);
+        return R;
+    }
 
     int32_t *ids = malloc(sizeof(int32_t) * n_eval);
     for (uint32_t i = 0; i < n_eval; i++) ids[i] = golden_id(&gd, i);
@@ -85,10 +102,11 @@ static inline struct golden_cmp golden_logits_compare(const vq_model *m, const c
     R.n_eval = n_eval;
     R.ok = 1;
     const char *base = strrchr(path, '/');
-    printf("%s%s: %u positions, top-1 agreement %.4f (%.4f on %d positions with margin >= 0.2), "
-           "mean KL %.3g, max KL %.3g, ppl %.4f\n", base ? base + 1 : path,
-           f32act ? " (f32 activations)" : "", n_eval, R.top1, R.top1_clear, a.n_clear, R.kl_mean,
-           R.kl_max, R.ppl);
+    printf(
+        "%s%s: %u positions, top-1 agreement %.4f (%.4f on %d positions with margin >= 0.2), "
+        "mean KL %.3g, max KL %.3g, ppl %.4f\n",
+        base ? base + 1 : path, f32act ? " (f32 activations)" : "", n_eval, R.top1, R.top1_clear,
+        a.n_clear, R.kl_mean, R.kl_max, R.ppl);
     free(ids);
     free(lg);
     vq_ctx_free(c);
@@ -124,13 +142,16 @@ static inline int golden_greedy_load(const char *path, struct golden_prompt *P, 
         struct golden_prompt *q = &P[nP];
         memset(q, 0, sizeof *q);
         cJSON *nm = cJSON_GetObjectItem(p, "name"), *ids = cJSON_GetObjectItem(p, "prompt_ids"),
-              *gen = cJSON_GetObjectItem(p, "generated_ids"), *mg = cJSON_GetObjectItem(p, "top2_logit_margin"), *x;
+              *gen = cJSON_GetObjectItem(p, "generated_ids"),
+              *mg = cJSON_GetObjectItem(p, "top2_logit_margin"), *x;
         if (!cJSON_IsString(nm) || !cJSON_IsArray(ids) || !cJSON_IsArray(gen)) continue;
         snprintf(q->name, sizeof q->name, "%s", nm->valuestring);
         cJSON_ArrayForEach(x, ids) if (q->n < GOLDEN_MAXP) q->ids[q->n++] = (int32_t)x->valuedouble;
-        cJSON_ArrayForEach(x, gen) if (q->n_gold < GOLDEN_NGEN) q->gold[q->n_gold++] = (int32_t)x->valuedouble;
+        cJSON_ArrayForEach(x, gen) if (q->n_gold < GOLDEN_NGEN)
+            q->gold[q->n_gold++] = (int32_t)x->valuedouble;
         int i = 0;
-        if (cJSON_IsArray(mg)) cJSON_ArrayForEach(x, mg) if (i < GOLDEN_NGEN) q->margin[i++] = x->valuedouble;
+        if (cJSON_IsArray(mg))
+            cJSON_ArrayForEach(x, mg) if (i < GOLDEN_NGEN) q->margin[i++] = x->valuedouble;
         nP++;
     }
     cJSON_Delete(js);
@@ -140,8 +161,8 @@ static inline int golden_greedy_load(const char *path, struct golden_prompt *P, 
 /* Greedy continuation of ids (n) for n_gen tokens with the given cache configuration: the
  * prompt in batches of batch tokens, then one token per eval (as llama.cpp's generation). */
 static inline int golden_greedy_run(const vq_model *m, const int32_t *ids, int n, int n_gen,
-                                    enum vq_method km, int kb, enum vq_method vm, int vb, int threads,
-                                    int batch, int32_t *out) {
+                                    enum vq_method km, int kb, enum vq_method vm, int vb,
+                                    int threads, int batch, int32_t *out) {
     struct vq_ctx_params cp = vq_ctx_params_default();
     cp.n_ctx = n + n_gen;
     cp.n_threads = threads;
@@ -152,7 +173,10 @@ static inline int golden_greedy_run(const vq_model *m, const int32_t *ids, int n
     cp.cache.value.bits = vb;
     vq_status st;
     vq_ctx *c = vq_ctx_create(m, &cp, &st);
-    if (!c) { fprintf(stderr, "ctx: %s\n", vq_engine_last_error()); return 0; }
+    if (!c) {
+        fprintf(stderr, "ctx: %s\n", vq_engine_last_error());
+        return 0;
+    }
     const int nv = vq_model_info_get(m)->n_vocab;
     float *lg = malloc(sizeof(float) * (size_t)nv);
     struct vq_sampler_params sp = vq_sampler_params_default();

@@ -46,13 +46,37 @@ static uint32_t rd32(const uint8_t *p) {
 }
 static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
 static void wr32(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
 }
-static void wr64(uint8_t *p, uint64_t v) { wr32(p, (uint32_t)v); wr32(p + 4, (uint32_t)(v >> 32)); }
-static float rdf(const uint8_t *p) { uint32_t u = rd32(p); float f; memcpy(&f, &u, 4); return f; }
-static double rdd(const uint8_t *p) { uint64_t u = rd64(p); double f; memcpy(&f, &u, 8); return f; }
-static void wrf(uint8_t *p, float f) { uint32_t u; memcpy(&u, &f, 4); wr32(p, u); }
-static void wrd(uint8_t *p, double f) { uint64_t u; memcpy(&u, &f, 8); wr64(p, u); }
+static void wr64(uint8_t *p, uint64_t v) {
+    wr32(p, (uint32_t)v);
+    wr32(p + 4, (uint32_t)(v >> 32));
+}
+static float rdf(const uint8_t *p) {
+    uint32_t u = rd32(p);
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static double rdd(const uint8_t *p) {
+    uint64_t u = rd64(p);
+    double f;
+    memcpy(&f, &u, 8);
+    return f;
+}
+static void wrf(uint8_t *p, float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    wr32(p, u);
+}
+static void wrd(uint8_t *p, double f) {
+    uint64_t u;
+    memcpy(&u, &f, 8);
+    wr64(p, u);
+}
 
 uint64_t vq_fnv1a64(uint64_t h, const void *data, size_t n) {
     const uint8_t *p = data;
@@ -87,15 +111,19 @@ static size_t rec_bytes_(int kind, uint32_t n0, uint32_t n1, int d) {
 }
 
 static uint8_t *put_rec_(uint8_t *p, int kind, int layer, int role, uint32_t n0, uint32_t n1) {
-    wr32(p, (uint32_t)kind); wr32(p + 4, (uint32_t)layer); wr32(p + 8, (uint32_t)role);
-    wr32(p + 12, n0); wr32(p + 16, n1);
+    wr32(p, (uint32_t)kind);
+    wr32(p + 4, (uint32_t)layer);
+    wr32(p + 8, (uint32_t)role);
+    wr32(p + 12, n0);
+    wr32(p + 16, n1);
     return p + REC_HEAD;
 }
 
 vq_status vq_calib_serialize(const vq_calib_data *cd, const char *method,
                              const uint8_t model_sha256[32], const uint32_t params[6],
                              uint8_t **out, size_t *out_len) {
-    if (!cd || !model_sha256 || !out || !out_len || !valid_tag_(method)) return VQ_STATUS_INVALID_ARG;
+    if (!cd || !model_sha256 || !out || !out_len || !valid_tag_(method))
+        return VQ_STATUS_INVALID_ARG;
     const int d = cd->head_dim;
     size_t payload = 0;
     uint32_t n_rec = 0;
@@ -103,23 +131,33 @@ vq_status vq_calib_serialize(const vq_calib_data *cd, const char *method,
     for (int l = 0; l < cd->n_layers; l++) {
         for (int r = 0; r < 2; r++) {
             const struct vq_calib_lr *e = &cd->lr[l * 2 + r];
-            if (e->smooth) { payload += rec_bytes_(VQ_CALIB_KIND_SMOOTH, (uint32_t)d, 1, d); n_rec++; }
-            if (e->codebook) {
-                payload += rec_bytes_(VQ_CALIB_KIND_CODEBOOK, (uint32_t)e->cb_k, (uint32_t)e->cb_v, d);
+            if (e->smooth) {
+                payload += rec_bytes_(VQ_CALIB_KIND_SMOOTH, (uint32_t)d, 1, d);
                 n_rec++;
             }
-            if (e->pca_u) { payload += rec_bytes_(VQ_CALIB_KIND_PCA, (uint32_t)d, (uint32_t)e->pca_ds, d); n_rec++; }
+            if (e->codebook) {
+                payload += rec_bytes_(VQ_CALIB_KIND_CODEBOOK, (uint32_t)e->cb_k, (uint32_t)e->cb_v,
+                                      d);
+                n_rec++;
+            }
+            if (e->pca_u) {
+                payload += rec_bytes_(VQ_CALIB_KIND_PCA, (uint32_t)d, (uint32_t)e->pca_ds, d);
+                n_rec++;
+            }
         }
         if (!isnan(cd->sens[l])) has_sens = 1;
     }
-    if (has_sens) { payload += rec_bytes_(VQ_CALIB_KIND_SENS, (uint32_t)cd->n_layers, 1, d); n_rec++; }
+    if (has_sens) {
+        payload += rec_bytes_(VQ_CALIB_KIND_SENS, (uint32_t)cd->n_layers, 1, d);
+        n_rec++;
+    }
     const size_t total = VQ_CALIB_HEADER_BYTES + payload + VQ_CALIB_TRAILER_BYTES;
     if (total > VQ_CALIB_MAX_FILE) return VQ_STATUS_RANGE;
     uint8_t *buf = vq_alloc(total);
     if (!buf) return VQ_STATUS_NO_MEMORY;
     memcpy(buf, VQ_CALIB_MAGIC, 8);
     wr32(buf + 8, VQ_CALIB_FORMAT_VERSION);
-    memcpy(buf + 12, method, strlen(method));   /* rest already zero */
+    memcpy(buf + 12, method, strlen(method)); /* rest already zero */
     memcpy(buf + 28, model_sha256, 32);
     wr32(buf + 60, (uint32_t)cd->n_layers);
     wr32(buf + 64, (uint32_t)d);
@@ -171,7 +209,7 @@ static float *read_floats_(const uint8_t *p, size_t n, int positive, int nonneg)
         f[i] = rdf(p + 4 * i);
         if (!isfinite(f[i]) || (positive && !(f[i] > 0.0f)) || (nonneg && f[i] < 0.0f)) {
             vq_free(f);
-            return (float *)(uintptr_t)1;   /* invalid marker, never dereferenced */
+            return (float *)(uintptr_t)1; /* invalid marker, never dereferenced */
         }
     }
     return f;
@@ -179,8 +217,7 @@ static float *read_floats_(const uint8_t *p, size_t n, int positive, int nonneg)
 #define BAD_FLOATS ((float *)(uintptr_t)1)
 
 vq_calib_data *vq_calib_parse(const uint8_t *buf, size_t len, const char *method,
-                              const uint8_t model_sha256[32], uint32_t *params_out,
-                              vq_status *st) {
+                              const uint8_t model_sha256[32], uint32_t *params_out, vq_status *st) {
     if (!buf) return parse_fail_(NULL, st, VQ_STATUS_INVALID_ARG);
     if (len < VQ_CALIB_HEADER_BYTES + VQ_CALIB_TRAILER_BYTES || len > VQ_CALIB_MAX_FILE)
         return parse_fail_(NULL, st, VQ_STATUS_BAD_FORMAT);
@@ -233,14 +270,14 @@ vq_calib_data *vq_calib_parse(const uint8_t *buf, size_t len, const char *method
                 return parse_fail_(cd, st, VQ_STATUS_BAD_FORMAT);
             break;
         case VQ_CALIB_KIND_PCA:
-            if (n0 != d || n1 < 1 || n1 > d || e->pca_u) return parse_fail_(cd, st, VQ_STATUS_BAD_FORMAT);
+            if (n0 != d || n1 < 1 || n1 > d || e->pca_u)
+                return parse_fail_(cd, st, VQ_STATUS_BAD_FORMAT);
             break;
         case VQ_CALIB_KIND_SENS:
             if (layer != 0 || role != 0 || n0 != n_layers || n1 != 1 || have_sens)
                 return parse_fail_(cd, st, VQ_STATUS_BAD_FORMAT);
             break;
-        default:
-            return parse_fail_(cd, st, VQ_STATUS_BAD_FORMAT);
+        default: return parse_fail_(cd, st, VQ_STATUS_BAD_FORMAT);
         }
         need = rec_bytes_((int)kind, n0, n1, (int)d);
         if ((size_t)(end - p) < need) return parse_fail_(cd, st, VQ_STATUS_BAD_FORMAT);
@@ -275,7 +312,8 @@ vq_calib_data *vq_calib_parse(const uint8_t *buf, size_t len, const char *method
         default: /* SENS */
             for (uint32_t l = 0; l < n_layers; l++) {
                 const double v = rdd(data + 8 * (size_t)l);
-                if (!isnan(v) && !(isfinite(v) && v > 0.0)) return parse_fail_(cd, st, VQ_STATUS_BAD_FORMAT);
+                if (!isnan(v) && !(isfinite(v) && v > 0.0))
+                    return parse_fail_(cd, st, VQ_STATUS_BAD_FORMAT);
                 cd->sens[l] = v;
             }
             have_sens = 1;
@@ -287,7 +325,8 @@ vq_calib_data *vq_calib_parse(const uint8_t *buf, size_t len, const char *method
     /* cross-record consistency: key codebooks come with smoothing factors */
     for (uint32_t l = 0; l < n_layers; l++) {
         const struct vq_calib_lr *k = &cd->lr[l * 2 + VQ_ROLE_KEY];
-        if ((k->smooth != NULL) != (k->codebook != NULL)) return parse_fail_(cd, st, VQ_STATUS_BAD_FORMAT);
+        if ((k->smooth != NULL) != (k->codebook != NULL))
+            return parse_fail_(cd, st, VQ_STATUS_BAD_FORMAT);
     }
     if (st) *st = VQ_STATUS_OK;
     return cd;
@@ -302,9 +341,12 @@ static vq_status mkdirs_(const char *path) {
     if (!tmp) return VQ_STATUS_NO_MEMORY;
     memcpy(tmp, path, n + 1);
     char *slash = strrchr(tmp, '/');
-    if (!slash || slash == tmp) { free(tmp); return VQ_STATUS_OK; }
+    if (!slash || slash == tmp) {
+        free(tmp);
+        return VQ_STATUS_OK;
+    }
     *slash = '\0';
-    for (char *q = tmp + 1; ; q++) {
+    for (char *q = tmp + 1;; q++) {
         const int last = *q == '\0';
         if (*q == '/' || last) {
             const char saved = *q;
@@ -332,7 +374,7 @@ vq_status vq_calib_data_save(const vq_calib_data *cd, const char *path, const ch
     vq_status s = vq_calib_write_atomic(path, buf, len);
     const int err = errno;
     vq_free(buf);
-    errno = err;   /* IO: the cause, for the caller's message */
+    errno = err; /* IO: the cause, for the caller's message */
     return s;
 }
 
@@ -343,33 +385,58 @@ vq_status vq_calib_write_atomic(const char *path, const uint8_t *buf, size_t len
     const size_t pl = strlen(path);
     char *tmp = malloc(pl + 40);
     if (!tmp) return VQ_STATUS_NO_MEMORY;
-    static unsigned counter_ = 0;   /* uniqueness within a process; races only weaken it */
-    snprintf(tmp, pl + 40, "%s.tmp.%ld.%u", path, (long)getpid(), __atomic_fetch_add(&counter_, 1u, __ATOMIC_RELAXED));
+    static unsigned counter_ = 0; /* uniqueness within a process; races only weaken it */
+    snprintf(tmp, pl + 40, "%s.tmp.%ld.%u", path, (long)getpid(),
+             __atomic_fetch_add(&counter_, 1u, __ATOMIC_RELAXED));
     int fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL, 0644);
-    if (fd < 0) { const int e = errno; free(tmp); errno = e; return VQ_STATUS_IO; }
+    if (fd < 0) {
+        const int e = errno;
+        free(tmp);
+        errno = e;
+        return VQ_STATUS_IO;
+    }
     size_t off = 0;
-    int err = 0;   /* errno of the first failure */
+    int err = 0; /* errno of the first failure */
     s = VQ_STATUS_OK;
     while (off < len) {
         ssize_t w = write(fd, buf + off, len - off);
         if (w < 0 && errno == EINTR) continue;
-        if (w <= 0) { s = VQ_STATUS_IO; err = w < 0 ? errno : ENOSPC; break; }
+        if (w <= 0) {
+            s = VQ_STATUS_IO;
+            err = w < 0 ? errno : ENOSPC;
+            break;
+        }
         off += (size_t)w;
     }
-    if (s == VQ_STATUS_OK && fsync(fd) != 0) { s = VQ_STATUS_IO; err = errno; }
-    if (close(fd) != 0 && s == VQ_STATUS_OK) { s = VQ_STATUS_IO; err = errno; }
-    if (s == VQ_STATUS_OK && rename(tmp, path) != 0) { s = VQ_STATUS_IO; err = errno; }
+    if (s == VQ_STATUS_OK && fsync(fd) != 0) {
+        s = VQ_STATUS_IO;
+        err = errno;
+    }
+    if (close(fd) != 0 && s == VQ_STATUS_OK) {
+        s = VQ_STATUS_IO;
+        err = errno;
+    }
+    if (s == VQ_STATUS_OK && rename(tmp, path) != 0) {
+        s = VQ_STATUS_IO;
+        err = errno;
+    }
     if (s != VQ_STATUS_OK) unlink(tmp);
-    if (s == VQ_STATUS_OK) {   /* make the rename durable: fsync the folder (best effort) */
+    if (s == VQ_STATUS_OK) { /* make the rename durable: fsync the folder (best effort) */
         char *dir = malloc(pl + 2);
         if (dir) {
             memcpy(dir, path, pl + 1);
             char *sl = strrchr(dir, '/');
             if (sl == dir) sl[1] = '\0';
             else if (sl) *sl = '\0';
-            else { dir[0] = '.'; dir[1] = '\0'; }
+            else {
+                dir[0] = '.';
+                dir[1] = '\0';
+            }
             int dfd = open(dir, O_RDONLY);
-            if (dfd >= 0) { (void)fsync(dfd); close(dfd); }
+            if (dfd >= 0) {
+                (void)fsync(dfd);
+                close(dfd);
+            }
             free(dir);
         }
     }
@@ -385,32 +452,51 @@ vq_status vq_calib_read_file(const char *path, uint8_t **out, size_t *out_len) {
     int fd = open(path, O_RDONLY);
     if (fd < 0) return VQ_STATUS_IO;
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) { close(fd); return VQ_STATUS_IO; }
-    if ((uint64_t)sb.st_size > VQ_CALIB_MAX_FILE) { close(fd); return VQ_STATUS_BAD_FORMAT; }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return VQ_STATUS_IO;
+    }
+    if ((uint64_t)sb.st_size > VQ_CALIB_MAX_FILE) {
+        close(fd);
+        return VQ_STATUS_BAD_FORMAT;
+    }
     const size_t len = (size_t)sb.st_size;
     uint8_t *buf = vq_alloc(len ? len : 1);
-    if (!buf) { close(fd); return VQ_STATUS_NO_MEMORY; }
+    if (!buf) {
+        close(fd);
+        return VQ_STATUS_NO_MEMORY;
+    }
     size_t off = 0;
     while (off < len) {
         ssize_t r = read(fd, buf + off, len - off);
         if (r < 0 && errno == EINTR) continue;
-        if (r < 0) { close(fd); vq_free(buf); return VQ_STATUS_IO; }
+        if (r < 0) {
+            close(fd);
+            vq_free(buf);
+            return VQ_STATUS_IO;
+        }
         if (r == 0) break;
         off += (size_t)r;
     }
     close(fd);
     *out = buf;
-    *out_len = off;   /* a file that shrank while reading is the truncated file it is */
+    *out_len = off; /* a file that shrank while reading is the truncated file it is */
     return VQ_STATUS_OK;
 }
 
 vq_calib_data *vq_calib_data_load(const char *path, const char *method,
                                   const uint8_t model_sha256[32], vq_status *st) {
-    if (!path) { if (st) *st = VQ_STATUS_INVALID_ARG; return NULL; }
+    if (!path) {
+        if (st) *st = VQ_STATUS_INVALID_ARG;
+        return NULL;
+    }
     uint8_t *buf = NULL;
     size_t len = 0;
     vq_status rs = vq_calib_read_file(path, &buf, &len);
-    if (rs != VQ_STATUS_OK) { if (st) *st = rs; return NULL; }
+    if (rs != VQ_STATUS_OK) {
+        if (st) *st = rs;
+        return NULL;
+    }
     /* a file that shrank while reading is parsed as the truncated file it is */
     vq_calib_data *cd = vq_calib_parse(buf, len, method, model_sha256, NULL, st);
     vq_free(buf);
@@ -432,7 +518,8 @@ static int valid_name_(const char *m) {
 
 vq_status vq_calib_artifact_path(const char *method, const uint8_t model_sha256[32],
                                  const char *name, char *buf, size_t cap) {
-    if (!valid_name_(method) || !valid_name_(name) || !model_sha256 || !buf) return VQ_STATUS_INVALID_ARG;
+    if (!valid_name_(method) || !valid_name_(name) || !model_sha256 || !buf)
+        return VQ_STATUS_INVALID_ARG;
     char hex[65];
     for (int i = 0; i < 32; i++) snprintf(hex + 2 * i, 3, "%02x", model_sha256[i]);
     const char *root = getenv("VQ_CACHE_DIR");

@@ -17,8 +17,8 @@
 
 #define VQ_CALIB_MAGIC "VQCALIB\0"
 #define VQ_CALIB_FORMAT_VERSION 1u
-#define VQ_CALIB_HEADER_BYTES 104u   /* fixed header before the payload */
-#define VQ_CALIB_TRAILER_BYTES 8u    /* FNV-1a 64 checksum */
+#define VQ_CALIB_HEADER_BYTES 104u /* fixed header before the payload */
+#define VQ_CALIB_TRAILER_BYTES 8u  /* FNV-1a 64 checksum */
 #define VQ_CALIB_MAX_FILE (1ull << 31)
 
 /* FNV-1a 64-bit hash of n bytes, continuing from h (start with VQ_FNV64_INIT). */
@@ -32,8 +32,7 @@ vq_status vq_calib_serialize(const vq_calib_data *cd, const char *method,
 /* Parses and validates an artifact held in memory (untrusted). Same statuses and checks as
  * vq_calib_data_load. params_out (6, may be NULL) receives the header parameters. */
 vq_calib_data *vq_calib_parse(const uint8_t *buf, size_t len, const char *method,
-                              const uint8_t model_sha256[32], uint32_t *params_out,
-                              vq_status *st);
+                              const uint8_t model_sha256[32], uint32_t *params_out, vq_status *st);
 
 /* ---- artifact lookup ------------------------------------------------------------------------ */
 
@@ -53,8 +52,8 @@ vq_status vq_calib_attach_diag(struct vq_cache_params *cp, int n_layers, int hea
  * cache/codec made from cp, the owned ones). Returns OK, INVALID_ARG, or NOT_FOUND (a
  * reason in why; cp, sets and owned unchanged then). */
 vq_status vq_calib_attach_sets(struct vq_cache_params *cp, int n_layers, int head_dim,
-                               vq_calib_data **sets, int n_sets, vq_calib_data *owned[2],
-                               char *why, size_t why_cap);
+                               vq_calib_data **sets, int n_sets, vq_calib_data *owned[2], char *why,
+                               size_t why_cap);
 
 /* ---- files -------------------------------------------------------------------------------- */
 /* The file and precompute functions below keep no global state (the temp-file name of
@@ -77,10 +76,10 @@ vq_status vq_calib_read_file(const char *path, uint8_t **out, size_t *out_len);
 #define VQ_PRECOMP_MAX_TABLES 16
 enum { VQ_PRECOMP_KIND_LLOYD = 16, VQ_PRECOMP_KIND_RHT_SIGNS = 17 };
 struct vq_precomp_table {
-    int kind;          /* VQ_PRECOMP_KIND_* */
-    int law, bits;     /* LLOYD: enum vq_law (GAUSS or SPHERE), bits */
-    int n;             /* LLOYD: 2^bits centroids (then n - 1 boundaries); RHT: d signs */
-    float *data;       /* LLOYD: n + n - 1 floats; RHT: n floats (+-1) */
+    int kind;      /* VQ_PRECOMP_KIND_* */
+    int law, bits; /* LLOYD: enum vq_law (GAUSS or SPHERE), bits */
+    int n;         /* LLOYD: 2^bits centroids (then n - 1 boundaries); RHT: d signs */
+    float *data;   /* LLOYD: n + n - 1 floats; RHT: n floats (+-1) */
 };
 struct vq_precomp {
     int head_dim;
@@ -92,7 +91,8 @@ struct vq_precomp {
  * (n_bits 1..6 entries, each 1..6): a GAUSS codebook per width, a SPHERE codebook per width
  * <= 4, and the RHT signs (vq_rht_init(d, seed)), exactly as the codecs compute them at
  * start-up. *out is zeroed first; free with vq_precomp_free. */
-vq_status vq_precomp_compute(int d, uint64_t seed, const int *bits, int n_bits, struct vq_precomp *out);
+vq_status vq_precomp_compute(int d, uint64_t seed, const int *bits, int n_bits,
+                             struct vq_precomp *out);
 void vq_precomp_free(struct vq_precomp *p);
 /* Serializes into the artifact container (tag "precompute", zero model hash) and writes it
  * atomically to path. */

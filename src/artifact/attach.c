@@ -17,8 +17,8 @@ static int cmp_str_(const void *a, const void *b) {
 }
 
 /* 1 if a codec with params p (role fixed) can be created on every layer from cd. */
-static int serves_(const vq_calib_data *cd, const struct vq_codec_params *p, const int *bits_per_layer,
-                   int n_layers, int head_dim) {
+static int serves_(const vq_calib_data *cd, const struct vq_codec_params *p,
+                   const int *bits_per_layer, int n_layers, int head_dim) {
     if (vq_calib_data_n_layers(cd) < n_layers || vq_calib_data_head_dim(cd) != head_dim) return 0;
     for (int l = 0; l < n_layers; l++) {
         struct vq_codec_params q = *p;
@@ -56,7 +56,10 @@ static vq_calib_data *find_(const char *dir, const char *method, const uint8_t s
                             const struct vq_codec_params *p, const int *bpl, int n_layers,
                             int head_dim, char *why, size_t why_cap) {
     DIR *dh = opendir(dir);
-    if (!dh) { why_add_(why, why_cap, "no artifact folder ", dir, ""); return NULL; }
+    if (!dh) {
+        why_add_(why, why_cap, "no artifact folder ", dir, "");
+        return NULL;
+    }
     char **names = NULL;
     size_t n = 0, cap = 0;
     struct dirent *e;
@@ -87,8 +90,10 @@ static vq_calib_data *find_(const char *dir, const char *method, const uint8_t s
                 vq_calib_data *cd = vq_calib_data_load(path, method, sha, &lst);
                 if (cd && serves_(cd, p, bpl, n_layers, head_dim)) found = cd;
                 else {
-                    why_add_(why, why_cap, path, ": ", cd ? "does not fit this KV config (layers, "
-                             "head_dim, codebook shape or bits)" : load_reason_(lst));
+                    why_add_(why, why_cap, path, ": ",
+                             cd ? "does not fit this KV config (layers, "
+                                  "head_dim, codebook shape or bits)"
+                                : load_reason_(lst));
                     vq_calib_data_free(cd);
                 }
                 free(path);
@@ -133,7 +138,10 @@ vq_status vq_calib_attach_diag(struct vq_cache_params *cp, int n_layers, int hea
         char *slash = strrchr(dir, '/');
         if (slash) *slash = '\0';
         owned[s] = find_(dir, method, sha, p, bpl[s], n_layers, head_dim, why, why_cap);
-        if (!owned[s]) { st = VQ_STATUS_NOT_FOUND; goto fail_st; }
+        if (!owned[s]) {
+            st = VQ_STATUS_NOT_FOUND;
+            goto fail_st;
+        }
         p->calib = owned[s];
         continue;
     fail_st:
@@ -149,8 +157,8 @@ vq_status vq_calib_attach_diag(struct vq_cache_params *cp, int n_layers, int hea
 }
 
 vq_status vq_calib_attach_sets(struct vq_cache_params *cp, int n_layers, int head_dim,
-                               vq_calib_data **sets, int n_sets, vq_calib_data *owned[2],
-                               char *why, size_t why_cap) {
+                               vq_calib_data **sets, int n_sets, vq_calib_data *owned[2], char *why,
+                               size_t why_cap) {
     if (why && why_cap) why[0] = 0;
     if (!cp || !owned || (!sets && n_sets) || n_sets < 0 || n_layers < 1 || head_dim < 8)
         return VQ_STATUS_INVALID_ARG;
@@ -175,7 +183,7 @@ vq_status vq_calib_attach_sets(struct vq_cache_params *cp, int n_layers, int hea
         if (pick[s] < 0) continue;
         sides[s]->role = s == 0 ? VQ_ROLE_KEY : VQ_ROLE_VALUE;
         sides[s]->calib = sets[pick[s]];
-        if (s == 1 && pick[1] == pick[0]) continue;   /* one set serves both sides */
+        if (s == 1 && pick[1] == pick[0]) continue; /* one set serves both sides */
         owned[s] = sets[pick[s]];
     }
     for (int s = 0; s < 2; s++)

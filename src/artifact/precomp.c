@@ -27,11 +27,19 @@
 static uint32_t rd32_(const uint8_t *p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
-static uint64_t rd64_(const uint8_t *p) { return (uint64_t)rd32_(p) | (uint64_t)rd32_(p + 4) << 32; }
-static void wr32_(uint8_t *p, uint32_t v) {
-    p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); p[2] = (uint8_t)(v >> 16); p[3] = (uint8_t)(v >> 24);
+static uint64_t rd64_(const uint8_t *p) {
+    return (uint64_t)rd32_(p) | (uint64_t)rd32_(p + 4) << 32;
 }
-static void wr64_(uint8_t *p, uint64_t v) { wr32_(p, (uint32_t)v); wr32_(p + 4, (uint32_t)(v >> 32)); }
+static void wr32_(uint8_t *p, uint32_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+    p[2] = (uint8_t)(v >> 16);
+    p[3] = (uint8_t)(v >> 24);
+}
+static void wr64_(uint8_t *p, uint64_t v) {
+    wr32_(p, (uint32_t)v);
+    wr32_(p + 4, (uint32_t)(v >> 32));
+}
 
 static size_t floats_of_(const struct vq_precomp_table *t) {
     return t->kind == VQ_PRECOMP_KIND_LLOYD ? (size_t)(2 * t->n - 1) : (size_t)t->n;
@@ -60,10 +68,12 @@ static vq_status add_lloyd_(struct vq_precomp *p, enum vq_law law, int bits, int
     return VQ_STATUS_OK;
 }
 
-vq_status vq_precomp_compute(int d, uint64_t seed, const int *bits, int n_bits, struct vq_precomp *out) {
+vq_status vq_precomp_compute(int d, uint64_t seed, const int *bits, int n_bits,
+                             struct vq_precomp *out) {
     if (!out) return VQ_STATUS_INVALID_ARG;
     memset(out, 0, sizeof *out);
-    if (d < 8 || d > 1024 || d % 8 != 0 || !bits || n_bits < 1 || n_bits > 6) return VQ_STATUS_INVALID_ARG;
+    if (d < 8 || d > 1024 || d % 8 != 0 || !bits || n_bits < 1 || n_bits > 6)
+        return VQ_STATUS_INVALID_ARG;
     for (int i = 0; i < n_bits; i++) {
         if (bits[i] < 1 || bits[i] > 6) return VQ_STATUS_INVALID_ARG;
         for (int j = 0; j < i; j++)
@@ -72,7 +82,8 @@ vq_status vq_precomp_compute(int d, uint64_t seed, const int *bits, int n_bits, 
     out->head_dim = d;
     out->seed = seed;
     vq_status s = VQ_STATUS_OK;
-    for (int i = 0; i < n_bits && s == VQ_STATUS_OK; i++) s = add_lloyd_(out, VQ_LAW_GAUSS, bits[i], 0);
+    for (int i = 0; i < n_bits && s == VQ_STATUS_OK; i++)
+        s = add_lloyd_(out, VQ_LAW_GAUSS, bits[i], 0);
     for (int i = 0; i < n_bits && s == VQ_STATUS_OK; i++)
         if (bits[i] <= 4) s = add_lloyd_(out, VQ_LAW_SPHERE, bits[i], d);
     if (s == VQ_STATUS_OK) {
@@ -151,7 +162,8 @@ vq_status vq_precomp_parse(const uint8_t *buf, size_t len, struct vq_precomp *ou
     if (version == 0) return VQ_STATUS_BAD_FORMAT;
     if (version > VQ_CALIB_FORMAT_VERSION) return VQ_STATUS_UNSUPPORTED;
     const uint64_t payload = rd64_(buf + 96);
-    if (payload != (uint64_t)(len - VQ_CALIB_HEADER_BYTES - VQ_CALIB_TRAILER_BYTES)) return VQ_STATUS_BAD_FORMAT;
+    if (payload != (uint64_t)(len - VQ_CALIB_HEADER_BYTES - VQ_CALIB_TRAILER_BYTES))
+        return VQ_STATUS_BAD_FORMAT;
     const size_t body = VQ_CALIB_HEADER_BYTES + (size_t)payload;
     if (rd64_(buf + body) != vq_fnv1a64(VQ_FNV64_INIT, buf, body)) return VQ_STATUS_BAD_FORMAT;
     char tag[17];
@@ -161,8 +173,8 @@ vq_status vq_precomp_parse(const uint8_t *buf, size_t len, struct vq_precomp *ou
     for (int i = 28; i < 60; i++)
         if (buf[i]) return VQ_STATUS_BAD_FORMAT;
     const uint32_t d = rd32_(buf + 64), n_rec = rd32_(buf + 92);
-    if (rd32_(buf + 60) != 1 || d < 8 || d > 1024 || d % 8 || n_rec < 1 || n_rec > VQ_PRECOMP_MAX_TABLES ||
-        rd32_(buf + 76) != n_rec)
+    if (rd32_(buf + 60) != 1 || d < 8 || d > 1024 || d % 8 || n_rec < 1 ||
+        n_rec > VQ_PRECOMP_MAX_TABLES || rd32_(buf + 76) != n_rec)
         return VQ_STATUS_BAD_FORMAT;
     out->head_dim = (int)d;
     out->seed = (uint64_t)rd32_(buf + 68) | (uint64_t)rd32_(buf + 72) << 32;
@@ -170,20 +182,23 @@ vq_status vq_precomp_parse(const uint8_t *buf, size_t len, struct vq_precomp *ou
     int have_signs = 0;
     for (uint32_t r = 0; r < n_rec; r++) {
         if ((size_t)(end - q) < REC_HEAD_) return parse_fail_(out, VQ_STATUS_BAD_FORMAT);
-        const uint32_t kind = rd32_(q), a = rd32_(q + 4), b = rd32_(q + 8), n0 = rd32_(q + 12), n1 = rd32_(q + 16);
+        const uint32_t kind = rd32_(q), a = rd32_(q + 4), b = rd32_(q + 8), n0 = rd32_(q + 12),
+                       n1 = rd32_(q + 16);
         struct vq_precomp_table *t = &out->t[out->n_tables];
         if (kind == VQ_PRECOMP_KIND_LLOYD) {
             const int sphere = a == (uint32_t)VQ_LAW_SPHERE;
-            if ((a != (uint32_t)VQ_LAW_GAUSS && !sphere) || b < 1 || b > (sphere ? 4u : 6u) || n0 != (1u << b) ||
-                n1 != (sphere ? d : 0u))
+            if ((a != (uint32_t)VQ_LAW_GAUSS && !sphere) || b < 1 || b > (sphere ? 4u : 6u) ||
+                n0 != (1u << b) || n1 != (sphere ? d : 0u))
                 return parse_fail_(out, VQ_STATUS_BAD_FORMAT);
             for (int i = 0; i < out->n_tables; i++)
-                if (out->t[i].kind == VQ_PRECOMP_KIND_LLOYD && out->t[i].law == (int)a && out->t[i].bits == (int)b)
+                if (out->t[i].kind == VQ_PRECOMP_KIND_LLOYD && out->t[i].law == (int)a &&
+                    out->t[i].bits == (int)b)
                     return parse_fail_(out, VQ_STATUS_BAD_FORMAT);
             t->law = (int)a;
             t->bits = (int)b;
         } else if (kind == VQ_PRECOMP_KIND_RHT_SIGNS) {
-            if (a || b || n0 != d || n1 || have_signs) return parse_fail_(out, VQ_STATUS_BAD_FORMAT);
+            if (a || b || n0 != d || n1 || have_signs)
+                return parse_fail_(out, VQ_STATUS_BAD_FORMAT);
             have_signs = 1;
         } else {
             return parse_fail_(out, VQ_STATUS_BAD_FORMAT);
@@ -203,11 +218,12 @@ vq_status vq_precomp_parse(const uint8_t *buf, size_t len, struct vq_precomp *ou
             if (kind == VQ_PRECOMP_KIND_RHT_SIGNS && t->data[k] != 1.0f && t->data[k] != -1.0f)
                 return parse_fail_(out, VQ_STATUS_BAD_FORMAT);
         }
-        if (kind == VQ_PRECOMP_KIND_LLOYD) {   /* ascending centroids and boundaries */
+        if (kind == VQ_PRECOMP_KIND_LLOYD) { /* ascending centroids and boundaries */
             for (int k = 1; k < t->n; k++)
                 if (!(t->data[k] > t->data[k - 1])) return parse_fail_(out, VQ_STATUS_BAD_FORMAT);
             for (int k = 1; k < t->n - 1; k++)
-                if (!(t->data[t->n + k] > t->data[t->n + k - 1])) return parse_fail_(out, VQ_STATUS_BAD_FORMAT);
+                if (!(t->data[t->n + k] > t->data[t->n + k - 1]))
+                    return parse_fail_(out, VQ_STATUS_BAD_FORMAT);
         }
     }
     if (q != end) return parse_fail_(out, VQ_STATUS_BAD_FORMAT);
@@ -228,7 +244,10 @@ vq_status vq_precomp_load(const char *path, struct vq_precomp *out) {
 int vq_precomp_matches(const struct vq_precomp *have, const struct vq_precomp *want, char *why,
                        size_t why_cap) {
     char dummy[8];
-    if (!why || !why_cap) { why = dummy; why_cap = sizeof dummy; }
+    if (!why || !why_cap) {
+        why = dummy;
+        why_cap = sizeof dummy;
+    }
     why[0] = 0;
     if (have->head_dim != want->head_dim || have->seed != want->seed) {
         snprintf(why, why_cap, "stored head_dim %d seed %llu, wanted %d seed %llu", have->head_dim,
@@ -239,20 +258,23 @@ int vq_precomp_matches(const struct vq_precomp *have, const struct vq_precomp *w
         const struct vq_precomp_table *w = &want->t[i], *h = NULL;
         for (int j = 0; j < have->n_tables && !h; j++) {
             const struct vq_precomp_table *c = &have->t[j];
-            if (c->kind == w->kind && (w->kind != VQ_PRECOMP_KIND_LLOYD || (c->law == w->law && c->bits == w->bits)))
+            if (c->kind == w->kind &&
+                (w->kind != VQ_PRECOMP_KIND_LLOYD || (c->law == w->law && c->bits == w->bits)))
                 h = c;
         }
         const char *law = w->kind == VQ_PRECOMP_KIND_RHT_SIGNS ? "rht signs"
-                          : w->law == VQ_LAW_SPHERE ? "lloyd sphere" : "lloyd gauss";
+                        : w->law == VQ_LAW_SPHERE              ? "lloyd sphere"
+                                                               : "lloyd gauss";
         if (!h || h->n != w->n) {
-            snprintf(why, why_cap, "%s %d-bit: %s", law, w->bits, h ? "size differs" : "not stored");
+            snprintf(why, why_cap, "%s %d-bit: %s", law, w->bits,
+                     h ? "size differs" : "not stored");
             return 0;
         }
         const size_t nf = floats_of_(w);
         for (size_t k = 0; k < nf; k++)
             if (memcmp(&h->data[k], &w->data[k], sizeof(float)) != 0) {
-                snprintf(why, why_cap, "%s %d-bit: value %zu stored %.9g, computed %.9g", law, w->bits, k,
-                         (double)h->data[k], (double)w->data[k]);
+                snprintf(why, why_cap, "%s %d-bit: value %zu stored %.9g, computed %.9g", law,
+                         w->bits, k, (double)h->data[k], (double)w->data[k]);
                 return 0;
             }
     }

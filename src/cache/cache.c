@@ -77,57 +77,57 @@
 enum { WIN_NONE = 0, WIN_FLUSH = 1, WIN_SLIDE = 2 };
 
 struct vq_stream {
-    uint8_t **pages;        /* (pages_cap) page pointers; [0, n_pages) allocated; pages[i] holds
+    uint8_t **pages; /* (pages_cap) page pointers; [0, n_pages) allocated; pages[i] holds
                              * coded tokens [(pg0 + i) * page_tokens, ...); the ones past the
                              * coded end are spare (recycled) pages */
     int64_t pages_cap;
     int64_t n_pages;
-    int64_t pg0;            /* pages freed below the window (windowed layers; else 0) */
-    uint16_t *ss;           /* (layer ss_cap, head_dim) fp16 rows of positions 0.. (stream sinks) */
-    int64_t n_coded;        /* tokens stored in codec blocks (multiple of block_tokens) */
-    uint16_t *win;          /* (buf_rows, head_dim) fp16 rows, NULL when the mode is NONE */
-    int win_start;          /* buffer row of the oldest window token */
-    int win_n;              /* tokens in the window */
-    uint16_t *sink;         /* (sink_cap, head_dim) fp16 rows of the layer's sinks, or NULL */
-    uint16_t *ot;           /* (layer ot_cap, head_dim) fp16 rows of the layer's outlier tokens
+    int64_t pg0;     /* pages freed below the window (windowed layers; else 0) */
+    uint16_t *ss;    /* (layer ss_cap, head_dim) fp16 rows of positions 0.. (stream sinks) */
+    int64_t n_coded; /* tokens stored in codec blocks (multiple of block_tokens) */
+    uint16_t *win;   /* (buf_rows, head_dim) fp16 rows, NULL when the mode is NONE */
+    int win_start;   /* buffer row of the oldest window token */
+    int win_n;       /* tokens in the window */
+    uint16_t *sink;  /* (sink_cap, head_dim) fp16 rows of the layer's sinks, or NULL */
+    uint16_t *ot;    /* (layer ot_cap, head_dim) fp16 rows of the layer's outlier tokens
                              * (row i = token ot_pos[i]), NULL while none / side not bypassing */
     /* outlier channels (keys, n_oc > 0): running sums of |x_c| over positions
      * [0, min(n_tokens, n_calib)) and the fixed channels once ready; the *_new copies are the
      * pending state of an append in progress (phase A), swapped in by the commit */
-    double *oc_sum, *oc_sum_new;    /* (head_dim) */
-    uint16_t *oc_ch, *oc_ch_new;    /* (n_oc) ascending channel indices */
+    double *oc_sum, *oc_sum_new; /* (head_dim) */
+    uint16_t *oc_ch, *oc_ch_new; /* (n_oc) ascending channel indices */
     int oc_ready, oc_ready_new;
-    int oc_ready_prev;              /* oc_ready before the last committed append (undo) */
+    int oc_ready_prev; /* oc_ready before the last committed append (undo) */
 };
 
-struct vq_side {            /* K or V configuration of one layer */
-    const vq_codec *codec;  /* shared, owned by the cache's codec list */
-    int mode;               /* WIN_* */
-    int win_cap;            /* R: most tokens the window holds after an append */
-    int buf_rows;           /* rows allocated for the window buffer (R or 2R) */
-    int bt;                 /* codec block tokens */
-    size_t page_bytes;      /* page_tokens / bt * block_bytes */
-    int use_sinks;          /* 1 if this side keeps fp16 sink copies */
-    struct vq_stream *s;    /* (n_kv_heads) */
-    uint16_t *mu;           /* (n_kv_heads, head_dim) fp16 centering vectors, NULL = not centered */
-    int mu_set;             /* 1 once mu holds the mean of the layer's first append */
-    int use_ot;             /* 1 if this side keeps fp16 copies of outlier tokens */
-    int n_oc;               /* outlier channels of this (key) side, 0 = off */
-    size_t oc_off;          /* byte offset of the outlier-channel records inside a page */
+struct vq_side {           /* K or V configuration of one layer */
+    const vq_codec *codec; /* shared, owned by the cache's codec list */
+    int mode;              /* WIN_* */
+    int win_cap;           /* R: most tokens the window holds after an append */
+    int buf_rows;          /* rows allocated for the window buffer (R or 2R) */
+    int bt;                /* codec block tokens */
+    size_t page_bytes;     /* page_tokens / bt * block_bytes */
+    int use_sinks;         /* 1 if this side keeps fp16 sink copies */
+    struct vq_stream *s;   /* (n_kv_heads) */
+    uint16_t *mu;          /* (n_kv_heads, head_dim) fp16 centering vectors, NULL = not centered */
+    int mu_set;            /* 1 once mu holds the mean of the layer's first append */
+    int use_ot;            /* 1 if this side keeps fp16 copies of outlier tokens */
+    int n_oc;              /* outlier channels of this (key) side, 0 = off */
+    size_t oc_off;         /* byte offset of the outlier-channel records inside a page */
 };
 
 struct vq_layer {
     struct vq_side k, v;
-    int f16_exact;          /* 1: K and V are plain fp16 rows, attended by attend_f16 */
-    int win;                /* sliding window W (0 = full attention) */
-    int ss_cap;             /* stream sinks S: positions 0..S-1 kept as fp16 rows (0 = none) */
-    int64_t keep_from;      /* windowed: lowest position a query may still see (0 before any
+    int f16_exact;     /* 1: K and V are plain fp16 rows, attended by attend_f16 */
+    int win;           /* sliding window W (0 = full attention) */
+    int ss_cap;        /* stream sinks S: positions 0..S-1 kept as fp16 rows (0 = none) */
+    int64_t keep_from; /* windowed: lowest position a query may still see (0 before any
                              * eviction); pages wholly below it are freed */
     int64_t n_tokens;
-    int sink_cap;           /* sinks chosen in the first append (0 = no sinks) */
+    int sink_cap; /* sinks chosen in the first append (0 = no sinks) */
     int n_sinks;
     int64_t sink_pos[VQ_MAX_SINKS]; /* ascending positions of the sinks */
-    int64_t *ot_pos;        /* (ot_cap) ascending positions of the outlier tokens */
+    int64_t *ot_pos;                /* (ot_cap) ascending positions of the outlier tokens */
     int64_t n_ot, ot_cap;
     /* One-step undo of the outlier-channel sums: after a committed append the *_new buffers of
      * the key streams hold the state before it, valid while oc_undo_n (the token count before
@@ -138,38 +138,38 @@ struct vq_layer {
 
 /* Per-stream plan of one append (phase A computes it, phase B commits it). */
 struct plan {
-    int64_t n_enc;          /* virtual rows [0, n_enc) of (window ++ new) get encoded */
-    int64_t old_pages;      /* pages before this append (rollback point) */
+    int64_t n_enc;     /* virtual rows [0, n_enc) of (window ++ new) get encoded */
+    int64_t old_pages; /* pages before this append (rollback point) */
 };
 
 struct vq_cache {
     int n_layers, n_kv, d;
     int64_t max_tokens;
     int page_tokens;
-    int n_threads;          /* scratch slabs = threads used by attend */
-    vq_codec **codecs;      /* (n_codecs) unique codecs */
+    int n_threads;                     /* scratch slabs = threads used by attend */
+    vq_codec **codecs;                 /* (n_codecs) unique codecs */
     struct vq_codec_params *codec_req; /* (n_codecs) the params each was requested with */
     int n_codecs;
-    vq_codec *f16;          /* fp16 codec (same head_dim and ISA) for windows and sinks */
-    struct vq_layer *layers;/* (n_layers) */
+    vq_codec *f16;           /* fp16 codec (same head_dim and ISA) for windows and sinks */
+    struct vq_layer *layers; /* (n_layers) */
     size_t qs_bytes, acc_floats;
     int max_bt;
-    vq_softmax_fn softmax;  /* picked from the key codec ISA */
+    vq_softmax_fn softmax;                 /* picked from the key codec ISA */
     const struct vq_ggml_attn_kernels *gk; /* fp16 layers' llama.cpp-identical kernels */
-    size_t gg_ws;           /* fp16 layers: score row stride in floats (max_tokens rounded to 16) */
-    int gg_heads;           /* fp16 layers: query heads per work item (fit in one slab) */
+    size_t gg_ws; /* fp16 layers: score row stride in floats (max_tokens rounded to 16) */
+    int gg_heads; /* fp16 layers: query heads per work item (fit in one slab) */
     /* per-thread attend scratch: one slab each, slab_bytes apart */
     uint8_t *slabs;
-    size_t slab_bytes;      /* n_slots slots of slot_bytes */
-    int n_slots;            /* batch size: VQ_SLOT_BATCH, fewer for long max_tokens */
+    size_t slab_bytes; /* n_slots slots of slot_bytes */
+    int n_slots;       /* batch size: VQ_SLOT_BATCH, fewer for long max_tokens */
     size_t slot_bytes;
     size_t off_scores, off_qs, off_qs16, off_acc, off_acc16;
     /* append staging (single-threaded): (page_tokens, head_dim) fp32 */
     float *stage;
     struct plan *kplan, *vplan; /* (n_kv_heads) per-append plans */
-    float *split;           /* (2 * n_threads, head_dim + 2) split-decode partial results */
-    float ot_k;             /* outlier-token threshold k (0 = off) */
-    int n_calib;            /* outlier-channel calibration tokens */
+    float *split;               /* (2 * n_threads, head_dim + 2) split-decode partial results */
+    float ot_k;                 /* outlier-token threshold k (0 = off) */
+    int n_calib;                /* outlier-channel calibration tokens */
 };
 
 /* ---- small helpers ---------------------------------------------------------------------- */
@@ -335,7 +335,8 @@ static vq_status side_init(struct vq_cache *c, struct vq_side *sd, const vq_code
             s->oc_sum_new = calloc((size_t)c->d, sizeof(double));
             s->oc_ch = calloc((size_t)n_oc, sizeof(uint16_t));
             s->oc_ch_new = calloc((size_t)n_oc, sizeof(uint16_t));
-            if (!s->oc_sum || !s->oc_sum_new || !s->oc_ch || !s->oc_ch_new) return VQ_STATUS_NO_MEMORY;
+            if (!s->oc_sum || !s->oc_sum_new || !s->oc_ch || !s->oc_ch_new)
+                return VQ_STATUS_NO_MEMORY;
         }
     }
     return VQ_STATUS_OK;
@@ -395,14 +396,14 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     if (!p || p->n_layers < 1 || p->n_kv_heads < 1 || p->max_tokens < 1 ||
         p->max_tokens > ((int64_t)1 << 31) || p->page_tokens < 1 || p->page_tokens > (1 << 20) ||
         p->n_threads < 0 || p->n_layers > (1 << 16) || p->n_kv_heads > (1 << 12) ||
-        p->center_keys < -1 || p->center_keys > 1 || p->center_values < -1 || p->center_values > 1 ||
-        !(p->outlier_token_k >= 0.0f) || !isfinite(p->outlier_token_k) ||
+        p->center_keys < -1 || p->center_keys > 1 || p->center_values < -1 ||
+        p->center_values > 1 || !(p->outlier_token_k >= 0.0f) || !isfinite(p->outlier_token_k) ||
         p->n_outlier_channels < 0 || p->n_outlier_channels > 64 ||
-        p->n_outlier_channels > p->head_dim / 2 || (p->n_outlier_channels > 0 && p->n_calib_tokens < 1) ||
-        p->fp16_first_layers < 0 || p->fp16_first_layers > p->n_layers ||
-        p->fp16_last_layers < 0 || p->fp16_last_layers > p->n_layers ||
-        p->stream_window < 0 || p->stream_sinks < 0 || p->stream_sinks > VQ_MAX_STREAM_SINKS ||
-        (p->stream_sinks > 0 && p->stream_window == 0))
+        p->n_outlier_channels > p->head_dim / 2 ||
+        (p->n_outlier_channels > 0 && p->n_calib_tokens < 1) || p->fp16_first_layers < 0 ||
+        p->fp16_first_layers > p->n_layers || p->fp16_last_layers < 0 ||
+        p->fp16_last_layers > p->n_layers || p->stream_window < 0 || p->stream_sinks < 0 ||
+        p->stream_sinks > VQ_MAX_STREAM_SINKS || (p->stream_sinks > 0 && p->stream_window == 0))
         return create_fail(NULL, st, VQ_STATUS_INVALID_ARG);
     if (p->layer_window)
         for (int l = 0; l < p->n_layers; l++)
@@ -465,9 +466,11 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
         if (!vc) return create_fail(c, st, s);
         const int k_oc = vq_cache_oc_method(kc->p.method) ? p->n_outlier_channels : 0;
         const int ot_on = p->outlier_token_k > 0.0f;
-        if ((s = side_init(c, &L->k, kc, k_oc, ot_on && vq_cache_ot_method(kc->p.method))) != VQ_STATUS_OK)
+        if ((s = side_init(c, &L->k, kc, k_oc, ot_on && vq_cache_ot_method(kc->p.method))) !=
+            VQ_STATUS_OK)
             return create_fail(c, st, s);
-        if ((s = side_init(c, &L->v, vc, 0, ot_on && vq_cache_ot_method(vc->p.method))) != VQ_STATUS_OK)
+        if ((s = side_init(c, &L->v, vc, 0, ot_on && vq_cache_ot_method(vc->p.method))) !=
+            VQ_STATUS_OK)
             return create_fail(c, st, s);
         const struct vq_codec_params *kcp = vq_codec_params_get(kc), *vcp = vq_codec_params_get(vc);
         L->sink_cap = L->k.use_sinks ? kcp->n_sink_tokens : L->v.use_sinks ? vcp->n_sink_tokens : 0;
@@ -482,7 +485,8 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
         }
         const int want_c[2] = {p->center_keys, p->center_values};
         for (int j = 0; j < 2; j++) {
-            if (!vq_cache_center_on(want_c[j], vq_codec_params_get(sides[j]->codec)->method)) continue;
+            if (!vq_cache_center_on(want_c[j], vq_codec_params_get(sides[j]->codec)->method))
+                continue;
             sides[j]->mu = calloc((size_t)c->n_kv * (size_t)c->d, sizeof(uint16_t));
             if (!sides[j]->mu) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
         }
@@ -539,7 +543,8 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     c->vplan = calloc((size_t)c->n_kv, sizeof *c->vplan);
     /* split decode: n_pairs < nt pairs x ceil(nt / n_pairs) chunks < 2 nt items */
     c->split = vq_alloc((size_t)(2 * nt) * (size_t)(c->d + 2) * sizeof(float));
-    if (!c->slabs || !c->stage || !c->kplan || !c->vplan || !c->split) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
+    if (!c->slabs || !c->stage || !c->kplan || !c->vplan || !c->split)
+        return create_fail(c, st, VQ_STATUS_NO_MEMORY);
     if (st) *st = VQ_STATUS_OK;
     return c;
 }
@@ -596,7 +601,8 @@ static void compute_mu(const struct vq_cache *c, struct vq_side *sd, const void 
     for (int h = 0; h < c->n_kv; h++) {
         for (int i = 0; i < d; i++) acc[i] = 0;
         for (int64_t t = 0; t < n; t++) {
-            const uint8_t *p = (const uint8_t *)src + (size_t)((t * c->n_kv + h) * d) * dtype_size(dt);
+            const uint8_t *p = (const uint8_t *)src +
+                               (size_t)((t * c->n_kv + h) * d) * dtype_size(dt);
             to_f32(p, dt, row, d);
             for (int i = 0; i < d; i++) acc[i] += row[i];
         }
@@ -694,7 +700,10 @@ static vq_status scan_centered(const struct vq_cache *c, const struct vq_side *s
 
 /* Little-endian 16-bit load/store (records need not be 2-byte aligned). */
 static uint16_t ld16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)); }
-static void st16(uint8_t *p, uint16_t v) { p[0] = (uint8_t)v; p[1] = (uint8_t)(v >> 8); }
+static void st16(uint8_t *p, uint16_t v) {
+    p[0] = (uint8_t)v;
+    p[1] = (uint8_t)(v >> 8);
+}
 
 /* Fixes the n_oc channels of largest sum (ties: lower channel) into ch, ascending. */
 static void oc_pick(const double *sum, int d, int n_oc, uint16_t *ch) {
@@ -709,7 +718,9 @@ static void oc_pick(const double *sum, int d, int n_oc, uint16_t *ch) {
     }
     for (int i = 1; i < n_oc; i++)
         for (int j = i; j > 0 && ch[j - 1] > ch[j]; j--) {
-            uint16_t t = ch[j]; ch[j] = ch[j - 1]; ch[j - 1] = t;
+            uint16_t t = ch[j];
+            ch[j] = ch[j - 1];
+            ch[j - 1] = t;
         }
 }
 
@@ -882,7 +893,8 @@ static void stream_commit(struct vq_cache *c, struct vq_side *sd, int h, const v
         s->win_n -= (int)drop;
         first_new = pl->n_enc - drop;
         if (s->win_start + s->win_n + (n - first_new) > sd->buf_rows) {
-            memmove(s->win, s->win + (size_t)s->win_start * (size_t)d, (size_t)s->win_n * (size_t)d * 2);
+            memmove(s->win, s->win + (size_t)s->win_start * (size_t)d,
+                    (size_t)s->win_n * (size_t)d * 2);
             s->win_start = 0;
         }
     }
@@ -905,7 +917,8 @@ static int choose_sinks(const struct vq_cache *c, const struct vq_layer *L, cons
     for (int64_t t = 0; t < n; t++) {
         double norm = 0;
         for (int h = 0; h < c->n_kv; h++) {
-            const uint8_t *p = (const uint8_t *)k + (size_t)((t * c->n_kv + h) * c->d) * dtype_size(dt);
+            const uint8_t *p = (const uint8_t *)k +
+                               (size_t)((t * c->n_kv + h) * c->d) * dtype_size(dt);
             to_f32(p, dt, row, c->d);
             double ss = 0;
             for (int i = 0; i < c->d; i++) ss += (double)row[i] * row[i];
@@ -917,7 +930,10 @@ static int choose_sinks(const struct vq_cache *c, const struct vq_layer *L, cons
         while (at > 0 && best[at - 1] < v) at--;
         if (at >= want) continue;
         int last = nb < want ? nb : want - 1;
-        for (int j = last; j > at; j--) { best[j] = best[j - 1]; pos[j] = pos[j - 1]; }
+        for (int j = last; j > at; j--) {
+            best[j] = best[j - 1];
+            pos[j] = pos[j - 1];
+        }
         best[at] = v;
         pos[at] = t;
         if (nb < want) nb++;
@@ -925,7 +941,9 @@ static int choose_sinks(const struct vq_cache *c, const struct vq_layer *L, cons
     /* ascending positions */
     for (int i = 1; i < nb; i++)
         for (int j = i; j > 0 && pos[j - 1] > pos[j]; j--) {
-            int64_t tp = pos[j]; pos[j] = pos[j - 1]; pos[j - 1] = tp;
+            int64_t tp = pos[j];
+            pos[j] = pos[j - 1];
+            pos[j - 1] = tp;
         }
     return nb;
 }
@@ -962,20 +980,29 @@ static vq_status detect_outliers(struct vq_cache *c, struct vq_layer *L, const v
     const double thr = mean + (double)c->ot_k * sqrt(var / (double)n);
     int64_t cnt = 0;
     for (int64_t t = 0; t < n; t++) cnt += nr[t] > thr;
-    if (cnt == 0) { free(nr); return VQ_STATUS_OK; }
+    if (cnt == 0) {
+        free(nr);
+        return VQ_STATUS_OK;
+    }
     const int64_t need = L->n_ot + cnt;
     if (need > L->ot_cap) {
         int64_t cap = L->ot_cap ? L->ot_cap : 16;
         while (cap < need) cap *= 2;
         int64_t *np = realloc(L->ot_pos, (size_t)cap * sizeof *np);
-        if (!np) { free(nr); return VQ_STATUS_NO_MEMORY; }
+        if (!np) {
+            free(nr);
+            return VQ_STATUS_NO_MEMORY;
+        }
         L->ot_pos = np;
         struct vq_side *sides[2] = {&L->k, &L->v};
         for (int j = 0; j < 2; j++) {
             if (!sides[j]->use_ot) continue;
             for (int h = 0; h < c->n_kv; h++) {
                 uint16_t *nw = realloc(sides[j]->s[h].ot, (size_t)cap * (size_t)c->d * 2);
-                if (!nw) { free(nr); return VQ_STATUS_NO_MEMORY; }
+                if (!nw) {
+                    free(nr);
+                    return VQ_STATUS_NO_MEMORY;
+                }
                 sides[j]->s[h].ot = nw;
             }
         }
@@ -1021,8 +1048,8 @@ static void layer_evict(struct vq_cache *c, struct vq_layer *L, int64_t kf) {
     L->n_ot -= drop;
 }
 
-vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v,
-                          enum vq_dtype dtype, int64_t n_tokens) {
+vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v, enum vq_dtype dtype,
+                          int64_t n_tokens) {
     if (!c || layer < 0 || layer >= c->n_layers || n_tokens < 0) return VQ_STATUS_INVALID_ARG;
     if (dtype != VQ_DTYPE_F32 && dtype != VQ_DTYPE_F16 && dtype != VQ_DTYPE_BF16)
         return VQ_STATUS_INVALID_ARG;
@@ -1096,23 +1123,31 @@ vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v,
         for (int h = 0; h < c->n_kv; h++)
             for (int i = 0; i < L->n_sinks; i++) {
                 if (L->k.use_sinks)
-                    new_row_f16(c, &L->k, k, dtype, h, L->sink_pos[i], L->k.s[h].sink + (size_t)i * (size_t)c->d);
+                    new_row_f16(c, &L->k, k, dtype, h, L->sink_pos[i],
+                                L->k.s[h].sink + (size_t)i * (size_t)c->d);
                 if (L->v.use_sinks)
-                    new_row_f16(c, &L->v, v, dtype, h, L->sink_pos[i], L->v.s[h].sink + (size_t)i * (size_t)c->d);
+                    new_row_f16(c, &L->v, v, dtype, h, L->sink_pos[i],
+                                L->v.s[h].sink + (size_t)i * (size_t)c->d);
             }
     }
     for (int64_t i = old_n_ot; i < L->n_ot; i++) {
         const int64_t t = L->ot_pos[i] - L->n_tokens;
         for (int h = 0; h < c->n_kv; h++) {
-            if (L->k.use_ot) new_row_f16(c, &L->k, k, dtype, h, t, L->k.s[h].ot + (size_t)i * (size_t)c->d);
-            if (L->v.use_ot) new_row_f16(c, &L->v, v, dtype, h, t, L->v.s[h].ot + (size_t)i * (size_t)c->d);
+            if (L->k.use_ot)
+                new_row_f16(c, &L->k, k, dtype, h, t, L->k.s[h].ot + (size_t)i * (size_t)c->d);
+            if (L->v.use_ot)
+                new_row_f16(c, &L->v, v, dtype, h, t, L->v.s[h].ot + (size_t)i * (size_t)c->d);
         }
     }
     if (L->k.n_oc > 0)
         for (int h = 0; h < c->n_kv; h++) {
             struct vq_stream *s = &L->k.s[h];
-            double *ts = s->oc_sum; s->oc_sum = s->oc_sum_new; s->oc_sum_new = ts;
-            uint16_t *tc = s->oc_ch; s->oc_ch = s->oc_ch_new; s->oc_ch_new = tc;
+            double *ts = s->oc_sum;
+            s->oc_sum = s->oc_sum_new;
+            s->oc_sum_new = ts;
+            uint16_t *tc = s->oc_ch;
+            s->oc_ch = s->oc_ch_new;
+            s->oc_ch_new = tc;
             s->oc_ready_prev = s->oc_ready;
             s->oc_ready = s->oc_ready_new;
             L->oc_undo_n = L->n_tokens;
@@ -1185,13 +1220,14 @@ static vq_status attend_check(const vq_cache *c, int layer, const float *q, int 
     return VQ_STATUS_OK;
 }
 
-static int64_t query_pos(const vq_cache *c, int layer, int64_t n_q, const int64_t *q_pos, int64_t i) {
+static int64_t query_pos(const vq_cache *c, int layer, int64_t n_q, const int64_t *q_pos,
+                         int64_t i) {
     return q_pos ? q_pos[i] : c->layers[layer].n_tokens - n_q + i;
 }
 
 /* Scores fp16 window rows [r0, r0 + n) of stream s into sc. */
-static void window_score(const vq_cache *c, const struct vq_stream *s, const void *qs16,
-                         int64_t r0, int64_t n, float *sc) {
+static void window_score(const vq_cache *c, const struct vq_stream *s, const void *qs16, int64_t r0,
+                         int64_t n, float *sc) {
     vq_codec_score(c->f16, qs16, s->win + (size_t)(s->win_start + r0) * (size_t)c->d, n, sc);
 }
 
@@ -1205,10 +1241,10 @@ static void window_acc(const vq_cache *c, const struct vq_stream *s, int64_t r0,
  * restricted to the stream-sink rows [0, sh) and the tokens [lo, hi) (sh <= lo <= hi <=
  * position + 1; sh > 0 or lo < hi). */
 struct attend_slot {
-    const float *q;         /* (head_dim) query */
-    float *out;             /* (head_dim) output: softmax over the slot's tokens applied to V */
+    const float *q; /* (head_dim) query */
+    float *out;     /* (head_dim) output: softmax over the slot's tokens applied to V */
     int64_t sh, lo, hi;
-    float *stats;           /* if not NULL: receives {max scaled score, sum of exp} */
+    float *stats; /* if not NULL: receives {max scaled score, sum of exp} */
 };
 
 /* In-place scaled softmax over sc[0, sh) and sc[lo, hi) together (each part with c->softmax,
@@ -1280,12 +1316,14 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
             for (int i = 0; i < L->n_sinks; i++) {
                 const int64_t sp = L->sink_pos[i];
                 if (sp >= lo && sp < hi && sp < kst->n_coded)
-                    vq_codec_score(c->f16, qs16[j], kst->sink + (size_t)i * (size_t)d, 1, sc[j] + sp);
+                    vq_codec_score(c->f16, qs16[j], kst->sink + (size_t)i * (size_t)d, 1,
+                                   sc[j] + sp);
             }
         if (ks->use_ot) { /* outlier tokens: fp16 key instead of the codec score */
             const int64_t e = hi < kst->n_coded ? hi : kst->n_coded;
             for (int64_t i = ot_lower(L, lo); i < L->n_ot && L->ot_pos[i] < e; i++)
-                vq_codec_score(c->f16, qs16[j], kst->ot + (size_t)i * (size_t)d, 1, sc[j] + L->ot_pos[i]);
+                vq_codec_score(c->f16, qs16[j], kst->ot + (size_t)i * (size_t)d, 1,
+                               sc[j] + L->ot_pos[i]);
         }
         const int64_t w0 = lo > kst->n_coded ? lo : kst->n_coded;
         if (hi > w0) window_score(c, kst, qs16[j], w0 - kst->n_coded, hi - w0, sc[j] + w0);
@@ -1321,13 +1359,15 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
             for (int i = 0; i < L->n_sinks; i++) {
                 const int64_t sp = L->sink_pos[i];
                 if (sp < lo || sp >= vis) continue;
-                vq_codec_accumulate(c->f16, vst->sink + (size_t)i * (size_t)d, 1, sc[j] + sp, acc16[j]);
+                vq_codec_accumulate(c->f16, vst->sink + (size_t)i * (size_t)d, 1, sc[j] + sp,
+                                    acc16[j]);
                 sc[j][sp] = 0.0f;
             }
         if (vs->use_ot) /* outlier tokens: fp16 value, codec weight 0 */
             for (int64_t i = ot_lower(L, lo); i < L->n_ot && L->ot_pos[i] < vis; i++) {
                 const int64_t sp = L->ot_pos[i];
-                vq_codec_accumulate(c->f16, vst->ot + (size_t)i * (size_t)d, 1, sc[j] + sp, acc16[j]);
+                vq_codec_accumulate(c->f16, vst->ot + (size_t)i * (size_t)d, 1, sc[j] + sp,
+                                    acc16[j]);
                 sc[j][sp] = 0.0f;
             }
         memset(acc[j], 0, vq_codec_acc_floats(vs->codec) * sizeof(float));
@@ -1458,7 +1498,8 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
     /* Still fewer pairs than threads (decode with few heads): split each pair's window tokens
      * into page-aligned chunks run as separate items (the first also takes the stream sinks),
      * merged afterwards by their softmax stats. */
-    const int64_t cpp = (bs == 1 && n_pairs < c->n_threads) ? (c->n_threads + n_pairs - 1) / n_pairs : 1;
+    const int64_t cpp = (bs == 1 && n_pairs < c->n_threads) ? (c->n_threads + n_pairs - 1) / n_pairs
+                                                            : 1;
     const int64_t n_items = cpp > 1 ? n_pairs * cpp : c->n_kv * nb;
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 1) num_threads(c->n_threads) if (n_items > 1)
@@ -1592,7 +1633,10 @@ vq_status vq_cache_attend_ref(vq_cache *c, int layer, const float *q, int n_q_he
     double *p = malloc((size_t)nt * sizeof(double));
     double *o = malloc((size_t)d * sizeof(double));
     if (!K || !V || !p || !o) {
-        free(K); free(V); free(p); free(o);
+        free(K);
+        free(V);
+        free(p);
+        free(o);
         return VQ_STATUS_NO_MEMORY;
     }
     for (int g = 0; g < c->n_kv; g++) {
@@ -1624,7 +1668,10 @@ vq_status vq_cache_attend_ref(vq_cache *c, int layer, const float *q, int n_q_he
             }
         }
     }
-    free(K); free(V); free(p); free(o);
+    free(K);
+    free(V);
+    free(p);
+    free(o);
     return VQ_STATUS_OK;
 }
 
@@ -1722,7 +1769,8 @@ vq_status vq_cache_truncate(vq_cache *c, int64_t n_tokens) {
                 return VQ_STATUS_UNSUPPORTED;
         /* outlier-channel sums cover positions [0, min(n_tokens, n_calib)): no exact undo,
          * except back to the count before the last append (oc_undo_n) */
-        if (L->k.n_oc > 0 && n_tokens > 0 && n_tokens < oc_calibrated(c, L) && n_tokens != L->oc_undo_n)
+        if (L->k.n_oc > 0 && n_tokens > 0 && n_tokens < oc_calibrated(c, L) &&
+            n_tokens != L->oc_undo_n)
             return VQ_STATUS_UNSUPPORTED;
     }
     for (int l = 0; l < c->n_layers; l++) {
@@ -1731,8 +1779,12 @@ vq_status vq_cache_truncate(vq_cache *c, int64_t n_tokens) {
         if (L->k.n_oc > 0 && n_tokens > 0 && n_tokens < oc_calibrated(c, L)) { /* == oc_undo_n */
             for (int h = 0; h < c->n_kv; h++) {
                 struct vq_stream *s = &L->k.s[h];
-                double *ts = s->oc_sum; s->oc_sum = s->oc_sum_new; s->oc_sum_new = ts;
-                uint16_t *tc = s->oc_ch; s->oc_ch = s->oc_ch_new; s->oc_ch_new = tc;
+                double *ts = s->oc_sum;
+                s->oc_sum = s->oc_sum_new;
+                s->oc_sum_new = ts;
+                uint16_t *tc = s->oc_ch;
+                s->oc_ch = s->oc_ch_new;
+                s->oc_ch_new = tc;
                 s->oc_ready = s->oc_ready_prev;
             }
             L->oc_undo_n = -1;
@@ -1752,7 +1804,8 @@ vq_status vq_cache_truncate(vq_cache *c, int64_t n_tokens) {
                     if (sides[j]->use_sinks)
                         for (int h = 0; h < c->n_kv; h++)
                             memcpy(sides[j]->s[h].sink + (size_t)w * (size_t)c->d,
-                                   sides[j]->s[h].sink + (size_t)i * (size_t)c->d, (size_t)c->d * 2);
+                                   sides[j]->s[h].sink + (size_t)i * (size_t)c->d,
+                                   (size_t)c->d * 2);
             }
             w++;
         }

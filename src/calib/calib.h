@@ -63,30 +63,30 @@ void vq_wht_blocks(float *v, int d);
 /* ---- calibration data ---------------------------------------------------------------------- */
 
 enum vq_calib_kind {
-    VQ_CALIB_KIND_SMOOTH = 1,    /* vecinfer smoothing factors: n0 = d, n1 = 1 */
-    VQ_CALIB_KIND_CODEBOOK = 2,  /* vecinfer codebook: n0 = 2^c entries, n1 = v */
-    VQ_CALIB_KIND_PCA = 3,       /* spectral: n0 = d, n1 = d_s; data U (d*d) then lambda (d) */
-    VQ_CALIB_KIND_SENS = 4,      /* RateQuant sensitivities: n0 = n_layers, n1 = 1 */
+    VQ_CALIB_KIND_SMOOTH = 1,   /* vecinfer smoothing factors: n0 = d, n1 = 1 */
+    VQ_CALIB_KIND_CODEBOOK = 2, /* vecinfer codebook: n0 = 2^c entries, n1 = v */
+    VQ_CALIB_KIND_PCA = 3,      /* spectral: n0 = d, n1 = d_s; data U (d*d) then lambda (d) */
+    VQ_CALIB_KIND_SENS = 4,     /* RateQuant sensitivities: n0 = n_layers, n1 = 1 */
 };
 
 /* Per (layer, role) entries; NULL pointers mean "not fitted". */
 struct vq_calib_lr {
-    float *smooth;       /* (d) vecinfer key smoothing factors, > 0 */
-    float *codebook;     /* (cb_k, cb_v) vecinfer centroids */
+    float *smooth;   /* (d) vecinfer key smoothing factors, > 0 */
+    float *codebook; /* (cb_k, cb_v) vecinfer centroids */
     int cb_k, cb_v;
-    float *pca_u;        /* (d, d) row-major, column j = eigenvector j (descending) */
-    float *pca_lambda;   /* (d) eigenvalues, descending, >= 0 */
-    int pca_ds;          /* signal dims 1..d */
+    float *pca_u;      /* (d, d) row-major, column j = eigenvector j (descending) */
+    float *pca_lambda; /* (d) eigenvalues, descending, >= 0 */
+    int pca_ds;        /* signal dims 1..d */
 };
 
 struct vq_calib_data {
     int n_layers;
     int head_dim;
-    struct vq_calib_lr *lr;  /* (n_layers, 2): index layer * 2 + role */
-    double *sens;            /* (n_layers) sensitivities, NaN where not fitted */
+    struct vq_calib_lr *lr; /* (n_layers, 2): index layer * 2 + role */
+    double *sens;           /* (n_layers) sensitivities, NaN where not fitted */
 };
 
-#define VQ_CALIB_MAX_LAYERS 4096   /* most layers a vq_calib_data (and an artifact) holds */
+#define VQ_CALIB_MAX_LAYERS 4096 /* most layers a vq_calib_data (and an artifact) holds */
 
 /* Entry of (layer, role) or NULL when out of range / cd NULL. */
 const struct vq_calib_lr *vq_calib_get(const vq_calib_data *cd, int layer, enum vq_role role);

@@ -109,7 +109,9 @@ vq_status vq_calib_fit_vecinfer(vq_calib_data *cd, int layer, enum vq_role role,
     float *tx = vq_alloc((size_t)n * (size_t)d * sizeof(float));
     if (role == VQ_ROLE_KEY) lambda = vq_alloc((size_t)d * sizeof(float));
     if (!cb || !tx || (role == VQ_ROLE_KEY && !lambda)) {
-        vq_free(cb); vq_free(tx); vq_free(lambda);
+        vq_free(cb);
+        vq_free(tx);
+        vq_free(lambda);
         return VQ_STATUS_NO_MEMORY;
     }
     memcpy(tx, x, (size_t)n * (size_t)d * sizeof(float));
@@ -177,7 +179,11 @@ vq_status vq_calib_fit_spectral(vq_calib_data *cd, int layer, enum vq_role role,
     u = NULL;
     lam = NULL;
 done:
-    vq_free(cov); vq_free(ev); vq_free(U); vq_free(u); vq_free(lam);
+    vq_free(cov);
+    vq_free(ev);
+    vq_free(U);
+    vq_free(u);
+    vq_free(lam);
     return s;
 }
 

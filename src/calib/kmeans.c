@@ -58,7 +58,8 @@ int vq_nearest_centroid_t(const float *p, const float *ct, const float *cn, int 
 static void kmeans_norms_(const float *centroids, int k, int dim, float *cn) {
     for (int i = 0; i < k; i++) {
         float s = 0.0f;
-        for (int j = 0; j < dim; j++) s += centroids[(size_t)i * dim + j] * centroids[(size_t)i * dim + j];
+        for (int j = 0; j < dim; j++)
+            s += centroids[(size_t)i * dim + j] * centroids[(size_t)i * dim + j];
         cn[i] = s;
     }
 }
@@ -77,12 +78,18 @@ vq_status vq_kmeans(const float *x, int64_t n, int dim, int k, int iters, uint64
     float *cn = vq_alloc((size_t)k * sizeof(float));
     double *sum = vq_alloc((size_t)k * (size_t)dim * sizeof(double));
     int64_t *cnt = vq_alloc((size_t)k * sizeof(int64_t));
-    float *ct = vq_alloc((size_t)k * (size_t)dim * sizeof(float));   /* (dim, k) transposed */
-    float *xt = vq_alloc((size_t)n * (size_t)dim * sizeof(float));   /* (dim, n) transposed */
-    float *dd = vq_alloc((size_t)n * sizeof(float));      /* (n) init distances */
+    float *ct = vq_alloc((size_t)k * (size_t)dim * sizeof(float)); /* (dim, k) transposed */
+    float *xt = vq_alloc((size_t)n * (size_t)dim * sizeof(float)); /* (dim, n) transposed */
+    float *dd = vq_alloc((size_t)n * sizeof(float));               /* (n) init distances */
     if (!as || !dist || !cn || !sum || !cnt || !ct || !xt || !dd) {
-        vq_free(as); vq_free(dist); vq_free(cn); vq_free(sum); vq_free(cnt); vq_free(ct);
-        vq_free(xt); vq_free(dd);
+        vq_free(as);
+        vq_free(dist);
+        vq_free(cn);
+        vq_free(sum);
+        vq_free(cnt);
+        vq_free(ct);
+        vq_free(xt);
+        vq_free(dd);
         return VQ_STATUS_NO_MEMORY;
     }
     for (int64_t j = 0; j < n; j++)
@@ -145,7 +152,7 @@ vq_status vq_kmeans(const float *x, int64_t n, int dim, int k, int iters, uint64
             if (as[i] != a) changed++;
             as[i] = a;
         }
-        if (it == iters || changed == 0) break;   /* last assignment matches the centroids */
+        if (it == iters || changed == 0) break; /* last assignment matches the centroids */
 
         memset(sum, 0, (size_t)k * (size_t)dim * sizeof(double));
         memset(cnt, 0, (size_t)k * sizeof(int64_t));
@@ -157,20 +164,27 @@ vq_status vq_kmeans(const float *x, int64_t n, int dim, int k, int iters, uint64
         for (int c = 0; c < k; c++) {
             if (cnt[c] > 0) {
                 for (int j = 0; j < dim; j++)
-                    centroids[(size_t)c * dim + j] = (float)(sum[(size_t)c * dim + j] / (double)cnt[c]);
+                    centroids[(size_t)c * dim + j] = (float)(sum[(size_t)c * dim + j] /
+                                                             (double)cnt[c]);
                 continue;
             }
             /* empty cluster: reseed with the farthest point not used yet this iteration */
             int64_t far = -1;
             for (int64_t i = 0; i < n; i++)
                 if (dist[i] >= 0.0f && (far < 0 || dist[i] > dist[far])) far = i;
-            VQ_ASSERT(far >= 0);   /* n >= k guarantees enough points */
+            VQ_ASSERT(far >= 0); /* n >= k guarantees enough points */
             dist[far] = -1.0f;
             memcpy(centroids + (size_t)c * dim, x + far * dim, (size_t)dim * sizeof(float));
         }
     }
     if (assign) memcpy(assign, as, (size_t)n * sizeof(int32_t));
-    vq_free(as); vq_free(dist); vq_free(cn); vq_free(sum); vq_free(cnt); vq_free(ct);
-    vq_free(xt); vq_free(dd);
+    vq_free(as);
+    vq_free(dist);
+    vq_free(cn);
+    vq_free(sum);
+    vq_free(cnt);
+    vq_free(ct);
+    vq_free(xt);
+    vq_free(dd);
     return VQ_STATUS_OK;
 }

@@ -26,27 +26,29 @@ vq_status vq_sym_eig(double *a, int n, double *evals, double *evecs) {
     for (int sweep = 0; sweep < 100; sweep++) {
         double off = 0.0;
         for (int p = 0; p < n; p++)
-            for (int q = p + 1; q < n; q++) off += 2.0 * a[(size_t)p * n + q] * a[(size_t)p * n + q];
+            for (int q = p + 1; q < n; q++)
+                off += 2.0 * a[(size_t)p * n + q] * a[(size_t)p * n + q];
         if (off <= 1e-30 * total || off == 0.0) break;
         for (int p = 0; p < n - 1; p++) {
             for (int q = p + 1; q < n; q++) {
                 const double apq = a[(size_t)p * n + q];
                 if (fabs(apq) < 1e-300) continue;
                 const double theta = (a[(size_t)q * n + q] - a[(size_t)p * n + p]) / (2.0 * apq);
-                const double t = (theta >= 0 ? 1.0 : -1.0) / (fabs(theta) + sqrt(theta * theta + 1.0));
+                const double t = (theta >= 0 ? 1.0 : -1.0) /
+                                 (fabs(theta) + sqrt(theta * theta + 1.0));
                 const double c = 1.0 / sqrt(t * t + 1.0), s = t * c;
-                for (int k = 0; k < n; k++) {   /* A <- A J (columns p, q) */
+                for (int k = 0; k < n; k++) { /* A <- A J (columns p, q) */
                     const double akp = a[(size_t)k * n + p], akq = a[(size_t)k * n + q];
                     a[(size_t)k * n + p] = c * akp - s * akq;
                     a[(size_t)k * n + q] = s * akp + c * akq;
                 }
-                for (int k = 0; k < n; k++) {   /* A <- J^T A (rows p, q) */
+                for (int k = 0; k < n; k++) { /* A <- J^T A (rows p, q) */
                     const double apk = a[(size_t)p * n + k], aqk = a[(size_t)q * n + k];
                     a[(size_t)p * n + k] = c * apk - s * aqk;
                     a[(size_t)q * n + k] = s * apk + c * aqk;
                 }
                 a[(size_t)p * n + q] = a[(size_t)q * n + p] = 0.0;
-                for (int k = 0; k < n; k++) {   /* V <- V J */
+                for (int k = 0; k < n; k++) { /* V <- V J */
                     const double vkp = v[(size_t)k * n + p], vkq = v[(size_t)k * n + q];
                     v[(size_t)k * n + p] = c * vkp - s * vkq;
                     v[(size_t)k * n + q] = s * vkp + c * vkq;

@@ -32,7 +32,10 @@ vq_status vq_ratequant_fit_beta(const int *bits, int n_bits, double *beta) {
         double d;
         VQ_RETURN_IF_ERR(gauss_lm_mse_(bits[i], &d));
         const double x = bits[i], y = log(d);
-        sx += x; sy += y; sxx += x * x; sxy += x * y;
+        sx += x;
+        sy += y;
+        sxx += x * x;
+        sxy += x * y;
     }
     const double slope = (n_bits * sxy - sx * sy) / (n_bits * sxx - sx * sx);
     *beta = exp(-slope);
@@ -73,7 +76,7 @@ vq_status vq_ratequant_allocate(const double *w, int n, double b_avg, const int 
         r = r < lo ? lo : (r > hi ? hi : r);
         real[i] = r;
         int best = 0;
-        for (int j = 1; j < n_allowed; j++)   /* nearest allowed value, ties to the lower */
+        for (int j = 1; j < n_allowed; j++) /* nearest allowed value, ties to the lower */
             if (fabs(allowed[j] - r) < fabs(allowed[best] - r)) best = j;
         idx[i] = best;
         sum += allowed[best];
@@ -86,9 +89,12 @@ vq_status vq_ratequant_allocate(const double *w, int n, double b_avg, const int 
         for (int i = 0; i < n; i++) {
             if (idx[i] == 0) continue;
             const double g = allowed[idx[i]] - real[i];
-            if (pick < 0 || g > pg || (g == pg && w[i] < w[pick])) { pick = i; pg = g; }
+            if (pick < 0 || g > pg || (g == pg && w[i] < w[pick])) {
+                pick = i;
+                pg = g;
+            }
         }
-        VQ_ASSERT(pick >= 0);   /* b_avg >= allowed[0] keeps the minimum reachable */
+        VQ_ASSERT(pick >= 0); /* b_avg >= allowed[0] keeps the minimum reachable */
         sum -= allowed[idx[pick]] - allowed[idx[pick] - 1];
         idx[pick]--;
     }
@@ -100,7 +106,10 @@ vq_status vq_ratequant_allocate(const double *w, int n, double b_avg, const int 
             if (idx[i] + 1 >= n_allowed) continue;
             if (sum + (allowed[idx[i] + 1] - allowed[idx[i]]) > target) continue;
             const double g = real[i] - allowed[idx[i]];
-            if (pick < 0 || g > pg || (g == pg && w[i] > w[pick])) { pick = i; pg = g; }
+            if (pick < 0 || g > pg || (g == pg && w[i] > w[pick])) {
+                pick = i;
+                pg = g;
+            }
         }
         if (pick < 0) break;
         sum += allowed[idx[pick] + 1] - allowed[idx[pick]];

@@ -15,14 +15,14 @@
  * below are published through vq_method_info_get (methods.c); tests/unit/test_codec_api.c
  * checks that min_bits..max_bits is exactly what init accepts. */
 struct vq_codec_i {
-    const char *name;            /* CLI name, e.g. "turboquant_mse" */
-    const char *params_doc;      /* e.g. "bits=1..4 unbiased_scale" */
-    const char *bits_formula;    /* e.g. "b + 16/d" */
-    int needs_calibration;       /* must equal !!(flags & VQ_METHOD_F_CALIBRATION) */
-    int default_bits;            /* the width every command uses when none is given */
-    int min_bits, max_bits;      /* integer widths init accepts (min = max: bits is ignored) */
-    double frac_bits;            /* one non-integer width (needs set_bits / bits_of); 0 = none */
-    unsigned flags;              /* VQ_METHOD_F_* (veloxquant.h) */
+    const char *name;         /* CLI name, e.g. "turboquant_mse" */
+    const char *params_doc;   /* e.g. "bits=1..4 unbiased_scale" */
+    const char *bits_formula; /* e.g. "b + 16/d" */
+    int needs_calibration;    /* must equal !!(flags & VQ_METHOD_F_CALIBRATION) */
+    int default_bits;         /* the width every command uses when none is given */
+    int min_bits, max_bits;   /* integer widths init accepts (min = max: bits is ignored) */
+    double frac_bits;         /* one non-integer width (needs set_bits / bits_of); 0 = none */
+    unsigned flags;           /* VQ_METHOD_F_* (veloxquant.h) */
     /* Optional (NULL = plain p->bits): sets the codec-specific fields of a width already
      * checked against the traits, and reads the nominal width back. */
     void (*set_bits)(struct vq_codec_params *p, double bits);
@@ -34,20 +34,20 @@ struct vq_codec_i {
 };
 
 struct vq_codec {
-    struct vq_codec_params p;    /* resolved parameters */
+    struct vq_codec_params p; /* resolved parameters */
     const struct vq_codec_i *iface;
-    enum vq_isa isa;             /* resolved variant */
+    enum vq_isa isa; /* resolved variant */
     int block_tokens;
     size_t block_bytes;
     size_t query_bytes;
     size_t acc_floats;
-    void *impl;                  /* codec-private state (rotation, codebooks, sketch) */
+    void *impl; /* codec-private state (rotation, codebooks, sketch) */
     /* kernels, set by init (may depend on isa) */
     vq_status (*encode)(const struct vq_codec *c, const float *x, int64_t n_blocks, uint8_t *dst);
     void (*decode)(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x);
     void (*prepare_query)(const struct vq_codec *c, const float *q, void *qs);
-    void (*score)(const struct vq_codec *c, const void *qs, const uint8_t *codes,
-                  int64_t n_tokens, float *scores);
+    void (*score)(const struct vq_codec *c, const void *qs, const uint8_t *codes, int64_t n_tokens,
+                  float *scores);
     void (*accumulate)(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
                        const float *w, float *acc);
     void (*finish)(const struct vq_codec *c, const float *acc, float *out);

@@ -38,7 +38,8 @@ static void fp32_score(const struct vq_codec *c, const void *qs, const uint8_t *
         const float *x = (const float *)(const void *)codes + t * d;
         for (int i = 0; i < d; i += 8)
             for (int j = 0; j < 8; j++) row[j] += q[i + j] * x[i + j];
-        scores[t] = ((row[0] + row[1]) + (row[2] + row[3])) + ((row[4] + row[5]) + (row[6] + row[7]));
+        scores[t] = ((row[0] + row[1]) + (row[2] + row[3])) +
+                    ((row[4] + row[5]) + (row[6] + row[7]));
     }
 }
 

@@ -126,7 +126,7 @@ void vq_kivi_acc_vals_ref(const uint8_t *blocks, size_t block_bytes, int64_t n, 
 /* ---- codec state --------------------------------------------------------------------------- */
 
 struct vq_kivi_impl {
-    int d, bits, g, ng;     /* ng = d / g for values, 0 for keys */
+    int d, bits, g, ng; /* ng = d / g for values, 0 for keys */
     size_t rowb;
     vq_kivi_fold_fn fold;
     vq_kivi_dot_rows_fn dot_rows;
@@ -160,7 +160,8 @@ static vq_status quant_group(const float *x, int64_t stride, int n, int bits, ui
     *z_out = vq_fp32_to_sf16(lo);
     const float sh = vq_sf16_to_fp32(*s_out), zh = vq_sf16_to_fp32(*z_out);
     const float div = sh > 0.0f ? sh : INFINITY;
-    for (int i = 0; i < n; i++) codes[(int64_t)i * code_stride] = quant1(x[(int64_t)i * stride], zh, div, qmax);
+    for (int i = 0; i < n; i++)
+        codes[(int64_t)i * code_stride] = quant1(x[(int64_t)i * stride], zh, div, qmax);
     return VQ_STATUS_OK;
 }
 
@@ -321,7 +322,8 @@ static void kivi_accumulate(const struct vq_codec *c, const uint8_t *codes, int6
 
 static void kivi_finish(const struct vq_codec *c, const float *acc, float *out) {
     const struct vq_kivi_impl *im = c->impl;
-    for (int ch = 0; ch < im->d; ch++) out[ch] = acc[ch] + (im->ng ? acc[im->d + ch / im->g] : 0.0f);
+    for (int ch = 0; ch < im->d; ch++)
+        out[ch] = acc[ch] + (im->ng ? acc[im->d + ch / im->g] : 0.0f);
 }
 
 static vq_status kivi_init(struct vq_codec *c) {

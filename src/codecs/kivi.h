@@ -18,7 +18,10 @@ static inline size_t vq_kivi_row_bytes(int d, int bits) { return (size_t)d * (si
 /* vq_sf16 -> fp32, exact and identical to vq_sf16_to_fp32 for all 65536 inputs (tested):
  * (|h| << 14) read as fp32 is the value times 2^-96 for normal and subnormal sf16 alike. */
 static inline float vq_kivi_sf16(uint16_t h) {
-    union { uint32_t u; float f; } m, r;
+    union {
+        uint32_t u;
+        float f;
+    } m, r;
     m.u = (uint32_t)(h & 0x7FFFu) << 14;
     r.f = m.f * 0x1.0p96f;
     r.u |= (uint32_t)(h & 0x8000u) << 16;
@@ -63,8 +66,7 @@ void vq_kivi_dot_rows_avx2(const float *qp, const uint8_t *rows, int d, int bits
 void vq_kivi_acc_row_avx2(const uint8_t *row, int d, int bits, int g, const float *a, float *acc);
 void vq_kivi_dot_rows_avx512(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
                              float bias, float *out);
-void vq_kivi_acc_row_avx512(const uint8_t *row, int d, int bits, int g, const float *a,
-                            float *acc);
+void vq_kivi_acc_row_avx512(const uint8_t *row, int d, int bits, int g, const float *a, float *acc);
 #endif
 
 #endif

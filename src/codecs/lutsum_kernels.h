@@ -37,15 +37,15 @@
 #include "core/core.h"
 
 typedef struct vq_ls_word {
-    uint16_t off;   /* byte offset of the 32-bit word in the record */
-    uint16_t f0;    /* first field */
-    uint16_t nf;    /* fields in this word */
-    uint16_t grp;   /* 0 or 1 */
+    uint16_t off; /* byte offset of the 32-bit word in the record */
+    uint16_t f0;  /* first field */
+    uint16_t nf;  /* fields in this word */
+    uint16_t grp; /* 0 or 1 */
 } vq_ls_word;
 
 typedef struct vq_ls_prog {
-    int rec;           /* record bytes (token stride), >= 4 */
-    int n_scales;      /* 0: score = plain sum (vecinfer); 2: sf16 scales at bytes 0 and 2 */
+    int rec;      /* record bytes (token stride), >= 4 */
+    int n_scales; /* 0: score = plain sum (vecinfer); 2: sf16 scales at bytes 0 and 2 */
     int n_words, w_split;
     int n_fields;      /* fields */
     vq_ls_word *words; /* (n_words) */
@@ -59,9 +59,9 @@ typedef struct vq_ls_prog {
  * table offset lut_off[f]; fields [0, f_split) are group 0, the rest group 1; n_scales 0 or 2.
  * Requires rec >= 4 and code_off + ceil(bits/8) <= rec. Returns OK or NO_MEMORY (p then holds
  * nothing to free). Free with vq_ls_prog_free (also safe on a zeroed p). */
-vq_status vq_ls_prog_build(vq_ls_prog *p, int rec, int code_off, int n_fields,
-                           const uint32_t *bit, const uint8_t *width, const uint32_t *lut_off,
-                           int f_split, int n_scales);
+vq_status vq_ls_prog_build(vq_ls_prog *p, int rec, int code_off, int n_fields, const uint32_t *bit,
+                           const uint8_t *width, const uint32_t *lut_off, int f_split,
+                           int n_scales);
 void vq_ls_prog_free(vq_ls_prog *p);
 
 /* scores[t] = [s0_t *] sum_{f in group 0} lut[lut_off_f + code_tf] [+ s1_t * sum over group 1]
@@ -69,15 +69,15 @@ void vq_ls_prog_free(vq_ls_prog *p);
 typedef void (*vq_ls_score_fn)(const vq_ls_prog *p, const float *lut, const uint8_t *codes,
                                int64_t n, float *scores);
 /* acc[lut_off_f + code_tf] += w[t] [* s_{g(f), t}] for every token t and field f. */
-typedef void (*vq_ls_acc_fn)(const vq_ls_prog *p, const uint8_t *codes, int64_t n,
-                             const float *w, float *acc);
+typedef void (*vq_ls_acc_fn)(const vq_ls_prog *p, const uint8_t *codes, int64_t n, const float *w,
+                             float *acc);
 
 /* Portable versions (4 independent sums per token, word loads instead of per-code byte
  * arithmetic); used for VQ_ISA_SCALAR. */
 void vq_ls_score_generic(const vq_ls_prog *p, const float *lut, const uint8_t *codes, int64_t n,
                          float *scores);
-void vq_ls_accumulate_generic(const vq_ls_prog *p, const uint8_t *codes, int64_t n,
-                              const float *w, float *acc);
+void vq_ls_accumulate_generic(const vq_ls_prog *p, const uint8_t *codes, int64_t n, const float *w,
+                              float *acc);
 
 /* Byte-code versions for programs whose field f is byte f of the record with a 256-entry
  * table at f * 256 and n_scales = 0 (vecinfer with c = 8). */
@@ -111,20 +111,22 @@ int vq_ls_argmin_avx512(const float *p, const float *cbt, const float *cn, int k
 /* The codecs' scalar reference kernels (codec slot signatures; c must be a vecinfer / spectral
  * codec of any isa). Used by the codecs when no program applies, and by the tests. */
 struct vq_codec;
-vq_status vq_vi_encode_ref(const struct vq_codec *c, const float *x, int64_t n_blocks, uint8_t *dst);
+vq_status vq_vi_encode_ref(const struct vq_codec *c, const float *x, int64_t n_blocks,
+                           uint8_t *dst);
 void vq_vi_prepare_query_ref(const struct vq_codec *c, const float *q, void *qs);
 void vq_vi_score_ref(const struct vq_codec *c, const void *qs, const uint8_t *codes, int64_t n,
                      float *scores);
-void vq_vi_accumulate_ref(const struct vq_codec *c, const uint8_t *codes, int64_t n,
-                          const float *w, float *acc);
+void vq_vi_accumulate_ref(const struct vq_codec *c, const uint8_t *codes, int64_t n, const float *w,
+                          float *acc);
 void vq_vi_finish_ref(const struct vq_codec *c, const float *acc, float *out);
-vq_status vq_sp_encode_ref(const struct vq_codec *c, const float *x, int64_t n_blocks, uint8_t *dst);
+vq_status vq_sp_encode_ref(const struct vq_codec *c, const float *x, int64_t n_blocks,
+                           uint8_t *dst);
 void vq_sp_decode_ref(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x);
 void vq_sp_prepare_query_ref(const struct vq_codec *c, const float *q, void *qs);
 void vq_sp_score_ref(const struct vq_codec *c, const void *qs, const uint8_t *codes, int64_t n,
                      float *scores);
-void vq_sp_accumulate_ref(const struct vq_codec *c, const uint8_t *codes, int64_t n,
-                          const float *w, float *acc);
+void vq_sp_accumulate_ref(const struct vq_codec *c, const uint8_t *codes, int64_t n, const float *w,
+                          float *acc);
 void vq_sp_finish_ref(const struct vq_codec *c, const float *acc, float *out);
 
 /* little-endian 32-bit load (any alignment) */

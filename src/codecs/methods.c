@@ -44,7 +44,8 @@ vq_status vq_codec_params_set_bits(struct vq_codec_params *p, double bits) {
     const struct vq_codec_i *ci = p ? vq_codec_iface(p->method) : NULL;
     if (!ci) return VQ_STATUS_INVALID_ARG;
     const int whole = bits == floor(bits);
-    if (!(whole ? bits >= ci->min_bits && bits <= ci->max_bits : ci->frac_bits > 0 && bits == ci->frac_bits))
+    if (!(whole ? bits >= ci->min_bits && bits <= ci->max_bits
+                : ci->frac_bits > 0 && bits == ci->frac_bits))
         return VQ_STATUS_RANGE;
     if (ci->set_bits) ci->set_bits(p, bits);
     else p->bits = (int)bits;

@@ -42,7 +42,7 @@
 #include <string.h>
 
 #include "codecs/polar.h"
-#include "codecs/qjl.h"   /* vq_sumsq_finite */
+#include "codecs/qjl.h" /* vq_sumsq_finite */
 
 #define POLAR_TWO_PI 6.28318530717958647692
 #define POLAR_HALF_PI 1.57079632679489661923
@@ -54,8 +54,16 @@
 /* Cumulative integral of f and x f at x by linear interpolation of the grid sums. */
 static void polar_cum_at(const double *F, const double *M, double h, double x, double *fa,
                          double *ma) {
-    if (x <= 0.0) { *fa = 0.0; *ma = 0.0; return; }
-    if (x >= h * (POLAR_GRID - 1)) { *fa = F[POLAR_GRID - 1]; *ma = M[POLAR_GRID - 1]; return; }
+    if (x <= 0.0) {
+        *fa = 0.0;
+        *ma = 0.0;
+        return;
+    }
+    if (x >= h * (POLAR_GRID - 1)) {
+        *fa = F[POLAR_GRID - 1];
+        *ma = M[POLAR_GRID - 1];
+        return;
+    }
     int k = (int)(x / h);
     if (k > POLAR_GRID - 2) k = POLAR_GRID - 2;
     const double fr = (x - k * h) / h;
@@ -95,7 +103,10 @@ vq_status vq_polar_codebook(int level, int bits, float *centroids, float *bounda
         xprev = x;
     }
     const double Z = F[POLAR_GRID - 1];
-    for (int i = 0; i < POLAR_GRID; i++) { F[i] /= Z; M[i] /= Z; }
+    for (int i = 0; i < POLAR_GRID; i++) {
+        F[i] /= Z;
+        M[i] /= Z;
+    }
 
     double c[16], t[16];
     for (int i = 0; i < L; i++) c[i] = POLAR_HALF_PI / 2 + (i - (L - 1) / 2.0) * 0.3 / L;
@@ -108,7 +119,7 @@ vq_status vq_polar_codebook(int level, int bits, float *centroids, float *bounda
             polar_cum_at(F, M, h, i == L - 1 ? 10.0 : t[i], &fb, &mb);
             const double nc = (fb - fa > 1e-300) ? (mb - ma) / (fb - fa) : c[i];
             delta = fmax(delta, fabs(nc - c[i]));
-            c[i] = nc;   /* Gauss-Seidel update: converges to the same fixed point */
+            c[i] = nc; /* Gauss-Seidel update: converges to the same fixed point */
         }
         if (delta < 1e-13) break;
     }
@@ -163,13 +174,13 @@ static void polar_read_codes(const struct polar_impl *im, const uint8_t *ang, si
 }
 
 /* Top-down reconstruction of one coordinate block (16 values, rotated domain). */
-static void polar_block_leaves(const struct polar_impl *im, const unsigned codes[15],
-                               float radius, float *y) {
+static void polar_block_leaves(const struct polar_impl *im, const unsigned codes[15], float radius,
+                               float *y) {
     float r[8], nr[8];
     r[0] = radius;
-    int base = 14;   /* first code index of the current level, walking down 4 -> 2 */
+    int base = 14; /* first code index of the current level, walking down 4 -> 2 */
     for (int l = VQ_POLAR_LEVELS - 1; l >= 1; l--) {
-        const int cnt = 8 >> l;    /* angles at this level: 1, 2, 4 */
+        const int cnt = 8 >> l; /* angles at this level: 1, 2, 4 */
         for (int j = 0; j < cnt; j++) {
             const unsigned cd = codes[base + j];
             nr[2 * j] = r[j] * im->cs[l][cd];
@@ -192,11 +203,11 @@ static inline unsigned polar_code1(const struct polar_impl *im, double a, double
     /* branch-free (the quadrants are random): lower half plane psi >= pi first */
     const int lower = (b < 0.0) | ((b == 0.0) & (a < 0.0));
     const double sg = lower ? -1.0 : 1.0;
-    const double a1 = a * sg, b1 = b * sg;              /* now psi1 = psi - lower pi in [0, pi) */
-    const int left = (a1 <= 0.0) & (b1 > 0.0);          /* psi1 in [pi/2, pi) */
+    const double a1 = a * sg, b1 = b * sg;     /* now psi1 = psi - lower pi in [0, pi) */
+    const int left = (a1 <= 0.0) & (b1 > 0.0); /* psi1 in [pi/2, pi) */
     const double ar = left ? b1 : a1, br = left ? -a1 : b1;
     const unsigned q = (unsigned)(2 * lower + left);
-    if (im->b[0] == 1) return q >> 1;                   /* cells [0, pi), [pi, 2pi) */
+    if (im->b[0] == 1) return q >> 1; /* cells [0, pi), [pi, 2pi) */
     const int nq = (int)(im->t1_cols / 4);
     unsigned cnt = 0;
     for (int j = 0; j < nq - 1; j++) cnt += br * im->bcos[0][j] > ar * im->bsin[0][j];
@@ -254,8 +265,7 @@ static vq_status polar_encode(const struct vq_codec *c, const float *x, int64_t 
     return VQ_STATUS_OK;
 }
 
-static void polar_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks,
-                         float *x) {
+static void polar_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x) {
     const struct polar_impl *im = (const struct polar_impl *)c->impl;
     unsigned codes[15];
     for (int64_t t = 0; t < n_blocks; t++) {
@@ -363,7 +373,7 @@ static vq_status polar_init(struct vq_codec *c) {
     static const int def_bits[VQ_POLAR_LEVELS] = {4, 2, 2, 2};
     const int d = c->p.head_dim;
     if (d < 8 || d > POLAR_MAX_D || d % 8 != 0) return VQ_STATUS_INVALID_ARG;
-    if (d % VQ_POLAR_BLOCK != 0) return VQ_STATUS_UNSUPPORTED;  /* needs whole 16-blocks */
+    if (d % VQ_POLAR_BLOCK != 0) return VQ_STATUS_UNSUPPORTED; /* needs whole 16-blocks */
     int allzero = 1;
     for (int l = 0; l < VQ_POLAR_LEVELS; l++) allzero &= c->p.polar_bits[l] == 0;
     if (allzero) memcpy(c->p.polar_bits, def_bits, sizeof(def_bits));
@@ -400,7 +410,7 @@ static vq_status polar_init(struct vq_codec *c) {
         }
     }
     im->t1_cols = (size_t)1 << im->b[0];
-    for (size_t j = 1; j < im->t1_cols / 4; j++) {   /* in-quadrant level-1 boundaries */
+    for (size_t j = 1; j < im->t1_cols / 4; j++) { /* in-quadrant level-1 boundaries */
         const double tb = (double)j * POLAR_TWO_PI / (double)im->t1_cols;
         im->bcos[0][j - 1] = cos(tb);
         im->bsin[0][j - 1] = sin(tb);
@@ -440,8 +450,9 @@ static vq_status polar_init(struct vq_codec *c) {
 /* Registry entry (see codec.c). */
 const struct vq_codec_i vq_codec_polar = {
     .name = "polar",
-    .params_doc = "polar_bits=b1,b2,b3,b4 (level 1: 1..6, levels 2-4: 1..4; default 4,2,2,2); "
-                  "head_dim multiple of 16",
+    .params_doc =
+        "polar_bits=b1,b2,b3,b4 (level 1: 1..6, levels 2-4: 1..4; default 4,2,2,2); "
+        "head_dim multiple of 16",
     .bits_formula = "(8 b1 + 4 b2 + 2 b3 + b4 + 16) / 16",
     .needs_calibration = 0,
     .default_bits = 4,

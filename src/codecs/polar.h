@@ -7,10 +7,10 @@
 
 #include "codecs/codec_impl.h"
 
-#define VQ_POLAR_LEVELS 4          /* L: blocks of 2^L = 16 coordinates */
+#define VQ_POLAR_LEVELS 4 /* L: blocks of 2^L = 16 coordinates */
 #define VQ_POLAR_BLOCK 16
-#define VQ_POLAR_MAX_BITS1 6       /* level-1 (uniform angle) bits 1..6 */
-#define VQ_POLAR_MAX_BITSL 4       /* level >= 2 (Lloyd-Max angle) bits 1..4 */
+#define VQ_POLAR_MAX_BITS1 6 /* level-1 (uniform angle) bits 1..6 */
+#define VQ_POLAR_MAX_BITSL 4 /* level >= 2 (Lloyd-Max angle) bits 1..4 */
 
 /* Angle codebook of level `level` (1..4) with `bits` bits, in radians.
  * Level 1: uniform on [0, 2pi): centroids (i + 1/2) 2pi / 2^bits, boundaries i 2pi / 2^bits
@@ -46,11 +46,11 @@ void vq_polar_acc_avx2(const struct polar_impl *im, const uint8_t *codes, size_t
 /* Codec state (immutable after init). */
 struct polar_impl {
     int d, nblk;
-    int b[VQ_POLAR_LEVELS];     /* bits per level (index 0 = level 1) */
-    int rec_bits;               /* B = 8 b1 + 4 b2 + 2 b3 + b4 */
-    size_t ang_off;             /* 2 nblk: byte offset of the angle bit stream */
-    size_t ang_bytes;           /* ceil(nblk B / 8) */
-    size_t t1_cols;             /* 2^b1 */
+    int b[VQ_POLAR_LEVELS]; /* bits per level (index 0 = level 1) */
+    int rec_bits;           /* B = 8 b1 + 4 b2 + 2 b3 + b4 */
+    size_t ang_off;         /* 2 nblk: byte offset of the angle bit stream */
+    size_t ang_bytes;       /* ceil(nblk B / 8) */
+    size_t t1_cols;         /* 2^b1 */
     /* cos / sin of the centroids: [0] level 1 (2^b1 entries), [l] level l+1 (2^b_l entries,
      * zero-padded to 16) */
     float cs[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITS1];
@@ -60,8 +60,8 @@ struct polar_impl {
     double bcos[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITSL];
     double bsin[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITSL];
     vq_rht rot;
-    vq_polar_score_fn score_rows;   /* SIMD score of whole tokens, or NULL (scalar only) */
-    vq_polar_acc_fn acc_rows;       /* SIMD accumulate of whole tokens, or NULL */
+    vq_polar_score_fn score_rows; /* SIMD score of whole tokens, or NULL (scalar only) */
+    vq_polar_acc_fn acc_rows;     /* SIMD accumulate of whole tokens, or NULL */
 };
 
 #endif

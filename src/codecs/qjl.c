@@ -87,9 +87,9 @@ void vq_sketch_signs(const vq_sketch *sk, const float *x, uint8_t *bits) {
     const int d = sk->d;
     for (int b = 0; b < sk->n_blocks; b++) {
         vq_rht_forward(&sk->blk[b], x, tmp);
-        const int r0 = b * d, r1 = (r0 + d < sk->m) ? r0 + d : sk->m;   /* multiples of 8 */
+        const int r0 = b * d, r1 = (r0 + d < sk->m) ? r0 + d : sk->m; /* multiples of 8 */
         for (int i = r0; i < r1; i += 8) {
-            unsigned byte = 0;   /* branch-free: the signs are random */
+            unsigned byte = 0; /* branch-free: the signs are random */
             for (int k = 0; k < 8; k++) byte |= (unsigned)(tmp[i - r0 + k] > 0.0f) << k;
             bits[i >> 3] = (uint8_t)byte;
         }
@@ -213,7 +213,7 @@ vq_lutacc_fn vq_lutacc_pick(enum vq_isa isa) {
 
 struct qjl_impl {
     int d, m;
-    size_t a_floats;            /* pad16(m): offset of sum(a) in the prepared query */
+    size_t a_floats; /* pad16(m): offset of sum(a) in the prepared query */
     vq_sketch sk;
     vq_signdot_rows_fn signdot;
     vq_signacc_fn signacc;
@@ -246,8 +246,7 @@ static vq_status qjl_encode(const struct vq_codec *c, const float *x, int64_t n_
     return VQ_STATUS_OK;
 }
 
-static void qjl_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks,
-                       float *x) {
+static void qjl_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x) {
     const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
     float v[VQ_QJL_MAX_M];
     for (int64_t t = 0; t < n_blocks; t++) {
@@ -342,8 +341,9 @@ static vq_status qjl_init(struct vq_codec *c) {
 /* Registry entry (see codec.c). */
 const struct vq_codec_i vq_codec_qjl = {
     .name = "qjl",
-    .params_doc = "jl_dim=m (0 = head_dim; multiple of 8, may exceed head_dim); keys only "
-                  "(values decode to the low-cosine reconstruction)",
+    .params_doc =
+        "jl_dim=m (0 = head_dim; multiple of 8, may exceed head_dim); keys only "
+        "(values decode to the low-cosine reconstruction)",
     .bits_formula = "m/d + 16/d",
     .needs_calibration = 0,
     .default_bits = 1,

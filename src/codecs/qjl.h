@@ -18,15 +18,15 @@
 
 #include "codecs/codec_impl.h"
 
-#define VQ_QJL_MAX_M 8192          /* largest accepted jl_dim */
-#define VQ_SKETCH_MAX_D 1024       /* largest head_dim (stack scratch size) */
+#define VQ_QJL_MAX_M 8192    /* largest accepted jl_dim */
+#define VQ_SKETCH_MAX_D 1024 /* largest head_dim (stack scratch size) */
 
 typedef struct vq_sketch {
-    int d;          /* input dimension */
-    int m;          /* output rows (multiple of 8) */
-    int n_blocks;   /* ceil(m / d) */
-    float scale;    /* sqrt(d) */
-    vq_rht *blk;    /* (n_blocks) orthogonal rotations, owned */
+    int d;        /* input dimension */
+    int m;        /* output rows (multiple of 8) */
+    int n_blocks; /* ceil(m / d) */
+    float scale;  /* sqrt(d) */
+    vq_rht *blk;  /* (n_blocks) orthogonal rotations, owned */
 } vq_sketch;
 
 /* Seed of sketch block b derived from the codec seed (splitmix64 of seed ^ tag, b-th draw). */
@@ -70,12 +70,11 @@ void vq_lutacc_ref(const uint8_t *codes, const float *cb, int bits, int d, float
 void vq_signacc_avx2(const uint8_t *z, int m, float g, float *acc);
 void vq_signacc_avx512(const uint8_t *z, int m, float g, float *acc);
 void vq_lutacc_avx2(const uint8_t *codes, const float *cb, int bits, int d, float wn, float *acc);
-void vq_lutacc_avx512(const uint8_t *codes, const float *cb, int bits, int d, float wn,
-                      float *acc);
+void vq_lutacc_avx512(const uint8_t *codes, const float *cb, int bits, int d, float wn, float *acc);
 void vq_signdot_rows_avx2(const float *a, float sum_a, int m, const uint8_t *src, size_t stride,
                           int64_t n, float *out);
-void vq_signdot_rows_avx512(const float *a, float sum_a, int m, const uint8_t *src,
-                            size_t stride, int64_t n, float *out);
+void vq_signdot_rows_avx512(const float *a, float sum_a, int m, const uint8_t *src, size_t stride,
+                            int64_t n, float *out);
 void vq_lutdot_rows_avx2(const float *q, const float *cb, int bits, int d, const uint8_t *src,
                          size_t stride, int64_t n, float *out);
 void vq_lutdot_rows_avx512(const float *q, const float *cb, int bits, int d, const uint8_t *src,

@@ -51,10 +51,10 @@
 
 /* One active (b_j > 0) coordinate, in coordinate order: where its code sits and its table. */
 struct sp_desc {
-    uint32_t lut_off;     /* offset of LUT_j in the prepared query */
-    uint16_t byte;        /* byte of the code's first bit (relative to the code stream) */
-    uint8_t shift;        /* bit within that byte */
-    uint8_t mask;         /* 2^b_j - 1 */
+    uint32_t lut_off; /* offset of LUT_j in the prepared query */
+    uint16_t byte;    /* byte of the code's first bit (relative to the code stream) */
+    uint8_t shift;    /* bit within that byte */
+    uint8_t mask;     /* 2^b_j - 1 */
 };
 
 struct sp_impl {
@@ -64,13 +64,13 @@ struct sp_impl {
     struct sp_desc *desc; /* (na) */
     uint16_t *act_j;      /* (na) coordinate index of each active entry */
     size_t code_bytes;
-    float *ut;            /* (d, d) row j = eigenvector j */
-    float *sigma;         /* (d) */
-    uint8_t *bits;        /* (d) 0..6 */
-    uint32_t *byte;       /* (d) byte of the code's first bit */
-    uint8_t *shift;       /* (d) bit within that byte */
-    uint8_t *two;         /* (d) 1 if the next byte exists (code may straddle) */
-    uint32_t *lut_off;    /* (d) offset of coordinate j's table in the prepared query */
+    float *ut;         /* (d, d) row j = eigenvector j */
+    float *sigma;      /* (d) */
+    uint8_t *bits;     /* (d) 0..6 */
+    uint32_t *byte;    /* (d) byte of the code's first bit */
+    uint8_t *shift;    /* (d) bit within that byte */
+    uint8_t *two;      /* (d) 1 if the next byte exists (code may straddle) */
+    uint32_t *lut_off; /* (d) offset of coordinate j's table in the prepared query */
     size_t lut_total;
     const float *cent[7]; /* Lloyd-Max N(0,1) centroids by bit-width (library-owned) */
     const float *bound[7];
@@ -95,14 +95,14 @@ static vq_status sp_encode_impl(const struct vq_codec *c, const float *x, int64_
     const int d = m->d;
     for (int64_t i = 0; i < n_blocks * d; i++)
         if (!isfinite(x[i])) return VQ_STATUS_NON_FINITE;
-    for (int64_t i = 0; i < n_blocks * d; i++)   /* library-wide input range (vq_sf16) */
+    for (int64_t i = 0; i < n_blocks * d; i++) /* library-wide input range (vq_sf16) */
         if (fabsf(x[i]) > VQ_SF16_MAX) return VQ_STATUS_RANGE;
     float z[1024];
     uint8_t code[1024];
     for (int64_t b = 0; b < n_blocks; b++) {
         const float *r = x + b * d;
         uint8_t *o = dst + (size_t)b * c->block_bytes;
-        if (simd && m->cols_dot) {   /* same products and order: bitwise equal */
+        if (simd && m->cols_dot) { /* same products and order: bitwise equal */
             m->cols_dot(m->u, d, d, r, z);
             for (int j = 0; j < d; j++) z[j] /= m->sigma[j];
         } else {
@@ -119,7 +119,10 @@ static vq_status sp_encode_impl(const struct vq_codec *c, const float *x, int64_
             double ss = 0.0;
             int cnt = 0;
             for (int j = j0; j < j1; j++)
-                if (m->bits[j]) { ss += (double)z[j] * z[j]; cnt++; }
+                if (m->bits[j]) {
+                    ss += (double)z[j] * z[j];
+                    cnt++;
+                }
             const float rms = cnt ? (float)sqrt(ss / cnt) : 0.0f;
             double num = 0.0, den = 0.0;
             for (int j = j0; j < j1; j++) {
@@ -136,8 +139,10 @@ static vq_status sp_encode_impl(const struct vq_codec *c, const float *x, int64_
             if (!vq_sf16_fits(scale[g])) return VQ_STATUS_RANGE;
         }
         const uint16_t s0 = vq_fp32_to_sf16(scale[0]), s1 = vq_fp32_to_sf16(scale[1]);
-        o[0] = (uint8_t)s0; o[1] = (uint8_t)(s0 >> 8);
-        o[2] = (uint8_t)s1; o[3] = (uint8_t)(s1 >> 8);
+        o[0] = (uint8_t)s0;
+        o[1] = (uint8_t)(s0 >> 8);
+        o[2] = (uint8_t)s1;
+        o[3] = (uint8_t)(s1 >> 8);
         uint8_t *p = o + 4;
         memset(p, 0, m->code_bytes);
         for (int j = 0; j < d; j++) {
@@ -150,11 +155,13 @@ static vq_status sp_encode_impl(const struct vq_codec *c, const float *x, int64_
     return VQ_STATUS_OK;
 }
 
-vq_status vq_sp_encode_ref(const struct vq_codec *c, const float *x, int64_t n_blocks, uint8_t *dst) {
+vq_status vq_sp_encode_ref(const struct vq_codec *c, const float *x, int64_t n_blocks,
+                           uint8_t *dst) {
     return sp_encode_impl(c, x, n_blocks, dst, 0);
 }
 
-static vq_status sp_encode(const struct vq_codec *c, const float *x, int64_t n_blocks, uint8_t *dst) {
+static vq_status sp_encode(const struct vq_codec *c, const float *x, int64_t n_blocks,
+                           uint8_t *dst) {
     return sp_encode_impl(c, x, n_blocks, dst, 1);
 }
 
@@ -162,8 +169,8 @@ static inline float sp_scale(const uint8_t *o, int g) {
     return vq_sf16_to_fp32((uint16_t)(o[2 * g] | (uint16_t)o[2 * g + 1] << 8));
 }
 
-static void sp_decode_impl(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks,
-                           float *x, int simd) {
+static void sp_decode_impl(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x,
+                           int simd) {
     const struct sp_impl *m = c->impl;
     const int d = m->d;
     float h[1024];
@@ -175,7 +182,7 @@ static void sp_decode_impl(const struct vq_codec *c, const uint8_t *src, int64_t
             h[j] = bj ? s[j >= m->ds] * m->cent[bj][sp_code(m, o + 4, j)] * m->sigma[j] : 0.0f;
         }
         float *r = x + b * d;
-        if (simd && m->cols_dot) {   /* same order; zero terms add +-0 */
+        if (simd && m->cols_dot) { /* same order; zero terms add +-0 */
             m->cols_dot(m->ut, d, d, h, r);
             continue;
         }
@@ -234,14 +241,15 @@ static inline uint32_t sp_dcode(const struct sp_desc *e, const uint8_t *p, int s
 }
 
 /* sum of LUT entries of active coordinates [i0, i1) of one token's code stream p */
-static inline float sp_sum(const struct sp_impl *m, const float *lut, const uint8_t *p, int i0, int i1) {
+static inline float sp_sum(const struct sp_impl *m, const float *lut, const uint8_t *p, int i0,
+                           int i1) {
     float a = 0.0f;
     const int s1 = i1 < m->n_safe ? i1 : m->n_safe;
     int i = i0;
     for (; i < s1; i++) {
         const struct sp_desc *e = &m->desc[i];
         uint16_t w;
-        memcpy(&w, p + e->byte, 2);   /* little-endian pair of bytes, inside the block */
+        memcpy(&w, p + e->byte, 2); /* little-endian pair of bytes, inside the block */
         a += lut[e->lut_off + (((uint32_t)w >> e->shift) & e->mask)];
     }
     for (; i < i1; i++) a += lut[m->desc[i].lut_off + sp_dcode(&m->desc[i], p, 0)];
@@ -268,7 +276,8 @@ static void sp_score(const struct vq_codec *c, const void *qs, const uint8_t *co
 }
 
 /* adds ws to the histogram cells (lut layout) of active coordinates [i0, i1) of one token */
-static inline void sp_hist(const struct sp_impl *m, float *h, const uint8_t *p, int i0, int i1, float ws) {
+static inline void sp_hist(const struct sp_impl *m, float *h, const uint8_t *p, int i0, int i1,
+                           float ws) {
     const int s1 = i1 < m->n_safe ? i1 : m->n_safe;
     int i = i0;
     for (; i < s1; i++) {
@@ -300,7 +309,7 @@ static void sp_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_
 static void sp_finish_impl(const struct vq_codec *c, const float *acc, float *out, int simd) {
     const struct sp_impl *m = c->impl;
     const int d = m->d;
-    if (simd && m->cols_dot) {   /* same order as below; zero terms add +-0 */
+    if (simd && m->cols_dot) { /* same order as below; zero terms add +-0 */
         float hh[1024];
         memset(hh, 0, (size_t)d * sizeof(float));
         for (int i = 0; i < m->na; i++) {
@@ -339,9 +348,15 @@ static void sp_finish(const struct vq_codec *c, const float *acc, float *out) {
 static void sp_destroy(struct vq_codec *c) {
     struct sp_impl *m = c->impl;
     if (!m) return;
-    vq_free(m->ut); vq_free(m->sigma); vq_free(m->bits); vq_free(m->byte);
-    vq_free(m->shift); vq_free(m->two); vq_free(m->lut_off);
-    vq_free(m->desc); vq_free(m->act_j);
+    vq_free(m->ut);
+    vq_free(m->sigma);
+    vq_free(m->bits);
+    vq_free(m->byte);
+    vq_free(m->shift);
+    vq_free(m->two);
+    vq_free(m->lut_off);
+    vq_free(m->desc);
+    vq_free(m->act_j);
     vq_free(m->u);
     vq_ls_prog_free(&m->prog);
     vq_free(m);
@@ -400,8 +415,10 @@ static vq_status sp_init(struct vq_codec *c) {
     m->lut_off = vq_alloc((size_t)d * sizeof(uint32_t));
     double *w = vq_alloc((size_t)d * sizeof(double));
     int *bits = vq_alloc((size_t)d * sizeof(int));
-    if (!m->ut || !m->u || !m->sigma || !m->bits || !m->byte || !m->shift || !m->two || !m->lut_off || !w || !bits) {
-        vq_free(w); vq_free(bits);
+    if (!m->ut || !m->u || !m->sigma || !m->bits || !m->byte || !m->shift || !m->two ||
+        !m->lut_off || !w || !bits) {
+        vq_free(w);
+        vq_free(bits);
         sp_destroy(c);
         return VQ_STATUS_NO_MEMORY;
     }
@@ -415,7 +432,8 @@ static vq_status sp_init(struct vq_codec *c) {
     for (int j = 0; j < d; j++) {
         if (!(w[j] > floor_l)) w[j] = floor_l;
         m->sigma[j] = (float)sqrt(w[j]);
-        for (int i = 0; i < d; i++) m->ut[(size_t)j * d + i] = e ? e->pca_u[(size_t)i * d + j] : (float)(i == j);
+        for (int i = 0; i < d; i++)
+            m->ut[(size_t)j * d + i] = e ? e->pca_u[(size_t)i * d + j] : (float)(i == j);
     }
     m->ds = e ? e->pca_ds : d / 2;
     vq_status s = VQ_STATUS_OK;

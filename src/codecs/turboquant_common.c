@@ -25,7 +25,8 @@ void vq_tq_kern_init(vq_tq_kern *k, int d, int bits_a, int bits_b, int off_a, in
     k->score_mode = VQ_TQ_SCORE_LUT;
     k->q_floats = k->dpad;
     /* NIB score mode: plane widths 1-2 bits and levels additive across the planes */
-    if (bits_a <= 2 && (bits_b == 0 || bits_b == bits_a) && !(isa == VQ_ISA_AVX512 && bits_a == 2)) {
+    if (bits_a <= 2 && (bits_b == 0 || bits_b == bits_a) &&
+        !(isa == VQ_ISA_AVX512 && bits_a == 2)) {
         const int La = 1 << bits_a, Lb = 1 << bits_b;
         float mx = 0.0f;
         for (int i = 0; i < L; i++) mx = fmaxf(mx, fabsf(levels[i]));
@@ -34,7 +35,8 @@ void vq_tq_kern_init(vq_tq_kern *k, int d, int bits_a, int bits_b, int off_a, in
         int additive = 1;
         for (int a = 0; a < La; a++)
             for (int b = 0; b < Lb; b++)
-                additive &= fabsf(k->lev_a[a] + k->lev_b[b] - levels[a | b << bits_a]) <= 1e-6f * mx;
+                additive &= fabsf(k->lev_a[a] + k->lev_b[b] - levels[a | b << bits_a]) <=
+                            1e-6f * mx;
         if (additive) {
             k->score_mode = VQ_TQ_SCORE_NIB;
             k->nib_a = d * bits_a / 4;
@@ -73,11 +75,15 @@ static void nib_tables(const float *y, int n_nib, int bits, const float *lev, fl
         if (bits == 1) { /* T[v] = T[v without its lowest set bit] + y_i * (lev1 - lev0) */
             const float *yp = y + 4 * p, dl = lev[1] - lev[0];
             t[0] = (yp[0] + yp[1] + yp[2] + yp[3]) * lev[0];
-            for (int v = 1; v < 16; v++) t[v] = t[v & (v - 1)] + yp[__builtin_ctz((unsigned)v)] * dl;
+            for (int v = 1; v < 16; v++)
+                t[v] = t[v & (v - 1)] + yp[__builtin_ctz((unsigned)v)] * dl;
         } else { /* bits == 2: two codes per nibble */
             const float *yp = y + 2 * p;
             float a[4], b[4];
-            for (int i = 0; i < 4; i++) { a[i] = yp[0] * lev[i]; b[i] = yp[1] * lev[i]; }
+            for (int i = 0; i < 4; i++) {
+                a[i] = yp[0] * lev[i];
+                b[i] = yp[1] * lev[i];
+            }
             for (int v = 0; v < 16; v++) t[v] = a[v & 3] + b[v >> 2];
         }
     }
@@ -186,8 +192,8 @@ void vq_tq_score_generic(const vq_tq_kern *k, const float *qs, const uint8_t *co
 }
 
 /* Portable LUT-mode accumulate: 8 codes per group word. */
-void vq_tq_accumulate_generic(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
-                              const float *w, float *acc) {
+void vq_tq_accumulate_generic(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
+                              float *acc) {
     const int ng = k->d / 8, ba = k->bits_a, bb = k->bits_b;
     const uint32_t ma = (1u << ba) - 1u, mb = (1u << bb) - 1u;
     for (int64_t t = 0; t < n; t++) {

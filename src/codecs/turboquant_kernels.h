@@ -42,18 +42,18 @@
 #define VQ_TQ_CHUNK 128
 
 typedef struct vq_tq_kern {
-    int d;             /* head_dim (multiple of 8) */
-    int n_chunks;      /* ceil(d / 128) */
-    int dpad;          /* n_chunks * 128: floats of the prepared query and the accumulator */
-    int bits_a;        /* plane A bits per code: 1, 2 or 4 */
-    int bits_b;        /* plane B bits per code: 0, 1 or 2 (bits_a + bits_b <= 4) */
-    int off_a, off_b;  /* byte offsets of the planes inside a record */
-    int rec;           /* record bytes */
-    float lut[16];     /* lut[i] = level(i mod 2^(bits_a+bits_b)) */
-    int score_mode;    /* VQ_TQ_SCORE_LUT or VQ_TQ_SCORE_NIB */
-    int q_floats;      /* floats of the prepared query */
-    int nib_a, nib_b;  /* NIB: nibbles (tables) of plane A and plane B */
-    float lev_a[4];    /* NIB: per-plane levels, level(a | b << bits_a) = lev_a[a] + lev_b[b] */
+    int d;            /* head_dim (multiple of 8) */
+    int n_chunks;     /* ceil(d / 128) */
+    int dpad;         /* n_chunks * 128: floats of the prepared query and the accumulator */
+    int bits_a;       /* plane A bits per code: 1, 2 or 4 */
+    int bits_b;       /* plane B bits per code: 0, 1 or 2 (bits_a + bits_b <= 4) */
+    int off_a, off_b; /* byte offsets of the planes inside a record */
+    int rec;          /* record bytes */
+    float lut[16];    /* lut[i] = level(i mod 2^(bits_a+bits_b)) */
+    int score_mode;   /* VQ_TQ_SCORE_LUT or VQ_TQ_SCORE_NIB */
+    int q_floats;     /* floats of the prepared query */
+    int nib_a, nib_b; /* NIB: nibbles (tables) of plane A and plane B */
+    float lev_a[4];   /* NIB: per-plane levels, level(a | b << bits_a) = lev_a[a] + lev_b[b] */
     float lev_b[4];
 } vq_tq_kern;
 
@@ -61,8 +61,8 @@ enum { VQ_TQ_SCORE_LUT = 0, VQ_TQ_SCORE_NIB = 1 };
 
 typedef void (*vq_tq_score_fn)(const vq_tq_kern *k, const float *qs, const uint8_t *codes,
                                int64_t n, float *scores);
-typedef void (*vq_tq_acc_fn)(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
-                             const float *w, float *acc);
+typedef void (*vq_tq_acc_fn)(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
+                             float *acc);
 
 /* The state every turboquant-family codec starts with (first member of its impl struct), so
  * decode / prepare / score / accumulate / finish / destroy are shared (turboquant_common.c). */
@@ -111,24 +111,24 @@ void vq_tq_accumulate_ref(const vq_tq_kern *k, const uint8_t *codes, int64_t n, 
  * arithmetic); used for VQ_ISA_SCALAR. Same results as the _ref kernels up to rounding. */
 void vq_tq_score_generic(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
                          float *scores);
-void vq_tq_accumulate_generic(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
-                              const float *w, float *acc);
+void vq_tq_accumulate_generic(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
+                              float *acc);
 /* NIB score mode reference: scores[t] = scale_t * sum_p T_p[nibble_p(t)]. */
 void vq_tq_nib_score_ref(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
                          float *scores);
 #ifdef VQ_HAVE_X86
 void vq_tq_nib_score_avx2(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
                           float *scores);
-void vq_tq_nib_score_avx512(const vq_tq_kern *k, const float *qs, const uint8_t *codes,
-                            int64_t n, float *scores);
+void vq_tq_nib_score_avx512(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
+                            float *scores);
 void vq_tq_score_avx2(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
                       float *scores);
 void vq_tq_accumulate_avx2(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
                            float *acc);
 void vq_tq_score_avx512(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
                         float *scores);
-void vq_tq_accumulate_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
-                             const float *w, float *acc);
+void vq_tq_accumulate_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
+                             float *acc);
 #endif
 
 /* sf16 -> fp32 (same as vq_sf16_to_fp32, inlined for the kernels). */

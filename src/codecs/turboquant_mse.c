@@ -30,7 +30,7 @@
 #include "codecs/turboquant_kernels.h"
 
 typedef struct tq_mse {
-    struct vq_tq_base b;         /* rotation, kernel layout, kernels (must be first) */
+    struct vq_tq_base b; /* rotation, kernel layout, kernels (must be first) */
     int bits;
     int unbiased;
     float cb[16];  /* (2^bits) levels: Gaussian centroids / sqrt(d) */

@@ -40,11 +40,11 @@
 #define PROD_CHUNK 128
 
 struct prod_impl {
-    int d, m, bm;               /* bm = b - 1 bits of the MSE stage */
-    size_t code_bytes;          /* d * bm / 8 */
-    size_t q_floats, a_floats;  /* pad16(d), pad16(m) */
-    float cb[16];               /* 2^bm centroids at unit-vector scale (rest 0) */
-    float bounds[15];           /* 2^bm - 1 boundaries at unit-vector scale */
+    int d, m, bm;              /* bm = b - 1 bits of the MSE stage */
+    size_t code_bytes;         /* d * bm / 8 */
+    size_t q_floats, a_floats; /* pad16(d), pad16(m) */
+    float cb[16];              /* 2^bm centroids at unit-vector scale (rest 0) */
+    float bounds[15];          /* 2^bm - 1 boundaries at unit-vector scale */
     vq_rht rot;
     vq_sketch sk;
     vq_signdot_rows_fn signdot;
@@ -78,7 +78,7 @@ static vq_status prod_encode(const struct vq_codec *c, const float *x, int64_t n
         vq_rht_forward(&im->rot, y, y);
         for (int j = 0; j < d; j++) {
             idx[j] = (uint8_t)vq_lm_encode(y[j], im->bounds, nb);
-            y[j] -= im->cb[idx[j]];                 /* y becomes the residual r' */
+            y[j] -= im->cb[idx[j]]; /* y becomes the residual r' */
         }
         const double g2 = vq_sumsq_finite(y, d);
         vq_wr_le16(o, hn);
@@ -101,8 +101,7 @@ static void prod_rotated(const struct prod_impl *im, const uint8_t *s, float *v)
     for (int j = 0; j < im->d; j++) v[j] += im->cb[idx[j]];
 }
 
-static void prod_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks,
-                        float *x) {
+static void prod_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x) {
     const struct prod_impl *im = (const struct prod_impl *)c->impl;
     for (int64_t t = 0; t < n_blocks; t++) {
         const uint8_t *s = src + (size_t)t * c->block_bytes;

@@ -27,12 +27,12 @@
 #include "codecs/turboquant_kernels.h"
 
 typedef struct tq_rvq {
-    struct vq_tq_base b;         /* rotation, kernel layout, kernels (must be first) */
+    struct vq_tq_base b; /* rotation, kernel layout, kernels (must be first) */
     int bits;
-    int code_bytes;              /* 8 * ceil(d*b/32): combined 2b-bit codes + zero padding */
-    float c1[4], b1[3];          /* stage 1 levels / boundaries (scaled) */
-    float c2[4], b2[3];          /* stage 2 levels / boundaries (scaled) */
-    float lv[16];                /* combined levels */
+    int code_bytes;     /* 8 * ceil(d*b/32): combined 2b-bit codes + zero padding */
+    float c1[4], b1[3]; /* stage 1 levels / boundaries (scaled) */
+    float c2[4], b2[3]; /* stage 2 levels / boundaries (scaled) */
+    float lv[16];       /* combined levels */
 } tq_rvq;
 
 #define RVQ_TINY 1e-30

@@ -58,7 +58,7 @@ struct vi_impl {
     float *cbt;      /* (v, k) codebook transposed */
     vq_ls_prog prog; /* fields = sub-vectors (valid when has_prog) */
     int has_prog;
-    vq_ls_score_fn score;   /* NULL: reference kernels */
+    vq_ls_score_fn score; /* NULL: reference kernels */
     vq_ls_acc_fn acc;
     void (*cols_dot)(const float *a, int rows, int cols, const float *x, float *y);
     void (*finish_hist)(const float *hist, int n_sub, int k, int v, const float *cb, float *out);
@@ -98,9 +98,9 @@ void vq_ls_prog_free(vq_ls_prog *p) {
     memset(p, 0, sizeof *p);
 }
 
-vq_status vq_ls_prog_build(vq_ls_prog *p, int rec, int code_off, int n_fields,
-                           const uint32_t *bit, const uint8_t *width, const uint32_t *lut_off,
-                           int f_split, int n_scales) {
+vq_status vq_ls_prog_build(vq_ls_prog *p, int rec, int code_off, int n_fields, const uint32_t *bit,
+                           const uint8_t *width, const uint32_t *lut_off, int f_split,
+                           int n_scales) {
     memset(p, 0, sizeof *p);
     VQ_ASSERT(rec >= 4 && code_off >= 0 && n_fields >= 0 && rec <= 65535);
     const int npad = n_fields > 0 ? n_fields : 1;
@@ -122,7 +122,7 @@ vq_status vq_ls_prog_build(vq_ls_prog *p, int rec, int code_off, int n_fields,
     for (int f = 0; f < n_fields;) {
         const int grp = f >= f_split;
         int off = code_off + (int)(bit[f] >> 3);
-        if (off + 4 > rec) off = rec - 4;   /* stay inside the record: larger shifts */
+        if (off + 4 > rec) off = rec - 4; /* stay inside the record: larger shifts */
         const int64_t base = 8 * (int64_t)(off - code_off);
         vq_ls_word *w = &p->words[nw++];
         w->off = (uint16_t)off;
@@ -185,8 +185,8 @@ static inline void ls_hist_generic(const vq_ls_prog *p, int k0, int k1, float *a
     }
 }
 
-void vq_ls_accumulate_generic(const vq_ls_prog *p, const uint8_t *codes, int64_t n,
-                              const float *w, float *acc) {
+void vq_ls_accumulate_generic(const vq_ls_prog *p, const uint8_t *codes, int64_t n, const float *w,
+                              float *acc) {
     for (int64_t t = 0; t < n; t++) {
         const uint8_t *r = codes + (size_t)t * (size_t)p->rec;
         if (p->n_scales == 0) {
@@ -204,7 +204,7 @@ void vq_ls_score_bytes_generic(const vq_ls_prog *p, const float *lut, const uint
     for (int64_t t = 0; t < n; t++) {
         const uint8_t *r = codes + (size_t)t * (size_t)p->rec;
         const float *L = lut;
-        float a = 0.0f;   /* one sum in field order: bitwise equal to the reference */
+        float a = 0.0f; /* one sum in field order: bitwise equal to the reference */
         int s = 0;
         for (; s + 4 <= ns; s += 4, L += 1024) {
             const uint32_t w = vq_ls_load32(r + s);
@@ -245,7 +245,7 @@ static vq_status vi_encode_impl(const struct vq_codec *c, const float *x, int64_
     const int d = m->d;
     for (int64_t i = 0; i < n_blocks * d; i++)
         if (!isfinite(x[i])) return VQ_STATUS_NON_FINITE;
-    for (int64_t i = 0; i < n_blocks * d; i++)   /* library-wide input range (vq_sf16) */
+    for (int64_t i = 0; i < n_blocks * d; i++) /* library-wide input range (vq_sf16) */
         if (fabsf(x[i]) > VQ_SF16_MAX) return VQ_STATUS_RANGE;
     float t[1024];
     uint32_t codes[1024];
@@ -265,11 +265,13 @@ static vq_status vi_encode_impl(const struct vq_codec *c, const float *x, int64_
     return VQ_STATUS_OK;
 }
 
-vq_status vq_vi_encode_ref(const struct vq_codec *c, const float *x, int64_t n_blocks, uint8_t *dst) {
+vq_status vq_vi_encode_ref(const struct vq_codec *c, const float *x, int64_t n_blocks,
+                           uint8_t *dst) {
     return vi_encode_impl(c, x, n_blocks, dst, 0);
 }
 
-static vq_status vi_encode(const struct vq_codec *c, const float *x, int64_t n_blocks, uint8_t *dst) {
+static vq_status vi_encode(const struct vq_codec *c, const float *x, int64_t n_blocks,
+                           uint8_t *dst) {
     return vi_encode_impl(c, x, n_blocks, dst, 1);
 }
 
@@ -299,7 +301,7 @@ static void vi_prepare_impl(const struct vq_codec *c, const float *q, void *qs, 
     for (int s = 0; s < m->n_sub; s++) {
         const float *qsub = t + s * m->v;
         float *row = lut + (size_t)s * m->k;
-        if (simd && m->cols_dot) {   /* same products and order: bitwise equal */
+        if (simd && m->cols_dot) { /* same products and order: bitwise equal */
             m->cols_dot(m->cbt, m->v, m->k, qsub, row);
             continue;
         }
@@ -337,7 +339,8 @@ void vq_vi_score_ref(const struct vq_codec *c, const void *qs, const uint8_t *co
     for (int64_t t = 0; t < n_tokens; t++) {
         const uint8_t *p = codes + (size_t)t * m->code_bytes;
         float acc = 0.0f;
-        for (int s = 0; s < n_sub; s++) acc += lut[(size_t)s * k + vi_get_code(p, s, m->c, m->code_bytes)];
+        for (int s = 0; s < n_sub; s++)
+            acc += lut[(size_t)s * k + vi_get_code(p, s, m->c, m->code_bytes)];
         scores[t] = acc;
     }
 }
@@ -356,7 +359,8 @@ void vq_vi_accumulate_ref(const struct vq_codec *c, const uint8_t *codes, int64_
     for (int64_t t = 0; t < n_tokens; t++) {
         const uint8_t *p = codes + (size_t)t * m->code_bytes;
         const float wt = w[t];
-        for (int s = 0; s < n_sub; s++) acc[(size_t)s * k + vi_get_code(p, s, m->c, m->code_bytes)] += wt;
+        for (int s = 0; s < n_sub; s++)
+            acc[(size_t)s * k + vi_get_code(p, s, m->c, m->code_bytes)] += wt;
     }
 }
 
@@ -370,7 +374,7 @@ static void vi_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_
 static void vi_finish_impl(const struct vq_codec *c, const float *acc, float *out, int simd) {
     const struct vi_impl *m = c->impl;
     const int v = m->v, k = m->k;
-    if (simd && m->finish_hist) {   /* same operations and order: bitwise equal */
+    if (simd && m->finish_hist) { /* same operations and order: bitwise equal */
         m->finish_hist(acc, m->n_sub, k, v, m->cb, out);
     } else {
         for (int s = 0; s < m->n_sub; s++) {
@@ -434,7 +438,7 @@ static vq_status vi_kernels(const struct vq_codec *c, struct vi_impl *m) {
     if (c->isa == VQ_ISA_AVX512) {
         if (m->has_prog && m->c != 8) m->score = vq_ls_score_avx512;
         m->cols_dot = vq_ls_cols_dot_avx512;
-        m->finish_hist = vq_ls_vi_finish_avx2;   /* 16-lane gathers measured 2x slower */
+        m->finish_hist = vq_ls_vi_finish_avx2; /* 16-lane gathers measured 2x slower */
         m->argmin = vq_ls_argmin_avx512;
     } else if (c->isa == VQ_ISA_AVX2) {
         if (m->has_prog && m->c != 8) m->score = vq_ls_score_avx2;
@@ -451,10 +455,22 @@ vq_status vq_vecinfer_shape(const struct vq_codec_params *p, int *c, int *v) {
     if ((cb == 0) != (sv == 0)) return VQ_STATUS_INVALID_ARG;
     if (cb == 0) {
         switch (p->bits) {
-        case 1: cb = 8; sv = 8; break;
-        case 2: cb = 8; sv = 4; break;
-        case 3: cb = 12; sv = 4; break;
-        case 4: cb = 8; sv = 2; break;
+        case 1:
+            cb = 8;
+            sv = 8;
+            break;
+        case 2:
+            cb = 8;
+            sv = 4;
+            break;
+        case 3:
+            cb = 12;
+            sv = 4;
+            break;
+        case 4:
+            cb = 8;
+            sv = 2;
+            break;
         default: return VQ_STATUS_INVALID_ARG;
         }
     }
@@ -474,7 +490,7 @@ static vq_status vi_init(struct vq_codec *c) {
     if (p->calib) {
         if (vq_calib_data_head_dim(p->calib) != d) return VQ_STATUS_INVALID_ARG;
         e = vq_calib_get(p->calib, p->calib_layer, p->role);
-        if (!e) return VQ_STATUS_INVALID_ARG;   /* layer out of range */
+        if (!e) return VQ_STATUS_INVALID_ARG; /* layer out of range */
         if (!e->codebook || (p->role == VQ_ROLE_KEY && !e->smooth)) return VQ_STATUS_NOT_FOUND;
         if (e->cb_k != k || e->cb_v != v) return VQ_STATUS_INVALID_ARG;
     }
@@ -501,7 +517,7 @@ static vq_status vi_init(struct vq_codec *c) {
         memcpy(m->cb, e->codebook, (size_t)k * (size_t)v * sizeof(float));
     } else {
         vq_rng r;
-        vq_rng_seed(&r, p->seed ^ 0x7665637666616c6cull);   /* "vecvfall" */
+        vq_rng_seed(&r, p->seed ^ 0x7665637666616c6cull); /* "vecvfall" */
         for (int i = 0; i < k * v; i++) m->cb[i] = (float)vq_rng_normal(&r);
     }
     for (int i = 0; i < k; i++) {
@@ -546,8 +562,9 @@ static double vi_bits_of(const struct vq_codec_params *p) {
 
 const struct vq_codec_i vq_codec_vecinfer = {
     .name = "vecinfer",
-    .params_doc = "bits=1|2|3|4 presets (c,v)=(8,8)|(8,4)|(12,4)|(8,2); pq_codeword_bits c<=12, "
-                  "pq_subvec_dim v<=16 (1.5 bits: c=12 v=8); calib, calib_layer",
+    .params_doc =
+        "bits=1|2|3|4 presets (c,v)=(8,8)|(8,4)|(12,4)|(8,2); pq_codeword_bits c<=12, "
+        "pq_subvec_dim v<=16 (1.5 bits: c=12 v=8); calib, calib_layer",
     .bits_formula = "c / v",
     .needs_calibration = 1,
     .default_bits = 2,

@@ -19,7 +19,11 @@ void vq_assert_fail(const char *expr, const char *file, int line);
 #else
 #define VQ_DASSERT(x) ((void)0)
 #endif
-#define VQ_RETURN_IF_ERR(expr) do { vq_status st_ = (expr); if (st_ != VQ_STATUS_OK) return st_; } while (0)
+#define VQ_RETURN_IF_ERR(expr) \
+    do { \
+        vq_status st_ = (expr); \
+        if (st_ != VQ_STATUS_OK) return st_; \
+    } while (0)
 
 /* ---- memory: 64-byte aligned, zeroed; vq_free(NULL) is a no-op ---- */
 void *vq_alloc(size_t bytes);
@@ -31,11 +35,13 @@ void vq_free(void *p);
 enum vq_isa vq_isa_resolve(enum vq_isa want);
 
 /* ---- seeded RNG: splitmix64-seeded xoshiro256** ---- */
-typedef struct vq_rng { uint64_t s[4]; } vq_rng;
+typedef struct vq_rng {
+    uint64_t s[4];
+} vq_rng;
 void vq_rng_seed(vq_rng *r, uint64_t seed);
 uint64_t vq_rng_u64(vq_rng *r);
-double vq_rng_uniform(vq_rng *r);         /* [0, 1) */
-double vq_rng_normal(vq_rng *r);          /* N(0, 1) */
+double vq_rng_uniform(vq_rng *r); /* [0, 1) */
+double vq_rng_normal(vq_rng *r);  /* N(0, 1) */
 
 /* ---- randomized Hadamard rotation ---- */
 /* y = (1/sqrt(d)) H (D x) for power-of-two d; Kronecker H_K (x) H_{2^n} for d = K*2^n,
@@ -43,18 +49,18 @@ double vq_rng_normal(vq_rng *r);          /* N(0, 1) */
  * blocks (each normalized by its own size). Orthogonal in every case: ||y|| = ||x||. */
 typedef struct vq_rht {
     int d;
-    int kind;          /* 0 = pow2, 1 = kronecker, 2 = block-diagonal */
-    int K, P;          /* kronecker: d = K*P */
-    float *signs;      /* (d) +-1 */
-    float *hk;         /* (K*K) kronecker matrix, or NULL */
-    int *perm;         /* (d) block-diagonal permutation, or NULL */
+    int kind;     /* 0 = pow2, 1 = kronecker, 2 = block-diagonal */
+    int K, P;     /* kronecker: d = K*P */
+    float *signs; /* (d) +-1 */
+    float *hk;    /* (K*K) kronecker matrix, or NULL */
+    int *perm;    /* (d) block-diagonal permutation, or NULL */
     int n_blocks;
     int blk_off[16], blk_len[16];
 } vq_rht;
 vq_status vq_rht_init(vq_rht *r, int d, uint64_t seed);
 void vq_rht_free(vq_rht *r);
-void vq_rht_forward(const vq_rht *r, const float *x, float *y);   /* x may equal y */
-void vq_rht_inverse(const vq_rht *r, const float *y, float *x);   /* x may equal y */
+void vq_rht_forward(const vq_rht *r, const float *x, float *y); /* x may equal y */
+void vq_rht_inverse(const vq_rht *r, const float *y, float *x); /* x may equal y */
 /* In-place unnormalized fast Walsh-Hadamard transform of n = 2^k floats. */
 void vq_fwht(float *v, int n);
 
@@ -74,7 +80,7 @@ static inline int vq_lm_encode(float v, const float *bounds, int n_bounds) {
 }
 
 /* ---- bit packing: LSB-first little-endian bit stream; code j at bit offset j*bits ---- */
-size_t vq_pack_bytes(int64_t n, int bits);     /* ceil(n*bits/8) */
+size_t vq_pack_bytes(int64_t n, int bits); /* ceil(n*bits/8) */
 void vq_pack(const uint8_t *codes, int64_t n, int bits, uint8_t *dst);
 void vq_unpack(const uint8_t *src, int64_t n, int bits, uint8_t *codes);
 

@@ -7,8 +7,16 @@
 #include "core/core.h"
 #include "core/arch/x86/core_x86.h"
 
-static inline uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static inline float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static inline uint32_t f2u(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static inline float u2f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 
 /* ---- IEEE binary16 ---- */
 
@@ -19,10 +27,11 @@ uint16_t vq_fp32_to_fp16(float f) {
     uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
     x &= 0x7fffffffu;
     if (x >= 0x7f800000u) /* inf / NaN */
-        return (uint16_t)(sign | 0x7c00u | (x > 0x7f800000u ? (0x200u | ((x >> 13) & 0x3ffu)) : 0u));
+        return (uint16_t)(sign | 0x7c00u |
+                          (x > 0x7f800000u ? (0x200u | ((x >> 13) & 0x3ffu)) : 0u));
     if (x >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to inf */
-    if (x < 0x38800000u) {                                    /* below 2^-14: subnormal */
-        float v = u2f(x) + 0.5f;                              /* ulp(0.5) = 2^-24: RNE */
+    if (x < 0x38800000u) {                                   /* below 2^-14: subnormal */
+        float v = u2f(x) + 0.5f;                             /* ulp(0.5) = 2^-24: RNE */
         return (uint16_t)(sign | (f2u(v) - 0x3f000000u));
     }
     uint32_t odd = (x >> 13) & 1u;
@@ -67,8 +76,8 @@ uint16_t vq_fp32_to_sf16(float f) {
     uint32_t x = f2u(f);
     uint16_t sign = (uint16_t)((x >> 16) & 0x8000u);
     x &= 0x7fffffffu;
-    if (x > 0x7f800000u) return 0; /* NaN */
-    if (x < 0x30800000u) {         /* below 2^-30: subnormal, units of 2^-39 */
+    if (x > 0x7f800000u) return 0;     /* NaN */
+    if (x < 0x30800000u) {             /* below 2^-30: subnormal, units of 2^-39 */
         float v = u2f(x) + 0x1.0p-16f; /* ulp(2^-16) = 2^-39: RNE */
         return (uint16_t)(sign | (f2u(v) - 0x37800000u));
     }
@@ -97,7 +106,10 @@ float vq_sf16_to_fp32(uint16_t h) {
  * overlap. Thread-safe. */
 void vq_fp16_to_fp32_row(const uint16_t *src, float *dst, int64_t n) {
 #ifdef VQ_HAVE_X86
-    if (vq_isa_default() >= VQ_ISA_AVX2) { vq_fp16_to_fp32_row_avx2(src, dst, n); return; }
+    if (vq_isa_default() >= VQ_ISA_AVX2) {
+        vq_fp16_to_fp32_row_avx2(src, dst, n);
+        return;
+    }
 #endif
     for (int64_t i = 0; i < n; i++) dst[i] = vq_fp16_to_fp32(src[i]);
 }
@@ -105,7 +117,10 @@ void vq_fp16_to_fp32_row(const uint16_t *src, float *dst, int64_t n) {
 /* Converts n fp32 values to binary16 (RNE, bit-identical to vq_fp32_to_fp16). Thread-safe. */
 void vq_fp32_to_fp16_row(const float *src, uint16_t *dst, int64_t n) {
 #ifdef VQ_HAVE_X86
-    if (vq_isa_default() >= VQ_ISA_AVX2) { vq_fp32_to_fp16_row_avx2(src, dst, n); return; }
+    if (vq_isa_default() >= VQ_ISA_AVX2) {
+        vq_fp32_to_fp16_row_avx2(src, dst, n);
+        return;
+    }
 #endif
     for (int64_t i = 0; i < n; i++) dst[i] = vq_fp32_to_fp16(src[i]);
 }
@@ -113,7 +128,10 @@ void vq_fp32_to_fp16_row(const float *src, uint16_t *dst, int64_t n) {
 /* Converts n bfloat16 values to fp32 (exact). Thread-safe. */
 void vq_bf16_to_fp32_row(const uint16_t *src, float *dst, int64_t n) {
 #ifdef VQ_HAVE_X86
-    if (vq_isa_default() >= VQ_ISA_AVX2) { vq_bf16_to_fp32_row_avx2(src, dst, n); return; }
+    if (vq_isa_default() >= VQ_ISA_AVX2) {
+        vq_bf16_to_fp32_row_avx2(src, dst, n);
+        return;
+    }
 #endif
     for (int64_t i = 0; i < n; i++) dst[i] = vq_bf16_to_fp32(src[i]);
 }

@@ -114,9 +114,17 @@ typedef struct grid {
 } grid;
 
 static void cum_at(const grid *g, double x, double *F, double *M) {
-    if (x <= g->lo) { *F = 0.0; *M = 0.0; return; }
+    if (x <= g->lo) {
+        *F = 0.0;
+        *M = 0.0;
+        return;
+    }
     double pos = (x - g->lo) / g->h;
-    if (pos >= g->n - 1) { *F = g->F[g->n - 1]; *M = g->M1[g->n - 1]; return; }
+    if (pos >= g->n - 1) {
+        *F = g->F[g->n - 1];
+        *M = g->M1[g->n - 1];
+        return;
+    }
     int k = (int)pos;
     double fr = pos - k;
     *F = g->F[k] + fr * (g->F[k + 1] - g->F[k]);
@@ -131,26 +139,37 @@ static vq_status sphere_table(int d, int bits, lm_table *out) {
     g.h = 2.0 * zmax / (g.n - 1);
     g.F = (double *)malloc(sizeof(double) * (size_t)g.n);
     g.M1 = (double *)malloc(sizeof(double) * (size_t)g.n);
-    if (!g.F || !g.M1) { free(g.F); free(g.M1); return VQ_STATUS_NO_MEMORY; }
+    if (!g.F || !g.M1) {
+        free(g.F);
+        free(g.M1);
+        return VQ_STATUS_NO_MEMORY;
+    }
     double a = 0.5 * (d - 3), prevf = 0.0, prevx = g.lo;
     for (int i = 0; i < g.n; i++) {
         double x = g.lo + i * g.h;
         double u = 1.0 - x * x / d;
         double f = u <= 0.0 ? (a == 0.0 ? 1.0 : 0.0) : exp(a * log(u));
-        if (i == 0) { g.F[0] = 0.0; g.M1[0] = 0.0; }
-        else {
+        if (i == 0) {
+            g.F[0] = 0.0;
+            g.M1[0] = 0.0;
+        } else {
             g.F[i] = g.F[i - 1] + 0.5 * g.h * (prevf + f);
             g.M1[i] = g.M1[i - 1] + 0.5 * g.h * (prevx * prevf + x * f);
         }
-        prevf = f; prevx = x;
+        prevf = f;
+        prevx = x;
     }
     double Z = g.F[g.n - 1];
-    for (int i = 0; i < g.n; i++) { g.F[i] /= Z; g.M1[i] /= Z; }
+    for (int i = 0; i < g.n; i++) {
+        g.F[i] /= Z;
+        g.M1[i] /= Z;
+    }
     int L = 1 << bits;
     double c[1 << SPH_MAX_BITS], e[(1 << SPH_MAX_BITS) + 1];
     for (int i = 0; i < L; i++) c[i] = g_gauss[bits].c[i];
     for (int it = 0; it < 5000; it++) {
-        e[0] = -1e300; e[L] = 1e300;
+        e[0] = -1e300;
+        e[L] = 1e300;
         for (int i = 1; i < L; i++) e[i] = 0.5 * (c[i - 1] + c[i]);
         double delta = 0.0;
         for (int i = 0; i < L; i++) {

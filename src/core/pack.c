@@ -13,13 +13,17 @@ void vq_pack(const uint8_t *codes, int64_t n, int bits, uint8_t *dst) {
     VQ_ASSERT(bits >= 1 && bits <= 8);
     size_t nb = vq_pack_bytes(n, bits);
     uint8_t mask = (uint8_t)((1u << bits) - 1u);
-    if (bits == 8) { memcpy(dst, codes, (size_t)n); return; }
+    if (bits == 8) {
+        memcpy(dst, codes, (size_t)n);
+        return;
+    }
     if (bits == 1 || bits == 2 || bits == 4) {
         int per = 8 / bits;
         int64_t j = 0;
         for (size_t k = 0; k < nb; k++) {
             unsigned v = 0;
-            for (int i = 0; i < per && j < n; i++, j++) v |= (unsigned)(codes[j] & mask) << (i * bits);
+            for (int i = 0; i < per && j < n; i++, j++)
+                v |= (unsigned)(codes[j] & mask) << (i * bits);
             dst[k] = (uint8_t)v;
         }
         return;
@@ -31,7 +35,11 @@ void vq_pack(const uint8_t *codes, int64_t n, int bits, uint8_t *dst) {
     for (int64_t j = 0; j < n; j++) {
         acc |= (uint64_t)(codes[j] & mask) << nacc;
         nacc += bits;
-        while (nacc >= 8) { dst[k++] = (uint8_t)acc; acc >>= 8; nacc -= 8; }
+        while (nacc >= 8) {
+            dst[k++] = (uint8_t)acc;
+            acc >>= 8;
+            nacc -= 8;
+        }
     }
     if (nacc > 0) dst[k] = (uint8_t)acc;
 }
@@ -40,7 +48,10 @@ void vq_pack(const uint8_t *codes, int64_t n, int bits, uint8_t *dst) {
 void vq_unpack(const uint8_t *src, int64_t n, int bits, uint8_t *codes) {
     VQ_ASSERT(bits >= 1 && bits <= 8);
     unsigned mask = (1u << bits) - 1u;
-    if (bits == 8) { memcpy(codes, src, (size_t)n); return; }
+    if (bits == 8) {
+        memcpy(codes, src, (size_t)n);
+        return;
+    }
     if (bits == 1 || bits == 2 || bits == 4) {
         int per = 8 / bits;
         for (int64_t j = 0; j < n; j++)

@@ -19,7 +19,10 @@ void vq_fwht(float *v, int n) {
             for (int i = 0; i < n; i += 4) {
                 float a = v[i], b = v[i + 1], c = v[i + 2], e = v[i + 3];
                 float s0 = a + b, d0 = a - b, s1 = c + e, d1 = c - e;
-                v[i] = s0 + s1; v[i + 1] = d0 + d1; v[i + 2] = s0 - s1; v[i + 3] = d0 - d1;
+                v[i] = s0 + s1;
+                v[i + 1] = d0 + d1;
+                v[i + 2] = s0 - s1;
+                v[i + 3] = d0 - d1;
             }
             h = 4;
         }
@@ -118,7 +121,9 @@ vq_status vq_rht_init(vq_rht *r, int d, uint64_t seed) {
     for (int i = 0; i < d; i++) r->perm[i] = i;
     for (int i = d - 1; i > 0; i--) { /* Fisher-Yates */
         int j = (int)(vq_rng_u64(&g) % (uint64_t)(i + 1));
-        int t = r->perm[i]; r->perm[i] = r->perm[j]; r->perm[j] = t;
+        int t = r->perm[i];
+        r->perm[i] = r->perm[j];
+        r->perm[j] = t;
     }
     int off = 0, rem = d;
     while (rem > 0) {

@@ -26,7 +26,8 @@ static uint32_t ror(uint32_t x, int n) { return (x >> n) | (x << (32 - n)); }
 static void block(uint32_t h[8], const uint8_t *p) {
     uint32_t w[64];
     for (int i = 0; i < 16; i++)
-        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 | (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
+        w[i] = (uint32_t)p[4 * i] << 24 | (uint32_t)p[4 * i + 1] << 16 |
+               (uint32_t)p[4 * i + 2] << 8 | p[4 * i + 3];
     for (int i = 16; i < 64; i++) {
         const uint32_t s0 = ror(w[i - 15], 7) ^ ror(w[i - 15], 18) ^ (w[i - 15] >> 3);
         const uint32_t s1 = ror(w[i - 2], 17) ^ ror(w[i - 2], 19) ^ (w[i - 2] >> 10);
@@ -34,11 +35,26 @@ static void block(uint32_t h[8], const uint8_t *p) {
     }
     uint32_t a = h[0], b = h[1], c = h[2], d = h[3], e = h[4], f = h[5], g = h[6], hh = h[7];
     for (int i = 0; i < 64; i++) {
-        const uint32_t t1 = hh + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) + K[i] + w[i];
+        const uint32_t t1 = hh + (ror(e, 6) ^ ror(e, 11) ^ ror(e, 25)) + ((e & f) ^ (~e & g)) +
+                            K[i] + w[i];
         const uint32_t t2 = (ror(a, 2) ^ ror(a, 13) ^ ror(a, 22)) + ((a & b) ^ (a & c) ^ (b & c));
-        hh = g; g = f; f = e; e = d + t1; d = c; c = b; b = a; a = t1 + t2;
+        hh = g;
+        g = f;
+        f = e;
+        e = d + t1;
+        d = c;
+        c = b;
+        b = a;
+        a = t1 + t2;
     }
-    h[0] += a; h[1] += b; h[2] += c; h[3] += d; h[4] += e; h[5] += f; h[6] += g; h[7] += hh;
+    h[0] += a;
+    h[1] += b;
+    h[2] += c;
+    h[3] += d;
+    h[4] += e;
+    h[5] += f;
+    h[6] += g;
+    h[7] += hh;
 }
 
 void vq_sha256_init(struct vq_sha256 *s) {
@@ -55,7 +71,9 @@ void vq_sha256_update(struct vq_sha256 *s, const void *data, size_t len) {
     if (s->n) {
         size_t take = 64 - s->n < len ? 64 - s->n : len;
         memcpy(s->buf + s->n, p, take);
-        s->n += take; p += take; len -= take;
+        s->n += take;
+        p += take;
+        len -= take;
         if (s->n < 64) return;
         block(s->h, s->buf);
         s->n = 0;
@@ -82,11 +100,20 @@ vq_status vq_sha256_file(const char *path, char hex[65]) {
     const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     if (fd < 0) return VQ_STATUS_IO;
     struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) { close(fd); return VQ_STATUS_IO; }
+    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        close(fd);
+        return VQ_STATUS_IO;
+    }
     FILE *f = fdopen(fd, "rb");
-    if (!f) { close(fd); return VQ_STATUS_IO; }
+    if (!f) {
+        close(fd);
+        return VQ_STATUS_IO;
+    }
     uint8_t *buf = malloc(1 << 20);
-    if (!buf) { fclose(f); return VQ_STATUS_NO_MEMORY; }
+    if (!buf) {
+        fclose(f);
+        return VQ_STATUS_NO_MEMORY;
+    }
     struct vq_sha256 s;
     vq_sha256_init(&s);
     size_t n;
@@ -105,8 +132,10 @@ int vq_sha256_from_hex(const char *hex, uint8_t out[32]) {
     if (!hex || strlen(hex) != 64) return 0;
     for (int i = 0; i < 64; i++) {
         const char c = hex[i];
-        const int v = (c >= '0' && c <= '9') ? c - '0' : (c >= 'a' && c <= 'f') ? c - 'a' + 10
-                    : (c >= 'A' && c <= 'F') ? c - 'A' + 10 : -1;
+        const int v = (c >= '0' && c <= '9') ? c - '0'
+                    : (c >= 'a' && c <= 'f') ? c - 'a' + 10
+                    : (c >= 'A' && c <= 'F') ? c - 'A' + 10
+                                             : -1;
         if (v < 0) return 0;
         if (i % 2 == 0) out[i / 2] = (uint8_t)(v << 4);
         else out[i / 2] |= (uint8_t)v;

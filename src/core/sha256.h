@@ -11,9 +11,9 @@
 
 struct vq_sha256 {
     uint32_t h[8];
-    uint64_t len;          /* bytes hashed so far */
+    uint64_t len; /* bytes hashed so far */
     uint8_t buf[64];
-    size_t n;              /* bytes in buf */
+    size_t n; /* bytes in buf */
 };
 
 void vq_sha256_init(struct vq_sha256 *s);

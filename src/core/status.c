@@ -12,7 +12,8 @@ const char *vq_version(void) {
 
 const char *vq_status_str(vq_status st) {
     switch (st) {
-#define VQ_STATUS_CASE_(name, val, str) case VQ_STATUS_##name: return str;
+#define VQ_STATUS_CASE_(name, val, str) \
+    case VQ_STATUS_##name: return str;
         VQ_STATUS_LIST(VQ_STATUS_CASE_)
 #undef VQ_STATUS_CASE_
     default: return "unknown status";

@@ -25,7 +25,7 @@ static const char *find_in(const char *hay, size_t hl, const char *needle) {
  * '<|im_start|>system\nTEXT<|im_end|>' inside a Jinja string literal (the "\n" may appear as
  * an escape or a real newline). Only plain literal text is accepted. */
 static bool extract_default_system(const char *tmpl, size_t len, char *out, size_t cap) {
-    static const char *const heads[] = { "<|im_start|>system\\n", "<|im_start|>system\n", NULL };
+    static const char *const heads[] = {"<|im_start|>system\\n", "<|im_start|>system\n", NULL};
     for (int h = 0; heads[h]; h++) {
         const char *p = find_in(tmpl, len, heads[h]);
         if (!p) continue;
@@ -41,7 +41,10 @@ static bool extract_default_system(const char *tmpl, size_t len, char *out, size
         size_t w = 0;
         for (size_t i = 0; i < n; i++) {
             char c = p[i];
-            if (c == '\\' && i + 1 < n && p[i + 1] == 'n') { c = '\n'; i++; }
+            if (c == '\\' && i + 1 < n && p[i + 1] == 'n') {
+                c = '\n';
+                i++;
+            }
             if (w + 1 >= cap) return false;
             out[w++] = c;
         }
@@ -61,9 +64,18 @@ vq_status vq_chat_template_parse(const char *tmpl, size_t len, struct vq_chat_te
                                                          sizeof out->default_system);
         return VQ_STATUS_OK;
     }
-    if (find_in(tmpl, len, "<|start_header_id|>")) { out->format = VQ_CHAT_LLAMA3; return VQ_STATUS_OK; }
-    if (find_in(tmpl, len, "<start_of_turn>")) { out->format = VQ_CHAT_GEMMA; return VQ_STATUS_OK; }
-    if (find_in(tmpl, len, "[INST]")) { out->format = VQ_CHAT_LLAMA2; return VQ_STATUS_OK; }
+    if (find_in(tmpl, len, "<|start_header_id|>")) {
+        out->format = VQ_CHAT_LLAMA3;
+        return VQ_STATUS_OK;
+    }
+    if (find_in(tmpl, len, "<start_of_turn>")) {
+        out->format = VQ_CHAT_GEMMA;
+        return VQ_STATUS_OK;
+    }
+    if (find_in(tmpl, len, "[INST]")) {
+        out->format = VQ_CHAT_LLAMA2;
+        return VQ_STATUS_OK;
+    }
     return VQ_STATUS_NOT_FOUND;
 }
 
@@ -75,8 +87,9 @@ vq_status vq_chat_from_gguf(const vq_gguf *g, struct vq_chat_template *out) {
         *out = vq_chat_template_default(VQ_CHAT_CHATML);
         /* Gemma GGUFs converted without the template (e.g. Gemma 3 270M) */
         struct vq_gguf_str arch;
-        if (st == VQ_STATUS_NOT_FOUND && vq_gguf_get_str(g, "general.architecture", &arch) == VQ_STATUS_OK &&
-            arch.len >= 5 && !memcmp(arch.ptr, "gemma", 5)) {
+        if (st == VQ_STATUS_NOT_FOUND &&
+            vq_gguf_get_str(g, "general.architecture", &arch) == VQ_STATUS_OK && arch.len >= 5 &&
+            !memcmp(arch.ptr, "gemma", 5)) {
             out->format = VQ_CHAT_GEMMA;
             return VQ_STATUS_OK;
         }
@@ -86,17 +99,27 @@ vq_status vq_chat_from_gguf(const vq_gguf *g, struct vq_chat_template *out) {
 }
 
 vq_status vq_chat_format_from_name(const char *name, enum vq_chat_format *out) {
-    static const struct { const char *n; enum vq_chat_format f; } tab[] = {
-        { "chatml", VQ_CHAT_CHATML }, { "llama2", VQ_CHAT_LLAMA2 },
-        { "llama3", VQ_CHAT_LLAMA3 }, { "gemma", VQ_CHAT_GEMMA } };
+    static const struct {
+        const char *n;
+        enum vq_chat_format f;
+    } tab[] = {{"chatml", VQ_CHAT_CHATML},
+               {"llama2", VQ_CHAT_LLAMA2},
+               {"llama3", VQ_CHAT_LLAMA3},
+               {"gemma", VQ_CHAT_GEMMA}};
     if (!name || !out) return VQ_STATUS_INVALID_ARG;
     for (size_t i = 0; i < sizeof tab / sizeof tab[0]; i++)
-        if (!strcmp(name, tab[i].n)) { *out = tab[i].f; return VQ_STATUS_OK; }
+        if (!strcmp(name, tab[i].n)) {
+            *out = tab[i].f;
+            return VQ_STATUS_OK;
+        }
     return VQ_STATUS_NOT_FOUND;
 }
 
 /* ---- output writer: counts everything, copies what fits ---- */
-struct wr { char *buf; size_t cap, n; };
+struct wr {
+    char *buf;
+    size_t cap, n;
+};
 
 static void put_n(struct wr *w, const char *s, size_t n) {
     if (w->n < w->cap) {
@@ -107,7 +130,9 @@ static void put_n(struct wr *w, const char *s, size_t n) {
 }
 static void put(struct wr *w, const char *s) { put_n(w, s, strlen(s)); }
 
-static bool is_space(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+static bool is_space(char c) {
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 /* Writes s without leading/trailing ASCII whitespace (llama.cpp trim). */
 static void put_trim(struct wr *w, const char *s) {
@@ -119,7 +144,7 @@ static void put_trim(struct wr *w, const char *s) {
 
 int64_t vq_chat_apply(const struct vq_chat_template *tmpl, const struct vq_chat_msg *msgs, size_t n,
                       bool add_generation_prompt, char *buf, size_t cap) {
-    struct wr w = { buf, buf ? cap : 0, 0 };
+    struct wr w = {buf, buf ? cap : 0, 0};
     if (!tmpl || (n && !msgs)) return 0;
     for (size_t i = 0; i < n; i++)
         if (!msgs[i].role || !msgs[i].content) return 0;
@@ -143,13 +168,20 @@ int64_t vq_chat_apply(const struct vq_chat_template *tmpl, const struct vq_chat_
         bool inside = true;
         if (n || add_generation_prompt) put(&w, "[INST] ");
         for (size_t i = 0; i < n; i++) {
-            if (!inside) { inside = true; put(&w, "[INST] "); }
+            if (!inside) {
+                inside = true;
+                put(&w, "[INST] ");
+            }
             if (!strcmp(msgs[i].role, "system")) {
-                put(&w, "<<SYS>>\n"); put(&w, msgs[i].content); put(&w, "\n<</SYS>>\n\n");
+                put(&w, "<<SYS>>\n");
+                put(&w, msgs[i].content);
+                put(&w, "\n<</SYS>>\n\n");
             } else if (!strcmp(msgs[i].role, "user")) {
-                put(&w, msgs[i].content); put(&w, " [/INST]");
+                put(&w, msgs[i].content);
+                put(&w, " [/INST]");
             } else {
-                put(&w, msgs[i].content); put(&w, "</s>");
+                put(&w, msgs[i].content);
+                put(&w, "</s>");
                 inside = false;
             }
         }
@@ -157,16 +189,22 @@ int64_t vq_chat_apply(const struct vq_chat_template *tmpl, const struct vq_chat_
     }
     case VQ_CHAT_LLAMA3:
         for (size_t i = 0; i < n; i++) {
-            put(&w, "<|start_header_id|>"); put(&w, msgs[i].role); put(&w, "<|end_header_id|>\n\n");
-            put_trim(&w, msgs[i].content); put(&w, "<|eot_id|>");
+            put(&w, "<|start_header_id|>");
+            put(&w, msgs[i].role);
+            put(&w, "<|end_header_id|>\n\n");
+            put_trim(&w, msgs[i].content);
+            put(&w, "<|eot_id|>");
         }
         if (add_generation_prompt) put(&w, "<|start_header_id|>assistant<|end_header_id|>\n\n");
         break;
     case VQ_CHAT_GEMMA: {
         /* system text (trimmed, concatenated) goes in front of the next non-model turn */
-        size_t sys_from = n;   /* index of the first pending system message, n = none */
+        size_t sys_from = n; /* index of the first pending system message, n = none */
         for (size_t i = 0; i < n; i++) {
-            if (!strcmp(msgs[i].role, "system")) { if (sys_from == n) sys_from = i; continue; }
+            if (!strcmp(msgs[i].role, "system")) {
+                if (sys_from == n) sys_from = i;
+                continue;
+            }
             bool model = !strcmp(msgs[i].role, "assistant") || !strcmp(msgs[i].role, "model");
             put(&w, "<start_of_turn>");
             put(&w, model ? "model" : msgs[i].role);
@@ -183,8 +221,7 @@ int64_t vq_chat_apply(const struct vq_chat_template *tmpl, const struct vq_chat_
         if (add_generation_prompt) put(&w, "<start_of_turn>model\n");
         break;
     }
-    default:
-        return 0;
+    default: return 0;
     }
     if (w.n + 1 > w.cap) return -(int64_t)(w.n + 1);
     buf[w.n] = 0;

@@ -37,14 +37,14 @@ enum vq_chat_format {
 #define VQ_CHAT_SYSTEM_MAX 1024
 
 struct vq_chat_msg {
-    const char *role;       /* "system", "user", "assistant" (other roles pass through) */
-    const char *content;    /* NUL-terminated */
+    const char *role;    /* "system", "user", "assistant" (other roles pass through) */
+    const char *content; /* NUL-terminated */
 };
 
 struct vq_chat_template {
     enum vq_chat_format format;
-    bool has_default_system;                    /* insert default_system when no system turn */
-    char default_system[VQ_CHAT_SYSTEM_MAX];    /* NUL-terminated */
+    bool has_default_system;                 /* insert default_system when no system turn */
+    char default_system[VQ_CHAT_SYSTEM_MAX]; /* NUL-terminated */
 };
 
 /* Template of the given format without a default system prompt. */

@@ -44,10 +44,10 @@ struct vq_ctx {
     size_t act_stride; /* bytes per activation row */
     /* cos / sin of the RoPE angles of the batch's positions, per rope config of the model
      * (filled at the start of each forward pass: sized by the batch, not by n_ctx) */
-    float *rope_cos;   /* (n_rope, n_batch, rope_dim / 2) */
-    float *rope_sin;   /* (n_rope, n_batch, rope_dim / 2) */
+    float *rope_cos;                     /* (n_rope, n_batch, rope_dim / 2) */
+    float *rope_sin;                     /* (n_rope, n_batch, rope_dim / 2) */
     const struct vq_ggml_nn_kernels *nn; /* llama.cpp-identical SwiGLU */
-    float *wrow;       /* (n_threads, widest weight row) dequantized rows (f32_activations) */
+    float *wrow; /* (n_threads, widest weight row) dequantized rows (f32_activations) */
     size_t wrow_floats;
     const struct vq_ggml_kernels *dot32; /* fp32 x fp32 dot (f32_activations) */
     size_t scratch_bytes;
@@ -95,7 +95,11 @@ static void *alloc_track(vq_ctx *c, size_t bytes, int *ok) {
 vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_status *st) {
     struct vq_ctx_params dp = vq_ctx_params_default();
     if (!p) p = &dp;
-    if (!m) { vq_engine_set_error("ctx: NULL model"); if (st) *st = VQ_STATUS_INVALID_ARG; return NULL; }
+    if (!m) {
+        vq_engine_set_error("ctx: NULL model");
+        if (st) *st = VQ_STATUS_INVALID_ARG;
+        return NULL;
+    }
     const struct vq_model_info *I = &m->info;
     if (p->n_ctx < 1 || p->n_ctx > (int64_t)1 << 24) {
         vq_engine_set_error("ctx: n_ctx %lld out of range (1..16777216)", (long long)p->n_ctx);
@@ -110,7 +114,11 @@ vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_statu
         return NULL;
     }
     vq_ctx *c = calloc(1, sizeof *c);
-    if (!c) { vq_engine_set_error("ctx: out of memory"); if (st) *st = VQ_STATUS_NO_MEMORY; return NULL; }
+    if (!c) {
+        vq_engine_set_error("ctx: out of memory");
+        if (st) *st = VQ_STATUS_NO_MEMORY;
+        return NULL;
+    }
     c->m = m;
     c->p = *p;
     if (c->p.n_batch > c->p.n_ctx) c->p.n_batch = (int)c->p.n_ctx;
@@ -128,15 +136,17 @@ vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_statu
     c->p.cache.value.head_dim = I->head_dim;
     c->p.cache.max_tokens = c->p.n_ctx;
     c->p.cache.n_threads = c->n_threads;
-    c->p.cache.layer_window = m->layer_window;   /* sliding windows (NULL: none); copied */
+    c->p.cache.layer_window = m->layer_window; /* sliding windows (NULL: none); copied */
     vq_status s = VQ_STATUS_OK;
     c->cache = vq_cache_create(&c->p.cache, &s);
     if (!c->cache) {
-        vq_engine_set_error("ctx: KV cache creation failed: %s (key %s/%d bits, value %s/%d bits, head_dim %d)",
-                            vq_status_str(s), vq_method_name(c->p.cache.key.method) ? vq_method_name(c->p.cache.key.method) : "?",
-                            c->p.cache.key.bits,
-                            vq_method_name(c->p.cache.value.method) ? vq_method_name(c->p.cache.value.method) : "?",
-                            c->p.cache.value.bits, I->head_dim);
+        vq_engine_set_error(
+            "ctx: KV cache creation failed: %s (key %s/%d bits, value %s/%d bits, head_dim %d)",
+            vq_status_str(s),
+            vq_method_name(c->p.cache.key.method) ? vq_method_name(c->p.cache.key.method) : "?",
+            c->p.cache.key.bits,
+            vq_method_name(c->p.cache.value.method) ? vq_method_name(c->p.cache.value.method) : "?",
+            c->p.cache.value.bits, I->head_dim);
         free(c);
         if (st) *st = s;
         return NULL;
@@ -169,7 +179,8 @@ vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_statu
         c->dot32 = vq_ggml_kernels(VQ_GGML_F32, c->p.isa);
     }
     if (!ok) {
-        vq_engine_set_error("ctx: out of memory for activations (n_batch %d, n_ctx %lld)", c->p.n_batch, (long long)c->p.n_ctx);
+        vq_engine_set_error("ctx: out of memory for activations (n_batch %d, n_ctx %lld)",
+                            c->p.n_batch, (long long)c->p.n_ctx);
         vq_ctx_free(c);
         if (st) *st = VQ_STATUS_NO_MEMORY;
         return NULL;
@@ -204,7 +215,8 @@ size_t vq_ctx_scratch_bytes(const vq_ctx *c) { return c->scratch_bytes; }
 
 /* ---- building blocks ----------------------------------------------------------------- */
 
-static void rmsnorm(const float *x, const float *w, float *y, int64_t n_rows, int64_t n, float eps) {
+static void rmsnorm(const float *x, const float *w, float *y, int64_t n_rows, int64_t n,
+                    float eps) {
     for (int64_t r = 0; r < n_rows; r++) {
         const float *xr = x + r * n;
         float *yr = y + r * n;
@@ -219,7 +231,8 @@ static void rmsnorm(const float *x, const float *w, float *y, int64_t n_rows, in
 
 /* f32_activations: y = x W^T with each weight row dequantized once (per-thread buffer) and
  * dotted in fp32 with every token's activations. */
-static void matmul_f32(vq_ctx *c, const struct vq_weight *w, const float *x, int64_t n_tok, float *y) {
+static void matmul_f32(vq_ctx *c, const struct vq_weight *w, const float *x, int64_t n_tok,
+                       float *y) {
     const int nt = c->n_threads;
     (void)nt;
 #ifdef _OPENMP
@@ -232,17 +245,22 @@ static void matmul_f32(vq_ctx *c, const struct vq_weight *w, const float *x, int
         float *row = c->wrow;
 #endif
         w->k->to_float((const uint8_t *)w->data + (size_t)r * w->row_bytes, row, w->cols);
-        for (int64_t t = 0; t < n_tok; t++) y[t * w->rows + r] = c->dot32->vec_dot(w->cols, row, x + t * w->cols);
+        for (int64_t t = 0; t < n_tok; t++)
+            y[t * w->rows + r] = c->dot32->vec_dot(w->cols, row, x + t * w->cols);
     }
 }
 
 /* y (n_tok, w->rows) = x (n_tok, w->cols) W^T, quantizing x into c->act first. */
 static void matmul(vq_ctx *c, const struct vq_weight *w, const float *x, int64_t n_tok, float *y) {
-    if (c->p.f32_activations) { matmul_f32(c, w, x, n_tok, y); return; }
+    if (c->p.f32_activations) {
+        matmul_f32(c, w, x, n_tok, y);
+        return;
+    }
     for (int64_t t = 0; t < n_tok; t++)
-        vq_ggml_quantize_act_isa(c->p.isa, w->k->act, x + t * w->cols, (uint8_t *)c->act + (size_t)t * c->act_stride, w->cols);
-    vq_ggml_matmul(w->k, w->data, w->row_bytes, w->rows, w->cols, c->act, c->act_stride, n_tok,
-                   y, w->rows, c->n_threads);
+        vq_ggml_quantize_act_isa(c->p.isa, w->k->act, x + t * w->cols,
+                                 (uint8_t *)c->act + (size_t)t * c->act_stride, w->cols);
+    vq_ggml_matmul(w->k, w->data, w->row_bytes, w->rows, w->cols, c->act, c->act_stride, n_tok, y,
+                   w->rows, c->n_threads);
 }
 
 /* Products sharing one input (q/k/v, gate/up) in one parallel loop; the input is quantized
@@ -266,13 +284,14 @@ static void matmul_shared(vq_ctx *c, const struct vq_weight *const *ws, float *c
             uint8_t *base = (uint8_t *)c->act + (n_fmt ? c->act_stride / 2 : 0);
             VQ_ASSERT(n_fmt < 2 && vq_ggml_act_row_bytes(w->k->act, w->cols) <= c->act_stride / 2);
             for (int64_t t = 0; t < n_tok; t++)
-                vq_ggml_quantize_act_isa(c->p.isa, w->k->act, x + t * w->cols, base + (size_t)t * c->act_stride, w->cols);
+                vq_ggml_quantize_act_isa(c->p.isa, w->k->act, x + t * w->cols,
+                                         base + (size_t)t * c->act_stride, w->cols);
             fmt_done[a] = 1;
             fmt_buf[a] = base;
             n_fmt++;
         }
-        jobs[i] = (struct vq_ggml_mm_job){w->k, w->data, w->row_bytes, w->rows, w->cols, fmt_buf[a],
-                                          c->act_stride, ys[i], w->rows};
+        jobs[i] = (struct vq_ggml_mm_job){w->k,       w->data,       w->row_bytes, w->rows, w->cols,
+                                          fmt_buf[a], c->act_stride, ys[i],        w->rows};
     }
     vq_ggml_matmul_multi(jobs, n, n_tok, c->n_threads);
 }
@@ -345,7 +364,8 @@ static void ffn_gate_act(const vq_ctx *c, float *g, const float *u, int64_t n_to
     (void)nt;
 #endif
     for (int64_t t = 0; t < n_tok; t++) {
-        if (m->ffn_act == VQ_FFN_GELU) vq_ggml_geglu_ref(m->gelu_f16, g + t * n_ff, u + t * n_ff, n_ff);
+        if (m->ffn_act == VQ_FFN_GELU)
+            vq_ggml_geglu_ref(m->gelu_f16, g + t * n_ff, u + t * n_ff, n_ff);
         else c->nn->swiglu(g + t * n_ff, u + t * n_ff, n_ff);
     }
 }
@@ -364,8 +384,9 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
     int64_t nr = n;
 
     for (int64_t t = 0; t < n; t++)
-        m->tok_embd.k->to_float((const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes,
-                                c->x + t * E, E);
+        m->tok_embd.k->to_float(
+            (const uint8_t *)m->tok_embd.data + (size_t)tokens[t] * m->tok_embd.row_bytes,
+            c->x + t * E, E);
     if (m->embd_scale != 1.0f)
         for (int64_t i = 0; i < n * E; i++) c->x[i] *= m->embd_scale;
     rope_tables(c, p0, n);
@@ -379,7 +400,7 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
         add_bias(c->q, ly->bq, n, NQ);
         add_bias(c->k, ly->bk, n, NK);
         add_bias(c->v, ly->bv, n, NK);
-        if (ly->q_norm) {   /* per head, in place: rows of head_dim */
+        if (ly->q_norm) { /* per head, in place: rows of head_dim */
             rmsnorm(c->q, ly->q_norm, c->q, n * I->n_heads, HD, I->rms_eps);
             rmsnorm(c->k, ly->k_norm, c->k, n * I->n_kv_heads, HD, I->rms_eps);
         }
@@ -390,10 +411,12 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
         VQ_RETURN_IF_ERR(vq_cache_append(c->cache, l, c->k, c->v, VQ_DTYPE_F32, n));
         /* plain fp16 layers: llama.cpp's arithmetic inside the cache (vq_cache_attend), windows
          * (layer_window) masked there */
-        VQ_RETURN_IF_ERR(vq_cache_attend(c->cache, l, c->q, I->n_heads, n, NULL, attn_scale, c->att));
+        VQ_RETURN_IF_ERR(
+            vq_cache_attend(c->cache, l, c->q, I->n_heads, n, NULL, attn_scale, c->att));
         if (c->hook) {
-            const struct vq_layer_event ev = {l, p0, n, I->n_heads, I->n_kv_heads, (int)HD,
-                                              attn_scale, c->q, c->k, c->v, c->att, c->cache};
+            const struct vq_layer_event ev = {l,       p0,         n,    I->n_heads, I->n_kv_heads,
+                                              (int)HD, attn_scale, c->q, c->k,       c->v,
+                                              c->att,  c->cache};
             VQ_RETURN_IF_ERR(c->hook(c->hook_user, &ev));
         }
         matmul(c, &ly->wo, c->att, n, c->h);

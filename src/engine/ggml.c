@@ -15,12 +15,13 @@
 /* ---- type traits --------------------------------------------------------------------- */
 
 static const char *const g_type_names[] = {
-    [0] = "F32", [1] = "F16", [2] = "Q4_0", [3] = "Q4_1", [6] = "Q5_0", [7] = "Q5_1",
-    [8] = "Q8_0", [9] = "Q8_1", [10] = "Q2_K", [11] = "Q3_K", [12] = "Q4_K", [13] = "Q5_K",
-    [14] = "Q6_K", [15] = "Q8_K", [16] = "IQ2_XXS", [17] = "IQ2_XS", [18] = "IQ3_XXS",
-    [19] = "IQ1_S", [20] = "IQ4_NL", [21] = "IQ3_S", [22] = "IQ2_S", [23] = "IQ4_XS", [24] = "I8",
-    [25] = "I16", [26] = "I32", [27] = "I64", [28] = "F64", [29] = "IQ1_M", [30] = "BF16",
-    [34] = "TQ1_0", [35] = "TQ2_0", [39] = "MXFP4", [40] = "NVFP4", [41] = "Q1_0", [42] = "Q2_0",
+    [0] = "F32",     [1] = "F16",      [2] = "Q4_0",   [3] = "Q4_1",    [6] = "Q5_0",
+    [7] = "Q5_1",    [8] = "Q8_0",     [9] = "Q8_1",   [10] = "Q2_K",   [11] = "Q3_K",
+    [12] = "Q4_K",   [13] = "Q5_K",    [14] = "Q6_K",  [15] = "Q8_K",   [16] = "IQ2_XXS",
+    [17] = "IQ2_XS", [18] = "IQ3_XXS", [19] = "IQ1_S", [20] = "IQ4_NL", [21] = "IQ3_S",
+    [22] = "IQ2_S",  [23] = "IQ4_XS",  [24] = "I8",    [25] = "I16",    [26] = "I32",
+    [27] = "I64",    [28] = "F64",     [29] = "IQ1_M", [30] = "BF16",   [34] = "TQ1_0",
+    [35] = "TQ2_0",  [39] = "MXFP4",   [40] = "NVFP4", [41] = "Q1_0",   [42] = "Q2_0",
 };
 
 /* Returns the ggml name of a type id ("Q4_K"), or "unknown". */
@@ -31,13 +32,13 @@ const char *vq_ggml_type_name(uint32_t type) {
 }
 
 static const struct vq_ggml_type_info g_info[] = {
-    [0] = {"F32", 1, 4},     [1] = {"F16", 1, 2},     [2] = {"Q4_0", 32, 18},
-    [3] = {"Q4_1", 32, 20},  [6] = {"Q5_0", 32, 22},  [7] = {"Q5_1", 32, 24},
-    [8] = {"Q8_0", 32, 34},  [9] = {"Q8_1", 32, 36},  [10] = {"Q2_K", 256, 84},
+    [0] = {"F32", 1, 4},       [1] = {"F16", 1, 2},       [2] = {"Q4_0", 32, 18},
+    [3] = {"Q4_1", 32, 20},    [6] = {"Q5_0", 32, 22},    [7] = {"Q5_1", 32, 24},
+    [8] = {"Q8_0", 32, 34},    [9] = {"Q8_1", 32, 36},    [10] = {"Q2_K", 256, 84},
     [11] = {"Q3_K", 256, 110}, [12] = {"Q4_K", 256, 144}, [13] = {"Q5_K", 256, 176},
     [14] = {"Q6_K", 256, 210}, [15] = {"Q8_K", 256, 292}, [24] = {"I8", 1, 1},
-    [25] = {"I16", 1, 2},    [26] = {"I32", 1, 4},    [27] = {"I64", 1, 8},
-    [28] = {"F64", 1, 8},    [30] = {"BF16", 1, 2},
+    [25] = {"I16", 1, 2},      [26] = {"I32", 1, 4},      [27] = {"I64", 1, 8},
+    [28] = {"F64", 1, 8},      [30] = {"BF16", 1, 2},
 };
 
 const struct vq_ggml_type_info *vq_ggml_type_info(uint32_t type) {
@@ -230,7 +231,10 @@ void vq_quantize_row_q8_K_ref(const float *x, void *y, int64_t n) {
     for (int64_t i = 0; i < n / VQ_QK_K; i++, x += VQ_QK_K) {
         float amax = 0, max = 0;
         for (int j = 0; j < VQ_QK_K; j++)
-            if (fabsf(x[j]) > amax) { amax = fabsf(x[j]); max = x[j]; }
+            if (fabsf(x[j]) > amax) {
+                amax = fabsf(x[j]);
+                max = x[j];
+            }
         memset(&b[i], 0, sizeof b[i]);
         if (amax == 0) continue;
         const float iscale = -127.0f / max;
@@ -262,7 +266,10 @@ void vq_quantize_row_q8_0_ref(const float *x, void *y, int64_t n) {
 static float signed_absmax(const float *x, int n) {
     float amax = 0, v = 0;
     for (int j = 0; j < n; j++)
-        if (fabsf(x[j]) > amax) { amax = fabsf(x[j]); v = x[j]; }
+        if (fabsf(x[j]) > amax) {
+            amax = fabsf(x[j]);
+            v = x[j];
+        }
     return v;
 }
 
@@ -284,7 +291,10 @@ void vq_quantize_row_q4_1_ref(const float *x, void *y, int64_t n) {
     vq_block_q4_1 *b = y;
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
         float mn = x[0], mx = x[0];
-        for (int j = 1; j < 32; j++) { mn = fminf(mn, x[j]); mx = fmaxf(mx, x[j]); }
+        for (int j = 1; j < 32; j++) {
+            mn = fminf(mn, x[j]);
+            mx = fmaxf(mx, x[j]);
+        }
         float d = (mx - mn) / 15.0f, id = d != 0 ? 1.0f / d : 0.0f;
         b[i].d = vq_ggml_f2h(d);
         b[i].m = vq_ggml_f2h(mn);
@@ -319,7 +329,10 @@ void vq_quantize_row_q5_1_ref(const float *x, void *y, int64_t n) {
     vq_block_q5_1 *b = y;
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
         float mn = x[0], mx = x[0];
-        for (int j = 1; j < 32; j++) { mn = fminf(mn, x[j]); mx = fmaxf(mx, x[j]); }
+        for (int j = 1; j < 32; j++) {
+            mn = fminf(mn, x[j]);
+            mx = fmaxf(mx, x[j]);
+        }
         float d = (mx - mn) / 31.0f, id = d != 0 ? 1.0f / d : 0.0f;
         b[i].d = vq_ggml_f2h(d);
         b[i].m = vq_ggml_f2h(mn);
@@ -456,7 +469,8 @@ float vq_vec_dot_q8_0_q8a_ref(int64_t n, const void *w, const void *a) {
 
 /* Integer parts of one Q4_K x Q8_K super-block per 64-element chunk p (sub-blocks 2p, 2p+1):
  * isum[p] = sum of scale x (q . a), imin[p] = sum of min x block sum (exact). */
-static void q4_K_chunk_ints(const vq_block_q4_K *x, const vq_block_q8_K *y, int isum[4], int imin[4]) {
+static void q4_K_chunk_ints(const vq_block_q4_K *x, const vq_block_q8_K *y, int isum[4],
+                            int imin[4]) {
     for (int p = 0; p < 4; p++) {
         isum[p] = imin[p] = 0;
         for (int sb = 2 * p; sb < 2 * p + 2; sb++) {
@@ -464,7 +478,8 @@ static void q4_K_chunk_ints(const vq_block_q4_K *x, const vq_block_q8_K *y, int 
             get_scale_min_k4(sb, x->scales, &sc, &m);
             int dot = 0;
             for (int l = 0; l < 32; l++)
-                dot += ((sb & 1) ? (x->qs[32 * p + l] >> 4) : (x->qs[32 * p + l] & 15)) * y->qs[32 * sb + l];
+                dot += ((sb & 1) ? (x->qs[32 * p + l] >> 4) : (x->qs[32 * p + l] & 15)) *
+                       y->qs[32 * sb + l];
             isum[p] += sc * dot;
             imin[p] += m * (y->bsums[2 * sb] + y->bsums[2 * sb + 1]);
         }
@@ -483,7 +498,8 @@ float vq_vec_dot_q4_K_q8_K_ref(int64_t n, const void *w, const void *a) {
     return vq_q4_K_gemv_chain(q4_K_chunk_ints, n, w, a);
 }
 
-void vq_vec_dot4_q4_K_q8_K_ref(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
+void vq_vec_dot4_q4_K_q8_K_ref(int64_t n, const void *w, const void *a, size_t a_stride,
+                               float *out) {
     vq_q4_K_gemm_chain(q4_K_chunk_ints, n, w, a, a_stride, out);
 }
 
@@ -567,12 +583,19 @@ size_t vq_ggml_act_row_bytes(enum vq_ggml_act act, int64_t n) {
     }
 }
 
-void vq_ggml_quantize_act_isa(enum vq_isa isa, enum vq_ggml_act act, const float *x, void *y, int64_t n) {
+void vq_ggml_quantize_act_isa(enum vq_isa isa, enum vq_ggml_act act, const float *x, void *y,
+                              int64_t n) {
 #ifdef VQ_HAVE_X86
     if (act == VQ_ACT_Q8A) {
         if (isa == VQ_ISA_AUTO) isa = vq_ggml_isa_default();
-        if (isa == VQ_ISA_AVX512 && vq_ggml_isa_available(isa)) { vq_quantize_row_q8a_avx512(x, y, n); return; }
-        if (isa == VQ_ISA_AVX2 && vq_ggml_isa_available(isa)) { vq_quantize_row_q8a_avx2(x, y, n); return; }
+        if (isa == VQ_ISA_AVX512 && vq_ggml_isa_available(isa)) {
+            vq_quantize_row_q8a_avx512(x, y, n);
+            return;
+        }
+        if (isa == VQ_ISA_AVX2 && vq_ggml_isa_available(isa)) {
+            vq_quantize_row_q8a_avx2(x, y, n);
+            return;
+        }
     }
 #else
     (void)isa;
@@ -588,8 +611,10 @@ void vq_ggml_quantize_act(enum vq_ggml_act act, const float *x, void *y, int64_t
     }
 }
 
-#define K_(t, act, deq, dot) {t, act, deq, dot, NULL}
-#define K4_(t, act, deq, dot, dot4) {t, act, deq, dot, dot4}
+#define K_(t, act, deq, dot) \
+    { t, act, deq, dot, NULL }
+#define K4_(t, act, deq, dot, dot4) \
+    { t, act, deq, dot, dot4 }
 static const struct vq_ggml_kernels g_ref[] = {
     K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_ref),
     K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_ref),
@@ -599,7 +624,8 @@ static const struct vq_ggml_kernels g_ref[] = {
     K_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_ref),
     K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_ref),
     K_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_ref),
-    K4_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_ref, vq_vec_dot4_q4_K_q8_K_ref),
+    K4_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_ref,
+        vq_vec_dot4_q4_K_q8_K_ref),
     K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref),
     K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_ref),
 };
@@ -610,12 +636,17 @@ static const struct vq_ggml_kernels g_avx2[] = {
     K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_avx2),
     K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_avx2),
     K_(VQ_GGML_BF16, VQ_ACT_F32, vq_dequantize_row_bf16_ref, vq_vec_dot_bf16_f32_avx2),
-    K4_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx2, vq_vec_dot4_q4_0_q8a_avx2),
-    K4_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx2, vq_vec_dot4_q4_1_q8a_avx2),
-    K4_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2, vq_vec_dot4_q5_0_q8a_avx2),
+    K4_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx2,
+        vq_vec_dot4_q4_0_q8a_avx2),
+    K4_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx2,
+        vq_vec_dot4_q4_1_q8a_avx2),
+    K4_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2,
+        vq_vec_dot4_q5_0_q8a_avx2),
     K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_avx2),
-    K4_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2, vq_vec_dot4_q8_0_q8a_avx2),
-    K4_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2, vq_vec_dot4_q4_K_q8_K_avx2),
+    K4_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2,
+        vq_vec_dot4_q8_0_q8a_avx2),
+    K4_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2,
+        vq_vec_dot4_q4_K_q8_K_avx2),
     K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref),
     K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2),
 };
@@ -624,12 +655,17 @@ static const struct vq_ggml_kernels g_avx512[] = {
     K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_avx512),
     K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_avx2),
     K_(VQ_GGML_BF16, VQ_ACT_F32, vq_dequantize_row_bf16_ref, vq_vec_dot_bf16_f32_avx2),
-    K4_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx2, vq_vec_dot4_q4_0_q8a_avx2),
-    K4_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx512, vq_vec_dot4_q4_1_q8a_avx512),
-    K4_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2, vq_vec_dot4_q5_0_q8a_avx2),
+    K4_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx2,
+        vq_vec_dot4_q4_0_q8a_avx2),
+    K4_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx512,
+        vq_vec_dot4_q4_1_q8a_avx512),
+    K4_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2,
+        vq_vec_dot4_q5_0_q8a_avx2),
     K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_avx2),
-    K4_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2, vq_vec_dot4_q8_0_q8a_avx2),
-    K4_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2, vq_vec_dot4_q4_K_q8_K_avx2),
+    K4_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2,
+        vq_vec_dot4_q8_0_q8a_avx2),
+    K4_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2,
+        vq_vec_dot4_q4_K_q8_K_avx2),
     K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref),
     K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2),
 };
@@ -682,7 +718,8 @@ const struct vq_ggml_nn_kernels *vq_ggml_nn_kernels(enum vq_isa isa) {
 void vq_ggml_matmul(const struct vq_ggml_kernels *k, const void *w, size_t w_row_bytes,
                     int64_t n_rows, int64_t n_cols, const void *act, size_t act_stride,
                     int64_t n_tok, float *out, int64_t ld_out, int n_threads) {
-    const struct vq_ggml_mm_job j = {k, w, w_row_bytes, n_rows, n_cols, act, act_stride, out, ld_out};
+    const struct vq_ggml_mm_job j = {k,   w,          w_row_bytes, n_rows, n_cols,
+                                     act, act_stride, out,         ld_out};
     vq_ggml_matmul_multi(&j, 1, n_tok, n_threads);
 }
 
@@ -703,15 +740,18 @@ static void mm_tile(const struct vq_ggml_mm_job *j, int64_t r0, int64_t r1, int6
     for (; t < n_tok; t++) {
         const void *a = ab + (size_t)t * j->act_stride;
         float *o = j->out + t * j->ld_out;
-        for (int64_t r = r0; r < r1; r++) o[r] = j->k->vec_dot(j->n_cols, wb + (size_t)r * j->w_row_bytes, a);
+        for (int64_t r = r0; r < r1; r++)
+            o[r] = j->k->vec_dot(j->n_cols, wb + (size_t)r * j->w_row_bytes, a);
     }
 }
 
-void vq_ggml_matmul_multi(const struct vq_ggml_mm_job *jobs, int n_jobs, int64_t n_tok, int n_threads) {
+void vq_ggml_matmul_multi(const struct vq_ggml_mm_job *jobs, int n_jobs, int64_t n_tok,
+                          int n_threads) {
     int64_t first[8 + 1];
     VQ_ASSERT(n_jobs >= 1 && n_jobs <= 8);
     first[0] = 0;
-    for (int i = 0; i < n_jobs; i++) first[i + 1] = first[i] + (jobs[i].n_rows + VQ_MM_TILE - 1) / VQ_MM_TILE;
+    for (int i = 0; i < n_jobs; i++)
+        first[i + 1] = first[i] + (jobs[i].n_rows + VQ_MM_TILE - 1) / VQ_MM_TILE;
     const int64_t n_tiles = first[n_jobs];
 #ifdef _OPENMP
     int nt = n_threads > 0 ? n_threads : omp_get_max_threads();

@@ -34,7 +34,7 @@ const struct vq_ggml_type_info *vq_ggml_type_info(uint32_t type);
 
 /* ---- block structs ------------------------------------------------------------------- */
 
-typedef uint16_t vq_half;   /* IEEE binary16 bits */
+typedef uint16_t vq_half; /* IEEE binary16 bits */
 
 #define VQ_QK4_0 32
 #define VQ_QK4_1 32
@@ -45,20 +45,59 @@ typedef uint16_t vq_half;   /* IEEE binary16 bits */
 #define VQ_QK_K 256
 #define VQ_K_SCALE_SIZE 12
 
-typedef struct { vq_half d; uint8_t qs[16]; } vq_block_q4_0;
-typedef struct { vq_half d, m; uint8_t qs[16]; } vq_block_q4_1;
-typedef struct { vq_half d; uint8_t qh[4]; uint8_t qs[16]; } vq_block_q5_0;
-typedef struct { vq_half d, m; uint8_t qh[4]; uint8_t qs[16]; } vq_block_q5_1;
-typedef struct { vq_half d; int8_t qs[32]; } vq_block_q8_0;
-typedef struct { vq_half d, dmin; uint8_t scales[VQ_K_SCALE_SIZE]; uint8_t qs[128]; } vq_block_q4_K;
-typedef struct { vq_half d, dmin; uint8_t scales[VQ_K_SCALE_SIZE]; uint8_t qh[32]; uint8_t qs[128]; } vq_block_q5_K;
-typedef struct { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; vq_half d; } vq_block_q6_K;
+typedef struct {
+    vq_half d;
+    uint8_t qs[16];
+} vq_block_q4_0;
+typedef struct {
+    vq_half d, m;
+    uint8_t qs[16];
+} vq_block_q4_1;
+typedef struct {
+    vq_half d;
+    uint8_t qh[4];
+    uint8_t qs[16];
+} vq_block_q5_0;
+typedef struct {
+    vq_half d, m;
+    uint8_t qh[4];
+    uint8_t qs[16];
+} vq_block_q5_1;
+typedef struct {
+    vq_half d;
+    int8_t qs[32];
+} vq_block_q8_0;
+typedef struct {
+    vq_half d, dmin;
+    uint8_t scales[VQ_K_SCALE_SIZE];
+    uint8_t qs[128];
+} vq_block_q4_K;
+typedef struct {
+    vq_half d, dmin;
+    uint8_t scales[VQ_K_SCALE_SIZE];
+    uint8_t qh[32];
+    uint8_t qs[128];
+} vq_block_q5_K;
+typedef struct {
+    uint8_t ql[128];
+    uint8_t qh[64];
+    int8_t scales[16];
+    vq_half d;
+} vq_block_q6_K;
 /* activation blocks (in memory only) */
 /* Activation block, ggml Q8_1 values in fp32 fields: d = fp16(amax / 127), qs = round(x * 127 / amax)
  * (ties to even), s = fp16(amax / 127 * sum(qs)) — the roundings of quantize_row_q8_1, so that
  * matmuls see the same numbers as llama.cpp. */
-typedef struct { float d; float s; int8_t qs[32]; } vq_block_q8a;
-typedef struct { float d; int8_t qs[256]; int16_t bsums[16]; } vq_block_q8_K; /* bsums: 16-sums */
+typedef struct {
+    float d;
+    float s;
+    int8_t qs[32];
+} vq_block_q8a;
+typedef struct {
+    float d;
+    int8_t qs[256];
+    int16_t bsums[16];
+} vq_block_q8_K; /* bsums: 16-sums */
 
 static_assert(sizeof(vq_block_q4_0) == 18, "q4_0 size");
 static_assert(sizeof(vq_block_q4_1) == 20, "q4_1 size");
@@ -78,9 +117,11 @@ static inline float vq_ggml_h2f(vq_half h) {
     uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 0x3FFu, u;
     if (e == 0) {
         if (m == 0) u = sign;
-        else {   /* subnormal: normalize */
-            int sh = 0;
-            while (!(m & 0x400u)) { m <<= 1; sh++; }
+        else { /* subnormal: normalize */ int sh = 0;
+            while (!(m & 0x400u)) {
+                m <<= 1;
+                sh++;
+            }
             u = sign | ((uint32_t)(113 - sh) << 23) | ((m & 0x3FFu) << 13);
         }
     } else if (e == 31) u = sign | 0x7F800000u | (m << 13);
@@ -96,11 +137,11 @@ static inline vq_half vq_ggml_f2h(float f) {
     memcpy(&x, &f, 4);
     uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7FFFFFFFu;
     if (ax >= 0x7F800000u) return (vq_half)(sign | 0x7C00u | (ax > 0x7F800000u ? 0x200u : 0));
-    if (ax >= 0x477FF000u) return (vq_half)(sign | 0x7C00u);           /* overflow -> inf */
-    if (ax < 0x38800000u) {                                            /* subnormal / zero */
+    if (ax >= 0x477FF000u) return (vq_half)(sign | 0x7C00u); /* overflow -> inf */
+    if (ax < 0x38800000u) {                                  /* subnormal / zero */
         if (ax < 0x33000000u) return (vq_half)sign;
         uint32_t e = ax >> 23, m = (ax & 0x7FFFFFu) | 0x800000u;
-        uint32_t shift = 126 - e;                                      /* 14 + (113 - e) - 1 */
+        uint32_t shift = 126 - e; /* 14 + (113 - e) - 1 */
         uint32_t r = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
         if (rem > half || (rem == half && (r & 1))) r++;
         return (vq_half)(sign | r);
@@ -133,14 +174,15 @@ typedef void (*vq_ggml_from_float_fn)(const float *x, void *y, int64_t n);
  * bit for bit, except Q4_K, whose four-row kernel chains its floats per 64-element chunk as
  * ggml's repacked gemm does (vq_vec_dot_q4_K_q8_K_ref). The matmuls use it for the tokens
  * 0 .. n - n % 4 - 1 of a batch and vec_dot for the rest, as ggml splits gemm and gemv. */
-typedef void (*vq_ggml_vec_dot4_fn)(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
+typedef void (*vq_ggml_vec_dot4_fn)(int64_t n, const void *w, const void *a, size_t a_stride,
+                                    float *out);
 
 struct vq_ggml_kernels {
     uint32_t type;
     enum vq_ggml_act act;
     vq_ggml_to_float_fn to_float;
     vq_ggml_vec_dot_fn vec_dot;
-    vq_ggml_vec_dot4_fn vec_dot4;   /* NULL: vec_dot per row */
+    vq_ggml_vec_dot4_fn vec_dot4; /* NULL: vec_dot per row */
 };
 
 /* Kernels of a weight type for an ISA (VQ_ISA_AUTO resolves to the best available; types with
@@ -153,7 +195,8 @@ size_t vq_ggml_act_row_bytes(enum vq_ggml_act act, int64_t n);
 void vq_ggml_quantize_act(enum vq_ggml_act act, const float *x, void *y, int64_t n);
 /* Same result, bit for bit, with the kernels of isa (AUTO: vq_ggml_isa_default(); unavailable:
  * scalar). Thread-safe. */
-void vq_ggml_quantize_act_isa(enum vq_isa isa, enum vq_ggml_act act, const float *x, void *y, int64_t n);
+void vq_ggml_quantize_act_isa(enum vq_isa isa, enum vq_ggml_act act, const float *x, void *y,
+                              int64_t n);
 void vq_quantize_row_q8a_avx2(const float *x, void *y, int64_t n);
 void vq_quantize_row_q8a_avx512(const float *x, void *y, int64_t n);
 /* Returns the ISA the engine uses for VQ_ISA_AUTO: $VQ_ISA if set and available, else the best
@@ -189,16 +232,20 @@ void vq_ggml_swiglu_avx512(float *g, const float *u, int64_t n);
  * (ints: isum[p] = sum of scale x (q . a), imin[p] = sum of min x block sum), in the orders of
  * ggml's repacked kernels (vq_vec_dot_q4_K_q8_K_ref): one fma per super-block for one row
  * (gemv), one per chunk for four rows (gemm). Shared by the scalar and AVX2 kernels. */
-typedef void (*vq_q4_K_ints_fn)(const vq_block_q4_K *x, const vq_block_q8_K *y, int isum[4], int imin[4]);
-static inline float vq_q4_K_gemv_chain(vq_q4_K_ints_fn ints, int64_t n, const void *w, const void *a) {
+typedef void (*vq_q4_K_ints_fn)(const vq_block_q4_K *x, const vq_block_q8_K *y, int isum[4],
+                                int imin[4]);
+static inline float vq_q4_K_gemv_chain(vq_q4_K_ints_fn ints, int64_t n, const void *w,
+                                       const void *a) {
     const vq_block_q4_K *x = (const vq_block_q4_K *)w;
     const vq_block_q8_K *y = (const vq_block_q8_K *)a;
     float acc = 0, accm = 0;
     for (int64_t i = 0; i < n / VQ_QK_K; i++) {
         int isum[4], imin[4];
         ints(&x[i], &y[i], isum, imin);
-        acc = fmaf((float)(isum[0] + isum[1] + isum[2] + isum[3]), vq_ggml_h2f(x[i].d) * y[i].d, acc);
-        accm = fmaf((float)(imin[0] + imin[1] + imin[2] + imin[3]), vq_ggml_h2f(x[i].dmin) * y[i].d, accm);
+        acc = fmaf((float)(isum[0] + isum[1] + isum[2] + isum[3]), vq_ggml_h2f(x[i].d) * y[i].d,
+                   acc);
+        accm = fmaf((float)(imin[0] + imin[1] + imin[2] + imin[3]), vq_ggml_h2f(x[i].dmin) * y[i].d,
+                    accm);
     }
     return acc - accm;
 }
@@ -206,7 +253,8 @@ static inline void vq_q4_K_gemm_chain(vq_q4_K_ints_fn ints, int64_t n, const voi
                                       size_t a_stride, float *out) {
     const vq_block_q4_K *x = (const vq_block_q4_K *)w;
     for (int j = 0; j < 4; j++) {
-        const vq_block_q8_K *y = (const vq_block_q8_K *)(const void *)((const uint8_t *)a + (size_t)j * a_stride);
+        const vq_block_q8_K *y = (const vq_block_q8_K *)(const void *)((const uint8_t *)a +
+                                                                       (size_t)j * a_stride);
         float acc = 0, accm = 0;
         for (int64_t i = 0; i < n / VQ_QK_K; i++) {
             int isum[4], imin[4];
@@ -251,7 +299,8 @@ float vq_vec_dot_q5_0_q8a_ref(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q5_1_q8a_ref(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q8_0_q8a_ref(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q4_K_q8_K_ref(int64_t n, const void *w, const void *a);
-void vq_vec_dot4_q4_K_q8_K_ref(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
+void vq_vec_dot4_q4_K_q8_K_ref(int64_t n, const void *w, const void *a, size_t a_stride,
+                               float *out);
 float vq_vec_dot_q5_K_q8_K_ref(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q6_K_q8_K_ref(int64_t n, const void *w, const void *a);
 
@@ -266,12 +315,18 @@ float vq_vec_dot_q5_1_q8a_avx2(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q8_0_q8a_avx2(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q6_K_q8_K_avx2(int64_t n, const void *w, const void *a);
-void vq_vec_dot4_q4_1_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
-void vq_vec_dot4_q8_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
-void vq_vec_dot4_q4_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
-void vq_vec_dot4_q5_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
-void vq_vec_dot4_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
-void vq_vec_dot4_q4_1_q8a_avx512(int64_t n, const void *w, const void *a, size_t a_stride, float *out);
+void vq_vec_dot4_q4_1_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                               float *out);
+void vq_vec_dot4_q8_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                               float *out);
+void vq_vec_dot4_q4_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                               float *out);
+void vq_vec_dot4_q5_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                               float *out);
+void vq_vec_dot4_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                                float *out);
+void vq_vec_dot4_q4_1_q8a_avx512(int64_t n, const void *w, const void *a, size_t a_stride,
+                                 float *out);
 float vq_vec_dot_f32_f32_avx512(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q4_1_q8a_avx512(int64_t n, const void *w, const void *a);
 
@@ -291,14 +346,15 @@ struct vq_ggml_mm_job {
     const void *w;
     size_t w_row_bytes;
     int64_t n_rows, n_cols;
-    const void *act;          /* n_tok rows in k->act format */
+    const void *act; /* n_tok rows in k->act format */
     size_t act_stride;
-    float *out;               /* out[t * ld_out + r] */
+    float *out; /* out[t * ld_out + r] */
     int64_t ld_out;
 };
 
 /* Runs several products over the same n_tok tokens in one OpenMP parallel loop (one fork/join
  * for e.g. the q, k and v projections), tiles of all jobs interleaved across threads. */
-void vq_ggml_matmul_multi(const struct vq_ggml_mm_job *jobs, int n_jobs, int64_t n_tok, int n_threads);
+void vq_ggml_matmul_multi(const struct vq_ggml_mm_job *jobs, int n_jobs, int64_t n_tok,
+                          int n_threads);
 
 #endif

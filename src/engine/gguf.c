@@ -21,22 +21,22 @@
 #include "core/core.h"
 #include "engine/ggml.h"
 
-#define VQ_GGUF_MAGIC 0x46554747u            /* "GGUF" as little-endian uint32 */
+#define VQ_GGUF_MAGIC 0x46554747u /* "GGUF" as little-endian uint32 */
 #define VQ_GGUF_DEFAULT_ALIGNMENT 32u
-#define VQ_GGUF_MAX_NAME 64u                 /* tensor name bytes (ggml GGML_MAX_NAME) */
+#define VQ_GGUF_MAX_NAME 64u /* tensor name bytes (ggml GGML_MAX_NAME) */
 #define VQ_GGUF_MAX_ALIGNMENT (1u << 20)
 
 struct vq_gguf {
-    const uint8_t *base;          /* (size) file bytes */
+    const uint8_t *base; /* (size) file bytes */
     size_t size;
-    void *map;                    /* mmap base or NULL (caller buffer) */
+    void *map; /* mmap base or NULL (caller buffer) */
     size_t map_len;
     uint32_t version;
     uint32_t alignment;
-    uint64_t data_off;            /* start of the tensor data section */
+    uint64_t data_off; /* start of the tensor data section */
     int64_t n_kv;
-    struct vq_gguf_kv *kv;        /* (n_kv) */
-    uint64_t **str_idx;           /* (n_kv) string-array element offsets (from base) or NULL */
+    struct vq_gguf_kv *kv; /* (n_kv) */
+    uint64_t **str_idx;    /* (n_kv) string-array element offsets (from base) or NULL */
     int64_t n_tensors;
     struct vq_gguf_tensor *tensors; /* (n_tensors) */
 };
@@ -57,11 +57,16 @@ static uint16_t rd_le16(const uint8_t *p) { return (uint16_t)(p[0] | (p[1] << 8)
 static uint32_t rd_le32(const uint8_t *p) {
     return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
-static uint64_t rd_le64(const uint8_t *p) { return (uint64_t)rd_le32(p) | ((uint64_t)rd_le32(p + 4) << 32); }
+static uint64_t rd_le64(const uint8_t *p) {
+    return (uint64_t)rd_le32(p) | ((uint64_t)rd_le32(p + 4) << 32);
+}
 
 /* ---- cursor ---------------------------------------------------------------------------- */
 
-struct cur { const uint8_t *base; size_t size, pos; };
+struct cur {
+    const uint8_t *base;
+    size_t size, pos;
+};
 
 static size_t cur_left(const struct cur *c) { return c->size - c->pos; }
 
@@ -89,10 +94,17 @@ static int cur_str(struct cur *c, struct vq_gguf_str *s) {
 
 static size_t scalar_size(uint32_t t) {
     switch (t) {
-    case VQ_GGUF_U8: case VQ_GGUF_I8: case VQ_GGUF_BOOL: return 1;
-    case VQ_GGUF_U16: case VQ_GGUF_I16: return 2;
-    case VQ_GGUF_U32: case VQ_GGUF_I32: case VQ_GGUF_F32: return 4;
-    case VQ_GGUF_U64: case VQ_GGUF_I64: case VQ_GGUF_F64: return 8;
+    case VQ_GGUF_U8:
+    case VQ_GGUF_I8:
+    case VQ_GGUF_BOOL: return 1;
+    case VQ_GGUF_U16:
+    case VQ_GGUF_I16: return 2;
+    case VQ_GGUF_U32:
+    case VQ_GGUF_I32:
+    case VQ_GGUF_F32: return 4;
+    case VQ_GGUF_U64:
+    case VQ_GGUF_I64:
+    case VQ_GGUF_F64: return 8;
     default: return 0;
     }
 }
@@ -138,7 +150,10 @@ static int has_duplicates(const void *first, int64_t n, size_t stride, struct vq
     qsort(v, (size_t)n, sizeof *v, cmp_str_ptr);
     int found = 0;
     for (int64_t i = 1; i < n && !found; i++)
-        if (str_cmp(*v[i - 1], *v[i]) == 0) { found = 1; *dup = *v[i]; }
+        if (str_cmp(*v[i - 1], *v[i]) == 0) {
+            found = 1;
+            *dup = *v[i];
+        }
     free(v);
     return found;
 }
@@ -146,11 +161,21 @@ static int has_duplicates(const void *first, int64_t n, size_t stride, struct vq
 static vq_status parse_kv(vq_gguf *g, struct cur *c, int64_t i) {
     struct vq_gguf_kv *kv = &g->kv[i];
     uint32_t t;
-    if (!cur_str(c, &kv->key)) { set_err("gguf: metadata key %lld truncated", (long long)i); return VQ_STATUS_BAD_FORMAT; }
-    if (kv->key.len == 0) { set_err("gguf: metadata key %lld is empty", (long long)i); return VQ_STATUS_BAD_FORMAT; }
-    if (!cur_u32(c, &t)) { set_err("gguf: metadata %lld type truncated", (long long)i); return VQ_STATUS_BAD_FORMAT; }
+    if (!cur_str(c, &kv->key)) {
+        set_err("gguf: metadata key %lld truncated", (long long)i);
+        return VQ_STATUS_BAD_FORMAT;
+    }
+    if (kv->key.len == 0) {
+        set_err("gguf: metadata key %lld is empty", (long long)i);
+        return VQ_STATUS_BAD_FORMAT;
+    }
+    if (!cur_u32(c, &t)) {
+        set_err("gguf: metadata %lld type truncated", (long long)i);
+        return VQ_STATUS_BAD_FORMAT;
+    }
     if (t >= VQ_GGUF_TYPE_COUNT) {
-        set_err("gguf: metadata '%.*s' has unknown value type %u", (int)kv->key.len, kv->key.ptr, t);
+        set_err("gguf: metadata '%.*s' has unknown value type %u", (int)kv->key.len, kv->key.ptr,
+                t);
         return VQ_STATUS_BAD_FORMAT;
     }
     kv->type = (enum vq_gguf_type)t;
@@ -173,7 +198,8 @@ static vq_status parse_kv(vq_gguf *g, struct cur *c, int64_t i) {
     uint64_t n;
     if (!cur_u32(c, &et) || !cur_u64(c, &n)) goto trunc;
     if (et >= VQ_GGUF_TYPE_COUNT) {
-        set_err("gguf: array '%.*s' has unknown element type %u", (int)kv->key.len, kv->key.ptr, et);
+        set_err("gguf: array '%.*s' has unknown element type %u", (int)kv->key.len, kv->key.ptr,
+                et);
         return VQ_STATUS_BAD_FORMAT;
     }
     if (et == VQ_GGUF_ARRAY) {
@@ -187,7 +213,10 @@ static vq_status parse_kv(vq_gguf *g, struct cur *c, int64_t i) {
         /* each element needs at least its 8-byte length */
         if (n > cur_left(c) / 8) goto trunc;
         uint64_t *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
-        if (!idx) { set_err("gguf: out of memory"); return VQ_STATUS_NO_MEMORY; }
+        if (!idx) {
+            set_err("gguf: out of memory");
+            return VQ_STATUS_NO_MEMORY;
+        }
         g->str_idx[i] = idx;
         for (uint64_t j = 0; j < n; j++) {
             struct vq_gguf_str s;
@@ -208,7 +237,10 @@ trunc:
 
 static vq_status parse_tensor(vq_gguf *g, struct cur *c, int64_t i) {
     struct vq_gguf_tensor *t = &g->tensors[i];
-    if (!cur_str(c, &t->name)) { set_err("gguf: tensor %lld name truncated", (long long)i); return VQ_STATUS_BAD_FORMAT; }
+    if (!cur_str(c, &t->name)) {
+        set_err("gguf: tensor %lld name truncated", (long long)i);
+        return VQ_STATUS_BAD_FORMAT;
+    }
     if (t->name.len == 0 || t->name.len > VQ_GGUF_MAX_NAME) {
         set_err("gguf: tensor %lld name length %llu invalid (1..%u)", (long long)i,
                 (unsigned long long)t->name.len, VQ_GGUF_MAX_NAME);
@@ -237,8 +269,8 @@ static vq_status parse_tensor(vq_gguf *g, struct cur *c, int64_t i) {
         return VQ_STATUS_UNSUPPORTED;
     }
     if (t->ne[0] % (uint64_t)ti->block_size) {
-        set_err("gguf: tensor '%.*s' row length %llu is not a multiple of the %s block size %d",
-                nl, t->name.ptr, (unsigned long long)t->ne[0], ti->name, ti->block_size);
+        set_err("gguf: tensor '%.*s' row length %llu is not a multiple of the %s block size %d", nl,
+                t->name.ptr, (unsigned long long)t->ne[0], ti->name, ti->block_size);
         return VQ_STATUS_BAD_FORMAT;
     }
     /* nbytes = ne1*ne2*ne3 * (ne0/bs) * type_size, with overflow checks against the file size */
@@ -288,17 +320,20 @@ static int cmp_tensor_off(const void *a, const void *b) {
     const struct vq_gguf_tensor *x = *(const struct vq_gguf_tensor *const *)a;
     const struct vq_gguf_tensor *y = *(const struct vq_gguf_tensor *const *)b;
     if (x->offset != y->offset) return x->offset < y->offset ? -1 : 1;
-    return x < y ? -1 : x > y;   /* ties in file order: deterministic messages */
+    return x < y ? -1 : x > y; /* ties in file order: deterministic messages */
 }
 
 static vq_status check_layout(vq_gguf *g) {
     if (g->n_tensors == 0) return VQ_STATUS_OK;
     const struct vq_gguf_tensor **v = malloc((size_t)g->n_tensors * sizeof *v);
-    if (!v) { set_err("gguf: out of memory"); return VQ_STATUS_NO_MEMORY; }
+    if (!v) {
+        set_err("gguf: out of memory");
+        return VQ_STATUS_NO_MEMORY;
+    }
     for (int64_t i = 0; i < g->n_tensors; i++) v[i] = &g->tensors[i];
     qsort(v, (size_t)g->n_tensors, sizeof *v, cmp_tensor_off);
     const uint64_t a = g->alignment;
-    uint64_t want = 0;   /* where the next tensor must start */
+    uint64_t want = 0; /* where the next tensor must start */
     const struct vq_gguf_tensor *prev = NULL;
     vq_status s = VQ_STATUS_OK;
     for (int64_t i = 0; i < g->n_tensors && s == VQ_STATUS_OK; i++) {
@@ -306,17 +341,19 @@ static vq_status check_layout(vq_gguf *g) {
         if (t->offset != want) {
             s = VQ_STATUS_BAD_FORMAT;
             if (!prev)
-                set_err("gguf: the first tensor's data ('%.*s') starts at data offset %llu, "
-                        "not 0", (int)t->name.len, t->name.ptr, (unsigned long long)t->offset);
+                set_err(
+                    "gguf: the first tensor's data ('%.*s') starts at data offset %llu, "
+                    "not 0",
+                    (int)t->name.len, t->name.ptr, (unsigned long long)t->offset);
             else
-                set_err("gguf: tensor '%.*s' (%s, %llu bytes) at data offset %llu %s tensor "
-                        "'%.*s' at %llu: the next tensor should start at %llu (overlapping "
-                        "data, or a wrong type or shape)",
-                        (int)prev->name.len, prev->name.ptr, vq_ggml_type_name(prev->type),
-                        (unsigned long long)prev->nbytes, (unsigned long long)prev->offset,
-                        t->offset < want ? "overlaps" : "leaves a gap before",
-                        (int)t->name.len, t->name.ptr, (unsigned long long)t->offset,
-                        (unsigned long long)want);
+                set_err(
+                    "gguf: tensor '%.*s' (%s, %llu bytes) at data offset %llu %s tensor "
+                    "'%.*s' at %llu: the next tensor should start at %llu (overlapping "
+                    "data, or a wrong type or shape)",
+                    (int)prev->name.len, prev->name.ptr, vq_ggml_type_name(prev->type),
+                    (unsigned long long)prev->nbytes, (unsigned long long)prev->offset,
+                    t->offset < want ? "overlaps" : "leaves a gap before", (int)t->name.len,
+                    t->name.ptr, (unsigned long long)t->offset, (unsigned long long)want);
         }
         /* offset + nbytes <= data section size (checked), so this cannot overflow */
         want = (t->offset + t->nbytes + a - 1) / a * a;
@@ -327,13 +364,17 @@ static vq_status check_layout(vq_gguf *g) {
 }
 
 /* Where a block type keeps its scales: n fp16 scales at byte offsets off[], or one f32. */
-struct scale_pos { uint32_t type; int n; uint16_t off[2]; int f32; };
+struct scale_pos {
+    uint32_t type;
+    int n;
+    uint16_t off[2];
+    int f32;
+};
 static const struct scale_pos g_scales[] = {
-    {VQ_GGML_Q4_0, 1, {0, 0}, 0},   {VQ_GGML_Q4_1, 2, {0, 2}, 0},  {VQ_GGML_Q5_0, 1, {0, 0}, 0},
-    {VQ_GGML_Q5_1, 2, {0, 2}, 0},   {VQ_GGML_Q8_0, 1, {0, 0}, 0},  {VQ_GGML_Q8_1, 2, {0, 2}, 0},
-    {VQ_GGML_Q2_K, 2, {80, 82}, 0}, {VQ_GGML_Q3_K, 1, {108, 0}, 0},
-    {VQ_GGML_Q4_K, 2, {0, 2}, 0},   {VQ_GGML_Q5_K, 2, {0, 2}, 0},  {VQ_GGML_Q6_K, 1, {208, 0}, 0},
-    {VQ_GGML_Q8_K, 1, {0, 0}, 1},
+    {VQ_GGML_Q4_0, 1, {0, 0}, 0},   {VQ_GGML_Q4_1, 2, {0, 2}, 0},   {VQ_GGML_Q5_0, 1, {0, 0}, 0},
+    {VQ_GGML_Q5_1, 2, {0, 2}, 0},   {VQ_GGML_Q8_0, 1, {0, 0}, 0},   {VQ_GGML_Q8_1, 2, {0, 2}, 0},
+    {VQ_GGML_Q2_K, 2, {80, 82}, 0}, {VQ_GGML_Q3_K, 1, {108, 0}, 0}, {VQ_GGML_Q4_K, 2, {0, 2}, 0},
+    {VQ_GGML_Q5_K, 2, {0, 2}, 0},   {VQ_GGML_Q6_K, 1, {208, 0}, 0}, {VQ_GGML_Q8_K, 1, {0, 0}, 1},
 };
 
 static int half_finite(const uint8_t *p) { return (rd_le16(p) & 0x7C00u) != 0x7C00u; }
@@ -373,17 +414,18 @@ static int64_t first_non_finite(const struct vq_gguf_tensor *t) {
             if (!ok) return (int64_t)i;
         }
     }
-    return -1;   /* integer types: every bit pattern is a value */
+    return -1; /* integer types: every bit pattern is a value */
 }
 
 static vq_status check_values(const struct vq_gguf_tensor *t) {
     const int64_t bad = first_non_finite(t);
     if (bad < 0) return VQ_STATUS_OK;
-    const struct vq_ggml_type_info *ti = vq_ggml_type_info(t->type);   /* known: parse_tensor */
-    set_err("gguf: tensor '%.*s' (%s) has a non-finite %s at %s %lld (corrupt data, or the "
-            "wrong type)", (int)t->name.len, t->name.ptr, ti->name,
-            ti->block_size > 1 ? "scale" : "value", ti->block_size > 1 ? "block" : "element",
-            (long long)bad);
+    const struct vq_ggml_type_info *ti = vq_ggml_type_info(t->type); /* known: parse_tensor */
+    set_err(
+        "gguf: tensor '%.*s' (%s) has a non-finite %s at %s %lld (corrupt data, or the "
+        "wrong type)",
+        (int)t->name.len, t->name.ptr, ti->name, ti->block_size > 1 ? "scale" : "value",
+        ti->block_size > 1 ? "block" : "element", (long long)bad);
     return VQ_STATUS_BAD_FORMAT;
 }
 
@@ -395,13 +437,18 @@ static vq_status parse(vq_gguf *g) {
         set_err("gguf: bad magic (not a GGUF file)");
         return VQ_STATUS_BAD_FORMAT;
     }
-    if (!cur_u32(&c, &version)) { set_err("gguf: header truncated"); return VQ_STATUS_BAD_FORMAT; }
-    if (version == 1) { set_err("gguf: version 1 not supported"); return VQ_STATUS_UNSUPPORTED; }
+    if (!cur_u32(&c, &version)) {
+        set_err("gguf: header truncated");
+        return VQ_STATUS_BAD_FORMAT;
+    }
+    if (version == 1) {
+        set_err("gguf: version 1 not supported");
+        return VQ_STATUS_UNSUPPORTED;
+    }
     if (version != 2 && version != 3) {
         if ((version & 0xFFFFu) == 0 && (version >> 16) != 0)
             set_err("gguf: big-endian file (version bytes 0x%08x) not supported", version);
-        else
-            set_err("gguf: unsupported version %u", version);
+        else set_err("gguf: unsupported version %u", version);
         return VQ_STATUS_UNSUPPORTED;
     }
     g->version = version;
@@ -423,21 +470,34 @@ static vq_status parse(vq_gguf *g) {
     g->kv = calloc(n_kv ? (size_t)n_kv : 1, sizeof *g->kv);
     g->str_idx = calloc(n_kv ? (size_t)n_kv : 1, sizeof *g->str_idx);
     g->tensors = calloc(n_tensors ? (size_t)n_tensors : 1, sizeof *g->tensors);
-    if (!g->kv || !g->str_idx || !g->tensors) { set_err("gguf: out of memory"); return VQ_STATUS_NO_MEMORY; }
+    if (!g->kv || !g->str_idx || !g->tensors) {
+        set_err("gguf: out of memory");
+        return VQ_STATUS_NO_MEMORY;
+    }
 
     for (int64_t i = 0; i < g->n_kv; i++) VQ_RETURN_IF_ERR(parse_kv(g, &c, i));
     struct vq_gguf_str dup;
     int d = has_duplicates(&g->kv[0].key, g->n_kv, sizeof g->kv[0], &dup);
-    if (d < 0) { set_err("gguf: out of memory"); return VQ_STATUS_NO_MEMORY; }
-    if (d) { set_err("gguf: duplicate metadata key '%.*s'", (int)dup.len, dup.ptr); return VQ_STATUS_BAD_FORMAT; }
+    if (d < 0) {
+        set_err("gguf: out of memory");
+        return VQ_STATUS_NO_MEMORY;
+    }
+    if (d) {
+        set_err("gguf: duplicate metadata key '%.*s'", (int)dup.len, dup.ptr);
+        return VQ_STATUS_BAD_FORMAT;
+    }
 
     g->alignment = VQ_GGUF_DEFAULT_ALIGNMENT;
     const struct vq_gguf_kv *al = vq_gguf_find(g, "general.alignment");
     if (al) {
-        if (al->type != VQ_GGUF_U32) { set_err("gguf: general.alignment is not u32"); return VQ_STATUS_BAD_FORMAT; }
+        if (al->type != VQ_GGUF_U32) {
+            set_err("gguf: general.alignment is not u32");
+            return VQ_STATUS_BAD_FORMAT;
+        }
         uint32_t a = rd_le32(al->data);
         if (a == 0 || (a & (a - 1)) || a > VQ_GGUF_MAX_ALIGNMENT) {
-            set_err("gguf: general.alignment %u is not a power of two in 1..%u", a, VQ_GGUF_MAX_ALIGNMENT);
+            set_err("gguf: general.alignment %u is not a power of two in 1..%u", a,
+                    VQ_GGUF_MAX_ALIGNMENT);
             return VQ_STATUS_BAD_FORMAT;
         }
         g->alignment = a;
@@ -445,14 +505,23 @@ static vq_status parse(vq_gguf *g) {
 
     for (int64_t i = 0; i < g->n_tensors; i++) VQ_RETURN_IF_ERR(parse_tensor(g, &c, i));
     d = has_duplicates(&g->tensors[0].name, g->n_tensors, sizeof g->tensors[0], &dup);
-    if (d < 0) { set_err("gguf: out of memory"); return VQ_STATUS_NO_MEMORY; }
-    if (d) { set_err("gguf: duplicate tensor name '%.*s'", (int)dup.len, dup.ptr); return VQ_STATUS_BAD_FORMAT; }
+    if (d < 0) {
+        set_err("gguf: out of memory");
+        return VQ_STATUS_NO_MEMORY;
+    }
+    if (d) {
+        set_err("gguf: duplicate tensor name '%.*s'", (int)dup.len, dup.ptr);
+        return VQ_STATUS_BAD_FORMAT;
+    }
 
     uint64_t off = c.pos;
     off = (off + g->alignment - 1) / g->alignment * g->alignment;
     g->data_off = off;
     if (g->n_tensors == 0) return VQ_STATUS_OK;
-    if (off > g->size) { set_err("gguf: data section starts beyond the end of the file"); return VQ_STATUS_BAD_FORMAT; }
+    if (off > g->size) {
+        set_err("gguf: data section starts beyond the end of the file");
+        return VQ_STATUS_BAD_FORMAT;
+    }
     uint64_t avail = g->size - off;
     for (int64_t i = 0; i < g->n_tensors; i++) {
         struct vq_gguf_tensor *t = &g->tensors[i];
@@ -470,16 +539,27 @@ static vq_status parse(vq_gguf *g) {
 static vq_gguf *open_common(vq_gguf *g, vq_status *st) {
     vq_status s = parse(g);
     if (st) *st = s;
-    if (s != VQ_STATUS_OK) { vq_gguf_close(g); return NULL; }
+    if (s != VQ_STATUS_OK) {
+        vq_gguf_close(g);
+        return NULL;
+    }
     g_err[0] = 0;
     return g;
 }
 
 /* Parses a caller-owned buffer (must outlive the handle). */
 vq_gguf *vq_gguf_open_mem(const void *buf, size_t len, vq_status *st) {
-    if (!buf && len) { if (st) *st = VQ_STATUS_INVALID_ARG; set_err("gguf: NULL buffer"); return NULL; }
+    if (!buf && len) {
+        if (st) *st = VQ_STATUS_INVALID_ARG;
+        set_err("gguf: NULL buffer");
+        return NULL;
+    }
     vq_gguf *g = calloc(1, sizeof *g);
-    if (!g) { if (st) *st = VQ_STATUS_NO_MEMORY; set_err("gguf: out of memory"); return NULL; }
+    if (!g) {
+        if (st) *st = VQ_STATUS_NO_MEMORY;
+        set_err("gguf: out of memory");
+        return NULL;
+    }
     static const uint8_t empty[1];
     g->base = buf ? buf : empty;
     g->size = len;
@@ -488,13 +568,21 @@ vq_gguf *vq_gguf_open_mem(const void *buf, size_t len, vq_status *st) {
 
 /* What a non-regular file is, for error messages. */
 static const char *file_kind(mode_t m) {
-    return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ? "a character device"
-         : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a plain file";
+    return S_ISDIR(m)  ? "a directory"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+         : S_ISSOCK(m) ? "a socket"
+                       : "not a plain file";
 }
 
 /* Maps path read-only and parses it. */
 vq_gguf *vq_gguf_open(const char *path, vq_status *st) {
-    if (!path) { if (st) *st = VQ_STATUS_INVALID_ARG; set_err("gguf: NULL path"); return NULL; }
+    if (!path) {
+        if (st) *st = VQ_STATUS_INVALID_ARG;
+        set_err("gguf: NULL path");
+        return NULL;
+    }
     /* O_NONBLOCK: opening a FIFO for reading would otherwise wait for a writer forever; the
      * type check below then refuses it (the flag has no effect on regular files) */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
@@ -514,7 +602,8 @@ vq_gguf *vq_gguf_open(const char *path, vq_status *st) {
     }
     if (sb.st_size < 24) {
         close(fd);
-        set_err("gguf: '%s' is too small (%lld bytes) to be a GGUF file", path, (long long)sb.st_size);
+        set_err("gguf: '%s' is too small (%lld bytes) to be a GGUF file", path,
+                (long long)sb.st_size);
         if (st) *st = VQ_STATUS_BAD_FORMAT;
         return NULL;
     }
@@ -526,7 +615,12 @@ vq_gguf *vq_gguf_open(const char *path, vq_status *st) {
         return NULL;
     }
     vq_gguf *g = calloc(1, sizeof *g);
-    if (!g) { munmap(m, (size_t)sb.st_size); if (st) *st = VQ_STATUS_NO_MEMORY; set_err("gguf: out of memory"); return NULL; }
+    if (!g) {
+        munmap(m, (size_t)sb.st_size);
+        if (st) *st = VQ_STATUS_NO_MEMORY;
+        set_err("gguf: out of memory");
+        return NULL;
+    }
     g->map = m;
     g->map_len = (size_t)sb.st_size;
     g->base = m;
@@ -559,14 +653,27 @@ const struct vq_gguf_kv *vq_gguf_find(const vq_gguf *g, const char *key) {
 static int read_int(const uint8_t *p, uint32_t t, int64_t *sv, uint64_t *uv, int *is_signed) {
     *is_signed = 0;
     switch (t) {
-    case VQ_GGUF_U8: case VQ_GGUF_BOOL: *uv = p[0]; return 1;
-    case VQ_GGUF_I8: *sv = (int8_t)p[0]; *is_signed = 1; return 1;
+    case VQ_GGUF_U8:
+    case VQ_GGUF_BOOL: *uv = p[0]; return 1;
+    case VQ_GGUF_I8:
+        *sv = (int8_t)p[0];
+        *is_signed = 1;
+        return 1;
     case VQ_GGUF_U16: *uv = rd_le16(p); return 1;
-    case VQ_GGUF_I16: *sv = (int16_t)rd_le16(p); *is_signed = 1; return 1;
+    case VQ_GGUF_I16:
+        *sv = (int16_t)rd_le16(p);
+        *is_signed = 1;
+        return 1;
     case VQ_GGUF_U32: *uv = rd_le32(p); return 1;
-    case VQ_GGUF_I32: *sv = (int32_t)rd_le32(p); *is_signed = 1; return 1;
+    case VQ_GGUF_I32:
+        *sv = (int32_t)rd_le32(p);
+        *is_signed = 1;
+        return 1;
     case VQ_GGUF_U64: *uv = rd_le64(p); return 1;
-    case VQ_GGUF_I64: *sv = (int64_t)rd_le64(p); *is_signed = 1; return 1;
+    case VQ_GGUF_I64:
+        *sv = (int64_t)rd_le64(p);
+        *is_signed = 1;
+        return 1;
     default: return 0;
     }
 }
@@ -574,8 +681,11 @@ static int read_int(const uint8_t *p, uint32_t t, int64_t *sv, uint64_t *uv, int
 vq_status vq_gguf_get_u32(const vq_gguf *g, const char *key, uint32_t *out) {
     const struct vq_gguf_kv *kv = vq_gguf_find(g, key);
     if (!kv) return VQ_STATUS_NOT_FOUND;
-    int64_t sv = 0; uint64_t uv = 0; int sg;
-    if (!read_int(kv->data, kv->type, &sv, &uv, &sg) || kv->type == VQ_GGUF_BOOL) return VQ_STATUS_BAD_FORMAT;
+    int64_t sv = 0;
+    uint64_t uv = 0;
+    int sg;
+    if (!read_int(kv->data, kv->type, &sv, &uv, &sg) || kv->type == VQ_GGUF_BOOL)
+        return VQ_STATUS_BAD_FORMAT;
     if (sg) {
         if (sv < 0 || sv > (int64_t)UINT32_MAX) return VQ_STATUS_BAD_FORMAT;
         *out = (uint32_t)sv;
@@ -602,8 +712,14 @@ static double rd_f64(const uint8_t *p) {
 vq_status vq_gguf_get_f32(const vq_gguf *g, const char *key, float *out) {
     const struct vq_gguf_kv *kv = vq_gguf_find(g, key);
     if (!kv) return VQ_STATUS_NOT_FOUND;
-    if (kv->type == VQ_GGUF_F32) { *out = rd_f32(kv->data); return VQ_STATUS_OK; }
-    if (kv->type == VQ_GGUF_F64) { *out = (float)rd_f64(kv->data); return VQ_STATUS_OK; }
+    if (kv->type == VQ_GGUF_F32) {
+        *out = rd_f32(kv->data);
+        return VQ_STATUS_OK;
+    }
+    if (kv->type == VQ_GGUF_F64) {
+        *out = (float)rd_f64(kv->data);
+        return VQ_STATUS_OK;
+    }
     return VQ_STATUS_BAD_FORMAT;
 }
 
@@ -622,7 +738,8 @@ static int64_t kv_index(const vq_gguf *g, const struct vq_gguf_kv *kv) {
     return kv - g->kv;
 }
 
-vq_status vq_gguf_arr_str(const vq_gguf *g, const struct vq_gguf_kv *kv, uint64_t i, struct vq_gguf_str *out) {
+vq_status vq_gguf_arr_str(const vq_gguf *g, const struct vq_gguf_kv *kv, uint64_t i,
+                          struct vq_gguf_str *out) {
     int64_t k = kv_index(g, kv);
     if (k < 0) return VQ_STATUS_INVALID_ARG;
     if (kv->type != VQ_GGUF_ARRAY || kv->arr_type != VQ_GGUF_STRING) return VQ_STATUS_BAD_FORMAT;
@@ -637,8 +754,14 @@ vq_status vq_gguf_arr_f32(const vq_gguf *g, const struct vq_gguf_kv *kv, uint64_
     if (kv_index(g, kv) < 0) return VQ_STATUS_INVALID_ARG;
     if (kv->type != VQ_GGUF_ARRAY) return VQ_STATUS_BAD_FORMAT;
     if (i >= kv->arr_count) return VQ_STATUS_RANGE;
-    if (kv->arr_type == VQ_GGUF_F32) { *out = rd_f32(kv->data + 4 * i); return VQ_STATUS_OK; }
-    if (kv->arr_type == VQ_GGUF_F64) { *out = (float)rd_f64(kv->data + 8 * i); return VQ_STATUS_OK; }
+    if (kv->arr_type == VQ_GGUF_F32) {
+        *out = rd_f32(kv->data + 4 * i);
+        return VQ_STATUS_OK;
+    }
+    if (kv->arr_type == VQ_GGUF_F64) {
+        *out = (float)rd_f64(kv->data + 8 * i);
+        return VQ_STATUS_OK;
+    }
     return VQ_STATUS_BAD_FORMAT;
 }
 
@@ -647,7 +770,9 @@ vq_status vq_gguf_arr_i32(const vq_gguf *g, const struct vq_gguf_kv *kv, uint64_
     if (kv->type != VQ_GGUF_ARRAY) return VQ_STATUS_BAD_FORMAT;
     if (i >= kv->arr_count) return VQ_STATUS_RANGE;
     size_t es = scalar_size(kv->arr_type);
-    int64_t sv = 0; uint64_t uv = 0; int sg;
+    int64_t sv = 0;
+    uint64_t uv = 0;
+    int sg;
     if (!es || kv->arr_type == VQ_GGUF_F32 || kv->arr_type == VQ_GGUF_F64 ||
         !read_int(kv->data + es * i, kv->arr_type, &sv, &uv, &sg))
         return VQ_STATUS_BAD_FORMAT;

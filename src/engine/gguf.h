@@ -11,37 +11,62 @@
 #include "veloxquant.h"
 
 enum vq_gguf_type {
-    VQ_GGUF_U8 = 0, VQ_GGUF_I8 = 1, VQ_GGUF_U16 = 2, VQ_GGUF_I16 = 3, VQ_GGUF_U32 = 4,
-    VQ_GGUF_I32 = 5, VQ_GGUF_F32 = 6, VQ_GGUF_BOOL = 7, VQ_GGUF_STRING = 8, VQ_GGUF_ARRAY = 9,
-    VQ_GGUF_U64 = 10, VQ_GGUF_I64 = 11, VQ_GGUF_F64 = 12, VQ_GGUF_TYPE_COUNT
+    VQ_GGUF_U8 = 0,
+    VQ_GGUF_I8 = 1,
+    VQ_GGUF_U16 = 2,
+    VQ_GGUF_I16 = 3,
+    VQ_GGUF_U32 = 4,
+    VQ_GGUF_I32 = 5,
+    VQ_GGUF_F32 = 6,
+    VQ_GGUF_BOOL = 7,
+    VQ_GGUF_STRING = 8,
+    VQ_GGUF_ARRAY = 9,
+    VQ_GGUF_U64 = 10,
+    VQ_GGUF_I64 = 11,
+    VQ_GGUF_F64 = 12,
+    VQ_GGUF_TYPE_COUNT
 };
 
 /* ggml tensor type ids (subset we know; see docs/ALGORITHMS.md §9.3). */
 enum vq_ggml_type {
-    VQ_GGML_F32 = 0, VQ_GGML_F16 = 1, VQ_GGML_Q4_0 = 2, VQ_GGML_Q4_1 = 3, VQ_GGML_Q5_0 = 6,
-    VQ_GGML_Q5_1 = 7, VQ_GGML_Q8_0 = 8, VQ_GGML_Q8_1 = 9, VQ_GGML_Q2_K = 10, VQ_GGML_Q3_K = 11,
-    VQ_GGML_Q4_K = 12, VQ_GGML_Q5_K = 13, VQ_GGML_Q6_K = 14, VQ_GGML_Q8_K = 15,
+    VQ_GGML_F32 = 0,
+    VQ_GGML_F16 = 1,
+    VQ_GGML_Q4_0 = 2,
+    VQ_GGML_Q4_1 = 3,
+    VQ_GGML_Q5_0 = 6,
+    VQ_GGML_Q5_1 = 7,
+    VQ_GGML_Q8_0 = 8,
+    VQ_GGML_Q8_1 = 9,
+    VQ_GGML_Q2_K = 10,
+    VQ_GGML_Q3_K = 11,
+    VQ_GGML_Q4_K = 12,
+    VQ_GGML_Q5_K = 13,
+    VQ_GGML_Q6_K = 14,
+    VQ_GGML_Q8_K = 15,
     VQ_GGML_BF16 = 30
 };
 
-struct vq_gguf_str { const char *ptr; uint64_t len; };   /* not NUL-terminated; borrowed */
+struct vq_gguf_str {
+    const char *ptr;
+    uint64_t len;
+}; /* not NUL-terminated; borrowed */
 
 struct vq_gguf_kv {
     struct vq_gguf_str key;
     enum vq_gguf_type type;
-    enum vq_gguf_type arr_type;   /* for arrays */
-    uint64_t arr_count;           /* for arrays */
-    const uint8_t *data;          /* raw little-endian value bytes (array: first element) */
+    enum vq_gguf_type arr_type; /* for arrays */
+    uint64_t arr_count;         /* for arrays */
+    const uint8_t *data;        /* raw little-endian value bytes (array: first element) */
 };
 
 struct vq_gguf_tensor {
     struct vq_gguf_str name;
     uint32_t n_dims;
-    uint64_t ne[4];               /* ne[0] innermost; unused dims = 1 */
-    uint32_t type;                /* enum vq_ggml_type */
-    uint64_t offset;              /* relative to data section */
+    uint64_t ne[4];  /* ne[0] innermost; unused dims = 1 */
+    uint32_t type;   /* enum vq_ggml_type */
+    uint64_t offset; /* relative to data section */
     uint64_t nbytes;
-    const void *data;             /* pointer into the mapping */
+    const void *data; /* pointer into the mapping */
 };
 
 typedef struct vq_gguf vq_gguf;
@@ -69,20 +94,21 @@ const char *vq_gguf_last_error(void);
 uint32_t vq_gguf_version(const vq_gguf *g);
 int64_t vq_gguf_n_kv(const vq_gguf *g);
 const struct vq_gguf_kv *vq_gguf_kv_at(const vq_gguf *g, int64_t i);
-const struct vq_gguf_kv *vq_gguf_find(const vq_gguf *g, const char *key);   /* NULL if absent */
+const struct vq_gguf_kv *vq_gguf_find(const vq_gguf *g, const char *key); /* NULL if absent */
 /* Typed getters: return NOT_FOUND if absent, BAD_FORMAT on type mismatch (integer types are
  * converted when the value fits). */
 vq_status vq_gguf_get_u32(const vq_gguf *g, const char *key, uint32_t *out);
 vq_status vq_gguf_get_f32(const vq_gguf *g, const char *key, float *out);
 vq_status vq_gguf_get_str(const vq_gguf *g, const char *key, struct vq_gguf_str *out);
 /* Array element access (bounds-checked; string elements are walked once and indexed). */
-vq_status vq_gguf_arr_str(const vq_gguf *g, const struct vq_gguf_kv *kv, uint64_t i, struct vq_gguf_str *out);
+vq_status vq_gguf_arr_str(const vq_gguf *g, const struct vq_gguf_kv *kv, uint64_t i,
+                          struct vq_gguf_str *out);
 vq_status vq_gguf_arr_f32(const vq_gguf *g, const struct vq_gguf_kv *kv, uint64_t i, float *out);
 vq_status vq_gguf_arr_i32(const vq_gguf *g, const struct vq_gguf_kv *kv, uint64_t i, int32_t *out);
 
 int64_t vq_gguf_n_tensors(const vq_gguf *g);
 const struct vq_gguf_tensor *vq_gguf_tensor_at(const vq_gguf *g, int64_t i);
 const struct vq_gguf_tensor *vq_gguf_tensor_find(const vq_gguf *g, const char *name);
-const char *vq_ggml_type_name(uint32_t type);   /* "Q4_K", or "unknown" */
+const char *vq_ggml_type_name(uint32_t type); /* "Q4_K", or "unknown" */
 
 #endif

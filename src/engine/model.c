@@ -28,7 +28,7 @@ struct check {
     vq_model_problem_fn fn;
     void *user;
     int n;
-    int names_only;   /* no usable geometry: tensors are checked for presence only */
+    int names_only; /* no usable geometry: tensors are checked for presence only */
 };
 static _Thread_local struct check *g_check;
 
@@ -73,7 +73,8 @@ struct loader {
     size_t owned_used, owned_cap;
 };
 
-static vq_status get_u32_req(const vq_gguf *g, const char *arch, const char *suffix, uint32_t *out) {
+static vq_status get_u32_req(const vq_gguf *g, const char *arch, const char *suffix,
+                             uint32_t *out) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     vq_status st = vq_gguf_get_u32(g, key, out);
@@ -82,7 +83,8 @@ static vq_status get_u32_req(const vq_gguf *g, const char *arch, const char *suf
     return st;
 }
 
-static vq_status get_u32_opt(const vq_gguf *g, const char *arch, const char *suffix, uint32_t *out) {
+static vq_status get_u32_opt(const vq_gguf *g, const char *arch, const char *suffix,
+                             uint32_t *out) {
     char key[128];
     snprintf(key, sizeof key, "%s.%s", arch, suffix);
     vq_status st = vq_gguf_get_u32(g, key, out);
@@ -97,8 +99,10 @@ static vq_status get_f32_opt(const vq_gguf *g, const char *arch, const char *suf
     vq_status st = vq_gguf_get_f32(g, key, out);
     if (st == VQ_STATUS_NOT_FOUND) return VQ_STATUS_OK;
     if (st != VQ_STATUS_OK || !isfinite(*out))
-        return fail(VQ_STATUS_BAD_FORMAT, "model: metadata '%s' has the wrong type or is not "
-                    "finite", key);
+        return fail(VQ_STATUS_BAD_FORMAT,
+                    "model: metadata '%s' has the wrong type or is not "
+                    "finite",
+                    key);
     return VQ_STATUS_OK;
 }
 
@@ -109,15 +113,18 @@ static vq_status bind_matrix(const vq_model *m, const char *name, int64_t rows, 
     if (!t) return fail(VQ_STATUS_BAD_FORMAT, "model: missing tensor '%s'", name);
     if (g_check && g_check->names_only) return VQ_STATUS_OK;
     if (t->ne[0] != (uint64_t)cols || t->ne[1] != (uint64_t)rows || t->ne[2] != 1 || t->ne[3] != 1)
-        return fail(VQ_STATUS_BAD_FORMAT, "model: tensor '%s' has shape [%llu, %llu, %llu], "
-                    "expected [%lld, %lld]", name, (unsigned long long)t->ne[0],
-                    (unsigned long long)t->ne[1], (unsigned long long)t->ne[2], (long long)cols,
-                    (long long)rows);
+        return fail(VQ_STATUS_BAD_FORMAT,
+                    "model: tensor '%s' has shape [%llu, %llu, %llu], "
+                    "expected [%lld, %lld]",
+                    name, (unsigned long long)t->ne[0], (unsigned long long)t->ne[1],
+                    (unsigned long long)t->ne[2], (long long)cols, (long long)rows);
     const struct vq_ggml_kernels *k = vq_ggml_kernels(t->type, isa);
-    if (!k && g_check) return VQ_STATUS_OK;   /* reported once per type by vq_model_check */
+    if (!k && g_check) return VQ_STATUS_OK; /* reported once per type by vq_model_check */
     if (!k)
-        return fail(VQ_STATUS_UNSUPPORTED, "model: tensor '%s' has ggml type %u (%s), which the "
-                    "engine does not support", name, t->type, vq_ggml_type_name(t->type));
+        return fail(VQ_STATUS_UNSUPPORTED,
+                    "model: tensor '%s' has ggml type %u (%s), which the "
+                    "engine does not support",
+                    name, t->type, vq_ggml_type_name(t->type));
     const struct vq_ggml_type_info *ti = vq_ggml_type_info(t->type);
     w->data = t->data;
     w->type = t->type;
@@ -150,7 +157,7 @@ static vq_status bind_vector(struct loader *L, const char *name, int64_t n, int 
         return fail(VQ_STATUS_BAD_FORMAT, "model: tensor '%s' has %llu elements, expected %lld",
                     name, (unsigned long long)t->ne[0], (long long)n);
     const struct vq_ggml_kernels *k = vq_ggml_kernels(t->type, VQ_ISA_SCALAR);
-    if (!k && g_check) return VQ_STATUS_OK;   /* reported once per type by vq_model_check */
+    if (!k && g_check) return VQ_STATUS_OK; /* reported once per type by vq_model_check */
     if (!k)
         return fail(VQ_STATUS_UNSUPPORTED, "model: tensor '%s' has unsupported ggml type %u (%s)",
                     name, t->type, vq_ggml_type_name(t->type));
@@ -183,11 +190,11 @@ enum {
     ARCH_QK_NORM = 1,       /* attn_q_norm / attn_k_norm (head_dim): RMSNorm per head before RoPE */
     ARCH_Q_PRESCALE = 2,    /* q scaled by 1/sqrt(head_dim) after RoPE, attention scale 1 */
     ARCH_GATE_UP_FUSED = 4, /* ffn_up holds 2*n_ff rows, gate first; no ffn_gate (LLM_FFN_SWIGLU) */
-    ARCH_SWA = 8,           /* {arch}.attention.sliding_window W > 0 windows the layers of swa_pattern */
-    ARCH_EMBD_SCALE = 16,   /* token embeddings multiplied by sqrtf(n_embd) */
-    ARCH_POST_NORMS = 32,   /* post_attention_norm / post_ffw_norm: RMSNorm of each sub-block's
+    ARCH_SWA = 8, /* {arch}.attention.sliding_window W > 0 windows the layers of swa_pattern */
+    ARCH_EMBD_SCALE = 16, /* token embeddings multiplied by sqrtf(n_embd) */
+    ARCH_POST_NORMS = 32, /* post_attention_norm / post_ffw_norm: RMSNorm of each sub-block's
                              * output before it is added to the residual stream */
-    ARCH_GELU = 64,         /* GELU-gated FFN (GEGLU) instead of SwiGLU */
+    ARCH_GELU = 64,       /* GELU-gated FFN (GEGLU) instead of SwiGLU */
 };
 
 struct arch_desc {
@@ -198,7 +205,7 @@ struct arch_desc {
      * l % P < P - 1 (the last of every P layers attends fully); P = 0: every layer windowed.
      * {arch}.attention.sliding_window_pattern (a number or one bool per layer) overrides it. */
     int swa_pattern;
-    float rope_base_swa;    /* RoPE base of windowed layers without {arch}.rope.freq_base_swa
+    float rope_base_swa; /* RoPE base of windowed layers without {arch}.rope.freq_base_swa
                              * (0: the file's rope.freq_base) */
 };
 
@@ -208,11 +215,12 @@ struct arch_desc {
  * llama.cpp disables Phi-3's window (src/models/phi3.cpp, "Phi SWA is currently disabled"). */
 static const struct arch_desc g_archs[] = {
     {"llama", VQ_ROPE_NORM, ARCH_SWA, 0, 0},
-    {"qwen2", VQ_ROPE_NEOX, 0, 0, 0},                                   /* + optional q/k/v biases */
+    {"qwen2", VQ_ROPE_NEOX, 0, 0, 0}, /* + optional q/k/v biases */
     {"qwen3", VQ_ROPE_NEOX, ARCH_QK_NORM, 0, 0},
     {"phi3", VQ_ROPE_NEOX, ARCH_GATE_UP_FUSED | ARCH_Q_PRESCALE, 0, 0}, /* + fused attn_qkv */
-    {"gemma3", VQ_ROPE_NEOX, ARCH_QK_NORM | ARCH_Q_PRESCALE | ARCH_EMBD_SCALE | ARCH_POST_NORMS |
-                             ARCH_GELU | ARCH_SWA, 6, 10000.0f},
+    {"gemma3", VQ_ROPE_NEOX,
+     ARCH_QK_NORM | ARCH_Q_PRESCALE | ARCH_EMBD_SCALE | ARCH_POST_NORMS | ARCH_GELU | ARCH_SWA, 6,
+     10000.0f},
 };
 
 static const struct arch_desc *arch_find(const char *name) {
@@ -239,7 +247,10 @@ static vq_status load_swa(vq_model *m, const struct arch_desc *ad) {
         return fail(VQ_STATUS_BAD_FORMAT, "model: metadata '%s' has the wrong type", key);
     }
     m->layer_window = malloc(sizeof *m->layer_window * (size_t)I->n_layers);
-    if (!m->layer_window) { vq_engine_set_error("model: out of memory"); return VQ_STATUS_NO_MEMORY; }
+    if (!m->layer_window) {
+        vq_engine_set_error("model: out of memory");
+        return VQ_STATUS_NO_MEMORY;
+    }
     I->n_swa_layers = 0;
     for (int l = 0; l < I->n_layers; l++) {
         const int swa = per_layer ? per_layer[l] != 0 : pat == 0 || (uint32_t)l % pat < pat - 1;
@@ -265,9 +276,11 @@ static vq_status load_hparams(vq_model *m) {
     if (strlen(I->arch) != s.len)
         return stop(VQ_STATUS_BAD_FORMAT, "model: architecture name holds a NUL");
     const struct arch_desc *ad = arch_find(I->arch);
-    if (!ad) {   /* check mode goes on with the llama layout (what the engine would need) */
-        VQ_RETURN_IF_ERR(fail(VQ_STATUS_UNSUPPORTED, "model: architecture '%s' is not supported "
-                              "(%s)%s", I->arch, ARCH_NAMES,
+    if (!ad) { /* check mode goes on with the llama layout (what the engine would need) */
+        VQ_RETURN_IF_ERR(fail(VQ_STATUS_UNSUPPORTED,
+                              "model: architecture '%s' is not supported "
+                              "(%s)%s",
+                              I->arch, ARCH_NAMES,
                               g_check ? "; checked against the llama layout" : ""));
         ad = &g_archs[0];
     }
@@ -276,9 +289,11 @@ static vq_status load_hparams(vq_model *m) {
         size_t n = s.len < sizeof I->name - 1 ? (size_t)s.len : sizeof I->name - 1;
         memcpy(I->name, s.ptr, n);
         I->name[n] = 0;
-        for (size_t i = 0; i < n; i++) if ((unsigned char)I->name[i] < 32) I->name[i] = ' ';
+        for (size_t i = 0; i < n; i++)
+            if ((unsigned char)I->name[i] < 32) I->name[i] = ' ';
     }
-    uint32_t n_layers, n_embd, n_ff, n_heads, n_kv = 0, ctx_train = 0, key_len = 0, val_len = 0, rope_dim = 0, ftype = 0;
+    uint32_t n_layers, n_embd, n_ff, n_heads, n_kv = 0, ctx_train = 0, key_len = 0, val_len = 0,
+                                              rope_dim = 0, ftype = 0;
     const int n_reported = g_check ? g_check->n : 0;
     VQ_RETURN_IF_ERR(get_u32_req(g, I->arch, "block_count", &n_layers));
     VQ_RETURN_IF_ERR(get_u32_req(g, I->arch, "embedding_length", &n_embd));
@@ -290,19 +305,25 @@ static vq_status load_hparams(vq_model *m) {
     VQ_RETURN_IF_ERR(get_u32_opt(g, I->arch, "attention.value_length", &val_len));
     VQ_RETURN_IF_ERR(get_u32_opt(g, I->arch, "rope.dimension_count", &rope_dim));
     if (vq_gguf_get_u32(g, "general.file_type", &ftype) != VQ_STATUS_OK) ftype = 0;
-    if (g_check && g_check->n > n_reported) return VQ_STATUS_BAD_FORMAT;   /* no geometry */
+    if (g_check && g_check->n > n_reported) return VQ_STATUS_BAD_FORMAT; /* no geometry */
     if (n_kv == 0) n_kv = n_heads;
     if (n_layers < 1 || n_layers > 1024 || n_embd < 1 || n_embd > 65536 || n_ff < 1 ||
         n_ff > 1048576 || n_heads < 1 || n_heads > 1024 || n_kv < 1 || n_heads % n_kv)
-        return stop(VQ_STATUS_BAD_FORMAT, "model: implausible hyper-parameters (layers %u, embd %u, "
-                    "ff %u, heads %u, kv heads %u)", n_layers, n_embd, n_ff, n_heads, n_kv);
+        return stop(VQ_STATUS_BAD_FORMAT,
+                    "model: implausible hyper-parameters (layers %u, embd %u, "
+                    "ff %u, heads %u, kv heads %u)",
+                    n_layers, n_embd, n_ff, n_heads, n_kv);
     uint32_t hd = key_len ? key_len : n_embd / n_heads;
-    if ((!key_len && n_embd % n_heads) || (val_len && val_len != hd) || hd < 2 || hd > 1024 || hd % 2)
-        return stop(VQ_STATUS_UNSUPPORTED, "model: unsupported head geometry (embd %u, heads %u, "
-                    "key_length %u, value_length %u)", n_embd, n_heads, key_len, val_len);
+    if ((!key_len && n_embd % n_heads) || (val_len && val_len != hd) || hd < 2 || hd > 1024 ||
+        hd % 2)
+        return stop(VQ_STATUS_UNSUPPORTED,
+                    "model: unsupported head geometry (embd %u, heads %u, "
+                    "key_length %u, value_length %u)",
+                    n_embd, n_heads, key_len, val_len);
     if (rope_dim == 0) rope_dim = hd;
     if (rope_dim > hd || rope_dim % 2)
-        return stop(VQ_STATUS_BAD_FORMAT, "model: rope.dimension_count %u invalid for head_dim %u", rope_dim, hd);
+        return stop(VQ_STATUS_BAD_FORMAT, "model: rope.dimension_count %u invalid for head_dim %u",
+                    rope_dim, hd);
     I->n_layers = (int)n_layers;
     I->n_embd = (int)n_embd;
     I->n_ff = (int)n_ff;
@@ -319,21 +340,23 @@ static vq_status load_hparams(vq_model *m) {
     if (!(I->rope_theta > 1.0f) || !(I->rms_eps > 0.0f) || I->rms_eps > 1.0f)
         return stop(VQ_STATUS_BAD_FORMAT, "model: rope.freq_base %g or rms epsilon %g out of range",
                     I->rope_theta, I->rms_eps);
-    if (ad->flags & ARCH_SWA) {   /* W: a query at p attends to p-W+1 .. p (llama.cpp's SWA) */
+    if (ad->flags & ARCH_SWA) { /* W: a query at p attends to p-W+1 .. p (llama.cpp's SWA) */
         uint32_t w = 0;
         VQ_RETURN_IF_ERR(get_u32_opt(g, I->arch, "attention.sliding_window", &w));
         if (w > (1u << 24))
             return stop(VQ_STATUS_BAD_FORMAT, "model: %s.attention.sliding_window %u out of range",
                         I->arch, w);
-        I->swa_window = (int)w;   /* which layers: load_swa */
+        I->swa_window = (int)w; /* which layers: load_swa */
     }
     float rope_factor = 0;
     I->rope_theta_swa = ad->rope_base_swa > 0 ? ad->rope_base_swa : I->rope_theta;
     VQ_RETURN_IF_ERR(get_f32_opt(g, I->arch, "rope.freq_base_swa", &I->rope_theta_swa));
     VQ_RETURN_IF_ERR(get_f32_opt(g, I->arch, "rope.scaling.factor", &rope_factor));
     if (!(I->rope_theta_swa > 1.0f) || rope_factor < 0 || rope_factor > 1024)
-        return stop(VQ_STATUS_BAD_FORMAT, "model: rope.freq_base_swa %g or rope.scaling.factor %g "
-                    "out of range", I->rope_theta_swa, rope_factor);
+        return stop(VQ_STATUS_BAD_FORMAT,
+                    "model: rope.freq_base_swa %g or rope.scaling.factor %g "
+                    "out of range",
+                    I->rope_theta_swa, rope_factor);
     /* the full-attention layers take the file's linear scaling; windowed layers never do
      * (llama.cpp's rope_freq_scale_train_swa) */
     m->rope[0] = (struct vq_rope_cfg){I->rope_theta, rope_factor > 0 ? 1.0f / rope_factor : 1.0f};
@@ -351,7 +374,7 @@ static vq_status load_tensors(struct loader *L, enum vq_isa isa) {
     vq_model *m = L->m;
     struct vq_model_info *I = &m->info;
     const struct arch_desc *ad = arch_find(I->arch);
-    const unsigned flags = ad ? ad->flags : 0;   /* unknown: check mode, llama layout */
+    const unsigned flags = ad ? ad->flags : 0; /* unknown: check mode, llama layout */
     const struct vq_gguf_tensor *te = vq_gguf_tensor_find(m->gguf, "token_embd.weight");
     if (g_check && g_check->names_only) {
         if (!te) fail(VQ_STATUS_BAD_FORMAT, "model: missing tensor 'token_embd.weight'");
@@ -362,7 +385,8 @@ static vq_status load_tensors(struct loader *L, enum vq_isa isa) {
                         (unsigned long long)te->ne[1]);
         I->n_vocab = (int)te->ne[1];
     }
-    const int64_t E = I->n_embd, HD = I->head_dim, NQ = (int64_t)I->n_heads * HD, NK = (int64_t)I->n_kv_heads * HD;
+    const int64_t E = I->n_embd, HD = I->head_dim, NQ = (int64_t)I->n_heads * HD,
+                  NK = (int64_t)I->n_kv_heads * HD;
     VQ_RETURN_IF_ERR(bind_matrix(m, "token_embd.weight", I->n_vocab, E, isa, &m->tok_embd));
     if (vq_gguf_tensor_find(m->gguf, "output.weight")) {
         VQ_RETURN_IF_ERR(bind_matrix(m, "output.weight", I->n_vocab, E, isa, &m->output));
@@ -378,14 +402,22 @@ static vq_status load_tensors(struct loader *L, enum vq_isa isa) {
                                                "rope_factors_short.weight"};
     for (size_t i = 0; i < sizeof rope_factors / sizeof rope_factors[0]; i++)
         if (vq_gguf_tensor_find(m->gguf, rope_factors[i]))
-            VQ_RETURN_IF_ERR(fail(VQ_STATUS_UNSUPPORTED, "model: tensor '%s' (RoPE frequency "
-                                  "factors) is not supported", rope_factors[i]));
+            VQ_RETURN_IF_ERR(fail(VQ_STATUS_UNSUPPORTED,
+                                  "model: tensor '%s' (RoPE frequency "
+                                  "factors) is not supported",
+                                  rope_factors[i]));
     m->layers = calloc((size_t)I->n_layers, sizeof *m->layers);
-    if (!m->layers) { vq_engine_set_error("model: out of memory"); return VQ_STATUS_NO_MEMORY; }
+    if (!m->layers) {
+        vq_engine_set_error("model: out of memory");
+        return VQ_STATUS_NO_MEMORY;
+    }
     if (ad && I->swa_window) VQ_RETURN_IF_ERR(load_swa(m, ad));
     if (m->ffn_act == VQ_FFN_GELU) {
         m->gelu_f16 = malloc(65536 * sizeof *m->gelu_f16);
-        if (!m->gelu_f16) { vq_engine_set_error("model: out of memory"); return VQ_STATUS_NO_MEMORY; }
+        if (!m->gelu_f16) {
+            vq_engine_set_error("model: out of memory");
+            return VQ_STATUS_NO_MEMORY;
+        }
         vq_ggml_gelu_table_init(m->gelu_f16);
     }
     int n_bias = 0;
@@ -404,7 +436,11 @@ static vq_status load_tensors(struct loader *L, enum vq_isa isa) {
             ly->wv = weight_rows(&qkv, NQ + NK, NK);
             const float *b;
             VQ_RETURN_IF_ERR(bind_vector(L, NAME("attn_qkv.bias"), NQ + 2 * NK, 1, &b));
-            if (b) { ly->bq = b; ly->bk = b + NQ; ly->bv = b + NQ + NK; }
+            if (b) {
+                ly->bq = b;
+                ly->bk = b + NQ;
+                ly->bv = b + NQ + NK;
+            }
             I->fused_qkv = 1;
         } else {
             VQ_RETURN_IF_ERR(bind_matrix(m, NAME("attn_q.weight"), NQ, E, isa, &ly->wq));
@@ -422,12 +458,15 @@ static vq_status load_tensors(struct loader *L, enum vq_isa isa) {
             VQ_RETURN_IF_ERR(bind_vector(L, NAME("attn_k_norm.weight"), HD, 0, &ly->k_norm));
         }
         if (flags & ARCH_POST_NORMS) {
-            VQ_RETURN_IF_ERR(bind_vector(L, NAME("post_attention_norm.weight"), E, 0, &ly->attn_post_norm));
-            VQ_RETURN_IF_ERR(bind_vector(L, NAME("post_ffw_norm.weight"), E, 0, &ly->ffn_post_norm));
+            VQ_RETURN_IF_ERR(
+                bind_vector(L, NAME("post_attention_norm.weight"), E, 0, &ly->attn_post_norm));
+            VQ_RETURN_IF_ERR(
+                bind_vector(L, NAME("post_ffw_norm.weight"), E, 0, &ly->ffn_post_norm));
         }
         if (flags & ARCH_GATE_UP_FUSED) {
             struct vq_weight gu;
-            VQ_RETURN_IF_ERR(bind_matrix(m, NAME("ffn_up.weight"), 2 * (int64_t)I->n_ff, E, isa, &gu));
+            VQ_RETURN_IF_ERR(
+                bind_matrix(m, NAME("ffn_up.weight"), 2 * (int64_t)I->n_ff, E, isa, &gu));
             ly->w_gate = weight_rows(&gu, 0, I->n_ff);
             ly->w_up = weight_rows(&gu, I->n_ff, I->n_ff);
         } else {
@@ -438,16 +477,18 @@ static vq_status load_tensors(struct loader *L, enum vq_isa isa) {
 #undef NAME
         n_bias += (ly->bq != NULL) + (ly->bk != NULL) + (ly->bv != NULL);
         /* every activation row fed to a quantized weight must fill whole activation blocks */
-        const struct vq_weight *ws[] = {&ly->wq, &ly->wk, &ly->wv, &ly->wo, &ly->w_gate, &ly->w_up, &ly->w_down};
-        for (size_t i = 0; i < sizeof ws / sizeof ws[0] && ws[i]->k; i++) {   /* k NULL: check mode */
+        const struct vq_weight *ws[] = {&ly->wq,     &ly->wk,   &ly->wv,    &ly->wo,
+                                        &ly->w_gate, &ly->w_up, &ly->w_down};
+        for (size_t i = 0; i < sizeof ws / sizeof ws[0] && ws[i]->k; i++) { /* k NULL: check mode */
             int64_t bs = ws[i]->k->act == VQ_ACT_Q8A ? 32 : ws[i]->k->act == VQ_ACT_Q8K ? 256 : 1;
-            VQ_ASSERT(ws[i]->cols % bs == 0);   /* guaranteed by the ggml block size */
+            VQ_ASSERT(ws[i]->cols % bs == 0); /* guaranteed by the ggml block size */
         }
     }
     I->has_qkv_bias = n_bias > 0;
     I->fused_gate_up = (flags & ARCH_GATE_UP_FUSED) != 0;
     size_t total = 0;
-    for (int64_t i = 0; i < vq_gguf_n_tensors(m->gguf); i++) total += (size_t)vq_gguf_tensor_at(m->gguf, i)->nbytes;
+    for (int64_t i = 0; i < vq_gguf_n_tensors(m->gguf); i++)
+        total += (size_t)vq_gguf_tensor_at(m->gguf, i)->nbytes;
     I->weight_bytes = total;
     return VQ_STATUS_OK;
 }
@@ -457,10 +498,14 @@ static vq_status load_tensors(struct loader *L, enum vq_isa isa) {
 static vq_model *load(const char *path, vq_status *st) {
     vq_status s = VQ_STATUS_OK;
     vq_model *m = calloc(1, sizeof *m);
-    if (!m) { vq_engine_set_error("model: out of memory"); *st = VQ_STATUS_NO_MEMORY; return NULL; }
+    if (!m) {
+        vq_engine_set_error("model: out of memory");
+        *st = VQ_STATUS_NO_MEMORY;
+        return NULL;
+    }
     m->gguf = vq_gguf_open(path, &s);
-    if (m->gguf) s = vq_gguf_check_values(m->gguf);   /* finite scales and float weights */
-    if (m->gguf && s != VQ_STATUS_OK) s = fail(s, "%s", vq_gguf_last_error());   /* check: go on */
+    if (m->gguf) s = vq_gguf_check_values(m->gguf); /* finite scales and float weights */
+    if (m->gguf && s != VQ_STATUS_OK) s = fail(s, "%s", vq_gguf_last_error()); /* check: go on */
     if (!m->gguf || s != VQ_STATUS_OK) {
         vq_engine_set_error("%s", vq_gguf_last_error());
         vq_gguf_close(m->gguf);
@@ -474,7 +519,8 @@ static vq_model *load(const char *path, vq_status *st) {
         /* check mode without a usable geometry: which tensors of the layout are there at all */
         char key[128];
         snprintf(key, sizeof key, "%s.block_count", m->info.arch);
-        if (vq_gguf_get_u32(m->gguf, key, &n_layers) != VQ_STATUS_OK || n_layers < 1 || n_layers > 1024)
+        if (vq_gguf_get_u32(m->gguf, key, &n_layers) != VQ_STATUS_OK || n_layers < 1 ||
+            n_layers > 1024)
             n_layers = 1;
         m->info.n_layers = (int)n_layers;
         g_check->names_only = 1;
@@ -484,11 +530,15 @@ static vq_model *load(const char *path, vq_status *st) {
         /* per layer 2 norms, 3 biases (or one fused) and 2 head norms; + output norm */
         struct loader L = {m, 0, 0};
         const struct vq_model_info *I = &m->info;
-        L.owned_cap = (size_t)I->n_layers * (4 * (size_t)I->n_embd +
-                      (size_t)(I->n_heads + 2 * I->n_kv_heads + 2) * (size_t)I->head_dim) + (size_t)I->n_embd;
+        L.owned_cap = (size_t)I->n_layers *
+                          (4 * (size_t)I->n_embd +
+                           (size_t)(I->n_heads + 2 * I->n_kv_heads + 2) * (size_t)I->head_dim) +
+                      (size_t)I->n_embd;
         m->owned = malloc(L.owned_cap * sizeof(float));
-        if (!m->owned) { vq_engine_set_error("model: out of memory"); s = VQ_STATUS_NO_MEMORY; }
-        else s = load_tensors(&L, vq_ggml_isa_default());
+        if (!m->owned) {
+            vq_engine_set_error("model: out of memory");
+            s = VQ_STATUS_NO_MEMORY;
+        } else s = load_tensors(&L, vq_ggml_isa_default());
     }
     *st = s;
     return m;
@@ -496,7 +546,11 @@ static vq_model *load(const char *path, vq_status *st) {
 
 vq_model *vq_model_load(const char *path, vq_status *st) {
     vq_status s = VQ_STATUS_OK;
-    if (!path) { vq_engine_set_error("model: NULL path"); if (st) *st = VQ_STATUS_INVALID_ARG; return NULL; }
+    if (!path) {
+        vq_engine_set_error("model: NULL path");
+        if (st) *st = VQ_STATUS_INVALID_ARG;
+        return NULL;
+    }
     vq_model *m = load(path, &s);
     if (s != VQ_STATUS_OK) {
         vq_model_free(m);
@@ -509,14 +563,20 @@ vq_model *vq_model_load(const char *path, vq_status *st) {
 }
 
 int vq_model_check(const char *path, vq_model_problem_fn fn, void *user) {
-    if (!path || !fn) { vq_engine_set_error("model: NULL path or report function"); return -1; }
+    if (!path || !fn) {
+        vq_engine_set_error("model: NULL path or report function");
+        return -1;
+    }
     struct check ck = {fn, user, 0, 0};
     vq_status s;
     g_check = &ck;
     vq_model *m = load(path, &s);
     g_check = NULL;
-    if (!m || !m->gguf) { vq_model_free(m); return -1; }   /* not readable GGUF: g_err says why */
-    if (s != VQ_STATUS_OK && ck.n == 0) {   /* a failure no check reported (out of memory) */
+    if (!m || !m->gguf) {
+        vq_model_free(m);
+        return -1;
+    }                                     /* not readable GGUF: g_err says why */
+    if (s != VQ_STATUS_OK && ck.n == 0) { /* a failure no check reported (out of memory) */
         ck.n++;
         fn(user, g_err);
     }
@@ -526,12 +586,17 @@ int vq_model_check(const char *path, vq_model_problem_fn fn, void *user) {
         const struct vq_gguf_tensor *t = vq_gguf_tensor_at(g, i);
         int64_t first = -1, count = 0;
         for (int64_t j = 0; j < vq_gguf_n_tensors(g); j++)
-            if (vq_gguf_tensor_at(g, j)->type == t->type) { if (first < 0) first = j; count++; }
+            if (vq_gguf_tensor_at(g, j)->type == t->type) {
+                if (first < 0) first = j;
+                count++;
+            }
         if (first != i || vq_ggml_kernels(t->type, VQ_ISA_SCALAR)) continue;
         char msg[320];
-        snprintf(msg, sizeof msg, "model: %lld tensor%s of ggml type %u (%s), which the engine does not "
-                 "support (e.g. '%.*s')", (long long)count, count > 1 ? "s" : "", t->type,
-                 vq_ggml_type_name(t->type), (int)(t->name.len < 160 ? t->name.len : 160), t->name.ptr);
+        snprintf(msg, sizeof msg,
+                 "model: %lld tensor%s of ggml type %u (%s), which the engine does not "
+                 "support (e.g. '%.*s')",
+                 (long long)count, count > 1 ? "s" : "", t->type, vq_ggml_type_name(t->type),
+                 (int)(t->name.len < 160 ? t->name.len : 160), t->name.ptr);
         ck.n++;
         fn(user, msg);
     }

@@ -9,14 +9,17 @@
 #include "core/core.h"
 #include "vq_engine.h"
 
-struct cand { float logit; int32_t id; };
+struct cand {
+    float logit;
+    int32_t id;
+};
 
 struct vq_sampler {
     struct vq_sampler_params p;
     int n_vocab;
     vq_rng rng;
-    struct cand *c;     /* (n_vocab) candidates */
-    float *prob;        /* (n_vocab) */
+    struct cand *c; /* (n_vocab) candidates */
+    float *prob;    /* (n_vocab) */
 };
 
 struct vq_sampler_params vq_sampler_params_default(void) {
@@ -27,7 +30,8 @@ struct vq_sampler_params vq_sampler_params_default(void) {
 vq_sampler *vq_sampler_create(const struct vq_sampler_params *p, int n_vocab, vq_status *st) {
     struct vq_sampler_params d = vq_sampler_params_default();
     if (!p) p = &d;
-    if (n_vocab < 1 || isnan(p->temperature) || p->top_k < 0 || !(p->top_p > 0.0f && p->top_p <= 1.0f)) {
+    if (n_vocab < 1 || isnan(p->temperature) || p->top_k < 0 ||
+        !(p->top_p > 0.0f && p->top_p <= 1.0f)) {
         if (st) *st = VQ_STATUS_INVALID_ARG;
         return NULL;
     }
@@ -72,7 +76,9 @@ static void sift_down(struct cand *h, int n, int i) {
         if (l < n && cand_cmp(&h[l], &h[w]) > 0) w = l;
         if (r < n && cand_cmp(&h[r], &h[w]) > 0) w = r;
         if (w == i) return;
-        struct cand t = h[i]; h[i] = h[w]; h[w] = t;
+        struct cand t = h[i];
+        h[i] = h[w];
+        h[w] = t;
         i = w;
     }
 }
@@ -89,7 +95,11 @@ int32_t vq_sampler_sample(vq_sampler *s, const float *logits) {
     if (s->p.temperature <= 0.0f || s->p.top_k == 1) return argmax(logits, n);
     int m = 0;
     for (int i = 0; i < n; i++)
-        if (!isnan(logits[i])) { s->c[m].logit = logits[i]; s->c[m].id = i; m++; }
+        if (!isnan(logits[i])) {
+            s->c[m].logit = logits[i];
+            s->c[m].id = i;
+            m++;
+        }
     if (m == 0) return 0;
     int k = s->p.top_k > 0 && s->p.top_k < m ? s->p.top_k : m;
     if (k < m) {
@@ -97,7 +107,10 @@ int32_t vq_sampler_sample(vq_sampler *s, const float *logits) {
         struct cand *h = s->c;
         for (int i = k / 2 - 1; i >= 0; i--) sift_down(h, k, i);
         for (int j = k; j < m; j++)
-            if (cand_cmp(&h[j], &h[0]) < 0) { h[0] = h[j]; sift_down(h, k, 0); }
+            if (cand_cmp(&h[j], &h[0]) < 0) {
+                h[0] = h[j];
+                sift_down(h, k, 0);
+            }
         m = k;
     }
     qsort(s->c, (size_t)m, sizeof *s->c, cand_cmp);
@@ -106,7 +119,8 @@ int32_t vq_sampler_sample(vq_sampler *s, const float *logits) {
     const float mx = s->c[0].logit;
     double sum = 0;
     for (int i = 0; i < m; i++) {
-        float e = isinf(mx) ? (s->c[i].logit == mx ? 1.0f : 0.0f) : expf((s->c[i].logit - mx) * inv_t);
+        float e = isinf(mx) ? (s->c[i].logit == mx ? 1.0f : 0.0f)
+                            : expf((s->c[i].logit - mx) * inv_t);
         s->prob[i] = e;
         sum += e;
     }
@@ -116,7 +130,10 @@ int32_t vq_sampler_sample(vq_sampler *s, const float *logits) {
         int cut = m;
         for (int i = 0; i < m; i++) {
             acc += s->prob[i] / sum;
-            if (acc >= s->p.top_p) { cut = i + 1; break; }
+            if (acc >= s->p.top_p) {
+                cut = i + 1;
+                break;
+            }
         }
         m = cut;
         sum = 0;

@@ -15,35 +15,41 @@
 #include "core/core.h"
 #include "engine/tokenizer_unicode.h"
 
-#define TOK_MAX_TOKENS    (1 << 24)
-#define TOK_MAX_TEXT      (1u << 16)      /* bytes per token / merge string */
-#define TOK_MAX_INPUT     ((size_t)1 << 28)
+#define TOK_MAX_TOKENS (1 << 24)
+#define TOK_MAX_TEXT (1u << 16) /* bytes per token / merge string */
+#define TOK_MAX_INPUT ((size_t)1 << 28)
 
 enum pre_type { PRE_DEFAULT, PRE_GPT2, PRE_SMOLLM, PRE_LLAMA3, PRE_QWEN2 };
 
 struct vq_tokenizer {
     enum vq_tok_model model;
     enum pre_type pre;
-    int32_t n_vocab;            /* real tokens */
-    int32_t n_ids;              /* real + virtual (BPE merge results that are no token) */
+    int32_t n_vocab; /* real tokens */
+    int32_t n_ids;   /* real + virtual (BPE merge results that are no token) */
     /* token texts: text of id i is text_buf[text_off[i] .. text_off[i+1]) */
-    char *text_buf;  size_t text_cap, text_len;
-    uint64_t *text_off;         /* (n_ids_cap + 1) */
+    char *text_buf;
+    size_t text_cap, text_len;
+    uint64_t *text_off; /* (n_ids_cap + 1) */
     int32_t n_ids_cap;
     /* pieces (detokenized bytes, special = true) of real tokens */
     char *piece_buf;
-    uint64_t *piece_off;        /* (n_vocab + 1) */
-    float *scores;              /* (n_vocab) */
-    uint8_t *types;             /* (n_vocab) enum vq_tok_type, after EOG forcing */
-    uint8_t *eog;               /* (n_vocab) 1 = ends generation */
+    uint64_t *piece_off; /* (n_vocab + 1) */
+    float *scores;       /* (n_vocab) */
+    uint8_t *types;      /* (n_vocab) enum vq_tok_type, after EOG forcing */
+    uint8_t *eog;        /* (n_vocab) 1 = ends generation */
     /* text -> id, open addressing; slot holds id + 1, 0 = empty */
-    int32_t *tslot; uint32_t tmask;
+    int32_t *tslot;
+    uint32_t tmask;
     /* (left id, right id) -> merge rank and result id */
-    struct merge_slot { uint64_t key; int32_t rank; int32_t result; } *mslot;
+    struct merge_slot {
+        uint64_t key;
+        int32_t rank;
+        int32_t result;
+    } * mslot;
     uint32_t mmask;
-    int32_t byte_sym[256];      /* BPE: id (maybe virtual) of the mapped char of a byte */
-    int32_t byte_tok[256];      /* token emitted for a raw byte (BPE mapped char / SPM <0xXX>) */
-    int32_t *special;           /* special-token candidates, longest text first */
+    int32_t byte_sym[256]; /* BPE: id (maybe virtual) of the mapped char of a byte */
+    int32_t byte_tok[256]; /* token emitted for a raw byte (BPE mapped char / SPM <0xXX>) */
+    int32_t *special;      /* special-token candidates, longest text first */
     int32_t n_special;
     int32_t bos, eos, unk, pad, eot, eom;
     bool add_bos, add_eos, add_space_prefix, clean_spaces, ignore_merges;
@@ -53,8 +59,18 @@ struct vq_tokenizer {
 /* Unicode helpers                                                                           */
 /* ======================================================================================== */
 
-enum { UC_UNDEF = 1, UC_N = 2, UC_L = 3, UC_Z = 4, UC_M = 5, UC_P = 6, UC_S = 7, UC_C = 8,
-       UC_WS = 0x10, UC_CLASS = 0x0F };
+enum {
+    UC_UNDEF = 1,
+    UC_N = 2,
+    UC_L = 3,
+    UC_Z = 4,
+    UC_M = 5,
+    UC_P = 6,
+    UC_S = 7,
+    UC_C = 8,
+    UC_WS = 0x10,
+    UC_CLASS = 0x0F
+};
 
 /* Class of a code point (binary search in the generated range table) plus the White_Space
  * bit. Code points above U+10FFFF are "unassigned", as in llama.cpp. */
@@ -66,7 +82,8 @@ static uint8_t uc_flags(uint32_t cp) {
         int lo = 0, hi = VQ_UCD_N_RANGES - 1;
         while (lo < hi) {
             int mid = (lo + hi + 1) / 2;
-            if ((vq_ucd_ranges[mid] & 0xFFFFFFu) <= cp) lo = mid; else hi = mid - 1;
+            if ((vq_ucd_ranges[mid] & 0xFFFFFFu) <= cp) lo = mid;
+            else hi = mid - 1;
         }
         f = (uint8_t)(vq_ucd_ranges[lo] >> 24);
     }
@@ -81,15 +98,20 @@ static uint8_t uc_flags(uint32_t cp) {
  * an invalid or truncated sequence yields U+FFFD and consumes one byte. */
 static uint32_t utf8_decode(const uint8_t *s, size_t n, size_t i, size_t *adv) {
     uint8_t b = s[i];
-    if (!(b & 0x80)) { *adv = 1; return b; }
+    if (!(b & 0x80)) {
+        *adv = 1;
+        return b;
+    }
     if ((b & 0x40) && !(b & 0x20)) {
         if (i + 1 < n && (s[i + 1] & 0xC0) == 0x80) {
-            *adv = 2; return ((uint32_t)(b & 0x1F) << 6) | (s[i + 1] & 0x3F);
+            *adv = 2;
+            return ((uint32_t)(b & 0x1F) << 6) | (s[i + 1] & 0x3F);
         }
     } else if ((b & 0x40) && !(b & 0x10)) {
         if (i + 2 < n && (s[i + 1] & 0xC0) == 0x80 && (s[i + 2] & 0xC0) == 0x80) {
             *adv = 3;
-            return ((uint32_t)(b & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) | (s[i + 2] & 0x3F);
+            return ((uint32_t)(b & 0x0F) << 12) | ((uint32_t)(s[i + 1] & 0x3F) << 6) |
+                   (s[i + 2] & 0x3F);
         }
     } else if ((b & 0x40) && !(b & 0x08)) {
         if (i + 3 < n && (s[i + 1] & 0xC0) == 0x80 && (s[i + 2] & 0xC0) == 0x80 &&
@@ -105,19 +127,30 @@ static uint32_t utf8_decode(const uint8_t *s, size_t n, size_t i, size_t *adv) {
 
 /* Sequence length announced by a UTF-8 lead byte (llama.cpp unicode_len_utf8). */
 static size_t utf8_len(uint8_t b) {
-    static const uint8_t lut[16] = { 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4 };
+    static const uint8_t lut[16] = {1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 3, 4};
     return lut[b >> 4];
 }
 
 static size_t utf8_encode(uint32_t cp, uint8_t *out) {
-    if (cp < 0x80) { out[0] = (uint8_t)cp; return 1; }
-    if (cp < 0x800) { out[0] = (uint8_t)(0xC0 | (cp >> 6)); out[1] = (uint8_t)(0x80 | (cp & 0x3F)); return 2; }
-    if (cp < 0x10000) {
-        out[0] = (uint8_t)(0xE0 | (cp >> 12)); out[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
-        out[2] = (uint8_t)(0x80 | (cp & 0x3F)); return 3;
+    if (cp < 0x80) {
+        out[0] = (uint8_t)cp;
+        return 1;
     }
-    out[0] = (uint8_t)(0xF0 | ((cp >> 18) & 0x07)); out[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
-    out[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F)); out[3] = (uint8_t)(0x80 | (cp & 0x3F));
+    if (cp < 0x800) {
+        out[0] = (uint8_t)(0xC0 | (cp >> 6));
+        out[1] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        out[0] = (uint8_t)(0xE0 | (cp >> 12));
+        out[1] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+        out[2] = (uint8_t)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    out[0] = (uint8_t)(0xF0 | ((cp >> 18) & 0x07));
+    out[1] = (uint8_t)(0x80 | ((cp >> 12) & 0x3F));
+    out[2] = (uint8_t)(0x80 | ((cp >> 6) & 0x3F));
+    out[3] = (uint8_t)(0x80 | (cp & 0x3F));
     return 4;
 }
 
@@ -154,12 +187,18 @@ static int gpt2_cp_byte(uint32_t cp) {
 
 static uint64_t hash_bytes(const char *p, size_t n) {
     uint64_t h = 1469598103934665603ull;
-    for (size_t i = 0; i < n; i++) { h ^= (uint8_t)p[i]; h *= 1099511628211ull; }
+    for (size_t i = 0; i < n; i++) {
+        h ^= (uint8_t)p[i];
+        h *= 1099511628211ull;
+    }
     return h ^ (h >> 29);
 }
 
 static uint64_t hash_u64(uint64_t x) {
-    x ^= x >> 33; x *= 0xff51afd7ed558ccdull; x ^= x >> 33; x *= 0xc4ceb9fe1a85ec53ull;
+    x ^= x >> 33;
+    x *= 0xff51afd7ed558ccdull;
+    x ^= x >> 33;
+    x *= 0xc4ceb9fe1a85ec53ull;
     return x ^ (x >> 33);
 }
 
@@ -189,10 +228,16 @@ static void text_insert(vq_tokenizer *t, int32_t id) {
     uint32_t i = (uint32_t)hash_bytes(s, n) & t->tmask;
     for (;;) {
         int32_t v = t->tslot[i];
-        if (!v) { t->tslot[i] = id + 1; return; }
+        if (!v) {
+            t->tslot[i] = id + 1;
+            return;
+        }
         size_t l;
         const char *p = tok_text_ptr(t, v - 1, &l);
-        if (l == n && memcmp(p, s, n) == 0) { t->tslot[i] = id + 1; return; }
+        if (l == n && memcmp(p, s, n) == 0) {
+            t->tslot[i] = id + 1;
+            return;
+        }
         i = (i + 1) & t->tmask;
     }
 }
@@ -245,18 +290,22 @@ static int32_t get_or_add(vq_tokenizer *t, const char *s, size_t n, bool *oom) {
 }
 
 static enum pre_type pre_from_name(const char *pre) {
-    static const char *const smollm[] = { "smollm", "starcoder", "refact", "command-r",
-                                          "codeshell", "exaone", "minerva-7b", NULL };
-    static const char *const gpt2[] = { "gpt-2", "gpt2", "phi-2", "mpt", "olmo", "jais",
-                                        "trillion", NULL };
-    static const char *const llama3[] = { "llama3", "llama-v3", "llama-bpe", "falcon3",
-                                          "pixtral", "dbrx", "smaug-bpe", NULL };
-    static const char *const qwen2[] = { "qwen2", "deepseek-r1-qwen", "stablelm2", NULL };
+    static const char *const smollm[] = {"smollm",    "starcoder", "refact",     "command-r",
+                                         "codeshell", "exaone",    "minerva-7b", NULL};
+    static const char *const gpt2[] = {"gpt-2", "gpt2", "phi-2",    "mpt",
+                                       "olmo",  "jais", "trillion", NULL};
+    static const char *const llama3[] = {"llama3",  "llama-v3", "llama-bpe", "falcon3",
+                                         "pixtral", "dbrx",     "smaug-bpe", NULL};
+    static const char *const qwen2[] = {"qwen2", "deepseek-r1-qwen", "stablelm2", NULL};
     if (!pre) return PRE_DEFAULT;
-    for (int i = 0; smollm[i]; i++) if (!strcmp(pre, smollm[i])) return PRE_SMOLLM;
-    for (int i = 0; gpt2[i]; i++) if (!strcmp(pre, gpt2[i])) return PRE_GPT2;
-    for (int i = 0; llama3[i]; i++) if (!strcmp(pre, llama3[i])) return PRE_LLAMA3;
-    for (int i = 0; qwen2[i]; i++) if (!strcmp(pre, qwen2[i])) return PRE_QWEN2;
+    for (int i = 0; smollm[i]; i++)
+        if (!strcmp(pre, smollm[i])) return PRE_SMOLLM;
+    for (int i = 0; gpt2[i]; i++)
+        if (!strcmp(pre, gpt2[i])) return PRE_GPT2;
+    for (int i = 0; llama3[i]; i++)
+        if (!strcmp(pre, llama3[i])) return PRE_LLAMA3;
+    for (int i = 0; qwen2[i]; i++)
+        if (!strcmp(pre, qwen2[i])) return PRE_QWEN2;
     return PRE_DEFAULT;
 }
 
@@ -270,7 +319,8 @@ static bool build_piece(const vq_tokenizer *t, int32_t id, char **buf, size_t *l
         while (c < need) c *= 2;
         char *nb = realloc(*buf, c);
         if (!nb) return false;
-        *buf = nb; *cap = c;
+        *buf = nb;
+        *cap = c;
     }
     char *o = *buf + *len;
     size_t w = 0;
@@ -279,7 +329,8 @@ static bool build_piece(const vq_tokenizer *t, int32_t id, char **buf, size_t *l
         w = 0;
     } else if (type == VQ_TOK_TYPE_CONTROL || type == VQ_TOK_TYPE_UNKNOWN ||
                type == VQ_TOK_TYPE_USER_DEFINED) {
-        memcpy(o, s, n); w = n;
+        memcpy(o, s, n);
+        w = n;
     } else if (type == VQ_TOK_TYPE_BYTE && n == 6 && s[0] == '<' && s[1] == '0' && s[2] == 'x' &&
                s[5] == '>') {
         unsigned v = 0;
@@ -292,12 +343,17 @@ static bool build_piece(const vq_tokenizer *t, int32_t id, char **buf, size_t *l
             else if (c >= 'a' && c <= 'f') v |= (unsigned)(c - 'a' + 10);
             else ok = false;
         }
-        if (ok) { o[0] = (char)v; w = 1; }
+        if (ok) {
+            o[0] = (char)v;
+            w = 1;
+        }
     } else if (t->model == VQ_TOK_MODEL_SPM) {
         /* NORMAL (and malformed BYTE): U+2581 -> space */
         for (size_t i = 0; i < n;) {
-            if (i + 2 < n && (uint8_t)s[i] == 0xE2 && (uint8_t)s[i + 1] == 0x96 && (uint8_t)s[i + 2] == 0x81) {
-                o[w++] = ' '; i += 3;
+            if (i + 2 < n && (uint8_t)s[i] == 0xE2 && (uint8_t)s[i + 1] == 0x96 &&
+                (uint8_t)s[i + 2] == 0x81) {
+                o[w++] = ' ';
+                i += 3;
             } else {
                 o[w++] = s[i++];
             }
@@ -311,7 +367,8 @@ static bool build_piece(const vq_tokenizer *t, int32_t id, char **buf, size_t *l
             if (b >= 0 && !(cp == 0xFFFD && adv == 1)) {
                 o[w++] = (char)b;
             } else {
-                memcpy(o + w, s + i, adv); w += adv;
+                memcpy(o + w, s + i, adv);
+                w += adv;
             }
             i += adv;
         }
@@ -332,7 +389,7 @@ static void sort_special(vq_tokenizer *t) {
     int32_t n = t->n_special;
     if (n < 2) return;
     int32_t *tmp = malloc((size_t)n * sizeof *tmp);
-    if (!tmp) {   /* fall back to insertion sort */
+    if (!tmp) { /* fall back to insertion sort */
         for (int32_t i = 1; i < n; i++) {
             int32_t x = t->special[i], j = i - 1;
             uint64_t lx = t->text_off[x + 1] - t->text_off[x];
@@ -340,7 +397,8 @@ static void sort_special(vq_tokenizer *t) {
                 int32_t y = t->special[j];
                 uint64_t ly = t->text_off[y + 1] - t->text_off[y];
                 if (ly > lx || (ly == lx && y < x)) break;
-                t->special[j + 1] = y; j--;
+                t->special[j + 1] = y;
+                j--;
             }
             t->special[j + 1] = x;
         }
@@ -352,7 +410,8 @@ static void sort_special(vq_tokenizer *t) {
             int32_t i = lo, j = mid, k = lo;
             while (i < mid && j < hi) {
                 int32_t a = t->special[i], b = t->special[j];
-                uint64_t la = t->text_off[a + 1] - t->text_off[a], lb = t->text_off[b + 1] - t->text_off[b];
+                uint64_t la = t->text_off[a + 1] - t->text_off[a],
+                         lb = t->text_off[b + 1] - t->text_off[b];
                 if (la > lb || (la == lb && a <= b)) tmp[k++] = t->special[i++];
                 else tmp[k++] = t->special[j++];
             }
@@ -374,10 +433,16 @@ vq_tokenizer *vq_tok_create_vocab(const struct vq_tok_vocab *v, vq_status *st) {
     enum vq_tok_model model;
     if (!strcmp(v->model, "gpt2")) model = VQ_TOK_MODEL_BPE;
     else if (!strcmp(v->model, "llama")) model = VQ_TOK_MODEL_SPM;
-    else { *st = VQ_STATUS_UNSUPPORTED; return NULL; }
+    else {
+        *st = VQ_STATUS_UNSUPPORTED;
+        return NULL;
+    }
 
     vq_tokenizer *t = calloc(1, sizeof *t);
-    if (!t) { *st = VQ_STATUS_NO_MEMORY; return NULL; }
+    if (!t) {
+        *st = VQ_STATUS_NO_MEMORY;
+        return NULL;
+    }
     *st = VQ_STATUS_NO_MEMORY;
     t->model = model;
     t->pre = model == VQ_TOK_MODEL_BPE ? pre_from_name(v->pre) : PRE_DEFAULT;
@@ -400,13 +465,19 @@ vq_tokenizer *vq_tok_create_vocab(const struct vq_tok_vocab *v, vq_status *st) {
     t->text_off[0] = 0;
     for (int32_t i = 0; i < t->n_vocab; i++) {
         const char *s = v->tokens[i];
-        if (!s) { *st = VQ_STATUS_BAD_FORMAT; goto fail; }
+        if (!s) {
+            *st = VQ_STATUS_BAD_FORMAT;
+            goto fail;
+        }
         size_t n = v->token_lens ? v->token_lens[i] : strlen(s);
-        if (n > TOK_MAX_TEXT) { *st = VQ_STATUS_BAD_FORMAT; goto fail; }
+        if (n > TOK_MAX_TEXT) {
+            *st = VQ_STATUS_BAD_FORMAT;
+            goto fail;
+        }
         if (!text_append(t, s, n)) goto fail;
         t->text_off[i + 1] = t->text_len;
         float sc = v->scores ? v->scores[i] : 0.0f;
-        t->scores[i] = sc == sc ? sc : 0.0f;     /* NaN scores would break the ordering */
+        t->scores[i] = sc == sc ? sc : 0.0f; /* NaN scores would break the ordering */
         int32_t ty = v->types ? v->types[i] : VQ_TOK_TYPE_NORMAL;
         t->types[i] = (uint8_t)((ty >= 0 && ty <= VQ_TOK_TYPE_BYTE) ? ty : VQ_TOK_TYPE_UNDEFINED);
     }
@@ -414,12 +485,17 @@ vq_tokenizer *vq_tok_create_vocab(const struct vq_tok_vocab *v, vq_status *st) {
     for (int32_t i = 0; i < t->n_vocab; i++) text_insert(t, i);
 
     /* special ids */
-    int32_t ids[6] = { v->bos, v->eos, v->unk, v->pad, v->eot, v->eom };
+    int32_t ids[6] = {v->bos, v->eos, v->unk, v->pad, v->eot, v->eom};
     for (int k = 0; k < 6; k++)
-        if (ids[k] < -1 || ids[k] >= t->n_vocab) ids[k] = -1;   /* out of range: ignore */
-    t->bos = ids[0]; t->eos = ids[1]; t->unk = ids[2]; t->pad = ids[3]; t->eot = ids[4]; t->eom = ids[5];
+        if (ids[k] < -1 || ids[k] >= t->n_vocab) ids[k] = -1; /* out of range: ignore */
+    t->bos = ids[0];
+    t->eos = ids[1];
+    t->unk = ids[2];
+    t->pad = ids[3];
+    t->eot = ids[4];
+    t->eom = ids[5];
     if (model == VQ_TOK_MODEL_SPM) {
-        t->add_bos = v->add_bos != 0;               /* default on */
+        t->add_bos = v->add_bos != 0; /* default on */
         t->add_eos = v->add_eos == 1;
         t->add_space_prefix = v->add_space_prefix != 0;
         t->clean_spaces = false;
@@ -428,8 +504,9 @@ vq_tokenizer *vq_tok_create_vocab(const struct vq_tok_vocab *v, vq_status *st) {
         t->add_eos = v->add_eos == 1;
         t->add_space_prefix = v->add_space_prefix == 1;
         /* llama.cpp cleans up spaces on detokenize unless the pre-tokenizer opts out */
-        t->clean_spaces = !(v->pre && (!strcmp(v->pre, "smollm") || !strcmp(v->pre, "command-r") ||
-                                       !strcmp(v->pre, "qwen2") || !strcmp(v->pre, "deepseek-r1-qwen")));
+        t->clean_spaces = !(v->pre &&
+                            (!strcmp(v->pre, "smollm") || !strcmp(v->pre, "command-r") ||
+                             !strcmp(v->pre, "qwen2") || !strcmp(v->pre, "deepseek-r1-qwen")));
         t->ignore_merges = t->pre == PRE_LLAMA3;
     }
     if (t->add_bos && t->bos < 0) t->add_bos = false;
@@ -437,12 +514,21 @@ vq_tokenizer *vq_tok_create_vocab(const struct vq_tok_vocab *v, vq_status *st) {
 
     /* end-of-generation tokens by text (llama.cpp), forced to CONTROL */
     {
-        static const char *const eot_names[] = { "<|eot_id|>", "<|im_end|>", "<|end|>",
-            "<end_of_turn>", "<|endoftext|>", "<EOT>", "_<EOT>",
-            "\xef\xbd\x9c" "end\xe2\x96\x81" "of\xe2\x96\x81" "sentence\xef\xbd\x9c", NULL };
-        static const char *const eog_names[] = { "<|eot_id|>", "<|im_end|>", "<|end|>",
-            "<end_of_turn>", "<|endoftext|>", "<|eom_id|>", "<EOT>", "_<EOT>",
-            "<|end_of_text|>", NULL };
+        static const char *const eot_names[] = {"<|eot_id|>",
+                                                "<|im_end|>",
+                                                "<|end|>",
+                                                "<end_of_turn>",
+                                                "<|endoftext|>",
+                                                "<EOT>",
+                                                "_<EOT>",
+                                                "\xef\xbd\x9c"
+                                                "end\xe2\x96\x81"
+                                                "of\xe2\x96\x81"
+                                                "sentence\xef\xbd\x9c",
+                                                NULL};
+        static const char *const eog_names[] = {
+            "<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>",   "<|endoftext|>",
+            "<|eom_id|>", "<EOT>",      "_<EOT>",  "<|end_of_text|>", NULL};
         if (t->eot < 0) {
             for (int k = 0; eot_names[k] && t->eot < 0; k++) {
                 int32_t id = text_lookup(t, eot_names[k], strlen(eot_names[k]));
@@ -455,10 +541,19 @@ vq_tokenizer *vq_tok_create_vocab(const struct vq_tok_vocab *v, vq_status *st) {
         }
         for (int k = 0; eog_names[k]; k++) {
             int32_t id = text_lookup(t, eog_names[k], strlen(eog_names[k]));
-            if (id >= 0 && id < t->n_vocab) { t->eog[id] = 1; t->types[id] = VQ_TOK_TYPE_CONTROL; }
+            if (id >= 0 && id < t->n_vocab) {
+                t->eog[id] = 1;
+                t->types[id] = VQ_TOK_TYPE_CONTROL;
+            }
         }
-        if (t->eot >= 0) { t->eog[t->eot] = 1; t->types[t->eot] = VQ_TOK_TYPE_CONTROL; }
-        if (t->eom >= 0) { t->eog[t->eom] = 1; t->types[t->eom] = VQ_TOK_TYPE_CONTROL; }
+        if (t->eot >= 0) {
+            t->eog[t->eot] = 1;
+            t->types[t->eot] = VQ_TOK_TYPE_CONTROL;
+        }
+        if (t->eom >= 0) {
+            t->eog[t->eom] = 1;
+            t->types[t->eom] = VQ_TOK_TYPE_CONTROL;
+        }
         if (t->eos >= 0) t->eog[t->eos] = 1;
     }
 
@@ -467,7 +562,11 @@ vq_tokenizer *vq_tok_create_vocab(const struct vq_tok_vocab *v, vq_status *st) {
     while (mcap < 2 * (uint64_t)n_merges + 2) mcap <<= 1;
     t->mslot = malloc((size_t)mcap * sizeof *t->mslot);
     if (!t->mslot) goto fail;
-    for (uint32_t i = 0; i < mcap; i++) { t->mslot[i].rank = -1; t->mslot[i].key = 0; t->mslot[i].result = -1; }
+    for (uint32_t i = 0; i < mcap; i++) {
+        t->mslot[i].rank = -1;
+        t->mslot[i].key = 0;
+        t->mslot[i].result = -1;
+    }
     t->mmask = mcap - 1;
     if (model == VQ_TOK_MODEL_BPE) {
         char *cat = malloc(2 * TOK_MAX_TEXT + 2);
@@ -478,7 +577,7 @@ vq_tokenizer *vq_tok_create_vocab(const struct vq_tok_vocab *v, vq_status *st) {
             if (!m) continue;
             size_t n = v->merge_lens ? v->merge_lens[r] : strlen(m);
             if (n > 2 * TOK_MAX_TEXT) continue;
-            const char *sp = n > 1 ? memchr(m + 1, ' ', n - 1) : NULL;   /* find(' ', 1) */
+            const char *sp = n > 1 ? memchr(m + 1, ' ', n - 1) : NULL; /* find(' ', 1) */
             if (!sp) continue;
             size_t la = (size_t)(sp - m), lb = n - la - 1;
             int32_t a = get_or_add(t, m, la, &oom);
@@ -490,8 +589,10 @@ vq_tokenizer *vq_tok_create_vocab(const struct vq_tok_vocab *v, vq_status *st) {
             uint64_t key = ((uint64_t)(uint32_t)a << 32) | (uint32_t)b;
             uint32_t i = (uint32_t)hash_u64(key) & t->mmask;
             while (t->mslot[i].rank >= 0 && t->mslot[i].key != key) i = (i + 1) & t->mmask;
-            if (t->mslot[i].rank < 0) {   /* first rank wins (llama.cpp emplace) */
-                t->mslot[i].key = key; t->mslot[i].rank = r; t->mslot[i].result = c;
+            if (t->mslot[i].rank < 0) { /* first rank wins (llama.cpp emplace) */
+                t->mslot[i].key = key;
+                t->mslot[i].rank = r;
+                t->mslot[i].result = c;
             }
         }
         free(cat);
@@ -508,7 +609,10 @@ vq_tokenizer *vq_tok_create_vocab(const struct vq_tok_vocab *v, vq_status *st) {
             char hex[8];
             snprintf(hex, sizeof hex, "<0x%02X>", b);
             int32_t id = text_lookup(t, hex, 6);
-            if (id < 0) { char c = (char)b; id = text_lookup(t, &c, 1); }
+            if (id < 0) {
+                char c = (char)b;
+                id = text_lookup(t, &c, 1);
+            }
             t->byte_sym[b] = -1;
             t->byte_tok[b] = id >= 0 ? id : t->unk;
         }
@@ -531,7 +635,8 @@ vq_tokenizer *vq_tok_create_vocab(const struct vq_tok_vocab *v, vq_status *st) {
     if (!t->special) goto fail;
     for (int32_t i = 0; i < t->n_vocab; i++) {
         int ty = t->types[i];
-        if ((ty == VQ_TOK_TYPE_CONTROL || ty == VQ_TOK_TYPE_USER_DEFINED || ty == VQ_TOK_TYPE_UNKNOWN) &&
+        if ((ty == VQ_TOK_TYPE_CONTROL || ty == VQ_TOK_TYPE_USER_DEFINED ||
+             ty == VQ_TOK_TYPE_UNKNOWN) &&
             t->text_off[i + 1] > t->text_off[i])
             t->special[t->n_special++] = i;
     }
@@ -568,27 +673,44 @@ static bool gguf_id(const vq_gguf *g, const char *key, int32_t *out) {
 vq_tokenizer *vq_tok_create(const vq_gguf *g, vq_status *st) {
     vq_status dummy;
     if (!st) st = &dummy;
-    if (!g) { *st = VQ_STATUS_INVALID_ARG; return NULL; }
+    if (!g) {
+        *st = VQ_STATUS_INVALID_ARG;
+        return NULL;
+    }
     struct vq_tok_vocab v;
     vq_tok_vocab_init(&v);
     struct vq_gguf_str s;
     vq_status r = vq_gguf_get_str(g, "tokenizer.ggml.model", &s);
-    if (r != VQ_STATUS_OK) { *st = r; return NULL; }
-    if (s.len > 64) { *st = VQ_STATUS_BAD_FORMAT; return NULL; }
+    if (r != VQ_STATUS_OK) {
+        *st = r;
+        return NULL;
+    }
+    if (s.len > 64) {
+        *st = VQ_STATUS_BAD_FORMAT;
+        return NULL;
+    }
     char model[72], pre[72];
-    memcpy(model, s.ptr, s.len); model[s.len] = 0;
+    memcpy(model, s.ptr, s.len);
+    model[s.len] = 0;
     v.model = model;
     if (vq_gguf_get_str(g, "tokenizer.ggml.pre", &s) == VQ_STATUS_OK && s.len <= 64) {
-        memcpy(pre, s.ptr, s.len); pre[s.len] = 0;
+        memcpy(pre, s.ptr, s.len);
+        pre[s.len] = 0;
         v.pre = pre;
     }
-    if (strcmp(model, "gpt2") && strcmp(model, "llama")) { *st = VQ_STATUS_UNSUPPORTED; return NULL; }
+    if (strcmp(model, "gpt2") && strcmp(model, "llama")) {
+        *st = VQ_STATUS_UNSUPPORTED;
+        return NULL;
+    }
 
     const struct vq_gguf_kv *ktok = vq_gguf_find(g, "tokenizer.ggml.tokens");
     const struct vq_gguf_kv *ksc = vq_gguf_find(g, "tokenizer.ggml.scores");
     const struct vq_gguf_kv *kty = vq_gguf_find(g, "tokenizer.ggml.token_type");
     const struct vq_gguf_kv *kmg = vq_gguf_find(g, "tokenizer.ggml.merges");
-    if (!ktok) { *st = VQ_STATUS_NOT_FOUND; return NULL; }
+    if (!ktok) {
+        *st = VQ_STATUS_NOT_FOUND;
+        return NULL;
+    }
     *st = VQ_STATUS_BAD_FORMAT;
     if (ktok->type != VQ_GGUF_ARRAY || ktok->arr_type != VQ_GGUF_STRING || ktok->arr_count == 0 ||
         ktok->arr_count > TOK_MAX_TOKENS)
@@ -613,14 +735,18 @@ vq_tokenizer *vq_tok_create(const vq_gguf *g, vq_status *st) {
         goto done;
     }
     for (int32_t i = 0; i < n; i++) {
-        if (vq_gguf_arr_str(g, ktok, (uint64_t)i, &s) != VQ_STATUS_OK || s.len > TOK_MAX_TEXT) goto done;
-        toks[i] = s.ptr; tlens[i] = (uint32_t)s.len;
+        if (vq_gguf_arr_str(g, ktok, (uint64_t)i, &s) != VQ_STATUS_OK || s.len > TOK_MAX_TEXT)
+            goto done;
+        toks[i] = s.ptr;
+        tlens[i] = (uint32_t)s.len;
         if (ksc && vq_gguf_arr_f32(g, ksc, (uint64_t)i, &scores[i]) != VQ_STATUS_OK) goto done;
         if (kty && vq_gguf_arr_i32(g, kty, (uint64_t)i, &types[i]) != VQ_STATUS_OK) goto done;
     }
     for (int32_t i = 0; i < nm; i++) {
-        if (vq_gguf_arr_str(g, kmg, (uint64_t)i, &s) != VQ_STATUS_OK || s.len > 2 * TOK_MAX_TEXT) goto done;
-        merges[i] = s.ptr; mlens[i] = (uint32_t)s.len;
+        if (vq_gguf_arr_str(g, kmg, (uint64_t)i, &s) != VQ_STATUS_OK || s.len > 2 * TOK_MAX_TEXT)
+            goto done;
+        merges[i] = s.ptr;
+        mlens[i] = (uint32_t)s.len;
     }
     if (!gguf_id(g, "tokenizer.ggml.bos_token_id", &v.bos) ||
         !gguf_id(g, "tokenizer.ggml.eos_token_id", &v.eos) ||
@@ -632,18 +758,36 @@ vq_tokenizer *vq_tok_create(const vq_gguf *g, vq_status *st) {
         !gguf_bool(g, "tokenizer.ggml.add_eos_token", &v.add_eos) ||
         !gguf_bool(g, "tokenizer.ggml.add_space_prefix", &v.add_space_prefix))
         goto done;
-    v.n_tokens = n; v.tokens = toks; v.token_lens = tlens; v.scores = scores; v.types = types;
-    v.n_merges = nm; v.merges = merges; v.merge_lens = mlens;
+    v.n_tokens = n;
+    v.tokens = toks;
+    v.token_lens = tlens;
+    v.scores = scores;
+    v.types = types;
+    v.n_merges = nm;
+    v.merges = merges;
+    v.merge_lens = mlens;
     t = vq_tok_create_vocab(&v, st);
 done:
-    free(toks); free(tlens); free(scores); free(types); free(merges); free(mlens);
+    free(toks);
+    free(tlens);
+    free(scores);
+    free(types);
+    free(merges);
+    free(mlens);
     return t;
 }
 
 void vq_tok_free(vq_tokenizer *t) {
     if (!t) return;
-    free(t->text_buf); free(t->text_off); free(t->piece_buf); free(t->piece_off);
-    free(t->scores); free(t->types); free(t->eog); free(t->tslot); free(t->mslot);
+    free(t->text_buf);
+    free(t->text_off);
+    free(t->piece_buf);
+    free(t->piece_off);
+    free(t->scores);
+    free(t->types);
+    free(t->eog);
+    free(t->tslot);
+    free(t->mslot);
     free(t->special);
     free(t);
 }
@@ -652,19 +796,26 @@ void vq_tok_free(vq_tokenizer *t) {
 /* Per-call scratch                                                                          */
 /* ======================================================================================== */
 
-struct heap_ent { float score; int32_t rank, left, right, res, lenl, lenr; };
-
-struct scratch {
-    uint32_t *cps;      /* (n) code points of the fragment */
-    uint8_t *fl;        /* (n) uc flags */
-    uint32_t *bo;       /* (n + 1) byte offset of each code point */
-    uint32_t *ch_a, *ch_b;                      /* (n + 1) chunk end lists */
-    int32_t *sym_id, *sym_len, *sym_start, *prev, *next;   /* (m) symbols */
-    struct heap_ent *heap; size_t heap_n;       /* (3 m) */
-    char *buf;          /* (3 n + 4) escaped text / mapped word */
+struct heap_ent {
+    float score;
+    int32_t rank, left, right, res, lenl, lenr;
 };
 
-struct sink { int32_t *out; int64_t max, n; };
+struct scratch {
+    uint32_t *cps;         /* (n) code points of the fragment */
+    uint8_t *fl;           /* (n) uc flags */
+    uint32_t *bo;          /* (n + 1) byte offset of each code point */
+    uint32_t *ch_a, *ch_b; /* (n + 1) chunk end lists */
+    int32_t *sym_id, *sym_len, *sym_start, *prev, *next; /* (m) symbols */
+    struct heap_ent *heap;
+    size_t heap_n; /* (3 m) */
+    char *buf;     /* (3 n + 4) escaped text / mapped word */
+};
+
+struct sink {
+    int32_t *out;
+    int64_t max, n;
+};
 
 static inline void sink_push(struct sink *s, int32_t id) {
     if (s->n < s->max) s->out[s->n] = id;
@@ -691,9 +842,18 @@ static bool scratch_alloc(struct scratch *sc, size_t n) {
 }
 
 static void scratch_free(struct scratch *sc) {
-    free(sc->cps); free(sc->fl); free(sc->bo); free(sc->ch_a); free(sc->ch_b);
-    free(sc->sym_id); free(sc->sym_len); free(sc->sym_start); free(sc->prev); free(sc->next);
-    free(sc->heap); free(sc->buf);
+    free(sc->cps);
+    free(sc->fl);
+    free(sc->bo);
+    free(sc->ch_a);
+    free(sc->ch_b);
+    free(sc->sym_id);
+    free(sc->sym_len);
+    free(sc->sym_start);
+    free(sc->prev);
+    free(sc->next);
+    free(sc->heap);
+    free(sc->buf);
 }
 
 /* Binary heap: BPE pops the lowest rank, SPM the highest score; ties go to the leftmost. */
@@ -735,7 +895,11 @@ static struct heap_ent heap_pop(struct scratch *sc, bool spm) {
 
 #define OOR 0xFFFFFFFFu
 
-struct chunk_out { uint32_t *ends; size_t n; uint32_t prev; };
+struct chunk_out {
+    uint32_t *ends;
+    size_t n;
+    uint32_t prev;
+};
 
 static inline void chunk_add(struct chunk_out *o, uint32_t end) {
     if (end > o->prev) o->ends[o->n++] = end;
@@ -758,11 +922,18 @@ static void split_gpt2(const struct scratch *sc, uint32_t a, uint32_t b, struct 
         uint8_t f = FL(pos);
         if (c == '\'' && pos + 1 < b) {
             uint32_t c1 = CP(pos + 1);
-            if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') { pos += 2; chunk_add(o, pos); continue; }
+            if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') {
+                pos += 2;
+                chunk_add(o, pos);
+                continue;
+            }
             if (pos + 2 < b) {
                 uint32_t c2 = CP(pos + 2);
-                if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
-                    pos += 3; chunk_add(o, pos); continue;
+                if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') ||
+                    (c1 == 'l' && c2 == 'l')) {
+                    pos += 3;
+                    chunk_add(o, pos);
+                    continue;
                 }
             }
         }
@@ -770,22 +941,33 @@ static void split_gpt2(const struct scratch *sc, uint32_t a, uint32_t b, struct 
         if (f_L(f2)) {
             pos += c == ' ';
             while (f_L(f2)) f2 = (++pos, FL(pos));
-            chunk_add(o, pos); continue;
+            chunk_add(o, pos);
+            continue;
         }
         if (f_N(f2)) {
             pos += c == ' ';
             while (f_N(f2)) f2 = (++pos, FL(pos));
-            chunk_add(o, pos); continue;
+            chunk_add(o, pos);
+            continue;
         }
         if (!(f_WS(f2) || f_L(f2) || f_N(f2)) && f2) {
             pos += c == ' ';
             while (!(f_WS(f2) || f_L(f2) || f_N(f2)) && f2) f2 = (++pos, FL(pos));
-            chunk_add(o, pos); continue;
+            chunk_add(o, pos);
+            continue;
         }
         uint32_t nws = 0;
         while (f_WS(FL(pos + nws))) nws++;
-        if (nws > 1 && CP(pos + nws) != OOR) { pos += nws - 1; chunk_add(o, pos); continue; }
-        if (nws > 0) { pos += nws; chunk_add(o, pos); continue; }
+        if (nws > 1 && CP(pos + nws) != OOR) {
+            pos += nws - 1;
+            chunk_add(o, pos);
+            continue;
+        }
+        if (nws > 0) {
+            pos += nws;
+            chunk_add(o, pos);
+            continue;
+        }
         chunk_add(o, ++pos);
     }
 }
@@ -802,11 +984,18 @@ static void split_llama3(const struct scratch *sc, uint32_t a, uint32_t b, uint3
         uint8_t f = FL(pos);
         if (c == '\'' && pos + 1 < b) {
             uint32_t c1 = ascii_lower(CP(pos + 1));
-            if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') { pos += 2; chunk_add(o, pos); continue; }
+            if (c1 == 's' || c1 == 't' || c1 == 'm' || c1 == 'd') {
+                pos += 2;
+                chunk_add(o, pos);
+                continue;
+            }
             if (pos + 2 < b) {
                 uint32_t c2 = ascii_lower(CP(pos + 2));
-                if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') || (c1 == 'l' && c2 == 'l')) {
-                    pos += 3; chunk_add(o, pos); continue;
+                if ((c1 == 'r' && c2 == 'e') || (c1 == 'v' && c2 == 'e') ||
+                    (c1 == 'l' && c2 == 'l')) {
+                    pos += 3;
+                    chunk_add(o, pos);
+                    continue;
                 }
             }
         }
@@ -814,15 +1003,20 @@ static void split_llama3(const struct scratch *sc, uint32_t a, uint32_t b, uint3
             if (f_L(f) || f_L(FL(pos + 1))) {
                 pos++;
                 while (f_L(FL(pos))) pos++;
-                chunk_add(o, pos); continue;
+                chunk_add(o, pos);
+                continue;
             }
         }
         if (f_N(f)) {
             uint32_t ini = pos;
             while (f_N(FL(pos))) {
-                if (++pos - ini >= max_digits) { chunk_add(o, pos); ini = pos; }
+                if (++pos - ini >= max_digits) {
+                    chunk_add(o, pos);
+                    ini = pos;
+                }
             }
-            chunk_add(o, pos); continue;
+            chunk_add(o, pos);
+            continue;
         }
         uint8_t f2 = c == ' ' ? FL(pos + 1) : f;
         if (!(f_WS(f2) || f_L(f2) || f_N(f2)) && f) {
@@ -830,7 +1024,8 @@ static void split_llama3(const struct scratch *sc, uint32_t a, uint32_t b, uint3
             while (!(f_WS(f2) || f_L(f2) || f_N(f2)) && f2) f2 = (++pos, FL(pos));
             uint32_t c2 = CP(pos);
             while (c2 == '\r' || c2 == '\n') c2 = (++pos, CP(pos));
-            chunk_add(o, pos); continue;
+            chunk_add(o, pos);
+            continue;
         }
         uint32_t nws = 0, last_rn = 0;
         while (f_WS(FL(pos + nws))) {
@@ -838,9 +1033,21 @@ static void split_llama3(const struct scratch *sc, uint32_t a, uint32_t b, uint3
             if (c2 == '\r' || c2 == '\n') last_rn = pos + nws + 1;
             nws++;
         }
-        if (last_rn > 0) { pos = last_rn; chunk_add(o, pos); continue; }
-        if (nws > 1 && CP(pos + nws) != OOR) { pos += nws - 1; chunk_add(o, pos); continue; }
-        if (nws > 0) { pos += nws; chunk_add(o, pos); continue; }
+        if (last_rn > 0) {
+            pos = last_rn;
+            chunk_add(o, pos);
+            continue;
+        }
+        if (nws > 1 && CP(pos + nws) != OOR) {
+            pos += nws - 1;
+            chunk_add(o, pos);
+            continue;
+        }
+        if (nws > 0) {
+            pos += nws;
+            chunk_add(o, pos);
+            continue;
+        }
         chunk_add(o, ++pos);
     }
 #undef CP
@@ -853,7 +1060,8 @@ static bool cs_match(const struct scratch *sc, uint32_t i, enum class_split k) {
     uint32_t c = sc->cps[i];
     uint8_t f = sc->fl[i];
     switch (k) {
-    case CS_NUM_EACH: case CS_NUM_RUN: return f_N(f);
+    case CS_NUM_EACH:
+    case CS_NUM_RUN: return f_N(f);
     case CS_PUNCT_RUN:
         return (f & UC_CLASS) == UC_P ||
                (c < 128 && (c == '$' || c == '+' || c == '<' || c == '=' || c == '>' || c == '^' ||
@@ -871,8 +1079,9 @@ static void split_class(const struct scratch *sc, uint32_t a, uint32_t b, enum c
     o->prev = a;
     while (pos < b) {
         if (k == CS_DIGIT3) {
-            if (pos + 3 <= b && cs_match(sc, pos, k) && cs_match(sc, pos + 1, k) && cs_match(sc, pos + 2, k)) {
-                chunk_add(o, pos);            /* gap before the match */
+            if (pos + 3 <= b && cs_match(sc, pos, k) && cs_match(sc, pos + 1, k) &&
+                cs_match(sc, pos + 2, k)) {
+                chunk_add(o, pos); /* gap before the match */
                 pos += 3;
                 chunk_add(o, pos);
             } else {
@@ -880,10 +1089,14 @@ static void split_class(const struct scratch *sc, uint32_t a, uint32_t b, enum c
             }
             continue;
         }
-        if (!cs_match(sc, pos, k)) { pos++; continue; }
+        if (!cs_match(sc, pos, k)) {
+            pos++;
+            continue;
+        }
         chunk_add(o, pos);
         if (k == CS_NUM_EACH) pos++;
-        else while (pos < b && cs_match(sc, pos, k)) pos++;
+        else
+            while (pos < b && cs_match(sc, pos, k)) pos++;
         chunk_add(o, pos);
     }
     chunk_add(o, b);
@@ -891,31 +1104,39 @@ static void split_class(const struct scratch *sc, uint32_t a, uint32_t b, enum c
 
 /* Splits code points [0, m) of the fragment into words; returns the number of word ends
  * stored in *ends_out. */
-static size_t pre_tokenize(const vq_tokenizer *t, struct scratch *sc, uint32_t m, uint32_t **ends_out) {
+static size_t pre_tokenize(const vq_tokenizer *t, struct scratch *sc, uint32_t m,
+                           uint32_t **ends_out) {
     enum { ST_GPT2, ST_LLAMA3, ST_QWEN2, ST_CLASS };
-    struct { int kind; enum class_split k; } stages[4];
+    struct {
+        int kind;
+        enum class_split k;
+    } stages[4];
     int ns = 0;
     switch (t->pre) {
     case PRE_GPT2: stages[ns++].kind = ST_GPT2; break;
     case PRE_SMOLLM:
-        stages[ns].kind = ST_CLASS; stages[ns++].k = CS_NUM_EACH;
+        stages[ns].kind = ST_CLASS;
+        stages[ns++].k = CS_NUM_EACH;
         stages[ns++].kind = ST_GPT2;
         break;
     case PRE_LLAMA3: stages[ns++].kind = ST_LLAMA3; break;
     case PRE_QWEN2: stages[ns++].kind = ST_QWEN2; break;
     case PRE_DEFAULT:
     default:
-        stages[ns].kind = ST_CLASS; stages[ns++].k = CS_PUNCT_RUN;
+        stages[ns].kind = ST_CLASS;
+        stages[ns++].k = CS_PUNCT_RUN;
         stages[ns++].kind = ST_GPT2;
-        stages[ns].kind = ST_CLASS; stages[ns++].k = CS_NUM_RUN;
-        stages[ns].kind = ST_CLASS; stages[ns++].k = CS_DIGIT3;
+        stages[ns].kind = ST_CLASS;
+        stages[ns++].k = CS_NUM_RUN;
+        stages[ns].kind = ST_CLASS;
+        stages[ns++].k = CS_DIGIT3;
         break;
     }
     uint32_t *in = sc->ch_a, *out = sc->ch_b;
     size_t n_in = 1;
     in[0] = m;
     for (int s = 0; s < ns; s++) {
-        struct chunk_out o = { out, 0, 0 };
+        struct chunk_out o = {out, 0, 0};
         uint32_t start = 0;
         for (size_t c = 0; c < n_in; c++) {
             uint32_t end = in[c];
@@ -927,7 +1148,9 @@ static size_t pre_tokenize(const vq_tokenizer *t, struct scratch *sc, uint32_t m
             }
             start = end;
         }
-        uint32_t *tmp = in; in = out; out = tmp;
+        uint32_t *tmp = in;
+        in = out;
+        out = tmp;
         n_in = o.n;
     }
     *ends_out = in;
@@ -944,7 +1167,7 @@ static void bpe_try_push(const vq_tokenizer *t, struct scratch *sc, int32_t l, i
     if (a < 0 || b < 0) return;
     const struct merge_slot *m = merge_lookup(t, a, b);
     if (!m) return;
-    struct heap_ent e = { 0.0f, m->rank, l, r, m->result, sc->sym_len[l], sc->sym_len[r] };
+    struct heap_ent e = {0.0f, m->rank, l, r, m->result, sc->sym_len[l], sc->sym_len[r]};
     heap_push(sc, &e, false);
 }
 
@@ -954,9 +1177,13 @@ static void bpe_word(const vq_tokenizer *t, struct scratch *sc, const uint8_t *w
     if (n <= 0) return;
     if (t->ignore_merges) {
         size_t k = 0;
-        for (int32_t i = 0; i < n; i++) k += utf8_encode(gpt2_byte_cp(w[i]), (uint8_t *)sc->buf + k);
+        for (int32_t i = 0; i < n; i++)
+            k += utf8_encode(gpt2_byte_cp(w[i]), (uint8_t *)sc->buf + k);
         int32_t id = text_lookup(t, sc->buf, k);
-        if (id >= 0 && id < t->n_vocab) { sink_push(out, id); return; }
+        if (id >= 0 && id < t->n_vocab) {
+            sink_push(out, id);
+            return;
+        }
     }
     for (int32_t i = 0; i < n; i++) {
         sc->sym_id[i] = t->byte_sym[w[i]];
@@ -971,7 +1198,7 @@ static void bpe_word(const vq_tokenizer *t, struct scratch *sc, const uint8_t *w
         int32_t l = e.left, r = e.right;
         if (sc->sym_len[l] == 0 || sc->sym_len[r] == 0 || sc->sym_len[l] != e.lenl ||
             sc->sym_len[r] != e.lenr)
-            continue;   /* outdated */
+            continue; /* outdated */
         sc->sym_id[l] = e.res;
         sc->sym_len[l] += sc->sym_len[r];
         sc->sym_len[r] = 0;
@@ -987,7 +1214,7 @@ static void bpe_word(const vq_tokenizer *t, struct scratch *sc, const uint8_t *w
         } else {
             for (int32_t k = 0; k < sc->sym_len[i]; k++) {
                 int32_t bt = t->byte_tok[w[i + k]];
-                if (bt >= 0) sink_push(out, bt);   /* llama.cpp drops bytes without a token */
+                if (bt >= 0) sink_push(out, bt); /* llama.cpp drops bytes without a token */
             }
         }
     }
@@ -1021,11 +1248,12 @@ static void bpe_fragment(const vq_tokenizer *t, struct scratch *sc, const uint8_
 /* SentencePiece BPE                                                                         */
 /* ======================================================================================== */
 
-static void spm_try_push(const vq_tokenizer *t, struct scratch *sc, const char *text, int32_t l, int32_t r) {
+static void spm_try_push(const vq_tokenizer *t, struct scratch *sc, const char *text, int32_t l,
+                         int32_t r) {
     if (l < 0 || r < 0) return;
     int32_t id = text_lookup(t, text + sc->sym_start[l], (size_t)(sc->sym_len[l] + sc->sym_len[r]));
     if (id < 0 || id >= t->n_vocab) return;
-    struct heap_ent e = { t->scores[id], 0, l, r, id, sc->sym_len[l], sc->sym_len[r] };
+    struct heap_ent e = {t->scores[id], 0, l, r, id, sc->sym_len[l], sc->sym_len[r]};
     heap_push(sc, &e, true);
 }
 
@@ -1034,10 +1262,17 @@ static void spm_fragment(const vq_tokenizer *t, struct scratch *sc, const uint8_
     /* escape: optional leading space, ' ' -> U+2581 */
     char *e = sc->buf;
     size_t k = 0;
-    if (prefix_space) { e[k++] = (char)0xE2; e[k++] = (char)0x96; e[k++] = (char)0x81; }
+    if (prefix_space) {
+        e[k++] = (char)0xE2;
+        e[k++] = (char)0x96;
+        e[k++] = (char)0x81;
+    }
     for (size_t i = 0; i < n; i++) {
-        if (s[i] == ' ') { e[k++] = (char)0xE2; e[k++] = (char)0x96; e[k++] = (char)0x81; }
-        else e[k++] = (char)s[i];
+        if (s[i] == ' ') {
+            e[k++] = (char)0xE2;
+            e[k++] = (char)0x96;
+            e[k++] = (char)0x81;
+        } else e[k++] = (char)s[i];
     }
     if (k == 0) return;
     int32_t ns = 0;
@@ -1056,7 +1291,8 @@ static void spm_fragment(const vq_tokenizer *t, struct scratch *sc, const uint8_
     while (sc->heap_n) {
         struct heap_ent h = heap_pop(sc, true);
         int32_t l = h.left, r = h.right;
-        if (sc->sym_len[l] == 0 || sc->sym_len[r] == 0 || sc->sym_len[l] + sc->sym_len[r] != h.lenl + h.lenr)
+        if (sc->sym_len[l] == 0 || sc->sym_len[r] == 0 ||
+            sc->sym_len[l] + sc->sym_len[r] != h.lenl + h.lenr)
             continue;
         sc->sym_len[l] += sc->sym_len[r];
         sc->sym_len[r] = 0;
@@ -1067,7 +1303,10 @@ static void spm_fragment(const vq_tokenizer *t, struct scratch *sc, const uint8_
     }
     for (int32_t i = 0; i != -1; i = sc->next[i]) {
         int32_t id = text_lookup(t, e + sc->sym_start[i], (size_t)sc->sym_len[i]);
-        if (id >= 0 && id < t->n_vocab) { sink_push(out, id); continue; }
+        if (id >= 0 && id < t->n_vocab) {
+            sink_push(out, id);
+            continue;
+        }
         for (int32_t j = 0; j < sc->sym_len[i]; j++) {
             int32_t bt = t->byte_tok[(uint8_t)e[sc->sym_start[i] + j]];
             if (bt >= 0) sink_push(out, bt);
@@ -1093,17 +1332,26 @@ static const char *find_bytes(const char *hay, size_t hl, const char *needle, si
     return NULL;
 }
 
-struct frag { int32_t tok; size_t off, len; };   /* tok >= 0: special token, else raw text */
-struct frag_list { struct frag *v; size_t n, cap; };
+struct frag {
+    int32_t tok;
+    size_t off, len;
+}; /* tok >= 0: special token, else raw text */
+struct frag_list {
+    struct frag *v;
+    size_t n, cap;
+};
 
 static bool frag_push(struct frag_list *l, int32_t tok, size_t off, size_t len) {
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 16;
         struct frag *nv = realloc(l->v, cap * sizeof *nv);
         if (!nv) return false;
-        l->v = nv; l->cap = cap;
+        l->v = nv;
+        l->cap = cap;
     }
-    l->v[l->n].tok = tok; l->v[l->n].off = off; l->v[l->n].len = len;
+    l->v[l->n].tok = tok;
+    l->v[l->n].off = off;
+    l->v[l->n].len = len;
     l->n++;
     return true;
 }
@@ -1112,7 +1360,7 @@ static bool frag_push(struct frag_list *l, int32_t tok, size_t off, size_t len) 
  * leftmost non-overlapping occurrence out of the remaining raw fragments. */
 static bool partition(const vq_tokenizer *t, const char *text, size_t len, bool parse_special,
                       struct frag_list *res) {
-    struct frag_list a = { 0, 0, 0 }, b = { 0, 0, 0 };
+    struct frag_list a = {0, 0, 0}, b = {0, 0, 0};
     if (!frag_push(&a, -1, 0, len)) return false;
     for (int32_t k = 0; k < t->n_special; k++) {
         int32_t id = t->special[k];
@@ -1131,20 +1379,26 @@ static bool partition(const vq_tokenizer *t, const char *text, size_t len, bool 
             size_t off = fr.off, end = fr.off + fr.len;
             while (off < end) {
                 const char *p = end - off >= sl ? find_bytes(text + off, end - off, st, sl) : NULL;
-                if (!p) { if (!frag_push(&b, -1, off, end - off)) goto oom; break; }
+                if (!p) {
+                    if (!frag_push(&b, -1, off, end - off)) goto oom;
+                    break;
+                }
                 size_t at = (size_t)(p - text);
                 if (at > off && !frag_push(&b, -1, off, at - off)) goto oom;
                 if (!frag_push(&b, id, at, sl)) goto oom;
                 off = at + sl;
             }
         }
-        struct frag_list tmp = a; a = b; b = tmp;
+        struct frag_list tmp = a;
+        a = b;
+        b = tmp;
     }
     free(b.v);
     *res = a;
     return true;
 oom:
-    free(a.v); free(b.v);
+    free(a.v);
+    free(b.v);
     return false;
 }
 
@@ -1152,7 +1406,7 @@ int64_t vq_tok_encode(const vq_tokenizer *t, const char *text, size_t len, bool 
                       bool parse_special, int32_t *out, int64_t max) {
     if (!t || (!text && len) || len > TOK_MAX_INPUT) return VQ_TOK_ERR_NO_MEMORY;
     if (max < 0 || !out) max = 0;
-    struct sink sk = { out, max, 0 };
+    struct sink sk = {out, max, 0};
     if (add_special && t->add_bos) sink_push(&sk, t->bos);
     if (len) {
         struct frag_list fl;
@@ -1161,11 +1415,19 @@ int64_t vq_tok_encode(const vq_tokenizer *t, const char *text, size_t len, bool 
         for (size_t i = 0; i < fl.n; i++)
             if (fl.v[i].tok < 0 && fl.v[i].len > maxfrag) maxfrag = fl.v[i].len;
         struct scratch sc;
-        if (!scratch_alloc(&sc, maxfrag + 1)) { scratch_free(&sc); free(fl.v); return VQ_TOK_ERR_NO_MEMORY; }
+        if (!scratch_alloc(&sc, maxfrag + 1)) {
+            scratch_free(&sc);
+            free(fl.v);
+            return VQ_TOK_ERR_NO_MEMORY;
+        }
         bool prev_special = true;
         for (size_t i = 0; i < fl.n; i++) {
             const struct frag *f = &fl.v[i];
-            if (f->tok >= 0) { sink_push(&sk, f->tok); prev_special = true; continue; }
+            if (f->tok >= 0) {
+                sink_push(&sk, f->tok);
+                prev_special = true;
+                continue;
+            }
             if (t->model == VQ_TOK_MODEL_BPE) {
                 bpe_fragment(t, &sc, (const uint8_t *)text + f->off, f->len, &sk);
             } else {
@@ -1186,13 +1448,19 @@ int64_t vq_tok_encode(const vq_tokenizer *t, const char *text, size_t len, bool 
 /* ======================================================================================== */
 
 const char *vq_tok_piece(const vq_tokenizer *t, int32_t id, size_t *len) {
-    if (!t || id < 0 || id >= t->n_vocab) { if (len) *len = 0; return NULL; }
+    if (!t || id < 0 || id >= t->n_vocab) {
+        if (len) *len = 0;
+        return NULL;
+    }
     if (len) *len = (size_t)(t->piece_off[id + 1] - t->piece_off[id]);
     return t->piece_buf ? t->piece_buf + t->piece_off[id] : "";
 }
 
 const char *vq_tok_text(const vq_tokenizer *t, int32_t id, size_t *len) {
-    if (!t || id < 0 || id >= t->n_vocab) { if (len) *len = 0; return NULL; }
+    if (!t || id < 0 || id >= t->n_vocab) {
+        if (len) *len = 0;
+        return NULL;
+    }
     size_t l;
     const char *p = tok_text_ptr(t, id, &l);
     if (len) *len = l;
@@ -1200,19 +1468,24 @@ const char *vq_tok_text(const vq_tokenizer *t, int32_t id, size_t *len) {
 }
 
 /* Piece of id as token_to_piece with lstrip leading spaces removed (at most lstrip). */
-static const char *piece_view(const vq_tokenizer *t, int32_t id, bool special, int lstrip, size_t *n) {
+static const char *piece_view(const vq_tokenizer *t, int32_t id, bool special, int lstrip,
+                              size_t *n) {
     *n = 0;
     if (id < 0 || id >= t->n_vocab) return "";
     int ty = t->types[id];
     if (!special && (ty == VQ_TOK_TYPE_CONTROL || ty == VQ_TOK_TYPE_UNKNOWN)) return "";
     size_t l = (size_t)(t->piece_off[id + 1] - t->piece_off[id]);
     const char *p = t->piece_buf ? t->piece_buf + t->piece_off[id] : "";
-    for (int i = 0; i < lstrip && l && *p == ' '; i++) { p++; l--; }
+    for (int i = 0; i < lstrip && l && *p == ' '; i++) {
+        p++;
+        l--;
+    }
     *n = l;
     return p;
 }
 
-int64_t vq_tok_token_to_piece(const vq_tokenizer *t, int32_t id, char *buf, size_t cap, bool special) {
+int64_t vq_tok_token_to_piece(const vq_tokenizer *t, int32_t id, char *buf, size_t cap,
+                              bool special) {
     if (!t) return 0;
     size_t n;
     const char *p = piece_view(t, id, special, 0, &n);
@@ -1226,7 +1499,11 @@ int64_t vq_tok_detokenize(const vq_tokenizer *t, const int32_t *ids, int64_t n, 
     if (!t || n <= 0 || !ids) return 0;
     if (!buf) cap = 0;
     bool remove_space = t->add_space_prefix;
-    if (remove_special && t->add_bos && n > 0 && ids[0] == t->bos) { remove_space = false; ids++; n--; }
+    if (remove_special && t->add_bos && n > 0 && ids[0] == t->bos) {
+        remove_space = false;
+        ids++;
+        n--;
+    }
     if (remove_special && t->add_eos && n > 0 && ids[n - 1] == t->eos) n--;
     size_t total = 0;
     for (int64_t i = 0; i < n; i++) {
@@ -1251,7 +1528,10 @@ int64_t vq_tok_detokenize(const vq_tokenizer *t, const int32_t *ids, int64_t n, 
         w = 1;
         for (size_t i = 1; i < t2; i++) {
             char c = x[i];
-            if (c == '\'' && i + 1 < t2 && x[i - 1] == ' ' && x[i + 1] == ' ') { w--; x[++i] = 0; }
+            if (c == '\'' && i + 1 < t2 && x[i - 1] == ' ' && x[i + 1] == ' ') {
+                w--;
+                x[++i] = 0;
+            }
             x[w++] = c;
         }
         /* pass 3: " 's", " 'm", " 're", " 've" lose the space */
@@ -1262,7 +1542,9 @@ int64_t vq_tok_detokenize(const vq_tokenizer *t, const int32_t *ids, int64_t n, 
             if (x[i - 1] == ' ' && c == '\'' && i + 1 < t3) {
                 char c1 = x[i + 1];
                 if (c1 == 's' || c1 == 'm') w--;
-                else if (i + 2 < t3 && ((c1 == 'r' && x[i + 2] == 'e') || (c1 == 'v' && x[i + 2] == 'e'))) w--;
+                else if (i + 2 < t3 &&
+                         ((c1 == 'r' && x[i + 2] == 'e') || (c1 == 'v' && x[i + 2] == 'e')))
+                    w--;
             }
             x[w++] = c;
         }
@@ -1306,16 +1588,18 @@ void vq_tok_stream_init(struct vq_tok_stream *s) { memset(s, 0, sizeof *s); }
 static size_t utf8_incomplete_tail(const uint8_t *p, size_t n) {
     for (size_t back = 1; back <= 3 && back <= n; back++) {
         uint8_t b = p[n - back];
-        if ((b & 0xC0) == 0x80) continue;            /* continuation: look further back */
-        size_t need = (b >= 0xC0 && b <= 0xDF) ? 2 : (b >= 0xE0 && b <= 0xEF) ? 3 :
-                      (b >= 0xF0 && b <= 0xF7) ? 4 : 1;
+        if ((b & 0xC0) == 0x80) continue; /* continuation: look further back */
+        size_t need = (b >= 0xC0 && b <= 0xDF) ? 2
+                    : (b >= 0xE0 && b <= 0xEF) ? 3
+                    : (b >= 0xF0 && b <= 0xF7) ? 4
+                                               : 1;
         return need > back ? back : 0;
     }
     return 0;
 }
 
-int64_t vq_tok_stream_push(const vq_tokenizer *t, struct vq_tok_stream *s, int32_t id,
-                           bool special, char *buf, size_t cap) {
+int64_t vq_tok_stream_push(const vq_tokenizer *t, struct vq_tok_stream *s, int32_t id, bool special,
+                           char *buf, size_t cap) {
     size_t n;
     const char *p = t ? piece_view(t, id, special, 0, &n) : "";
     if (!t) n = 0;

@@ -55,8 +55,12 @@ typedef struct vq_tokenizer vq_tokenizer;
 
 /* Token types as stored in tokenizer.ggml.token_type (llama.cpp's llama_token_type). */
 enum vq_tok_type {
-    VQ_TOK_TYPE_UNDEFINED = 0, VQ_TOK_TYPE_NORMAL = 1, VQ_TOK_TYPE_UNKNOWN = 2,
-    VQ_TOK_TYPE_CONTROL = 3, VQ_TOK_TYPE_USER_DEFINED = 4, VQ_TOK_TYPE_UNUSED = 5,
+    VQ_TOK_TYPE_UNDEFINED = 0,
+    VQ_TOK_TYPE_NORMAL = 1,
+    VQ_TOK_TYPE_UNKNOWN = 2,
+    VQ_TOK_TYPE_CONTROL = 3,
+    VQ_TOK_TYPE_USER_DEFINED = 4,
+    VQ_TOK_TYPE_UNUSED = 5,
     VQ_TOK_TYPE_BYTE = 6
 };
 
@@ -71,16 +75,16 @@ enum vq_tok_model { VQ_TOK_MODEL_BPE = 1, VQ_TOK_MODEL_SPM = 2 };
  * add_eos and add_space_prefix: 0 or 1, or -1 for the model's default (BPE: no BOS, SPM: BOS
  * and a space prefix). */
 struct vq_tok_vocab {
-    const char *model;                  /* "gpt2" or "llama" */
-    const char *pre;                    /* tokenizer.ggml.pre, may be NULL */
+    const char *model; /* "gpt2" or "llama" */
+    const char *pre;   /* tokenizer.ggml.pre, may be NULL */
     int32_t n_tokens;
-    const char *const *tokens;          /* (n_tokens) token texts as stored in GGUF */
-    const uint32_t *token_lens;         /* (n_tokens) or NULL */
-    const float *scores;                /* (n_tokens) or NULL */
-    const int32_t *types;               /* (n_tokens) enum vq_tok_type, or NULL */
+    const char *const *tokens;  /* (n_tokens) token texts as stored in GGUF */
+    const uint32_t *token_lens; /* (n_tokens) or NULL */
+    const float *scores;        /* (n_tokens) or NULL */
+    const int32_t *types;       /* (n_tokens) enum vq_tok_type, or NULL */
     int32_t n_merges;
-    const char *const *merges;          /* (n_merges) "left right", rank = index */
-    const uint32_t *merge_lens;         /* (n_merges) or NULL */
+    const char *const *merges;  /* (n_merges) "left right", rank = index */
+    const uint32_t *merge_lens; /* (n_merges) or NULL */
     int32_t bos, eos, unk, pad, eot, eom;
     int add_bos, add_eos, add_space_prefix;
 };
@@ -140,14 +144,14 @@ int64_t vq_tok_detokenize(const vq_tokenizer *t, const int32_t *ids, int64_t n, 
 int32_t vq_tok_find(const vq_tokenizer *t, const char *text, size_t len);
 
 int32_t vq_tok_n_vocab(const vq_tokenizer *t);
-enum vq_tok_model vq_tok_model(const vq_tokenizer *t);   /* BPE for NULL */
-int32_t vq_tok_bos(const vq_tokenizer *t);     /* -1 if none */
-int32_t vq_tok_eos(const vq_tokenizer *t);     /* -1 if none */
-int32_t vq_tok_eot(const vq_tokenizer *t);     /* end-of-turn, -1 if none */
+enum vq_tok_model vq_tok_model(const vq_tokenizer *t); /* BPE for NULL */
+int32_t vq_tok_bos(const vq_tokenizer *t);             /* -1 if none */
+int32_t vq_tok_eos(const vq_tokenizer *t);             /* -1 if none */
+int32_t vq_tok_eot(const vq_tokenizer *t);             /* end-of-turn, -1 if none */
 int32_t vq_tok_unk(const vq_tokenizer *t);
 int32_t vq_tok_pad(const vq_tokenizer *t);
-bool vq_tok_add_bos(const vq_tokenizer *t);    /* encode(add_special) prepends BOS */
-enum vq_tok_type vq_tok_type(const vq_tokenizer *t, int32_t id);   /* UNDEFINED if out of range */
+bool vq_tok_add_bos(const vq_tokenizer *t); /* encode(add_special) prepends BOS */
+enum vq_tok_type vq_tok_type(const vq_tokenizer *t, int32_t id); /* UNDEFINED if out of range */
 /* True for tokens that end generation: EOS, EOT, EOM and the tokens llama.cpp recognises by
  * text (<|im_end|>, <|endoftext|>, <|eot_id|>, <end_of_turn>, ...). */
 bool vq_tok_is_eog(const vq_tokenizer *t, int32_t id);
@@ -156,7 +160,7 @@ bool vq_tok_is_control(const vq_tokenizer *t, int32_t id);
 
 /* ---- streaming detokenization ---- */
 struct vq_tok_stream {
-    uint8_t pend[4];   /* bytes of an incomplete UTF-8 character */
+    uint8_t pend[4]; /* bytes of an incomplete UTF-8 character */
     int n_pend;
 };
 
@@ -167,8 +171,8 @@ void vq_tok_stream_init(struct vq_tok_stream *s);
  * written, or -(bytes needed) when cap is too small, in which case the stream is unchanged
  * and the call can be repeated with a larger buffer (cap >= piece length + 4 always
  * suffices). */
-int64_t vq_tok_stream_push(const vq_tokenizer *t, struct vq_tok_stream *s, int32_t id,
-                           bool special, char *buf, size_t cap);
+int64_t vq_tok_stream_push(const vq_tokenizer *t, struct vq_tok_stream *s, int32_t id, bool special,
+                           char *buf, size_t cap);
 
 /* Writes the held-back bytes (an unfinished character at the end of the text) and resets
  * the stream. Returns bytes written (<= 4), or -(bytes needed). */

@@ -15,7 +15,10 @@ static int sinks(enum vq_method m) { return (vq_method_flags(m) & VQ_METHOD_F_SI
 
 /* Bytes of one side (K or V) of one kv-head stream holding ctx tokens; live: coded tokens
  * still held (windowed layers free pages), ev: freed coded tokens (a multiple of the page). */
-struct side_bytes { size_t coded, window, alloc; int64_t live; };
+struct side_bytes {
+    size_t coded, window, alloc;
+    int64_t live;
+};
 
 /* Coded tokens of a stream after t tokens (the cache's window modes; see kvmem.h). */
 static int64_t coded_at(const struct vq_codec_params *cp, int64_t bt, int64_t t) {
@@ -68,10 +71,13 @@ static struct side_bytes side_estimate(const vq_codec *cd, int64_t ctx, int d, i
     s.window = (size_t)(ctx - n_coded) * row16 + (use_sinks ? (size_t)n_sinks * row16 : 0) +
                (size_t)(n_ss < ctx ? n_ss : ctx) * row16;
     /* a sliding (KIVI value) window keeps a 2R-row buffer so that it can shift rarely */
-    const int64_t buf_rows = windowed(cp->method) && cp->residual_length > 0 && cp->role == VQ_ROLE_VALUE
-                                 ? 2 * win_cap : win_cap;
-    s.alloc = (size_t)pages * ((size_t)(page_tokens / bt) * bb + page_extra) + (size_t)buf_rows * row16 +
-              (use_sinks ? (size_t)sink_cap * row16 : 0) + (size_t)n_ss * row16;
+    const int64_t buf_rows = windowed(cp->method) && cp->residual_length > 0 &&
+                                     cp->role == VQ_ROLE_VALUE
+                               ? 2 * win_cap
+                               : win_cap;
+    s.alloc = (size_t)pages * ((size_t)(page_tokens / bt) * bb + page_extra) +
+              (size_t)buf_rows * row16 + (use_sinks ? (size_t)sink_cap * row16 : 0) +
+              (size_t)n_ss * row16;
     return s;
 }
 
@@ -81,8 +87,8 @@ vq_status vq_kv_estimate(const struct vq_cache_params *p, int64_t ctx, struct vq
 
 vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, int64_t n_ot,
                                   struct vq_cache_memory *m) {
-    if (!p || !m || ctx < 0 || n_ot < 0 || p->n_layers < 1 || p->n_kv_heads < 1 || p->page_tokens < 1 ||
-        p->fp16_first_layers < 0 || p->fp16_first_layers > p->n_layers ||
+    if (!p || !m || ctx < 0 || n_ot < 0 || p->n_layers < 1 || p->n_kv_heads < 1 ||
+        p->page_tokens < 1 || p->fp16_first_layers < 0 || p->fp16_first_layers > p->n_layers ||
         p->fp16_last_layers < 0 || p->fp16_last_layers > p->n_layers || p->stream_window < 0 ||
         p->stream_sinks < 0 || (p->stream_sinks > 0 && p->stream_window == 0))
         return VQ_STATUS_INVALID_ARG;
@@ -93,7 +99,9 @@ vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, 
     if (!(p->outlier_token_k > 0.0f)) n_ot = 0;
     /* the cache's outlier-token store grows from 16 rows by doubling (one append) */
     int64_t ot_cap = 0;
-    if (n_ot > 0) for (ot_cap = 16; ot_cap < n_ot; ot_cap *= 2) {}
+    if (n_ot > 0)
+        for (ot_cap = 16; ot_cap < n_ot; ot_cap *= 2) {
+        }
     memset(m, 0, sizeof *m);
     const int d = p->head_dim;
     const size_t row16 = (size_t)d * 2;
@@ -116,8 +124,12 @@ vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, 
         vq_codec *kc = vq_codec_create(&kp, &st);
         if (!kc) return st;
         vq_codec *vc = vq_codec_create(&vp, &st);
-        if (!vc) { vq_codec_free(kc); return st; }
-        if (p->page_tokens % vq_codec_block_tokens(kc) || p->page_tokens % vq_codec_block_tokens(vc)) {
+        if (!vc) {
+            vq_codec_free(kc);
+            return st;
+        }
+        if (p->page_tokens % vq_codec_block_tokens(kc) ||
+            p->page_tokens % vq_codec_block_tokens(vc)) {
             vq_codec_free(kc);
             vq_codec_free(vc);
             return VQ_STATUS_INVALID_ARG;
@@ -129,11 +141,14 @@ vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, 
         vq_cache_layer_window(p, l, &win, &n_ss);
         const int64_t first = win > 0 && win < ctx ? win : ctx; /* the first append */
         const int n_sinks = (int)(sink_cap < first ? sink_cap : first);
-        const int n_oc = p->n_outlier_channels > 0 && vq_cache_oc_method(kp.method) ? p->n_outlier_channels : 0;
+        const int n_oc = p->n_outlier_channels > 0 && vq_cache_oc_method(kp.method)
+                           ? p->n_outlier_channels
+                           : 0;
         const size_t oc_page = (size_t)p->page_tokens * (size_t)(n_oc ? 2 + n_oc : 0);
-        struct side_bytes ks =
-            side_estimate(kc, ctx, d, p->page_tokens, n_sinks, sink_cap, oc_page, win, n_ss);
-        struct side_bytes vs = side_estimate(vc, ctx, d, p->page_tokens, n_sinks, sink_cap, 0, win, n_ss);
+        struct side_bytes ks = side_estimate(kc, ctx, d, p->page_tokens, n_sinks, sink_cap, oc_page,
+                                             win, n_ss);
+        struct side_bytes vs = side_estimate(vc, ctx, d, p->page_tokens, n_sinks, sink_cap, 0, win,
+                                             n_ss);
         const size_t h = (size_t)p->n_kv_heads;
         /* outlier tokens (fp16 K and V rows per kv-head of bypassing sides), outlier-channel
          * records (every key token; channel list once ctx >= n_calib_tokens) */
@@ -186,7 +201,10 @@ vq_status vq_kv_geometry_from_gguf(const char *path, struct vq_kv_geometry *g, c
     memset(g, 0, sizeof *g);
     vq_status st;
     vq_gguf *f = vq_gguf_open(path, &st);
-    if (!f) { seterr(err, errlen, path, vq_gguf_last_error()); return st; }
+    if (!f) {
+        seterr(err, errlen, path, vq_gguf_last_error());
+        return st;
+    }
     struct vq_gguf_str a;
     char key[96];
     uint32_t n_layers = 0, n_heads = 0, n_kv = 0, key_len = 0, n_embd = 0;
@@ -198,17 +216,17 @@ vq_status vq_kv_geometry_from_gguf(const char *path, struct vq_kv_geometry *g, c
     }
     memcpy(g->arch, a.ptr, a.len);
     g->arch[a.len] = 0;
-#define GET(suffix, var, required)                                                          \
-    do {                                                                                    \
-        snprintf(key, sizeof key, "%s." suffix, g->arch);                                   \
-        vq_status s_ = vq_gguf_get_u32(f, key, &var);                                       \
-        if (s_ != VQ_STATUS_OK && (required || s_ != VQ_STATUS_NOT_FOUND)) {                \
-            char m_[160];                                                                   \
-            snprintf(m_, sizeof m_, "metadata %s: %s", key, vq_status_str(s_));             \
-            seterr(err, errlen, path, m_);                                                  \
-            vq_gguf_close(f);                                                               \
-            return s_;                                                                      \
-        }                                                                                   \
+#define GET(suffix, var, required) \
+    do { \
+        snprintf(key, sizeof key, "%s." suffix, g->arch); \
+        vq_status s_ = vq_gguf_get_u32(f, key, &var); \
+        if (s_ != VQ_STATUS_OK && (required || s_ != VQ_STATUS_NOT_FOUND)) { \
+            char m_[160]; \
+            snprintf(m_, sizeof m_, "metadata %s: %s", key, vq_status_str(s_)); \
+            seterr(err, errlen, path, m_); \
+            vq_gguf_close(f); \
+            return s_; \
+        } \
     } while (0)
     GET("block_count", n_layers, 1);
     GET("attention.head_count", n_heads, 1);

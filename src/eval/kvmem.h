@@ -37,8 +37,8 @@ struct vq_kv_geometry {
     int n_layers;
     int n_kv_heads;
     int head_dim;
-    int n_heads;             /* query heads (0 if unknown) */
-    char arch[32];           /* general.architecture, or "" */
+    int n_heads;   /* query heads (0 if unknown) */
+    char arch[32]; /* general.architecture, or "" */
 };
 
 /* Computes *m as vq_cache_memory would report it for a cache created from p (geometry,

@@ -90,18 +90,32 @@ double vq_logit_kl(const struct vq_logit_rec *base, const float *logits, int n_v
 struct vq_logits_file {
     FILE *f;
     int writing;
-    char *path, *tmp;          /* writer: final and temporary paths */
+    char *path, *tmp; /* writer: final and temporary paths */
     int top_k, n_vocab, ctx;
     uint64_t n_records, token_hash, pos;
-    uint64_t hash_run;         /* reader: hash of the records read so far */
+    uint64_t hash_run; /* reader: hash of the records read so far */
 };
 
-static void put32(uint8_t *p, uint32_t v) { for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static void put64(uint8_t *p, uint64_t v) { for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i)); }
-static uint32_t rd32(const uint8_t *p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24; }
+static void put32(uint8_t *p, uint32_t v) {
+    for (int i = 0; i < 4; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static void put64(uint8_t *p, uint64_t v) {
+    for (int i = 0; i < 8; i++) p[i] = (uint8_t)(v >> (8 * i));
+}
+static uint32_t rd32(const uint8_t *p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
 static uint64_t rd64(const uint8_t *p) { return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32; }
-static uint32_t f2u(float f) { uint32_t u; memcpy(&u, &f, 4); return u; }
-static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static uint32_t f2u(float f) {
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    return u;
+}
+static float u2f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 
 static size_t rec_bytes(int k) { return 12 + 8 * (size_t)k; }
 
@@ -131,8 +145,15 @@ vq_logits_file *vq_logits_create(const char *path, int top_k, int n_vocab, int c
     }
     vq_logits_file *lf = calloc(1, sizeof *lf);
     size_t n = strlen(path);
-    if (lf) { lf->path = malloc(n + 1); lf->tmp = malloc(n + 5); }
-    if (!lf || !lf->path || !lf->tmp) { lf_free(lf); if (st) *st = VQ_STATUS_NO_MEMORY; return NULL; }
+    if (lf) {
+        lf->path = malloc(n + 1);
+        lf->tmp = malloc(n + 5);
+    }
+    if (!lf || !lf->path || !lf->tmp) {
+        lf_free(lf);
+        if (st) *st = VQ_STATUS_NO_MEMORY;
+        return NULL;
+    }
     memcpy(lf->path, path, n + 1);
     memcpy(lf->tmp, path, n);
     memcpy(lf->tmp + n, ".tmp", 5);
@@ -145,7 +166,11 @@ vq_logits_file *vq_logits_create(const char *path, int top_k, int n_vocab, int c
     uint8_t h[HDR_BYTES];
     make_header(lf, h);
     if (!lf->f || fwrite(h, 1, HDR_BYTES, lf->f) != HDR_BYTES) {
-        if (lf->f) { fclose(lf->f); lf->f = NULL; unlink(lf->tmp); }
+        if (lf->f) {
+            fclose(lf->f);
+            lf->f = NULL;
+            unlink(lf->tmp);
+        }
         lf_free(lf);
         if (st) *st = VQ_STATUS_IO;
         return NULL;
@@ -156,9 +181,16 @@ vq_logits_file *vq_logits_create(const char *path, int top_k, int n_vocab, int c
 
 vq_logits_file *vq_logits_open(const char *path, vq_status *st) {
     vq_logits_file *lf = calloc(1, sizeof *lf);
-    if (!lf) { if (st) *st = VQ_STATUS_NO_MEMORY; return NULL; }
+    if (!lf) {
+        if (st) *st = VQ_STATUS_NO_MEMORY;
+        return NULL;
+    }
     lf->f = fopen(path, "rb");
-    if (!lf->f) { lf_free(lf); if (st) *st = VQ_STATUS_IO; return NULL; }
+    if (!lf->f) {
+        lf_free(lf);
+        if (st) *st = VQ_STATUS_IO;
+        return NULL;
+    }
     uint8_t h[HDR_BYTES];
     vq_status s = VQ_STATUS_BAD_FORMAT;
     if (fread(h, 1, HDR_BYTES, lf->f) == HDR_BYTES && !memcmp(h, MAGIC, 8) && rd32(h + 8) == 1) {
@@ -172,13 +204,18 @@ vq_logits_file *vq_logits_open(const char *path, vq_status *st) {
                  rd32(h + 20) <= (1u << 30);
         if (ok && fseek(lf->f, 0, SEEK_END) == 0) {
             long sz = ftell(lf->f);
-            ok = sz >= HDR_BYTES && lf->n_records <= (uint64_t)(sz - HDR_BYTES) / rec_bytes(lf->top_k) &&
+            ok = sz >= HDR_BYTES &&
+                 lf->n_records <= (uint64_t)(sz - HDR_BYTES) / rec_bytes(lf->top_k) &&
                  (uint64_t)sz == HDR_BYTES + lf->n_records * rec_bytes(lf->top_k) &&
                  fseek(lf->f, HDR_BYTES, SEEK_SET) == 0;
             if (ok) s = VQ_STATUS_OK;
         }
     }
-    if (s != VQ_STATUS_OK) { lf_free(lf); if (st) *st = s; return NULL; }
+    if (s != VQ_STATUS_OK) {
+        lf_free(lf);
+        if (st) *st = s;
+        return NULL;
+    }
     lf->hash_run = VQ_LOGITS_HASH_INIT;
     if (st) *st = VQ_STATUS_OK;
     return lf;
@@ -218,7 +255,8 @@ vq_status vq_logits_read(vq_logits_file *f, struct vq_logit_rec *r) {
     r->target = rd32(buf);
     r->target_logp = u2f(rd32(buf + 4));
     r->rest = u2f(rd32(buf + 8));
-    if (r->target >= (uint32_t)f->n_vocab || !isfinite(r->target_logp) || !(r->rest >= 0 && r->rest <= 1))
+    if (r->target >= (uint32_t)f->n_vocab || !isfinite(r->target_logp) ||
+        !(r->rest >= 0 && r->rest <= 1))
         return VQ_STATUS_BAD_FORMAT;
     for (int i = 0; i < f->top_k; i++) {
         r->ids[i] = rd32(buf + 12 + 4 * i);
@@ -241,7 +279,10 @@ vq_status vq_logits_close(vq_logits_file *f) {
         ok = (fclose(f->f) == 0) && ok;
         f->f = NULL;
         if (ok && rename(f->tmp, f->path) == 0) st = VQ_STATUS_OK;
-        else { unlink(f->tmp); st = VQ_STATUS_IO; }
+        else {
+            unlink(f->tmp);
+            st = VQ_STATUS_IO;
+        }
     }
     lf_free(f);
     return st;

@@ -41,7 +41,7 @@
 struct vq_logit_rec {
     uint32_t target;
     float target_logp;
-    float rest;                          /* remainder mass */
+    float rest; /* remainder mass */
     int top_k;
     uint32_t ids[VQ_LOGITS_MAX_TOPK];
     float logp[VQ_LOGITS_MAX_TOPK];

@@ -29,15 +29,15 @@ struct vq_observer {
     vq_ctx *ctx;
     struct vq_observer_params p;
     int n_layers, n_kv, d;
-    vq_cache *shadow;          /* fp32 keys and values: the exact rows appended */
-    struct obs_acc *acc;       /* (n_layers, n_kv) */
-    double *chan_sum;          /* (n_layers, n_kv, d) sum of |k_c| */
-    float *chan_max;           /* (n_layers, n_kv, d) max of |k_c| */
+    vq_cache *shadow;    /* fp32 keys and values: the exact rows appended */
+    struct obs_acc *acc; /* (n_layers, n_kv) */
+    double *chan_sum;    /* (n_layers, n_kv, d) sum of |k_c| */
+    float *chan_max;     /* (n_layers, n_kv, d) max of |k_c| */
     int64_t n_passes;
     /* buffers for one (layer, kv-head) read, cap tokens */
     int64_t cap;
     float *kx, *vx, *kh, *vh;
-    double *sx, *sr, *ox;      /* scores (cap), exact output (d) */
+    double *sx, *sr, *ox; /* scores (cap), exact output (d) */
 };
 
 struct vq_observer_params vq_observer_params_default(void) {
@@ -60,7 +60,10 @@ vq_observer *vq_observer_create(vq_ctx *ctx, const struct vq_observer_params *p,
     }
     const struct vq_cache_params *cp = vq_ctx_cache_params(ctx);
     vq_observer *o = calloc(1, sizeof *o);
-    if (!o) { if (st) *st = VQ_STATUS_NO_MEMORY; return NULL; }
+    if (!o) {
+        if (st) *st = VQ_STATUS_NO_MEMORY;
+        return NULL;
+    }
     o->p = *p;
     o->n_layers = cp->n_layers;
     o->n_kv = cp->n_kv_heads;
@@ -139,9 +142,18 @@ static vq_status reserve(vq_observer *o, int64_t n) {
         for (int i = 0; i < 2; i++) free(s[i]);
         return VQ_STATUS_NO_MEMORY;
     }
-    free(o->kx); free(o->vx); free(o->kh); free(o->vh); free(o->sx); free(o->sr);
-    o->kx = b[0]; o->vx = b[1]; o->kh = b[2]; o->vh = b[3];
-    o->sx = s[0]; o->sr = s[1];
+    free(o->kx);
+    free(o->vx);
+    free(o->kh);
+    free(o->vh);
+    free(o->sx);
+    free(o->sr);
+    o->kx = b[0];
+    o->vx = b[1];
+    o->kh = b[2];
+    o->vh = b[3];
+    o->sx = s[0];
+    o->sr = s[1];
     o->cap = cap;
     return VQ_STATUS_OK;
 }
@@ -150,7 +162,10 @@ static double cosine(const float *a, const float *b, int d, double *err, double 
     double ab = 0, aa = 0, bb = 0, ee = 0;
     for (int j = 0; j < d; j++) {
         const double x = a[j], y = b[j];
-        ab += x * y; aa += x * x; bb += y * y; ee += (y - x) * (y - x);
+        ab += x * y;
+        aa += x * x;
+        bb += y * y;
+        ee += (y - x) * (y - x);
     }
     if (err) *err += ee;
     if (ref) *ref += aa;
@@ -161,8 +176,8 @@ static double cosine(const float *a, const float *b, int d, double *err, double 
 static vq_status hook(void *user, const struct vq_layer_event *ev) {
     vq_observer *o = user;
     const int l = ev->layer, d = o->d, nkv = o->n_kv;
-    if (l < 0 || l >= o->n_layers || ev->n_kv_heads != nkv || ev->head_dim != d || ev->n_tokens < 1 ||
-        ev->n_heads < nkv || ev->n_heads % nkv != 0)
+    if (l < 0 || l >= o->n_layers || ev->n_kv_heads != nkv || ev->head_dim != d ||
+        ev->n_tokens < 1 || ev->n_heads < nkv || ev->n_heads % nkv != 0)
         return VQ_STATUS_INTERNAL;
     /* keep the shadow in step with the context after a failed eval, a truncate or a reset */
     int64_t have = vq_cache_n_tokens(o->shadow, l);
@@ -206,17 +221,25 @@ static vq_status hook(void *user, const struct vq_layer_event *ev) {
         VQ_RETURN_IF_ERR(vq_cache_read(ev->cache, l, g, o->kh, NULL));
         struct obs_acc *A = &o->acc[l * nkv + g];
         for (int64_t j = 0; j < m; j++) {
-            const int64_t i = (j + 1) * n / m - 1;     /* batch index; j = m-1 gives n-1 */
-            const int64_t np = ev->pos0 + i + 1;       /* keys 0 .. pos */
+            const int64_t i = (j + 1) * n / m - 1; /* batch index; j = m-1 gives n-1 */
+            const int64_t np = ev->pos0 + i + 1;   /* keys 0 .. pos */
             for (int h = g * grp; h < (g + 1) * grp; h++) {
                 const float *q = ev->q + (size_t)((i * nh + h) * d);
                 double mx = -INFINITY, mr = -INFINITY;
                 for (int64_t t = 0; t < np; t++) {
                     const float *kx = o->kx + (size_t)(t * d), *kh = o->kh + (size_t)(t * d);
                     double a = 0, b = 0;
-                    for (int c = 0; c < d; c++) { a += (double)q[c] * kx[c]; b += (double)q[c] * kh[c]; }
+                    for (int c = 0; c < d; c++) {
+                        a += (double)q[c] * kx[c];
+                        b += (double)q[c] * kh[c];
+                    }
                     const double e = b - a;
-                    A->s += a; A->sh += b; A->ss += a * a; A->ssh += a * b; A->e += e; A->ee += e * e;
+                    A->s += a;
+                    A->sh += b;
+                    A->ss += a * a;
+                    A->ssh += a * b;
+                    A->e += e;
+                    A->ee += e * e;
                     o->sx[t] = a * scale;
                     o->sr[t] = b * scale;
                     if (o->sx[t] > mx) mx = o->sx[t];
@@ -225,7 +248,10 @@ static vq_status hook(void *user, const struct vq_layer_event *ev) {
                 A->n_ip += np;
                 /* KL(p ‖ p̂) = Σ p (x - r) - lse(x) + lse(r) */
                 double zx = 0, zr = 0;
-                for (int64_t t = 0; t < np; t++) { zx += exp(o->sx[t] - mx); zr += exp(o->sr[t] - mr); }
+                for (int64_t t = 0; t < np; t++) {
+                    zx += exp(o->sx[t] - mx);
+                    zr += exp(o->sr[t] - mr);
+                }
                 const double lx = mx + log(zx), lr = mr + log(zr);
                 double kl = 0;
                 for (int c = 0; c < d; c++) o->ox[c] = 0;
@@ -236,12 +262,16 @@ static vq_status hook(void *user, const struct vq_layer_event *ev) {
                     for (int c = 0; c < d; c++) o->ox[c] += p * vx[c];
                 }
                 kl += lr - lx;
-                if (kl < 0) kl = 0;   /* rounding below zero */
+                if (kl < 0) kl = 0; /* rounding below zero */
                 A->kl += kl;
                 if (kl > A->kl_max) A->kl_max = kl;
                 const float *out = ev->attn_out + (size_t)((i * nh + h) * d);
                 double ab = 0, aa = 0, bb = 0;
-                for (int c = 0; c < d; c++) { ab += o->ox[c] * out[c]; aa += o->ox[c] * o->ox[c]; bb += (double)out[c] * out[c]; }
+                for (int c = 0; c < d; c++) {
+                    ab += o->ox[c] * out[c];
+                    aa += o->ox[c] * o->ox[c];
+                    bb += (double)out[c] * out[c];
+                }
                 A->ocos += aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : (aa == bb ? 1.0 : 0.0);
                 A->n_attn++;
             }
@@ -314,23 +344,39 @@ vq_status vq_observer_stats_get(const vq_observer *o, int layer, int kv_head,
     T.min_cos_k = T.min_cos_v = 1.0;
     for (int g = g0; g < g1; g++) {
         const struct obs_acc *A = &o->acc[layer * o->n_kv + g];
-        T.n_vec += A->n_vec; T.cos_k += A->cos_k; T.cos_v += A->cos_v;
-        T.err_k += A->err_k; T.ref_k += A->ref_k; T.err_v += A->err_v; T.ref_v += A->ref_v;
+        T.n_vec += A->n_vec;
+        T.cos_k += A->cos_k;
+        T.cos_v += A->cos_v;
+        T.err_k += A->err_k;
+        T.ref_k += A->ref_k;
+        T.err_v += A->err_v;
+        T.ref_v += A->ref_v;
         if (A->min_cos_k < T.min_cos_k) T.min_cos_k = A->min_cos_k;
         if (A->min_cos_v < T.min_cos_v) T.min_cos_v = A->min_cos_v;
-        T.n_ip += A->n_ip; T.s += A->s; T.sh += A->sh; T.ss += A->ss; T.ssh += A->ssh;
-        T.e += A->e; T.ee += A->ee;
-        T.n_attn += A->n_attn; T.kl += A->kl; T.ocos += A->ocos;
+        T.n_ip += A->n_ip;
+        T.s += A->s;
+        T.sh += A->sh;
+        T.ss += A->ss;
+        T.ssh += A->ssh;
+        T.e += A->e;
+        T.ee += A->ee;
+        T.n_attn += A->n_attn;
+        T.kl += A->kl;
+        T.ocos += A->ocos;
         if (A->kl_max > T.kl_max) T.kl_max = A->kl_max;
-        T.n_keys += A->n_keys; T.kn += A->kn; T.kn2 += A->kn2;
+        T.n_keys += A->n_keys;
+        T.kn += A->kn;
+        T.kn2 += A->kn2;
         if (A->kn_max > T.kn_max) T.kn_max = A->kn_max;
     }
     memset(s, 0, sizeof *s);
     s->n_vectors = T.n_vec;
     if (T.n_vec) {
         const double nv = (double)T.n_vec;
-        s->cos_k = T.cos_k / nv; s->cos_v = T.cos_v / nv;
-        s->cos_k_min = T.min_cos_k; s->cos_v_min = T.min_cos_v;
+        s->cos_k = T.cos_k / nv;
+        s->cos_v = T.cos_v / nv;
+        s->cos_k_min = T.min_cos_k;
+        s->cos_v_min = T.min_cos_v;
         s->rel_mse_k = T.ref_k > 0 ? T.err_k / T.ref_k : 0;
         s->rel_mse_v = T.ref_v > 0 ? T.err_v / T.ref_v : 0;
     } else {
@@ -401,11 +447,12 @@ static void add_num(cJSON *o, const char *k, double v) {
     else cJSON_AddNullToObject(o, k);
 }
 
+/* clang-format off */
 #define OBS_FIELDS(X) \
-    X(cos_k) X(cos_v) X(cos_k_min) X(cos_v_min) X(rel_mse_k) X(rel_mse_v) \
-    X(ip_rel_err) X(ip_slope) X(ip_bias) X(ip_err_sd) \
-    X(attn_kl_mean) X(attn_kl_max) X(attn_out_cos) \
+    X(cos_k) X(cos_v) X(cos_k_min) X(cos_v_min) X(rel_mse_k) X(rel_mse_v) X(ip_rel_err) \
+    X(ip_slope) X(ip_bias) X(ip_err_sd) X(attn_kl_mean) X(attn_kl_max) X(attn_out_cos) \
     X(knorm_mean) X(knorm_std) X(knorm_max) X(knorm_max_over_mean) X(chan_max_over_median)
+/* clang-format on */
 
 #define OBS_COUNT_(name) +1
 enum { OBS_NF = 0 OBS_FIELDS(OBS_COUNT_) };
@@ -418,7 +465,10 @@ static cJSON *worst(const double *v, int n, int k, int dir) {
     cJSON *a = cJSON_CreateArray();
     if (!a) return NULL;
     char *used = calloc((size_t)n, 1);
-    if (!used) { cJSON_Delete(a); return NULL; }
+    if (!used) {
+        cJSON_Delete(a);
+        return NULL;
+    }
     for (int r = 0; r < k; r++) {
         int best = -1;
         for (int i = 0; i < n; i++) {
@@ -441,7 +491,8 @@ cJSON *vq_observer_to_json(const vq_observer *o) {
     cJSON *smp = cJSON_AddObjectToObject(js, "sampling");
     if (smp) {
         cJSON_AddNumberToObject(smp, "max_queries_per_pass", o->p.max_queries);
-        cJSON_AddStringToObject(smp, "positions", "evenly spaced in each forward pass, last token included");
+        cJSON_AddStringToObject(smp, "positions",
+                                "evenly spaced in each forward pass, last token included");
         cJSON_AddStringToObject(smp, "query_heads", "all");
         cJSON_AddStringToObject(smp, "keys", "all positions <= the query's");
     }
@@ -451,7 +502,12 @@ cJSON *vq_observer_to_json(const vq_observer *o) {
     cJSON *layers = cJSON_AddArrayToObject(js, "layers");
     double *vals = calloc((size_t)L * OBS_NF, sizeof *vals);
     struct vq_observer_channel *top = malloc(sizeof *top * (size_t)(o->p.n_outlier_channels + 1));
-    if (!layers || !vals || !top) { free(vals); free(top); cJSON_Delete(js); return NULL; }
+    if (!layers || !vals || !top) {
+        free(vals);
+        free(top);
+        cJSON_Delete(js);
+        return NULL;
+    }
     for (int l = 0; l < L; l++) {
         struct vq_observer_stats s;
         vq_observer_stats_get(o, l, -1, &s);
@@ -460,22 +516,28 @@ cJSON *vq_observer_to_json(const vq_observer *o) {
         cJSON_AddItemToArray(layers, e);
         cJSON_AddNumberToObject(e, "layer", l);
         int f = 0;
-#define X(name) add_num(e, #name, s.name); vals[(size_t)f++ * (size_t)L + (size_t)l] = s.name;
+#define X(name) \
+    add_num(e, #name, s.name); \
+    vals[(size_t)f++ * (size_t)L + (size_t)l] = s.name;
         OBS_FIELDS(X)
 #undef X
         cJSON_AddNumberToObject(e, "n_vectors", (double)s.n_vectors);
         cJSON_AddNumberToObject(e, "n_ip", (double)s.n_ip);
         cJSON_AddNumberToObject(e, "n_attn", (double)s.n_attn);
         cJSON_AddNumberToObject(e, "n_keys", (double)s.n_keys);
-        cJSON *ck = cJSON_AddArrayToObject(e, "cos_k_heads"), *cv = cJSON_AddArrayToObject(e, "cos_v_heads"),
-              *kl = cJSON_AddArrayToObject(e, "attn_kl_heads"), *kn = cJSON_AddArrayToObject(e, "knorm_mean_heads");
+        cJSON *ck = cJSON_AddArrayToObject(e, "cos_k_heads"),
+              *cv = cJSON_AddArrayToObject(e, "cos_v_heads"),
+              *kl = cJSON_AddArrayToObject(e, "attn_kl_heads"),
+              *kn = cJSON_AddArrayToObject(e, "knorm_mean_heads");
         for (int g = 0; g < o->n_kv; g++) {
             struct vq_observer_stats h;
             vq_observer_stats_get(o, l, g, &h);
             const double hv[4] = {h.cos_k, h.cos_v, h.attn_kl_mean, h.knorm_mean};
             cJSON *arrs[4] = {ck, cv, kl, kn};
             for (int i = 0; i < 4; i++)
-                if (arrs[i]) cJSON_AddItemToArray(arrs[i], isfinite(hv[i]) ? cJSON_CreateNumber(hv[i]) : cJSON_CreateNull());
+                if (arrs[i])
+                    cJSON_AddItemToArray(
+                        arrs[i], isfinite(hv[i]) ? cJSON_CreateNumber(hv[i]) : cJSON_CreateNull());
         }
         const int nt = vq_observer_top_channels(o, l, top, o->p.n_outlier_channels);
         cJSON *tc = cJSON_AddArrayToObject(e, "top_channels");
@@ -492,18 +554,31 @@ cJSON *vq_observer_to_json(const vq_observer *o) {
     cJSON *mean = cJSON_AddObjectToObject(js, "mean");
     int f = 0;
     if (mean) {
-#define X(name) { double sum = 0; int c = 0; \
-        for (int l = 0; l < L; l++) { double v = vals[(size_t)f * (size_t)L + (size_t)l]; if (isfinite(v)) { sum += v; c++; } } \
-        add_num(mean, #name, c ? sum / c : NAN); f++; }
+#define X(name) \
+    { \
+        double sum = 0; \
+        int c = 0; \
+        for (int l = 0; l < L; l++) { \
+            double v = vals[(size_t)f * (size_t)L + (size_t)l]; \
+            if (isfinite(v)) { \
+                sum += v; \
+                c++; \
+            } \
+        } \
+        add_num(mean, #name, c ? sum / c : NAN); \
+        f++; \
+    }
         OBS_FIELDS(X)
 #undef X
     }
     cJSON *w = cJSON_AddObjectToObject(js, "worst_layers");
     if (w) {
-        cJSON_AddItemToObject(w, "attn_kl_mean", worst(vals + (size_t)OBS_F_KL * (size_t)L, L, 5, +1));
+        cJSON_AddItemToObject(w, "attn_kl_mean",
+                              worst(vals + (size_t)OBS_F_KL * (size_t)L, L, 5, +1));
         cJSON_AddItemToObject(w, "cos_k", worst(vals + (size_t)OBS_F_COS_K * (size_t)L, L, 5, -1));
         cJSON_AddItemToObject(w, "cos_v", worst(vals + (size_t)OBS_F_COS_V * (size_t)L, L, 5, -1));
-        cJSON_AddItemToObject(w, "ip_rel_err", worst(vals + (size_t)OBS_F_IP_REL * (size_t)L, L, 5, +1));
+        cJSON_AddItemToObject(w, "ip_rel_err",
+                              worst(vals + (size_t)OBS_F_IP_REL * (size_t)L, L, 5, +1));
     }
     free(vals);
     free(top);

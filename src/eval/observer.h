@@ -58,8 +58,8 @@
 typedef struct vq_observer vq_observer;
 
 struct vq_observer_params {
-    int max_queries;          /* query positions sampled per (forward pass, layer); 1..4096, default 8 */
-    int n_outlier_channels;   /* largest channels listed per layer in the JSON; 0..64, default 4 */
+    int max_queries; /* query positions sampled per (forward pass, layer); 1..4096, default 8 */
+    int n_outlier_channels; /* largest channels listed per layer in the JSON; 0..64, default 4 */
 };
 
 /* Defaults listed above. Thread-safe. */
@@ -81,20 +81,20 @@ vq_status vq_observer_snapshot(vq_observer *o);
 
 /* Statistics of one layer; a field is NaN when nothing fed it (e.g. no snapshot yet). */
 struct vq_observer_stats {
-    int64_t n_vectors;        /* (token, kv-head) vectors in the reconstruction stats */
-    double cos_k, cos_v;      /* mean reconstruction cosine */
+    int64_t n_vectors;   /* (token, kv-head) vectors in the reconstruction stats */
+    double cos_k, cos_v; /* mean reconstruction cosine */
     double cos_k_min, cos_v_min;
-    double rel_mse_k, rel_mse_v;  /* Σ|x̂-x|² / Σ|x|² */
-    int64_t n_ip;             /* (query, head, key) pairs in the inner-product stats */
-    double ip_rel_err;        /* sqrt(Σ(ŝ-s)² / Σs²) */
-    double ip_slope, ip_bias; /* least squares ŝ ≈ slope·s + bias */
-    double ip_err_sd;         /* sd of ŝ - s */
-    int64_t n_attn;           /* sampled (query, head) attention rows */
-    double attn_kl_mean, attn_kl_max;  /* KL(exact ‖ compressed) of softmax rows, nats */
-    double attn_out_cos;      /* mean cosine of the cache's attention output vs exact */
-    int64_t n_keys;           /* key rows (token, kv-head) in the norm stats */
-    double knorm_mean, knorm_std, knorm_max, knorm_max_over_mean;  /* of |k| (L2) */
-    double chan_max_over_median;  /* largest per-(head, channel) mean |k_c| / median of them */
+    double rel_mse_k, rel_mse_v;      /* Σ|x̂-x|² / Σ|x|² */
+    int64_t n_ip;                     /* (query, head, key) pairs in the inner-product stats */
+    double ip_rel_err;                /* sqrt(Σ(ŝ-s)² / Σs²) */
+    double ip_slope, ip_bias;         /* least squares ŝ ≈ slope·s + bias */
+    double ip_err_sd;                 /* sd of ŝ - s */
+    int64_t n_attn;                   /* sampled (query, head) attention rows */
+    double attn_kl_mean, attn_kl_max; /* KL(exact ‖ compressed) of softmax rows, nats */
+    double attn_out_cos;              /* mean cosine of the cache's attention output vs exact */
+    int64_t n_keys;                   /* key rows (token, kv-head) in the norm stats */
+    double knorm_mean, knorm_std, knorm_max, knorm_max_over_mean; /* of |k| (L2) */
+    double chan_max_over_median; /* largest per-(head, channel) mean |k_c| / median of them */
 };
 
 /* Fills *s for layer (0..n_layers-1) aggregated over kv-heads (kv_head = -1) or for one

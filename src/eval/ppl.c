@@ -56,8 +56,8 @@ static int cmp_double(const void *a, const void *b) {
 
 vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tokens,
                      const struct vq_ppl_params *p, vq_logits_file *save, vq_logits_file *base,
-                     vq_ppl_progress_fn progress, void *user, struct vq_ppl_result *out,
-                     char *err, size_t errlen) {
+                     vq_ppl_progress_fn progress, void *user, struct vq_ppl_result *out, char *err,
+                     size_t errlen) {
     if (err && errlen) err[0] = 0;
     if (!model || !tokens || !p || !out || p->ctx < 4 || p->ctx % 2 || p->n_chunks < 0 ||
         p->n_batch < 0) {
@@ -69,7 +69,8 @@ vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tok
     const int ctx = p->ctx;
     const int64_t avail = n_tokens / ctx;
     if (avail < 1) {
-        seterr(err, errlen, "text has %lld tokens, fewer than one chunk of %d", (long long)n_tokens, ctx);
+        seterr(err, errlen, "text has %lld tokens, fewer than one chunk of %d", (long long)n_tokens,
+               ctx);
         return VQ_STATUS_INVALID_ARG;
     }
     const int n_chunks = (int)(p->n_chunks && p->n_chunks < avail ? p->n_chunks : avail);
@@ -79,8 +80,10 @@ vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tok
     const int64_t per_chunk = ctx - 1 - first;
     if (base && (vq_logits_n_vocab(base) != n_vocab || vq_logits_ctx(base) != ctx ||
                  vq_logits_n_records(base) != (uint64_t)(per_chunk * n_chunks))) {
-        seterr(err, errlen, "base logits (n_vocab %d, ctx %d, %llu positions) do not match this run "
-               "(n_vocab %d, ctx %d, %lld positions)", vq_logits_n_vocab(base), vq_logits_ctx(base),
+        seterr(err, errlen,
+               "base logits (n_vocab %d, ctx %d, %llu positions) do not match this run "
+               "(n_vocab %d, ctx %d, %lld positions)",
+               vq_logits_n_vocab(base), vq_logits_ctx(base),
                (unsigned long long)vq_logits_n_records(base), n_vocab, ctx,
                (long long)(per_chunk * n_chunks));
         return VQ_STATUS_BAD_FORMAT;
@@ -133,7 +136,8 @@ vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tok
                 const uint32_t target = (uint32_t)chunk[i + 1];
                 double nll;
                 if (save) {
-                    const double lse = vq_logit_summarize(row, n_vocab, vq_logits_top_k(save), target, rec);
+                    const double lse = vq_logit_summarize(row, n_vocab, vq_logits_top_k(save),
+                                                          target, rec);
                     nll = lse - (double)row[target];
                     if ((st = vq_logits_write(save, rec)) != VQ_STATUS_OK) {
                         seterr(err, errlen, "writing logits: %s", vq_status_str(st));
@@ -159,7 +163,8 @@ vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tok
                     }
                     if (rec->target != target) {
                         st = VQ_STATUS_BAD_FORMAT;
-                        seterr(err, errlen, "base logits were computed on another text (token %lld)",
+                        seterr(err, errlen,
+                               "base logits were computed on another text (token %lld)",
                                (long long)n_scored);
                         goto done;
                     }
@@ -180,7 +185,8 @@ vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tok
     out->nll_mean = nll_sum / (double)n_scored;
     out->ppl = exp(out->nll_mean);
     const double var = n_scored > 1 ? (nll_sq / n_scored - out->nll_mean * out->nll_mean) : 0;
-    out->ppl_stderr = out->ppl * sqrt((var > 0 ? var : 0) / (double)(n_scored > 1 ? n_scored - 1 : 1));
+    out->ppl_stderr = out->ppl *
+                      sqrt((var > 0 ? var : 0) / (double)(n_scored > 1 ? n_scored - 1 : 1));
     out->seconds = eval_s;
     out->prefill_tok_s = eval_s > 0 ? (double)n_chunks * ctx / eval_s : 0;
     if (base) {
@@ -188,7 +194,8 @@ vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tok
         for (int64_t i = 0; i < n_scored; i++) s += kls[i];
         out->kld_mean = s / (double)n_scored;
         qsort(kls, (size_t)n_scored, sizeof *kls, cmp_double);
-        out->kld_median = n_scored % 2 ? kls[n_scored / 2] : 0.5 * (kls[n_scored / 2 - 1] + kls[n_scored / 2]);
+        out->kld_median = n_scored % 2 ? kls[n_scored / 2]
+                                       : 0.5 * (kls[n_scored / 2 - 1] + kls[n_scored / 2]);
         int64_t k99 = (int64_t)ceil(0.99 * (double)n_scored) - 1;
         out->kld_p99 = kls[k99 < 0 ? 0 : k99];
         out->top1 = (double)n_top1 / (double)n_scored;

@@ -22,28 +22,28 @@
 #include "eval/logits.h"
 
 struct vq_ppl_params {
-    int ctx;                 /* tokens per chunk (>= 4, even) */
-    int n_chunks;            /* chunks to score; 0 = every whole chunk of the text */
-    int n_batch;             /* tokens per forward pass; 0 = ctx */
-    int n_threads;           /* 0 = OpenMP default */
-    int32_t bos;             /* >= 0: replace each chunk's first token by this id */
-    int top_k;               /* summaries written to save (default 32) */
-    int f32_activations;     /* vq_ctx_params.f32_activations (default 0: int8, as llama.cpp) */
-    struct vq_cache_params cache;   /* K/V methods (geometry filled by the engine) */
+    int ctx;             /* tokens per chunk (>= 4, even) */
+    int n_chunks;        /* chunks to score; 0 = every whole chunk of the text */
+    int n_batch;         /* tokens per forward pass; 0 = ctx */
+    int n_threads;       /* 0 = OpenMP default */
+    int32_t bos;         /* >= 0: replace each chunk's first token by this id */
+    int top_k;           /* summaries written to save (default 32) */
+    int f32_activations; /* vq_ctx_params.f32_activations (default 0: int8, as llama.cpp) */
+    struct vq_cache_params cache; /* K/V methods (geometry filled by the engine) */
 };
 
 /* ctx 512, all chunks, n_batch = ctx, threads 0, no BOS, top_k 32, fp16 cache. */
 struct vq_ppl_params vq_ppl_params_default(void);
 
 struct vq_ppl_result {
-    int n_chunks;            /* chunks scored */
-    int64_t n_scored;        /* positions scored */
+    int n_chunks;     /* chunks scored */
+    int64_t n_scored; /* positions scored */
     double nll_mean, ppl;
-    double ppl_stderr;       /* standard error of ppl (delta method over the scored nll) */
-    double kld_mean, kld_median, kld_p99, top1;   /* NaN without a base */
-    double seconds;          /* wall time of the forward passes */
-    double prefill_tok_s;    /* chunk tokens / forward-pass seconds */
-    struct vq_cache_memory mem;   /* cache bytes after the first full chunk */
+    double ppl_stderr; /* standard error of ppl (delta method over the scored nll) */
+    double kld_mean, kld_median, kld_p99, top1; /* NaN without a base */
+    double seconds;                             /* wall time of the forward passes */
+    double prefill_tok_s;                       /* chunk tokens / forward-pass seconds */
+    struct vq_cache_memory mem;                 /* cache bytes after the first full chunk */
 };
 
 /* Called after each chunk with the running perplexity (may be NULL). */
@@ -58,8 +58,8 @@ typedef void (*vq_ppl_progress_fn)(void *user, int chunk, int n_chunks, double p
  * or IO/NO_MEMORY. err (errlen bytes, may be NULL) gets a reason on failure. */
 vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tokens,
                      const struct vq_ppl_params *p, vq_logits_file *save, vq_logits_file *base,
-                     vq_ppl_progress_fn progress, void *user, struct vq_ppl_result *out,
-                     char *err, size_t errlen);
+                     vq_ppl_progress_fn progress, void *user, struct vq_ppl_result *out, char *err,
+                     size_t errlen);
 
 /* Greedy generation for the reliability probe: resets ctx, evaluates prompt (n_prompt ids) in
  * one prefill, then picks argmax tokens (lowest id on ties) until an end-of-generation token

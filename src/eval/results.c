@@ -29,19 +29,31 @@ static const struct {
     double lo, hi;
     int lo_open;
 } METRICS[] = {
-#define M(f, i, lo, hi, open) {#f, offsetof(struct vq_result, f), i, lo, hi, open}
-    M(prefill_tok_s, 0, 0, HUGE_VAL, 0), M(decode_tok_s, 0, 0, HUGE_VAL, 0),
-    M(peak_rss_mb, 0, 0, HUGE_VAL, 1), M(kv_bytes, 1, 0, HUGE_VAL, 1), M(key_x, 0, 0, HUGE_VAL, 1),
-    M(fullKV_x, 0, 0, HUGE_VAL, 1), M(bits_per_elem, 0, 0, 64, 1),
-    M(tokens_generated, 0, 0, HUGE_VAL, 0), M(fp16_prefix_match, 0, 0, HUGE_VAL, 0),
-    M(ppl, 0, 1, HUGE_VAL, 0), M(kld_mean, 0, 0, HUGE_VAL, 0), M(kld_median, 0, 0, HUGE_VAL, 0),
-    M(kld_p99, 0, 0, HUGE_VAL, 0), M(top1, 0, 0, 1, 0), M(cosine_k, 0, -1, 1, 0),
+#define M(f, i, lo, hi, open) \
+    { #f, offsetof(struct vq_result, f), i, lo, hi, open }
+    M(prefill_tok_s, 0, 0, HUGE_VAL, 0),
+    M(decode_tok_s, 0, 0, HUGE_VAL, 0),
+    M(peak_rss_mb, 0, 0, HUGE_VAL, 1),
+    M(kv_bytes, 1, 0, HUGE_VAL, 1),
+    M(key_x, 0, 0, HUGE_VAL, 1),
+    M(fullKV_x, 0, 0, HUGE_VAL, 1),
+    M(bits_per_elem, 0, 0, 64, 1),
+    M(tokens_generated, 0, 0, HUGE_VAL, 0),
+    M(fp16_prefix_match, 0, 0, HUGE_VAL, 0),
+    M(ppl, 0, 1, HUGE_VAL, 0),
+    M(kld_mean, 0, 0, HUGE_VAL, 0),
+    M(kld_median, 0, 0, HUGE_VAL, 0),
+    M(kld_p99, 0, 0, HUGE_VAL, 0),
+    M(top1, 0, 0, 1, 0),
+    M(cosine_k, 0, -1, 1, 0),
     M(cosine_v, 0, -1, 1, 0),
 #undef M
 };
 #define N_METRICS (sizeof METRICS / sizeof METRICS[0])
 
-static double *metric(struct vq_result *e, size_t i) { return (double *)((char *)e + METRICS[i].off); }
+static double *metric(struct vq_result *e, size_t i) {
+    return (double *)((char *)e + METRICS[i].off);
+}
 static double metric_c(const struct vq_result *e, size_t i) {
     return *(const double *)((const char *)e + METRICS[i].off);
 }
@@ -145,8 +157,12 @@ void vq_results_fill_hardware(struct vq_results *r, int n_threads) {
 
 /* ---- writer ------------------------------------------------------------------------------ */
 
-static int add_num(cJSON *o, const char *k, double v) { return cJSON_AddNumberToObject(o, k, v) != NULL; }
-static int add_str(cJSON *o, const char *k, const char *v) { return cJSON_AddStringToObject(o, k, v ? v : "") != NULL; }
+static int add_num(cJSON *o, const char *k, double v) {
+    return cJSON_AddNumberToObject(o, k, v) != NULL;
+}
+static int add_str(cJSON *o, const char *k, const char *v) {
+    return cJSON_AddStringToObject(o, k, v ? v : "") != NULL;
+}
 
 static cJSON *result_to_json(const struct vq_result *e) {
     cJSON *o = cJSON_CreateObject(), *c = cJSON_CreateObject(), *opts = cJSON_CreateObject();
@@ -156,9 +172,16 @@ static cJSON *result_to_json(const struct vq_result *e) {
         ok = add_str(c, "name", cf->name) && add_str(c, "k_method", cf->k_method) &&
              add_str(c, "v_method", cf->v_method) && add_num(c, "k_bits", cf->k_bits) &&
              add_num(c, "v_bits", cf->v_bits);
-        for (int i = 0; ok && i < cf->n_opts; i++) ok = add_num(opts, cf->opts[i].key, (double)cf->opts[i].value);
-        if (ok) { cJSON_AddItemToObject(c, "options", opts); opts = NULL; }
-        if (ok) { cJSON_AddItemToObject(o, "config", c); c = NULL; }
+        for (int i = 0; ok && i < cf->n_opts; i++)
+            ok = add_num(opts, cf->opts[i].key, (double)cf->opts[i].value);
+        if (ok) {
+            cJSON_AddItemToObject(c, "options", opts);
+            opts = NULL;
+        }
+        if (ok) {
+            cJSON_AddItemToObject(o, "config", c);
+            c = NULL;
+        }
     }
     for (size_t i = 0; ok && i < N_METRICS; i++) {
         double v = metric_c(e, i);
@@ -168,7 +191,10 @@ static cJSON *result_to_json(const struct vq_result *e) {
     if (ok && e->error) ok = add_str(o, "error", e->error);
     cJSON_Delete(c);
     cJSON_Delete(opts);
-    if (!ok) { cJSON_Delete(o); return NULL; }
+    if (!ok) {
+        cJSON_Delete(o);
+        return NULL;
+    }
     return o;
 }
 
@@ -178,7 +204,8 @@ char *vq_results_to_json(const struct vq_results *r) {
     cJSON *prompts = cJSON_CreateArray(), *res = cJSON_CreateArray();
     int ok = root && hw && md && pr && prompts && res;
     if (ok)
-        ok = add_str(root, "schema", VQ_RESULTS_SCHEMA) && add_str(root, "created_utc", r->created_utc) &&
+        ok = add_str(root, "schema", VQ_RESULTS_SCHEMA) &&
+             add_str(root, "created_utc", r->created_utc) &&
              add_str(root, "git_commit", r->git_commit);
     if (ok)
         ok = add_str(hw, "cpu", r->hardware.cpu) && add_num(hw, "cores", r->hardware.cores) &&
@@ -186,7 +213,8 @@ char *vq_results_to_json(const struct vq_results *r) {
     if (ok)
         ok = add_str(md, "file", r->model.file) && add_str(md, "sha256", r->model.sha256) &&
              add_str(md, "arch", r->model.arch) && add_num(md, "n_layers", r->model.n_layers) &&
-             add_num(md, "n_kv_heads", r->model.n_kv_heads) && add_num(md, "head_dim", r->model.head_dim);
+             add_num(md, "n_kv_heads", r->model.n_kv_heads) &&
+             add_num(md, "head_dim", r->model.head_dim);
     for (int i = 0; ok && i < r->protocol.n_prompts; i++) {
         cJSON *s = cJSON_CreateString(r->protocol.prompts[i]);
         ok = s != NULL;
@@ -206,23 +234,35 @@ char *vq_results_to_json(const struct vq_results *r) {
         if (ok) cJSON_AddItemToArray(res, e);
     }
     if (ok) {
-        cJSON_AddItemToObject(root, "hardware", hw); hw = NULL;
-        cJSON_AddItemToObject(root, "model", md); md = NULL;
-        cJSON_AddItemToObject(root, "protocol", pr); pr = NULL;
-        cJSON_AddItemToObject(root, "results", res); res = NULL;
+        cJSON_AddItemToObject(root, "hardware", hw);
+        hw = NULL;
+        cJSON_AddItemToObject(root, "model", md);
+        md = NULL;
+        cJSON_AddItemToObject(root, "protocol", pr);
+        pr = NULL;
+        cJSON_AddItemToObject(root, "results", res);
+        res = NULL;
     }
     char *txt = ok ? cJSON_Print(root) : NULL;
-    cJSON_Delete(root); cJSON_Delete(hw); cJSON_Delete(md); cJSON_Delete(pr);
-    cJSON_Delete(prompts); cJSON_Delete(res);
+    cJSON_Delete(root);
+    cJSON_Delete(hw);
+    cJSON_Delete(md);
+    cJSON_Delete(pr);
+    cJSON_Delete(prompts);
+    cJSON_Delete(res);
     return txt;
 }
 
 /* ---- reader ------------------------------------------------------------------------------ */
 
-struct rd { char *err; size_t errlen; int bad; };
+struct rd {
+    char *err;
+    size_t errlen;
+    int bad;
+};
 
 static void fail(struct rd *d, const char *fmt, ...) {
-    if (d->bad++) return;   /* keep the first reason */
+    if (d->bad++) return; /* keep the first reason */
     if (!d->err || !d->errlen) return;
     va_list ap;
     va_start(ap, fmt);
@@ -230,7 +270,8 @@ static void fail(struct rd *d, const char *fmt, ...) {
     va_end(ap);
 }
 
-static const cJSON *get(struct rd *d, const cJSON *o, const char *where, const char *k, int required) {
+static const cJSON *get(struct rd *d, const cJSON *o, const char *where, const char *k,
+                        int required) {
     const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
     if (!v && required) fail(d, "%s: missing \"%s\"", where, k);
     return v;
@@ -240,8 +281,14 @@ static void rd_str(struct rd *d, const cJSON *o, const char *where, const char *
                    size_t cap, int required) {
     const cJSON *v = get(d, o, where, k, required);
     if (!v) return;
-    if (!cJSON_IsString(v)) { fail(d, "%s.%s: expected a string", where, k); return; }
-    if (strlen(v->valuestring) >= cap) { fail(d, "%s.%s: string too long", where, k); return; }
+    if (!cJSON_IsString(v)) {
+        fail(d, "%s.%s: expected a string", where, k);
+        return;
+    }
+    if (strlen(v->valuestring) >= cap) {
+        fail(d, "%s.%s: string too long", where, k);
+        return;
+    }
     copy_str(dst, cap, v->valuestring);
 }
 
@@ -249,7 +296,10 @@ static void rd_dstr(struct rd *d, const cJSON *o, const char *where, const char 
                     int required) {
     const cJSON *v = get(d, o, where, k, required);
     if (!v) return;
-    if (!cJSON_IsString(v)) { fail(d, "%s.%s: expected a string", where, k); return; }
+    if (!cJSON_IsString(v)) {
+        fail(d, "%s.%s: expected a string", where, k);
+        return;
+    }
     if (vq_str_set(dst, v->valuestring) != VQ_STATUS_OK) fail(d, "out of memory");
 }
 
@@ -258,13 +308,20 @@ static double rd_num_range(struct rd *d, const cJSON *o, const char *where, cons
                            int required, double lo, double hi, int lo_open, int integer) {
     const cJSON *v = get(d, o, where, k, required);
     if (!v) return NAN;
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) { fail(d, "%s.%s: expected a number", where, k); return NAN; }
-    double x = v->valuedouble;
-    if (x < lo || (lo_open && x == lo) || x > hi) {
-        fail(d, "%s.%s: %.15g out of range %c%.15g, %.15g]", where, k, x, lo_open ? '(' : '[', lo, hi);
+    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
+        fail(d, "%s.%s: expected a number", where, k);
         return NAN;
     }
-    if (integer && x != floor(x)) { fail(d, "%s.%s: expected an integer", where, k); return NAN; }
+    double x = v->valuedouble;
+    if (x < lo || (lo_open && x == lo) || x > hi) {
+        fail(d, "%s.%s: %.15g out of range %c%.15g, %.15g]", where, k, x, lo_open ? '(' : '[', lo,
+             hi);
+        return NAN;
+    }
+    if (integer && x != floor(x)) {
+        fail(d, "%s.%s: expected an integer", where, k);
+        return NAN;
+    }
     return x;
 }
 
@@ -275,14 +332,20 @@ static double rd_num(struct rd *d, const cJSON *o, const char *where, const char
 
 static const cJSON *rd_obj(struct rd *d, const cJSON *o, const char *where, const char *k) {
     const cJSON *v = get(d, o, where, k, 1);
-    if (v && !cJSON_IsObject(v)) { fail(d, "%s.%s: expected an object", where, k); return NULL; }
+    if (v && !cJSON_IsObject(v)) {
+        fail(d, "%s.%s: expected an object", where, k);
+        return NULL;
+    }
     return v;
 }
 
 static void rd_result(struct rd *d, const cJSON *o, int idx, struct vq_result *e) {
     char where[48];
     snprintf(where, sizeof where, "results[%d]", idx);
-    if (!cJSON_IsObject(o)) { fail(d, "%s: expected an object", where); return; }
+    if (!cJSON_IsObject(o)) {
+        fail(d, "%s: expected an object", where);
+        return;
+    }
     const cJSON *c = rd_obj(d, o, where, "config");
     if (c) {
         char w2[64];
@@ -297,15 +360,18 @@ static void rd_result(struct rd *d, const cJSON *o, int idx, struct vq_result *e
         if (opts && !cJSON_IsObject(opts)) fail(d, "%s.options: expected an object", w2);
         const cJSON *it;
         if (opts && cJSON_IsObject(opts)) cJSON_ArrayForEach(it, opts) {
-            if (cf->n_opts == VQ_RESULT_MAX_OPTS) { fail(d, "%s.options: too many", w2); break; }
-            if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
-                fabs(it->valuedouble) > 9007199254740992.0 || strlen(it->string) >= 32) {
-                fail(d, "%s.options.%s: expected an integer", w2, it->string);
-                break;
+                if (cf->n_opts == VQ_RESULT_MAX_OPTS) {
+                    fail(d, "%s.options: too many", w2);
+                    break;
+                }
+                if (!cJSON_IsNumber(it) || it->valuedouble != floor(it->valuedouble) ||
+                    fabs(it->valuedouble) > 9007199254740992.0 || strlen(it->string) >= 32) {
+                    fail(d, "%s.options.%s: expected an integer", w2, it->string);
+                    break;
+                }
+                copy_str(cf->opts[cf->n_opts].key, 32, it->string);
+                cf->opts[cf->n_opts++].value = (long long)it->valuedouble;
             }
-            copy_str(cf->opts[cf->n_opts].key, 32, it->string);
-            cf->opts[cf->n_opts++].value = (long long)it->valuedouble;
-        }
     }
     for (size_t i = 0; i < N_METRICS; i++)
         *metric(e, i) = rd_num_range(d, o, where, METRICS[i].name, 0, METRICS[i].lo, METRICS[i].hi,
@@ -320,8 +386,15 @@ vq_status vq_results_from_json(const char *text, size_t len, struct vq_results *
     if (err && errlen) err[0] = 0;
     vq_results_init(r);
     cJSON *root = cJSON_ParseWithLength(text, len);
-    if (!root) { fail(&d, "not valid JSON"); return VQ_STATUS_BAD_FORMAT; }
-    if (!cJSON_IsObject(root)) { fail(&d, "top level: expected an object"); cJSON_Delete(root); return VQ_STATUS_BAD_FORMAT; }
+    if (!root) {
+        fail(&d, "not valid JSON");
+        return VQ_STATUS_BAD_FORMAT;
+    }
+    if (!cJSON_IsObject(root)) {
+        fail(&d, "top level: expected an object");
+        cJSON_Delete(root);
+        return VQ_STATUS_BAD_FORMAT;
+    }
     char schema[64] = "";
     rd_str(&d, root, "top", "schema", schema, sizeof schema, 1);
     if (!d.bad && strcmp(schema, VQ_RESULTS_SCHEMA) != 0)
@@ -355,8 +428,14 @@ vq_status vq_results_from_json(const char *text, size_t len, struct vq_results *
             const cJSON *it;
             cJSON_ArrayForEach(it, ps) {
                 if (d.bad) break;
-                if (!cJSON_IsString(it)) { fail(&d, "protocol.prompts[%d]: expected a string", r->protocol.n_prompts); break; }
-                if (vq_str_set(&r->protocol.prompts[r->protocol.n_prompts], it->valuestring)) { fail(&d, "out of memory"); break; }
+                if (!cJSON_IsString(it)) {
+                    fail(&d, "protocol.prompts[%d]: expected a string", r->protocol.n_prompts);
+                    break;
+                }
+                if (vq_str_set(&r->protocol.prompts[r->protocol.n_prompts], it->valuestring)) {
+                    fail(&d, "out of memory");
+                    break;
+                }
                 r->protocol.n_prompts++;
             }
         }
@@ -365,7 +444,8 @@ vq_status vq_results_from_json(const char *text, size_t len, struct vq_results *
         double ch = rd_num(&d, pr, "protocol", "chunks", 0, 0, 1 << 30, 1);
         r->protocol.chunks = isfinite(ch) ? (int)ch : 0;
         r->protocol.max_tokens = (int)rd_num(&d, pr, "protocol", "max_tokens", 1, 0, 1 << 30, 1);
-        r->protocol.seed = (uint64_t)rd_num(&d, pr, "protocol", "seed", 1, 0, 9007199254740992.0, 1);
+        r->protocol.seed = (uint64_t)rd_num(&d, pr, "protocol", "seed", 1, 0, 9007199254740992.0,
+                                            1);
     }
     const cJSON *res = get(&d, root, "top", "results", 1);
     if (res && !cJSON_IsArray(res)) fail(&d, "results: expected an array");
@@ -401,11 +481,18 @@ vq_status vq_results_read(const char *path, struct vq_results *r, char *err, siz
     size_t cap = 1 << 16, n = 0;
     char *buf = malloc(cap);
     for (;;) {
-        if (!buf) { fclose(f); return VQ_STATUS_NO_MEMORY; }
+        if (!buf) {
+            fclose(f);
+            return VQ_STATUS_NO_MEMORY;
+        }
         n += fread(buf + n, 1, cap - n, f);
         if (n < cap) break;
         char *nb = realloc(buf, cap * 2);
-        if (!nb) { free(buf); buf = NULL; continue; }
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            continue;
+        }
         buf = nb;
         cap *= 2;
     }
@@ -425,8 +512,11 @@ vq_status vq_results_write(const struct vq_results *r, const char *path) {
     char *txt = vq_results_to_json(r);
     if (!txt) return VQ_STATUS_NO_MEMORY;
     size_t n = strlen(txt);
-    char *out = realloc(txt, n + 2);   /* end the file with a newline */
-    if (!out) { free(txt); return VQ_STATUS_NO_MEMORY; }
+    char *out = realloc(txt, n + 2); /* end the file with a newline */
+    if (!out) {
+        free(txt);
+        return VQ_STATUS_NO_MEMORY;
+    }
     out[n] = '\n';
     out[n + 1] = 0;
     vq_status st = vq_write_file_atomic(path, out, n + 1);
@@ -440,13 +530,19 @@ vq_status vq_write_file_atomic(const char *path, const void *data, size_t len) {
     if (!path || (!data && len)) return VQ_STATUS_INVALID_ARG;
     size_t pl = strlen(path);
     char *tmp = malloc(pl + 16), *dir = malloc(pl + 2);
-    if (!tmp || !dir) { free(tmp); free(dir); return VQ_STATUS_NO_MEMORY; }
+    if (!tmp || !dir) {
+        free(tmp);
+        free(dir);
+        return VQ_STATUS_NO_MEMORY;
+    }
     memcpy(tmp, path, pl);
     memcpy(tmp + pl, ".tmp.XXXXXX", 12);
     const char *slash = strrchr(path, '/');
     if (slash == path) strcpy(dir, "/");
-    else if (slash) { memcpy(dir, path, (size_t)(slash - path)); dir[slash - path] = 0; }
-    else strcpy(dir, ".");
+    else if (slash) {
+        memcpy(dir, path, (size_t)(slash - path));
+        dir[slash - path] = 0;
+    } else strcpy(dir, ".");
     vq_status st = VQ_STATUS_IO;
     int fd = mkstemp(tmp);
     if (fd < 0) goto out;
@@ -467,7 +563,10 @@ vq_status vq_write_file_atomic(const char *path, const void *data, size_t len) {
     if (close(fd) != 0) ok = 0;
     if (ok && rename(tmp, path) == 0) {
         int dfd = open(dir, O_RDONLY | O_DIRECTORY);
-        if (dfd >= 0) { (void)fsync(dfd); close(dfd); }
+        if (dfd >= 0) {
+            (void)fsync(dfd);
+            close(dfd);
+        }
         st = VQ_STATUS_OK;
     } else {
         unlink(tmp);

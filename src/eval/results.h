@@ -31,8 +31,8 @@ struct vq_result_opt {
 
 /* The KV configuration a result was measured with. */
 struct vq_result_config {
-    char name[64];            /* preset or label, e.g. "turboquant_mse-3", "asym-k4v2" */
-    char k_method[32];        /* method name as on the command line (vq_method_name) */
+    char name[64];     /* preset or label, e.g. "turboquant_mse-3", "asym-k4v2" */
+    char k_method[32]; /* method name as on the command line (vq_method_name) */
     char v_method[32];
     int k_bits, v_bits;
     int n_opts;
@@ -50,41 +50,41 @@ struct vq_result {
     double fp16_prefix_match; /* mean identical-prefix length vs the fp16-KV greedy output */
     double ppl, kld_mean, kld_median, kld_p99, top1;
     double cosine_k, cosine_v;
-    char *output_preview;     /* owned, may be NULL */
-    char *error;              /* owned; non-NULL when the config failed */
+    char *output_preview; /* owned, may be NULL */
+    char *error;          /* owned; non-NULL when the config failed */
 };
 
 struct vq_results_hardware {
     char cpu[128];
-    int cores;                /* threads used */
-    char isa[16];             /* vq_isa_name(vq_isa_default()) */
+    int cores;    /* threads used */
+    char isa[16]; /* vq_isa_name(vq_isa_default()) */
     double ram_mb;
 };
 
 struct vq_results_model {
-    char *file;               /* owned */
-    char sha256[65];          /* lowercase hex, or "" */
+    char *file;      /* owned */
+    char sha256[65]; /* lowercase hex, or "" */
     char arch[32];
     int n_layers, n_kv_heads, head_dim;
 };
 
 struct vq_results_protocol {
-    char **prompts;           /* owned, n_prompts strings */
+    char **prompts; /* owned, n_prompts strings */
     int n_prompts;
-    char *corpus;             /* owned: text file used for perplexity, or NULL */
-    int ctx;                  /* perplexity chunk tokens */
-    int chunks;               /* chunks scored (0 = all) */
-    int max_tokens;           /* greedy tokens per probe prompt */
+    char *corpus;   /* owned: text file used for perplexity, or NULL */
+    int ctx;        /* perplexity chunk tokens */
+    int chunks;     /* chunks scored (0 = all) */
+    int max_tokens; /* greedy tokens per probe prompt */
     uint64_t seed;
 };
 
 struct vq_results {
-    char created_utc[32];     /* "2026-11-30T08:00:00Z" */
+    char created_utc[32]; /* "2026-11-30T08:00:00Z" */
     char git_commit[48];
     struct vq_results_hardware hardware;
     struct vq_results_model model;
     struct vq_results_protocol protocol;
-    struct vq_result *results;  /* owned, n_results entries */
+    struct vq_result *results; /* owned, n_results entries */
     int n_results, cap_results;
 };
 

@@ -32,7 +32,9 @@ vq_status vq_eval_codec_cosine(const struct vq_codec_params *p, int64_t n_tokens
                 double xy = 0, xx = 0, yy = 0;
                 for (int j = 0; j < d; j++) {
                     const double a = x[t * d + j], b = y[t * d + j];
-                    xy += a * b; xx += a * a; yy += b * b;
+                    xy += a * b;
+                    xx += a * a;
+                    yy += b * b;
                 }
                 sum += xx > 0 && yy > 0 ? xy / sqrt(xx * yy) : 0;
             }

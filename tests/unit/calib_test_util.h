@@ -42,7 +42,8 @@ static double cu_rel_mse(const vq_codec *c, const float *x, int64_t n) {
     uint8_t *codes = malloc(vq_codec_block_bytes(c) * (size_t)n);
     float *y = malloc(sizeof(float) * (size_t)(n * d));
     double e = 0, s = 0;
-    if (vq_codec_encode(c, x, n, codes) != VQ_STATUS_OK || vq_codec_decode(c, codes, n, y) != VQ_STATUS_OK) {
+    if (vq_codec_encode(c, x, n, codes) != VQ_STATUS_OK ||
+        vq_codec_decode(c, codes, n, y) != VQ_STATUS_OK) {
         e = 1e9;
     } else {
         for (int64_t i = 0; i < n * d; i++) {
@@ -90,7 +91,13 @@ static int cu_contract(const vq_codec *c, const float *x, int64_t n, vq_rng *r) 
     }
     for (int i = 0; i < d; i++) on += ref[i] * ref[i];
     for (int i = 0; i < d; i++) bad += fabs(out[i] - ref[i]) > 1e-4 * sqrt(on) + 1e-6;
-    free(a); free(b); free(y); free(sc); free(w); vq_free(qs); free(acc);
+    free(a);
+    free(b);
+    free(y);
+    free(sc);
+    free(w);
+    vq_free(qs);
+    free(acc);
     return bad;
 }
 

@@ -15,22 +15,33 @@
 #include <string.h>
 
 struct golden {
-    uint8_t *buf;             /* the whole file (owned) */
+    uint8_t *buf; /* the whole file (owned) */
     size_t size;
     uint32_t n_vocab, n_text, n_eval, k, n_ctx, flags;
-    uint32_t reserved;        /* synthetic models: the last positions evaluated one at a time */
-    size_t rec, rec0;         /* bytes per record, offset of record 0 */
+    uint32_t reserved; /* synthetic models: the last positions evaluated one at a time */
+    size_t rec, rec0;  /* bytes per record, offset of record 0 */
 };
 
-static uint32_t golden_rd32(const uint8_t *p) { uint32_t v; memcpy(&v, p, 4); return v; }
-static float golden_rdf(const uint8_t *p) { float v; memcpy(&v, p, 4); return v; }
+static uint32_t golden_rd32(const uint8_t *p) {
+    uint32_t v;
+    memcpy(&v, p, 4);
+    return v;
+}
+static float golden_rdf(const uint8_t *p) {
+    float v;
+    memcpy(&v, p, 4);
+    return v;
+}
 
 /* Reads and checks a reference file. Returns 0 with a message on stderr if it is missing,
  * has the wrong magic or version, or its size does not match its header. */
 static int golden_open(struct golden *g, const char *path) {
     memset(g, 0, sizeof *g);
     FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "%s: cannot open\n", path); return 0; }
+    if (!f) {
+        fprintf(stderr, "%s: cannot open\n", path);
+        return 0;
+    }
     long sz = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
     if (sz > 40 && fseek(f, 0, SEEK_SET) == 0 && (g->buf = malloc((size_t)sz)) != NULL &&
         fread(g->buf, 1, (size_t)sz, f) == (size_t)sz)
@@ -53,7 +64,7 @@ static int golden_open(struct golden *g, const char *path) {
     g->rec = 4 + 8 * (size_t)g->k + 4;
     g->rec0 = 40 + 4 * (size_t)g->n_text;
     int ok = g->k >= 2 && g->n_eval <= g->n_text && g->size == g->rec0 + g->rec * g->n_eval;
-    for (uint32_t i = 0; ok && i < g->n_eval; i++)   /* record i holds text token i */
+    for (uint32_t i = 0; ok && i < g->n_eval; i++) /* record i holds text token i */
         ok = golden_rd32(g->buf + g->rec0 + g->rec * i) == golden_rd32(g->buf + 40 + 4 * (size_t)i);
     if (!ok) {
         fprintf(stderr, "%s: size %zu or token ids do not match its header\n", path, g->size);
@@ -63,10 +74,15 @@ static int golden_open(struct golden *g, const char *path) {
     return ok;
 }
 
-static void golden_close(struct golden *g) { free(g->buf); g->buf = NULL; }
+static void golden_close(struct golden *g) {
+    free(g->buf);
+    g->buf = NULL;
+}
 
 /* Token id i of the text (i < n_text). */
-static int32_t golden_id(const struct golden *g, uint32_t i) { return (int32_t)golden_rd32(g->buf + 40 + 4 * i); }
+static int32_t golden_id(const struct golden *g, uint32_t i) {
+    return (int32_t)golden_rd32(g->buf + 40 + 4 * i);
+}
 
 /* Accumulated comparison over positions. */
 struct golden_acc {
@@ -84,13 +100,18 @@ static void golden_score(const struct golden *g, uint32_t i, const float *l, str
     const uint32_t k = g->k, nv = g->n_vocab;
     double mx = l[0];
     uint32_t best = 0;
-    for (uint32_t j = 1; j < nv; j++) if (l[j] > mx) { mx = l[j]; best = j; }
+    for (uint32_t j = 1; j < nv; j++)
+        if (l[j] > mx) {
+            mx = l[j];
+            best = j;
+        }
     double se = 0;
     for (uint32_t j = 0; j < nv; j++) se += exp(l[j] - mx);
     const double lse = mx + log(se);
     double kl = 0, mass = 0;
     for (uint32_t j = 0; j < k; j++) {
-        const double lpg = golden_rdf(r + 4 + 4 * k + 4 * j), lpo = l[golden_rd32(r + 4 + 4 * j)] - lse;
+        const double lpg = golden_rdf(r + 4 + 4 * k + 4 * j),
+                     lpo = l[golden_rd32(r + 4 + 4 * j)] - lse;
         kl += exp(lpg) * (lpg - lpo);
         mass += exp(lpo);
         if (fabs(lpg - lpo) > a->dlp_max) a->dlp_max = fabs(lpg - lpo);

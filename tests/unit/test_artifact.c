@@ -22,11 +22,14 @@ static vq_calib_data *make_calib(void) {
              vq_calib_fit_spectral(cd, 1, VQ_ROLE_KEY, x, N) == VQ_STATUS_OK &&
              vq_calib_fit_spectral(cd, 1, VQ_ROLE_VALUE, x + D, N - 1) == VQ_STATUS_OK &&
              vq_calib_fit_sensitivity(cd, 1, x, 50) == VQ_STATUS_OK;
-    if (!ok) { vq_calib_data_free(cd); return NULL; }
+    if (!ok) {
+        vq_calib_data_free(cd);
+        return NULL;
+    }
     return cd;
 }
 
-static const uint8_t sha_a[32] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16,
+static const uint8_t sha_a[32] = {1,  2,  3,  4,  5,  6,  7,  8,  9,  10, 11, 12, 13, 14, 15, 16,
                                   17, 18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32};
 
 static void refresh_checksum(uint8_t *b, size_t len) {
@@ -40,7 +43,8 @@ static int same_calib(const vq_calib_data *a, const vq_calib_data *b) {
     const int d = a->head_dim;
     for (int i = 0; i < a->n_layers * 2; i++) {
         const struct vq_calib_lr *x = &a->lr[i], *y = &b->lr[i];
-        if ((x->smooth == NULL) != (y->smooth == NULL) || (x->codebook == NULL) != (y->codebook == NULL) ||
+        if ((x->smooth == NULL) != (y->smooth == NULL) ||
+            (x->codebook == NULL) != (y->codebook == NULL) ||
             (x->pca_u == NULL) != (y->pca_u == NULL))
             return 0;
         if (x->smooth && memcmp(x->smooth, y->smooth, (size_t)d * 4)) return 0;
@@ -118,18 +122,21 @@ TEST(round_trip_memory_and_corruption) {
     ASSERT(vq_calib_parse(mod, len, NULL, NULL, NULL, &st) == NULL);
     ASSERT_STATUS(st, VQ_STATUS_UNSUPPORTED);
     /* semantic corruptions with a valid checksum */
-    const size_t rec0 = VQ_CALIB_HEADER_BYTES;   /* first record: layer 0 key SMOOTH */
-    struct { size_t off; uint8_t val; } cases[] = {
-        {rec0 + 0, 9},           /* unknown kind */
-        {rec0 + 4, 3},           /* layer out of range */
-        {rec0 + 8, 1},           /* smoothing on the value role */
-        {rec0 + 12, 15},         /* wrong length */
-        {rec0 + 20 + 3, 0xFF},   /* first smoothing factor NaN */
-        {rec0 + 20 + 3, 0x80},   /* first smoothing factor negative */
-        {60, 0},                 /* n_layers 0 */
-        {64, 12},                /* head_dim not a multiple of 8 */
-        {92, 0},                 /* n_records 0 but payload present */
-        {12, 'A'},               /* tag with an invalid character */
+    const size_t rec0 = VQ_CALIB_HEADER_BYTES; /* first record: layer 0 key SMOOTH */
+    struct {
+        size_t off;
+        uint8_t val;
+    } cases[] = {
+        {rec0 + 0, 9},         /* unknown kind */
+        {rec0 + 4, 3},         /* layer out of range */
+        {rec0 + 8, 1},         /* smoothing on the value role */
+        {rec0 + 12, 15},       /* wrong length */
+        {rec0 + 20 + 3, 0xFF}, /* first smoothing factor NaN */
+        {rec0 + 20 + 3, 0x80}, /* first smoothing factor negative */
+        {60, 0},               /* n_layers 0 */
+        {64, 12},              /* head_dim not a multiple of 8 */
+        {92, 0},               /* n_records 0 but payload present */
+        {12, 'A'},             /* tag with an invalid character */
     };
     for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
         memcpy(mod, buf, len);
@@ -155,22 +162,29 @@ TEST(files_and_paths) {
     ASSERT(mkdtemp(dir) != NULL);
     setenv("VQ_CACHE_DIR", dir, 1);
     char path[512];
-    ASSERT_STATUS(vq_calib_artifact_path("vecinfer", sha_a, "c8v4", path, sizeof path), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_calib_artifact_path("vecinfer", sha_a, "c8v4", path, sizeof path),
+                  VQ_STATUS_OK);
     char want[512];
-    snprintf(want, sizeof want, "%s/vecinfer/0102030405060708090a0b0c0d0e0f10"
-             "1112131415161718191a1b1c1d1e1f20/c8v4.vqcal", dir);
+    snprintf(want, sizeof want,
+             "%s/vecinfer/0102030405060708090a0b0c0d0e0f10"
+             "1112131415161718191a1b1c1d1e1f20/c8v4.vqcal",
+             dir);
     ASSERT(strcmp(path, want) == 0);
     char small[16];
-    ASSERT_STATUS(vq_calib_artifact_path("vecinfer", sha_a, "c8v4", small, sizeof small), VQ_STATUS_RANGE);
-    ASSERT_STATUS(vq_calib_artifact_path("../x", sha_a, "c8v4", path, sizeof path), VQ_STATUS_INVALID_ARG);
-    ASSERT_STATUS(vq_calib_artifact_path("vecinfer", sha_a, ".hidden", path, sizeof path), VQ_STATUS_INVALID_ARG);
-    ASSERT_STATUS(vq_calib_artifact_path("vecinfer", sha_a, "c8v4", path, sizeof path), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_calib_artifact_path("vecinfer", sha_a, "c8v4", small, sizeof small),
+                  VQ_STATUS_RANGE);
+    ASSERT_STATUS(vq_calib_artifact_path("../x", sha_a, "c8v4", path, sizeof path),
+                  VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_calib_artifact_path("vecinfer", sha_a, ".hidden", path, sizeof path),
+                  VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_calib_artifact_path("vecinfer", sha_a, "c8v4", path, sizeof path),
+                  VQ_STATUS_OK);
 
     vq_calib_data *cd = make_calib();
     ASSERT(cd != NULL);
     if (!cd) return;
     vq_status st;
-    ASSERT(vq_calib_data_load(path, "vecinfer", sha_a, &st) == NULL);   /* not there yet */
+    ASSERT(vq_calib_data_load(path, "vecinfer", sha_a, &st) == NULL); /* not there yet */
     ASSERT_STATUS(st, VQ_STATUS_IO);
     ASSERT_STATUS(vq_calib_data_save(cd, path, "vecinfer", sha_a, NULL), VQ_STATUS_OK);
     vq_calib_data *back = vq_calib_data_load(path, "vecinfer", sha_a, &st);
@@ -180,7 +194,10 @@ TEST(files_and_paths) {
     /* overwrite atomically; no temp files left behind */
     ASSERT_STATUS(vq_calib_data_save(cd, path, "vecinfer", sha_a, NULL), VQ_STATUS_OK);
     char cmd[700];
-    snprintf(cmd, sizeof cmd, "test $(ls -A '%s/vecinfer/0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20' | wc -l) -eq 1", dir);
+    snprintf(
+        cmd, sizeof cmd,
+        "test $(ls -A '%s/vecinfer/0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20' | wc -l) -eq 1",
+        dir);
     ASSERT_EQ_INT(system(cmd), 0);
     /* corrupt the file on disk: one byte in the middle */
     FILE *f = fopen(path, "r+b");
@@ -199,12 +216,13 @@ TEST(files_and_paths) {
     ASSERT_EQ_INT(truncate(path, 150), 0);
     ASSERT(vq_calib_data_load(path, "vecinfer", sha_a, &st) == NULL);
     ASSERT_STATUS(st, VQ_STATUS_BAD_FORMAT);
-    ASSERT(vq_calib_data_load(dir, NULL, NULL, &st) == NULL);   /* a folder */
+    ASSERT(vq_calib_data_load(dir, NULL, NULL, &st) == NULL); /* a folder */
     ASSERT_STATUS(st, VQ_STATUS_IO);
     /* HOME fallback */
     unsetenv("VQ_CACHE_DIR");
     setenv("HOME", "/home/someone", 1);
-    ASSERT_STATUS(vq_calib_artifact_path("spectral", sha_a, "pca", path, sizeof path), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_calib_artifact_path("spectral", sha_a, "pca", path, sizeof path),
+                  VQ_STATUS_OK);
     ASSERT(strncmp(path, "/home/someone/.cache/veloxquant/spectral/0102", 45) == 0);
     snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
     ASSERT_EQ_INT(system(cmd), 0);
@@ -222,29 +240,37 @@ TEST(attach_from_cache) {
     setenv("VQ_CACHE_DIR", dir, 1);
     const char *hexsha = "0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20";
     /* "a_wrong": keys (4,4) only; "b_right": keys (3,4) and values (3,8) on both layers */
-    vq_calib_data *wrong = vq_calib_data_create(L, D, NULL), *right = vq_calib_data_create(L, D, NULL);
+    vq_calib_data *wrong = vq_calib_data_create(L, D, NULL),
+                  *right = vq_calib_data_create(L, D, NULL);
     for (int l = 0; l < L; l++) {
         ASSERT_STATUS(vq_calib_fit_vecinfer(wrong, l, VQ_ROLE_KEY, x, N, 4, 4, 1), VQ_STATUS_OK);
         ASSERT_STATUS(vq_calib_fit_vecinfer(right, l, VQ_ROLE_KEY, x, N, 3, 4, 1), VQ_STATUS_OK);
         ASSERT_STATUS(vq_calib_fit_vecinfer(right, l, VQ_ROLE_VALUE, x, N, 3, 8, 1), VQ_STATUS_OK);
     }
     char path[512];
-    ASSERT_STATUS(vq_calib_artifact_path("vecinfer", sha_a, "a_wrong", path, sizeof path), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_calib_artifact_path("vecinfer", sha_a, "a_wrong", path, sizeof path),
+                  VQ_STATUS_OK);
     ASSERT_STATUS(vq_calib_data_save(wrong, path, "vecinfer", sha_a, NULL), VQ_STATUS_OK);
-    ASSERT_STATUS(vq_calib_artifact_path("vecinfer", sha_a, "b_right", path, sizeof path), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_calib_artifact_path("vecinfer", sha_a, "b_right", path, sizeof path),
+                  VQ_STATUS_OK);
     ASSERT_STATUS(vq_calib_data_save(right, path, "vecinfer", sha_a, NULL), VQ_STATUS_OK);
 
     struct vq_cache_params cp = vq_cache_params_default();
     cp.key.method = cp.value.method = VQ_METHOD_VECINFER;
-    cp.key.pq_codeword_bits = 3; cp.key.pq_subvec_dim = 4;
-    cp.value.pq_codeword_bits = 3; cp.value.pq_subvec_dim = 8;
+    cp.key.pq_codeword_bits = 3;
+    cp.key.pq_subvec_dim = 4;
+    cp.value.pq_codeword_bits = 3;
+    cp.value.pq_subvec_dim = 8;
     vq_calib_data *owned[2] = {NULL, NULL};
     ASSERT_STATUS(vq_calib_attach(&cp, L, D, hexsha, owned), VQ_STATUS_OK);
-    ASSERT(owned[0] != NULL && owned[1] == NULL);      /* one set serves both sides */
+    ASSERT(owned[0] != NULL && owned[1] == NULL); /* one set serves both sides */
     ASSERT(cp.key.calib == owned[0] && cp.value.calib == owned[0]);
     if (owned[0]) ASSERT(same_calib(owned[0], right));
     /* the attached params make a working cache */
-    cp.n_layers = L; cp.head_dim = D; cp.max_tokens = 64; cp.page_tokens = 16;
+    cp.n_layers = L;
+    cp.head_dim = D;
+    cp.max_tokens = 64;
+    cp.page_tokens = 16;
     vq_cache *c = vq_cache_create(&cp, NULL);
     ASSERT(c != NULL);
     if (c) ASSERT_STATUS(vq_cache_append(c, 1, x, x + D, VQ_DTYPE_F32, 5), VQ_STATUS_OK);
@@ -253,7 +279,8 @@ TEST(attach_from_cache) {
     /* nothing usable: keys (5,4) -> NOT_FOUND, params unchanged, nothing owned */
     cp = vq_cache_params_default();
     cp.key.method = VQ_METHOD_VECINFER;
-    cp.key.pq_codeword_bits = 5; cp.key.pq_subvec_dim = 4;
+    cp.key.pq_codeword_bits = 5;
+    cp.key.pq_subvec_dim = 4;
     ASSERT_STATUS(vq_calib_attach(&cp, L, D, hexsha, owned), VQ_STATUS_NOT_FOUND);
     ASSERT(cp.key.calib == NULL && owned[0] == NULL && owned[1] == NULL);
     /* more layers than the artifacts have -> NOT_FOUND; spectral has no folder -> NOT_FOUND */

@@ -57,7 +57,7 @@ TEST(save_load_match_and_corruption) {
     struct vq_precomp r;
     ASSERT_STATUS(vq_precomp_compute(64, 42, two, 1, &r), VQ_STATUS_OK);
     ASSERT(vq_precomp_matches(&q, &r, NULL, 0));
-    ASSERT(!vq_precomp_matches(&r, &q, why, sizeof why));   /* and not the other way round */
+    ASSERT(!vq_precomp_matches(&r, &q, why, sizeof why)); /* and not the other way round */
     ASSERT(strstr(why, "not stored") != NULL);
     vq_precomp_free(&r);
     /* another seed or head_dim does not match */

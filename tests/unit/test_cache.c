@@ -9,7 +9,9 @@
 
 static uint64_t rng_ = 0x2545F4914F6CDD1Dull;
 static double urand(void) {
-    rng_ ^= rng_ << 13; rng_ ^= rng_ >> 7; rng_ ^= rng_ << 17;
+    rng_ ^= rng_ << 13;
+    rng_ ^= rng_ >> 7;
+    rng_ ^= rng_ << 17;
     return (double)(rng_ >> 11) / 9007199254740992.0;
 }
 static float nrand(void) {
@@ -39,7 +41,7 @@ static struct vq_cache_params mkp(enum vq_method km, enum vq_method vm, int d, i
     p.page_tokens = 16;
     p.key.method = km;
     p.value.method = vm;
-    if (km == VQ_METHOD_TURBOQUANT_RVQ) p.key.bits = 2;   /* bits per stage: 1..2 */
+    if (km == VQ_METHOD_TURBOQUANT_RVQ) p.key.bits = 2; /* bits per stage: 1..2 */
     if (vm == VQ_METHOD_TURBOQUANT_RVQ) p.value.bits = 1;
     p.key.isa = p.value.isa = isa;
     p.key.group_size = p.value.group_size = G_;
@@ -84,7 +86,9 @@ static double check_attend(vq_cache *c, int layer, int n_q_heads, int64_t n_q, c
     ASSERT_STATUS(vq_cache_attend(c, layer, q, n_q_heads, n_q, pos, scale, o1), VQ_STATUS_OK);
     ASSERT_STATUS(vq_cache_attend_ref(c, layer, q, n_q_heads, n_q, pos, scale, o2), VQ_STATUS_OK);
     const double e = rel_err(o1, o2, n_q * n_q_heads, d);
-    free(q); free(o1); free(o2);
+    free(q);
+    free(o1);
+    free(o2);
     return e;
 }
 
@@ -99,23 +103,28 @@ TEST(fused_equals_reference) {
             if (!vq_isa_available((enum vq_isa)isa)) continue;
             for (size_t di = 0; di < 2; di++) {
                 const int d = dims[di];
-                struct vq_cache_params p = mkp((enum vq_method)m, (enum vq_method)m, d, n_kv, (enum vq_isa)isa);
+                struct vq_cache_params p = mkp((enum vq_method)m, (enum vq_method)m, d, n_kv,
+                                               (enum vq_isa)isa);
                 vq_status st;
                 vq_cache *c = vq_cache_create(&p, &st);
                 if (!c) {
-                    fprintf(stderr, "  %s d=%d: %s\n", vq_method_name((enum vq_method)m), d, vq_status_str(st));
+                    fprintf(stderr, "  %s d=%d: %s\n", vq_method_name((enum vq_method)m), d,
+                            vq_status_str(st));
                     ASSERT(c != NULL);
                     continue;
                 }
                 double worst = 0;
                 float *k0 = gen(9, n_kv, d, 2.0f), *v0 = gen(9, n_kv, d, 0.0f);
                 ASSERT_STATUS(vq_cache_append(c, 0, k0, v0, VQ_DTYPE_F32, 9), VQ_STATUS_OK);
-                free(k0); free(v0);
+                free(k0);
+                free(v0);
                 int64_t n = 0;
                 for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks; ci++) {
                     float *k = gen(chunks[ci], n_kv, d, 2.0f), *v = gen(chunks[ci], n_kv, d, 0.0f);
-                    ASSERT_STATUS(vq_cache_append(c, 1, k, v, VQ_DTYPE_F32, chunks[ci]), VQ_STATUS_OK);
-                    free(k); free(v);
+                    ASSERT_STATUS(vq_cache_append(c, 1, k, v, VQ_DTYPE_F32, chunks[ci]),
+                                  VQ_STATUS_OK);
+                    free(k);
+                    free(v);
                     n += chunks[ci];
                     ASSERT_EQ_INT(vq_cache_n_tokens(c, 1), n);
                     const int r = ratios[ci % 3];
@@ -131,8 +140,9 @@ TEST(fused_equals_reference) {
                     if (e > worst) worst = e;
                 }
                 if (worst > tol_of((enum vq_method)m))
-                    fprintf(stderr, "  %s isa=%s d=%d: rel err %.3g\n", vq_method_name((enum vq_method)m),
-                            vq_isa_name((enum vq_isa)isa), d, worst);
+                    fprintf(stderr, "  %s isa=%s d=%d: rel err %.3g\n",
+                            vq_method_name((enum vq_method)m), vq_isa_name((enum vq_isa)isa), d,
+                            worst);
                 ASSERT_LE(worst, tol_of((enum vq_method)m));
                 ASSERT_EQ_INT(vq_cache_n_tokens(c, 0), 9);
                 vq_cache_free(c);
@@ -177,7 +187,8 @@ static void check_memory(enum vq_method km, enum vq_method vm, const int *kbits)
             const int64_t k = left < ch ? left : ch;
             float *kk = gen(k, n_kv, d, 1.0f), *vv = gen(k, n_kv, d, 0.0f);
             ASSERT_STATUS(vq_cache_append(c, l, kk, vv, VQ_DTYPE_F32, k), VQ_STATUS_OK);
-            free(kk); free(vv);
+            free(kk);
+            free(vv);
             left -= k;
             ch = ch == 7 ? 1 : ch + 5;
         }
@@ -188,7 +199,8 @@ static void check_memory(enum vq_method km, enum vq_method vm, const int *kbits)
     for (int l = 0; l < 2; l++) {
         const int64_t n = n_per_layer[l];
         const int kbit = kbits ? kbits[l] : p.key.bits;
-        const int64_t kc = expect_coded(&p.key, VQ_ROLE_KEY, n), vc = expect_coded(&p.value, VQ_ROLE_VALUE, n);
+        const int64_t kc = expect_coded(&p.key, VQ_ROLE_KEY, n),
+                      vc = expect_coded(&p.value, VQ_ROLE_VALUE, n);
         const size_t row16 = (size_t)d * 2;
         /* sinks: chosen in the first append (7 tokens) */
         const size_t ks = p.key.method == VQ_METHOD_KIVI_SINK ? NSINK_ : 0;
@@ -248,9 +260,7 @@ static void take(vq_cache *c, const float *q, int n_q_heads, int d, struct snap 
     s->n0 = vq_cache_n_tokens(c, 0);
     s->n1 = vq_cache_n_tokens(c, 1);
 }
-static int same(const struct snap *a, const struct snap *b) {
-    return memcmp(a, b, sizeof *a) == 0;
-}
+static int same(const struct snap *a, const struct snap *b) { return memcmp(a, b, sizeof *a) == 0; }
 
 TEST(errors_leave_cache_unchanged) {
     const int d = 64, n_kv = 2, nqh = 4;
@@ -262,7 +272,8 @@ TEST(errors_leave_cache_unchanged) {
         if (!c) continue;
         float *k = gen(30, n_kv, d, 1.0f), *v = gen(30, n_kv, d, 0.0f);
         ASSERT_STATUS(vq_cache_append(c, 0, k, v, VQ_DTYPE_F32, 30), VQ_STATUS_OK);
-        free(k); free(v);
+        free(k);
+        free(v);
         float q[2 * 4 * 64];
         for (int i = 0; i < 2 * nqh * d; i++) q[i] = nrand();
         struct snap s0, s1;
@@ -270,7 +281,11 @@ TEST(errors_leave_cache_unchanged) {
         const int64_t n = 21; /* crosses page boundaries: new pages get allocated, then freed */
         float *kk = gen(n, n_kv, d, 1.0f), *vv = gen(n, n_kv, d, 0.0f);
         const size_t last = (size_t)(n * n_kv * d - 1); /* last token, last head, last channel */
-        struct { int which; float val; vq_status want; } cases[] = {
+        struct {
+            int which;
+            float val;
+            vq_status want;
+        } cases[] = {
             {1, NAN, VQ_STATUS_NON_FINITE},
             {0, INFINITY, VQ_STATUS_NON_FINITE},
             {1, -INFINITY, VQ_STATUS_NON_FINITE},
@@ -285,7 +300,8 @@ TEST(errors_leave_cache_unchanged) {
             vq_status st = vq_cache_append(c, 0, kk, vv, VQ_DTYPE_F32, n);
             t[last] = keep;
             if (st != cases[ci].want)
-                fprintf(stderr, "  %s case %zu: got %s\n", vq_method_name((enum vq_method)m), ci, vq_status_str(st));
+                fprintf(stderr, "  %s case %zu: got %s\n", vq_method_name((enum vq_method)m), ci,
+                        vq_status_str(st));
             ASSERT_STATUS(st, cases[ci].want);
             take(c, q, nqh, d, &s1);
             ASSERT(same(&s0, &s1));
@@ -312,7 +328,8 @@ TEST(errors_leave_cache_unchanged) {
         ASSERT_STATUS(vq_cache_append(c, 0, big_k, big_v, VQ_DTYPE_F32, 130), VQ_STATUS_OK);
         ASSERT_EQ_INT(vq_cache_n_tokens(c, 0), 160);
         ASSERT_STATUS(vq_cache_append(c, 0, big_k, big_v, VQ_DTYPE_F32, 1), VQ_STATUS_CAPACITY);
-        free(big_k); free(big_v);
+        free(big_k);
+        free(big_v);
         /* After failures, a clean append equals a fresh cache fed the same data. */
         vq_cache_reset(c);
         vq_cache *f = vq_cache_create(&p, NULL);
@@ -328,7 +345,10 @@ TEST(errors_leave_cache_unchanged) {
         take(f, q, nqh, d, &s1);
         ASSERT(memcmp(s0.out, s1.out, sizeof s0.out) == 0);
         ASSERT_EQ_INT(s0.m.total_bytes, s1.m.total_bytes);
-        free(k2); free(v2); free(kk); free(vv);
+        free(k2);
+        free(v2);
+        free(kk);
+        free(vv);
         vq_cache_free(f);
         vq_cache_free(c);
     }
@@ -340,7 +360,8 @@ TEST(dtype_inputs_equal_f32) {
         if (!vq_codec_iface((enum vq_method)m)) continue;
         struct vq_cache_params p = mkp((enum vq_method)m, (enum vq_method)m, d, n_kv, VQ_ISA_AUTO);
         float *k = gen(n, n_kv, d, 1.0f), *v = gen(n, n_kv, d, 0.0f);
-        uint16_t *k16 = malloc((size_t)(n * n_kv * d) * 2), *v16 = malloc((size_t)(n * n_kv * d) * 2);
+        uint16_t *k16 = malloc((size_t)(n * n_kv * d) * 2),
+                 *v16 = malloc((size_t)(n * n_kv * d) * 2);
         float *kr = malloc((size_t)(n * n_kv * d) * 4), *vr = malloc((size_t)(n * n_kv * d) * 4);
         float q[3 * 2 * 64], o1[3 * 2 * 64], o2[3 * 2 * 64];
         for (int i = 0; i < 3 * 2 * 64; i++) q[i] = nrand();
@@ -353,16 +374,25 @@ TEST(dtype_inputs_equal_f32) {
             }
             vq_cache *a = vq_cache_create(&p, NULL), *b = vq_cache_create(&p, NULL);
             ASSERT_STATUS(vq_cache_append(a, 0, k16, v16, (enum vq_dtype)dt, 30), VQ_STATUS_OK);
-            ASSERT_STATUS(vq_cache_append(a, 0, k16 + 30 * n_kv * d, v16 + 30 * n_kv * d, (enum vq_dtype)dt, n - 30), VQ_STATUS_OK);
+            ASSERT_STATUS(vq_cache_append(a, 0, k16 + 30 * n_kv * d, v16 + 30 * n_kv * d,
+                                          (enum vq_dtype)dt, n - 30),
+                          VQ_STATUS_OK);
             ASSERT_STATUS(vq_cache_append(b, 0, kr, vr, VQ_DTYPE_F32, 30), VQ_STATUS_OK);
-            ASSERT_STATUS(vq_cache_append(b, 0, kr + 30 * n_kv * d, vr + 30 * n_kv * d, VQ_DTYPE_F32, n - 30), VQ_STATUS_OK);
+            ASSERT_STATUS(
+                vq_cache_append(b, 0, kr + 30 * n_kv * d, vr + 30 * n_kv * d, VQ_DTYPE_F32, n - 30),
+                VQ_STATUS_OK);
             ASSERT_STATUS(vq_cache_attend(a, 0, q, 2, 3, NULL, 0.125f, o1), VQ_STATUS_OK);
             ASSERT_STATUS(vq_cache_attend(b, 0, q, 2, 3, NULL, 0.125f, o2), VQ_STATUS_OK);
             ASSERT(memcmp(o1, o2, sizeof o1) == 0);
             vq_cache_free(a);
             vq_cache_free(b);
         }
-        free(k); free(v); free(k16); free(v16); free(kr); free(vr);
+        free(k);
+        free(v);
+        free(k16);
+        free(v16);
+        free(kr);
+        free(vr);
     }
     /* NaN / Inf in f16 and bf16 inputs */
     struct vq_cache_params p = mkp(VQ_METHOD_FP16, VQ_METHOD_FP16, d, n_kv, VQ_ISA_AUTO);
@@ -390,7 +420,9 @@ TEST(chunking_invariance) {
         for (int64_t t = 0; t < n;) {
             const int64_t ch = t % 3 == 0 ? 1 : 7;
             const int64_t cnt = t + ch <= n ? ch : n - t;
-            ASSERT_STATUS(vq_cache_append(b, 1, k + t * n_kv * d, v + t * n_kv * d, VQ_DTYPE_F32, cnt), VQ_STATUS_OK);
+            ASSERT_STATUS(
+                vq_cache_append(b, 1, k + t * n_kv * d, v + t * n_kv * d, VQ_DTYPE_F32, cnt),
+                VQ_STATUS_OK);
             t += cnt;
         }
         float q[4 * 6 * 80], o1[4 * 6 * 80], o2[4 * 6 * 80];
@@ -399,13 +431,15 @@ TEST(chunking_invariance) {
         ASSERT_STATUS(vq_cache_attend(a, 1, q, 6, 4, pos, 0.1f, o1), VQ_STATUS_OK);
         ASSERT_STATUS(vq_cache_attend(b, 1, q, 6, 4, pos, 0.1f, o2), VQ_STATUS_OK);
         if (memcmp(o1, o2, sizeof o1) != 0)
-            fprintf(stderr, "  %s: outputs differ (%.3g)\n", vq_method_name((enum vq_method)m), rel_err(o1, o2, 24, d));
+            fprintf(stderr, "  %s: outputs differ (%.3g)\n", vq_method_name((enum vq_method)m),
+                    rel_err(o1, o2, 24, d));
         ASSERT(memcmp(o1, o2, sizeof o1) == 0);
         struct vq_cache_memory ma, mb;
         vq_cache_memory(a, &ma);
         vq_cache_memory(b, &mb);
         ASSERT(memcmp(&ma, &mb, sizeof ma) == 0);
-        free(k); free(v);
+        free(k);
+        free(v);
         vq_cache_free(a);
         vq_cache_free(b);
     }
@@ -453,14 +487,16 @@ TEST(truncate_and_reset) {
         ASSERT_STATUS(vq_cache_truncate(c, 36), VQ_STATUS_OK); /* inside the key window */
         ASSERT_LE(check_attend(c, 0, 2, 3, NULL, d), 1e-4);
         ASSERT_STATUS(vq_cache_attend(c, 0, q, 2, 1, NULL, 0.1f, o1), VQ_STATUS_OK);
-        ASSERT_STATUS(vq_cache_truncate(c, 20), VQ_STATUS_UNSUPPORTED); /* inside key block 16..23 */
+        ASSERT_STATUS(vq_cache_truncate(c, 20),
+                      VQ_STATUS_UNSUPPORTED); /* inside key block 16..23 */
         ASSERT_EQ_INT(vq_cache_n_tokens(c, 0), 36);
         ASSERT_STATUS(vq_cache_attend(c, 0, q, 2, 1, NULL, 0.1f, o2), VQ_STATUS_OK);
         ASSERT(memcmp(o1, o2, sizeof o1) == 0);
         ASSERT_STATUS(vq_cache_truncate(c, 24), VQ_STATUS_OK); /* block boundary */
         ASSERT_EQ_INT(vq_cache_n_tokens(c, 0), 24);
         ASSERT_LE(check_attend(c, 0, 4, 4, NULL, d), 1e-4);
-        ASSERT_STATUS(vq_cache_append(c, 0, k + 24 * n_kv * d, v + 24 * n_kv * d, VQ_DTYPE_F32, 30), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_cache_append(c, 0, k + 24 * n_kv * d, v + 24 * n_kv * d, VQ_DTYPE_F32, 30),
+                      VQ_STATUS_OK);
         ASSERT_EQ_INT(vq_cache_n_tokens(c, 0), 54);
         ASSERT_LE(check_attend(c, 0, 2, 5, NULL, d), 1e-4);
         const int64_t pos[3] = {0, 23, 53};
@@ -471,7 +507,8 @@ TEST(truncate_and_reset) {
         ASSERT_LE(check_attend(c, 0, 2, 3, NULL, d), 1e-4);
         vq_cache_free(c);
     }
-    free(k); free(v);
+    free(k);
+    free(v);
 }
 
 TEST(attend_argument_checks) {
@@ -547,25 +584,47 @@ TEST(create_validation) {
     vq_cache_free(c);
     vq_cache_free(NULL);
     struct vq_cache_params b;
-    b = p; b.n_layers = 0;
-    ASSERT(vq_cache_create(&b, &st) == NULL); ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
-    b = p; b.n_kv_heads = 0;
-    ASSERT(vq_cache_create(&b, &st) == NULL); ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
-    b = p; b.max_tokens = 0;
-    ASSERT(vq_cache_create(&b, &st) == NULL); ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
-    b = p; b.page_tokens = 0;
-    ASSERT(vq_cache_create(&b, &st) == NULL); ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
-    b = p; b.head_dim = 12;
-    ASSERT(vq_cache_create(&b, &st) == NULL); ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
-    b = p; b.n_threads = -1;
-    ASSERT(vq_cache_create(&b, &st) == NULL); ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
-    b = p; b.key.method = VQ_METHOD_KIVI; b.page_tokens = 20; /* not a multiple of G = 32 */
-    ASSERT(vq_cache_create(&b, &st) == NULL); ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
-    b = p; b.value.method = VQ_METHOD_KIVI; b.value.bits = 5;
-    ASSERT(vq_cache_create(&b, &st) == NULL); ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+    b = p;
+    b.n_layers = 0;
+    ASSERT(vq_cache_create(&b, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+    b = p;
+    b.n_kv_heads = 0;
+    ASSERT(vq_cache_create(&b, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+    b = p;
+    b.max_tokens = 0;
+    ASSERT(vq_cache_create(&b, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+    b = p;
+    b.page_tokens = 0;
+    ASSERT(vq_cache_create(&b, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+    b = p;
+    b.head_dim = 12;
+    ASSERT(vq_cache_create(&b, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+    b = p;
+    b.n_threads = -1;
+    ASSERT(vq_cache_create(&b, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+    b = p;
+    b.key.method = VQ_METHOD_KIVI;
+    b.page_tokens = 20; /* not a multiple of G = 32 */
+    ASSERT(vq_cache_create(&b, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+    b = p;
+    b.value.method = VQ_METHOD_KIVI;
+    b.value.bits = 5;
+    ASSERT(vq_cache_create(&b, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
     const int bits[2] = {2, 7};
-    b = p; b.n_layers = 2; b.key.method = VQ_METHOD_KIVI; b.key_bits_per_layer = bits;
-    ASSERT(vq_cache_create(&b, &st) == NULL); ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+    b = p;
+    b.n_layers = 2;
+    b.key.method = VQ_METHOD_KIVI;
+    b.key_bits_per_layer = bits;
+    ASSERT(vq_cache_create(&b, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
     ASSERT_EQ_INT(vq_cache_n_tokens(NULL, 0), 0);
     struct vq_cache_memory m;
     vq_cache_memory(NULL, &m);
@@ -611,7 +670,8 @@ TEST(split_decode) {
     for (int m = 0; m < VQ_METHOD_COUNT; m++) {
         if (!vq_codec_iface((enum vq_method)m)) continue;
         for (int n_kv = 1; n_kv <= 2; n_kv++) {
-            struct vq_cache_params p = mkp((enum vq_method)m, (enum vq_method)m, d, n_kv, VQ_ISA_AUTO);
+            struct vq_cache_params p = mkp((enum vq_method)m, (enum vq_method)m, d, n_kv,
+                                           VQ_ISA_AUTO);
             p.n_threads = 7;
             vq_cache *c = vq_cache_create(&p, NULL);
             ASSERT(c != NULL);
@@ -621,16 +681,25 @@ TEST(split_decode) {
             ASSERT_STATUS(vq_cache_append(c, 0, k, v, VQ_DTYPE_F32, 101), VQ_STATUS_OK);
             double worst = 0, e;
             const int64_t pos1[1] = {100}, pos2[1] = {17}, pos3[2] = {3, 100};
-            e = check_attend(c, 0, n_kv, 1, NULL, d); worst = e > worst ? e : worst;
-            e = check_attend(c, 0, 3 * n_kv, 1, pos1, d); worst = e > worst ? e : worst;
-            e = check_attend(c, 0, n_kv, 1, pos2, d); worst = e > worst ? e : worst;
-            e = check_attend(c, 0, n_kv, 2, pos3, d); worst = e > worst ? e : worst;
-            ASSERT_STATUS(vq_cache_append(c, 0, k + 101 * n_kv * d, v + 101 * n_kv * d, VQ_DTYPE_F32, 49), VQ_STATUS_OK);
-            e = check_attend(c, 0, 2 * n_kv, 1, NULL, d); worst = e > worst ? e : worst;
+            e = check_attend(c, 0, n_kv, 1, NULL, d);
+            worst = e > worst ? e : worst;
+            e = check_attend(c, 0, 3 * n_kv, 1, pos1, d);
+            worst = e > worst ? e : worst;
+            e = check_attend(c, 0, n_kv, 1, pos2, d);
+            worst = e > worst ? e : worst;
+            e = check_attend(c, 0, n_kv, 2, pos3, d);
+            worst = e > worst ? e : worst;
+            ASSERT_STATUS(
+                vq_cache_append(c, 0, k + 101 * n_kv * d, v + 101 * n_kv * d, VQ_DTYPE_F32, 49),
+                VQ_STATUS_OK);
+            e = check_attend(c, 0, 2 * n_kv, 1, NULL, d);
+            worst = e > worst ? e : worst;
             if (worst > tol_of((enum vq_method)m))
-                fprintf(stderr, "  %s n_kv=%d: rel err %.3g\n", vq_method_name((enum vq_method)m), n_kv, worst);
+                fprintf(stderr, "  %s n_kv=%d: rel err %.3g\n", vq_method_name((enum vq_method)m),
+                        n_kv, worst);
             ASSERT_LE(worst, tol_of((enum vq_method)m));
-            free(k); free(v);
+            free(k);
+            free(v);
             vq_cache_free(c);
         }
     }
@@ -640,7 +709,8 @@ TEST(split_decode) {
  * fused attention must match the reference and failed operations must change nothing. */
 TEST(random_operation_sequences) {
     const int d = 64, n_kv = 2;
-    const enum vq_method ms[4] = {VQ_METHOD_FP16, VQ_METHOD_KIVI, VQ_METHOD_KIVI_SINK, VQ_METHOD_TURBOQUANT_MSE};
+    const enum vq_method ms[4] = {VQ_METHOD_FP16, VQ_METHOD_KIVI, VQ_METHOD_KIVI_SINK,
+                                  VQ_METHOD_TURBOQUANT_MSE};
     for (int mi = 0; mi < 4; mi++) {
         if (!vq_codec_iface(ms[mi])) continue;
         struct vq_cache_params p = mkp(ms[mi], ms[mi], d, n_kv, VQ_ISA_AUTO);
@@ -674,7 +744,8 @@ TEST(random_operation_sequences) {
                     take(c, q, 4, d, &s1);
                     ASSERT(same(&s0, &s1));
                 }
-                free(kk); free(vv);
+                free(kk);
+                free(vv);
             } else if (u < 0.95) {
                 const int64_t t = (int64_t)(urand() * (double)(n + 1));
                 const vq_status st = vq_cache_truncate(c, t);
@@ -696,7 +767,8 @@ TEST(random_operation_sequences) {
                 if (e > worst) worst = e;
             }
         }
-        if (worst > tol_of(ms[mi])) fprintf(stderr, "  %s: rel err %.3g\n", vq_method_name(ms[mi]), worst);
+        if (worst > tol_of(ms[mi]))
+            fprintf(stderr, "  %s: rel err %.3g\n", vq_method_name(ms[mi]), worst);
         ASSERT_LE(worst, tol_of(ms[mi]));
         vq_cache_free(c);
     }

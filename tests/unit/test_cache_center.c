@@ -9,7 +9,9 @@
 
 static uint64_t rng_ = 0x9E3779B97F4A7C15ull;
 static double urand(void) {
-    rng_ ^= rng_ << 13; rng_ ^= rng_ >> 7; rng_ ^= rng_ << 17;
+    rng_ ^= rng_ << 13;
+    rng_ ^= rng_ >> 7;
+    rng_ ^= rng_ << 17;
     return (double)(rng_ >> 11) / 9007199254740992.0;
 }
 static float nrand(void) {
@@ -30,19 +32,29 @@ static float *common_vec(int n_kv, int d, float norm) {
     float *c = malloc((size_t)n_kv * d * sizeof(float));
     for (int h = 0; h < n_kv; h++) {
         double s = 0;
-        for (int i = 0; i < d; i++) { c[h * d + i] = nrand() + (i % 9 == 0 ? 6.0f : 0.0f); s += c[h * d + i] * c[h * d + i]; }
+        for (int i = 0; i < d; i++) {
+            c[h * d + i] = nrand() + (i % 9 == 0 ? 6.0f : 0.0f);
+            s += c[h * d + i] * c[h * d + i];
+        }
         for (int i = 0; i < d; i++) c[h * d + i] = (float)(c[h * d + i] * norm / sqrt(s));
     }
     return c;
 }
 static double rel_err(const float *a, const float *b, int64_t n) {
     double e = 0, r = 0;
-    for (int64_t i = 0; i < n; i++) { e += ((double)a[i] - b[i]) * ((double)a[i] - b[i]); r += (double)b[i] * b[i]; }
+    for (int64_t i = 0; i < n; i++) {
+        e += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        r += (double)b[i] * b[i];
+    }
     return sqrt(e / (r + 1e-30));
 }
 static struct vq_cache_params mkp(enum vq_method m, int d, int n_kv, int center) {
     struct vq_cache_params p = vq_cache_params_default();
-    p.n_layers = 2; p.n_kv_heads = n_kv; p.head_dim = d; p.max_tokens = 200; p.page_tokens = 16;
+    p.n_layers = 2;
+    p.n_kv_heads = n_kv;
+    p.head_dim = d;
+    p.max_tokens = 200;
+    p.page_tokens = 16;
     p.key.method = p.value.method = m;
     if (m == VQ_METHOD_TURBOQUANT_RVQ) p.key.bits = p.value.bits = 2;
     p.key.group_size = p.value.group_size = 8;
@@ -70,23 +82,29 @@ TEST(fused_equals_reference_centered) {
         for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks; ci++) {
             float *k = gen(chunks[ci], n_kv, d, ck, 2.0f), *v = gen(chunks[ci], n_kv, d, cv, 1.0f);
             ASSERT_STATUS(vq_cache_append(c, 1, k, v, VQ_DTYPE_F32, chunks[ci]), VQ_STATUS_OK);
-            free(k); free(v);
+            free(k);
+            free(v);
             n += chunks[ci];
             const int nqh = n_kv * (int)(1 + ci % 3);
             const int64_t nq = ci % 2 ? 1 : n < 3 ? n : 3; /* 1 query: split decode path */
             float *q = gen(nq, nqh, d, NULL, 1.0f);
-            float *o1 = malloc((size_t)(nq * nqh * d) * sizeof(float)), *o2 = malloc((size_t)(nq * nqh * d) * sizeof(float));
+            float *o1 = malloc((size_t)(nq * nqh * d) * sizeof(float)),
+                  *o2 = malloc((size_t)(nq * nqh * d) * sizeof(float));
             ASSERT_STATUS(vq_cache_attend(c, 1, q, nqh, nq, NULL, 0.125f, o1), VQ_STATUS_OK);
             ASSERT_STATUS(vq_cache_attend_ref(c, 1, q, nqh, nq, NULL, 0.125f, o2), VQ_STATUS_OK);
             for (int64_t i = 0; i < nq * nqh; i++) {
                 const double e = rel_err(o1 + i * d, o2 + i * d, d);
                 if (e > worst) worst = e;
             }
-            free(q); free(o1); free(o2);
+            free(q);
+            free(o1);
+            free(o2);
         }
-        if (worst > 1e-4) fprintf(stderr, "  %s: rel err %.3g\n", vq_method_name((enum vq_method)m), worst);
+        if (worst > 1e-4)
+            fprintf(stderr, "  %s: rel err %.3g\n", vq_method_name((enum vq_method)m), worst);
         ASSERT_LE(worst, 1e-4);
-        free(ck); free(cv);
+        free(ck);
+        free(cv);
         vq_cache_free(c);
     }
 }
@@ -95,13 +113,18 @@ TEST(fused_equals_reference_centered) {
  * everything else is as without centering; the analytic estimate agrees. */
 TEST(memory_exact) {
     const int n_kv = 3, d = 64;
-    const enum vq_method ms[] = {VQ_METHOD_TURBOQUANT_MSE, VQ_METHOD_KIVI, VQ_METHOD_QJL, VQ_METHOD_POLAR};
+    const enum vq_method ms[] = {VQ_METHOD_TURBOQUANT_MSE, VQ_METHOD_KIVI, VQ_METHOD_QJL,
+                                 VQ_METHOD_POLAR};
     for (size_t mi = 0; mi < 4; mi++) {
         struct vq_cache_params p0 = mkp(ms[mi], d, n_kv, 0), p1 = mkp(ms[mi], d, n_kv, 1);
         p1.center_values = 0; /* keys only */
         vq_cache *a = vq_cache_create(&p0, NULL), *b = vq_cache_create(&p1, NULL);
         ASSERT(a && b);
-        if (!a || !b) { vq_cache_free(a); vq_cache_free(b); continue; }
+        if (!a || !b) {
+            vq_cache_free(a);
+            vq_cache_free(b);
+            continue;
+        }
         float *k = gen(40, n_kv, d, NULL, 1.0f), *v = gen(40, n_kv, d, NULL, 1.0f);
         ASSERT_STATUS(vq_cache_append(a, 0, k, v, VQ_DTYPE_F32, 40), VQ_STATUS_OK);
         ASSERT_STATUS(vq_cache_append(b, 0, k, v, VQ_DTYPE_F32, 40), VQ_STATUS_OK);
@@ -144,8 +167,10 @@ TEST(memory_exact) {
         vq_cache_memory(b, &mb);
         ASSERT_EQ_INT(mb.center_bytes, 0);
         ASSERT_EQ_INT(mb.total_bytes, 0);
-        free(k); free(v);
-        vq_cache_free(a); vq_cache_free(b);
+        free(k);
+        free(v);
+        vq_cache_free(a);
+        vq_cache_free(b);
     }
 }
 
@@ -154,10 +179,14 @@ TEST(auto_defaults) {
     struct vq_cache_params d0 = vq_cache_params_default();
     ASSERT_EQ_INT(d0.center_keys, -1);
     ASSERT_EQ_INT(d0.center_values, -1);
-    const struct { enum vq_method m; int on; } cases[] = {
-        {VQ_METHOD_FP16, 0}, {VQ_METHOD_FP32, 0}, {VQ_METHOD_TURBOQUANT_MSE, 1},
-        {VQ_METHOD_TURBOQUANT_PROD, 1}, {VQ_METHOD_TURBOQUANT_RVQ, 1}, {VQ_METHOD_QJL, 1},
-        {VQ_METHOD_POLAR, 0}, {VQ_METHOD_KIVI, 0}, {VQ_METHOD_KIVI_SINK, 0}};
+    const struct {
+        enum vq_method m;
+        int on;
+    } cases[] = {{VQ_METHOD_FP16, 0},           {VQ_METHOD_FP32, 0},
+                 {VQ_METHOD_TURBOQUANT_MSE, 1}, {VQ_METHOD_TURBOQUANT_PROD, 1},
+                 {VQ_METHOD_TURBOQUANT_RVQ, 1}, {VQ_METHOD_QJL, 1},
+                 {VQ_METHOD_POLAR, 0},          {VQ_METHOD_KIVI, 0},
+                 {VQ_METHOD_KIVI_SINK, 0}};
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         struct vq_cache_params p = mkp(cases[i].m, 64, 1, -1);
         vq_cache *c = vq_cache_create(&p, NULL);
@@ -190,22 +219,31 @@ TEST(quality_gain_common_vector) {
         float *o[3];
         const int cfg[3] = {-2, 0, 1}; /* exact fp32, tq off, tq on */
         for (int j = 0; j < 3; j++) {
-            struct vq_cache_params p = mkp(cfg[j] == -2 ? VQ_METHOD_FP32 : ms[mi], d, n_kv, cfg[j] < 0 ? 0 : cfg[j]);
+            struct vq_cache_params p = mkp(cfg[j] == -2 ? VQ_METHOD_FP32 : ms[mi], d, n_kv,
+                                           cfg[j] < 0 ? 0 : cfg[j]);
             p.key.bits = p.value.bits = 3;
             vq_cache *c = vq_cache_create(&p, NULL);
             ASSERT(c != NULL);
             o[j] = malloc((size_t)nq * nqh * d * sizeof(float));
-            if (!c) { memset(o[j], 0, (size_t)nq * nqh * d * sizeof(float)); continue; }
+            if (!c) {
+                memset(o[j], 0, (size_t)nq * nqh * d * sizeof(float));
+                continue;
+            }
             ASSERT_STATUS(vq_cache_append(c, 0, k, v, VQ_DTYPE_F32, 100), VQ_STATUS_OK);
-            ASSERT_STATUS(vq_cache_append(c, 0, k + 100 * n_kv * d, v + 100 * n_kv * d, VQ_DTYPE_F32, n - 100), VQ_STATUS_OK);
+            ASSERT_STATUS(vq_cache_append(c, 0, k + 100 * n_kv * d, v + 100 * n_kv * d,
+                                          VQ_DTYPE_F32, n - 100),
+                          VQ_STATUS_OK);
             ASSERT_STATUS(vq_cache_attend(c, 0, q, nqh, nq, NULL, 0.125f, o[j]), VQ_STATUS_OK);
             if (cfg[j] == 1) {
                 float *kr = malloc((size_t)n * d * sizeof(float));
                 ASSERT_STATUS(vq_cache_read(c, 0, 1, kr, NULL), VQ_STATUS_OK);
                 float *k1 = malloc((size_t)n * d * sizeof(float));
-                for (int t = 0; t < n; t++) memcpy(k1 + t * d, k + (t * n_kv + 1) * d, (size_t)d * sizeof(float));
-                ASSERT_LE(rel_err(kr, k1, (int64_t)n * d), 0.05); /* decode adds mu back (without: ~1) */
-                free(kr); free(k1);
+                for (int t = 0; t < n; t++)
+                    memcpy(k1 + t * d, k + (t * n_kv + 1) * d, (size_t)d * sizeof(float));
+                ASSERT_LE(rel_err(kr, k1, (int64_t)n * d),
+                          0.05); /* decode adds mu back (without: ~1) */
+                free(kr);
+                free(k1);
             }
             vq_cache_free(c);
         }
@@ -215,7 +253,11 @@ TEST(quality_gain_common_vector) {
                 vq_method_name(ms[mi]), e_off, e_on);
         ASSERT_LE(e_on * 5.0, e_off);
         for (int j = 0; j < 3; j++) free(o[j]);
-        free(ck); free(cv); free(k); free(v); free(q);
+        free(ck);
+        free(cv);
+        free(k);
+        free(v);
+        free(q);
     }
 }
 

@@ -45,9 +45,9 @@ TEST(kernels_bitwise) {
         const struct vq_ggml_attn_kernels *v = vq_ggml_attn_kernels((enum vq_isa)isa);
         ASSERT(v != r);
         for (int rep = 0; rep < 24; rep++) {
-            const int b1 = rep % 2, d = rep % 3 == 0   ? 64
-                                        : rep % 3 == 1 ? 128
-                                                       : 80; /* 80: b1 leftover */
+            const int b1 = rep % 2, d = rep % 3 == 0 ? 64
+                                      : rep % 3 == 1 ? 128
+                                                     : 80; /* 80: b1 leftover */
             const int g = 1 + rep % G;
             for (int i = 0; i < NT * D; i++) kv[i] = H(frand() * 4.0f);
             for (int i = 0; i < G * D; i++) q[i] = F(H(frand() * 3.0f));
@@ -211,10 +211,10 @@ TEST(cache_equals_flat_llama_order) {
                            sizeof(float) * (size_t)(nh * d));
                 ASSERT_STATUS(vq_cache_attend(c, 0, q3, nh, 3, pos, scale, o3), VQ_STATUS_OK);
                 for (int j = 0; j < 3; j++)
-                    ASSERT_EQ_INT(memcmp(o3 + (size_t)j * nh * d,
-                                         ref + (size_t)(pos[j] - (n - nq)) * nh * d,
-                                         sizeof(float) * (size_t)(nh * d)),
-                                  0);
+                    ASSERT_EQ_INT(
+                        memcmp(o3 + (size_t)j * nh * d, ref + (size_t)(pos[j] - (n - nq)) * nh * d,
+                               sizeof(float) * (size_t)(nh * d)),
+                        0);
                 free(q3);
                 free(o3);
                 /* within fp16 rounding (q, probabilities) of the float64 reference */

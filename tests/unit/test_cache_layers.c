@@ -11,7 +11,9 @@ static uint64_t rng_ = 0x9E3779B97F4A7C15ull;
 static float nrand(void) {
     double s = 0;
     for (int i = 0; i < 4; i++) {
-        rng_ ^= rng_ << 13; rng_ ^= rng_ >> 7; rng_ ^= rng_ << 17;
+        rng_ ^= rng_ << 13;
+        rng_ ^= rng_ >> 7;
+        rng_ ^= rng_ << 17;
         s += (double)(rng_ >> 11) / 9007199254740992.0 - 0.5;
     }
     return (float)(s * 1.7320508);
@@ -55,8 +57,9 @@ static void fill(vq_cache *c, const float *k, const float *v) {
     for (int l = 0; l < L_; l++) {
         /* two appends: the first one also fixes the centering vector */
         ASSERT_STATUS(vq_cache_append(c, l, k, v, VQ_DTYPE_F32, 40), VQ_STATUS_OK);
-        ASSERT_STATUS(vq_cache_append(c, l, k + 40 * H_ * D_, v + 40 * H_ * D_, VQ_DTYPE_F32, T_ - 40),
-                      VQ_STATUS_OK);
+        ASSERT_STATUS(
+            vq_cache_append(c, l, k + 40 * H_ * D_, v + 40 * H_ * D_, VQ_DTYPE_F32, T_ - 40),
+            VQ_STATUS_OK);
     }
 }
 
@@ -89,7 +92,7 @@ TEST(fp16_edges_bytes_and_attend) {
                 const int kb = p.key_bits_per_layer ? kbits[l] : p.key.bits;
                 want_k += (size_t)T_ * H_ * tq_bytes_per_token(kb, VQ_ROLE_KEY);
                 want_v += (size_t)T_ * H_ * tq_bytes_per_token(p.value.bits, VQ_ROLE_VALUE);
-                want_center += 2 * (size_t)H_ * D_ * 2;   /* centering on (auto) for tq_mse */
+                want_center += 2 * (size_t)H_ * D_ * 2; /* centering on (auto) for tq_mse */
             }
         }
         struct vq_cache_memory m, e;
@@ -120,19 +123,22 @@ TEST(fp16_edges_bytes_and_attend) {
                 const double dlt = fabs((double)out[i] - ref[i]);
                 if (dlt > worst) worst = dlt;
             }
-            ASSERT_LE(worst, edge ? 2e-3 : 2e-4);   /* edge: llama.cpp's fp16 roundings */
+            ASSERT_LE(worst, edge ? 2e-3 : 2e-4); /* edge: llama.cpp's fp16 roundings */
             if (edge) {
-                ASSERT_STATUS(vq_cache_attend(cf, l, q, QH_, 3, NULL, 0.125f, f16out), VQ_STATUS_OK);
+                ASSERT_STATUS(vq_cache_attend(cf, l, q, QH_, 3, NULL, 0.125f, f16out),
+                              VQ_STATUS_OK);
                 ASSERT(memcmp(out, f16out, sizeof out) == 0);
                 /* and the stored rows are the fp16 rounding of the input */
                 float *kr = malloc(sizeof(float) * T_ * D_);
                 ASSERT_STATUS(vq_cache_read(c, l, 1, kr, NULL), VQ_STATUS_OK);
                 for (int t = 0; t < T_; t += 13)
-                    ASSERT_EQ_INT(vq_fp32_to_fp16(kr[t * D_ + 5]), vq_fp32_to_fp16(k[((size_t)t * H_ + 1) * D_ + 5]));
+                    ASSERT_EQ_INT(vq_fp32_to_fp16(kr[t * D_ + 5]),
+                                  vq_fp32_to_fp16(k[((size_t)t * H_ + 1) * D_ + 5]));
                 free(kr);
             } else {
                 /* a quantized layer really differs from fp16 */
-                ASSERT_STATUS(vq_cache_attend(cf, l, q, QH_, 3, NULL, 0.125f, f16out), VQ_STATUS_OK);
+                ASSERT_STATUS(vq_cache_attend(cf, l, q, QH_, 3, NULL, 0.125f, f16out),
+                              VQ_STATUS_OK);
                 ASSERT(memcmp(out, f16out, sizeof out) != 0);
             }
         }

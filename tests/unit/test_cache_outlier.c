@@ -12,7 +12,9 @@
 
 static uint64_t rng_ = 0x2545F4914F6CDD1Dull;
 static double urand(void) {
-    rng_ ^= rng_ << 13; rng_ ^= rng_ >> 7; rng_ ^= rng_ << 17;
+    rng_ ^= rng_ << 13;
+    rng_ ^= rng_ >> 7;
+    rng_ ^= rng_ << 17;
     return (double)(rng_ >> 11) / 9007199254740992.0;
 }
 static float nrand(void) {
@@ -44,13 +46,20 @@ static float *gen(int64_t n, int n_kv, int d, int planted_ch, int64_t pos0, int 
 
 static double rel_err(const float *a, const float *b, int64_t n) {
     double e = 0, r = 0;
-    for (int64_t i = 0; i < n; i++) { e += ((double)a[i] - b[i]) * ((double)a[i] - b[i]); r += (double)b[i] * b[i]; }
+    for (int64_t i = 0; i < n; i++) {
+        e += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+        r += (double)b[i] * b[i];
+    }
     return sqrt(e / (r + 1e-30));
 }
 
 static struct vq_cache_params mkp(enum vq_method m, int d, int n_kv, float ot_k, int n_oc) {
     struct vq_cache_params p = vq_cache_params_default();
-    p.n_layers = 2; p.n_kv_heads = n_kv; p.head_dim = d; p.max_tokens = 400; p.page_tokens = 16;
+    p.n_layers = 2;
+    p.n_kv_heads = n_kv;
+    p.head_dim = d;
+    p.max_tokens = 400;
+    p.page_tokens = 16;
     p.key.method = p.value.method = m;
     p.key.bits = p.value.bits = m == VQ_METHOD_TURBOQUANT_RVQ ? 1 : m == VQ_METHOD_QJL ? 1 : 3;
     if (m == VQ_METHOD_POLAR) p.key.bits = p.value.bits = 4;
@@ -73,7 +82,8 @@ static double check_attend(vq_cache *c, int n_kv, int d, int64_t n, int nqh_mul,
     const int nqh = n_kv * nqh_mul;
     if (nq > n) nq = n;
     float *q = gen(nq, nqh, d, 0, 0, 0, 1.0f);
-    float *o1 = malloc((size_t)(nq * nqh * d) * sizeof(float)), *o2 = malloc((size_t)(nq * nqh * d) * sizeof(float));
+    float *o1 = malloc((size_t)(nq * nqh * d) * sizeof(float)),
+          *o2 = malloc((size_t)(nq * nqh * d) * sizeof(float));
     double worst = 0;
     if (vq_cache_attend(c, 1, q, nqh, nq, NULL, 0.125f, o1) != VQ_STATUS_OK ||
         vq_cache_attend_ref(c, 1, q, nqh, nq, NULL, 0.125f, o2) != VQ_STATUS_OK) {
@@ -84,22 +94,28 @@ static double check_attend(vq_cache *c, int n_kv, int d, int64_t n, int nqh_mul,
             if (e > worst) worst = e;
         }
     }
-    free(q); free(o1); free(o2);
+    free(q);
+    free(o1);
+    free(o2);
     return worst;
 }
 
 TEST(fused_equals_reference) {
     const int n_kv = 2, d = 64;
     const int64_t chunks[] = {37, 1, 5, 1, 29, 61, 1};
-    const enum vq_method ms[] = {VQ_METHOD_TURBOQUANT_MSE, VQ_METHOD_TURBOQUANT_PROD,
-                                 VQ_METHOD_TURBOQUANT_RVQ, VQ_METHOD_KIVI, VQ_METHOD_QJL,
+    const enum vq_method ms[] = {VQ_METHOD_TURBOQUANT_MSE,
+                                 VQ_METHOD_TURBOQUANT_PROD,
+                                 VQ_METHOD_TURBOQUANT_RVQ,
+                                 VQ_METHOD_KIVI,
+                                 VQ_METHOD_QJL,
                                  VQ_METHOD_POLAR};
     for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
         if (!vq_isa_available((enum vq_isa)isa)) continue;
         for (size_t mi = 0; mi < sizeof ms / sizeof *ms; mi++)
             for (int mod = 0; mod < 3; mod++) { /* 0: tokens, 1: channels, 2: both */
                 if (mod > 0 && !oc_ok(ms[mi])) continue;
-                struct vq_cache_params p = mkp(ms[mi], d, n_kv, mod != 1 ? 2.0f : 0.0f, mod > 0 ? 4 : 0);
+                struct vq_cache_params p = mkp(ms[mi], d, n_kv, mod != 1 ? 2.0f : 0.0f,
+                                               mod > 0 ? 4 : 0);
                 p.key.isa = p.value.isa = (enum vq_isa)isa;
                 vq_status st;
                 vq_cache *c = vq_cache_create(&p, &st);
@@ -110,8 +126,10 @@ TEST(fused_equals_reference) {
                 for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks; ci++) {
                     float *k = gen(chunks[ci], n_kv, d, 1, n, 9, 6.0f);
                     float *v = gen(chunks[ci], n_kv, d, 0, n, 9, 3.0f);
-                    ASSERT_STATUS(vq_cache_append(c, 1, k, v, VQ_DTYPE_F32, chunks[ci]), VQ_STATUS_OK);
-                    free(k); free(v);
+                    ASSERT_STATUS(vq_cache_append(c, 1, k, v, VQ_DTYPE_F32, chunks[ci]),
+                                  VQ_STATUS_OK);
+                    free(k);
+                    free(v);
                     n += chunks[ci];
                     const double e = check_attend(c, n_kv, d, n, 1 + (int)(ci % 3), ci % 2 ? 1 : 5);
                     if (e > worst) worst = e;
@@ -137,8 +155,8 @@ TEST(refused_combinations) {
     p = mkp(VQ_METHOD_FP16, 64, 1, 2.5f, 0);
     ASSERT(vq_cache_create(&p, &st) == NULL);
     ASSERT_STATUS(st, VQ_STATUS_UNSUPPORTED);
-    const enum vq_method no_oc[] = {VQ_METHOD_FP16, VQ_METHOD_FP32, VQ_METHOD_KIVI, VQ_METHOD_KIVI_SINK,
-                                    VQ_METHOD_VECINFER, VQ_METHOD_SPECTRAL};
+    const enum vq_method no_oc[] = {VQ_METHOD_FP16,      VQ_METHOD_FP32,     VQ_METHOD_KIVI,
+                                    VQ_METHOD_KIVI_SINK, VQ_METHOD_VECINFER, VQ_METHOD_SPECTRAL};
     for (size_t i = 0; i < sizeof no_oc / sizeof *no_oc; i++) {
         p = mkp(no_oc[i], 64, 1, 0.0f, 4);
         ASSERT(vq_cache_create(&p, &st) == NULL);
@@ -178,7 +196,11 @@ TEST(bytes_exact) {
         struct vq_cache_params p1 = mkp(VQ_METHOD_TURBOQUANT_MSE, d, n_kv, 0.0f, n_oc);
         vq_cache *a = vq_cache_create(&p0, NULL), *b = vq_cache_create(&p1, NULL);
         ASSERT(a && b);
-        if (!a || !b) { vq_cache_free(a); vq_cache_free(b); continue; }
+        if (!a || !b) {
+            vq_cache_free(a);
+            vq_cache_free(b);
+            continue;
+        }
         float *k = gen(n, n_kv, d, 1, 0, 0, 1.0f), *v = gen(n, n_kv, d, 0, 0, 0, 1.0f);
         for (int l = 0; l < 2; l++) {
             ASSERT_STATUS(vq_cache_append(a, l, k, v, VQ_DTYPE_F32, n), VQ_STATUS_OK);
@@ -198,7 +220,8 @@ TEST(bytes_exact) {
                     (8.0 * n_oc + 16.0) / d, 1e-12);
         ASSERT_STATUS(vq_kv_estimate(&p1, n, &est), VQ_STATUS_OK);
         ASSERT(memcmp(&mb, &est, sizeof mb) == 0);
-        free(k); free(v);
+        free(k);
+        free(v);
         vq_cache_free(a);
         vq_cache_free(b);
     }
@@ -213,17 +236,20 @@ TEST(bytes_exact) {
             ASSERT(c != NULL);
             if (!c) continue;
             float *k = gen(n, n_kv, d, 0, 0, 10, 8.0f), *v = gen(n, n_kv, d, 0, 0, 0, 1.0f);
-            for (int l = 0; l < 2; l++) ASSERT_STATUS(vq_cache_append(c, l, k, v, VQ_DTYPE_F32, n), VQ_STATUS_OK);
+            for (int l = 0; l < 2; l++)
+                ASSERT_STATUS(vq_cache_append(c, l, k, v, VQ_DTYPE_F32, n), VQ_STATUS_OK);
             struct vq_cache_memory m, est;
             vq_cache_memory(c, &m);
             const int sides = pass == 0 ? 1 : 2;
-            const size_t row = (size_t)n_kv * d * 2 * (size_t)sides * 2; /* per token, both layers */
+            const size_t row = (size_t)n_kv * d * 2 * (size_t)sides *
+                               2; /* per token, both layers */
             ASSERT_EQ_INT(m.outlier_bytes % row, 0);
             const int64_t n_ot = (int64_t)(m.outlier_bytes / row);
             ASSERT_EQ_INT(n_ot, 12); /* positions 9, 19, ..., 119 */
             ASSERT_STATUS(vq_kv_estimate_outliers(&p, n, n_ot, &est), VQ_STATUS_OK);
             ASSERT(memcmp(&m, &est, sizeof m) == 0);
-            free(k); free(v);
+            free(k);
+            free(v);
             vq_cache_free(c);
         }
     }
@@ -247,15 +273,18 @@ TEST(detection) {
     struct vq_cache_memory m0, m1;
     vq_cache_memory(c, &m0);
     ASSERT_EQ_INT(m0.outlier_bytes, 3 * 2 * n_kv * d * 2);
-    float *rk = malloc((size_t)(n + 1) * d * sizeof(float)), *rv = malloc((size_t)(n + 1) * d * sizeof(float));
+    float *rk = malloc((size_t)(n + 1) * d * sizeof(float)),
+          *rv = malloc((size_t)(n + 1) * d * sizeof(float));
     for (int h = 0; h < n_kv; h++) {
         ASSERT_STATUS(vq_cache_read(c, 0, h, rk, rv), VQ_STATUS_OK);
         for (int64_t t = 0; t < n; t++) {
             const int is_p = t == 7 || t == 50 || t == 99;
             const double ek = rel_err(rk + t * d, k + (t * n_kv + h) * d, d);
             const double ev = rel_err(rv + t * d, v + (t * n_kv + h) * d, d);
-            if (is_p) { ASSERT_LE(ek, 1e-3); ASSERT_LE(ev, 1e-3); }
-            else ASSERT_GE(ek, 1e-2);
+            if (is_p) {
+                ASSERT_LE(ek, 1e-3);
+                ASSERT_LE(ev, 1e-3);
+            } else ASSERT_GE(ek, 1e-2);
         }
     }
     /* a huge single token (decode step) is not an outlier */
@@ -265,7 +294,12 @@ TEST(detection) {
     vq_cache_memory(c, &m1);
     ASSERT_EQ_INT(m1.outlier_bytes, m0.outlier_bytes);
     vq_cache_free(c);
-    free(k); free(v); free(k1); free(v1); free(rk); free(rv);
+    free(k);
+    free(v);
+    free(k1);
+    free(v1);
+    free(rk);
+    free(rv);
 
     /* channels: tq_mse 3 bits, calibration over the first 45 tokens */
     const int64_t n2 = 90;
@@ -273,12 +307,17 @@ TEST(detection) {
     struct vq_cache_params q1 = mkp(VQ_METHOD_TURBOQUANT_MSE, d, n_kv, 0.0f, 4);
     vq_cache *a = vq_cache_create(&q0, NULL), *b = vq_cache_create(&q1, NULL);
     ASSERT(a && b);
-    if (!a || !b) { vq_cache_free(a); vq_cache_free(b); return; }
+    if (!a || !b) {
+        vq_cache_free(a);
+        vq_cache_free(b);
+        return;
+    }
     k = gen(n2, n_kv, d, 1, 0, 0, 1.0f);
     v = gen(n2, n_kv, d, 0, 0, 0, 1.0f);
     ASSERT_STATUS(vq_cache_append(a, 0, k, v, VQ_DTYPE_F32, n2), VQ_STATUS_OK);
     ASSERT_STATUS(vq_cache_append(b, 0, k, v, VQ_DTYPE_F32, n2), VQ_STATUS_OK);
-    float *ra = malloc((size_t)n2 * d * sizeof(float)), *rb = malloc((size_t)n2 * d * sizeof(float));
+    float *ra = malloc((size_t)n2 * d * sizeof(float)),
+          *rb = malloc((size_t)n2 * d * sizeof(float));
     for (int h = 0; h < n_kv; h++) {
         vq_cache_read(a, 0, h, ra, NULL);
         vq_cache_read(b, 0, h, rb, NULL);
@@ -291,10 +330,13 @@ TEST(detection) {
                 if (t >= 45) sig += x * x;
             }
         ASSERT_NEAR(eb[0], ea[0], 1e-6 * ea[0] + 1e-9); /* before calibration: plain codec */
-        ASSERT_LE(eb[1], 0.3 * ea[1]);                  /* after: int8 stream on the planted channels */
+        ASSERT_LE(eb[1], 0.3 * ea[1]); /* after: int8 stream on the planted channels */
         ASSERT_LE(eb[1], 1e-3 * sig);
     }
-    free(k); free(v); free(ra); free(rb);
+    free(k);
+    free(v);
+    free(ra);
+    free(rb);
     vq_cache_free(a);
     vq_cache_free(b);
 }
@@ -329,9 +371,14 @@ TEST(failed_append_unchanged) {
         struct vq_cache_params p = mkp(VQ_METHOD_TURBOQUANT_MSE, d, n_kv, mod ? 0.0f : 2.0f, 4);
         vq_cache *a = vq_cache_create(&p, NULL), *b = vq_cache_create(&p, NULL);
         ASSERT(a && b);
-        if (!a || !b) { vq_cache_free(a); vq_cache_free(b); continue; }
+        if (!a || !b) {
+            vq_cache_free(a);
+            vq_cache_free(b);
+            continue;
+        }
         const int64_t n1 = 30, n2 = 33, n3 = 21;
-        float *k = gen(n1 + n2 + n3, n_kv, d, 1, 0, 7, 5.0f), *v = gen(n1 + n2 + n3, n_kv, d, 0, 0, 0, 1.0f);
+        float *k = gen(n1 + n2 + n3, n_kv, d, 1, 0, 7, 5.0f),
+              *v = gen(n1 + n2 + n3, n_kv, d, 0, 0, 0, 1.0f);
         ASSERT_STATUS(vq_cache_append(a, 1, k, v, VQ_DTYPE_F32, n1), VQ_STATUS_OK);
         ASSERT_STATUS(vq_cache_append(b, 1, k, v, VQ_DTYPE_F32, n1), VQ_STATUS_OK);
         float *bad = malloc((size_t)(n2 * n_kv * d) * sizeof(float));
@@ -343,13 +390,19 @@ TEST(failed_append_unchanged) {
         ASSERT(same_state(a, b, 2, n_kv, d));
         for (int64_t off = n1; off < n1 + n2 + n3;) {
             const int64_t m = off == n1 ? n2 : n3;
-            ASSERT_STATUS(vq_cache_append(a, 1, k + off * n_kv * d, v + off * n_kv * d, VQ_DTYPE_F32, m), VQ_STATUS_OK);
-            ASSERT_STATUS(vq_cache_append(b, 1, k + off * n_kv * d, v + off * n_kv * d, VQ_DTYPE_F32, m), VQ_STATUS_OK);
+            ASSERT_STATUS(
+                vq_cache_append(a, 1, k + off * n_kv * d, v + off * n_kv * d, VQ_DTYPE_F32, m),
+                VQ_STATUS_OK);
+            ASSERT_STATUS(
+                vq_cache_append(b, 1, k + off * n_kv * d, v + off * n_kv * d, VQ_DTYPE_F32, m),
+                VQ_STATUS_OK);
             off += m;
         }
         ASSERT(same_state(a, b, 2, n_kv, d));
         ASSERT_LE(check_attend(a, n_kv, d, n1 + n2 + n3, 2, 3), 1e-4);
-        free(k); free(v); free(bad);
+        free(k);
+        free(v);
+        free(bad);
         vq_cache_free(a);
         vq_cache_free(b);
     }
@@ -368,17 +421,27 @@ TEST(truncate_reset) {
     float *k2 = gen(N, n_kv, d, 1, 0, 0, 1.0f);
     vq_cache *a = vq_cache_create(&p, NULL), *b = vq_cache_create(&p, NULL);
     ASSERT(a && b);
-    if (!a || !b) { vq_cache_free(a); vq_cache_free(b); free(k); free(v); free(k2); return; }
+    if (!a || !b) {
+        vq_cache_free(a);
+        vq_cache_free(b);
+        free(k);
+        free(v);
+        free(k2);
+        return;
+    }
     ASSERT_STATUS(vq_cache_append(a, 0, k, v, VQ_DTYPE_F32, N), VQ_STATUS_OK);
     const int64_t parts[] = {13, 1, 40, 7, 59}; /* same tokens, other split */
     for (int64_t i = 0, off = 0; i < 5; off += parts[i], i++)
-        ASSERT_STATUS(vq_cache_append(b, 0, k + off * n_kv * d, v + off * n_kv * d, VQ_DTYPE_F32, parts[i]), VQ_STATUS_OK);
+        ASSERT_STATUS(
+            vq_cache_append(b, 0, k + off * n_kv * d, v + off * n_kv * d, VQ_DTYPE_F32, parts[i]),
+            VQ_STATUS_OK);
     ASSERT(same_state(a, b, 2, n_kv, d));
     ASSERT_STATUS(vq_cache_truncate(a, 30), VQ_STATUS_UNSUPPORTED);
     ASSERT_EQ_INT(vq_cache_n_tokens(a, 0), N);
     ASSERT(same_state(a, b, 2, n_kv, d));
     ASSERT_STATUS(vq_cache_truncate(a, 45), VQ_STATUS_OK);
-    ASSERT_STATUS(vq_cache_append(a, 0, k + 45 * n_kv * d, v + 45 * n_kv * d, VQ_DTYPE_F32, N - 45), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_cache_append(a, 0, k + 45 * n_kv * d, v + 45 * n_kv * d, VQ_DTYPE_F32, N - 45),
+                  VQ_STATUS_OK);
     ASSERT(same_state(a, b, 2, n_kv, d));
     /* inside the calibration prefix (45 tokens) only the last append can be undone: a cache
      * that got 13 + 20 tokens and is cut back to 13 equals one that got the 13 only, and can
@@ -389,14 +452,20 @@ TEST(truncate_reset) {
         if (u && w) {
             ASSERT_STATUS(vq_cache_append(u, 0, k, v, VQ_DTYPE_F32, 13), VQ_STATUS_OK);
             ASSERT_STATUS(vq_cache_append(w, 0, k, v, VQ_DTYPE_F32, 13), VQ_STATUS_OK);
-            ASSERT_STATUS(vq_cache_append(u, 0, k + 13 * n_kv * d, v + 13 * n_kv * d, VQ_DTYPE_F32, 20), VQ_STATUS_OK);
+            ASSERT_STATUS(
+                vq_cache_append(u, 0, k + 13 * n_kv * d, v + 13 * n_kv * d, VQ_DTYPE_F32, 20),
+                VQ_STATUS_OK);
             ASSERT_STATUS(vq_cache_truncate(u, 5), VQ_STATUS_UNSUPPORTED);
             ASSERT_STATUS(vq_cache_truncate(u, 13), VQ_STATUS_OK);
             ASSERT(same_state(u, w, 2, n_kv, d));
             ASSERT_STATUS(vq_cache_truncate(u, 5), VQ_STATUS_UNSUPPORTED);
             /* growing again past the calibration prefix matches the twin */
-            ASSERT_STATUS(vq_cache_append(u, 0, k + 13 * n_kv * d, v + 13 * n_kv * d, VQ_DTYPE_F32, N - 13), VQ_STATUS_OK);
-            ASSERT_STATUS(vq_cache_append(w, 0, k + 13 * n_kv * d, v + 13 * n_kv * d, VQ_DTYPE_F32, N - 13), VQ_STATUS_OK);
+            ASSERT_STATUS(
+                vq_cache_append(u, 0, k + 13 * n_kv * d, v + 13 * n_kv * d, VQ_DTYPE_F32, N - 13),
+                VQ_STATUS_OK);
+            ASSERT_STATUS(
+                vq_cache_append(w, 0, k + 13 * n_kv * d, v + 13 * n_kv * d, VQ_DTYPE_F32, N - 13),
+                VQ_STATUS_OK);
             ASSERT(same_state(u, w, 2, n_kv, d));
         }
         vq_cache_free(u);
@@ -432,7 +501,9 @@ TEST(truncate_reset) {
         ASSERT_STATUS(vq_cache_truncate(c, 48), VQ_STATUS_OK); /* kivi: block-aligned cut */
         vq_cache_memory(c, &m);
         ASSERT_EQ_INT(m.outlier_bytes, 5 * row);
-        ASSERT_STATUS(vq_cache_append(c, 1, ko + 48 * n_kv * d, v + 48 * n_kv * d, VQ_DTYPE_F32, 33), VQ_STATUS_OK);
+        ASSERT_STATUS(
+            vq_cache_append(c, 1, ko + 48 * n_kv * d, v + 48 * n_kv * d, VQ_DTYPE_F32, 33),
+            VQ_STATUS_OK);
         ASSERT_LE(check_attend(c, n_kv, d, 81, 2, 4), 1e-4);
         vq_cache_reset(c);
         vq_cache_memory(c, &m);
@@ -440,7 +511,9 @@ TEST(truncate_reset) {
         free(ko);
         vq_cache_free(c);
     }
-    free(k); free(v); free(k2);
+    free(k);
+    free(v);
+    free(k2);
 }
 
 /* Mean KL(p_true || p_cache) of softmax(q.k / sqrt(d)) over random queries attending to all
@@ -458,18 +531,27 @@ static double attn_kl(vq_cache *c, const float *k, int64_t n, int n_kv, int d) {
         double m0 = -1e300, m1 = -1e300, z0 = 0, z1 = 0;
         for (int64_t t = 0; t < n; t++) {
             double a = 0, b = 0;
-            for (int i = 0; i < d; i++) { a += q[i] * k[(t * n_kv) * d + i]; b += q[i] * r[t * d + i]; }
-            s0[t] = a / sqrt((double)d); s1[t] = b / sqrt((double)d);
+            for (int i = 0; i < d; i++) {
+                a += q[i] * k[(t * n_kv) * d + i];
+                b += q[i] * r[t * d + i];
+            }
+            s0[t] = a / sqrt((double)d);
+            s1[t] = b / sqrt((double)d);
             if (s0[t] > m0) m0 = s0[t];
             if (s1[t] > m1) m1 = s1[t];
         }
-        for (int64_t t = 0; t < n; t++) { z0 += exp(s0[t] - m0); z1 += exp(s1[t] - m1); }
+        for (int64_t t = 0; t < n; t++) {
+            z0 += exp(s0[t] - m0);
+            z1 += exp(s1[t] - m1);
+        }
         for (int64_t t = 0; t < n; t++) {
             const double lp = s0[t] - m0 - log(z0), lq = s1[t] - m1 - log(z1);
             kl += exp(lp) * (lp - lq);
         }
     }
-    free(r); free(s0); free(s1);
+    free(r);
+    free(s0);
+    free(s1);
     return kl / nq;
 }
 
@@ -487,15 +569,23 @@ TEST(quality_gain) {
         p1.n_calib_tokens = 20;
         vq_cache *a = vq_cache_create(&p0, NULL), *b = vq_cache_create(&p1, NULL);
         ASSERT(a && b);
-        if (!a || !b) { vq_cache_free(a); vq_cache_free(b); continue; }
+        if (!a || !b) {
+            vq_cache_free(a);
+            vq_cache_free(b);
+            continue;
+        }
         float *k = which == 0 ? gen(n, n_kv, d, 1, 0, 0, 1.0f) : gen(n, n_kv, d, 0, 0, 25, 4.0f);
         float *v = gen(n, n_kv, d, 0, 0, 0, 1.0f);
         /* prefill of 200, then decode steps */
         ASSERT_STATUS(vq_cache_append(a, 0, k, v, VQ_DTYPE_F32, 200), VQ_STATUS_OK);
         ASSERT_STATUS(vq_cache_append(b, 0, k, v, VQ_DTYPE_F32, 200), VQ_STATUS_OK);
         for (int64_t t = 200; t < n; t++) {
-            ASSERT_STATUS(vq_cache_append(a, 0, k + t * n_kv * d, v + t * n_kv * d, VQ_DTYPE_F32, 1), VQ_STATUS_OK);
-            ASSERT_STATUS(vq_cache_append(b, 0, k + t * n_kv * d, v + t * n_kv * d, VQ_DTYPE_F32, 1), VQ_STATUS_OK);
+            ASSERT_STATUS(
+                vq_cache_append(a, 0, k + t * n_kv * d, v + t * n_kv * d, VQ_DTYPE_F32, 1),
+                VQ_STATUS_OK);
+            ASSERT_STATUS(
+                vq_cache_append(b, 0, k + t * n_kv * d, v + t * n_kv * d, VQ_DTYPE_F32, 1),
+                VQ_STATUS_OK);
         }
         const uint64_t seed = rng_;
         const double kla = attn_kl(a, k, n, n_kv, d);
@@ -506,9 +596,11 @@ TEST(quality_gain) {
         vq_cache_memory(b, &mb);
         printf("  %s: attention KL %.4g without, %.4g with the modifier (%.3f vs %.3f bits/elem)\n",
                which ? "rvq-1 + outlier tokens" : "tq_mse-3 + 4 outlier channels", kla, klb,
-               8.0 * (double)ma.total_bytes / (double)(2 * n * d), 8.0 * (double)mb.total_bytes / (double)(2 * n * d));
+               8.0 * (double)ma.total_bytes / (double)(2 * n * d),
+               8.0 * (double)mb.total_bytes / (double)(2 * n * d));
         ASSERT_LE(klb, 0.7 * kla);
-        free(k); free(v);
+        free(k);
+        free(v);
         vq_cache_free(a);
         vq_cache_free(b);
     }

@@ -19,7 +19,9 @@
 
 static uint64_t rng_ = 0x5851F42D4C957F2Dull;
 static double urand(void) {
-    rng_ ^= rng_ << 13; rng_ ^= rng_ >> 7; rng_ ^= rng_ << 17;
+    rng_ ^= rng_ << 13;
+    rng_ ^= rng_ >> 7;
+    rng_ ^= rng_ << 17;
     return (double)(rng_ >> 11) / 9007199254740992.0;
 }
 static float nrand(void) {
@@ -47,7 +49,10 @@ static struct vq_cache_params mkp(enum vq_method m, enum vq_isa isa, int64_t max
     p.max_tokens = max_tokens;
     p.page_tokens = PT_;
     p.key.method = p.value.method = m;
-    if (m == VQ_METHOD_TURBOQUANT_RVQ) { p.key.bits = 2; p.value.bits = 1; }
+    if (m == VQ_METHOD_TURBOQUANT_RVQ) {
+        p.key.bits = 2;
+        p.value.bits = 1;
+    }
     p.key.isa = p.value.isa = isa;
     p.key.group_size = p.value.group_size = 8;
     p.key.residual_length = p.value.residual_length = 16;
@@ -79,12 +84,15 @@ static double tol_of(enum vq_method m) { return m == VQ_METHOD_FP16 ? 5e-3 : 1e-
 /* Fused vs masked reference for n_q queries (NULL positions or pos); returns rel_err. */
 static double check(vq_cache *c, int layer, int64_t n_q, const int64_t *pos) {
     float *q = malloc(sizeof(float) * (size_t)(n_q * QH_ * D_));
-    float *o1 = malloc(sizeof(float) * (size_t)(n_q * QH_ * D_)), *o2 = malloc(sizeof(float) * (size_t)(n_q * QH_ * D_));
+    float *o1 = malloc(sizeof(float) * (size_t)(n_q * QH_ * D_)),
+          *o2 = malloc(sizeof(float) * (size_t)(n_q * QH_ * D_));
     for (int64_t i = 0; i < n_q * QH_ * D_; i++) q[i] = nrand();
     ASSERT_STATUS(vq_cache_attend(c, layer, q, QH_, n_q, pos, 0.125f, o1), VQ_STATUS_OK);
     ASSERT_STATUS(vq_cache_attend_ref(c, layer, q, QH_, n_q, pos, 0.125f, o2), VQ_STATUS_OK);
     const double e = rel_err(o1, o2, n_q * QH_);
-    free(q); free(o1); free(o2);
+    free(q);
+    free(o1);
+    free(o2);
     return e;
 }
 
@@ -106,14 +114,22 @@ TEST(window_covering_context_equals_full) {
             }
             cw = vq_cache_create(&p, NULL);
             ASSERT(c && cw);
-            if (!c || !cw) { vq_cache_free(c); vq_cache_free(cw); continue; }
+            if (!c || !cw) {
+                vq_cache_free(c);
+                vq_cache_free(cw);
+                continue;
+            }
             float *k = gen(n, H_, D_, 2.0f), *v = gen(n, H_, D_, 0.0f);
             const int64_t parts[4] = {33, 1, 29, 7};
             int64_t at = 0;
             for (int i = 0; i < 4; i++) {
                 for (int l = 0; l < 2; l++) {
-                    ASSERT_STATUS(vq_cache_append(c, l, k + at * H_ * D_, v + at * H_ * D_, VQ_DTYPE_F32, parts[i]), VQ_STATUS_OK);
-                    ASSERT_STATUS(vq_cache_append(cw, l, k + at * H_ * D_, v + at * H_ * D_, VQ_DTYPE_F32, parts[i]), VQ_STATUS_OK);
+                    ASSERT_STATUS(vq_cache_append(c, l, k + at * H_ * D_, v + at * H_ * D_,
+                                                  VQ_DTYPE_F32, parts[i]),
+                                  VQ_STATUS_OK);
+                    ASSERT_STATUS(vq_cache_append(cw, l, k + at * H_ * D_, v + at * H_ * D_,
+                                                  VQ_DTYPE_F32, parts[i]),
+                                  VQ_STATUS_OK);
                 }
                 at += parts[i];
                 float q[5 * QH_ * D_], o1[5 * QH_ * D_], o2[5 * QH_ * D_];
@@ -128,7 +144,8 @@ TEST(window_covering_context_equals_full) {
             vq_cache_memory(cw, &m2);
             ASSERT_EQ_INT(m1.total_bytes, m2.total_bytes);
             ASSERT_EQ_INT(vq_cache_n_stored(cw, 1), n);
-            free(k); free(v);
+            free(k);
+            free(v);
             vq_cache_free(c);
             vq_cache_free(cw);
             cases++;
@@ -143,8 +160,10 @@ static void windowed_vs_reference(int sinks, int ot, int oc, int center) {
     const int64_t n = 130;
     for (int m = 0; m < VQ_METHOD_COUNT; m++) {
         if (!vq_codec_iface((enum vq_method)m)) continue;
-        if (oc && !(m == VQ_METHOD_TURBOQUANT_MSE || m == VQ_METHOD_QJL || m == VQ_METHOD_POLAR)) continue;
-        if (ot && (m == VQ_METHOD_FP16 || m == VQ_METHOD_FP32 || m == VQ_METHOD_KIVI_SINK)) continue;
+        if (oc && !(m == VQ_METHOD_TURBOQUANT_MSE || m == VQ_METHOD_QJL || m == VQ_METHOD_POLAR))
+            continue;
+        if (ot && (m == VQ_METHOD_FP16 || m == VQ_METHOD_FP32 || m == VQ_METHOD_KIVI_SINK))
+            continue;
         for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
             if (!vq_isa_available((enum vq_isa)isa)) continue;
             if ((ot || oc || center) && isa != (int)vq_isa_default()) continue;
@@ -157,7 +176,10 @@ static void windowed_vs_reference(int sinks, int ot, int oc, int center) {
                 p.layer_window = lw;
             }
             if (ot) p.outlier_token_k = 1.5f;
-            if (oc) { p.n_outlier_channels = 4; p.n_calib_tokens = 20; }
+            if (oc) {
+                p.n_outlier_channels = 4;
+                p.n_calib_tokens = 20;
+            }
             p.center_keys = p.center_values = center ? 1 : 0;
             vq_status st;
             vq_cache *c = vq_cache_create(&p, &st);
@@ -172,30 +194,41 @@ static void windowed_vs_reference(int sinks, int ot, int oc, int center) {
             while (at < n) {
                 const int64_t step = at < 74 ? (at % 2 ? 11 : 37) : 1;
                 const int64_t cnt = n - at < step ? n - at : step;
-                ASSERT_STATUS(vq_cache_append(c, 0, k + at * H_ * D_, v + at * H_ * D_, VQ_DTYPE_F32, cnt), VQ_STATUS_OK);
+                ASSERT_STATUS(
+                    vq_cache_append(c, 0, k + at * H_ * D_, v + at * H_ * D_, VQ_DTYPE_F32, cnt),
+                    VQ_STATUS_OK);
                 at += cnt;
-                if (cnt > 1 || at % 5 == 0) { e = check(c, 0, cnt < 4 ? cnt : 4, NULL); worst = e > worst ? e : worst; }
+                if (cnt > 1 || at % 5 == 0) {
+                    e = check(c, 0, cnt < 4 ? cnt : 4, NULL);
+                    worst = e > worst ? e : worst;
+                }
                 if (at % 9 == 0) { /* explicit positions within the valid range */
-                    const int64_t pos[3] = {at - 1, at - cnt, at - 1 - (int64_t)(urand() * (double)cnt)};
-                    e = check(c, 0, 3, pos); worst = e > worst ? e : worst;
+                    const int64_t pos[3] = {at - 1, at - cnt,
+                                            at - 1 - (int64_t)(urand() * (double)cnt)};
+                    e = check(c, 0, 3, pos);
+                    worst = e > worst ? e : worst;
                 }
             }
             if (worst > tol_of((enum vq_method)m))
                 fprintf(stderr, "  %s isa=%s sinks=%d ot=%d oc=%d center=%d: rel err %.3g\n",
-                        vq_method_name((enum vq_method)m), vq_isa_name((enum vq_isa)isa), sinks, ot, oc, center, worst);
+                        vq_method_name((enum vq_method)m), vq_isa_name((enum vq_isa)isa), sinks, ot,
+                        oc, center, worst);
             ASSERT_LE(worst, tol_of((enum vq_method)m));
             /* split decode: more threads than (query, head) pairs */
             vq_cache_free(c);
             p.n_threads = 7;
             c = vq_cache_create(&p, NULL);
             ASSERT_STATUS(vq_cache_append(c, 0, k, v, VQ_DTYPE_F32, 100), VQ_STATUS_OK);
-            ASSERT_STATUS(vq_cache_append(c, 0, k + 100 * H_ * D_, v + 100 * H_ * D_, VQ_DTYPE_F32, 1), VQ_STATUS_OK);
+            ASSERT_STATUS(
+                vq_cache_append(c, 0, k + 100 * H_ * D_, v + 100 * H_ * D_, VQ_DTYPE_F32, 1),
+                VQ_STATUS_OK);
             float q[H_ * D_], o1[H_ * D_], o2[H_ * D_];
             for (int i = 0; i < H_ * D_; i++) q[i] = nrand();
             ASSERT_STATUS(vq_cache_attend(c, 0, q, H_, 1, NULL, 0.125f, o1), VQ_STATUS_OK);
             ASSERT_STATUS(vq_cache_attend_ref(c, 0, q, H_, 1, NULL, 0.125f, o2), VQ_STATUS_OK);
             ASSERT_LE(rel_err(o1, o2, H_), tol_of((enum vq_method)m));
-            free(k); free(v);
+            free(k);
+            free(v);
             vq_cache_free(c);
         }
     }
@@ -204,9 +237,9 @@ static void windowed_vs_reference(int sinks, int ot, int oc, int center) {
 TEST(windowed_equals_masked_reference) { windowed_vs_reference(0, 0, 0, 0); }
 TEST(stream_sinks_equal_masked_reference) { windowed_vs_reference(1, 0, 0, 0); }
 TEST(window_with_modifiers) {
-    windowed_vs_reference(0, 1, 0, 0);   /* outlier tokens */
-    windowed_vs_reference(1, 0, 1, 0);   /* outlier channels, sinks */
-    windowed_vs_reference(0, 0, 0, 1);   /* centering */
+    windowed_vs_reference(0, 1, 0, 0); /* outlier tokens */
+    windowed_vs_reference(1, 0, 1, 0); /* outlier channels, sinks */
+    windowed_vs_reference(0, 0, 0, 1); /* centering */
 }
 
 /* llama.cpp's arithmetic over a full, position-ordered fp16 buffer of nv rows with the scores
@@ -217,7 +250,8 @@ static void flat_masked(const uint16_t *K, const uint16_t *V, const float *q, in
     const struct vq_ggml_attn_kernels *r = vq_ggml_attn_kernels(VQ_ISA_SCALAR);
     const int64_t np = (nv + 15) / 16 * 16;
     const size_t S = b1 ? 64 : 16;
-    float *q16 = malloc(sizeof(float) * (size_t)(G * D_)), *w = malloc(sizeof(float) * (size_t)(G * np));
+    float *q16 = malloc(sizeof(float) * (size_t)(G * D_)),
+          *w = malloc(sizeof(float) * (size_t)(G * np));
     float *acc = calloc((size_t)G * S * D_, sizeof(float));
     memcpy(q16, q, sizeof(float) * (size_t)(G * D_));
     r->scale_round_f16(q16, (int64_t)G * D_, 1.0f);
@@ -232,7 +266,9 @@ static void flat_masked(const uint16_t *K, const uint16_t *V, const float *q, in
     }
     r->pv_f16(acc, G, V, w, (size_t)np, 0, nv, D_, b1);
     for (int h = 0; h < G; h++) vq_ggml_pv_finish(acc + (size_t)h * S * D_, D_, b1, out + h * D_);
-    free(q16); free(w); free(acc);
+    free(q16);
+    free(w);
+    free(acc);
 }
 
 /* fp16 windowed / streaming layers: bit for bit the full masked buffer (llama.cpp with
@@ -261,18 +297,22 @@ TEST(fp16_window_is_llama_exact) {
             int64_t at = 0;
             while (at < n) {
                 const int64_t cnt = at < 100 ? 25 : 1;
-                ASSERT_STATUS(vq_cache_append(c, 0, k + at * H_ * D_, v + at * H_ * D_, VQ_DTYPE_F32, cnt), VQ_STATUS_OK);
+                ASSERT_STATUS(
+                    vq_cache_append(c, 0, k + at * H_ * D_, v + at * H_ * D_, VQ_DTYPE_F32, cnt),
+                    VQ_STATUS_OK);
                 at += cnt;
                 float q[25 * QH_ * D_], o[25 * QH_ * D_], ref[QH_ * D_];
                 for (int i = 0; i < 25 * QH_ * D_; i++) q[i] = nrand();
                 ASSERT_STATUS(vq_cache_attend(c, 0, q, QH_, cnt, NULL, 0.125f, o), VQ_STATUS_OK);
                 int bad = 0;
                 for (int64_t i = 0; i < cnt; i++) {
-                    const int64_t pos = at - cnt + i, ws = pos - wins[wi] + 1 > 0 ? pos - wins[wi] + 1 : 0;
+                    const int64_t pos = at - cnt + i,
+                                  ws = pos - wins[wi] + 1 > 0 ? pos - wins[wi] + 1 : 0;
                     const int64_t sh = sinks[wi] < pos + 1 ? sinks[wi] : pos + 1;
                     for (int g = 0; g < H_; g++)
-                        flat_masked(K + (size_t)g * n * D_, V + (size_t)g * n * D_, q + (size_t)(i * QH_ + g * G) * D_, G,
-                                    pos + 1, sh, ws > sh ? ws : sh, cnt == 1, ref + g * G * D_);
+                        flat_masked(K + (size_t)g * n * D_, V + (size_t)g * n * D_,
+                                    q + (size_t)(i * QH_ + g * G) * D_, G, pos + 1, sh,
+                                    ws > sh ? ws : sh, cnt == 1, ref + g * G * D_);
                     bad += memcmp(o + (size_t)i * QH_ * D_, ref, sizeof ref) != 0;
                 }
                 ASSERT_EQ_INT(bad, 0);
@@ -281,8 +321,12 @@ TEST(fp16_window_is_llama_exact) {
             cases++;
         }
     }
-    fprintf(stderr, "  %d fp16 window configurations bit-identical to the masked full buffer\n", cases);
-    free(k); free(v); free(K); free(V);
+    fprintf(stderr, "  %d fp16 window configurations bit-identical to the masked full buffer\n",
+            cases);
+    free(k);
+    free(v);
+    free(K);
+    free(V);
 }
 
 /* 10 x W tokens appended as a prefill of W then decode: n_stored and the bytes held stay
@@ -293,13 +337,19 @@ TEST(memory_bounded) {
     const int64_t n = 10 * W;
     for (int m = 0; m < VQ_METHOD_COUNT; m++) {
         if (!vq_codec_iface((enum vq_method)m)) continue;
-        for (int mode = 0; mode < 3; mode++) {   /* layer window, stream (sinks), + modifiers */
+        for (int mode = 0; mode < 3; mode++) { /* layer window, stream (sinks), + modifiers */
             struct vq_cache_params p = mkp((enum vq_method)m, VQ_ISA_AUTO, n);
             const int lw[2] = {W, W};
             if (mode == 0) p.layer_window = lw;
-            else { p.stream_window = W; p.stream_sinks = S; }
+            else {
+                p.stream_window = W;
+                p.stream_sinks = S;
+            }
             if (mode == 2) {
-                if (m == VQ_METHOD_TURBOQUANT_MSE || m == VQ_METHOD_QJL) { p.n_outlier_channels = 4; p.n_calib_tokens = 10; }
+                if (m == VQ_METHOD_TURBOQUANT_MSE || m == VQ_METHOD_QJL) {
+                    p.n_outlier_channels = 4;
+                    p.n_calib_tokens = 10;
+                }
                 p.center_keys = p.center_values = 1;
             }
             vq_cache *c = vq_cache_create(&p, NULL);
@@ -312,7 +362,9 @@ TEST(memory_bounded) {
             while (at < n) {
                 const int64_t cnt = at == 0 ? W : 1;
                 for (int l = 0; l < 2; l++)
-                    ASSERT_STATUS(vq_cache_append(c, l, k + at * H_ * D_, v + at * H_ * D_, VQ_DTYPE_F32, cnt), VQ_STATUS_OK);
+                    ASSERT_STATUS(vq_cache_append(c, l, k + at * H_ * D_, v + at * H_ * D_,
+                                                  VQ_DTYPE_F32, cnt),
+                                  VQ_STATUS_OK);
                 at += cnt;
                 ASSERT_EQ_INT(vq_cache_n_tokens(c, 0), at);
                 /* held: window W - 1 + this append, page rounding, KIVI's fp16 window */
@@ -324,12 +376,16 @@ TEST(memory_bounded) {
                 if (at > W && mm.total_bytes > peak_total) peak_total = mm.total_bytes;
                 if (at % 13 == 0 || at == n) {
                     ASSERT_STATUS(vq_kv_estimate(&p, at, &e), VQ_STATUS_OK);
-                    est_bad += e.total_bytes != mm.total_bytes || e.allocated_bytes != mm.allocated_bytes ||
-                               e.key_total_bytes != mm.key_total_bytes || e.window_bytes != mm.window_bytes ||
-                               e.fp16_bytes != mm.fp16_bytes || e.outlier_bytes != mm.outlier_bytes;
+                    est_bad += e.total_bytes != mm.total_bytes ||
+                               e.allocated_bytes != mm.allocated_bytes ||
+                               e.key_total_bytes != mm.key_total_bytes ||
+                               e.window_bytes != mm.window_bytes || e.fp16_bytes != mm.fp16_bytes ||
+                               e.outlier_bytes != mm.outlier_bytes;
                 }
             }
-            if (est_bad) fprintf(stderr, "  %s mode %d: estimate differs\n", vq_method_name((enum vq_method)m), mode);
+            if (est_bad)
+                fprintf(stderr, "  %s mode %d: estimate differs\n",
+                        vq_method_name((enum vq_method)m), mode);
             ASSERT_EQ_INT(est_bad, 0);
             /* bounded: the last W x 9 appends never held more than the first ones after W */
             struct vq_cache_memory full;
@@ -341,10 +397,13 @@ TEST(memory_bounded) {
             ASSERT_EQ_INT(vq_cache_n_stored(c, 0), 0);
             for (at = 0; at < n; at += 64) {
                 const int64_t cnt = n - at < 64 ? n - at : 64;
-                ASSERT_STATUS(vq_cache_append(c, 0, k + at * H_ * D_, v + at * H_ * D_, VQ_DTYPE_F32, cnt), VQ_STATUS_OK);
+                ASSERT_STATUS(
+                    vq_cache_append(c, 0, k + at * H_ * D_, v + at * H_ * D_, VQ_DTYPE_F32, cnt),
+                    VQ_STATUS_OK);
                 ASSERT_LE(vq_cache_n_stored(c, 0), W - 1 + cnt + PT_ - 1 + 16 + S);
             }
-            free(k); free(v);
+            free(k);
+            free(v);
             vq_cache_free(c);
         }
     }
@@ -362,16 +421,20 @@ TEST(refusals_and_truncate) {
         float *k = gen(150, H_, D_, 1.0f), *v = gen(150, H_, D_, 0.0f);
         for (int l = 0; l < 2; l++) {
             ASSERT_STATUS(vq_cache_append(c, l, k, v, VQ_DTYPE_F32, 90), VQ_STATUS_OK);
-            ASSERT_STATUS(vq_cache_append(c, l, k + 90 * H_ * D_, v + 90 * H_ * D_, VQ_DTYPE_F32, 30), VQ_STATUS_OK);
+            ASSERT_STATUS(
+                vq_cache_append(c, l, k + 90 * H_ * D_, v + 90 * H_ * D_, VQ_DTYPE_F32, 30),
+                VQ_STATUS_OK);
         }
         ASSERT(vq_cache_n_stored(c, 0) < 120);
         ASSERT_EQ_INT(vq_cache_n_stored(c, 1), 120);
         float q[QH_ * D_], o[QH_ * D_], o2[QH_ * D_];
         for (int i = 0; i < QH_ * D_; i++) q[i] = nrand();
-        const int64_t old_pos = 50, ok_pos = 90;   /* the last append started at 90 */
+        const int64_t old_pos = 50, ok_pos = 90; /* the last append started at 90 */
         ASSERT_STATUS(vq_cache_attend(c, 0, q, QH_, 1, &old_pos, 0.125f, o), VQ_STATUS_INVALID_ARG);
-        ASSERT_STATUS(vq_cache_attend_ref(c, 0, q, QH_, 1, &old_pos, 0.125f, o), VQ_STATUS_INVALID_ARG);
-        ASSERT_STATUS(vq_cache_attend(c, 1, q, QH_, 1, &old_pos, 0.125f, o), VQ_STATUS_OK); /* full layer */
+        ASSERT_STATUS(vq_cache_attend_ref(c, 0, q, QH_, 1, &old_pos, 0.125f, o),
+                      VQ_STATUS_INVALID_ARG);
+        ASSERT_STATUS(vq_cache_attend(c, 1, q, QH_, 1, &old_pos, 0.125f, o),
+                      VQ_STATUS_OK); /* full layer */
         ASSERT_STATUS(vq_cache_attend(c, 0, q, QH_, 1, &ok_pos, 0.125f, o), VQ_STATUS_OK);
         ASSERT_STATUS(vq_cache_attend(c, 0, q, QH_, 31, NULL, 0.125f, o), VQ_STATUS_INVALID_ARG);
         /* truncate below the window of position 90: refused, nothing changes */
@@ -381,7 +444,7 @@ TEST(refusals_and_truncate) {
         vq_cache_memory(c, &m1);
         ASSERT(memcmp(&m0, &m1, sizeof m0) == 0);
         ASSERT_EQ_INT(vq_cache_n_tokens(c, 0), 120);
-        const vq_status st = vq_cache_truncate(c, 90);   /* the last append's start */
+        const vq_status st = vq_cache_truncate(c, 90); /* the last append's start */
         if (ms[mi] == VQ_METHOD_KIVI) ASSERT(st == VQ_STATUS_OK || st == VQ_STATUS_UNSUPPORTED);
         else ASSERT_STATUS(st, VQ_STATUS_OK);
         if (st == VQ_STATUS_OK) {
@@ -389,7 +452,9 @@ TEST(refusals_and_truncate) {
             /* position 89 would need position 70, freed by the append at 90 */
             ASSERT_STATUS(vq_cache_attend(c, 0, q, QH_, 1, NULL, 0.125f, o), VQ_STATUS_INVALID_ARG);
             for (int l = 0; l < 2; l++)
-                ASSERT_STATUS(vq_cache_append(c, l, k + 90 * H_ * D_, v + 90 * H_ * D_, VQ_DTYPE_F32, 30), VQ_STATUS_OK);
+                ASSERT_STATUS(
+                    vq_cache_append(c, l, k + 90 * H_ * D_, v + 90 * H_ * D_, VQ_DTYPE_F32, 30),
+                    VQ_STATUS_OK);
             ASSERT_STATUS(vq_cache_attend(c, 0, q, QH_, 1, &ok_pos, 0.125f, o2), VQ_STATUS_OK);
         }
         ASSERT_STATUS(vq_cache_truncate(c, 0), VQ_STATUS_OK);
@@ -398,15 +463,18 @@ TEST(refusals_and_truncate) {
         ASSERT_LE(check(c, 0, 3, NULL), tol_of(ms[mi]));
         /* freed positions read back as zero rows, held ones as stored */
         float *kr = calloc((size_t)150 * D_, sizeof(float));
-        ASSERT_STATUS(vq_cache_append(c, 0, k + 30 * H_ * D_, v + 30 * H_ * D_, VQ_DTYPE_F32, 60), VQ_STATUS_OK);
-        ASSERT_STATUS(vq_cache_append(c, 0, k + 90 * H_ * D_, v + 90 * H_ * D_, VQ_DTYPE_F32, 1), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_cache_append(c, 0, k + 30 * H_ * D_, v + 30 * H_ * D_, VQ_DTYPE_F32, 60),
+                      VQ_STATUS_OK);
+        ASSERT_STATUS(vq_cache_append(c, 0, k + 90 * H_ * D_, v + 90 * H_ * D_, VQ_DTYPE_F32, 1),
+                      VQ_STATUS_OK);
         ASSERT_STATUS(vq_cache_read(c, 0, 0, kr, NULL), VQ_STATUS_OK);
         double z = 0;
         for (int i = 0; i < 64 * D_; i++) z += fabs(kr[i]);
-        ASSERT(z == 0.0);                                    /* pages below 90 - 20 + 1 = 71 freed */
+        ASSERT(z == 0.0); /* pages below 90 - 20 + 1 = 71 freed */
         ASSERT(fabs(kr[89 * D_]) > 0.0);
         free(kr);
-        free(k); free(v);
+        free(k);
+        free(v);
         vq_cache_free(c);
     }
     /* parameter validation */
@@ -417,7 +485,8 @@ TEST(refusals_and_truncate) {
     ASSERT(vq_cache_create(&p, &st) == NULL && st == VQ_STATUS_INVALID_ARG);
     p.layer_window = NULL;
     p.stream_sinks = 2;
-    ASSERT(vq_cache_create(&p, &st) == NULL && st == VQ_STATUS_INVALID_ARG);   /* sinks without window */
+    ASSERT(vq_cache_create(&p, &st) == NULL &&
+           st == VQ_STATUS_INVALID_ARG); /* sinks without window */
     p.stream_window = -3;
     ASSERT(vq_cache_create(&p, &st) == NULL && st == VQ_STATUS_INVALID_ARG);
     p.stream_window = 8;

@@ -18,7 +18,7 @@ TEST(kmeans_planted_clusters) {
     static float x[K * PER * DIM];
     int truth[K * PER];
     for (int i = 0; i < K * PER; i++) {
-        const int c = (i * 7 + i / 13) % K;    /* interleaved labels */
+        const int c = (i * 7 + i / 13) % K; /* interleaved labels */
         truth[i] = c;
         for (int j = 0; j < DIM; j++) x[i * DIM + j] = centers[c][j] + 0.1f * nrand();
     }
@@ -37,7 +37,8 @@ TEST(kmeans_planted_clusters) {
             map[c] = -1;
             for (int i = 0; i < K; i++) {
                 float dd = 0;
-                for (int j = 0; j < DIM; j++) dd += (cb[i * DIM + j] - centers[c][j]) * (cb[i * DIM + j] - centers[c][j]);
+                for (int j = 0; j < DIM; j++)
+                    dd += (cb[i * DIM + j] - centers[c][j]) * (cb[i * DIM + j] - centers[c][j]);
                 if (dd < 0.01f) map[c] = i;
             }
             if (map[c] < 0) ok = 0;
@@ -61,10 +62,11 @@ TEST(nearest_centroid_transposed_matches_ref) {
     for (size_t a = 0; a < sizeof ks / sizeof ks[0]; a++) {
         for (size_t b = 0; b < sizeof dims / sizeof dims[0]; b++) {
             const int k = ks[a], dim = dims[b];
-            float *c = malloc(sizeof(float) * (size_t)k * dim), *ct = malloc(sizeof(float) * (size_t)k * dim);
+            float *c = malloc(sizeof(float) * (size_t)k * dim),
+                  *ct = malloc(sizeof(float) * (size_t)k * dim);
             float *cn = malloc(sizeof(float) * (size_t)k), p[16];
             for (int i = 0; i < k * dim; i++) c[i] = (float)vq_rng_normal(&rng);
-            for (int i = 1; i < k; i += 5)   /* duplicates: ties */
+            for (int i = 1; i < k; i += 5) /* duplicates: ties */
                 memcpy(c + (size_t)i * dim, c + (size_t)(i - 1) * dim, sizeof(float) * (size_t)dim);
             for (int i = 0; i < k; i++) {
                 float s = 0.0f;
@@ -75,11 +77,15 @@ TEST(nearest_centroid_transposed_matches_ref) {
             int mism = 0;
             for (int t = 0; t < 200; t++) {
                 for (int j = 0; j < dim; j++)
-                    p[j] = t % 3 ? (float)vq_rng_normal(&rng) : c[(t % k) * dim + j];   /* on a centroid */
-                mism += vq_nearest_centroid_t(p, ct, cn, k, dim) != vq_nearest_centroid(p, c, cn, k, dim);
+                    p[j] = t % 3 ? (float)vq_rng_normal(&rng)
+                                 : c[(t % k) * dim + j]; /* on a centroid */
+                mism += vq_nearest_centroid_t(p, ct, cn, k, dim) !=
+                        vq_nearest_centroid(p, c, cn, k, dim);
             }
             ASSERT_EQ_INT(mism, 0);
-            free(c); free(ct); free(cn);
+            free(c);
+            free(ct);
+            free(cn);
         }
     }
 }
@@ -99,9 +105,12 @@ TEST(kmeans_reseeds_empty_and_validates) {
     int hit = 0;
     for (int p = 29; p < N; p++) {
         for (int i = 0; i < K; i++)
-            if (cb[2 * i] == x[2 * p] && cb[2 * i + 1] == x[2 * p + 1]) { hit++; break; }
+            if (cb[2 * i] == x[2 * p] && cb[2 * i + 1] == x[2 * p + 1]) {
+                hit++;
+                break;
+            }
     }
-    ASSERT_EQ_INT(hit, 11);   /* the 10 distinct outer points and the origin */
+    ASSERT_EQ_INT(hit, 11); /* the 10 distinct outer points and the origin */
     ASSERT_STATUS(vq_kmeans(x, 5, 2, 6, 30, 1, cb, NULL), VQ_STATUS_INVALID_ARG);
     ASSERT_STATUS(vq_kmeans(NULL, 5, 2, 2, 30, 1, cb, NULL), VQ_STATUS_INVALID_ARG);
     x[7] = NAN;
@@ -135,7 +144,7 @@ TEST(jacobi_known_covariance) {
     ASSERT_STATUS(vq_sym_eig(A, D, ev, V), VQ_STATUS_OK);
     for (int j = 0; j < D; j++) {
         ASSERT_NEAR(ev[j], l[j], 1e-9 * l[0]);
-        double dot = 0;   /* |<v_j, q_j>| = 1 */
+        double dot = 0; /* |<v_j, q_j>| = 1 */
         for (int i = 0; i < D; i++) dot += V[i * D + j] * Q[i * D + j];
         ASSERT_NEAR(fabs(dot), 1.0, 1e-8);
     }
@@ -150,7 +159,10 @@ TEST(jacobi_known_covariance) {
     ASSERT_LE(worst, 1e-12);
     const double pr = vq_participation_ratio(l, D);
     double s = 0, s2 = 0;
-    for (int i = 0; i < D; i++) { s += l[i]; s2 += l[i] * l[i]; }
+    for (int i = 0; i < D; i++) {
+        s += l[i];
+        s2 += l[i] * l[i];
+    }
     ASSERT_NEAR(pr, s * s / s2, 1e-12);
     double flat[5] = {2, 2, 2, 2, 2};
     ASSERT_NEAR(vq_participation_ratio(flat, 5), 5.0, 1e-12);
@@ -175,7 +187,10 @@ TEST(fit_spectral_recovers_subspace) {
     ASSERT_STATUS(vq_calib_fit_spectral(cd, 1, VQ_ROLE_KEY, x, N), VQ_STATUS_OK);
     const struct vq_calib_lr *e = vq_calib_get(cd, 1, VQ_ROLE_KEY);
     ASSERT(e && e->pca_u && e->pca_lambda);
-    if (!e || !e->pca_u) { vq_calib_data_free(cd); return; }
+    if (!e || !e->pca_u) {
+        vq_calib_data_free(cd);
+        return;
+    }
     ASSERT_NEAR(e->pca_lambda[0], 100.0, 6.0);
     ASSERT_NEAR(e->pca_lambda[1], 36.0, 3.0);
     ASSERT_NEAR(e->pca_lambda[2], 9.0, 1.0);
@@ -211,7 +226,9 @@ TEST(ratequant_allocation) {
     /* closed form exactly on the grid: w ratio beta^k -> k bits apart */
     double w3[3] = {1.0, 4.0, 16.0};
     ASSERT_STATUS(vq_ratequant_allocate(w3, 3, 2.0, allowed, 4, 4.0, bits), VQ_STATUS_OK);
-    ASSERT_EQ_INT(bits[0], 1); ASSERT_EQ_INT(bits[1], 2); ASSERT_EQ_INT(bits[2], 3);
+    ASSERT_EQ_INT(bits[0], 1);
+    ASSERT_EQ_INT(bits[1], 2);
+    ASSERT_EQ_INT(bits[2], 3);
     /* equal sensitivities, fractional average: the extra bits go to the lowest indices */
     double we[4] = {1, 1, 1, 1};
     ASSERT_STATUS(vq_ratequant_allocate(we, 4, 1.5, allowed, 4, 4.0, bits), VQ_STATUS_OK);

@@ -53,20 +53,21 @@ static int check_codec(const vq_codec *c, int spectral, int *checks) {
     float *qs = vq_alloc(qb), *qr = vq_alloc(qb), *qa = vq_alloc(qb);
     float *acc = malloc(af * sizeof(float)), *accr = malloc(af * sizeof(float));
     float *acca = malloc(af * sizeof(float));
-    float *x = malloc(sizeof(float) * (size_t)(nmax * d)), *y = malloc(sizeof(float) * (size_t)(nmax * d));
+    float *x = malloc(sizeof(float) * (size_t)(nmax * d)),
+          *y = malloc(sizeof(float) * (size_t)(nmax * d));
     float *yr = malloc(sizeof(float) * (size_t)(nmax * d));
     float q[1024], sc[37], scr[37], sca[37], w[37], wa[37], out[1024], outr[1024];
     int bad = 0;
-    void (*score_ref)(const struct vq_codec *, const void *, const uint8_t *, int64_t, float *) =
-        spectral ? vq_sp_score_ref : vq_vi_score_ref;
-    void (*acc_ref)(const struct vq_codec *, const uint8_t *, int64_t, const float *, float *) =
-        spectral ? vq_sp_accumulate_ref : vq_vi_accumulate_ref;
-    void (*prep_ref)(const struct vq_codec *, const float *, void *) =
-        spectral ? vq_sp_prepare_query_ref : vq_vi_prepare_query_ref;
-    void (*fin_ref)(const struct vq_codec *, const float *, float *) =
-        spectral ? vq_sp_finish_ref : vq_vi_finish_ref;
-    vq_status (*enc_ref)(const struct vq_codec *, const float *, int64_t, uint8_t *) =
-        spectral ? vq_sp_encode_ref : vq_vi_encode_ref;
+    void (*score_ref)(const struct vq_codec *, const void *, const uint8_t *, int64_t,
+                      float *) = spectral ? vq_sp_score_ref : vq_vi_score_ref;
+    void (*acc_ref)(const struct vq_codec *, const uint8_t *, int64_t, const float *,
+                    float *) = spectral ? vq_sp_accumulate_ref : vq_vi_accumulate_ref;
+    void (*prep_ref)(const struct vq_codec *, const float *,
+                     void *) = spectral ? vq_sp_prepare_query_ref : vq_vi_prepare_query_ref;
+    void (*fin_ref)(const struct vq_codec *, const float *, float *) = spectral ? vq_sp_finish_ref
+                                                                                : vq_vi_finish_ref;
+    vq_status (*enc_ref)(const struct vq_codec *, const float *, int64_t,
+                         uint8_t *) = spectral ? vq_sp_encode_ref : vq_vi_encode_ref;
     for (size_t ni = 0; ni < sizeof ns / sizeof *ns; ni++) {
         const int64_t n = ns[ni];
         /* prepared tables: bitwise */
@@ -82,10 +83,10 @@ static int check_codec(const vq_codec *c, int spectral, int *checks) {
         if (spectral) abs_scales(cabs, bb * (size_t)n, bb);
         c->score(c, qs, codes, n, sc);
         score_ref(c, qr, codes, n, scr);
-        score_ref(c, qa, cabs, n, sca);   /* sum of |terms| */
+        score_ref(c, qa, cabs, n, sca); /* sum of |terms| */
         for (int64_t t = 0; t < n; t++, (*checks)++) {
             bad += memcmp(&sc[t], &scr[t], sizeof(float)) != 0;   /* bitwise */
-            bad += !(fabsf(scr[t]) <= sca[t] * 1.0001f + 1e-30f);  /* sane reference */
+            bad += !(fabsf(scr[t]) <= sca[t] * 1.0001f + 1e-30f); /* sane reference */
         }
         /* accumulate (onto a non-zero accumulator, twice) and finish */
         for (int64_t t = 0; t < n; t++) {
@@ -122,8 +123,19 @@ static int check_codec(const vq_codec *c, int spectral, int *checks) {
             (*checks)++;
         }
     }
-    free(codes); free(cabs); free(e1); free(e2); vq_free(qs); vq_free(qr); vq_free(qa);
-    free(acc); free(accr); free(acca); free(x); free(y); free(yr);
+    free(codes);
+    free(cabs);
+    free(e1);
+    free(e2);
+    vq_free(qs);
+    vq_free(qr);
+    vq_free(qa);
+    free(acc);
+    free(accr);
+    free(acca);
+    free(x);
+    free(y);
+    free(yr);
     return bad;
 }
 
@@ -167,8 +179,9 @@ TEST(vecinfer_kernels_vs_ref) {
                     ASSERT(c != NULL);
                     if (!c) continue;
                     const int b = check_codec(c, 0, &checks);
-                    if (b) fprintf(stderr, "  vecinfer d=%d c=%d v=%d role=%d %s: %d mismatches\n",
-                                   d, cv[k][0], cv[k][1], role, vq_isa_name(isas[ii]), b);
+                    if (b)
+                        fprintf(stderr, "  vecinfer d=%d c=%d v=%d role=%d %s: %d mismatches\n", d,
+                                cv[k][0], cv[k][1], role, vq_isa_name(isas[ii]), b);
                     bad += b;
                     vq_codec_free(c);
                 }
@@ -192,7 +205,7 @@ TEST(spectral_kernels_vs_ref) {
         const int d = dims[di];
         enum { NC = 400 };
         float *cal = malloc(sizeof(float) * NC * (size_t)d);
-        for (int t = 0; t < NC; t++)   /* decaying spectrum: water-filling gives widths 0..6 */
+        for (int t = 0; t < NC; t++) /* decaying spectrum: water-filling gives widths 0..6 */
             for (int i = 0; i < d; i++) cal[t * d + i] = nrand() * 8.0f * expf(-0.1f * (float)i);
         vq_calib_data *cd = vq_calib_data_create(1, d, NULL);
         ASSERT_STATUS(vq_calib_fit_spectral(cd, 0, VQ_ROLE_KEY, cal, NC), VQ_STATUS_OK);
@@ -208,8 +221,9 @@ TEST(spectral_kernels_vs_ref) {
                         ASSERT(c != NULL);
                         if (!c) continue;
                         const int b = check_codec(c, 1, &checks);
-                        if (b) fprintf(stderr, "  spectral d=%d b=%d wf=%d cal=%d %s: %d mismatches\n",
-                                       d, bits, wf, cal_on, vq_isa_name(isas[ii]), b);
+                        if (b)
+                            fprintf(stderr, "  spectral d=%d b=%d wf=%d cal=%d %s: %d mismatches\n",
+                                    d, bits, wf, cal_on, vq_isa_name(isas[ii]), b);
                         bad += b;
                         vq_codec_free(c);
                     }
@@ -241,9 +255,11 @@ static double cache_err(enum vq_method m, int d, int bits, int pq_c, int pq_v, i
     vq_status st;
     vq_cache *c = vq_cache_create(&p, &st);
     if (!c) return 1e9;
-    float *k = malloc(sizeof(float) * T * NKV * (size_t)d), *v = malloc(sizeof(float) * T * NKV * (size_t)d);
+    float *k = malloc(sizeof(float) * T * NKV * (size_t)d),
+          *v = malloc(sizeof(float) * T * NKV * (size_t)d);
     float *q = malloc(sizeof(float) * NQ * NQH * (size_t)d);
-    float *o = malloc(sizeof(float) * NQ * NQH * (size_t)d), *oref = malloc(sizeof(float) * NQ * NQH * (size_t)d);
+    float *o = malloc(sizeof(float) * NQ * NQH * (size_t)d),
+          *oref = malloc(sizeof(float) * NQ * NQH * (size_t)d);
     double worst = 0;
     for (int l = 0; l < 2; l++) {
         for (int i = 0; i < T * NKV * d; i++) {
@@ -263,7 +279,11 @@ static double cache_err(enum vq_method m, int d, int bits, int pq_c, int pq_v, i
         }
         if (sqrt(e / s) > worst) worst = sqrt(e / s);
     }
-    free(k); free(v); free(q); free(o); free(oref);
+    free(k);
+    free(v);
+    free(q);
+    free(o);
+    free(oref);
     vq_cache_free(c);
     return worst;
 }
@@ -286,20 +306,23 @@ TEST(cache_fused_vs_ref_every_isa) {
         for (int ii = 0; ii < 3; ii++) {
             if (!vq_isa_available(isas[ii])) continue;
             /* data-free codebooks (calibrated vecinfer in a cache: test_spectral.c) */
-            const struct { int bits, c, v, cal; } vi[] = {
-                {1, 0, 0, 0}, {2, 12, 8, 0}, {2, 0, 0, 0}, {3, 0, 0, 0}, {4, 0, 0, 0}};
+            const struct {
+                int bits, c, v, cal;
+            } vi[] = {{1, 0, 0, 0}, {2, 12, 8, 0}, {2, 0, 0, 0}, {3, 0, 0, 0}, {4, 0, 0, 0}};
             for (size_t k = 0; k < sizeof vi / sizeof *vi; k++) {
                 const double e = cache_err(VQ_METHOD_VECINFER, d, vi[k].bits, vi[k].c, vi[k].v, 1,
                                            vi[k].cal ? cd : NULL, isas[ii]);
-                if (e > 1e-4) fprintf(stderr, "  vecinfer d=%d bits=%d (%d,%d) %s: rel err %.3g\n", d,
-                                      vi[k].bits, vi[k].c, vi[k].v, vq_isa_name(isas[ii]), e);
+                if (e > 1e-4)
+                    fprintf(stderr, "  vecinfer d=%d bits=%d (%d,%d) %s: rel err %.3g\n", d,
+                            vi[k].bits, vi[k].c, vi[k].v, vq_isa_name(isas[ii]), e);
                 ASSERT_LE(e, 1e-4);
             }
             for (int bits = 2; bits <= 3; bits++)
                 for (int wf = 0; wf <= 1; wf++) {
                     const double e = cache_err(VQ_METHOD_SPECTRAL, d, bits, 0, 0, wf, cd, isas[ii]);
-                    if (e > 1e-4) fprintf(stderr, "  spectral d=%d bits=%d wf=%d %s: rel err %.3g\n", d,
-                                          bits, wf, vq_isa_name(isas[ii]), e);
+                    if (e > 1e-4)
+                        fprintf(stderr, "  spectral d=%d bits=%d wf=%d %s: rel err %.3g\n", d, bits,
+                                wf, vq_isa_name(isas[ii]), e);
                     ASSERT_LE(e, 1e-4);
                 }
         }
@@ -309,7 +332,7 @@ TEST(cache_fused_vs_ref_every_isa) {
 
 int main(void) {
 #ifdef _OPENMP
-    omp_set_num_threads(1);   /* tiny calibration fits: no spin-waits on a shared machine */
+    omp_set_num_threads(1); /* tiny calibration fits: no spin-waits on a shared machine */
 #endif
     RUN(vecinfer_kernels_vs_ref);
     RUN(spectral_kernels_vs_ref);

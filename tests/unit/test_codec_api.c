@@ -8,7 +8,9 @@
 
 static uint64_t rng_ = 0x9E3779B97F4A7C15ull;
 static double urand(void) {
-    rng_ ^= rng_ << 13; rng_ ^= rng_ >> 7; rng_ ^= rng_ << 17;
+    rng_ ^= rng_ << 13;
+    rng_ ^= rng_ >> 7;
+    rng_ ^= rng_ << 17;
     return (double)(rng_ >> 11) / 9007199254740992.0;
 }
 static float nrand(void) {
@@ -46,7 +48,7 @@ TEST(defaults_and_names) {
     }
     ASSERT(strcmp(vq_method_name(VQ_METHOD_TURBOQUANT_MSE), "turboquant_mse") == 0);
     ASSERT(vq_method_name(VQ_METHOD_COUNT) == NULL);
-    ASSERT(vq_method_name((enum vq_method)-1) == NULL);
+    ASSERT(vq_method_name((enum vq_method) - 1) == NULL);
     enum vq_method m;
     ASSERT_STATUS(vq_method_from_name("nope", &m), VQ_STATUS_NOT_FOUND);
     ASSERT_STATUS(vq_method_from_name(NULL, &m), VQ_STATUS_INVALID_ARG);
@@ -115,7 +117,11 @@ TEST(fp16_fp32_records) {
         p.method = VQ_METHOD_FP32;
         vq_codec *f = vq_codec_create(&p, &st);
         ASSERT(h && f);
-        if (!h || !f) { vq_codec_free(h); vq_codec_free(f); return; }
+        if (!h || !f) {
+            vq_codec_free(h);
+            vq_codec_free(f);
+            return;
+        }
         ASSERT_EQ_INT(vq_codec_block_tokens(h), 1);
         ASSERT_EQ_INT(vq_codec_block_bytes(h), 2 * d);
         ASSERT_EQ_INT(vq_codec_block_bytes(f), 4 * d);
@@ -237,8 +243,16 @@ static void check_contract(enum vq_method m, enum vq_role role, int d, enum vq_i
                 vq_method_name(m), (int)role, d, vq_isa_name(isa), bad_s, bad_a);
     ASSERT_EQ_INT(bad_s, 0);
     ASSERT_EQ_INT(bad_a, 0);
-    free(x); free(y); free(codes); free(codes2); free(q); vq_free(qs);
-    free(sc); free(w); free(acc); free(out);
+    free(x);
+    free(y);
+    free(codes);
+    free(codes2);
+    free(q);
+    vq_free(qs);
+    free(sc);
+    free(w);
+    free(acc);
+    free(out);
     vq_codec_free(c);
 }
 
@@ -294,7 +308,11 @@ TEST(fp16_kernels_vs_ref) {
         if (bad) fprintf(stderr, "  %s: %d mismatches\n", vq_isa_name(isas[v]), bad);
         ASSERT_EQ_INT(bad, 0);
     }
-    free(q); free(xf); free(x); free(a_ref); free(a);
+    free(q);
+    free(xf);
+    free(x);
+    free(a_ref);
+    free(a);
 }
 #endif
 
@@ -313,16 +331,17 @@ TEST(method_traits) {
         ASSERT_EQ_INT(vq_method_default_bits(m), mi.default_bits);
         ASSERT_EQ_INT(vq_method_flags(m), mi.flags);
         ASSERT_EQ_INT(mi.needs_calibration, (mi.flags & VQ_METHOD_F_CALIBRATION) != 0);
-        ASSERT_EQ_INT(mi.needs_calibration,   /* a calibrated method names its artifact kind */
+        ASSERT_EQ_INT(mi.needs_calibration, /* a calibrated method names its artifact kind */
                       (mi.flags & (VQ_METHOD_F_CALIB_CODEBOOK | VQ_METHOD_F_CALIB_PCA)) != 0);
         ASSERT_EQ_INT((mi.flags & VQ_METHOD_F_QUANTIZED) != 0, mi.default_bits < 16);
         ASSERT(!(mi.flags & VQ_METHOD_F_SINKS) || (mi.flags & VQ_METHOD_F_WINDOWED));
-        ASSERT(!(mi.flags & VQ_METHOD_F_OUTLIER_CHANNELS) || (mi.flags & VQ_METHOD_F_OUTLIER_TOKENS));
+        ASSERT(!(mi.flags & VQ_METHOD_F_OUTLIER_CHANNELS) ||
+               (mi.flags & VQ_METHOD_F_OUTLIER_TOKENS));
         struct vq_codec_params p = vq_codec_params_default();
         ASSERT_STATUS(vq_codec_params_set_method(&p, m), VQ_STATUS_OK);
         ASSERT_EQ_INT(p.bits, mi.default_bits);
         ASSERT_NEAR(vq_codec_params_bits(&p), mi.default_bits, 0);
-        if (mi.min_bits == mi.max_bits) continue;   /* bits is not read (qjl, polar, fp16, fp32) */
+        if (mi.min_bits == mi.max_bits) continue; /* bits is not read (qjl, polar, fp16, fp32) */
         for (int b = 1; b <= 16; b++) {
             struct vq_codec_params q = p;
             q.bits = b;
@@ -358,7 +377,7 @@ TEST(method_traits) {
     ASSERT(c != NULL);
     if (c) ASSERT_NEAR(vq_codec_bits_per_elem(c), 1.5, 0);
     vq_codec_free(c);
-    ASSERT_STATUS(vq_codec_params_set_bits(&p, 2), VQ_STATUS_OK);   /* back to a preset */
+    ASSERT_STATUS(vq_codec_params_set_bits(&p, 2), VQ_STATUS_OK); /* back to a preset */
     ASSERT_EQ_INT(p.pq_codeword_bits, 0);
     ASSERT_NEAR(vq_codec_params_bits(&p), 2, 0);
     /* a fractional width elsewhere, or on fp16, is refused and leaves p unchanged */

@@ -26,16 +26,22 @@ TEST(lloyd_max_golden) {
         enum vq_law law;
         if (!strcmp(kind, "gauss")) law = VQ_LAW_GAUSS;
         else if (!strcmp(kind, "laplace")) law = VQ_LAW_LAPLACE;
-        else if (!strcmp(kind, "sphere")) { law = VQ_LAW_SPHERE; if (fscanf(f, "%d", &d) != 1) break; }
-        else break;
+        else if (!strcmp(kind, "sphere")) {
+            law = VQ_LAW_SPHERE;
+            if (fscanf(f, "%d", &d) != 1) break;
+        } else break;
         if (fscanf(f, "%d", &b) != 1) break;
         const float *c, *t;
         ASSERT_STATUS(vq_lloyd_max(law, b, d, &c, &t), VQ_STATUS_OK);
         for (int i = 0; i < (1 << b); i++) {
             double v;
-            if (fscanf(f, "%lf", &v) != 1) { bad++; break; }
+            if (fscanf(f, "%lf", &v) != 1) {
+                bad++;
+                break;
+            }
             if (fabs(c[i] - v) > 1e-6) {
-                fprintf(stderr, "  %s d=%d b=%d c[%d] = %.8f, golden %.8f\n", kind, d, b, i, c[i], v);
+                fprintf(stderr, "  %s d=%d b=%d c[%d] = %.8f, golden %.8f\n", kind, d, b, i, c[i],
+                        v);
                 bad++;
             }
         }
@@ -56,9 +62,11 @@ TEST(kron_rht_golden) {
     while (fscanf(f, "%3s", tag) == 1) {
         int d, K;
         if (strcmp(tag, "x") || fscanf(f, "%d %d", &d, &K) != 2 || d > 256) break;
-        for (int i = 0; i < d; i++) if (fscanf(f, "%f", &x[i]) != 1) return;
+        for (int i = 0; i < d; i++)
+            if (fscanf(f, "%f", &x[i]) != 1) return;
         if (fscanf(f, "%3s %d %d", tag, &d, &K) != 3) break;
-        for (int i = 0; i < d; i++) if (fscanf(f, "%f", &y[i]) != 1) return;
+        for (int i = 0; i < d; i++)
+            if (fscanf(f, "%f", &y[i]) != 1) return;
         vq_rht r;
         ASSERT_STATUS(vq_rht_init(&r, d, 1), VQ_STATUS_OK);
         ASSERT_EQ_INT(r.kind, 1);
@@ -66,11 +74,18 @@ TEST(kron_rht_golden) {
         for (int i = 0; i < d; i++) r.signs[i] = 1.0f; /* the reference has no random signs */
         vq_rht_forward(&r, x, out);
         double e = 0, n = 0;
-        for (int i = 0; i < d; i++) { e += (out[i] - y[i]) * (double)(out[i] - y[i]); n += (double)y[i] * y[i]; }
+        for (int i = 0; i < d; i++) {
+            e += (out[i] - y[i]) * (double)(out[i] - y[i]);
+            n += (double)y[i] * y[i];
+        }
         ASSERT_LE(sqrt(e / n), 1e-5);
         vq_rht_inverse(&r, y, out);
-        e = 0; n = 0;
-        for (int i = 0; i < d; i++) { e += (out[i] - x[i]) * (double)(out[i] - x[i]); n += (double)x[i] * x[i]; }
+        e = 0;
+        n = 0;
+        for (int i = 0; i < d; i++) {
+            e += (out[i] - x[i]) * (double)(out[i] - x[i]);
+            n += (double)x[i] * x[i];
+        }
         ASSERT_LE(sqrt(e / n), 1e-5);
         vq_rht_free(&r);
         cases++;

@@ -7,9 +7,16 @@
 #include "test.h"
 #include "core/core.h"
 
-static float u2f(uint32_t u) { float f; memcpy(&f, &u, 4); return f; }
+static float u2f(uint32_t u) {
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
 
-static uint32_t lcg(uint32_t *s) { *s = *s * 1664525u + 1013904223u; return *s; }
+static uint32_t lcg(uint32_t *s) {
+    *s = *s * 1664525u + 1013904223u;
+    return *s;
+}
 
 TEST(fp16_roundtrip_all) {
     int bad = 0;
@@ -60,10 +67,10 @@ TEST(fp16_rne_sweep) {
 
 TEST(fp16_special) {
     ASSERT_EQ_INT(vq_fp32_to_fp16(0x1.0p-24f), 0x0001);
-    ASSERT_EQ_INT(vq_fp32_to_fp16(0x1.0p-25f), 0x0000);          /* tie -> even (0) */
-    ASSERT_EQ_INT(vq_fp32_to_fp16(0x1.8p-24f), 0x0002);          /* 1.5 ulp -> 2 */
-    ASSERT_EQ_INT(vq_fp32_to_fp16(0x1.0p-14f), 0x0400);          /* min normal */
-    ASSERT_EQ_INT(vq_fp32_to_fp16(0x1.ffcp-15f), 0x0400);        /* rounds up into normal */
+    ASSERT_EQ_INT(vq_fp32_to_fp16(0x1.0p-25f), 0x0000);   /* tie -> even (0) */
+    ASSERT_EQ_INT(vq_fp32_to_fp16(0x1.8p-24f), 0x0002);   /* 1.5 ulp -> 2 */
+    ASSERT_EQ_INT(vq_fp32_to_fp16(0x1.0p-14f), 0x0400);   /* min normal */
+    ASSERT_EQ_INT(vq_fp32_to_fp16(0x1.ffcp-15f), 0x0400); /* rounds up into normal */
     ASSERT_EQ_INT(vq_fp32_to_fp16(65504.0f), 0x7bff);
     ASSERT_EQ_INT(vq_fp32_to_fp16(65519.0f), 0x7bff);
     ASSERT_EQ_INT(vq_fp32_to_fp16(65520.0f), 0x7c00);
@@ -72,8 +79,8 @@ TEST(fp16_special) {
     ASSERT_EQ_INT(vq_fp32_to_fp16(-0.0f), 0x8000);
     ASSERT_EQ_INT(vq_fp32_to_fp16(1.0f), 0x3c00);
     ASSERT_EQ_INT(vq_fp32_to_fp16(-2.0f), 0xc000);
-    ASSERT_EQ_INT(vq_fp32_to_fp16(0x1.002p0f), 0x3c00);          /* tie -> even */
-    ASSERT_EQ_INT(vq_fp32_to_fp16(0x1.006p0f), 0x3c02);          /* tie -> even (up) */
+    ASSERT_EQ_INT(vq_fp32_to_fp16(0x1.002p0f), 0x3c00); /* tie -> even */
+    ASSERT_EQ_INT(vq_fp32_to_fp16(0x1.006p0f), 0x3c02); /* tie -> even (up) */
     ASSERT(isnan(vq_fp16_to_fp32(vq_fp32_to_fp16(NAN))));
     ASSERT_NEAR(vq_fp16_to_fp32(0x0001), 0x1.0p-24, 0);
     ASSERT_NEAR(vq_fp16_to_fp32(0x03ff), 1023.0 * 0x1.0p-24, 0);
@@ -84,8 +91,9 @@ TEST(bf16_all) {
     for (uint32_t h = 0; h < 65536; h++) {
         float f = vq_bf16_to_fp32((uint16_t)h);
         uint16_t back = vq_fp32_to_bf16(f);
-        if (isnan(f)) { if (!isnan(vq_bf16_to_fp32(back))) bad++; }
-        else if (back != h) bad++;
+        if (isnan(f)) {
+            if (!isnan(vq_bf16_to_fp32(back))) bad++;
+        } else if (back != h) bad++;
     }
     ASSERT_EQ_INT(bad, 0);
     uint32_t s = 7;
@@ -123,8 +131,8 @@ TEST(sf16_monotonic_and_roundtrip) {
     ASSERT_EQ_INT(bad, 0);
     ASSERT_NEAR(vq_sf16_to_fp32(0x7fff), VQ_SF16_MAX, 0);
     ASSERT_NEAR(vq_sf16_to_fp32(0x0001), 0x1.0p-39, 0);
-    ASSERT_NEAR(vq_sf16_to_fp32(0x0200), 0x1.0p-30, 0);       /* min normal */
-    ASSERT_NEAR(vq_sf16_to_fp32(31 << 9), 1.0, 0);            /* 1.0 = exp 31 */
+    ASSERT_NEAR(vq_sf16_to_fp32(0x0200), 0x1.0p-30, 0); /* min normal */
+    ASSERT_NEAR(vq_sf16_to_fp32(31 << 9), 1.0, 0);      /* 1.0 = exp 31 */
 }
 
 TEST(sf16_rel_error_and_rne) {
@@ -191,7 +199,8 @@ TEST(rows_match_scalar) {
     uint32_t s = 5;
     for (int i = 0; i < N; i++) {
         uint32_t u = lcg(&s);
-        if (i % 3 == 0) u = (u & 0x80000000u) | (0x33000000u + (u % 0x15000000u)); /* near fp16 range */
+        if (i % 3 == 0)
+            u = (u & 0x80000000u) | (0x33000000u + (u % 0x15000000u)); /* near fp16 range */
         g[i] = u2f(u);
     }
     vq_fp32_to_fp16_row(g, h2, N);

@@ -15,7 +15,8 @@ static int child_default(const char *env) {
     pid_t pid = fork();
     if (pid == 0) {
         close(fds[0]);
-        if (env) setenv("VQ_ISA", env, 1); else unsetenv("VQ_ISA");
+        if (env) setenv("VQ_ISA", env, 1);
+        else unsetenv("VQ_ISA");
         unsigned char v = (unsigned char)vq_isa_default();
         ssize_t w = write(fds[1], &v, 1);
         _exit(w == 1 ? 0 : 1);
@@ -31,7 +32,8 @@ static int child_default(const char *env) {
 
 static int best_avail(void) {
     return vq_isa_available(VQ_ISA_AVX512) ? VQ_ISA_AVX512
-         : vq_isa_available(VQ_ISA_AVX2)   ? VQ_ISA_AVX2 : VQ_ISA_SCALAR;
+         : vq_isa_available(VQ_ISA_AVX2)   ? VQ_ISA_AVX2
+                                           : VQ_ISA_SCALAR;
 }
 
 static int r_none, r_scalar, r_generic, r_avx2, r_avx512, r_bogus;
@@ -57,7 +59,8 @@ TEST(names_and_resolve) {
     ASSERT_EQ_INT(vq_isa_resolve(VQ_ISA_AUTO), vq_isa_default());
     ASSERT_EQ_INT(vq_isa_resolve(VQ_ISA_SCALAR), VQ_ISA_SCALAR);
     for (int i = VQ_ISA_SCALAR; i < VQ_ISA_COUNT; i++)
-        ASSERT_EQ_INT(vq_isa_resolve((enum vq_isa)i), vq_isa_available((enum vq_isa)i) ? i : VQ_ISA_SCALAR);
+        ASSERT_EQ_INT(vq_isa_resolve((enum vq_isa)i),
+                      vq_isa_available((enum vq_isa)i) ? i : VQ_ISA_SCALAR);
     /* AVX-512 implies AVX2 in our feature sets */
     if (vq_isa_available(VQ_ISA_AVX512)) ASSERT(vq_isa_available(VQ_ISA_AVX2));
     fprintf(stderr, "isa: default %s, avx2 %d, avx512 %d\n", vq_isa_name(vq_isa_default()),

@@ -4,14 +4,15 @@
 #include "test.h"
 #include "core/core.h"
 
-static const int DIMS[] = {8, 16, 24, 40, 48, 56, 64, 72, 80, 96, 104, 112, 120, 128, 136,
-                           160, 192, 200, 224, 256, 320, 384, 448, 512, 1016, 1024};
+static const int DIMS[] = {8,   16,  24,  40,  48,  56,  64,  72,  80,  96,  104, 112,  120,
+                           128, 136, 160, 192, 200, 224, 256, 320, 384, 448, 512, 1016, 1024};
 
 TEST(kinds) {
     vq_rht r;
-    struct { int d, kind, K; } cases[] = {{128, 0, 1}, {64, 0, 1}, {96, 1, 12}, {80, 1, 20},
-                                          {112, 1, 28}, {160, 1, 20}, {192, 1, 12}, {24, 1, 12},
-                                          {72, 2, 0}, {104, 2, 0}, {1016, 2, 0}};
+    struct {
+        int d, kind, K;
+    } cases[] = {{128, 0, 1},  {64, 0, 1},  {96, 1, 12}, {80, 1, 20}, {112, 1, 28}, {160, 1, 20},
+                 {192, 1, 12}, {24, 1, 12}, {72, 2, 0},  {104, 2, 0}, {1016, 2, 0}};
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         ASSERT_STATUS(vq_rht_init(&r, cases[i].d, 1), VQ_STATUS_OK);
         ASSERT_EQ_INT(r.kind, cases[i].kind);
@@ -59,7 +60,8 @@ TEST(orthogonal_all_dims) {
         for (int a = 0; a < d; a += step)
             for (int b = 0; b < d; b++) {
                 double s = 0;
-                for (int i = 0; i < d; i++) s += (double)M[(size_t)a * d + i] * M[(size_t)b * d + i];
+                for (int i = 0; i < d; i++)
+                    s += (double)M[(size_t)a * d + i] * M[(size_t)b * d + i];
                 worst = fmax(worst, fabs(s - (a == b)));
             }
         ASSERT_LE(worst, 1e-5);
@@ -67,7 +69,10 @@ TEST(orthogonal_all_dims) {
         vq_rng g;
         vq_rng_seed(&g, (uint64_t)d);
         double n0 = 0, n1 = 0;
-        for (int i = 0; i < d; i++) { x[i] = (float)vq_rng_normal(&g); n0 += (double)x[i] * x[i]; }
+        for (int i = 0; i < d; i++) {
+            x[i] = (float)vq_rng_normal(&g);
+            n0 += (double)x[i] * x[i];
+        }
         vq_rht_forward(&r, x, y);
         for (int i = 0; i < d; i++) n1 += (double)y[i] * y[i];
         ASSERT_NEAR(n1 / n0, 1.0, 1e-5);
@@ -103,7 +108,8 @@ TEST(pow2_matches_sylvester) {
     vq_rht_forward(&r, x, y);
     for (int i = 0; i < d; i++) {
         double s = 0;
-        for (int j = 0; j < d; j++) s += (__builtin_popcount((unsigned)(i & j)) & 1 ? -1.0 : 1.0) * r.signs[j] * x[j];
+        for (int j = 0; j < d; j++)
+            s += (__builtin_popcount((unsigned)(i & j)) & 1 ? -1.0 : 1.0) * r.signs[j] * x[j];
         ASSERT_NEAR(y[i], s / 8.0, 1e-5);
     }
     vq_rht_free(&r);
@@ -116,17 +122,21 @@ TEST(seeded) {
     ASSERT_STATUS(vq_rht_init(&c, 96, 43), VQ_STATUS_OK);
     ASSERT(memcmp(a.signs, b.signs, 96 * sizeof(float)) == 0);
     ASSERT(memcmp(a.signs, c.signs, 96 * sizeof(float)) != 0);
-    vq_rht_free(&a); vq_rht_free(&b); vq_rht_free(&c);
+    vq_rht_free(&a);
+    vq_rht_free(&b);
+    vq_rht_free(&c);
     /* rng: deterministic, uniform in [0,1), normal moments */
     vq_rng g, h;
-    vq_rng_seed(&g, 9); vq_rng_seed(&h, 9);
+    vq_rng_seed(&g, 9);
+    vq_rng_seed(&h, 9);
     ASSERT(vq_rng_u64(&g) == vq_rng_u64(&h));
     double m = 0, v = 0;
     for (int i = 0; i < 100000; i++) {
         double u = vq_rng_uniform(&g);
         ASSERT(u >= 0.0 && u < 1.0);
         double z = vq_rng_normal(&g);
-        m += z; v += z * z;
+        m += z;
+        v += z * z;
     }
     ASSERT_NEAR(m / 1e5, 0.0, 0.02);
     ASSERT_NEAR(v / 1e5, 1.0, 0.03);
@@ -135,10 +145,14 @@ TEST(seeded) {
 TEST(fwht_small) {
     float v[4] = {1, 2, 3, 4};
     vq_fwht(v, 4);
-    ASSERT_NEAR(v[0], 10, 0); ASSERT_NEAR(v[1], -2, 0); ASSERT_NEAR(v[2], -4, 0); ASSERT_NEAR(v[3], 0, 0);
+    ASSERT_NEAR(v[0], 10, 0);
+    ASSERT_NEAR(v[1], -2, 0);
+    ASSERT_NEAR(v[2], -4, 0);
+    ASSERT_NEAR(v[3], 0, 0);
     float w[2] = {1, 3};
     vq_fwht(w, 2);
-    ASSERT_NEAR(w[0], 4, 0); ASSERT_NEAR(w[1], -2, 0);
+    ASSERT_NEAR(w[0], 4, 0);
+    ASSERT_NEAR(w[1], -2, 0);
 }
 
 int main(void) {

@@ -70,11 +70,18 @@ TEST(from_hex) {
     uint8_t b[32];
     const char *h = "00FF7fa0b1c2d3e4f5061728394a5b6c7d8e9fa0b1c2d3e4f5061728394a5b6c";
     ASSERT_EQ_INT(vq_sha256_from_hex(h, b), 1);
-    ASSERT_EQ_INT(b[0], 0x00); ASSERT_EQ_INT(b[1], 0xff); ASSERT_EQ_INT(b[2], 0x7f); ASSERT_EQ_INT(b[31], 0x6c);
+    ASSERT_EQ_INT(b[0], 0x00);
+    ASSERT_EQ_INT(b[1], 0xff);
+    ASSERT_EQ_INT(b[2], 0x7f);
+    ASSERT_EQ_INT(b[31], 0x6c);
     ASSERT_EQ_INT(vq_sha256_from_hex(NULL, b), 0);
-    ASSERT_EQ_INT(vq_sha256_from_hex("00ff", b), 0);                                   /* short */
-    ASSERT_EQ_INT(vq_sha256_from_hex("g0FF7fa0b1c2d3e4f5061728394a5b6c7d8e9fa0b1c2d3e4f5061728394a5b6c", b), 0);
-    ASSERT_EQ_INT(vq_sha256_from_hex("00FF7fa0b1c2d3e4f5061728394a5b6c7d8e9fa0b1c2d3e4f5061728394a5b6c0", b), 0);
+    ASSERT_EQ_INT(vq_sha256_from_hex("00ff", b), 0); /* short */
+    ASSERT_EQ_INT(
+        vq_sha256_from_hex("g0FF7fa0b1c2d3e4f5061728394a5b6c7d8e9fa0b1c2d3e4f5061728394a5b6c", b),
+        0);
+    ASSERT_EQ_INT(
+        vq_sha256_from_hex("00FF7fa0b1c2d3e4f5061728394a5b6c7d8e9fa0b1c2d3e4f5061728394a5b6c0", b),
+        0);
 }
 
 int main(void) {

@@ -17,7 +17,10 @@ static char *load_doc(void) {
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
     char *s = malloc((size_t)n + 1);
-    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) { free(s); s = NULL; }
+    if (s && fread(s, 1, (size_t)n, f) != (size_t)n) {
+        free(s);
+        s = NULL;
+    }
     if (s) s[n] = 0;
     fclose(f);
     return s;
@@ -60,7 +63,11 @@ static int numbers(const char *s, double *v, int max, int *paren) {
     if (paren) *paren = -1;
     while (*s && n < max) {
         if (*s == '(' && paren && *paren < 0) *paren = n;
-        if (!strncmp(s, "π/4", strlen("π/4"))) { v[n++] = M_PI / 4; s += strlen("π/4"); continue; }
+        if (!strncmp(s, "π/4", strlen("π/4"))) {
+            v[n++] = M_PI / 4;
+            s += strlen("π/4");
+            continue;
+        }
         if ((*s >= '0' && *s <= '9') || (*s == '-' && s[1] >= '0' && s[1] <= '9')) {
             char *e;
             v[n++] = strtod(s, &e);
@@ -97,7 +104,8 @@ static void check_closed_form(const char *head, enum vq_law law, double var) {
         ASSERT(cell(rows[r], 1, buf, sizeof buf) && numbers(buf, v, 16, NULL) == 1);
         const int b = (int)v[0], L = 1 << b, h = L / 2;
         const float *c, *t;
-        const vq_status st = b >= 1 && b <= 4 ? vq_lloyd_max(law, b, 0, &c, &t) : VQ_STATUS_INVALID_ARG;
+        const vq_status st = b >= 1 && b <= 4 ? vq_lloyd_max(law, b, 0, &c, &t)
+                                              : VQ_STATUS_INVALID_ARG;
         ASSERT_STATUS(st, VQ_STATUS_OK);
         if (st != VQ_STATUS_OK) continue;
         ASSERT(cell(rows[r], 2, buf, sizeof buf));
@@ -106,7 +114,8 @@ static void check_closed_form(const char *head, enum vq_law law, double var) {
         ASSERT(cell(rows[r], 3, buf, sizeof buf));
         ASSERT_EQ_INT(numbers(buf, v, 16, NULL), h);
         for (int i = 0; i < h; i++) ASSERT_NEAR(v[i], t[h - 1 + i], 1.5e-6);
-        const double D = var - second_moment(c, t, L, law == VQ_LAW_GAUSS ? gauss_cdf : laplace_cdf);
+        const double D = var -
+                         second_moment(c, t, L, law == VQ_LAW_GAUSS ? gauss_cdf : laplace_cdf);
         ASSERT(cell(rows[r], 4, buf, sizeof buf) && numbers(buf, v, 16, NULL) == 1);
         ASSERT_NEAR(v[0], D, 2e-6);
         if (law == VQ_LAW_GAUSS) {

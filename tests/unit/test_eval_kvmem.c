@@ -7,9 +7,11 @@
 #include "eval/kvmem.h"
 
 struct cfg {
-    enum vq_method km; int kb;
-    enum vq_method vm; int vb;
-    int group_size, residual_length, n_sink_tokens;   /* 0 = default */
+    enum vq_method km;
+    int kb;
+    enum vq_method vm;
+    int vb;
+    int group_size, residual_length, n_sink_tokens; /* 0 = default */
 };
 
 static const struct cfg CFGS[] = {
@@ -27,7 +29,7 @@ static const struct cfg CFGS[] = {
     {VQ_METHOD_TURBOQUANT_RVQ, 2, VQ_METHOD_TURBOQUANT_RVQ, 2, 0, 0, 0},
     {VQ_METHOD_KIVI, 2, VQ_METHOD_KIVI, 2, 0, 0, 0},
     {VQ_METHOD_KIVI, 4, VQ_METHOD_KIVI, 4, 32, 64, 0},
-    {VQ_METHOD_KIVI, 3, VQ_METHOD_KIVI, 3, 16, 0, 0},       /* no residual window */
+    {VQ_METHOD_KIVI, 3, VQ_METHOD_KIVI, 3, 16, 0, 0}, /* no residual window */
     {VQ_METHOD_KIVI_SINK, 2, VQ_METHOD_KIVI_SINK, 2, 0, 0, 0},
     {VQ_METHOD_KIVI_SINK, 2, VQ_METHOD_TURBOQUANT_MSE, 3, 32, 32, 3},
     {VQ_METHOD_TURBOQUANT_MSE, 4, VQ_METHOD_KIVI_SINK, 2, 0, 0, 7},
@@ -40,19 +42,26 @@ static struct vq_cache_params params(const struct cfg *c, int layers, int kv, in
     struct vq_cache_params p = vq_cache_params_default();
     p.fp16_first_layers = fp16_first_;
     p.fp16_last_layers = fp16_last_;
-    p.n_layers = layers; p.n_kv_heads = kv; p.head_dim = d;
+    p.n_layers = layers;
+    p.n_kv_heads = kv;
+    p.head_dim = d;
     p.max_tokens = 4096;
-    p.key.method = c->km; p.key.bits = c->kb;
-    p.value.method = c->vm; p.value.bits = c->vb;
+    p.key.method = c->km;
+    p.key.bits = c->kb;
+    p.value.method = c->vm;
+    p.value.bits = c->vb;
     if (c->group_size) p.key.group_size = p.value.group_size = c->group_size;
-    if (c->residual_length || c->group_size) p.key.residual_length = p.value.residual_length = c->residual_length;
+    if (c->residual_length || c->group_size)
+        p.key.residual_length = p.value.residual_length = c->residual_length;
     if (c->n_sink_tokens) p.key.n_sink_tokens = p.value.n_sink_tokens = c->n_sink_tokens;
     return p;
 }
 
 static uint64_t rs = 0x1234567;
 static float rnd(void) {
-    rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
     return (float)((double)(rs >> 11) / 9007199254740992.0 * 4.0 - 2.0);
 }
 
@@ -65,7 +74,8 @@ static int same(const struct vq_cache_memory *a, const struct vq_cache_memory *b
 }
 
 static void dump(const char *tag, const struct vq_cache_memory *m) {
-    fprintf(stderr, "  %s: key %zu value %zu window %zu total %zu fp16 %zu fp16k %zu ktot %zu alloc %zu\n",
+    fprintf(stderr,
+            "  %s: key %zu value %zu window %zu total %zu fp16 %zu fp16k %zu ktot %zu alloc %zu\n",
             tag, m->key_bytes, m->value_bytes, m->window_bytes, m->total_bytes, m->fp16_bytes,
             m->fp16_key_bytes, m->key_total_bytes, m->allocated_bytes);
 }
@@ -84,22 +94,28 @@ static int check_geo(const struct cfg *c, int64_t ctx, int64_t step, const int *
     if (!cache) {
         fprintf(stderr, "  %s/%s k%d v%d: cache create failed: %s\n", vq_method_name(c->km),
                 vq_method_name(c->vm), c->kb, c->vb, vq_status_str(st));
-        ASSERT(est_st != VQ_STATUS_OK);   /* the estimate rejects what the cache rejects */
+        ASSERT(est_st != VQ_STATUS_OK); /* the estimate rejects what the cache rejects */
         return 0;
     }
     ASSERT_STATUS(est_st, VQ_STATUS_OK);
-    float *k = malloc((size_t)(ctx + 1) * kv * d * sizeof *k), *v = malloc((size_t)(ctx + 1) * kv * d * sizeof *v);
-    for (int64_t i = 0; i < ctx * kv * d; i++) { k[i] = rnd(); v[i] = rnd(); }
+    float *k = malloc((size_t)(ctx + 1) * kv * d * sizeof *k),
+          *v = malloc((size_t)(ctx + 1) * kv * d * sizeof *v);
+    for (int64_t i = 0; i < ctx * kv * d; i++) {
+        k[i] = rnd();
+        v[i] = rnd();
+    }
     for (int l = 0; l < layers; l++)
         for (int64_t t = 0; t < ctx; t += step) {
             int64_t n = ctx - t < step ? ctx - t : step;
-            ASSERT_STATUS(vq_cache_append(cache, l, k + t * kv * d, v + t * kv * d, VQ_DTYPE_F32, n), VQ_STATUS_OK);
+            ASSERT_STATUS(
+                vq_cache_append(cache, l, k + t * kv * d, v + t * kv * d, VQ_DTYPE_F32, n),
+                VQ_STATUS_OK);
         }
     struct vq_cache_memory got;
     vq_cache_memory(cache, &got);
     if (!same(&got, &est)) {
-        fprintf(stderr, "  mismatch %s(%d)/%s(%d) ctx %lld step %lld:\n", vq_method_name(c->km), c->kb,
-                vq_method_name(c->vm), c->vb, (long long)ctx, (long long)step);
+        fprintf(stderr, "  mismatch %s(%d)/%s(%d) ctx %lld step %lld:\n", vq_method_name(c->km),
+                c->kb, vq_method_name(c->vm), c->vb, (long long)ctx, (long long)step);
         dump("cache   ", &got);
         dump("estimate", &est);
     }
@@ -116,7 +132,8 @@ static int check(const struct cfg *c, int64_t ctx, int64_t step, const int *kbit
 
 TEST(smollm2_geometry) {
     /* the default model's geometry (30 layers, 3 kv heads, head_dim 64) at 1000 tokens */
-    for (size_t i = 0; i < sizeof CFGS / sizeof CFGS[0]; i++) ASSERT(check_geo(&CFGS[i], 1000, 1000, NULL, 30, 3, 64));
+    for (size_t i = 0; i < sizeof CFGS / sizeof CFGS[0]; i++)
+        ASSERT(check_geo(&CFGS[i], 1000, 1000, NULL, 30, 3, 64));
 }
 
 TEST(estimate_equals_cache) {
@@ -135,7 +152,7 @@ TEST(estimate_equals_cache) {
         total++;
     }
     fprintf(stderr, "  %d of %d configs built and compared\n", built, total);
-    ASSERT_EQ_INT(built, total);   /* every method of the list is built into the library */
+    ASSERT_EQ_INT(built, total); /* every method of the list is built into the library */
 }
 
 TEST(per_layer_bits) {
@@ -195,7 +212,9 @@ TEST(bad_params) {
     ASSERT(vq_kv_estimate(&p, 10, &m) != VQ_STATUS_OK);
     /* fp16 is exact arithmetic: 2 bytes * 2 (K, V) * layers * heads * d * ctx */
     p = vq_cache_params_default();
-    p.n_layers = 30; p.n_kv_heads = 3; p.head_dim = 64;
+    p.n_layers = 30;
+    p.n_kv_heads = 3;
+    p.head_dim = 64;
     ASSERT_STATUS(vq_kv_estimate(&p, 1000, &m), VQ_STATUS_OK);
     ASSERT_EQ_INT(m.total_bytes, 2ull * 2 * 30 * 3 * 64 * 1000);
     ASSERT_EQ_INT(m.fp16_bytes, m.total_bytes);

@@ -10,7 +10,9 @@
 
 static uint64_t rs = 99;
 static double urand(void) {
-    rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
     return (double)(rs >> 11) / 9007199254740992.0;
 }
 
@@ -20,8 +22,14 @@ static void rand_logits(float *x, int n, double scale) {
 
 static double exact_kl(const float *p, const float *q, int n) {
     double mp = -1e30, mq = -1e30, sp = 0, sq = 0, kl = 0;
-    for (int i = 0; i < n; i++) { mp = p[i] > mp ? p[i] : mp; mq = q[i] > mq ? q[i] : mq; }
-    for (int i = 0; i < n; i++) { sp += exp(p[i] - mp); sq += exp(q[i] - mq); }
+    for (int i = 0; i < n; i++) {
+        mp = p[i] > mp ? p[i] : mp;
+        mq = q[i] > mq ? q[i] : mq;
+    }
+    for (int i = 0; i < n; i++) {
+        sp += exp(p[i] - mp);
+        sq += exp(q[i] - mq);
+    }
     const double lp = mp + log(sp), lq = mq + log(sq);
     for (int i = 0; i < n; i++) kl += exp(p[i] - lp) * ((p[i] - lp) - (q[i] - lq));
     return kl;
@@ -90,7 +98,7 @@ TEST(file_round_trip) {
         ASSERT_STATUS(vq_logits_write(w, &recs[i]), VQ_STATUS_OK);
         h = vq_logits_hash_u32(h, (uint32_t)(i * 11 % V));
     }
-    ASSERT(access(path, F_OK) != 0);   /* not visible before close */
+    ASSERT(access(path, F_OK) != 0); /* not visible before close */
     ASSERT_STATUS(vq_logits_close(w), VQ_STATUS_OK);
     vq_logits_file *f = vq_logits_open(path, &st);
     ASSERT(f != NULL);
@@ -102,7 +110,8 @@ TEST(file_round_trip) {
     ASSERT(vq_logits_token_hash(f) == h);
     for (int i = 0; i < N; i++) {
         ASSERT_STATUS(vq_logits_read(f, &r), VQ_STATUS_OK);
-        ASSERT(r.target == recs[i].target && r.rest == recs[i].rest && r.target_logp == recs[i].target_logp);
+        ASSERT(r.target == recs[i].target && r.rest == recs[i].rest &&
+               r.target_logp == recs[i].target_logp);
         ASSERT(!memcmp(r.ids, recs[i].ids, K * 4) && !memcmp(r.logp, recs[i].logp, K * 4));
     }
     ASSERT_STATUS(vq_logits_read(f, &r), VQ_STATUS_NOT_FOUND);

@@ -27,7 +27,10 @@ static char *slurp(const char *path, size_t *len) {
     long n = ftell(f);
     fseek(f, 0, SEEK_SET);
     char *b = malloc((size_t)n + 1);
-    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) { free(b); b = NULL; }
+    if (b && fread(b, 1, (size_t)n, f) != (size_t)n) {
+        free(b);
+        b = NULL;
+    }
     if (b) b[n] = 0;
     fclose(f);
     if (len) *len = (size_t)n;
@@ -46,9 +49,21 @@ static int type_ok(const cJSON *v, const char *t) {
     return 0;
 }
 
-static const char *KNOWN[] = {"$schema", "$id", "title", "description", "type", "const", "enum",
-                              "required", "properties", "additionalProperties", "items",
-                              "minimum", "exclusiveMinimum", "maximum", "minLength"};
+static const char *KNOWN[] = {"$schema",
+                              "$id",
+                              "title",
+                              "description",
+                              "type",
+                              "const",
+                              "enum",
+                              "required",
+                              "properties",
+                              "additionalProperties",
+                              "items",
+                              "minimum",
+                              "exclusiveMinimum",
+                              "maximum",
+                              "minLength"};
 
 /* Returns the number of violations of instance v against schema s (path for messages). */
 static int validate(const cJSON *s, const cJSON *v, const char *path) {
@@ -56,8 +71,12 @@ static int validate(const cJSON *s, const cJSON *v, const char *path) {
     const cJSON *kw;
     cJSON_ArrayForEach(kw, s) {
         int known = 0;
-        for (size_t i = 0; i < sizeof KNOWN / sizeof KNOWN[0]; i++) known |= !strcmp(kw->string, KNOWN[i]);
-        if (!known) { fprintf(stderr, "validator: unsupported keyword %s\n", kw->string); bad++; }
+        for (size_t i = 0; i < sizeof KNOWN / sizeof KNOWN[0]; i++)
+            known |= !strcmp(kw->string, KNOWN[i]);
+        if (!known) {
+            fprintf(stderr, "validator: unsupported keyword %s\n", kw->string);
+            bad++;
+        }
     }
     const cJSON *t = cJSON_GetObjectItem(s, "type");
     if (t && !type_ok(v, t->valuestring)) {
@@ -65,18 +84,31 @@ static int validate(const cJSON *s, const cJSON *v, const char *path) {
         return bad + 1;
     }
     const cJSON *c = cJSON_GetObjectItem(s, "const");
-    if (c && !cJSON_Compare(c, v, 1)) { fprintf(stderr, "%s: const mismatch\n", path); bad++; }
+    if (c && !cJSON_Compare(c, v, 1)) {
+        fprintf(stderr, "%s: const mismatch\n", path);
+        bad++;
+    }
     const cJSON *en = cJSON_GetObjectItem(s, "enum");
     if (en) {
         int hit = 0;
         const cJSON *e;
         cJSON_ArrayForEach(e, en) hit |= cJSON_Compare(e, v, 1);
-        if (!hit) { fprintf(stderr, "%s: not in enum\n", path); bad++; }
+        if (!hit) {
+            fprintf(stderr, "%s: not in enum\n", path);
+            bad++;
+        }
     }
     if (cJSON_IsNumber(v)) {
-        const cJSON *mn = cJSON_GetObjectItem(s, "minimum"), *mx = cJSON_GetObjectItem(s, "maximum");
-        if (mn && v->valuedouble < mn->valuedouble) { fprintf(stderr, "%s: below minimum\n", path); bad++; }
-        if (mx && v->valuedouble > mx->valuedouble) { fprintf(stderr, "%s: above maximum\n", path); bad++; }
+        const cJSON *mn = cJSON_GetObjectItem(s, "minimum"),
+                    *mx = cJSON_GetObjectItem(s, "maximum");
+        if (mn && v->valuedouble < mn->valuedouble) {
+            fprintf(stderr, "%s: below minimum\n", path);
+            bad++;
+        }
+        if (mx && v->valuedouble > mx->valuedouble) {
+            fprintf(stderr, "%s: above maximum\n", path);
+            bad++;
+        }
         const cJSON *xm = cJSON_GetObjectItem(s, "exclusiveMinimum");
         if (xm && v->valuedouble <= xm->valuedouble) {
             fprintf(stderr, "%s: not above exclusiveMinimum\n", path);
@@ -91,11 +123,10 @@ static int validate(const cJSON *s, const cJSON *v, const char *path) {
     char sub[512];
     if (cJSON_IsObject(v)) {
         const cJSON *req = cJSON_GetObjectItem(s, "required"), *r;
-        cJSON_ArrayForEach(r, req)
-            if (!cJSON_GetObjectItemCaseSensitive(v, r->valuestring)) {
-                fprintf(stderr, "%s: missing required %s\n", path, r->valuestring);
-                bad++;
-            }
+        cJSON_ArrayForEach(r, req) if (!cJSON_GetObjectItemCaseSensitive(v, r->valuestring)) {
+            fprintf(stderr, "%s: missing required %s\n", path, r->valuestring);
+            bad++;
+        }
         const cJSON *props = cJSON_GetObjectItem(s, "properties");
         const cJSON *addl = cJSON_GetObjectItem(s, "additionalProperties");
         const cJSON *m;
@@ -103,24 +134,29 @@ static int validate(const cJSON *s, const cJSON *v, const char *path) {
             snprintf(sub, sizeof sub, "%s.%s", path, m->string);
             const cJSON *ps = props ? cJSON_GetObjectItemCaseSensitive(props, m->string) : NULL;
             if (ps) bad += validate(ps, m, sub);
-            else if (addl && cJSON_IsFalse(addl)) { fprintf(stderr, "%s: not allowed\n", sub); bad++; }
-            else if (addl && cJSON_IsObject(addl)) bad += validate(addl, m, sub);
+            else if (addl && cJSON_IsFalse(addl)) {
+                fprintf(stderr, "%s: not allowed\n", sub);
+                bad++;
+            } else if (addl && cJSON_IsObject(addl)) bad += validate(addl, m, sub);
         }
     }
     if (cJSON_IsArray(v)) {
         const cJSON *items = cJSON_GetObjectItem(s, "items"), *m;
         int i = 0;
         if (items) cJSON_ArrayForEach(m, v) {
-            snprintf(sub, sizeof sub, "%s[%d]", path, i++);
-            bad += validate(items, m, sub);
-        }
+                snprintf(sub, sizeof sub, "%s[%d]", path, i++);
+                bad += validate(items, m, sub);
+            }
     }
     return bad;
 }
 
 static int validate_text(const char *text) {
     char *st = slurp(SCHEMA, NULL);
-    if (!st) { fprintf(stderr, "cannot read %s\n", SCHEMA); return 1; }
+    if (!st) {
+        fprintf(stderr, "cannot read %s\n", SCHEMA);
+        return 1;
+    }
     cJSON *s = cJSON_Parse(st), *v = cJSON_Parse(text);
     free(st);
     int bad = (!s || !v) ? 1 : validate(s, v, "$");
@@ -139,13 +175,17 @@ static void sample(struct vq_results *r) {
     ASSERT(vq_str_set(&r->model.file, "models/x.gguf") == VQ_STATUS_OK);
     strcpy(r->model.sha256, "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53");
     strcpy(r->model.arch, "llama");
-    r->model.n_layers = 30; r->model.n_kv_heads = 3; r->model.head_dim = 64;
+    r->model.n_layers = 30;
+    r->model.n_kv_heads = 3;
+    r->model.head_dim = 64;
     r->protocol.prompts = calloc(2, sizeof(char *));
     vq_str_set(&r->protocol.prompts[0], "Hello \"world\"\n\xc3\xa9");
     vq_str_set(&r->protocol.prompts[1], "Second");
     r->protocol.n_prompts = 2;
     vq_str_set(&r->protocol.corpus, "data/corpus_en.txt");
-    r->protocol.ctx = 512; r->protocol.chunks = 4; r->protocol.max_tokens = 200;
+    r->protocol.ctx = 512;
+    r->protocol.chunks = 4;
+    r->protocol.max_tokens = 200;
     r->protocol.seed = 42;
     struct vq_result e;
     vq_result_init(&e);
@@ -153,10 +193,21 @@ static void sample(struct vq_results *r) {
     strcpy(e.config.k_method, "turboquant_mse");
     strcpy(e.config.v_method, "turboquant_mse");
     e.config.k_bits = e.config.v_bits = 3;
-    e.ppl = 12.345678901234567; e.kld_mean = 0.0123; e.kld_median = 0.004; e.kld_p99 = 0.2;
-    e.top1 = 0.93; e.kv_bytes = 1234567; e.key_x = 4.92; e.fullKV_x = 4.92;
-    e.bits_per_elem = 3.25; e.prefill_tok_s = 812.5; e.decode_tok_s = 95.25;
-    e.tokens_generated = 150.5; e.fp16_prefix_match = 37.25; e.cosine_k = 0.98; e.cosine_v = 0.97;
+    e.ppl = 12.345678901234567;
+    e.kld_mean = 0.0123;
+    e.kld_median = 0.004;
+    e.kld_p99 = 0.2;
+    e.top1 = 0.93;
+    e.kv_bytes = 1234567;
+    e.key_x = 4.92;
+    e.fullKV_x = 4.92;
+    e.bits_per_elem = 3.25;
+    e.prefill_tok_s = 812.5;
+    e.decode_tok_s = 95.25;
+    e.tokens_generated = 150.5;
+    e.fp16_prefix_match = 37.25;
+    e.cosine_k = 0.98;
+    e.cosine_v = 0.97;
     e.peak_rss_mb = 210;
     vq_str_set(&e.output_preview, "The answer is 42.");
     ASSERT(vq_results_add(r, &e) == VQ_STATUS_OK);
@@ -166,8 +217,10 @@ static void sample(struct vq_results *r) {
     strcpy(e.config.v_method, "kivi");
     e.config.k_bits = e.config.v_bits = 2;
     e.config.n_opts = 2;
-    strcpy(e.config.opts[0].key, "group_size"); e.config.opts[0].value = 32;
-    strcpy(e.config.opts[1].key, "residual_length"); e.config.opts[1].value = 128;
+    strcpy(e.config.opts[0].key, "group_size");
+    e.config.opts[0].value = 32;
+    strcpy(e.config.opts[1].key, "residual_length");
+    e.config.opts[1].value = 128;
     vq_str_set(&e.error, "child killed by signal 9 (out of memory?)");
     ASSERT(vq_results_add(r, &e) == VQ_STATUS_OK);
 }
@@ -193,7 +246,7 @@ TEST(round_trip) {
     ASSERT_EQ_INT(q.n_results, 2);
     if (q.n_results == 2) {
         const struct vq_result *a = &q.results[0], *b = &q.results[1];
-        ASSERT(a->ppl == r.results[0].ppl);   /* doubles survive exactly */
+        ASSERT(a->ppl == r.results[0].ppl); /* doubles survive exactly */
         ASSERT(a->kld_mean == 0.0123 && a->kv_bytes == 1234567 && a->top1 == 0.93);
         ASSERT(!strcmp(a->output_preview, "The answer is 42."));
         ASSERT(a->error == NULL);
@@ -258,18 +311,26 @@ static void check_ranges(cJSON *root, const cJSON *props, cJSON *obj, int *n) {
         if (!v) continue;
         const cJSON *sub = cJSON_GetObjectItem(ps, "properties");
         const cJSON *items = cJSON_GetObjectItem(ps, "items");
-        if (sub && cJSON_IsObject(v)) { check_ranges(root, sub, v, n); continue; }
+        if (sub && cJSON_IsObject(v)) {
+            check_ranges(root, sub, v, n);
+            continue;
+        }
         if (items && cJSON_GetObjectItem(items, "properties") && cJSON_IsArray(v)) {
-            check_ranges(root, cJSON_GetObjectItem(items, "properties"), cJSON_GetArrayItem(v, 0), n);
+            check_ranges(root, cJSON_GetObjectItem(items, "properties"), cJSON_GetArrayItem(v, 0),
+                         n);
             continue;
         }
         if (!cJSON_IsNumber(v)) continue;
         const double orig = v->valuedouble;
         const cJSON *t = cJSON_GetObjectItem(ps, "type");
         const double step = t && !strcmp(t->valuestring, "integer") ? 1 : 0.5;
-        const cJSON *mn = cJSON_GetObjectItem(ps, "minimum"), *mx = cJSON_GetObjectItem(ps, "maximum");
+        const cJSON *mn = cJSON_GetObjectItem(ps, "minimum"),
+                    *mx = cJSON_GetObjectItem(ps, "maximum");
         const cJSON *xm = cJSON_GetObjectItem(ps, "exclusiveMinimum");
-        struct { const cJSON *b; double in, out; } cases[3] = {
+        struct {
+            const cJSON *b;
+            double in, out;
+        } cases[3] = {
             {mn, mn ? mn->valuedouble : 0, mn ? mn->valuedouble - step : 0},
             {xm, xm ? xm->valuedouble + step : 0, xm ? xm->valuedouble : 0},
             {mx, mx ? mx->valuedouble : 0, mx ? mx->valuedouble + step : 0},
@@ -278,10 +339,13 @@ static void check_ranges(cJSON *root, const cJSON *props, cJSON *obj, int *n) {
             if (!cases[c].b) continue;
             int sch;
             const int in = accepts(root, obj, ps->string, cases[c].in, &sch);
-            if (!in || !sch) fprintf(stderr, "%s = %g: reader %d schema %d\n", ps->string, cases[c].in, in, sch);
+            if (!in || !sch)
+                fprintf(stderr, "%s = %g: reader %d schema %d\n", ps->string, cases[c].in, in, sch);
             ASSERT(in && sch);
             const int out = accepts(root, obj, ps->string, cases[c].out, &sch);
-            if (out || sch) fprintf(stderr, "%s = %g: reader %d schema %d\n", ps->string, cases[c].out, out, sch);
+            if (out || sch)
+                fprintf(stderr, "%s = %g: reader %d schema %d\n", ps->string, cases[c].out, out,
+                        sch);
             ASSERT(!out && !sch);
             (*n)++;
         }
@@ -298,19 +362,20 @@ TEST(reader_ranges_are_the_schema) {
     ASSERT(doc && schema);
     int n = 0;
     if (doc && schema) check_ranges(doc, cJSON_GetObjectItem(schema, "properties"), doc, &n);
-    ASSERT_GE(n, 25);   /* every metric bound, the geometry, the protocol */
+    ASSERT_GE(n, 25); /* every metric bound, the geometry, the protocol */
     /* the values a report must never draw: ppl < 1, key_x 0, head_dim 0 */
     struct vq_results q;
     char err[256];
-    static const char *const bad[][3] = {{"results", "ppl", "-3"}, {"results", "key_x", "0"},
-                                         {"model", "head_dim", "0"}};
+    static const char *const bad[][3] = {
+        {"results", "ppl", "-3"}, {"results", "key_x", "0"}, {"model", "head_dim", "0"}};
     for (size_t i = 0; doc && i < sizeof bad / sizeof bad[0]; i++) {
         cJSON *d2 = cJSON_Duplicate(doc, 1);
         cJSON *o = cJSON_GetObjectItem(d2, bad[i][0]);
         if (cJSON_IsArray(o)) o = cJSON_GetArrayItem(o, 0);
         cJSON_ReplaceItemInObject(o, bad[i][1], cJSON_CreateNumber(atof(bad[i][2])));
         char *t2 = cJSON_Print(d2);
-        ASSERT_STATUS(vq_results_from_json(t2, strlen(t2), &q, err, sizeof err), VQ_STATUS_BAD_FORMAT);
+        ASSERT_STATUS(vq_results_from_json(t2, strlen(t2), &q, err, sizeof err),
+                      VQ_STATUS_BAD_FORMAT);
         ASSERT(strstr(err, bad[i][1]) && strstr(err, "out of range"));
         free(t2);
         cJSON_Delete(d2);
@@ -342,15 +407,18 @@ TEST(reader_is_strict) {
     sample(&r);
     char *txt = vq_results_to_json(&r);
     cJSON *doc = cJSON_Parse(txt);
-    cJSON *cfg = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "results"), 1), "config");
+    cJSON *cfg = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "results"), 1),
+                                     "config");
     cJSON_ReplaceItemInObject(cfg, "k_bits", cJSON_CreateString("2"));
     char *bad = cJSON_Print(doc);
-    ASSERT_STATUS(vq_results_from_json(bad, strlen(bad), &q, err, sizeof err), VQ_STATUS_BAD_FORMAT);
+    ASSERT_STATUS(vq_results_from_json(bad, strlen(bad), &q, err, sizeof err),
+                  VQ_STATUS_BAD_FORMAT);
     ASSERT(strstr(err, "results[1].config.k_bits") != NULL);
     free(bad);
     cJSON_ReplaceItemInObject(cfg, "k_bits", cJSON_CreateNumber(2.5));
     bad = cJSON_Print(doc);
-    ASSERT_STATUS(vq_results_from_json(bad, strlen(bad), &q, err, sizeof err), VQ_STATUS_BAD_FORMAT);
+    ASSERT_STATUS(vq_results_from_json(bad, strlen(bad), &q, err, sizeof err),
+                  VQ_STATUS_BAD_FORMAT);
     free(bad);
     cJSON_Delete(doc);
     free(txt);

@@ -11,7 +11,12 @@
 #include "core/sha256.h"
 
 static uint64_t rs = 0x243F6A8885A308D3ull;
-static uint64_t rnd(void) { rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17; return rs; }
+static uint64_t rnd(void) {
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
+    return rs;
+}
 static float frand(void) { return (float)((double)(rnd() >> 11) / 9007199254740992.0 * 2.0 - 1.0); }
 static vq_half H(float f) { return vq_ggml_f2h(f); }
 
@@ -20,15 +25,18 @@ TEST(half_conversion) {
     ASSERT_EQ_INT(H(-2.0f), 0xc000);
     ASSERT_EQ_INT(H(65504.0f), 0x7bff);
     ASSERT_EQ_INT(H(1e6f), 0x7c00);
-    ASSERT_EQ_INT(H(5.9604645e-8f), 0x0001);      /* smallest subnormal */
+    ASSERT_EQ_INT(H(5.9604645e-8f), 0x0001); /* smallest subnormal */
     ASSERT_NEAR(vq_ggml_h2f(0x0001), 5.9604645e-8, 1e-15);
     ASSERT_NEAR(vq_ggml_h2f(0x03ff), 6.0975552e-5, 1e-12);
     ASSERT_NEAR(vq_ggml_h2f(0x3555), 0.33325195, 1e-8);
     ASSERT_NEAR(vq_ggml_bf2f(0x3f80), 1.0, 0);
-    for (uint32_t h = 0; h < 0x7c00; h++) {   /* every finite positive half round-trips */
-        if (H(vq_ggml_h2f((vq_half)h)) != h) { ASSERT_EQ_INT(H(vq_ggml_h2f((vq_half)h)), h); break; }
+    for (uint32_t h = 0; h < 0x7c00; h++) { /* every finite positive half round-trips */
+        if (H(vq_ggml_h2f((vq_half)h)) != h) {
+            ASSERT_EQ_INT(H(vq_ggml_h2f((vq_half)h)), h);
+            break;
+        }
     }
-    ASSERT_EQ_INT(H(1.0f + 1.0f / 2048), 0x3c00);     /* tie -> even */
+    ASSERT_EQ_INT(H(1.0f + 1.0f / 2048), 0x3c00); /* tie -> even */
     ASSERT_EQ_INT(H(1.0f + 3.0f / 2048), 0x3c02);
 }
 
@@ -40,14 +48,21 @@ TEST(dequant_legacy_known) {
     b40.d = H(0.5f);
     for (int j = 0; j < 16; j++) b40.qs[j] = (uint8_t)(j | ((15 - j) << 4));
     vq_dequantize_row_q4_0_ref(&b40, y, 32);
-    ASSERT_NEAR(y[0], -4.0, 0); ASSERT_NEAR(y[15], 3.5, 0); ASSERT_NEAR(y[16], 3.5, 0); ASSERT_NEAR(y[31], -4.0, 0);
+    ASSERT_NEAR(y[0], -4.0, 0);
+    ASSERT_NEAR(y[15], 3.5, 0);
+    ASSERT_NEAR(y[16], 3.5, 0);
+    ASSERT_NEAR(y[31], -4.0, 0);
     ASSERT_NEAR(y[9], 0.5, 0);
 
     vq_block_q4_1 b41;
-    b41.d = H(0.25f); b41.m = H(-1.0f);
+    b41.d = H(0.25f);
+    b41.m = H(-1.0f);
     for (int j = 0; j < 16; j++) b41.qs[j] = (uint8_t)(j | ((15 - j) << 4));
     vq_dequantize_row_q4_1_ref(&b41, y, 32);
-    ASSERT_NEAR(y[0], -1.0, 0); ASSERT_NEAR(y[15], 2.75, 0); ASSERT_NEAR(y[16], 2.75, 0); ASSERT_NEAR(y[20], 1.75, 0);
+    ASSERT_NEAR(y[0], -1.0, 0);
+    ASSERT_NEAR(y[15], 2.75, 0);
+    ASSERT_NEAR(y[16], 2.75, 0);
+    ASSERT_NEAR(y[20], 1.75, 0);
 
     vq_block_q5_0 b50;
     b50.d = H(2.0f);
@@ -63,23 +78,30 @@ TEST(dequant_legacy_known) {
     ASSERT_NEAR(y[31], 2.0 * (15 + 16 - 16), 0);
 
     vq_block_q5_1 b51;
-    b51.d = H(0.5f); b51.m = H(10.0f);
-    memcpy(b51.qs, b50.qs, 16); memcpy(b51.qh, b50.qh, 4);
+    b51.d = H(0.5f);
+    b51.m = H(10.0f);
+    memcpy(b51.qs, b50.qs, 16);
+    memcpy(b51.qh, b50.qh, 4);
     vq_dequantize_row_q5_1_ref(&b51, y, 32);
-    ASSERT_NEAR(y[0], 10.0, 0); ASSERT_NEAR(y[1], 10.0 + 0.5 * 17, 0); ASSERT_NEAR(y[31], 10.0 + 0.5 * 31, 0);
+    ASSERT_NEAR(y[0], 10.0, 0);
+    ASSERT_NEAR(y[1], 10.0 + 0.5 * 17, 0);
+    ASSERT_NEAR(y[31], 10.0 + 0.5 * 31, 0);
 
     vq_block_q8_0 b80;
     b80.d = H(0.125f);
     for (int j = 0; j < 32; j++) b80.qs[j] = (int8_t)(j * 8 - 128);
     vq_dequantize_row_q8_0_ref(&b80, y, 32);
-    ASSERT_NEAR(y[0], -16.0, 0); ASSERT_NEAR(y[31], 0.125 * 120, 0);
+    ASSERT_NEAR(y[0], -16.0, 0);
+    ASSERT_NEAR(y[31], 0.125 * 120, 0);
 
     uint16_t f16[3] = {0x3c00, 0xc000, 0x3555};
     vq_dequantize_row_f16_ref(f16, y, 3);
-    ASSERT_NEAR(y[1], -2.0, 0); ASSERT_NEAR(y[2], 0.33325195, 1e-8);
+    ASSERT_NEAR(y[1], -2.0, 0);
+    ASSERT_NEAR(y[2], 0.33325195, 1e-8);
     uint16_t bf[2] = {0x3f80, 0xc040};
     vq_dequantize_row_bf16_ref(bf, y, 2);
-    ASSERT_NEAR(y[0], 1.0, 0); ASSERT_NEAR(y[1], -3.0, 0);
+    ASSERT_NEAR(y[0], 1.0, 0);
+    ASSERT_NEAR(y[1], -3.0, 0);
 }
 
 TEST(dequant_kquants_known) {
@@ -87,9 +109,13 @@ TEST(dequant_kquants_known) {
     /* Q4_K: sub-block s has scale s+1 and min 2s (6-bit packing per docs/ALGORITHMS.md §9.2). */
     vq_block_q4_K b;
     memset(&b, 0, sizeof b);
-    b.d = H(0.5f); b.dmin = H(0.25f);
+    b.d = H(0.5f);
+    b.dmin = H(0.25f);
     int sc[8], mn[8];
-    for (int s = 0; s < 8; s++) { sc[s] = s + 1 + (s == 7 ? 50 : 0); mn[s] = 2 * s + (s == 6 ? 40 : 0); }
+    for (int s = 0; s < 8; s++) {
+        sc[s] = s + 1 + (s == 7 ? 50 : 0);
+        mn[s] = 2 * s + (s == 6 ? 40 : 0);
+    }
     for (int s = 0; s < 4; s++) {
         b.scales[s] = (uint8_t)((sc[s] & 63) | ((sc[s + 4] >> 4) << 6));
         b.scales[s + 4] = (uint8_t)((mn[s] & 63) | ((mn[s + 4] >> 4) << 6));
@@ -101,14 +127,18 @@ TEST(dequant_kquants_known) {
         int s = e / 32, l = e % 32, p = e / 64;
         int nib = (e % 64) < 32 ? ((32 * p + l) % 16) : (15 - (32 * p + l) % 16);
         double want = 0.5 * sc[s] * nib - 0.25 * mn[s];
-        if (fabs(y[e] - want) > 1e-6) { ASSERT_NEAR(y[e], want, 1e-6); break; }
+        if (fabs(y[e] - want) > 1e-6) {
+            ASSERT_NEAR(y[e], want, 1e-6);
+            break;
+        }
     }
-    ASSERT_NEAR(y[255], -0.25 * 14, 1e-6);   /* e=255: sub-block 7, nibble 0, min 14 */
+    ASSERT_NEAR(y[255], -0.25 * 14, 1e-6); /* e=255: sub-block 7, nibble 0, min 14 */
 
     /* Q5_K: same scales plus a high bit from qh[l] bit s. */
     vq_block_q5_K b5;
     memset(&b5, 0, sizeof b5);
-    b5.d = b.d; b5.dmin = b.dmin;
+    b5.d = b.d;
+    b5.dmin = b.dmin;
     memcpy(b5.scales, b.scales, 12);
     memcpy(b5.qs, b.qs, 128);
     for (int l = 0; l < 32; l++) b5.qh[l] = (uint8_t)(l % 2 ? 0xAA : 0x55);
@@ -118,7 +148,10 @@ TEST(dequant_kquants_known) {
         int nib = (e % 64) < 32 ? ((32 * p + l) % 16) : (15 - (32 * p + l) % 16);
         int hb = (((l % 2) ? 0xAA : 0x55) >> s) & 1;
         double want = 0.5 * sc[s] * (nib + 16 * hb) - 0.25 * mn[s];
-        if (fabs(y[e] - want) > 1e-6) { ASSERT_NEAR(y[e], want, 1e-6); break; }
+        if (fabs(y[e] - want) > 1e-6) {
+            ASSERT_NEAR(y[e], want, 1e-6);
+            break;
+        }
     }
 
     /* Q6_K: q = (low4 | hi2 << 4) - 32 with per-16 int8 scales. */
@@ -134,7 +167,10 @@ TEST(dequant_kquants_known) {
         int low4 = g < 2 ? qlb & 15 : qlb >> 4;
         int hi2 = (b6.qh[32 * h + l] >> (2 * g)) & 3;
         double want = 0.03125 * b6.scales[e / 16] * ((low4 | (hi2 << 4)) - 32);
-        if (fabs(y[e] - want) > 1e-6) { ASSERT_NEAR(y[e], want, 1e-6); break; }
+        if (fabs(y[e] - want) > 1e-6) {
+            ASSERT_NEAR(y[e], want, 1e-6);
+            break;
+        }
     }
     /* a fixed element checked by hand: e=0: ql[0]=3 -> low4 3, qh[0]=5 -> hi2 1, q=19-32=-13 */
     ASSERT_NEAR(y[0], 0.03125 * -70 * -13, 1e-6);
@@ -147,7 +183,12 @@ TEST(quantize_round_trip) {
     static float x[N], y[N];
     static uint8_t buf[N * 2];
     for (int i = 0; i < N; i++) x[i] = frand() * (1.0f + (float)(i % 7));
-    struct { void (*q)(const float *, void *, int64_t); void (*dq)(const void *, float *, int64_t); double tol; const char *name; } c[] = {
+    struct {
+        void (*q)(const float *, void *, int64_t);
+        void (*dq)(const void *, float *, int64_t);
+        double tol;
+        const char *name;
+    } c[] = {
         {vq_quantize_row_q4_0_ref, vq_dequantize_row_q4_0_ref, 0.12, "q4_0"},
         {vq_quantize_row_q4_1_ref, vq_dequantize_row_q4_1_ref, 0.09, "q4_1"},
         {vq_quantize_row_q5_0_ref, vq_dequantize_row_q5_0_ref, 0.06, "q5_0"},
@@ -158,18 +199,24 @@ TEST(quantize_round_trip) {
         c[k].q(x, buf, N);
         c[k].dq(buf, y, N);
         double e = 0, r = 0;
-        for (int i = 0; i < N; i++) { e += (x[i] - y[i]) * (x[i] - y[i]); r += x[i] * x[i]; }
+        for (int i = 0; i < N; i++) {
+            e += (x[i] - y[i]) * (x[i] - y[i]);
+            r += x[i] * x[i];
+        }
         double rel = sqrt(e / r);
         if (rel > c[k].tol) fprintf(stderr, "%s rel rmse %g\n", c[k].name, rel);
         ASSERT_LE(rel, c[k].tol);
-        ASSERT_GE(rel, c[k].tol / 20);   /* not lossless: the check can fail */
+        ASSERT_GE(rel, c[k].tol / 20); /* not lossless: the check can fail */
     }
     /* q8a activation: s = d * sum(q) and |q| <= 127 */
     static vq_block_q8a qa[N / 32];
     vq_quantize_row_q8a_ref(x, qa, N);
     for (int b = 0; b < N / 32; b++) {
         int s = 0;
-        for (int j = 0; j < 32; j++) { s += qa[b].qs[j]; ASSERT(qa[b].qs[j] >= -127); }
+        for (int j = 0; j < 32; j++) {
+            s += qa[b].qs[j];
+            ASSERT(qa[b].qs[j] >= -127);
+        }
         ASSERT_NEAR(qa[b].s, qa[b].d * s, 1e-4 * fabs(qa[b].d * 32 * 127));
     }
 }
@@ -185,19 +232,36 @@ static void fill_random_blocks(uint32_t type, uint8_t *w, int64_t n_elem) {
         uint8_t *p = w + b * ti->type_size;
         vq_half h1 = H(0.01f + 0.05f * fabsf(frand())), h2 = H(0.01f * frand());
         switch (type) {
-        case VQ_GGML_F32: for (int64_t i = 0; i < n_elem; i++) ((float *)w)[i] = frand(); return;
-        case VQ_GGML_F16: for (int64_t i = 0; i < n_elem; i++) ((vq_half *)w)[i] = H(frand()); return;
-        case VQ_GGML_BF16: for (int64_t i = 0; i < n_elem; i++) { float f = frand(); uint32_t u; memcpy(&u, &f, 4); ((uint16_t *)w)[i] = (uint16_t)(u >> 16); } return;
-        case VQ_GGML_Q4_1: case VQ_GGML_Q5_1: case VQ_GGML_Q4_K: case VQ_GGML_Q5_K:
-            memcpy(p, &h1, 2); memcpy(p + 2, &h2, 2); break;
+        case VQ_GGML_F32:
+            for (int64_t i = 0; i < n_elem; i++) ((float *)w)[i] = frand();
+            return;
+        case VQ_GGML_F16:
+            for (int64_t i = 0; i < n_elem; i++) ((vq_half *)w)[i] = H(frand());
+            return;
+        case VQ_GGML_BF16:
+            for (int64_t i = 0; i < n_elem; i++) {
+                float f = frand();
+                uint32_t u;
+                memcpy(&u, &f, 4);
+                ((uint16_t *)w)[i] = (uint16_t)(u >> 16);
+            }
+            return;
+        case VQ_GGML_Q4_1:
+        case VQ_GGML_Q5_1:
+        case VQ_GGML_Q4_K:
+        case VQ_GGML_Q5_K:
+            memcpy(p, &h1, 2);
+            memcpy(p + 2, &h2, 2);
+            break;
         case VQ_GGML_Q6_K: memcpy(p + 208, &h1, 2); break;
         default: memcpy(p, &h1, 2); break;
         }
     }
 }
 
-static const uint32_t all_types[] = {VQ_GGML_F32, VQ_GGML_F16, VQ_GGML_BF16, VQ_GGML_Q4_0,
-    VQ_GGML_Q4_1, VQ_GGML_Q5_0, VQ_GGML_Q5_1, VQ_GGML_Q8_0, VQ_GGML_Q4_K, VQ_GGML_Q5_K, VQ_GGML_Q6_K};
+static const uint32_t all_types[] = {VQ_GGML_F32,  VQ_GGML_F16,  VQ_GGML_BF16, VQ_GGML_Q4_0,
+                                     VQ_GGML_Q4_1, VQ_GGML_Q5_0, VQ_GGML_Q5_1, VQ_GGML_Q8_0,
+                                     VQ_GGML_Q4_K, VQ_GGML_Q5_K, VQ_GGML_Q6_K};
 #define N_TYPES (sizeof all_types / sizeof all_types[0])
 
 /* The reference dot equals the fp64 dot of the dequantized weight and dequantized activation. */
@@ -223,11 +287,16 @@ TEST(ref_dot_vs_fp64) {
             for (int i = 0; i < N; i++) af[i] = q[i / 256].d * q[i / 256].qs[i % 256];
         }
         double want = 0, wx = 0, mag = 0;
-        for (int i = 0; i < N; i++) { want += (double)wf[i] * af[i]; wx += (double)wf[i] * x[i]; mag += fabs(wf[i] * x[i]); }
+        for (int i = 0; i < N; i++) {
+            want += (double)wf[i] * af[i];
+            wx += (double)wf[i] * x[i];
+            mag += fabs(wf[i] * x[i]);
+        }
         float got = kr->vec_dot(N, w, act);
-        if (fabs(got - want) > 1e-5 * mag + 1e-6) fprintf(stderr, "type %s\n", vq_ggml_type_name(all_types[k]));
+        if (fabs(got - want) > 1e-5 * mag + 1e-6)
+            fprintf(stderr, "type %s\n", vq_ggml_type_name(all_types[k]));
         ASSERT_NEAR(got, want, 1e-5 * mag + 1e-6);
-        ASSERT_NEAR(got, wx, 0.02 * mag);   /* activation quantization error stays small */
+        ASSERT_NEAR(got, wx, 0.02 * mag); /* activation quantization error stays small */
     }
 }
 
@@ -239,14 +308,18 @@ TEST(isa_variants_match_ref) {
     const int nflt[] = {1, 7, 8, 13, 31, 67, 129, 576};
     int checked = 0;
     for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
-        if (!vq_ggml_isa_available((enum vq_isa)isa)) { fprintf(stderr, "  (isa %d not available)\n", isa); continue; }
+        if (!vq_ggml_isa_available((enum vq_isa)isa)) {
+            fprintf(stderr, "  (isa %d not available)\n", isa);
+            continue;
+        }
         for (size_t k = 0; k < N_TYPES; k++) {
             const struct vq_ggml_kernels *kr = vq_ggml_kernels(all_types[k], VQ_ISA_SCALAR);
             const struct vq_ggml_kernels *kv = vq_ggml_kernels(all_types[k], (enum vq_isa)isa);
             ASSERT(kv && kv->act == kr->act);
             const struct vq_ggml_type_info *ti = vq_ggml_type_info(all_types[k]);
             int float_type = ti->block_size == 1;
-            int ncase = float_type ? (int)(sizeof nflt / sizeof nflt[0]) : (int)(sizeof nblk / sizeof nblk[0]);
+            int ncase = float_type ? (int)(sizeof nflt / sizeof nflt[0])
+                                   : (int)(sizeof nblk / sizeof nblk[0]);
             for (int c = 0; c < ncase; c++) {
                 int64_t n = float_type ? nflt[c] : (int64_t)nblk[c] * ti->block_size;
                 if (n > 256 * 19) continue;
@@ -292,7 +365,7 @@ TEST(vec_dot4_bitwise_equals_vec_dot) {
         if (!vq_ggml_isa_available((enum vq_isa)isa)) continue;
         for (size_t k = 0; k < N_TYPES; k++) {
             const struct vq_ggml_kernels *kv = vq_ggml_kernels(all_types[k], (enum vq_isa)isa);
-            if (!kv->vec_dot4 || kv->act != VQ_ACT_Q8A) continue;   /* Q4_K: test below */
+            if (!kv->vec_dot4 || kv->act != VQ_ACT_Q8A) continue; /* Q4_K: test below */
             for (int nb = 1; nb <= 19; nb += 2) {
                 int64_t n = 32 * nb;
                 fill_random_blocks(all_types[k], w, n);
@@ -304,8 +377,9 @@ TEST(vec_dot4_bitwise_equals_vec_dot) {
                 kv->vec_dot4(n, w, act[0], sizeof act[0], o4);
                 for (int j = 0; j < 4; j++) {
                     float o1 = kv->vec_dot(n, w, act[j]);
-                    if (memcmp(&o1, &o4[j], 4)) fprintf(stderr, "isa %d %s nb %d row %d: %.9g vs %.9g\n", isa,
-                                                     vq_ggml_type_name(all_types[k]), nb, j, o1, o4[j]);
+                    if (memcmp(&o1, &o4[j], 4))
+                        fprintf(stderr, "isa %d %s nb %d row %d: %.9g vs %.9g\n", isa,
+                                vq_ggml_type_name(all_types[k]), nb, j, o1, o4[j]);
                     ASSERT(!memcmp(&o1, &o4[j], 4));
                     checked++;
                 }
@@ -351,7 +425,8 @@ TEST(q4_K_gemm_and_gemv_orders) {
             differ += memcmp(&r4[j], &r1[j], 4) != 0;
         }
     }
-    fprintf(stderr, "  Q4_K: gemm and gemv orders differ in the last bits for %d of 80 rows\n", differ);
+    fprintf(stderr, "  Q4_K: gemm and gemv orders differ in the last bits for %d of 80 rows\n",
+            differ);
     ASSERT(checked >= 80);
 }
 
@@ -369,7 +444,8 @@ TEST(matmul_odd_shapes) {
         fill_random_blocks(types[k], w, (int64_t)ROWS * COLS);
         for (int i = 0; i < TOK * COLS; i++) x[i] = frand();
         size_t ab = vq_ggml_act_row_bytes(kr->act, COLS);
-        for (int t = 0; t < TOK; t++) vq_ggml_quantize_act(kr->act, x + t * COLS, act + t * ab, COLS);
+        for (int t = 0; t < TOK; t++)
+            vq_ggml_quantize_act(kr->act, x + t * COLS, act + t * ab, COLS);
         for (int nt = 1; nt <= 2; nt++) {
             for (int i = 0; i < TOK * 41; i++) out[i] = -999.0f;
             vq_ggml_matmul(kv, w, rb, ROWS, COLS, act, ab, TOK, out, 41, nt);
@@ -379,7 +455,8 @@ TEST(matmul_odd_shapes) {
                     float want = kr->vec_dot(COLS, w + r * rb, act + t * ab);
                     if (fabsf(out[t * 41 + r] - want) > 1e-4f * (1 + fabsf(want))) bad++;
                 }
-                for (int r = ROWS; r < 41; r++) if (out[t * 41 + r] != -999.0f) bad++;   /* no writes past n_rows */
+                for (int r = ROWS; r < 41; r++)
+                    if (out[t * 41 + r] != -999.0f) bad++; /* no writes past n_rows */
             }
             ASSERT_EQ_INT(bad, 0);
         }
@@ -393,7 +470,7 @@ TEST(q8a_matches_ggml_q8_1) {
     float x[64];
     vq_block_q8a b[2];
     for (int i = 0; i < 64; i++) x[i] = frand() * (i < 32 ? 0.01f : 3.0f);
-    x[5] = -0.01f * 1.5f;   /* amax of block 0 */
+    x[5] = -0.01f * 1.5f; /* amax of block 0 */
     vq_quantize_row_q8a_ref(x, b, 64);
     for (int k = 0; k < 2; k++) {
         float amax = 0;
@@ -415,7 +492,8 @@ TEST(q8a_matches_ggml_q8_1) {
         for (int rep = 0; rep < 50; rep++) {
             for (int i = 0; i < 32 * 9; i++) xs[i] = frand() * (float)(1 + rep);
             for (int i = 32; i < 64; i++) xs[i] = 0.0f;
-            for (int i = 64; i < 96; i++) xs[i] = (float)(i - 80) * 0.5f;   /* amax 7.5: q = x * 127 / 7.5 */
+            for (int i = 64; i < 96; i++)
+                xs[i] = (float)(i - 80) * 0.5f; /* amax 7.5: q = x * 127 / 7.5 */
             vq_quantize_row_q8a_ref(xs, r, 32 * 9);
             vq_ggml_quantize_act_isa((enum vq_isa)isa, VQ_ACT_Q8A, xs, v, 32 * 9);
             ASSERT(!memcmp(r, v, sizeof r));
@@ -431,10 +509,14 @@ TEST(swiglu_bitwise) {
     int checked = 0;
     for (int isa = VQ_ISA_AVX2; isa < VQ_ISA_COUNT; isa++) {
         if (!vq_ggml_isa_available((enum vq_isa)isa)) continue;
-        const struct vq_ggml_nn_kernels *r = vq_ggml_nn_kernels(VQ_ISA_SCALAR), *v = vq_ggml_nn_kernels((enum vq_isa)isa);
+        const struct vq_ggml_nn_kernels *r = vq_ggml_nn_kernels(VQ_ISA_SCALAR),
+                                        *v = vq_ggml_nn_kernels((enum vq_isa)isa);
         for (int rep = 0; rep < 20; rep++) {
-            const int nf = rep % 2 ? 203 : 192;   /* with and without a scalar tail */
-            for (int i = 0; i < nf; i++) { g0[i] = g1[i] = frand() * (rep < 10 ? 12.0f : 120.0f); u[i] = frand(); }
+            const int nf = rep % 2 ? 203 : 192; /* with and without a scalar tail */
+            for (int i = 0; i < nf; i++) {
+                g0[i] = g1[i] = frand() * (rep < 10 ? 12.0f : 120.0f);
+                u[i] = frand();
+            }
             r->swiglu(g0, u, nf);
             v->swiglu(g1, u, nf);
             ASSERT(!memcmp(g0, g1, sizeof(float) * (size_t)nf));
@@ -459,14 +541,15 @@ TEST(gelu_table_equals_ggml) {
     vq_sha256_init(&s);
     vq_sha256_update(&s, t, sizeof t);
     vq_sha256_final(&s, h);
-    ASSERT(vq_sha256_from_hex("5eceda6f287dec9dc0bcfa24516d6744a031a5c52d1984688b4558aeb1daf909", want));
+    ASSERT(vq_sha256_from_hex("5eceda6f287dec9dc0bcfa24516d6744a031a5c52d1984688b4558aeb1daf909",
+                              want));
     ASSERT(!memcmp(h, want, 32));
     ASSERT_EQ_INT(t[49151], 0xa9d3);
     float g[5] = {-10.0f, 10.0f, 1.0f, -0.5f, 0.0f}, u[5] = {3.0f, 2.0f, 2.0f, 1.0f, 5.0f};
     vq_ggml_geglu_ref(t, g, u, 5);
     ASSERT_NEAR(g[0], 0.0, 0);
     ASSERT_NEAR(g[1], 20.0, 0);
-    ASSERT_NEAR(g[2], 2 * 0.8411920071, 2e-3);   /* tanh-GELU(1) through fp16 */
+    ASSERT_NEAR(g[2], 2 * 0.8411920071, 2e-3); /* tanh-GELU(1) through fp16 */
     ASSERT_NEAR(g[3], -0.1542859972, 2e-4);
     ASSERT_NEAR(g[4], 0.0, 0);
 }

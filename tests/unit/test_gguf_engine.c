@@ -16,28 +16,39 @@ enum { E = 64, NH = 4, NKV = 2, HD = 16, FF = 96, NV = 40, NL = 2, MAXT = 12 };
 
 static uint64_t rs = 0x9E3779B97F4A7C15ull;
 static float frand(void) {
-    rs ^= rs << 13; rs ^= rs >> 7; rs ^= rs << 17;
+    rs ^= rs << 13;
+    rs ^= rs >> 7;
+    rs ^= rs << 17;
     return (float)((double)(rs >> 11) / 9007199254740992.0 * 2.0 - 1.0);
 }
 
 /* ---- synthetic weights ---- */
-struct tw { char name[48]; int64_t rows, cols; float *w; };
+struct tw {
+    char name[48];
+    int64_t rows, cols;
+    float *w;
+};
 static struct tw T[64];
 static int nT;
 
 static float *add_t(const char *name, int64_t rows, int64_t cols, float scale, float offset) {
     struct tw *t = &T[nT++];
     snprintf(t->name, sizeof t->name, "%s", name);
-    t->rows = rows; t->cols = cols;
+    t->rows = rows;
+    t->cols = cols;
     t->w = malloc(sizeof(float) * (size_t)(rows * cols));
     for (int64_t i = 0; i < rows * cols; i++) t->w[i] = offset + scale * frand();
     return t->w;
 }
 static const float *get_t(const char *name) {
-    for (int i = 0; i < nT; i++) if (!strcmp(T[i].name, name)) return T[i].w;
+    for (int i = 0; i < nT; i++)
+        if (!strcmp(T[i].name, name)) return T[i].w;
     return NULL;
 }
-static void free_t(void) { for (int i = 0; i < nT; i++) free(T[i].w); nT = 0; }
+static void free_t(void) {
+    for (int i = 0; i < nT; i++) free(T[i].w);
+    nT = 0;
+}
 
 static void make_weights(int qwen) {
     free_t();
@@ -66,22 +77,50 @@ static void make_weights(int qwen) {
 }
 
 /* ---- GGUF writer ---- */
-struct wb { uint8_t *p; size_t n, cap; };
+struct wb {
+    uint8_t *p;
+    size_t n, cap;
+};
 static void put(struct wb *b, const void *v, size_t n) {
-    if (b->n + n > b->cap) { b->cap = (b->n + n) * 2; b->p = realloc(b->p, b->cap); }
+    if (b->n + n > b->cap) {
+        b->cap = (b->n + n) * 2;
+        b->p = realloc(b->p, b->cap);
+    }
     memcpy(b->p + b->n, v, n);
     b->n += n;
 }
 static void put_u32(struct wb *b, uint32_t v) { put(b, &v, 4); }
 static void put_u64(struct wb *b, uint64_t v) { put(b, &v, 8); }
-static void put_str(struct wb *b, const char *s) { put_u64(b, strlen(s)); put(b, s, strlen(s)); }
-static void kv_u32(struct wb *b, const char *k, uint32_t v) { put_str(b, k); put_u32(b, VQ_GGUF_U32); put_u32(b, v); }
-static void kv_f32(struct wb *b, const char *k, float v) { put_str(b, k); put_u32(b, VQ_GGUF_F32); put(b, &v, 4); }
-static void kv_str(struct wb *b, const char *k, const char *v) { put_str(b, k); put_u32(b, VQ_GGUF_STRING); put_str(b, v); }
+static void put_str(struct wb *b, const char *s) {
+    put_u64(b, strlen(s));
+    put(b, s, strlen(s));
+}
+static void kv_u32(struct wb *b, const char *k, uint32_t v) {
+    put_str(b, k);
+    put_u32(b, VQ_GGUF_U32);
+    put_u32(b, v);
+}
+static void kv_f32(struct wb *b, const char *k, float v) {
+    put_str(b, k);
+    put_u32(b, VQ_GGUF_F32);
+    put(b, &v, 4);
+}
+static void kv_str(struct wb *b, const char *k, const char *v) {
+    put_str(b, k);
+    put_u32(b, VQ_GGUF_STRING);
+    put_str(b, v);
+}
 
 /* Defects write_model can put into a file, combinable. */
-enum corrupt { C_NONE = 0, C_MISSING = 1, C_SHAPE = 2, C_ARCH = 4, C_TYPE = 8, C_NO_META = 16,
-               C_ROPE_FREQS = 32 };
+enum corrupt {
+    C_NONE = 0,
+    C_MISSING = 1,
+    C_SHAPE = 2,
+    C_ARCH = 4,
+    C_TYPE = 8,
+    C_NO_META = 16,
+    C_ROPE_FREQS = 32
+};
 
 /* Writes the current weights as a GGUF file; matrices in wtype (F32 or Q8_0). */
 static void write_model(const char *path, const char *arch, uint32_t wtype, unsigned cor) {
@@ -89,17 +128,22 @@ static void write_model(const char *path, const char *arch, uint32_t wtype, unsi
     if (cor & C_ROPE_FREQS) add_t("rope_freqs.weight", 1, HD / 2, 0.0f, 1.0f);
     int skip = cor & C_MISSING ? 5 : -1;
     int n_t = nT - (skip >= 0);
-    put(&b, "GGUF", 4); put_u32(&b, 3); put_u64(&b, (uint64_t)n_t);
+    put(&b, "GGUF", 4);
+    put_u32(&b, 3);
+    put_u64(&b, (uint64_t)n_t);
     put_u64(&b, cor & C_NO_META ? 8 : 9);
     char k[64];
     kv_str(&b, "general.architecture", cor & C_ARCH ? "gpt9" : arch);
 #define KU(s, v) (snprintf(k, sizeof k, "%s." s, arch), kv_u32(&b, k, v))
 #define KF(s, v) (snprintf(k, sizeof k, "%s." s, arch), kv_f32(&b, k, v))
-    KU("block_count", NL); KU("embedding_length", E); KU("feed_forward_length", FF);
+    KU("block_count", NL);
+    KU("embedding_length", E);
+    KU("feed_forward_length", FF);
     KU("attention.head_count", NH);
     if (!(cor & C_NO_META)) KU("attention.head_count_kv", NKV);
     KU("context_length", 256);
-    KF("rope.freq_base", 10000.0f); KF("attention.layer_norm_rms_epsilon", 1e-5f);
+    KF("rope.freq_base", 10000.0f);
+    KF("attention.layer_norm_rms_epsilon", 1e-5f);
 #undef KU
 #undef KF
     uint64_t off = 0;
@@ -109,15 +153,25 @@ static void write_model(const char *path, const char *arch, uint32_t wtype, unsi
         if (i == skip) continue;
         int is_mat = T[i].rows > 1 && T[i].cols % 32 == 0;
         uint32_t ty = is_mat ? wtype : VQ_GGML_F32;
-        if (cor & C_TYPE && i == 4) ty = 24;   /* I8: a layout we parse but cannot multiply */
+        if (cor & C_TYPE && i == 4) ty = 24; /* I8: a layout we parse but cannot multiply */
         types[i] = ty;
         sizes[i] = ty == VQ_GGML_Q8_0 ? (size_t)(T[i].rows * T[i].cols / 32 * 34)
-                 : ty == 24 ? (size_t)(T[i].rows * T[i].cols) : (size_t)(T[i].rows * T[i].cols * 4);
+                 : ty == 24           ? (size_t)(T[i].rows * T[i].cols)
+                                      : (size_t)(T[i].rows * T[i].cols * 4);
         put_str(&b, T[i].name);
         int64_t cols = T[i].cols, rows = T[i].rows;
-        if (cor & C_SHAPE && i == 6) { cols = T[i].cols / 2; rows = T[i].rows * 2; }
-        if (rows == 1) { put_u32(&b, 1); put_u64(&b, (uint64_t)cols); }
-        else { put_u32(&b, 2); put_u64(&b, (uint64_t)cols); put_u64(&b, (uint64_t)rows); }
+        if (cor & C_SHAPE && i == 6) {
+            cols = T[i].cols / 2;
+            rows = T[i].rows * 2;
+        }
+        if (rows == 1) {
+            put_u32(&b, 1);
+            put_u64(&b, (uint64_t)cols);
+        } else {
+            put_u32(&b, 2);
+            put_u64(&b, (uint64_t)cols);
+            put_u64(&b, (uint64_t)rows);
+        }
         put_u32(&b, ty);
         put_u64(&b, off);
         off += (sizes[i] + 31) / 32 * 32;
@@ -186,7 +240,10 @@ static void ref_forward(const int32_t *tok, int n, int qwen, int neox, float *lo
             ref_matvec(W("attn_v.weight"), h, NKV * HD, E, v);
             if (qwen) {
                 for (int i = 0; i < NH * HD; i++) q[i] += W("attn_q.bias")[i];
-                for (int i = 0; i < NKV * HD; i++) { k[i] += W("attn_k.bias")[i]; v[i] += W("attn_v.bias")[i]; }
+                for (int i = 0; i < NKV * HD; i++) {
+                    k[i] += W("attn_k.bias")[i];
+                    v[i] += W("attn_v.bias")[i];
+                }
             }
             for (int hh = 0; hh < NH; hh++) ref_rope(q + hh * HD, p, neox);
             for (int hh = 0; hh < NKV; hh++) ref_rope(k + hh * HD, p, neox);
@@ -197,11 +254,15 @@ static void ref_forward(const int32_t *tok, int n, int qwen, int neox, float *lo
                 double sc[MAXT], mx = -1e300, sum = 0;
                 for (int t = 0; t <= p; t++) {
                     double s = 0;
-                    for (int d = 0; d < HD; d++) s += (double)q[hh * HD + d] * Kc[l][t][kh * HD + d];
+                    for (int d = 0; d < HD; d++)
+                        s += (double)q[hh * HD + d] * Kc[l][t][kh * HD + d];
                     sc[t] = s / sqrt((double)HD);
                     if (sc[t] > mx) mx = sc[t];
                 }
-                for (int t = 0; t <= p; t++) { sc[t] = exp(sc[t] - mx); sum += sc[t]; }
+                for (int t = 0; t <= p; t++) {
+                    sc[t] = exp(sc[t] - mx);
+                    sum += sc[t];
+                }
                 for (int d = 0; d < HD; d++) {
                     double a = 0;
                     for (int t = 0; t <= p; t++) a += sc[t] / sum * Vc[l][t][kh * HD + d];
@@ -218,7 +279,8 @@ static void ref_forward(const int32_t *tok, int n, int qwen, int neox, float *lo
             for (int i = 0; i < E; i++) x[i] += o[i];
         }
         ref_rmsnorm(x, get_t("output_norm.weight"), h);
-        ref_matvec(qwen ? get_t("output.weight") : get_t("token_embd.weight"), h, NV, E, logits + p * NV);
+        ref_matvec(qwen ? get_t("output.weight") : get_t("token_embd.weight"), h, NV, E,
+                   logits + p * NV);
     }
 #undef W
 }
@@ -232,7 +294,10 @@ static void check_against_ref(const char *arch, int qwen, uint32_t wtype, double
     vq_status st;
     vq_model *m = vq_model_load(g_path, &st);
     ASSERT(m != NULL);
-    if (!m) { fprintf(stderr, "%s\n", vq_engine_last_error()); return; }
+    if (!m) {
+        fprintf(stderr, "%s\n", vq_engine_last_error());
+        return;
+    }
     const struct vq_model_info *I = vq_model_info_get(m);
     ASSERT_EQ_INT(I->n_vocab, NV);
     ASSERT_EQ_INT(I->head_dim, HD);
@@ -256,10 +321,13 @@ static void check_against_ref(const char *arch, int qwen, uint32_t wtype, double
         cp.cache.value.method = cp.cache.key.method;
         vq_ctx *c = vq_ctx_create(m, &cp, &st);
         ASSERT(c != NULL);
-        if (!c) { fprintf(stderr, "%s\n", vq_engine_last_error()); break; }
+        if (!c) {
+            fprintf(stderr, "%s\n", vq_engine_last_error());
+            break;
+        }
         if (mode < 2) {
             ASSERT_STATUS(vq_ctx_eval(c, tok, MAXT, got), VQ_STATUS_OK);
-        } else {   /* decode one token at a time */
+        } else { /* decode one token at a time */
             for (int i = 0; i < MAXT; i++) {
                 ASSERT_STATUS(vq_ctx_eval(c, tok + i, 1, last), VQ_STATUS_OK);
                 memcpy(got + i * NV, last, sizeof last);
@@ -273,7 +341,9 @@ static void check_against_ref(const char *arch, int qwen, uint32_t wtype, double
         /* fp16 K/V round every stored element to 11 significant bits: about 5e-4 relative
          * (measured 3.7e-4 llama, 5.4e-4 qwen2, 2.7e-4 Q8_0) */
         const double t = mode == 3 && tol < 2e-3 ? 2e-3 : tol;
-        if (getenv("VQ_TEST_VERBOSE") || maxd > t * maxv) fprintf(stderr, "%s type %u mode %d: max diff %g (max |logit| %g)\n", arch, wtype, mode, maxd, maxv);
+        if (getenv("VQ_TEST_VERBOSE") || maxd > t * maxv)
+            fprintf(stderr, "%s type %u mode %d: max diff %g (max |logit| %g)\n", arch, wtype, mode,
+                    maxd, maxv);
         ASSERT_LE(maxd, t * maxv);
         ASSERT_GE(maxv, 0.1);
         vq_ctx_free(c);
@@ -295,14 +365,20 @@ TEST(rope_mode_matters) {
     ref_forward(tok, 6, 0, 0, a);
     ref_forward(tok, 6, 0, 1, b);
     double d = 0, mv = 0;
-    for (int i = 0; i < 6 * NV; i++) { d = fmax(d, fabs(a[i] - b[i])); mv = fmax(mv, fabs(a[i])); }
+    for (int i = 0; i < 6 * NV; i++) {
+        d = fmax(d, fabs(a[i] - b[i]));
+        mv = fmax(mv, fabs(a[i]));
+    }
     ASSERT_GE(d, 0.03 * mv);
 }
 
 TEST(bad_models_fail_cleanly) {
-    const struct { enum corrupt c; vq_status want; } cases[] = {
-        {C_MISSING, VQ_STATUS_BAD_FORMAT}, {C_SHAPE, VQ_STATUS_BAD_FORMAT},
-        {C_ARCH, VQ_STATUS_UNSUPPORTED}, {C_TYPE, VQ_STATUS_UNSUPPORTED},
+    const struct {
+        enum corrupt c;
+        vq_status want;
+    } cases[] = {
+        {C_MISSING, VQ_STATUS_BAD_FORMAT},     {C_SHAPE, VQ_STATUS_BAD_FORMAT},
+        {C_ARCH, VQ_STATUS_UNSUPPORTED},       {C_TYPE, VQ_STATUS_UNSUPPORTED},
         {C_ROPE_FREQS, VQ_STATUS_UNSUPPORTED},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -326,14 +402,18 @@ TEST(bad_models_fail_cleanly) {
     ASSERT(strstr(vq_engine_last_error(), "attn_k") != NULL);
 }
 
-struct problems { int n; char text[8][320]; };
+struct problems {
+    int n;
+    char text[8][320];
+};
 static void collect(void *user, const char *problem) {
     struct problems *p = user;
     if (p->n < 8) snprintf(p->text[p->n], sizeof p->text[0], "%s", problem);
     p->n++;
 }
 static int has_problem(const struct problems *p, const char *needle) {
-    for (int i = 0; i < p->n && i < 8; i++) if (strstr(p->text[i], needle)) return 1;
+    for (int i = 0; i < p->n && i < 8; i++)
+        if (strstr(p->text[i], needle)) return 1;
     return 0;
 }
 
@@ -357,7 +437,7 @@ TEST(model_check_lists_every_problem) {
     memset(&p, 0, sizeof p);
     make_weights(0);
     write_model(g_path, "llama", VQ_GGML_F32, C_ARCH);
-    ASSERT_EQ_INT(vq_model_check(g_path, collect, &p), 5);   /* + the 4 gpt9.* geometry keys */
+    ASSERT_EQ_INT(vq_model_check(g_path, collect, &p), 5); /* + the 4 gpt9.* geometry keys */
     ASSERT(has_problem(&p, "architecture 'gpt9' is not supported"));
     ASSERT(has_problem(&p, "missing metadata 'gpt9.block_count'"));
     /* not a GGUF file, no file, no callback: -1 with a message */
@@ -377,15 +457,18 @@ TEST(sampler) {
     vq_sampler *s = vq_sampler_create(&p, NV, &st);
     ASSERT(s && st == VQ_STATUS_OK);
     ASSERT_EQ_INT(vq_sampler_sample(s, lg), 13);
-    lg[13] = 3.0f;   /* tie with every i%7==6 (3.0): lowest id wins */
+    lg[13] = 3.0f; /* tie with every i%7==6 (3.0): lowest id wins */
     ASSERT_EQ_INT(vq_sampler_sample(s, lg), 6);
     vq_sampler_free(s);
     /* temperature sampling: deterministic per seed, follows the distribution */
-    p.temperature = 1.0f; p.top_k = 0; p.top_p = 1.0f; p.seed = 7;
+    p.temperature = 1.0f;
+    p.top_k = 0;
+    p.top_p = 1.0f;
+    p.seed = 7;
     int cnt[NV] = {0}, seq1[50], seq2[50];
     s = vq_sampler_create(&p, NV, &st);
     for (int i = 0; i < NV; i++) lg[i] = 0;
-    lg[1] = logf(3.0f);   /* p(1) = 3 / (NV + 2) */
+    lg[1] = logf(3.0f); /* p(1) = 3 / (NV + 2) */
     for (int i = 0; i < 20000; i++) cnt[vq_sampler_sample(s, lg)]++;
     ASSERT_NEAR(cnt[1] / 20000.0, 3.0 / (NV + 2), 0.01);
     ASSERT_NEAR(cnt[5] / 20000.0, 1.0 / (NV + 2), 0.006);
@@ -400,10 +483,14 @@ TEST(sampler) {
     p.top_k = 2;
     s = vq_sampler_create(&p, NV, &st);
     int ok = 1;
-    for (int i = 0; i < 2000; i++) { int t = vq_sampler_sample(s, lg); ok &= t == 0 || t == 1; }
+    for (int i = 0; i < 2000; i++) {
+        int t = vq_sampler_sample(s, lg);
+        ok &= t == 0 || t == 1;
+    }
     ASSERT(ok);
     vq_sampler_free(s);
-    p.top_k = 0; p.top_p = 0.5f;   /* p(0) = 1/(1+e^-1+...) ~ 0.63 >= 0.5 -> only token 0 */
+    p.top_k = 0;
+    p.top_p = 0.5f; /* p(0) = 1/(1+e^-1+...) ~ 0.63 >= 0.5 -> only token 0 */
     s = vq_sampler_create(&p, NV, &st);
     ok = 1;
     for (int i = 0; i < 500; i++) ok &= vq_sampler_sample(s, lg) == 0;
@@ -412,7 +499,8 @@ TEST(sampler) {
     p.top_p = 0.0f;
     ASSERT(vq_sampler_create(&p, NV, &st) == NULL);
     ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
-    p.top_p = 1.0f; p.top_k = -1;
+    p.top_p = 1.0f;
+    p.top_k = -1;
     ASSERT(vq_sampler_create(&p, NV, &st) == NULL);
     vq_sampler_free(NULL);
 }

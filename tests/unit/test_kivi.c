@@ -8,7 +8,9 @@
 
 static uint64_t rng_ = 0x853C49E6748FEA9Bull;
 static double urand(void) {
-    rng_ ^= rng_ << 13; rng_ ^= rng_ >> 7; rng_ ^= rng_ << 17;
+    rng_ ^= rng_ << 13;
+    rng_ ^= rng_ >> 7;
+    rng_ ^= rng_ << 17;
     return (double)(rng_ >> 11) / 9007199254740992.0;
 }
 static float nrand(void) {
@@ -17,7 +19,8 @@ static float nrand(void) {
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
 }
 
-static vq_codec *mk(enum vq_method m, enum vq_role role, int d, int bits, int g, int r, vq_status *st) {
+static vq_codec *mk(enum vq_method m, enum vq_role role, int d, int bits, int g, int r,
+                    vq_status *st) {
     struct vq_codec_params p = vq_codec_params_default();
     p.method = m;
     p.role = role;
@@ -37,7 +40,11 @@ TEST(sizes_and_validation) {
                 vq_codec *k = mk(VQ_METHOD_KIVI, VQ_ROLE_KEY, d, b, g, 4 * g, NULL);
                 vq_codec *v = mk(VQ_METHOD_KIVI_SINK, VQ_ROLE_VALUE, d, b, g, 4 * g, NULL);
                 ASSERT(k && v);
-                if (!k || !v) { vq_codec_free(k); vq_codec_free(v); continue; }
+                if (!k || !v) {
+                    vq_codec_free(k);
+                    vq_codec_free(v);
+                    continue;
+                }
                 ASSERT_EQ_INT(vq_codec_block_tokens(k), g);
                 ASSERT_EQ_INT(vq_codec_block_tokens(v), 1);
                 ASSERT_EQ_INT(vq_codec_block_bytes(k), 4 * d + g * d * b / 8);
@@ -130,7 +137,8 @@ TEST(encode_errors) {
         for (int i = 0; i < 8 * 16; i++) x[i] = nrand();
         uint8_t *buf = malloc(vq_codec_block_bytes(c) * 8);
         ASSERT_STATUS(vq_codec_encode(c, x, n, buf), VQ_STATUS_OK);
-        ASSERT_STATUS(vq_codec_encode(c, x, 3, buf), role == 0 ? VQ_STATUS_INVALID_ARG : VQ_STATUS_OK);
+        ASSERT_STATUS(vq_codec_encode(c, x, 3, buf),
+                      role == 0 ? VQ_STATUS_INVALID_ARG : VQ_STATUS_OK);
         x[17] = NAN;
         ASSERT_STATUS(vq_codec_encode(c, x, n, buf), VQ_STATUS_NON_FINITE);
         x[17] = INFINITY;
@@ -183,15 +191,17 @@ TEST(quality) {
         vc[b] = mean_cos(x, y, n, d);
         vq_codec_free(v);
     }
-    fprintf(stderr, "  key cos 2/3/4 bits: %.4f %.4f %.4f; value cos: %.4f %.4f %.4f\n", kc[2], kc[3],
-            kc[4], vc[2], vc[3], vc[4]);
+    fprintf(stderr, "  key cos 2/3/4 bits: %.4f %.4f %.4f; value cos: %.4f %.4f %.4f\n", kc[2],
+            kc[3], kc[4], vc[2], vc[3], vc[4]);
     ASSERT_GE(kc[2], 0.90);
     ASSERT_GE(kc[3], kc[2]);
     ASSERT_GE(kc[4], 0.99);
     ASSERT_GE(vc[2], 0.90);
     ASSERT_GE(vc[3], vc[2]);
     ASSERT_GE(vc[4], 0.99);
-    free(x); free(y); free(buf);
+    free(x);
+    free(y);
+    free(buf);
 }
 
 TEST(sf16_inline_exact) {
@@ -276,7 +286,9 @@ TEST(kernels_vs_ref) {
             checks++;
             bad += memcmp(qp2, qp_ref, (size_t)d * sizeof(float)) != 0;
             double mag = 0;
-            for (int c = 0; c < 2 * d; c++) mag += fabs(q[c % d] * vq_sf16_to_fp32((uint16_t)(hdr[2 * c] | hdr[2 * c + 1] << 8)));
+            for (int c = 0; c < 2 * d; c++)
+                mag += fabs(q[c % d] *
+                            vq_sf16_to_fp32((uint16_t)(hdr[2 * c] | hdr[2 * c + 1] << 8)));
             bad += fabs((double)b - b_ref) > 1e-5 * mag;
         }
         /* acc_vals: whole value-accumulation path over n blocks */
@@ -290,7 +302,8 @@ TEST(kernels_vs_ref) {
                     const size_t bb = 4 * (size_t)ng + vq_kivi_row_bytes(d, b);
                     const int64_t n = 37;
                     uint8_t *blocks = malloc(bb * (size_t)n);
-                    float w[37], *ar = calloc((size_t)(d + ng), sizeof(float)), *av = calloc((size_t)(d + ng), sizeof(float));
+                    float w[37], *ar = calloc((size_t)(d + ng), sizeof(float)),
+                                 *av = calloc((size_t)(d + ng), sizeof(float));
                     for (int64_t t = 0; t < n; t++) {
                         uint8_t *blk = blocks + (size_t)t * bb;
                         for (int h = 0; h < 2 * ng; h++) {
@@ -306,7 +319,9 @@ TEST(kernels_vs_ref) {
                     avs[v](blocks, bb, n, w, d, b, g, av);
                     for (int c = 0; c < d + ng; c++, checks++)
                         bad += fabsf(av[c] - ar[c]) > 1e-5f * (float)n * 3.0f * (float)(1 << b);
-                    free(blocks); free(ar); free(av);
+                    free(blocks);
+                    free(ar);
+                    free(av);
                 }
         if (bad) fprintf(stderr, "  %s: %d of %d mismatches\n", vq_isa_name(isas[v]), bad, checks);
         ASSERT_EQ_INT(bad, 0);
@@ -366,7 +381,8 @@ static double sink_attn_err(enum vq_method m, const float *k, const float *v, in
             }
         }
     ASSERT_LE(sqrt(er / r), 1e-4); /* fused == reference, sinks included */
-    free(o); free(o_ref);
+    free(o);
+    free(o_ref);
     vq_cache_free(c);
     return sqrt(e / r);
 }
@@ -374,7 +390,8 @@ static double sink_attn_err(enum vq_method m, const float *k, const float *v, in
 TEST(sink_protection) {
     const int d = 64, n_kv = 2;
     const int64_t n = 96;
-    float *k = malloc((size_t)(n * n_kv * d) * sizeof(float)), *v = malloc((size_t)(n * n_kv * d) * sizeof(float));
+    float *k = malloc((size_t)(n * n_kv * d) * sizeof(float)),
+          *v = malloc((size_t)(n * n_kv * d) * sizeof(float));
     for (int64_t i = 0; i < n * n_kv * d; i++) {
         k[i] = nrand();
         v[i] = nrand();
@@ -389,12 +406,14 @@ TEST(sink_protection) {
     struct vq_cache_memory m0, m1;
     const double e_kivi = sink_attn_err(VQ_METHOD_KIVI, k, v, n, n_kv, d, q, 4, &m0);
     const double e_sink = sink_attn_err(VQ_METHOD_KIVI_SINK, k, v, n, n_kv, d, q, 4, &m1);
-    fprintf(stderr, "  attention rel err with planted sinks: kivi %.4f, kivi_sink %.4f\n", e_kivi, e_sink);
+    fprintf(stderr, "  attention rel err with planted sinks: kivi %.4f, kivi_sink %.4f\n", e_kivi,
+            e_sink);
     ASSERT_LE(e_sink, 0.5 * e_kivi);
     /* sink side store: 2 tokens x (K + V) x n_kv heads x d fp16 */
     ASSERT_EQ_INT(m1.window_bytes - m0.window_bytes, 2 * 2 * n_kv * d * 2);
     ASSERT_EQ_INT(m1.key_bytes, m0.key_bytes);
-    free(k); free(v);
+    free(k);
+    free(v);
 }
 
 int main(void) {

@@ -25,8 +25,8 @@ static const char *text_ =
 
 static vq_model *g_m;
 
-static double rel_mse(enum vq_method m, int bits, int pqc, int pqv, const vq_calib_data *cd, int layer,
-                      enum vq_role role, const float *x, int64_t n, int d, double *bpe) {
+static double rel_mse(enum vq_method m, int bits, int pqc, int pqv, const vq_calib_data *cd,
+                      int layer, enum vq_role role, const float *x, int64_t n, int d, double *bpe) {
     struct vq_codec_params p = vq_codec_params_default();
     p.method = m;
     p.role = role;
@@ -38,20 +38,26 @@ static double rel_mse(enum vq_method m, int bits, int pqc, int pqv, const vq_cal
     p.calib_layer = layer;
     vq_status st;
     vq_codec *c = vq_codec_create(&p, &st);
-    if (!c) { fprintf(stderr, "  create %s: %s\n", vq_method_name(m), vq_status_str(st)); return 1e9; }
+    if (!c) {
+        fprintf(stderr, "  create %s: %s\n", vq_method_name(m), vq_status_str(st));
+        return 1e9;
+    }
     *bpe = vq_codec_bits_per_elem(c);
     uint8_t *codes = malloc(vq_codec_block_bytes(c) * (size_t)n);
     float *y = malloc(sizeof(float) * (size_t)(n * d));
     double e = 0, s = 0;
-    if (vq_codec_encode(c, x, n, codes) == VQ_STATUS_OK && vq_codec_decode(c, codes, n, y) == VQ_STATUS_OK) {
+    if (vq_codec_encode(c, x, n, codes) == VQ_STATUS_OK &&
+        vq_codec_decode(c, codes, n, y) == VQ_STATUS_OK) {
         for (int64_t i = 0; i < n * d; i++) {
             e += ((double)x[i] - y[i]) * ((double)x[i] - y[i]);
             s += (double)x[i] * x[i];
         }
     } else {
-        e = 1e9; s = 1;
+        e = 1e9;
+        s = 1;
     }
-    free(codes); free(y);
+    free(codes);
+    free(y);
     vq_codec_free(c);
     return e / s;
 }
@@ -77,9 +83,12 @@ TEST(real_keys_and_values) {
     if (!ctx) return;
     ASSERT_STATUS(vq_ctx_eval(ctx, ids, n, NULL), VQ_STATUS_OK);
     const int64_t n_cal = n * 2 / 3, n_tst = n - n_cal;
-    float *K = malloc(sizeof(float) * (size_t)(n * d)), *V = malloc(sizeof(float) * (size_t)(n * d));
-    float *kc = malloc(sizeof(float) * (size_t)(n_cal * H * d)), *vc = malloc(sizeof(float) * (size_t)(n_cal * H * d));
-    float *kt = malloc(sizeof(float) * (size_t)(n_tst * H * d)), *vt = malloc(sizeof(float) * (size_t)(n_tst * H * d));
+    float *K = malloc(sizeof(float) * (size_t)(n * d)),
+          *V = malloc(sizeof(float) * (size_t)(n * d));
+    float *kc = malloc(sizeof(float) * (size_t)(n_cal * H * d)),
+          *vc = malloc(sizeof(float) * (size_t)(n_cal * H * d));
+    float *kt = malloc(sizeof(float) * (size_t)(n_tst * H * d)),
+          *vt = malloc(sizeof(float) * (size_t)(n_tst * H * d));
     const int layers[4] = {1, 8, 16, 28};
     double sum[8] = {0};
     vq_calib_data *cd = vq_calib_data_create(mi->n_layers, d, &st);
@@ -94,8 +103,10 @@ TEST(real_keys_and_values) {
         }
         ASSERT_STATUS(vq_calib_fit_spectral(cd, l, VQ_ROLE_KEY, kc, n_cal * H), VQ_STATUS_OK);
         ASSERT_STATUS(vq_calib_fit_spectral(cd, l, VQ_ROLE_VALUE, vc, n_cal * H), VQ_STATUS_OK);
-        ASSERT_STATUS(vq_calib_fit_vecinfer(cd, l, VQ_ROLE_KEY, kc, n_cal * H, 8, 4, 1), VQ_STATUS_OK);
-        ASSERT_STATUS(vq_calib_fit_vecinfer(cd, l, VQ_ROLE_VALUE, vc, n_cal * H, 8, 4, 1), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_calib_fit_vecinfer(cd, l, VQ_ROLE_KEY, kc, n_cal * H, 8, 4, 1),
+                      VQ_STATUS_OK);
+        ASSERT_STATUS(vq_calib_fit_vecinfer(cd, l, VQ_ROLE_VALUE, vc, n_cal * H, 8, 4, 1),
+                      VQ_STATUS_OK);
         double b[8], e[8];
         const int64_t nt = n_tst * H;
         e[0] = rel_mse(VQ_METHOD_TURBOQUANT_MSE, 2, 0, 0, NULL, l, VQ_ROLE_KEY, kt, nt, d, &b[0]);
@@ -106,20 +117,28 @@ TEST(real_keys_and_values) {
         e[5] = rel_mse(VQ_METHOD_TURBOQUANT_MSE, 2, 0, 0, NULL, l, VQ_ROLE_VALUE, vt, nt, d, &b[5]);
         e[6] = rel_mse(VQ_METHOD_SPECTRAL, 2, 0, 0, cd, l, VQ_ROLE_VALUE, vt, nt, d, &b[6]);
         e[7] = rel_mse(VQ_METHOD_VECINFER, 2, 0, 0, cd, l, VQ_ROLE_VALUE, vt, nt, d, &b[7]);
-        fprintf(stderr, "  layer %2d (d_s %d) keys: tq2 %.4f (%.2f b) spectral2 %.4f (%.2f b) vecinfer2 %.4f (%.2f b) | "
-                "tq3 %.4f spectral3 %.4f | values: tq2 %.4f spectral2 %.4f vecinfer2 %.4f\n",
-                l, vq_calib_signal_dims(cd, l, VQ_ROLE_KEY), e[0], b[0], e[1], b[1], e[2], b[2],
-                e[3], e[4], e[5], e[6], e[7]);
+        fprintf(
+            stderr,
+            "  layer %2d (d_s %d) keys: tq2 %.4f (%.2f b) spectral2 %.4f (%.2f b) vecinfer2 %.4f (%.2f b) | "
+            "tq3 %.4f spectral3 %.4f | values: tq2 %.4f spectral2 %.4f vecinfer2 %.4f\n",
+            l, vq_calib_signal_dims(cd, l, VQ_ROLE_KEY), e[0], b[0], e[1], b[1], e[2], b[2], e[3],
+            e[4], e[5], e[6], e[7]);
         for (int i = 0; i < 8; i++) sum[i] += e[i] / 4;
     }
-    fprintf(stderr, "  mean rel-MSE keys: tq2 %.4f spectral2 %.4f vecinfer2 %.4f tq3 %.4f spectral3 %.4f; "
+    fprintf(stderr,
+            "  mean rel-MSE keys: tq2 %.4f spectral2 %.4f vecinfer2 %.4f tq3 %.4f spectral3 %.4f; "
             "values: tq2 %.4f spectral2 %.4f vecinfer2 %.4f\n",
             sum[0], sum[1], sum[2], sum[3], sum[4], sum[5], sum[6], sum[7]);
     /* calibrated PCA + water-filling must beat the data-independent rotation on real keys */
     ASSERT_LE(sum[1], sum[0]);
     ASSERT_LE(sum[4], sum[3]);
     vq_calib_data_free(cd);
-    free(K); free(V); free(kc); free(vc); free(kt); free(vt);
+    free(K);
+    free(V);
+    free(kc);
+    free(vc);
+    free(kt);
+    free(vt);
     vq_ctx_free(ctx);
 }
 
@@ -130,7 +149,10 @@ int main(void) {
     }
     vq_status st;
     g_m = vq_model_load(MODEL, &st);
-    if (!g_m) { fprintf(stderr, "load failed: %s\n", vq_engine_last_error()); return 1; }
+    if (!g_m) {
+        fprintf(stderr, "load failed: %s\n", vq_engine_last_error());
+        return 1;
+    }
     RUN(real_keys_and_values);
     vq_model_free(g_m);
     return TEST_REPORT();

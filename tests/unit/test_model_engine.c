@@ -19,7 +19,8 @@ static vq_model *g_m;
 
 static int argmax(const float *x, int n) {
     int b = 0;
-    for (int i = 1; i < n; i++) if (x[i] > x[b]) b = i;
+    for (int i = 1; i < n; i++)
+        if (x[i] > x[b]) b = i;
     return b;
 }
 
@@ -44,16 +45,21 @@ TEST(paris_and_batch_equals_sequential) {
     const int nv = vq_model_info_get(g_m)->n_vocab;
     struct vq_ctx_params cp = vq_ctx_params_default();
     cp.n_ctx = 64;
-    cp.n_threads = 1;   /* the machine running the tests may be oversubscribed */
+    cp.n_threads = 1; /* the machine running the tests may be oversubscribed */
     cp.logits_all = 1;
     vq_status st;
     vq_ctx *cb = vq_ctx_create(g_m, &cp, &st);
     cp.logits_all = 0;
-    cp.n_batch = 2;   /* chunked prefill */
+    cp.n_batch = 2; /* chunked prefill */
     vq_ctx *cs = vq_ctx_create(g_m, &cp, &st);
     ASSERT(cb && cs);
-    if (!cb || !cs) { vq_ctx_free(cb); vq_ctx_free(cs); return; }
-    float *all = malloc(sizeof(float) * (size_t)nv * N_PROMPT), *one = malloc(sizeof(float) * (size_t)nv);
+    if (!cb || !cs) {
+        vq_ctx_free(cb);
+        vq_ctx_free(cs);
+        return;
+    }
+    float *all = malloc(sizeof(float) * (size_t)nv * N_PROMPT),
+          *one = malloc(sizeof(float) * (size_t)nv);
     ASSERT_STATUS(vq_ctx_eval(cb, PROMPT, N_PROMPT, all), VQ_STATUS_OK);
     ASSERT_EQ_INT(vq_ctx_n_past(cb), N_PROMPT);
     ASSERT_EQ_INT(argmax(all + (size_t)(N_PROMPT - 1) * nv, nv), TOK_PARIS);
@@ -117,7 +123,12 @@ TEST(greedy_generation_deterministic) {
         struct vq_sampler_params sp = vq_sampler_params_default();
         vq_sampler *s = vq_sampler_create(&sp, nv, &st);
         ASSERT(c && s);
-        if (!c || !s) { vq_ctx_free(c); vq_sampler_free(s); free(lg); return; }
+        if (!c || !s) {
+            vq_ctx_free(c);
+            vq_sampler_free(s);
+            free(lg);
+            return;
+        }
         ASSERT_STATUS(vq_ctx_eval(c, PROMPT, N_PROMPT, lg), VQ_STATUS_OK);
         for (int i = 0; i < 24; i++) {
             out[run][i] = vq_sampler_sample(s, lg);
@@ -191,7 +202,10 @@ TEST(truncated_model_load) {
     char tmpl[] = "/tmp/vq_engine_trunc_XXXXXX";
     int fd = mkstemp(tmpl);
     ASSERT(fd >= 0);
-    if (fd < 0) { fclose(f); return; }
+    if (fd < 0) {
+        fclose(f);
+        return;
+    }
     close(fd);
     const long cuts[] = {10, 4096, 3000000, size - 12345678, size - 1};
     static char buf[1 << 16];
@@ -225,7 +239,10 @@ int main(void) {
     }
     vq_status st;
     g_m = vq_model_load(MODEL, &st);
-    if (!g_m) { fprintf(stderr, "load failed: %s\n", vq_engine_last_error()); return 1; }
+    if (!g_m) {
+        fprintf(stderr, "load failed: %s\n", vq_engine_last_error());
+        return 1;
+    }
     RUN(model_info);
     RUN(paris_and_batch_equals_sequential);
     RUN(greedy_generation_deterministic);

@@ -24,7 +24,7 @@
 #define GREEDY VQ_SOURCE_DIR "/tests/golden/gemma3_greedy.json"
 #define TOKENS VQ_SOURCE_DIR "/tests/golden/gemma3_tokenizer_ids.json"
 #define CHUNK 64
-#define PPL_LLAMA_CPP 19.6312   /* llama.cpp's perplexity over the 1279 predictions (README) */
+#define PPL_LLAMA_CPP 19.6312 /* llama.cpp's perplexity over the 1279 predictions (README) */
 
 static vq_model *g_m;
 static vq_tokenizer *g_t;
@@ -44,7 +44,8 @@ TEST(metadata) {
     ASSERT_EQ_INT(I->n_swa_layers, 15);
     ASSERT_NEAR(I->rope_theta, 1e6, 0);
     ASSERT_NEAR(I->rope_theta_swa, 1e4, 0);
-    for (int l = 0; l < I->n_layers; l++) ASSERT_EQ_INT(vq_model_layer_window(g_m, l), l % 6 == 5 ? 0 : 512);
+    for (int l = 0; l < I->n_layers; l++)
+        ASSERT_EQ_INT(vq_model_layer_window(g_m, l), l % 6 == 5 ? 0 : 512);
     ASSERT_EQ_INT(vq_model_layer_window(g_m, 18), -1);
     ASSERT_EQ_INT(vq_model_layer_window(NULL, 0), -1);
 }
@@ -54,7 +55,7 @@ TEST(tokenizer_matches_llama_cpp) {
     ASSERT_EQ_INT(vq_tok_model(g_t), VQ_TOK_MODEL_SPM);
     ASSERT(vq_tok_add_bos(g_t));
     ASSERT_EQ_INT(vq_tok_bos(g_t), 2);
-    ASSERT(vq_tok_is_eog(g_t, 1));                                       /* <eos> */
+    ASSERT(vq_tok_is_eog(g_t, 1)); /* <eos> */
     ASSERT(vq_tok_is_eog(g_t, vq_tok_find(g_t, "<end_of_turn>", 13)));
     golden_tokenizer_check(g_t, TOKENS, 22);
     /* the text of the logits file (add_special = true, parse_special = false) */
@@ -63,7 +64,11 @@ TEST(tokenizer_matches_llama_cpp) {
     struct golden gd;
     const int gok = golden_open(&gd, GOLDEN);
     ASSERT(text && gok);
-    if (!text || !gok) { free(text); golden_close(&gd); return; }
+    if (!text || !gok) {
+        free(text);
+        golden_close(&gd);
+        return;
+    }
     const uint32_t n_text = gd.n_text;
     int32_t *ids = malloc(4096 * sizeof *ids);
     const int64_t n = vq_tok_encode(g_t, text, tl, true, false, ids, 4096);
@@ -85,13 +90,18 @@ TEST(chat_format) {
     char buf[1024];
     struct vq_chat_msg a[] = {{"user", "What is the capital of France?"}};
     ASSERT(vq_chat_apply(&ct, a, 1, true, buf, sizeof buf) > 0);
-    ASSERT(!strcmp(buf, "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n"));
-    struct vq_chat_msg b[] = {{"system", "You are terse."}, {"user", "List three colors."},
-                              {"assistant", "Red, green, blue."}, {"user", "Two more?"}};
+    ASSERT(!strcmp(
+        buf,
+        "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n"));
+    struct vq_chat_msg b[] = {{"system", "You are terse."},
+                              {"user", "List three colors."},
+                              {"assistant", "Red, green, blue."},
+                              {"user", "Two more?"}};
     ASSERT(vq_chat_apply(&ct, b, 4, true, buf, sizeof buf) > 0);
-    ASSERT(!strcmp(buf, "<start_of_turn>user\nYou are terse.\n\nList three colors.<end_of_turn>\n"
-                        "<start_of_turn>model\nRed, green, blue.<end_of_turn>\n"
-                        "<start_of_turn>user\nTwo more?<end_of_turn>\n<start_of_turn>model\n"));
+    ASSERT(!strcmp(buf,
+                   "<start_of_turn>user\nYou are terse.\n\nList three colors.<end_of_turn>\n"
+                   "<start_of_turn>model\nRed, green, blue.<end_of_turn>\n"
+                   "<start_of_turn>user\nTwo more?<end_of_turn>\n<start_of_turn>model\n"));
 }
 
 /* The issue's bars: top-1 >= 99 %, mean KL <= 2e-3 over >= 1000 positions, perplexity within
@@ -99,7 +109,7 @@ TEST(chat_format) {
  * Q4_K gemm/gemv orders, Q6_K lanes, GELU table, windows), so it reaches top-1 1.0 and KL ~1e-10
  * (tests/golden/README.md); one wrong K-quant summation order already gives KL ~5e-3. */
 TEST(golden_logits) {
-    struct golden_cmp r = golden_logits_compare(g_m, GOLDEN, 0, 1, CHUNK);   /* flags 1: BOS */
+    struct golden_cmp r = golden_logits_compare(g_m, GOLDEN, 0, 1, CHUNK); /* flags 1: BOS */
     ASSERT(r.ok);
     ASSERT_GE(r.n_eval, 1000);
     ASSERT_GE(r.top1, 0.99);
@@ -117,8 +127,8 @@ TEST(greedy_follows_llama_cpp) {
     ASSERT_EQ_INT(nP, 3);
     for (int k = 0; k < nP; k++) {
         int32_t f[GOLDEN_NGEN];
-        ASSERT(golden_greedy_run(g_m, P[k].ids, P[k].n, P[k].n_gold, VQ_METHOD_FP16, 16, VQ_METHOD_FP16, 16,
-                                 2, 512, f));
+        ASSERT(golden_greedy_run(g_m, P[k].ids, P[k].n, P[k].n_gold, VQ_METHOD_FP16, 16,
+                                 VQ_METHOD_FP16, 16, 2, 512, f));
         int same = 0;
         while (same < P[k].n_gold && f[same] == P[k].gold[same]) same++;
         printf("%-8s fp16: %d of %d tokens equal llama.cpp's\n", P[k].name, same, P[k].n_gold);
@@ -133,9 +143,16 @@ int main(void) {
     }
     vq_status st;
     g_m = vq_model_load(MODEL, &st);
-    if (!g_m) { fprintf(stderr, "%s\n", vq_engine_last_error()); return 1; }
+    if (!g_m) {
+        fprintf(stderr, "%s\n", vq_engine_last_error());
+        return 1;
+    }
     g_t = vq_tok_create(vq_model_gguf(g_m), &st);
-    if (!g_t) { fprintf(stderr, "tokenizer: %s\n", vq_status_str(st)); vq_model_free(g_m); return 1; }
+    if (!g_t) {
+        fprintf(stderr, "tokenizer: %s\n", vq_status_str(st));
+        vq_model_free(g_m);
+        return 1;
+    }
     RUN(metadata);
     RUN(tokenizer_matches_llama_cpp);
     RUN(chat_format);

@@ -16,8 +16,8 @@ static vq_model *g_m;
 static struct golden_prompt P[8];
 static int nP;
 
-static int greedy(const int32_t *ids, int n, int n_gen, enum vq_method km, int kb, enum vq_method vm,
-                  int vb, int threads, int batch, int32_t *out) {
+static int greedy(const int32_t *ids, int n, int n_gen, enum vq_method km, int kb,
+                  enum vq_method vm, int vb, int threads, int batch, int32_t *out) {
     return golden_greedy_run(g_m, ids, n, n_gen, km, kb, vm, vb, threads, batch, out);
 }
 
@@ -55,9 +55,11 @@ TEST(turboquant_mse_4bit_vs_fp16) {
         const struct golden_prompt *p = &P[k];
         int32_t f[32], q[32];
         ASSERT(greedy(p->ids, p->n, 32, VQ_METHOD_FP16, 16, VQ_METHOD_FP16, 16, 1, 512, f));
-        ASSERT(greedy(p->ids, p->n, 32, VQ_METHOD_TURBOQUANT_MSE, 4, VQ_METHOD_TURBOQUANT_MSE, 4, 1, 512, q));
-        printf("%-8s turboquant_mse 4-bit K+V: free-running greedy equals fp16 for %d of 32 tokens\n",
-               p->name, common_prefix(f, q, 32));
+        ASSERT(greedy(p->ids, p->n, 32, VQ_METHOD_TURBOQUANT_MSE, 4, VQ_METHOD_TURBOQUANT_MSE, 4, 1,
+                      512, q));
+        printf(
+            "%-8s turboquant_mse 4-bit K+V: free-running greedy equals fp16 for %d of 32 tokens\n",
+            p->name, common_prefix(f, q, 32));
         struct vq_ctx_params cp = vq_ctx_params_default();
         cp.n_ctx = p->n + 32;
         cp.n_threads = 1;
@@ -71,11 +73,13 @@ TEST(turboquant_mse_4bit_vs_fp16) {
         int a = 0;
         for (int i = 0; i < 32; i++) {
             int best = 0;
-            for (int j = 1; j < nv; j++) if (lg[j] > lg[best]) best = j;
+            for (int j = 1; j < nv; j++)
+                if (lg[j] > lg[best]) best = j;
             a += best == f[i];
             if (i + 1 < 32) ASSERT_STATUS(vq_ctx_eval(c, &f[i], 1, lg), VQ_STATUS_OK);
         }
-        printf("%-8s turboquant_mse 4-bit K+V: teacher-forced top-1 = fp16 at %d of 32 positions\n", p->name, a);
+        printf("%-8s turboquant_mse 4-bit K+V: teacher-forced top-1 = fp16 at %d of 32 positions\n",
+               p->name, a);
         agree += a;
         total += 32;
         vq_ctx_free(c);
@@ -96,8 +100,8 @@ TEST(fp16_follows_llama_cpp_greedy) {
         int same = common_prefix(f, p->gold, p->n_gold);
         int first_tie = 0;
         while (first_tie < p->n_gold && p->margin[first_tie] >= 0.1) first_tie++;
-        printf("%-8s fp16: %d of %d tokens equal llama.cpp's (first near-tie at %d)\n", p->name, same,
-               p->n_gold, first_tie);
+        printf("%-8s fp16: %d of %d tokens equal llama.cpp's (first near-tie at %d)\n", p->name,
+               same, p->n_gold, first_tie);
         ASSERT_EQ_INT(same, p->n_gold);
     }
 }
@@ -108,10 +112,16 @@ int main(void) {
         return 1;
     }
     nP = golden_greedy_load(GREEDY, P, 8);
-    if (!nP) { fprintf(stderr, "cannot read %s\n", GREEDY); return 1; }
+    if (!nP) {
+        fprintf(stderr, "cannot read %s\n", GREEDY);
+        return 1;
+    }
     vq_status st;
     g_m = vq_model_load(MODEL, &st);
-    if (!g_m) { fprintf(stderr, "load failed: %s\n", vq_engine_last_error()); return 1; }
+    if (!g_m) {
+        fprintf(stderr, "load failed: %s\n", vq_engine_last_error());
+        return 1;
+    }
     RUN(deterministic);
     RUN(turboquant_mse_4bit_vs_fp16);
     RUN(fp16_follows_llama_cpp_greedy);

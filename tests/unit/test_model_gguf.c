@@ -15,11 +15,17 @@ static int model_present(void) {
 }
 
 TEST(default_model) {
-    if (!model_present()) { ASSERT(0); return; }
+    if (!model_present()) {
+        ASSERT(0);
+        return;
+    }
     vq_status st;
     vq_gguf *g = vq_gguf_open(MODEL, &st);
     ASSERT(g != NULL);
-    if (!g) { fprintf(stderr, "%s\n", vq_gguf_last_error()); return; }
+    if (!g) {
+        fprintf(stderr, "%s\n", vq_gguf_last_error());
+        return;
+    }
     ASSERT_EQ_INT(vq_gguf_version(g), 3);
     struct vq_gguf_str s;
     ASSERT_STATUS(vq_gguf_get_str(g, "general.architecture", &s), VQ_STATUS_OK);
@@ -54,7 +60,10 @@ TEST(default_model) {
 
 /* Truncated copies of the real file (header, middle of the tokenizer, last byte) fail cleanly. */
 TEST(truncated_model_files) {
-    if (!model_present()) { ASSERT(0); return; }
+    if (!model_present()) {
+        ASSERT(0);
+        return;
+    }
     FILE *f = fopen(MODEL, "rb");
     ASSERT(f != NULL);
     if (!f) return;
@@ -64,7 +73,10 @@ TEST(truncated_model_files) {
     char tmpl[] = "/tmp/vq_trunc_XXXXXX";
     int fd = mkstemp(tmpl);
     ASSERT(fd >= 0);
-    if (fd < 0) { fclose(f); return; }
+    if (fd < 0) {
+        fclose(f);
+        return;
+    }
     close(fd);
     const long cuts[] = {0, 3, 23, 24, 1000, 200000, 1500000, size / 2, size - 1};
     static char buf[1 << 16];

@@ -14,7 +14,7 @@
 #define MODEL VQ_MODELS_DIR "/SmolLM2-135M-Instruct.Q4_1.gguf"
 #define GOLDEN VQ_SOURCE_DIR "/tests/golden/smollm2_logits.bin"
 #define REF64 VQ_SOURCE_DIR "/tests/golden/smollm2_logits_ref64.bin"
-#define KL_REF64 1e-5   /* measured 4.2e-7 (AVX-512) */
+#define KL_REF64 1e-5 /* measured 4.2e-7 (AVX-512) */
 #define CHUNK 64
 
 /* The issue's bars: top-1 >= 99 %, mean KL <= 2e-3. The engine repeats ggml's arithmetic
@@ -52,7 +52,10 @@ int main(void) {
     }
     vq_status st;
     g_m = vq_model_load(MODEL, &st);
-    if (!g_m) { fprintf(stderr, "%s\n", vq_engine_last_error()); return 1; }
+    if (!g_m) {
+        fprintf(stderr, "%s\n", vq_engine_last_error());
+        return 1;
+    }
     RUN(golden_logits);
     RUN(f32_activations_match_float64_reference);
     vq_model_free(g_m);

@@ -16,15 +16,17 @@
 #include "eval/observer.h"
 
 #define MODEL VQ_MODELS_DIR "/SmolLM2-135M-Instruct.Q4_1.gguf"
-#define TEXT "The history of the printing press begins in the fifteenth century, when Johannes " \
-             "Gutenberg combined movable metal type, oil-based ink and a screw press. Within a few " \
-             "decades printing shops had spread to more than two hundred cities across Europe."
+#define TEXT \
+    "The history of the printing press begins in the fifteenth century, when Johannes " \
+    "Gutenberg combined movable metal type, oil-based ink and a screw press. Within a few " \
+    "decades printing shops had spread to more than two hundred cities across Europe."
 
 static vq_model *g_m;
 static int32_t g_ids[256];
 static int g_n;
 
-static vq_ctx *make_ctx(enum vq_method km, int kb, enum vq_method vm, int vb, int center, int batch) {
+static vq_ctx *make_ctx(enum vq_method km, int kb, enum vq_method vm, int vb, int center,
+                        int batch) {
     struct vq_ctx_params cp = vq_ctx_params_default();
     cp.n_ctx = 128;
     cp.n_threads = 1;
@@ -50,7 +52,8 @@ static int run_ex(vq_ctx *c, int n_dec, int forced) {
     int ok = vq_ctx_eval(c, g_ids, g_n, lg) == VQ_STATUS_OK;
     for (int s = 0; ok && s < n_dec; s++) {
         int32_t best = 0;
-        for (int i = 1; i < nv; i++) if (lg[i] > lg[best]) best = i;
+        for (int i = 1; i < nv; i++)
+            if (lg[i] > lg[best]) best = i;
         if (forced) best = g_ids[1 + s % (g_n - 1)];
         ok = vq_ctx_eval(c, &best, 1, lg) == VQ_STATUS_OK;
     }
@@ -71,8 +74,8 @@ static vq_status rec_hook(void *user, const struct vq_layer_event *ev) {
     const struct vq_model_info *I = vq_model_info_get(g_m);
     if (ev->layer != r->expect_layer) r->bad++;
     r->expect_layer = (ev->layer + 1) % I->n_layers;
-    if (ev->n_heads != I->n_heads || ev->n_kv_heads != I->n_kv_heads || ev->head_dim != I->head_dim ||
-        !ev->q || !ev->k || !ev->v || !ev->attn_out || !ev->cache ||
+    if (ev->n_heads != I->n_heads || ev->n_kv_heads != I->n_kv_heads ||
+        ev->head_dim != I->head_dim || !ev->q || !ev->k || !ev->v || !ev->attn_out || !ev->cache ||
         vq_cache_n_tokens(ev->cache, ev->layer) != ev->pos0 + ev->n_tokens ||
         fabsf(ev->scale - 1.0f / sqrtf((float)I->head_dim)) > 1e-7f)
         r->bad++;
@@ -130,7 +133,10 @@ TEST(observer_args) {
     ASSERT(vq_observer_create(NULL, NULL, &st) == NULL);
     ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
     vq_ctx *c = make_ctx(VQ_METHOD_FP16, 16, VQ_METHOD_FP16, 16, -1, 64);
-    if (!c) { ASSERT(0); return; }
+    if (!c) {
+        ASSERT(0);
+        return;
+    }
     struct vq_observer_params p = vq_observer_params_default();
     p.max_queries = 0;
     ASSERT(vq_observer_create(c, &p, &st) == NULL);
@@ -145,7 +151,7 @@ TEST(observer_args) {
     ASSERT(vq_ctx_layer_hook_user(c) == NULL);
     int32_t t = 1;
     ASSERT_STATUS(vq_ctx_eval(c, &t, 1, NULL), VQ_STATUS_OK);
-    ASSERT(vq_observer_create(c, NULL, &st) == NULL);   /* tokens already evaluated */
+    ASSERT(vq_observer_create(c, NULL, &st) == NULL); /* tokens already evaluated */
     ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
     vq_ctx_free(c);
 }
@@ -156,13 +162,19 @@ TEST(observer_fp32_exact) {
     const struct vq_model_info *I = vq_model_info_get(g_m);
     const int L = I->n_layers, KV = I->n_kv_heads, d = I->head_dim, B = 16, NDEC = 5, MQ = 4;
     vq_ctx *c = make_ctx(VQ_METHOD_FP32, 16, VQ_METHOD_FP32, 16, 0, B);
-    if (!c) { ASSERT(0); return; }
+    if (!c) {
+        ASSERT(0);
+        return;
+    }
     struct vq_observer_params p = vq_observer_params_default();
     p.max_queries = MQ;
     vq_status st;
     vq_observer *o = vq_observer_create(c, &p, &st);
     ASSERT(o != NULL);
-    if (!o) { vq_ctx_free(c); return; }
+    if (!o) {
+        vq_ctx_free(c);
+        return;
+    }
     ASSERT(run(c, NDEC));
     ASSERT_STATUS(vq_observer_snapshot(o), VQ_STATUS_OK);
     const int64_t n = vq_ctx_n_past(c);
@@ -192,7 +204,7 @@ TEST(observer_fp32_exact) {
         ASSERT(s.ip_rel_err == 0.0 && s.ip_err_sd == 0.0);
         ASSERT_NEAR(s.ip_slope, 1.0, 1e-9);
         ASSERT_NEAR(s.ip_bias, 0.0, 1e-9);
-        ASSERT_NEAR(s.attn_out_cos, 1.0, 1e-5);   /* fused fp32 attention vs double reference */
+        ASSERT_NEAR(s.attn_out_cos, 1.0, 1e-5); /* fused fp32 attention vs double reference */
         /* direct key-norm statistics over the stored keys */
         double sum = 0, sum2 = 0, mx = 0;
         memset(cs, 0, sizeof(double) * (size_t)(KV * d));
@@ -205,7 +217,9 @@ TEST(observer_fp32_exact) {
                     ss += (double)K[t * d + j] * K[t * d + j];
                     cs[g * d + j] += fabs(K[t * d + j]);
                 }
-                sum += sqrt(ss); sum2 += ss; hs += sqrt(ss);
+                sum += sqrt(ss);
+                sum2 += ss;
+                hs += sqrt(ss);
                 if (sqrt(ss) > mx) mx = sqrt(ss);
             }
             struct vq_observer_stats h;
@@ -220,7 +234,8 @@ TEST(observer_fp32_exact) {
         ASSERT_NEAR(s.knorm_max_over_mean, mx / mean, 1e-6);
         /* largest channel by mean |k_c| */
         int best = 0;
-        for (int i = 1; i < KV * d; i++) if (cs[i] > cs[best]) best = i;
+        for (int i = 1; i < KV * d; i++)
+            if (cs[i] > cs[best]) best = i;
         struct vq_observer_channel ch[3];
         ASSERT_EQ_INT(vq_observer_top_channels(o, l, ch, 3), 3);
         ASSERT_EQ_INT(ch[0].kv_head * d + ch[0].channel, best);
@@ -239,7 +254,9 @@ TEST(observer_fp32_exact) {
         cJSON *mean = cJSON_GetObjectItem(js, "mean");
         ASSERT(cJSON_IsNumber(cJSON_GetObjectItem(mean, "attn_kl_mean")));
         ASSERT(cJSON_IsNumber(cJSON_GetObjectItem(mean, "knorm_max_over_mean")));
-        ASSERT_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(cJSON_GetObjectItem(js, "worst_layers"), "cos_k")), 5);
+        ASSERT_EQ_INT(cJSON_GetArraySize(
+                          cJSON_GetObjectItem(cJSON_GetObjectItem(js, "worst_layers"), "cos_k")),
+                      5);
         cJSON *l0 = cJSON_GetArrayItem(cJSON_GetObjectItem(js, "layers"), 0);
         ASSERT_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(l0, "cos_k_heads")), KV);
         ASSERT_EQ_INT(cJSON_GetArraySize(cJSON_GetObjectItem(l0, "top_channels")), 4);
@@ -283,13 +300,14 @@ TEST(observer_fp16_and_tq) {
     vq_observer *o16 = observe(VQ_METHOD_FP16, 16, -1, &c16);
     vq_observer *o2 = observe(VQ_METHOD_TURBOQUANT_MSE, 2, 0, &c2);
     vq_observer *o4 = observe(VQ_METHOD_TURBOQUANT_MSE, 4, 0, &c4);
-    vq_observer *o2c = observe(VQ_METHOD_TURBOQUANT_MSE, 2, -1, &c2c);   /* centering auto (on) */
+    vq_observer *o2c = observe(VQ_METHOD_TURBOQUANT_MSE, 2, -1, &c2c); /* centering auto (on) */
     ASSERT(o16 && o2 && o4 && o2c);
     if (o16 && o2 && o4 && o2c) {
         const double cos16 = MEAN(o16, cos_k), kl16 = MEAN(o16, attn_kl_mean);
         const double cos2 = MEAN(o2, cos_k), cosv2 = MEAN(o2, cos_v), kl2 = MEAN(o2, attn_kl_mean);
         const double cos4 = MEAN(o4, cos_k), kl4 = MEAN(o4, attn_kl_mean);
-        fprintf(stderr, "fp16 cos_k %.8f kl %.3g | tq2 cos_k %.4f cos_v %.4f kl %.4g ip_rel %.3f | "
+        fprintf(stderr,
+                "fp16 cos_k %.8f kl %.3g | tq2 cos_k %.4f cos_v %.4f kl %.4g ip_rel %.3f | "
                 "tq4 cos_k %.4f kl %.4g | tq2 centered cos_k %.4f kl %.4g\n",
                 cos16, kl16, cos2, cosv2, kl2, MEAN(o2, ip_rel_err), cos4, kl4, MEAN(o2c, cos_k),
                 MEAN(o2c, attn_kl_mean));
@@ -316,21 +334,35 @@ TEST(observer_fp16_and_tq) {
         vq_observer_stats_get(o2, 0, -1, &b);
         ASSERT_NEAR(a.knorm_mean, b.knorm_mean, 1e-9 * a.knorm_mean);
     }
-    vq_observer_free(o16); vq_ctx_free(c16);
-    vq_observer_free(o2); vq_ctx_free(c2);
-    vq_observer_free(o4); vq_ctx_free(c4);
-    vq_observer_free(o2c); vq_ctx_free(c2c);
+    vq_observer_free(o16);
+    vq_ctx_free(c16);
+    vq_observer_free(o2);
+    vq_ctx_free(c2);
+    vq_observer_free(o4);
+    vq_ctx_free(c4);
+    vq_observer_free(o2c);
+    vq_ctx_free(c2c);
 }
 
 int main(void) {
     vq_status st;
     g_m = vq_model_load(MODEL, &st);
-    if (!g_m) { fprintf(stderr, "cannot load %s: %s (scripts/fetch_models.sh)\n", MODEL, vq_engine_last_error()); return 1; }
+    if (!g_m) {
+        fprintf(stderr, "cannot load %s: %s (scripts/fetch_models.sh)\n", MODEL,
+                vq_engine_last_error());
+        return 1;
+    }
     vq_tokenizer *tok = vq_tok_create(vq_model_gguf(g_m), &st);
-    if (!tok) { fprintf(stderr, "tokenizer: %s\n", vq_status_str(st)); return 1; }
+    if (!tok) {
+        fprintf(stderr, "tokenizer: %s\n", vq_status_str(st));
+        return 1;
+    }
     int64_t n = vq_tok_encode(tok, TEXT, strlen(TEXT), true, false, g_ids, 256);
     vq_tok_free(tok);
-    if (n < 20 || n > 256) { fprintf(stderr, "tokenize: %lld\n", (long long)n); return 1; }
+    if (n < 20 || n > 256) {
+        fprintf(stderr, "tokenize: %lld\n", (long long)n);
+        return 1;
+    }
     g_n = (int)n;
     RUN(hook_contract);
     RUN(observer_args);

@@ -29,13 +29,19 @@ static int setup(void) {
         return 0;
     }
     FILE *f = fopen(CORPUS, "rb");
-    if (!f) { fprintf(stderr, "corpus %s missing (run make bench-data)\n", CORPUS); return 0; }
+    if (!f) {
+        fprintf(stderr, "corpus %s missing (run make bench-data)\n", CORPUS);
+        return 0;
+    }
     static char text[SLICE_BYTES];
     size_t n = fread(text, 1, sizeof text, f);
     fclose(f);
     vq_status st;
     model = vq_model_load(MODEL, &st);
-    if (!model) { fprintf(stderr, "load: %s\n", vq_engine_last_error()); return 0; }
+    if (!model) {
+        fprintf(stderr, "load: %s\n", vq_engine_last_error());
+        return 0;
+    }
     vq_tokenizer *tok = vq_tok_create(vq_model_gguf(model), &st);
     if (!tok) return 0;
     tokens = malloc(n * sizeof *tokens);
@@ -49,7 +55,7 @@ static struct vq_ppl_params params(enum vq_method m, int bits) {
     struct vq_ppl_params p = vq_ppl_params_default();
     p.ctx = CTX;
     p.n_chunks = CHUNKS;
-    p.n_threads = 1;   /* two cores shared in CI: OpenMP barriers under contention are slow */
+    p.n_threads = 1; /* two cores shared in CI: OpenMP barriers under contention are slow */
     p.cache.key.method = p.cache.value.method = m;
     p.cache.key.bits = p.cache.value.bits = bits;
     return p;
@@ -65,22 +71,27 @@ TEST(reproducible_and_self_kl_zero) {
     vq_status st;
     vq_logits_file *save = vq_logits_create(BASE, 32, vq_model_info_get(model)->n_vocab, CTX, &st);
     ASSERT(save != NULL);
-    ASSERT_STATUS(vq_ppl_run(model, tokens, n_tokens, &p, save, NULL, NULL, NULL, &a, err, sizeof err), VQ_STATUS_OK);
+    ASSERT_STATUS(
+        vq_ppl_run(model, tokens, n_tokens, &p, save, NULL, NULL, NULL, &a, err, sizeof err),
+        VQ_STATUS_OK);
     ASSERT_STATUS(vq_logits_close(save), VQ_STATUS_OK);
     ASSERT_EQ_INT(a.n_chunks, CHUNKS);
     ASSERT_EQ_INT(a.n_scored, CHUNKS * (CTX - 1 - CTX / 2));
     ASSERT(a.ppl > 3 && a.ppl < 200);
-    fprintf(stderr, "  fp16 ppl %.6f (+/- %.4f), %.1f tok/s\n", a.ppl, a.ppl_stderr, a.prefill_tok_s);
+    fprintf(stderr, "  fp16 ppl %.6f (+/- %.4f), %.1f tok/s\n", a.ppl, a.ppl_stderr,
+            a.prefill_tok_s);
     ASSERT(isnan(a.kld_mean));
     /* the same run again, now against the saved base */
     vq_logits_file *base = vq_logits_open(BASE, &st);
     ASSERT(base != NULL);
     if (!base) return;
     ASSERT_EQ_INT(vq_logits_n_records(base), a.n_scored);
-    ASSERT_STATUS(vq_ppl_run(model, tokens, n_tokens, &p, NULL, base, NULL, NULL, &b, err, sizeof err), VQ_STATUS_OK);
+    ASSERT_STATUS(
+        vq_ppl_run(model, tokens, n_tokens, &p, NULL, base, NULL, NULL, &b, err, sizeof err),
+        VQ_STATUS_OK);
     vq_logits_close(base);
     ASSERT_NEAR(a.ppl, b.ppl, 1e-6);
-    ASSERT(a.nll_mean == b.nll_mean);   /* bit-identical in fact */
+    ASSERT(a.nll_mean == b.nll_mean); /* bit-identical in fact */
     ASSERT(b.kld_mean == 0.0 && b.kld_p99 == 0.0);
     ASSERT(b.top1 == 1.0);
     /* fp16 KV: exactly 2 bytes per element of a chunk */
@@ -89,21 +100,23 @@ TEST(reproducible_and_self_kl_zero) {
 
 TEST(base_mismatch_rejected) {
     struct vq_ppl_params p = params(VQ_METHOD_FP16, 16);
-    p.n_chunks = CHUNKS - 1;   /* fewer positions than the base holds */
+    p.n_chunks = CHUNKS - 1; /* fewer positions than the base holds */
     struct vq_ppl_result r;
     char err[256];
     vq_status st;
     vq_logits_file *base = vq_logits_open(BASE, &st);
     ASSERT(base != NULL);
     if (!base) return;
-    ASSERT_STATUS(vq_ppl_run(model, tokens, n_tokens, &p, NULL, base, NULL, NULL, &r, err, sizeof err),
-                  VQ_STATUS_BAD_FORMAT);
+    ASSERT_STATUS(
+        vq_ppl_run(model, tokens, n_tokens, &p, NULL, base, NULL, NULL, &r, err, sizeof err),
+        VQ_STATUS_BAD_FORMAT);
     ASSERT(strstr(err, "do not match") != NULL);
     vq_logits_close(base);
     /* another text with the same length: targets differ */
     p.n_chunks = CHUNKS;
     base = vq_logits_open(BASE, &st);
-    ASSERT_STATUS(vq_ppl_run(model, tokens + 1, n_tokens - 1, &p, NULL, base, NULL, NULL, &r, err, sizeof err),
+    ASSERT_STATUS(vq_ppl_run(model, tokens + 1, n_tokens - 1, &p, NULL, base, NULL, NULL, &r, err,
+                             sizeof err),
                   VQ_STATUS_BAD_FORMAT);
     vq_logits_close(base);
 }
@@ -122,13 +135,17 @@ TEST(kl_grows_as_bits_drop) {
         st = vq_ppl_run(model, tokens, n_tokens, &p, NULL, base, NULL, NULL, &r, err, sizeof err);
         vq_logits_close(base);
         ASSERT_STATUS(st, VQ_STATUS_OK);
-        if (st != VQ_STATUS_OK) { fprintf(stderr, "  %s\n", err); return; }
+        if (st != VQ_STATUS_OK) {
+            fprintf(stderr, "  %s\n", err);
+            return;
+        }
         kl[i] = r.kld_mean;
         ppl[i] = r.ppl;
         top1[i] = r.top1;
-        fprintf(stderr, "  turboquant_mse-%d: ppl %.4f, KL mean %.5f median %.5f p99 %.5f, top-1 %.3f, "
-                "KV %zu bytes\n", bits[i], r.ppl, r.kld_mean, r.kld_median, r.kld_p99, r.top1,
-                r.mem.total_bytes);
+        fprintf(stderr,
+                "  turboquant_mse-%d: ppl %.4f, KL mean %.5f median %.5f p99 %.5f, top-1 %.3f, "
+                "KV %zu bytes\n",
+                bits[i], r.ppl, r.kld_mean, r.kld_median, r.kld_p99, r.top1, r.mem.total_bytes);
         ASSERT(r.kld_mean > 0);
         ASSERT(r.mem.total_bytes < 2ull * 2 * 30 * 3 * 64 * CTX);
     }
@@ -159,13 +176,20 @@ TEST(probe_greedy) {
     cp.n_threads = 1;
     vq_ctx *c = vq_ctx_create(model, &cp, &st);
     ASSERT(c != NULL);
-    if (!c || n <= 0) { vq_tok_free(tok); return; }
+    if (!c || n <= 0) {
+        vq_tok_free(tok);
+        return;
+    }
     const int max_new = 40;
     int32_t a[40], b[40];
     int na, nb;
     double ps, ds;
-    ASSERT_STATUS(vq_probe_generate(c, vq_model_info_get(model)->n_vocab, ids, n, max_new, eog, tok, a, &na, &ps, &ds), VQ_STATUS_OK);
-    ASSERT_STATUS(vq_probe_generate(c, vq_model_info_get(model)->n_vocab, ids, n, max_new, eog, tok, b, &nb, &ps, &ds), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_probe_generate(c, vq_model_info_get(model)->n_vocab, ids, n, max_new, eog, tok,
+                                    a, &na, &ps, &ds),
+                  VQ_STATUS_OK);
+    ASSERT_STATUS(vq_probe_generate(c, vq_model_info_get(model)->n_vocab, ids, n, max_new, eog, tok,
+                                    b, &nb, &ps, &ds),
+                  VQ_STATUS_OK);
     ASSERT(na > 0 && na < max_new);
     ASSERT_EQ_INT(vq_common_prefix(a, na, b, nb), na);
     ASSERT_EQ_INT(na, nb);
@@ -182,7 +206,10 @@ TEST(probe_greedy) {
 
 int main(void) {
     snprintf(BASE, sizeof BASE, "/tmp/vq_test_ppl_base_%ld.logits", (long)getpid());
-    if (!setup()) { ASSERT(0); return TEST_REPORT(); }
+    if (!setup()) {
+        ASSERT(0);
+        return TEST_REPORT();
+    }
     RUN(reproducible_and_self_kl_zero);
     RUN(base_mismatch_rejected);
     RUN(kl_grows_as_bits_drop);

@@ -22,21 +22,218 @@
 static vq_tokenizer *T;
 static vq_gguf *G;
 
-struct ref { const char *name, *text; int special; int32_t ids[80]; int n; };
+struct ref {
+    const char *name, *text;
+    int special;
+    int32_t ids[80];
+    int n;
+};
 static const struct ref REFS[] = {
-{ "english", "The quick brown fox jumps over the lazy dog.", 0, { 504, 2365, 6354, 16438, 27003, 690, 260, 23790, 2767, 30 }, 10 },
-    { "hello", "Hello, we can use", 0, { 19556, 28, 392, 416, 722 }, 5 },
-    { "punct", "Wait... what?! (Really) -- yes; no: [maybe] {ok} \"quoted\" 'single' #hash @at 50% & more*", 0, { 33359, 2026, 732, 17593, 365, 3733, 682, 25, 3009, 9805, 43, 787, 42, 933, 27066, 77, 1662, 2231, 109, 476, 385, 5036, 18, 637, 18536, 23, 907, 14307, 3394, 261, 216, 37, 32, 21, 1456, 540, 26 }, 37 },
-    { "numbers", "In 2024, 1,234,567 people paid $3.50 each; pi=3.14159, 0x1F, 1e-9, 12:30pm.", 0, { 788, 216, 34, 32, 34, 36, 28, 216, 33, 28, 34, 35, 36, 28, 37, 38, 39, 701, 5940, 1885, 35, 30, 37, 32, 971, 43, 16916, 45, 35, 30, 33, 36, 33, 37, 41, 28, 216, 32, 104, 33, 54, 28, 216, 33, 85, 29, 41, 28, 216, 33, 34, 42, 35, 32, 11043, 30 }, 56 },
-    { "spaces", "  multiple   spaces    here  ", 0, { 216, 2701, 256, 5600, 333, 1535, 256 }, 7 },
-    { "newlines", "line one\nline two\n\n\nline five\r\n\ttabbed\n", 0, { 1311, 582, 198, 1311, 827, 1116, 198, 1311, 2531, 2738, 197, 15999, 5776, 198 }, 14 },
-    { "contractions", "I'm sure they'll've done it, isn't it? We're here, you've seen, he'd go. IT'S LOUD", 0, { 57, 5248, 2090, 502, 3060, 3543, 2294, 357, 28, 3247, 982, 357, 47, 1046, 2316, 1535, 28, 346, 3543, 2269, 28, 384, 6737, 685, 30, 9627, 23, 67, 16887, 11911 }, 30 },
-    { "unicode", "Caf\xc3""\xa9"" d\xc3""\xa9""j\xc3""\xa0"" vu \xe2""\x80""\x94"" na\xc3""\xaf""ve co\xc3""\xb6""peration, Stra\xc3""\x9f""e, \xce""\x95""\xce""\xbb""\xce""\xbb""\xce""\xb7""\xce""\xbd""\xce""\xb9""\xce""\xba""\xce""\xac"", \xd1""\x80""\xd1""\x83""\xd1""\x81""\xd1""\x81""\xd0""\xba""\xd0""\xb8""\xd0""\xb9"", \xe6""\x97""\xa5""\xe6""\x9c""\xac""\xe8""\xaa""\x9e""\xe3""\x81""\xae""\xe3""\x83""\x86""\xe3""\x82""\xad""\xe3""\x82""\xb9""\xe3""\x83""\x88"", \xed""\x95""\x9c""\xea""\xb5""\xad""\xec""\x96""\xb4"", \xd8""\xa7""\xd9""\x84""\xd8""\xb9""\xd8""\xb1""\xd8""\xa8""\xd9""\x8a""\xd8""\xa9""", 0, { 51, 1939, 2756, 32564, 90, 16739, 386, 101, 1841, 15486, 46494, 857, 7466, 456, 309, 28, 19144, 34878, 85, 28, 5664, 239, 17162, 17162, 25723, 11517, 12001, 21118, 26112, 28, 216, 9175, 14714, 9382, 39511, 7872, 24958, 28, 17097, 241, 115, 40993, 179, 120, 248, 26453, 11100, 224, 10391, 251, 10391, 134, 11100, 226, 28, 216, 33085, 246, 181, 130, 251, 183, 240, 129, 28, 27819, 34966, 20602, 31462, 23339, 43463 }, 71 },
-    { "emoji", "emoji \xf0""\x9f""\x98""\x80""\xf0""\x9f""\x9a""\x80""\xf0""\x9f""\x91""\x8d""\xf0""\x9f""\x8f""\xbd"" and flags \xf0""\x9f""\x87""\xab""\xf0""\x9f""\x87""\xb7"" and ZWJ \xf0""\x9f""\x91""\xa9""\xe2""\x80""\x8d""\xf0""\x9f""\x91""\xa9""\xe2""\x80""\x8d""\xf0""\x9f""\x91""\xa7""", 0, { 391, 33777, 40303, 218, 10813, 244, 218, 10813, 235, 231, 10813, 233, 138, 284, 13198, 15107, 225, 121, 10813, 225, 132, 284, 1777, 71, 58, 15107, 235, 119, 321, 231, 10813, 235, 119, 321, 231, 10813, 235, 117 }, 38 },
-    { "code", "def f(x):\n    return x**2 + 1  # comment\n\nif __name__ == '__main__':\n    print(f(3))", 0, { 1604, 275, 24, 104, 727, 472, 1003, 1792, 828, 34, 1232, 216, 33, 216, 907, 5189, 198, 198, 342, 2758, 1245, 890, 1758, 14209, 6157, 15791, 472, 1628, 24, 86, 24, 35, 1292 }, 33 },
-    { "special_parsed", "<|im_start|>user\nHi there!<|im_end|>\n<|im_start|>assistant\n", 1, { 1, 4093, 198, 26843, 665, 17, 2, 198, 1, 520, 9531, 198 }, 12 },
-    { "special_literal", "<|im_start|>user\nHi there!<|im_end|>\n", 0, { 44, 108, 306, 79, 3738, 108, 46, 4093, 198, 26843, 665, 17, 44, 108, 306, 79, 486, 108, 46, 198 }, 20 },
-    { "mixed_specials", "a<|endoftext|>b<repo_name>c<|im_end|><|im_end|>", 1, { 81, 0, 82, 3, 83, 2, 2 }, 7 },
+    {"english",
+     "The quick brown fox jumps over the lazy dog.",
+     0,
+     {504, 2365, 6354, 16438, 27003, 690, 260, 23790, 2767, 30},
+     10},
+    {"hello", "Hello, we can use", 0, {19556, 28, 392, 416, 722}, 5},
+    {"punct",
+     "Wait... what?! (Really) -- yes; no: [maybe] {ok} \"quoted\" 'single' #hash @at 50% & more*",
+     0,
+     {33359, 2026,  732,  17593, 365,  3733, 682, 25,  3009, 9805, 43,  787,   42,
+      933,   27066, 77,   1662,  2231, 109,  476, 385, 5036, 18,   637, 18536, 23,
+      907,   14307, 3394, 261,   216,  37,   32,  21,  1456, 540,  26},
+     37},
+    {"numbers",
+     "In 2024, 1,234,567 people paid $3.50 each; pi=3.14159, 0x1F, 1e-9, 12:30pm.",
+     0,
+     {788,  216, 34, 32, 34,  36,  28, 216,   33, 28, 34,  35, 36, 28, 37, 38, 39,    701, 5940,
+      1885, 35,  30, 37, 32,  971, 43, 16916, 45, 35, 30,  33, 36, 33, 37, 41, 28,    216, 32,
+      104,  33,  54, 28, 216, 33,  85, 29,    41, 28, 216, 33, 34, 42, 35, 32, 11043, 30},
+     56},
+    {"spaces", "  multiple   spaces    here  ", 0, {216, 2701, 256, 5600, 333, 1535, 256}, 7},
+    {"newlines",
+     "line one\nline two\n\n\nline five\r\n\ttabbed\n",
+     0,
+     {1311, 582, 198, 1311, 827, 1116, 198, 1311, 2531, 2738, 197, 15999, 5776, 198},
+     14},
+    {"contractions",
+     "I'm sure they'll've done it, isn't it? We're here, you've seen, he'd go. IT'S LOUD",
+     0,
+     {57,   5248, 2090, 502,  3060, 3543, 2294, 357,  28,  3247, 982,  357, 47, 1046,  2316,
+      1535, 28,   346,  3543, 2269, 28,   384,  6737, 685, 30,   9627, 23,  67, 16887, 11911},
+     30},
+    {"unicode",
+     "Caf\xc3"
+     "\xa9"
+     " d\xc3"
+     "\xa9"
+     "j\xc3"
+     "\xa0"
+     " vu \xe2"
+     "\x80"
+     "\x94"
+     " na\xc3"
+     "\xaf"
+     "ve co\xc3"
+     "\xb6"
+     "peration, Stra\xc3"
+     "\x9f"
+     "e, \xce"
+     "\x95"
+     "\xce"
+     "\xbb"
+     "\xce"
+     "\xbb"
+     "\xce"
+     "\xb7"
+     "\xce"
+     "\xbd"
+     "\xce"
+     "\xb9"
+     "\xce"
+     "\xba"
+     "\xce"
+     "\xac"
+     ", \xd1"
+     "\x80"
+     "\xd1"
+     "\x83"
+     "\xd1"
+     "\x81"
+     "\xd1"
+     "\x81"
+     "\xd0"
+     "\xba"
+     "\xd0"
+     "\xb8"
+     "\xd0"
+     "\xb9"
+     ", \xe6"
+     "\x97"
+     "\xa5"
+     "\xe6"
+     "\x9c"
+     "\xac"
+     "\xe8"
+     "\xaa"
+     "\x9e"
+     "\xe3"
+     "\x81"
+     "\xae"
+     "\xe3"
+     "\x83"
+     "\x86"
+     "\xe3"
+     "\x82"
+     "\xad"
+     "\xe3"
+     "\x82"
+     "\xb9"
+     "\xe3"
+     "\x83"
+     "\x88"
+     ", \xed"
+     "\x95"
+     "\x9c"
+     "\xea"
+     "\xb5"
+     "\xad"
+     "\xec"
+     "\x96"
+     "\xb4"
+     ", \xd8"
+     "\xa7"
+     "\xd9"
+     "\x84"
+     "\xd8"
+     "\xb9"
+     "\xd8"
+     "\xb1"
+     "\xd8"
+     "\xa8"
+     "\xd9"
+     "\x8a"
+     "\xd8"
+     "\xa9"
+     "",
+     0,
+     {51,    1939,  2756,  32564, 90,    16739, 386,   101,   1841,  15486, 46494, 857,
+      7466,  456,   309,   28,    19144, 34878, 85,    28,    5664,  239,   17162, 17162,
+      25723, 11517, 12001, 21118, 26112, 28,    216,   9175,  14714, 9382,  39511, 7872,
+      24958, 28,    17097, 241,   115,   40993, 179,   120,   248,   26453, 11100, 224,
+      10391, 251,   10391, 134,   11100, 226,   28,    216,   33085, 246,   181,   130,
+      251,   183,   240,   129,   28,    27819, 34966, 20602, 31462, 23339, 43463},
+     71},
+    {"emoji",
+     "emoji \xf0"
+     "\x9f"
+     "\x98"
+     "\x80"
+     "\xf0"
+     "\x9f"
+     "\x9a"
+     "\x80"
+     "\xf0"
+     "\x9f"
+     "\x91"
+     "\x8d"
+     "\xf0"
+     "\x9f"
+     "\x8f"
+     "\xbd"
+     " and flags \xf0"
+     "\x9f"
+     "\x87"
+     "\xab"
+     "\xf0"
+     "\x9f"
+     "\x87"
+     "\xb7"
+     " and ZWJ \xf0"
+     "\x9f"
+     "\x91"
+     "\xa9"
+     "\xe2"
+     "\x80"
+     "\x8d"
+     "\xf0"
+     "\x9f"
+     "\x91"
+     "\xa9"
+     "\xe2"
+     "\x80"
+     "\x8d"
+     "\xf0"
+     "\x9f"
+     "\x91"
+     "\xa7"
+     "",
+     0,
+     {391, 33777, 40303, 218, 10813, 244,   218, 10813, 235, 231,   10813, 233, 138,
+      284, 13198, 15107, 225, 121,   10813, 225, 132,   284, 1777,  71,    58,  15107,
+      235, 119,   321,   231, 10813, 235,   119, 321,   231, 10813, 235,   117},
+     38},
+    {"code",
+     "def f(x):\n    return x**2 + 1  # comment\n\nif __name__ == '__main__':\n    print(f(3))",
+     0,
+     {1604, 275, 24,   104,  727, 472,  1003,  1792, 828,   34,  1232, 216, 33, 216, 907, 5189, 198,
+      198,  342, 2758, 1245, 890, 1758, 14209, 6157, 15791, 472, 1628, 24,  86, 24,  35,  1292},
+     33},
+    {"special_parsed",
+     "<|im_start|>user\nHi there!<|im_end|>\n<|im_start|>assistant\n",
+     1,
+     {1, 4093, 198, 26843, 665, 17, 2, 198, 1, 520, 9531, 198},
+     12},
+    {"special_literal",
+     "<|im_start|>user\nHi there!<|im_end|>\n",
+     0,
+     {44,  108, 306, 79,  3738, 108, 46,  4093, 198, 26843,
+      665, 17,  44,  108, 306,  79,  486, 108,  46,  198},
+     20},
+    {"mixed_specials",
+     "a<|endoftext|>b<repo_name>c<|im_end|><|im_end|>",
+     1,
+     {81, 0, 82, 3, 83, 2, 2},
+     7},
 };
 
 TEST(test_metadata) {
@@ -47,8 +244,8 @@ TEST(test_metadata) {
     ASSERT_EQ_INT(vq_tok_unk(T), 0);
     ASSERT_EQ_INT(vq_tok_pad(T), 2);
     ASSERT(!vq_tok_add_bos(T));
-    ASSERT(vq_tok_is_eog(T, 2));        /* <|im_end|> */
-    ASSERT(vq_tok_is_eog(T, 0));        /* <|endoftext|> */
+    ASSERT(vq_tok_is_eog(T, 2)); /* <|im_end|> */
+    ASSERT(vq_tok_is_eog(T, 0)); /* <|endoftext|> */
     ASSERT(!vq_tok_is_eog(T, 1));
     ASSERT(!vq_tok_is_eog(T, 504));
     ASSERT(vq_tok_is_control(T, 1));
@@ -82,8 +279,9 @@ TEST(test_buffer_conventions) {
     int32_t all[10];
     ASSERT_EQ_INT(vq_tok_encode(T, s, strlen(s), false, false, all, 10), 10);
     char small[8];
-    ASSERT_EQ_INT(vq_tok_detokenize(T, all, 10, small, sizeof small, false, false), -(int64_t)strlen(s));
-    ASSERT_EQ_INT(vq_tok_token_to_piece(T, 2365, small, 2, false), -6);   /* " quick" */
+    ASSERT_EQ_INT(vq_tok_detokenize(T, all, 10, small, sizeof small, false, false),
+                  -(int64_t)strlen(s));
+    ASSERT_EQ_INT(vq_tok_token_to_piece(T, 2365, small, 2, false), -6); /* " quick" */
     ASSERT_EQ_INT(vq_tok_token_to_piece(T, 2365, small, 8, false), 6);
     ASSERT(memcmp(small, " quick", 6) == 0);
     /* control tokens render only with special */
@@ -108,25 +306,48 @@ static int representable(uint32_t cp) {
 
 static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
 static uint32_t rnd(void) {
-    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
     return (uint32_t)(rng_state >> 11);
 }
 
 static size_t put_utf8(char *o, uint32_t cp) {
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (char)(0xC0 | (cp >> 6)); o[1] = (char)(0x80 | (cp & 0x3F)); return 2; }
-    if (cp < 0x10000) { o[0] = (char)(0xE0 | (cp >> 12)); o[1] = (char)(0x80 | ((cp >> 6) & 0x3F)); o[2] = (char)(0x80 | (cp & 0x3F)); return 3; }
-    o[0] = (char)(0xF0 | (cp >> 18)); o[1] = (char)(0x80 | ((cp >> 12) & 0x3F)); o[2] = (char)(0x80 | ((cp >> 6) & 0x3F)); o[3] = (char)(0x80 | (cp & 0x3F));
+    if (cp < 0x80) {
+        o[0] = (char)cp;
+        return 1;
+    }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18));
+    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (char)(0x80 | (cp & 0x3F));
     return 4;
 }
 
 static size_t random_text(char *o, size_t max_cps) {
-    static const char *const words[] = { " ", "  ", "\n", "\t", "the", " and", "'s", "'ll", "123",
-        "<|im_start|>", "<|im_end|>", "...", "é", "日本", "😀", "\xc2\xa0", "\xe3\x80\x80" };
+    static const char *const words[] = {" ",  "  ",   "\n",  "\t",           "the",         " and",
+                                        "'s", "'ll",  "123", "<|im_start|>", "<|im_end|>",  "...",
+                                        "é",  "日本", "😀",   "\xc2\xa0",     "\xe3\x80\x80"};
     size_t n = 0, k = rnd() % max_cps;
     for (size_t i = 0; i < k; i++) {
         uint32_t r = rnd() % 10, cp;
-        if (r < 3) { const char *w = words[rnd() % (sizeof words / sizeof words[0])]; memcpy(o + n, w, strlen(w)); n += strlen(w); continue; }
+        if (r < 3) {
+            const char *w = words[rnd() % (sizeof words / sizeof words[0])];
+            memcpy(o + n, w, strlen(w));
+            n += strlen(w);
+            continue;
+        }
         if (r < 6) cp = 0x20 + rnd() % 95;
         else if (r < 7) cp = 0x80 + rnd() % 0x780;
         else if (r < 9) cp = 0x800 + rnd() % 0xF800;
@@ -172,13 +393,18 @@ TEST(test_round_trip_random_utf8) {
 
 TEST(test_unrepresentable_bytes_dropped) {
     /* U+50000 starts with 0xF1, which has no token: its 3 continuation bytes survive */
-    const char s[] = "a\xf1\x90\x80\x80" "b";
+    const char s[] =
+        "a\xf1\x90\x80\x80"
+        "b";
     int32_t ids[16];
     int64_t k = vq_tok_encode(T, s, sizeof s - 1, false, false, ids, 16);
     char back[16];
     int64_t m = vq_tok_detokenize(T, ids, k, back, sizeof back, false, false);
     ASSERT_EQ_INT(m, 5);
-    ASSERT(memcmp(back, "a\x90\x80\x80" "b", 5) == 0);
+    ASSERT(memcmp(back,
+                  "a\x90\x80\x80"
+                  "b",
+                  5) == 0);
 }
 
 TEST(test_chat_prompt) {
@@ -186,19 +412,25 @@ TEST(test_chat_prompt) {
     ASSERT_STATUS(vq_chat_from_gguf(G, &ct), VQ_STATUS_OK);
     ASSERT_EQ_INT(ct.format, VQ_CHAT_CHATML);
     ASSERT(ct.has_default_system);
-    ASSERT(strcmp(ct.default_system, "You are a helpful AI assistant named SmolLM, trained by Hugging Face") == 0);
-    struct vq_chat_msg m[1] = { { "user", "What is 2+2?" } };
+    ASSERT(strcmp(ct.default_system,
+                  "You are a helpful AI assistant named SmolLM, trained by Hugging Face") == 0);
+    struct vq_chat_msg m[1] = {{"user", "What is 2+2?"}};
     char buf[512];
     int64_t n = vq_chat_apply(&ct, m, 1, true, buf, sizeof buf);
-    const char *want = "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
-                       "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n";
+    const char *want =
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+        "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n";
     ASSERT_EQ_INT(n, (int64_t)strlen(want));
     ASSERT(strcmp(buf, want) == 0);
     int32_t ids[128];
     int64_t k = vq_tok_encode(T, buf, (size_t)n, true, true, ids, 128);
-    static const int32_t want_ids[] = { 1, 9690, 198, 2683, 359, 253, 5356, 5646, 11173, 3365, 3511, 308, 34519, 28, 7018, 411, 407, 19712, 8182, 2, 198, 1, 4093, 198, 1780, 314, 216, 34, 27, 34, 47, 2, 198, 1, 520, 9531, 198 };
+    static const int32_t want_ids[] = {
+        1,   9690, 198, 2683, 359,   253,  5356, 5646, 11173, 3365, 3511, 308,  34519,
+        28,  7018, 411, 407,  19712, 8182, 2,    198,  1,     4093, 198,  1780, 314,
+        216, 34,   27,  34,   47,    2,    198,  1,    520,   9531, 198};
     ASSERT_EQ_INT(k, (int64_t)(sizeof want_ids / sizeof want_ids[0]));
-    for (int64_t i = 0; i < k && i < (int64_t)(sizeof want_ids / sizeof want_ids[0]); i++) ASSERT_EQ_INT(ids[i], want_ids[i]);
+    for (int64_t i = 0; i < k && i < (int64_t)(sizeof want_ids / sizeof want_ids[0]); i++)
+        ASSERT_EQ_INT(ids[i], want_ids[i]);
 }
 
 TEST(test_speed_100kb) {
@@ -209,7 +441,10 @@ TEST(test_speed_100kb) {
         "spaces   are kept. ";
     size_t pl = strlen(para), n = 0, cap = 100 * 1024;
     char *text = malloc(cap + pl);
-    while (n < cap) { memcpy(text + n, para, pl); n += pl; }
+    while (n < cap) {
+        memcpy(text + n, para, pl);
+        n += pl;
+    }
     int32_t *ids = malloc(cap * sizeof *ids);
     clock_t c0 = clock();
     int64_t k = vq_tok_encode(T, text, n, false, false, ids, (int64_t)cap);
@@ -220,7 +455,9 @@ TEST(test_speed_100kb) {
     char *back = malloc(n + 1);
     ASSERT_EQ_INT(vq_tok_detokenize(T, ids, k, back, n + 1, false, false), (int64_t)n);
     ASSERT(memcmp(back, text, n) == 0);
-    free(back); free(ids); free(text);
+    free(back);
+    free(ids);
+    free(text);
 }
 
 TEST(test_golden_llamacpp_prompts) {
@@ -234,7 +471,11 @@ TEST(test_golden_llamacpp_text) {
     char *text = golden_read_file(VQ_SOURCE_DIR "/tests/golden/text_en.txt", &tl);
     char *bin = golden_read_file(VQ_SOURCE_DIR "/tests/golden/smollm2_logits.bin", &bl);
     ASSERT(text && bin && bl > 40 && memcmp(bin, "VQGLOGIT", 8) == 0);
-    if (!text || !bin || bl <= 40) { free(text); free(bin); return; }
+    if (!text || !bin || bl <= 40) {
+        free(text);
+        free(bin);
+        return;
+    }
     uint32_t n_text;
     memcpy(&n_text, bin + 16, 4);
     ASSERT_EQ_INT(n_text, 1343);
@@ -249,7 +490,9 @@ TEST(test_golden_llamacpp_text) {
         diff += ids[i] != w;
     }
     ASSERT_EQ_INT(diff, 0);
-    free(ids); free(text); free(bin);
+    free(ids);
+    free(text);
+    free(bin);
 }
 
 TEST(test_golden_chat_texts) {
@@ -257,16 +500,25 @@ TEST(test_golden_chat_texts) {
     struct vq_chat_template ct;
     ASSERT_STATUS(vq_chat_from_gguf(G, &ct), VQ_STATUS_OK);
     char buf[1024];
-    struct vq_chat_msg a[] = { { "user", "What is the capital of France?" } };
+    struct vq_chat_msg a[] = {{"user", "What is the capital of France?"}};
     vq_chat_apply(&ct, a, 1, true, buf, sizeof buf);
-    ASSERT(strcmp(buf, "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
-                       "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n") == 0);
-    struct vq_chat_msg b[] = { { "system", "You are terse." }, { "user", "List three colors." },
-                               { "assistant", "Red, green, blue." }, { "user", "Two more?" } };
+    ASSERT(
+        strcmp(
+            buf,
+            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+            "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n") ==
+        0);
+    struct vq_chat_msg b[] = {{"system", "You are terse."},
+                              {"user", "List three colors."},
+                              {"assistant", "Red, green, blue."},
+                              {"user", "Two more?"}};
     vq_chat_apply(&ct, b, 4, true, buf, sizeof buf);
-    ASSERT(strcmp(buf, "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nList three colors.<|im_end|>\n"
-                       "<|im_start|>assistant\nRed, green, blue.<|im_end|>\n<|im_start|>user\nTwo more?<|im_end|>\n"
-                       "<|im_start|>assistant\n") == 0);
+    ASSERT(
+        strcmp(
+            buf,
+            "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nList three colors.<|im_end|>\n"
+            "<|im_start|>assistant\nRed, green, blue.<|im_end|>\n<|im_start|>user\nTwo more?<|im_end|>\n"
+            "<|im_start|>assistant\n") == 0);
 }
 
 /* GPT-2 byte of a mapped code point, -1 if none (independent of tokenizer.c) */
@@ -295,28 +547,43 @@ static vq_tokenizer *make_variant(const char *name) {
     char *arena = malloc((size_t)n * 64 + 8192), *ap = arena;
     struct vq_tok_vocab v;
     vq_tok_vocab_init(&v);
-    v.bos = 1; v.eos = 2;
+    v.bos = 1;
+    v.eos = 2;
     if (!strncmp(name, "bpe:", 4)) {
         for (int32_t i = 0; i < n; i++) {
             struct vq_gguf_str st;
             vq_gguf_arr_str(G, kt, (uint64_t)i, &st);
-            toks[i] = st.ptr; lens[i] = (uint32_t)st.len;
+            toks[i] = st.ptr;
+            lens[i] = (uint32_t)st.len;
             vq_gguf_arr_i32(G, ky, (uint64_t)i, &types[i]);
         }
         for (int32_t i = 0; i < nm; i++) {
             struct vq_gguf_str st;
             vq_gguf_arr_str(G, km, (uint64_t)i, &st);
-            merges[i] = st.ptr; mlens[i] = (uint32_t)st.len;
+            merges[i] = st.ptr;
+            mlens[i] = (uint32_t)st.len;
         }
-        v.model = "gpt2"; v.pre = name + 4; v.n_tokens = n; v.add_bos = 0;
-        v.n_merges = nm; v.merges = merges; v.merge_lens = mlens;
+        v.model = "gpt2";
+        v.pre = name + 4;
+        v.n_tokens = n;
+        v.add_bos = 0;
+        v.n_merges = nm;
+        v.merges = merges;
+        v.merge_lens = mlens;
     } else {
         int32_t k = 0;
-        const char *fixed[3] = { "<unk>", "<s>", "</s>" };
-        for (int i = 0; i < 3; i++) { toks[k] = fixed[i]; lens[k] = (uint32_t)strlen(fixed[i]); types[k++] = i ? 3 : 2; }
+        const char *fixed[3] = {"<unk>", "<s>", "</s>"};
+        for (int i = 0; i < 3; i++) {
+            toks[k] = fixed[i];
+            lens[k] = (uint32_t)strlen(fixed[i]);
+            types[k++] = i ? 3 : 2;
+        }
         for (int b = 0; b < 256; b++) {
             snprintf(ap, 8, "<0x%02X>", b);
-            toks[k] = ap; lens[k] = 6; types[k++] = 6; ap += 7;
+            toks[k] = ap;
+            lens[k] = 6;
+            types[k++] = 6;
+            ap += 7;
         }
         for (int32_t i = 0; i < n; i++) {
             struct vq_gguf_str st;
@@ -329,25 +596,57 @@ static vq_tokenizer *make_variant(const char *name) {
             for (uint64_t j = 0; j < st.len && ok;) {
                 uint8_t c0 = (uint8_t)st.ptr[j];
                 uint32_t cp;
-                if (c0 < 0x80) { cp = c0; j++; }
-                else if ((c0 & 0xE0) == 0xC0 && j + 1 < st.len) { cp = ((uint32_t)(c0 & 0x1F) << 6) | ((uint8_t)st.ptr[j + 1] & 0x3F); j += 2; }
-                else { ok = 0; break; }
+                if (c0 < 0x80) {
+                    cp = c0;
+                    j++;
+                } else if ((c0 & 0xE0) == 0xC0 && j + 1 < st.len) {
+                    cp = ((uint32_t)(c0 & 0x1F) << 6) | ((uint8_t)st.ptr[j + 1] & 0x3F);
+                    j += 2;
+                } else {
+                    ok = 0;
+                    break;
+                }
                 int b = gpt2_inv(cp);
-                if (b < 0x20 || b > 0x7E) { ok = 0; break; }
-                if (b == ' ') { memcpy(o, "\xe2\x96\x81", 3); o += 3; } else *o++ = (char)b;
+                if (b < 0x20 || b > 0x7E) {
+                    ok = 0;
+                    break;
+                }
+                if (b == ' ') {
+                    memcpy(o, "\xe2\x96\x81", 3);
+                    o += 3;
+                } else *o++ = (char)b;
             }
             if (!ok) continue;
-            toks[k] = ap; lens[k] = (uint32_t)(o - ap); types[k++] = 1; ap = o;
+            toks[k] = ap;
+            lens[k] = (uint32_t)(o - ap);
+            types[k++] = 1;
+            ap = o;
         }
-        toks[k] = "<|im_start|>"; lens[k] = 12; types[k++] = 3;
-        toks[k] = "<tool>"; lens[k] = 6; types[k++] = 4;
+        toks[k] = "<|im_start|>";
+        lens[k] = 12;
+        types[k++] = 3;
+        toks[k] = "<tool>";
+        lens[k] = 6;
+        types[k++] = 4;
         for (int32_t i = 0; i < k; i++) scores[i] = i < 259 ? 0.0f : -(float)(i - 259);
-        v.model = "llama"; v.n_tokens = k; v.scores = scores; v.add_bos = 1; v.unk = 0;
+        v.model = "llama";
+        v.n_tokens = k;
+        v.scores = scores;
+        v.add_bos = 1;
+        v.unk = 0;
         v.add_space_prefix = name[4] == '1';
     }
-    v.tokens = toks; v.token_lens = lens; v.types = types;
+    v.tokens = toks;
+    v.token_lens = lens;
+    v.types = types;
     vq_tokenizer *t = vq_tok_create_vocab(&v, NULL);
-    free(toks); free(lens); free(types); free(scores); free(merges); free(mlens); free(arena);
+    free(toks);
+    free(lens);
+    free(types);
+    free(scores);
+    free(merges);
+    free(mlens);
+    free(arena);
     return t;
 }
 
@@ -368,13 +667,18 @@ TEST(test_llamacpp_variants) {
             int same = n == k->n;
             for (int i = 0; same && i < k->n; i++) same = ids[i] == LLC_IDS[k->off + i];
             if (!same) {
-                if (!bad_ids) fprintf(stderr, "  %s special=%d text %d: ids differ from llama.cpp\n", LLC_VARIANTS[vi], k->special, k->text);
+                if (!bad_ids)
+                    fprintf(stderr, "  %s special=%d text %d: ids differ from llama.cpp\n",
+                            LLC_VARIANTS[vi], k->special, k->text);
                 bad_ids++;
             }
             char buf[1024];
-            int64_t dl = vq_tok_detokenize(t, LLC_IDS + k->off, k->n, buf, sizeof buf, false, k->special);
+            int64_t dl = vq_tok_detokenize(t, LLC_IDS + k->off, k->n, buf, sizeof buf, false,
+                                           k->special);
             if (dl != (int64_t)strlen(k->detok) || memcmp(buf, k->detok, (size_t)dl) != 0) {
-                if (!bad_det) fprintf(stderr, "  %s special=%d text %d: detokenized text differs\n", LLC_VARIANTS[vi], k->special, k->text);
+                if (!bad_det)
+                    fprintf(stderr, "  %s special=%d text %d: detokenized text differs\n",
+                            LLC_VARIANTS[vi], k->special, k->text);
                 bad_det++;
             }
         }

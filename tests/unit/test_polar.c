@@ -27,7 +27,11 @@ static double dotd(const float *a, const float *b, int n) {
 
 TEST(codebooks_match_spec) {
     float c[64], t[64];
-    struct { int level, bits; double c[8], t[3]; int nt; } ref[] = {
+    struct {
+        int level, bits;
+        double c[8], t[3];
+        int nt;
+    } ref[] = {
         {2, 1, {0.50000, 1.07080}, {0}, 0},
         {2, 2, {0.30976, 0.63398, 0.93682, 1.26104}, {0.47187, 0.78540, 1.09893}, 3},
         {2, 3, {0.18845, 0.38000, 0.54825, 0.70723, 0.86357, 1.02254, 1.19080, 1.38235}, {0}, 0},
@@ -38,7 +42,8 @@ TEST(codebooks_match_spec) {
         ASSERT_STATUS(vq_polar_codebook(ref[k].level, ref[k].bits, c, t), VQ_STATUS_OK);
         for (int i = 0; i < (1 << ref[k].bits); i++) ASSERT_NEAR(c[i], ref[k].c[i], 1e-4);
         for (int i = 0; i < ref[k].nt; i++) ASSERT_NEAR(t[i], ref[k].t[i], 1e-4);
-        for (int i = 0; i + 1 < (1 << ref[k].bits); i++) ASSERT_NEAR(t[i], 0.5 * (c[i] + c[i + 1]), 1e-6);
+        for (int i = 0; i + 1 < (1 << ref[k].bits); i++)
+            ASSERT_NEAR(t[i], 0.5 * (c[i] + c[i + 1]), 1e-6);
     }
     /* symmetric law around pi/4 */
     ASSERT_STATUS(vq_polar_codebook(4, 4, c, t), VQ_STATUS_OK);
@@ -72,7 +77,7 @@ TEST(layout_and_validation) {
     vq_codec *c = mk(128, NULL, 1, VQ_ISA_AUTO, &st);
     ASSERT_NEAR(vq_codec_bits_per_elem(c), 3.875, 1e-12);
     vq_codec_free(c);
-    const int zero[4] = {0, 0, 0, 0};   /* all zero = default 4,2,2,2 */
+    const int zero[4] = {0, 0, 0, 0}; /* all zero = default 4,2,2,2 */
     c = mk(64, zero, 1, VQ_ISA_AUTO, &st);
     ASSERT(c != NULL);
     if (c) {
@@ -112,7 +117,8 @@ TEST(bit_layout_matches_reference) {
     vq_rht R;
     ASSERT_STATUS(vq_rht_init(&R, d, 3), VQ_STATUS_OK);
     float cent[4][64], bnd[4][64];
-    for (int l = 0; l < 4; l++) ASSERT_STATUS(vq_polar_codebook(l + 1, pb[l], cent[l], bnd[l]), VQ_STATUS_OK);
+    for (int l = 0; l < 4; l++)
+        ASSERT_STATUS(vq_polar_codebook(l + 1, pb[l], cent[l], bnd[l]), VQ_STATUS_OK);
     const int B = 8 * 5 + 4 * 3 + 2 * 2 + 1, nb = d / 16;
     int mism = 0, near = 0, rad_bad = 0;
     for (int rep = 0; rep < 200; rep++) {
@@ -166,7 +172,8 @@ TEST(bit_layout_matches_reference) {
         }
         /* padding bits after the last block are zero */
         const long end = 8L * 2 * nb + (long)nb * B;
-        for (long b = end; b < 8L * (long)vq_codec_block_bytes(c); b++) ASSERT_EQ_INT(get_field(code, b, 1), 0);
+        for (long b = end; b < 8L * (long)vq_codec_block_bytes(c); b++)
+            ASSERT_EQ_INT(get_field(code, b, 1), 0);
     }
     ASSERT_EQ_INT(mism, 0);
     ASSERT_EQ_INT(rad_bad, 0);
@@ -181,7 +188,8 @@ static double mean_cos(int d, const int *pb, int outlier, int n, double *ip_sd) 
     vq_status st;
     vq_codec *c = mk(d, pb, 11, VQ_ISA_AUTO, &st);
     VQ_ASSERT(c);
-    float *x = malloc(sizeof(float) * (size_t)(n * d)), *y = malloc(sizeof(float) * (size_t)(n * d));
+    float *x = malloc(sizeof(float) * (size_t)(n * d)),
+          *y = malloc(sizeof(float) * (size_t)(n * d));
     uint8_t *codes = malloc(vq_codec_block_bytes(c) * (size_t)n);
     for (int i = 0; i < n * d; i++) x[i] = nrand() + (outlier && i % d == 5 ? 10.0f : 0.0f);
     VQ_ASSERT(vq_codec_encode(c, x, n, codes) == VQ_STATUS_OK);
@@ -196,7 +204,9 @@ static double mean_cos(int d, const int *pb, int outlier, int n, double *ip_sd) 
         e2 += e * e;
     }
     if (ip_sd) *ip_sd = sqrt(e2 / n);
-    free(x); free(y); free(codes);
+    free(x);
+    free(y);
+    free(codes);
     vq_codec_free(c);
     return s / n;
 }
@@ -204,14 +214,15 @@ static double mean_cos(int d, const int *pb, int outlier, int n, double *ip_sd) 
 TEST(reconstruction_cosine) {
     double sd;
     const double c128 = mean_cos(128, NULL, 0, 2000, &sd);
-    fprintf(stderr, "  polar 4,2,2,2 d=128: cos %.4f (sim 0.984) IP err sd %.4f (sim 0.014)\n", c128, sd);
+    fprintf(stderr, "  polar 4,2,2,2 d=128: cos %.4f (sim 0.984) IP err sd %.4f (sim 0.014)\n",
+            c128, sd);
     ASSERT_GE(c128, 0.97);
     ASSERT_LE(sd, 0.02);
     const int dims[] = {16, 64, 96, 256};
     for (int k = 0; k < 4; k++) {
         const double cd = mean_cos(dims[k], NULL, 0, 1000, NULL);
         fprintf(stderr, "  d=%d cos %.4f\n", dims[k], cd);
-        ASSERT_NEAR(cd, c128, 0.01);   /* Gaussian input: the same angle laws at every d */
+        ASSERT_NEAR(cd, c128, 0.01); /* Gaussian input: the same angle laws at every d */
     }
     const double co = mean_cos(128, NULL, 1, 1000, NULL);
     fprintf(stderr, "  d=128 outlier channel cos %.4f\n", co);
@@ -232,13 +243,14 @@ static void check_fused(int d, const int *pb, enum vq_isa isa) {
     if (!c) return;
     const int n = 37;
     const size_t bb = vq_codec_block_bytes(c);
-    float *x = malloc(sizeof(float) * (size_t)(n * d)), *y = malloc(sizeof(float) * (size_t)(n * d));
+    float *x = malloc(sizeof(float) * (size_t)(n * d)),
+          *y = malloc(sizeof(float) * (size_t)(n * d));
     uint8_t *codes = malloc(bb * n);
     float q[1024], sc[37], sc2[37], w[37], out[1024];
     void *qs = vq_alloc(vq_codec_query_bytes(c));
     float *acc = calloc(vq_codec_acc_floats(c), sizeof(float));
     for (int i = 0; i < n * d; i++) x[i] = nrand() * (1.0f + (float)(i % 5));
-    for (int i = 0; i < d; i++) x[3 * d + i] = 0.0f;      /* a zero token */
+    for (int i = 0; i < d; i++) x[3 * d + i] = 0.0f; /* a zero token */
     for (int i = 0; i < d; i++) q[i] = nrand();
     for (int t = 0; t < n; t++) w[t] = (float)vq_rng_uniform(&g_rng) - 0.3f;
     ASSERT_STATUS(vq_codec_encode(c, x, n, codes), VQ_STATUS_OK);
@@ -265,10 +277,12 @@ static void check_fused(int d, const int *pb, enum vq_isa isa) {
     for (int i = 0; i < d; i++) rn += ref[i] * ref[i];
     for (int i = 0; i < d; i++)
         if (fabs(out[i] - ref[i]) > 1e-4 * sqrt(rn) + 1e-7) bad++;
-    if (bad)
-        fprintf(stderr, "  polar d=%d isa=%s: %d mismatches\n", d, vq_isa_name(isa), bad);
+    if (bad) fprintf(stderr, "  polar d=%d isa=%s: %d mismatches\n", d, vq_isa_name(isa), bad);
     ASSERT_EQ_INT(bad, 0);
-    free(x); free(y); free(codes); free(acc);
+    free(x);
+    free(y);
+    free(codes);
+    free(acc);
     vq_free(qs);
     vq_codec_free(c);
 }
@@ -276,8 +290,8 @@ static void check_fused(int d, const int *pb, enum vq_isa isa) {
 TEST(fused_vs_decode_all_isas) {
     const int dims[] = {16, 48, 64, 80, 96, 128, 256};
     /* B = 46, 41, 76 (scalar path on every ISA), 15, 55 (level-1 gather), 54 */
-    const int pbs[][4] = {{4, 2, 2, 2}, {3, 3, 2, 1}, {6, 4, 4, 4}, {1, 1, 1, 1}, {6, 1, 1, 1},
-                          {5, 2, 2, 2}};
+    const int pbs[][4] = {{4, 2, 2, 2}, {3, 3, 2, 1}, {6, 4, 4, 4},
+                          {1, 1, 1, 1}, {6, 1, 1, 1}, {5, 2, 2, 2}};
     for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
         if (!vq_isa_available((enum vq_isa)isa)) continue;
         for (size_t k = 0; k < sizeof dims / sizeof *dims; k++)

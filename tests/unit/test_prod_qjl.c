@@ -79,7 +79,9 @@ TEST(layout_and_validation) {
 /* Unbiasedness: the estimator is unbiased over the random signs of the sketch (and of the
  * rotation), so every few pairs get a codec with a fresh seed. q = 0.5 k + noise so that the
  * true inner products spread over a wide range; k optionally has an outlier channel. */
-struct ip_stats { double slope, mean_err, sd_err; };
+struct ip_stats {
+    double slope, mean_err, sd_err;
+};
 
 static struct ip_stats ip_experiment(enum vq_method meth, int d, int bits, int jl, int outlier,
                                      int n_seeds, int per_seed) {
@@ -91,7 +93,8 @@ static struct ip_stats ip_experiment(enum vq_method meth, int d, int bits, int j
     for (int s = 0; s < n_seeds; s++) {
         vq_status st;
         vq_codec *c = mk(meth, d, bits, jl, 1000 + (uint64_t)s, VQ_ISA_AUTO, &st);
-        VQ_ASSERT(c && vq_codec_query_bytes(c) <= sizeof(float) * 4 * 1024 && vq_codec_block_bytes(c) <= sizeof code);
+        VQ_ASSERT(c && vq_codec_query_bytes(c) <= sizeof(float) * 4 * 1024 &&
+                  vq_codec_block_bytes(c) <= sizeof code);
         for (int r = 0; r < per_seed; r++) {
             for (int i = 0; i < d; i++) k[i] = nrand();
             if (outlier) k[3] += 8.0f;
@@ -119,9 +122,12 @@ static struct ip_stats ip_experiment(enum vq_method meth, int d, int bits, int j
 }
 
 TEST(qjl_unbiased) {
-    struct { int d, jl, outlier; double sd_max; } cases[] = {
-        {128, 0, 0, 0.075}, {128, 256, 0, 0.055}, {128, 0, 1, 0.075}, {96, 0, 0, 0.09},
-        {80, 0, 0, 0.09}, {64, 200, 0, 0.075},
+    struct {
+        int d, jl, outlier;
+        double sd_max;
+    } cases[] = {
+        {128, 0, 0, 0.075}, {128, 256, 0, 0.055}, {128, 0, 1, 0.075},
+        {96, 0, 0, 0.09},   {80, 0, 0, 0.09},     {64, 200, 0, 0.075},
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
         struct ip_stats r = ip_experiment(VQ_METHOD_QJL, cases[i].d, 1, cases[i].jl,
@@ -160,7 +166,8 @@ static double mean_cos(enum vq_method meth, int d, int bits, int jl, int n) {
     vq_status st;
     vq_codec *c = mk(meth, d, bits, jl, 7, VQ_ISA_AUTO, &st);
     VQ_ASSERT(c);
-    float *x = malloc(sizeof(float) * (size_t)(n * d)), *y = malloc(sizeof(float) * (size_t)(n * d));
+    float *x = malloc(sizeof(float) * (size_t)(n * d)),
+          *y = malloc(sizeof(float) * (size_t)(n * d));
     uint8_t *codes = malloc(vq_codec_block_bytes(c) * (size_t)n);
     for (int i = 0; i < n * d; i++) x[i] = nrand();
     VQ_ASSERT(vq_codec_encode(c, x, n, codes) == VQ_STATUS_OK);
@@ -170,7 +177,9 @@ static double mean_cos(enum vq_method meth, int d, int bits, int jl, int n) {
         const float *a = x + (size_t)t * d, *b = y + (size_t)t * d;
         s += dotd(a, b, d) / sqrt(dotd(a, a, d) * dotd(b, b, d));
     }
-    free(x); free(y); free(codes);
+    free(x);
+    free(y);
+    free(codes);
     vq_codec_free(c);
     return s / n;
 }
@@ -222,7 +231,8 @@ static void check_fused(enum vq_method meth, int d, int bits, int jl, enum vq_is
     if (!c) return;
     const int n = 37;
     const size_t bb = vq_codec_block_bytes(c);
-    float *x = malloc(sizeof(float) * (size_t)(n * d)), *y = malloc(sizeof(float) * (size_t)(n * d));
+    float *x = malloc(sizeof(float) * (size_t)(n * d)),
+          *y = malloc(sizeof(float) * (size_t)(n * d));
     uint8_t *codes = malloc(bb * n);
     float q[1024], sc[37], w[37], out[1024];
     void *qs = vq_alloc(vq_codec_query_bytes(c));
@@ -286,7 +296,10 @@ static void check_fused(enum vq_method meth, int d, int bits, int jl, enum vq_is
         fprintf(stderr, "  %s d=%d b=%d jl=%d isa=%s: %d mismatches\n", vq_method_name(meth), d,
                 bits, jl, vq_isa_name(isa), bad);
     ASSERT_EQ_INT(bad, 0);
-    free(x); free(y); free(codes); free(acc);
+    free(x);
+    free(y);
+    free(codes);
+    free(acc);
     vq_free(qs);
     vq_codec_free(c);
 }
@@ -318,7 +331,7 @@ TEST(row_kernels_vs_ref) {
         vq_lutdot_rows_fn ld = vq_lutdot_rows_pick((enum vq_isa)isa);
         for (int k = 0; k < 8; k++) {
             const int m = ms[k];
-            const size_t stride = (size_t)m / 8 + 3;   /* unaligned rows */
+            const size_t stride = (size_t)m / 8 + 3; /* unaligned rows */
             double sum = 0, sabs = 0;
             for (int i = 0; i < m; i++) {
                 a[i] = nrand();
@@ -375,8 +388,8 @@ TEST(determinism_and_errors) {
         ASSERT_STATUS(vq_codec_encode(c, x, n, b1), VQ_STATUS_OK);
         ASSERT_STATUS(vq_codec_encode(c2, x, n, b2), VQ_STATUS_OK);
         ASSERT_STATUS(vq_codec_encode(c3, x, n, b3), VQ_STATUS_OK);
-        ASSERT(memcmp(b1, b2, bb * n) == 0);           /* same seed: same bytes on any ISA */
-        ASSERT(memcmp(b1, b3, bb * n) != 0);           /* another seed: other sketch */
+        ASSERT(memcmp(b1, b2, bb * n) == 0); /* same seed: same bytes on any ISA */
+        ASSERT(memcmp(b1, b3, bb * n) != 0); /* another seed: other sketch */
         /* zero vector: all-zero block, decodes to zeros */
         float z[96] = {0};
         memset(b1, 0xAB, bb);
@@ -393,9 +406,9 @@ TEST(determinism_and_errors) {
         ASSERT_STATUS(vq_codec_encode(c, x, n, b1), VQ_STATUS_NON_FINITE);
         x[d * (n - 1) + 7] = 1e10f;
         ASSERT_STATUS(vq_codec_encode(c, x, n, b1), VQ_STATUS_RANGE);
-        x[d * (n - 1) + 7] = 3e38f;    /* norm^2 overflows float, not double */
+        x[d * (n - 1) + 7] = 3e38f; /* norm^2 overflows float, not double */
         ASSERT_STATUS(vq_codec_encode(c, x, n, b1), VQ_STATUS_RANGE);
-        x[d * (n - 1) + 7] = 8e9f;     /* just below VQ_SF16_MAX */
+        x[d * (n - 1) + 7] = 8e9f; /* just below VQ_SF16_MAX */
         ASSERT_STATUS(vq_codec_encode(c, x, n, b1), VQ_STATUS_OK);
         vq_codec_free(c);
         vq_codec_free(c2);

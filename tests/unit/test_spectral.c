@@ -53,12 +53,14 @@ TEST(calibrated_contract_and_quality) {
         double *Q = malloc(sizeof(double) * (size_t)(d * d)), lam[1024];
         cu_orthogonal(&r, d, Q);
         aniso_lam(d, lam);
-        float *cal = malloc(sizeof(float) * (size_t)(n_cal * d)), *tst = malloc(sizeof(float) * (size_t)(n_test * d));
+        float *cal = malloc(sizeof(float) * (size_t)(n_cal * d)),
+              *tst = malloc(sizeof(float) * (size_t)(n_test * d));
         cu_gen(&r, d, Q, lam, NULL, n_cal, cal);
         cu_gen(&r, d, Q, lam, NULL, n_test, tst);
         vq_calib_data *cd = vq_calib_data_create(1, d, NULL);
         ASSERT_STATUS(vq_calib_fit_spectral(cd, 0, VQ_ROLE_KEY, cal, n_cal), VQ_STATUS_OK);
-        ASSERT_STATUS(vq_calib_fit_spectral(cd, 0, VQ_ROLE_VALUE, cal + d, n_cal - 1), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_calib_fit_spectral(cd, 0, VQ_ROLE_VALUE, cal + d, n_cal - 1),
+                      VQ_STATUS_OK);
         for (int b = 2; b <= 3; b++) {
             vq_status st;
             vq_codec *sw = mk(VQ_METHOD_SPECTRAL, d, VQ_ROLE_KEY, b, 1, cd, 0, &st);
@@ -72,13 +74,17 @@ TEST(calibrated_contract_and_quality) {
                 ASSERT_EQ_INT(cu_contract(sv, tst, n_test, &r), 0);
                 const double ew = cu_rel_mse(sw, tst, n_test), eu = cu_rel_mse(su, tst, n_test);
                 const double et = cu_rel_mse(tq, tst, n_test);
-                fprintf(stderr, "  d=%d b=%d rel-MSE: spectral waterfill %.5f (%.3f bits/elem), "
-                        "spectral uniform %.5f, turboquant_mse %.5f (%.3f bits/elem)\n", d, b, ew,
-                        vq_codec_bits_per_elem(sw), eu, et, vq_codec_bits_per_elem(tq));
-                ASSERT_LE(ew, 0.5 * et);   /* water-filling: at least 2x lower error */
-                ASSERT_LE(eu, 1.25 * et);  /* uniform bits: comparable (same bits/coord) */
+                fprintf(stderr,
+                        "  d=%d b=%d rel-MSE: spectral waterfill %.5f (%.3f bits/elem), "
+                        "spectral uniform %.5f, turboquant_mse %.5f (%.3f bits/elem)\n",
+                        d, b, ew, vq_codec_bits_per_elem(sw), eu, et, vq_codec_bits_per_elem(tq));
+                ASSERT_LE(ew, 0.5 * et);  /* water-filling: at least 2x lower error */
+                ASSERT_LE(eu, 1.25 * et); /* uniform bits: comparable (same bits/coord) */
             }
-            vq_codec_free(sw); vq_codec_free(su); vq_codec_free(sv); vq_codec_free(tq);
+            vq_codec_free(sw);
+            vq_codec_free(su);
+            vq_codec_free(sv);
+            vq_codec_free(tq);
         }
         vq_status st;
         vq_calib_data *empty = vq_calib_data_create(1, d, NULL);
@@ -88,7 +94,9 @@ TEST(calibrated_contract_and_quality) {
         ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
         vq_calib_data_free(empty);
         vq_calib_data_free(cd);
-        free(Q); free(cal); free(tst);
+        free(Q);
+        free(cal);
+        free(tst);
     }
 }
 
@@ -109,7 +117,10 @@ static double attn_err(const float *q, const float *k, const float *v, const flo
                 sc[t] = 0.125 * dd;
                 if (sc[t] > mx) mx = sc[t];
             }
-            for (int t = 0; t < n; t++) { sc[t] = exp(sc[t] - mx); z += sc[t]; }
+            for (int t = 0; t < n; t++) {
+                sc[t] = exp(sc[t] - mx);
+                z += sc[t];
+            }
             for (int t = 0; t < n; t++)
                 for (int i = 0; i < D; i++) out[i] += sc[t] / z * v[(t * NKV + kh) * D + i];
             for (int i = 0; i < D; i++) {
@@ -133,8 +144,10 @@ TEST(cache_per_layer_calibration) {
         cu_gen(&r, D, Q[l], lam, NULL, 600, cal[l]);
         ASSERT_STATUS(vq_calib_fit_spectral(cd, l, VQ_ROLE_KEY, cal[l], 600), VQ_STATUS_OK);
         ASSERT_STATUS(vq_calib_fit_spectral(cd, l, VQ_ROLE_VALUE, cal[l], 600), VQ_STATUS_OK);
-        ASSERT_STATUS(vq_calib_fit_vecinfer(cd, l, VQ_ROLE_KEY, cal[l], 600, 8, 4, 1), VQ_STATUS_OK);
-        ASSERT_STATUS(vq_calib_fit_vecinfer(cd, l, VQ_ROLE_VALUE, cal[l], 600, 8, 4, 1), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_calib_fit_vecinfer(cd, l, VQ_ROLE_KEY, cal[l], 600, 8, 4, 1),
+                      VQ_STATUS_OK);
+        ASSERT_STATUS(vq_calib_fit_vecinfer(cd, l, VQ_ROLE_VALUE, cal[l], 600, 8, 4, 1),
+                      VQ_STATUS_OK);
     }
     const enum vq_method methods[2] = {VQ_METHOD_SPECTRAL, VQ_METHOD_VECINFER};
     for (int mi = 0; mi < 2; mi++) {
@@ -170,7 +183,8 @@ TEST(cache_per_layer_calibration) {
             }
             /* exact attention on the fp32 data, and on data decoded by stand-alone codecs
              * calibrated for this layer (must match the cache: per-layer calibration) */
-            float *kd = malloc(sizeof(float) * T * NKV * D), *vd = malloc(sizeof(float) * T * NKV * D);
+            float *kd = malloc(sizeof(float) * T * NKV * D),
+                  *vd = malloc(sizeof(float) * T * NKV * D);
             struct vq_codec_params kp = p.key, vp = p.value;
             kp.head_dim = vp.head_dim = D;
             kp.role = VQ_ROLE_KEY;
@@ -178,15 +192,27 @@ TEST(cache_per_layer_calibration) {
             kp.calib_layer = vp.calib_layer = l;
             vq_codec *kc = vq_codec_create(&kp, NULL), *vc = vq_codec_create(&vp, NULL);
             ASSERT(kc && vc);
-            if (!kc || !vc) { free(kd); free(vd); vq_codec_free(kc); vq_codec_free(vc); continue; }
-            uint8_t *buf = malloc(vq_codec_block_bytes(kc) * T * NKV + vq_codec_block_bytes(vc) * T * NKV);
+            if (!kc || !vc) {
+                free(kd);
+                free(vd);
+                vq_codec_free(kc);
+                vq_codec_free(vc);
+                continue;
+            }
+            uint8_t *buf = malloc(vq_codec_block_bytes(kc) * T * NKV +
+                                  vq_codec_block_bytes(vc) * T * NKV);
             ASSERT_STATUS(vq_codec_encode(kc, k[l], T * NKV, buf), VQ_STATUS_OK);
             vq_codec_decode(kc, buf, T * NKV, kd);
             ASSERT_STATUS(vq_codec_encode(vc, v[l], T * NKV, buf), VQ_STATUS_OK);
             vq_codec_decode(vc, buf, T * NKV, vd);
             const double ex = attn_err(q, k[l], v[l], o), ed = attn_err(q, kd, vd, o);
-            free(buf); free(kd); free(vd); vq_codec_free(kc); vq_codec_free(vc);
-            fprintf(stderr, "  %s layer %d: fused vs ref rel err %.2e, vs decoded-by-layer-codec "
+            free(buf);
+            free(kd);
+            free(vd);
+            vq_codec_free(kc);
+            vq_codec_free(vc);
+            fprintf(stderr,
+                    "  %s layer %d: fused vs ref rel err %.2e, vs decoded-by-layer-codec "
                     "%.2e, vs exact attention rel err %.3f\n",
                     vq_method_name(methods[mi]), l, sqrt(e / s), sqrt(ed / s), sqrt(ex / s));
             ASSERT_LE(sqrt(e / s), 1e-4);
@@ -195,7 +221,8 @@ TEST(cache_per_layer_calibration) {
         }
         struct vq_cache_memory mem;
         vq_cache_memory(c, &mem);
-        const size_t per_tok = methods[mi] == VQ_METHOD_SPECTRAL ? (4 + D * 3 / 8) * 2 : (D / 4) * 2;
+        const size_t per_tok = methods[mi] == VQ_METHOD_SPECTRAL ? (4 + D * 3 / 8) * 2
+                                                                 : (D / 4) * 2;
         ASSERT_EQ_INT(mem.total_bytes, (size_t)2 * NKV * T * per_tok);
         vq_cache_free(c);
     }

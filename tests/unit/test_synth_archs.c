@@ -24,12 +24,16 @@
 
 #define SYNTH VQ_SOURCE_DIR "/tests/golden/synth/"
 #define CHUNK 64
-#define DLP_EXACT 1e-5   /* |Δ log-prob| bound for the bit-exact models (float32 softmax) */
+#define DLP_EXACT 1e-5 /* |Δ log-prob| bound for the bit-exact models (float32 softmax) */
 
-struct run { double top1, kl_mean, kl_max, dlp_max; int ok; };
+struct run {
+    double top1, kl_mean, kl_max, dlp_max;
+    int ok;
+};
 
 /* Loads SYNTH<name>.gguf, evaluates the reference's positions as llama.cpp did and compares. */
-static struct run run_model(const char *name, const struct vq_model_info **info_out, vq_model **mo) {
+static struct run run_model(const char *name, const struct vq_model_info **info_out,
+                            vq_model **mo) {
     struct run R = {0, 0, 0, 0, 0};
     char path[512];
     struct golden g;
@@ -40,7 +44,11 @@ static struct run run_model(const char *name, const struct vq_model_info **info_
     vq_status st;
     vq_model *m = vq_model_load(path, &st);
     ASSERT(m != NULL);
-    if (!m) { fprintf(stderr, "%s: %s\n", path, vq_engine_last_error()); golden_close(&g); return R; }
+    if (!m) {
+        fprintf(stderr, "%s: %s\n", path, vq_engine_last_error());
+        golden_close(&g);
+        return R;
+    }
     const struct vq_model_info *I = vq_model_info_get(m);
     ASSERT_EQ_INT(I->n_vocab, g.n_vocab);
     ASSERT(g.reserved < g.n_eval);
@@ -69,10 +77,11 @@ static struct run run_model(const char *name, const struct vq_model_info **info_
         R.kl_max = a.kl_max;
         R.dlp_max = a.dlp_max;
         R.ok = 1;
-        printf("%s (%s, %d layers, %d/%d heads, head_dim %d): %u positions (%u one at a time), "
-               "top-1 %.4f, mean KL %.3g, max KL %.3g, max |dlp| %.3g, ppl %.2f\n", name, I->arch,
-               I->n_layers, I->n_heads, I->n_kv_heads, I->head_dim, g.n_eval, g.reserved, R.top1,
-               R.kl_mean, R.kl_max, R.dlp_max, exp(a.nll / a.n_nll));
+        printf(
+            "%s (%s, %d layers, %d/%d heads, head_dim %d): %u positions (%u one at a time), "
+            "top-1 %.4f, mean KL %.3g, max KL %.3g, max |dlp| %.3g, ppl %.2f\n",
+            name, I->arch, I->n_layers, I->n_heads, I->n_kv_heads, I->head_dim, g.n_eval,
+            g.reserved, R.top1, R.kl_mean, R.kl_max, R.dlp_max, exp(a.nll / a.n_nll));
     }
     free(lg);
     free(ids);
@@ -100,7 +109,7 @@ static void check_model(const char *name, void (*expect)(const struct vq_model_i
 static void expect_qwen3(const struct vq_model_info *I) {
     ASSERT(I->has_qk_norm && !I->has_qkv_bias && I->tied_embeddings && !I->fused_qkv);
     ASSERT_EQ_INT(I->rope_type, VQ_ROPE_NEOX);
-    ASSERT(I->head_dim * I->n_heads != I->n_embd);   /* attention.key_length honoured */
+    ASSERT(I->head_dim * I->n_heads != I->n_embd); /* attention.key_length honoured */
 }
 
 static void expect_phi3(const struct vq_model_info *I) {

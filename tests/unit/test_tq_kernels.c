@@ -8,7 +8,9 @@
 
 static uint64_t g_seed;
 
-typedef struct { int ba, bb; } combo;
+typedef struct {
+    int ba, bb;
+} combo;
 
 static void run_case(vq_rng *g, combo cb, int d, int n) {
     const int L = 1 << (cb.ba + cb.bb);
@@ -18,9 +20,13 @@ static void run_case(vq_rng *g, combo cb, int d, int n) {
     const int rec = 2 + pa + pb;
     float lev[16], la[4], lb[4];
     const int additive = cb.ba <= 2 && (cb.bb == 0 || cb.bb == cb.ba);
-    for (int i = 0; i < 4; i++) { la[i] = (float)vq_rng_normal(g); lb[i] = (float)vq_rng_normal(g) * 0.3f; }
+    for (int i = 0; i < 4; i++) {
+        la[i] = (float)vq_rng_normal(g);
+        lb[i] = (float)vq_rng_normal(g) * 0.3f;
+    }
     for (int i = 0; i < L; i++)
-        lev[i] = additive ? la[i & ((1 << cb.ba) - 1)] + (cb.bb ? lb[i >> cb.ba] : 0.0f) : (float)vq_rng_normal(g);
+        lev[i] = additive ? la[i & ((1 << cb.ba) - 1)] + (cb.bb ? lb[i >> cb.ba] : 0.0f)
+                          : (float)vq_rng_normal(g);
     uint8_t *codes = (uint8_t *)malloc((size_t)rec * n);
     for (int64_t i = 0; i < (int64_t)rec * n; i++) codes[i] = (uint8_t)vq_rng_u64(g);
     for (int t = 0; t < n; t++) {
@@ -52,7 +58,12 @@ static void run_case(vq_rng *g, combo cb, int d, int n) {
     for (int i = 0; i < kl.dpad; i++) qa += fabs(ql[i]);
     for (int i = 0; i < L; i++) lm = fmax(lm, fabs(lev[i]));
     int bad = 0;
-    struct { const char *name; vq_tq_score_fn f; const float *qs; enum vq_isa isa; } sv[] = {
+    struct {
+        const char *name;
+        vq_tq_score_fn f;
+        const float *qs;
+        enum vq_isa isa;
+    } sv[] = {
         {"nib_ref", vq_tq_nib_score_ref, qn, VQ_ISA_SCALAR},
         {"generic", vq_tq_score_generic, ql, VQ_ISA_SCALAR},
 #ifdef VQ_HAVE_X86
@@ -68,10 +79,12 @@ static void run_case(vq_rng *g, combo cb, int d, int n) {
         const vq_tq_kern *kk = sv[v].qs == qn ? &kn : &kl;
         sv[v].f(kk, sv[v].qs, codes, n, s_x);
         for (int t = 0; t < n; t++) {
-            double sc = fabs(vq_sf16_to_fp32((uint16_t)(codes[(size_t)t * rec] | codes[(size_t)t * rec + 1] << 8)));
+            double sc = fabs(vq_sf16_to_fp32(
+                (uint16_t)(codes[(size_t)t * rec] | codes[(size_t)t * rec + 1] << 8)));
             if (fabs(s_x[t] - s_ref[t]) > 1e-5 * qa * lm * sc + 1e-30) {
-                if (bad < 4) fprintf(stderr, "  %s ba=%d bb=%d d=%d n=%d t=%d: %.8g vs %.8g\n", sv[v].name,
-                                     cb.ba, cb.bb, d, n, t, s_x[t], s_ref[t]);
+                if (bad < 4)
+                    fprintf(stderr, "  %s ba=%d bb=%d d=%d n=%d t=%d: %.8g vs %.8g\n", sv[v].name,
+                            cb.ba, cb.bb, d, n, t, s_x[t], s_ref[t]);
                 bad++;
             }
         }
@@ -81,7 +94,11 @@ static void run_case(vq_rng *g, combo cb, int d, int n) {
     float *a_x = (float *)vq_alloc(sizeof(float) * (size_t)kl.dpad);
     for (int i = 0; i < kl.dpad; i++) a_ref[i] = (float)i * 0.01f;
     vq_tq_accumulate_ref(&kl, codes, n, w, a_ref);
-    struct { const char *name; vq_tq_acc_fn f; enum vq_isa isa; } av[] = {
+    struct {
+        const char *name;
+        vq_tq_acc_fn f;
+        enum vq_isa isa;
+    } av[] = {
         {"generic", vq_tq_accumulate_generic, VQ_ISA_SCALAR},
 #ifdef VQ_HAVE_X86
         {"avx2", vq_tq_accumulate_avx2, VQ_ISA_AVX2},
@@ -97,14 +114,18 @@ static void run_case(vq_rng *g, combo cb, int d, int n) {
         for (int j = 0; j < d; j++) {
             int p = vq_tq_pos(j);
             if (fabs(a_x[p] - a_ref[p]) > 1e-5 * (wsum * lm + fabs(a_ref[p]))) {
-                if (bad < 4) fprintf(stderr, "  acc %s ba=%d bb=%d d=%d j=%d: %.8g vs %.8g\n", av[v].name,
-                                     cb.ba, cb.bb, d, j, a_x[p], a_ref[p]);
+                if (bad < 4)
+                    fprintf(stderr, "  acc %s ba=%d bb=%d d=%d j=%d: %.8g vs %.8g\n", av[v].name,
+                            cb.ba, cb.bb, d, j, a_x[p], a_ref[p]);
                 bad++;
             }
         }
     }
     ASSERT_EQ_INT(bad, 0);
-    vq_free(ql); vq_free(qn); vq_free(a_ref); vq_free(a_x);
+    vq_free(ql);
+    vq_free(qn);
+    vq_free(a_ref);
+    vq_free(a_x);
     vq_rht_free(&r);
     free(codes);
 }

@@ -15,7 +15,10 @@ TEST(block_bytes_formula) {
         for (int b = 1; b <= 4; b++) {
             vq_status st;
             vq_codec *c = tq_create(VQ_METHOD_TURBOQUANT_MSE, d, b, VQ_ISA_SCALAR, 1, 1, &st);
-            if (!c) { bad++; continue; }
+            if (!c) {
+                bad++;
+                continue;
+            }
             if (vq_codec_block_bytes(c) != (size_t)(2 + (d * b + 7) / 8)) bad++;
             if (vq_codec_block_tokens(c) != 1) bad++;
             if (fabs(vq_codec_bits_per_elem(c) - (b + 16.0 / d)) > 1e-12) bad++;
@@ -52,7 +55,8 @@ TEST(cosine_other_dims) {
     for (size_t k = 0; k < sizeof(dims) / sizeof(dims[0]); k++)
         for (int b = 1; b <= 4; b++) {
             vq_status st;
-            vq_codec *c = tq_create(VQ_METHOD_TURBOQUANT_MSE, dims[k], b, VQ_ISA_AUTO, 1, g_seed, &st);
+            vq_codec *c = tq_create(VQ_METHOD_TURBOQUANT_MSE, dims[k], b, VQ_ISA_AUTO, 1, g_seed,
+                                    &st);
             ASSERT(c != NULL);
             if (!c) continue;
             double cs = tq_mean_cos(c, &g, 600);
@@ -122,8 +126,9 @@ TEST(fused_matches_decode) {
                                             u, g_seed + 5, &st);
                     ASSERT(c != NULL && (int)c->isa == isa);
                     int bad = tq_check_fused(c, &g, ns[(k + b) % 3]);
-                    if (bad) fprintf(stderr, "  isa=%s d=%d b=%d: %d mismatches\n",
-                                     vq_isa_name((enum vq_isa)isa), dims[k], b, bad);
+                    if (bad)
+                        fprintf(stderr, "  isa=%s d=%d b=%d: %d mismatches\n",
+                                vq_isa_name((enum vq_isa)isa), dims[k], b, bad);
                     ASSERT_EQ_INT(bad, 0);
                     vq_codec_free(c);
                 }
@@ -151,7 +156,8 @@ TEST(simd_matches_ref) {
             vq_codec_accumulate(r, codes, n, w, a0);
             for (int isa = VQ_ISA_AVX2; isa < VQ_ISA_COUNT; isa++) {
                 if (!vq_isa_available((enum vq_isa)isa)) continue;
-                vq_codec *c = tq_create(VQ_METHOD_TURBOQUANT_MSE, d, b, (enum vq_isa)isa, 1, 9, &st);
+                vq_codec *c = tq_create(VQ_METHOD_TURBOQUANT_MSE, d, b, (enum vq_isa)isa, 1, 9,
+                                        &st);
                 float *qs1 = vq_alloc(c->query_bytes), *a1 = vq_alloc(4 * c->acc_floats);
                 vq_codec_prepare_query(c, q, qs1); /* layout may differ per isa (score mode) */
                 vq_codec_score(c, qs1, codes, n, s1);
@@ -160,16 +166,21 @@ TEST(simd_matches_ref) {
                 double qn = 0;
                 for (int i = 0; i < d; i++) qn += (double)q[i] * q[i];
                 for (int t = 0; t < n; t++) {
-                    float sc = vq_sf16_to_fp32((uint16_t)(codes[t * r->block_bytes] | codes[t * r->block_bytes + 1] << 8));
+                    float sc = vq_sf16_to_fp32(
+                        (uint16_t)(codes[t * r->block_bytes] | codes[t * r->block_bytes + 1] << 8));
                     if (fabs(s0[t] - s1[t]) > 1e-5 * sqrt(qn) * fabs(sc) + 1e-7) bad++;
                 }
                 for (size_t i = 0; i < c->acc_floats; i++)
                     if (fabs(a0[i] - a1[i]) > 1e-4 * (fabs(a0[i]) + 1.0)) bad++;
                 ASSERT_EQ_INT(bad, 0);
-                vq_free(qs1); vq_free(a1);
+                vq_free(qs1);
+                vq_free(a1);
                 vq_codec_free(c);
             }
-            vq_free(qs0); vq_free(a0); free(x); free(codes);
+            vq_free(qs0);
+            vq_free(a0);
+            free(x);
+            free(codes);
             vq_codec_free(r);
         }
 }
@@ -205,7 +216,8 @@ TEST(layout) {
             }
             memset(exp_rec, 0, sizeof(exp_rec));
             uint16_t h = vq_fp32_to_sf16((float)n);
-            exp_rec[0] = (uint8_t)h; exp_rec[1] = (uint8_t)(h >> 8);
+            exp_rec[0] = (uint8_t)h;
+            exp_rec[1] = (uint8_t)(h >> 8);
             if (b == 3) {
                 for (int i = 0; i < d; i++) {
                     exp_rec[2 + (2 * i) / 8] |= (uint8_t)((idx[i] & 3) << ((2 * i) % 8));
@@ -294,8 +306,13 @@ TEST(deterministic) {
         ASSERT(memcmp(a, bb, nb) == 0);
         ASSERT(memcmp(a, cc, nb) == 0);
         ASSERT(memcmp(a, dd, nb) != 0);
-        free(a); free(bb); free(cc); free(dd);
-        vq_codec_free(c1); vq_codec_free(c2); vq_codec_free(c3);
+        free(a);
+        free(bb);
+        free(cc);
+        free(dd);
+        vq_codec_free(c1);
+        vq_codec_free(c2);
+        vq_codec_free(c3);
     }
 }
 

@@ -13,7 +13,10 @@ TEST(block_bytes_formula) {
         for (int b = 1; b <= 2; b++) {
             vq_status st;
             vq_codec *c = tq_create(VQ_METHOD_TURBOQUANT_RVQ, d, b, VQ_ISA_SCALAR, 1, 1, &st);
-            if (!c) { bad++; continue; }
+            if (!c) {
+                bad++;
+                continue;
+            }
             if (vq_codec_block_bytes(c) != (size_t)(2 + 2 * ((d * b + 31) / 32) * 4)) bad++;
             vq_codec_free(c);
         }
@@ -35,7 +38,8 @@ TEST(levels) {
     uint8_t rec[96] = {0};
     float y[128];
     uint16_t one = vq_fp32_to_sf16(1.0f);
-    rec[0] = (uint8_t)one; rec[1] = (uint8_t)(one >> 8);
+    rec[0] = (uint8_t)one;
+    rec[1] = (uint8_t)(one >> 8);
     /* all stage-1 codes 1 (+), stage-2 codes 0 (-): combined 2-bit code 1 (FORMAT.md §2.3),
      * level (0.7979 - 0.2714)/sqrt(d) */
     memset(rec + 2, 0x55, 32);
@@ -51,7 +55,8 @@ TEST(levels) {
     vq_codec_free(c);
     c = tq_create(VQ_METHOD_TURBOQUANT_RVQ, 128, 2, VQ_ISA_SCALAR, 1, 1, &st);
     memset(rec, 0, sizeof(rec));
-    rec[0] = (uint8_t)one; rec[1] = (uint8_t)(one >> 8);
+    rec[0] = (uint8_t)one;
+    rec[1] = (uint8_t)(one >> 8);
     /* stage 1 code 2 (+0.4528), stage 2 code 3 (+0.1759): combined 4-bit code 2 | 3 << 2 */
     memset(rec + 2, 0xEE, 64);
     vq_codec_decode(c, rec, 1, y);
@@ -69,7 +74,8 @@ TEST(cosine) {
     for (size_t k = 0; k < 5; k++)
         for (int b = 1; b <= 2; b++) {
             vq_status st;
-            vq_codec *c = tq_create(VQ_METHOD_TURBOQUANT_RVQ, dims[k], b, VQ_ISA_AUTO, 1, g_seed + 3, &st);
+            vq_codec *c = tq_create(VQ_METHOD_TURBOQUANT_RVQ, dims[k], b, VQ_ISA_AUTO, 1,
+                                    g_seed + 3, &st);
             ASSERT(c != NULL);
             if (!c) continue;
             double cs = tq_mean_cos(c, &g, 800);
@@ -98,7 +104,10 @@ TEST(layout) {
             double lam = (1.0 / sqrt(d)) * (sqrt(3.0 * M_PI) / 2.0) * pow(4.0, -b) / sqrt(2.0);
             float c1[4], b1[3], b2[3], x[128], y[128];
             for (int i = 0; i < L; i++) c1[i] = (float)(g1[i] / sqrt(d));
-            for (int i = 0; i < L - 1; i++) { b1[i] = (float)(gb[i] / sqrt(d)); b2[i] = (float)(lb[i] * lam); }
+            for (int i = 0; i < L - 1; i++) {
+                b1[i] = (float)(gb[i] / sqrt(d));
+                b2[i] = (float)(lb[i] * lam);
+            }
             for (int i = 0; i < d; i++) x[i] = (float)vq_rng_normal(&g);
             double n = 0;
             for (int i = 0; i < d; i++) n += (double)x[i] * x[i];
@@ -111,13 +120,15 @@ TEST(layout) {
                 int a = vq_lm_encode(y[i], b1, L - 1);
                 float res = y[i] - c1[a];
                 int e = vq_lm_encode(res, b2, L - 1);
-                for (int j = 0; j < L - 1; j++) near |= fabsf(y[i] - b1[j]) < 1e-6f || fabsf(res - b2[j]) < 1e-6f;
+                for (int j = 0; j < L - 1; j++)
+                    near |= fabsf(y[i] - b1[j]) < 1e-6f || fabsf(res - b2[j]) < 1e-6f;
                 /* combined code a | e << b at bit offset 2b*i (docs/FORMAT.md §2.3) */
                 cw[(2 * b * i) / 8] |= (uint8_t)((a | e << b) << ((2 * b * i) % 8));
             }
             uint8_t rec[160], ex[160] = {0};
             uint16_t h = vq_fp32_to_sf16((float)n);
-            ex[0] = (uint8_t)h; ex[1] = (uint8_t)(h >> 8);
+            ex[0] = (uint8_t)h;
+            ex[1] = (uint8_t)(h >> 8);
             memcpy(ex + 2, cw, (size_t)(8 * W)); /* zero padding up to 8W bytes */
             ASSERT_STATUS(vq_codec_encode(c, x, 1, rec), VQ_STATUS_OK);
             ASSERT_EQ_INT(c->block_bytes, 2 + 8 * W);
@@ -141,8 +152,9 @@ TEST(fused_matches_decode) {
                                         g_seed + 5, &st);
                 ASSERT(c != NULL && (int)c->isa == isa);
                 int bad = tq_check_fused(c, &g, ns[(k + b) % 4]);
-                if (bad) fprintf(stderr, "  isa=%s d=%d b=%d: %d mismatches\n",
-                                 vq_isa_name((enum vq_isa)isa), dims[k], b, bad);
+                if (bad)
+                    fprintf(stderr, "  isa=%s d=%d b=%d: %d mismatches\n",
+                            vq_isa_name((enum vq_isa)isa), dims[k], b, bad);
                 ASSERT_EQ_INT(bad, 0);
                 vq_codec_free(c);
             }
@@ -201,8 +213,11 @@ TEST(deterministic) {
         vq_codec_encode(c2, x, 37, cc);
         ASSERT(memcmp(a, bb, nb) == 0);
         ASSERT(memcmp(a, cc, nb) == 0);
-        free(a); free(bb); free(cc);
-        vq_codec_free(c1); vq_codec_free(c2);
+        free(a);
+        free(bb);
+        free(cc);
+        vq_codec_free(c1);
+        vq_codec_free(c2);
     }
 }
 

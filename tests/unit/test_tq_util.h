@@ -15,7 +15,7 @@ extern const struct vq_codec_i vq_codec_turboquant_rvq;
 /* Creates a codec through the public API when the method is registered, else directly
  * through its vtable (same init contract as vq_codec_create). NULL + *st on failure. */
 static inline vq_codec *tq_create(enum vq_method m, int d, int bits, enum vq_isa isa, int unbiased,
-                           uint64_t seed, vq_status *st) {
+                                  uint64_t seed, vq_status *st) {
     struct vq_codec_params p = vq_codec_params_default();
     p.method = m;
     p.head_dim = d;
@@ -32,7 +32,10 @@ static inline vq_codec *tq_create(enum vq_method m, int d, int bits, enum vq_isa
     c->isa = vq_isa_resolve(isa);
     c->p.isa = c->isa;
     *st = it->init(c);
-    if (*st != VQ_STATUS_OK) { vq_free(c); return NULL; }
+    if (*st != VQ_STATUS_OK) {
+        vq_free(c);
+        return NULL;
+    }
     return c;
 }
 
@@ -45,27 +48,38 @@ static inline uint64_t tq_seed(void) {
 
 static inline void tq_unit(vq_rng *g, float *x, int d) {
     double n = 0;
-    for (int i = 0; i < d; i++) { x[i] = (float)vq_rng_normal(g); n += (double)x[i] * x[i]; }
+    for (int i = 0; i < d; i++) {
+        x[i] = (float)vq_rng_normal(g);
+        n += (double)x[i] * x[i];
+    }
     float inv = (float)(1.0 / sqrt(n));
     for (int i = 0; i < d; i++) x[i] *= inv;
 }
 
 static inline double tq_cos(const float *a, const float *b, int d) {
     double ab = 0, aa = 0, bb = 0;
-    for (int i = 0; i < d; i++) { ab += (double)a[i] * b[i]; aa += (double)a[i] * a[i]; bb += (double)b[i] * b[i]; }
+    for (int i = 0; i < d; i++) {
+        ab += (double)a[i] * b[i];
+        aa += (double)a[i] * a[i];
+        bb += (double)b[i] * b[i];
+    }
     return aa > 0 && bb > 0 ? ab / sqrt(aa * bb) : 0.0;
 }
 
 /* Mean reconstruction cosine over n fresh random unit vectors. */
 static inline double tq_mean_cos(vq_codec *c, vq_rng *g, int n) {
     int d = c->p.head_dim;
-    float *x = (float *)malloc(sizeof(float) * (size_t)d * n), *y = (float *)malloc(sizeof(float) * (size_t)d * n);
+    float *x = (float *)malloc(sizeof(float) * (size_t)d * n),
+          *y = (float *)malloc(sizeof(float) * (size_t)d * n);
     uint8_t *codes = (uint8_t *)malloc(c->block_bytes * (size_t)n);
     for (int t = 0; t < n; t++) tq_unit(g, x + (size_t)t * d, d);
     double s = 0;
-    if (vq_codec_encode(c, x, n, codes) == VQ_STATUS_OK && vq_codec_decode(c, codes, n, y) == VQ_STATUS_OK)
+    if (vq_codec_encode(c, x, n, codes) == VQ_STATUS_OK &&
+        vq_codec_decode(c, codes, n, y) == VQ_STATUS_OK)
         for (int t = 0; t < n; t++) s += tq_cos(x + (size_t)t * d, y + (size_t)t * d, d);
-    free(x); free(y); free(codes);
+    free(x);
+    free(y);
+    free(codes);
     return s / n;
 }
 
@@ -73,15 +87,20 @@ static inline double tq_mean_cos(vq_codec *c, vq_rng *g, int n) {
  * 1e-4 relative to |q|*|x^| (scores) and to |sum| (values). Returns mismatches. */
 static inline int tq_check_fused(vq_codec *c, vq_rng *g, int n) {
     int d = c->p.head_dim, bad = 0;
-    float *x = (float *)malloc(sizeof(float) * (size_t)d * n), *y = (float *)malloc(sizeof(float) * (size_t)d * n);
+    float *x = (float *)malloc(sizeof(float) * (size_t)d * n),
+          *y = (float *)malloc(sizeof(float) * (size_t)d * n);
     uint8_t *codes = (uint8_t *)malloc(c->block_bytes * (size_t)n);
-    float *q = (float *)malloc(sizeof(float) * (size_t)d), *sc = (float *)malloc(sizeof(float) * (size_t)n);
-    float *w = (float *)malloc(sizeof(float) * (size_t)n), *out = (float *)malloc(sizeof(float) * (size_t)d);
+    float *q = (float *)malloc(sizeof(float) * (size_t)d),
+          *sc = (float *)malloc(sizeof(float) * (size_t)n);
+    float *w = (float *)malloc(sizeof(float) * (size_t)n),
+          *out = (float *)malloc(sizeof(float) * (size_t)d);
     float *qs = (float *)vq_alloc(vq_codec_query_bytes(c));
     float *acc = (float *)vq_alloc(sizeof(float) * vq_codec_acc_floats(c));
     double *ref = (double *)calloc((size_t)d, sizeof(double));
-    for (int64_t i = 0; i < (int64_t)d * n; i++) x[i] = (float)(vq_rng_normal(g) * (1.0 + (i % d % 7)));
-    for (int t = 0; t < n; t += 5) for (int i = 0; i < d; i++) x[(size_t)t * d + i] *= 30.0f; /* mixed norms */
+    for (int64_t i = 0; i < (int64_t)d * n; i++)
+        x[i] = (float)(vq_rng_normal(g) * (1.0 + (i % d % 7)));
+    for (int t = 0; t < n; t += 5)
+        for (int i = 0; i < d; i++) x[(size_t)t * d + i] *= 30.0f; /* mixed norms */
     for (int i = 0; i < d; i++) q[i] = (float)vq_rng_normal(g);
     for (int t = 0; t < n; t++) w[t] = (float)vq_rng_uniform(g);
     if (vq_codec_encode(c, x, n, codes) != VQ_STATUS_OK) bad++;
@@ -96,7 +115,9 @@ static inline int tq_check_fused(vq_codec *c, vq_rng *g, int n) {
         double dot = 0, yn = 0;
         for (int i = 0; i < d; i++) {
             double v = y[(size_t)t * d + i];
-            dot += q[i] * v; yn += v * v; ref[i] += w[t] * v;
+            dot += q[i] * v;
+            yn += v * v;
+            ref[i] += w[t] * v;
         }
         if (fabs(sc[t] - dot) > 1e-4 * sqrt(qn * yn) + 1e-7) {
             if (bad < 3) fprintf(stderr, "  score t=%d: %.8g vs %.8g\n", t, sc[t], dot);
@@ -110,8 +131,16 @@ static inline int tq_check_fused(vq_codec *c, vq_rng *g, int n) {
             if (bad < 3) fprintf(stderr, "  value i=%d: %.8g vs %.8g\n", i, out[i], ref[i]);
             bad++;
         }
-    free(x); free(y); free(codes); free(q); free(sc); free(w); free(out); free(ref);
-    vq_free(qs); vq_free(acc);
+    free(x);
+    free(y);
+    free(codes);
+    free(q);
+    free(sc);
+    free(w);
+    free(out);
+    free(ref);
+    vq_free(qs);
+    vq_free(acc);
     return bad;
 }
 

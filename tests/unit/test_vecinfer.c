@@ -26,7 +26,7 @@ static void gen_keys(vq_rng *r, int d, const double *Q, int64_t n, float *x) {
     for (int j = 0; j < d; j++) lam[j] = 4.0 * exp(-0.08 * j) + 0.05;
     for (int i = 0; i < d; i++) mu[i] = (i % 29 == 3) ? 8.0f : 0.0f;
     cu_gen(r, d, Q, lam, mu, n, x);
-    for (int64_t t = 0; t < n; t++) x[t * d + 5] *= 6.0f;   /* channel-aligned outlier */
+    for (int64_t t = 0; t < n; t++) x[t * d + 5] *= 6.0f; /* channel-aligned outlier */
 }
 
 TEST(sizes_and_presets) {
@@ -44,7 +44,7 @@ TEST(sizes_and_presets) {
             ASSERT_EQ_INT(vq_codec_acc_floats(c), n_sub << presets[k][1]);
             vq_codec_free(c);
         }
-    vq_codec *c = mk(128, VQ_ROLE_KEY, 2, 12, 8, NULL, 0, NULL);   /* "1.5 bits" */
+    vq_codec *c = mk(128, VQ_ROLE_KEY, 2, 12, 8, NULL, 0, NULL); /* "1.5 bits" */
     ASSERT(c && vq_codec_block_bytes(c) == 24);
     ASSERT(c && fabs(vq_codec_bits_per_elem(c) - 1.5) < 1e-12);
     vq_codec_free(c);
@@ -54,7 +54,7 @@ TEST(sizes_and_presets) {
     ASSERT(mk(64, VQ_ROLE_KEY, 2, 8, 0, NULL, 0, &st) == NULL);
     ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
     ASSERT(mk(80, VQ_ROLE_KEY, 2, 8, 32, NULL, 0, &st) == NULL);
-    ASSERT(mk(72, VQ_ROLE_KEY, 2, 8, 16, NULL, 0, &st) == NULL);   /* 16 does not divide 72 */
+    ASSERT(mk(72, VQ_ROLE_KEY, 2, 8, 16, NULL, 0, &st) == NULL); /* 16 does not divide 72 */
     ASSERT(mk(64, VQ_ROLE_KEY, 2, 13, 4, NULL, 0, &st) == NULL);
 }
 
@@ -67,13 +67,15 @@ TEST(calibrated_contract_and_quality) {
         vq_rng_seed(&r, 100 + d);
         double *Q = malloc(sizeof(double) * (size_t)(d * d));
         cu_orthogonal(&r, d, Q);
-        float *cal = malloc(sizeof(float) * (size_t)(n_cal * d)), *tst = malloc(sizeof(float) * (size_t)(n_test * d));
+        float *cal = malloc(sizeof(float) * (size_t)(n_cal * d)),
+              *tst = malloc(sizeof(float) * (size_t)(n_test * d));
         gen_keys(&r, d, Q, n_cal, cal);
         gen_keys(&r, d, Q, n_test, tst);
         vq_calib_data *cd = vq_calib_data_create(2, d, NULL);
         ASSERT(cd != NULL);
         ASSERT_STATUS(vq_calib_fit_vecinfer(cd, 1, VQ_ROLE_KEY, cal, n_cal, 8, 4, 7), VQ_STATUS_OK);
-        ASSERT_STATUS(vq_calib_fit_vecinfer(cd, 1, VQ_ROLE_VALUE, cal, n_cal, 8, 8, 7), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_calib_fit_vecinfer(cd, 1, VQ_ROLE_VALUE, cal, n_cal, 8, 8, 7),
+                      VQ_STATUS_OK);
         vq_status st;
         vq_codec *k = mk(d, VQ_ROLE_KEY, 2, 0, 0, cd, 1, &st);
         vq_codec *v = mk(d, VQ_ROLE_VALUE, 1, 0, 0, cd, 1, &st);
@@ -85,19 +87,23 @@ TEST(calibrated_contract_and_quality) {
             ASSERT_EQ_INT(cu_contract(kf, tst, n_test, &r), 0);
             const double ek = cu_rel_mse(k, tst, n_test), ev = cu_rel_mse(v, tst, n_test);
             const double ef = cu_rel_mse(kf, tst, n_test);
-            fprintf(stderr, "  d=%d vecinfer rel-MSE: keys 2-bit %.4f, values 1-bit %.4f, "
-                    "uncalibrated keys 2-bit %.4f\n", d, ek, ev, ef);
+            fprintf(stderr,
+                    "  d=%d vecinfer rel-MSE: keys 2-bit %.4f, values 1-bit %.4f, "
+                    "uncalibrated keys 2-bit %.4f\n",
+                    d, ek, ev, ef);
             ASSERT_LE(ek, 0.07);
             ASSERT_LE(ev, 0.16);
-            ASSERT_GE(ef, 4 * ek);  /* calibration matters */
+            ASSERT_GE(ef, 4 * ek); /* calibration matters */
         }
-        vq_codec_free(k); vq_codec_free(v); vq_codec_free(kf);
+        vq_codec_free(k);
+        vq_codec_free(v);
+        vq_codec_free(kf);
         /* errors */
-        ASSERT(mk(d, VQ_ROLE_KEY, 2, 0, 0, cd, 0, &st) == NULL);   /* layer 0 not fitted */
+        ASSERT(mk(d, VQ_ROLE_KEY, 2, 0, 0, cd, 0, &st) == NULL); /* layer 0 not fitted */
         ASSERT_STATUS(st, VQ_STATUS_NOT_FOUND);
-        ASSERT(mk(d, VQ_ROLE_KEY, 2, 0, 0, cd, 2, &st) == NULL);   /* no layer 2 */
+        ASSERT(mk(d, VQ_ROLE_KEY, 2, 0, 0, cd, 2, &st) == NULL); /* no layer 2 */
         ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
-        ASSERT(mk(d, VQ_ROLE_KEY, 1, 0, 0, cd, 1, &st) == NULL);   /* codebook is (8, 4) */
+        ASSERT(mk(d, VQ_ROLE_KEY, 1, 0, 0, cd, 1, &st) == NULL); /* codebook is (8, 4) */
         ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
         ASSERT(mk(d + 8, VQ_ROLE_KEY, 2, 0, 0, cd, 1, &st) == NULL);
         ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
@@ -120,7 +126,8 @@ TEST(calibrated_contract_and_quality) {
             ASSERT_STATUS(vq_calib_data_save(cd, path, "vecinfer", sha, NULL), VQ_STATUS_OK);
             vq_calib_data *cd2 = vq_calib_data_load(path, "vecinfer", sha, &st);
             ASSERT(cd2 != NULL);
-            vq_codec *k1 = mk(d, VQ_ROLE_KEY, 2, 0, 0, cd, 1, &st), *k2 = mk(d, VQ_ROLE_KEY, 2, 0, 0, cd2, 1, &st);
+            vq_codec *k1 = mk(d, VQ_ROLE_KEY, 2, 0, 0, cd, 1, &st),
+                     *k2 = mk(d, VQ_ROLE_KEY, 2, 0, 0, cd2, 1, &st);
             ASSERT(k1 && k2);
             if (k1 && k2) {
                 uint8_t *c1 = malloc(vq_codec_block_bytes(k1) * (size_t)n_test);
@@ -128,16 +135,20 @@ TEST(calibrated_contract_and_quality) {
                 vq_codec_encode(k1, tst, n_test, c1);
                 vq_codec_encode(k2, tst, n_test, c2);
                 ASSERT(memcmp(c1, c2, vq_codec_block_bytes(k1) * (size_t)n_test) == 0);
-                free(c1); free(c2);
+                free(c1);
+                free(c2);
             }
-            vq_codec_free(k1); vq_codec_free(k2);
+            vq_codec_free(k1);
+            vq_codec_free(k2);
             vq_calib_data_free(cd2);
             char cmd[700];
             snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
             ASSERT_EQ_INT(system(cmd), 0);
         }
         vq_calib_data_free(cd);
-        free(Q); free(cal); free(tst);
+        free(Q);
+        free(cal);
+        free(tst);
     }
 }
 

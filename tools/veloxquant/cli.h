@@ -51,14 +51,14 @@ struct vq_model;
 struct vq_calib_build {
     const char *model_path;
     struct vq_model *model;
-    const char *text_path;       /* NULL: built-in English prose */
-    int n_tokens, threads;       /* defaults 512, 0 */
+    const char *text_path; /* NULL: built-in English prose */
+    int n_tokens, threads; /* defaults 512, 0 */
     int do_vi, do_sp, do_rq;
-    int kc, kv, vc, vv;          /* vecinfer codebooks (default 8,4 / 8,4) */
-    uint64_t seed;               /* default 42 */
-    const char *out;             /* NULL: artifact cache */
-    double rq_bits;              /* > 0: also print the RateQuant allocation for this mean */
-    FILE *report;                /* NULL = stdout */
+    int kc, kv, vc, vv; /* vecinfer codebooks (default 8,4 / 8,4) */
+    uint64_t seed;      /* default 42 */
+    const char *out;    /* NULL: artifact cache */
+    double rq_bits;     /* > 0: also print the RateQuant allocation for this mean */
+    FILE *report;       /* NULL = stdout */
     /* On-demand builds: when set, a failure to write an artifact to the cache is a warning
      * (path and cause, "used for this run only"), not an error. */
     int cache_optional;

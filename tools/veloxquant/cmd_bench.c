@@ -29,19 +29,20 @@
 
 struct bench_opts {
     int head_dim;
-    uint64_t seed;                            /* synthetic data seed */
+    uint64_t seed; /* synthetic data seed */
     int64_t seq_lens[MAX_SEQ_LENS];
     int n_seq;
     int compare, repeats, threads, json;
     int kv_heads;
     enum vq_isa isa;
-    struct vq_kv_opts kv;                     /* the KV options (kvconfig.h), as every command */
-    struct vq_cache_params cfg;               /* resolved: key / value codecs and the modifiers */
-    char name[96];                            /* its config label */
+    struct vq_kv_opts kv;       /* the KV options (kvconfig.h), as every command */
+    struct vq_cache_params cfg; /* resolved: key / value codecs and the modifiers */
+    char name[96];              /* its config label */
 };
 
 static void usage(FILE *f) {
-    fprintf(f,
+    fprintf(
+        f,
         "usage: veloxquant bench --method M [options]\n\n"
         "Times encode (append) and fused attend of a KV method on synthetic keys, next to an fp16\n"
         "cache at the same seq_len in the same run, and reports the method's quality.\n\n"
@@ -67,14 +68,18 @@ static void usage(FILE *f) {
         "                        cache stores them (vq_cache_read, centering off) instead of\n"
         "                        on the bare key codec\n"
         "  --json                one JSON object per run on stdout instead of tables\n");
-    fputs("\nKV options (the same table and defaults as generate / perplexity / sweep):\n" VQ_KV_HELP, f);
+    fputs(
+        "\nKV options (the same table and defaults as generate / perplexity / sweep):\n" VQ_KV_HELP,
+        f);
 }
 
 /* ---- synthetic data ---------------------------------------------------------------------- */
 
 static uint64_t rng_state;
 static double rnd_u(void) {
-    rng_state ^= rng_state << 13; rng_state ^= rng_state >> 7; rng_state ^= rng_state << 17;
+    rng_state ^= rng_state << 13;
+    rng_state ^= rng_state >> 7;
+    rng_state ^= rng_state << 17;
     return ((double)(rng_state >> 11) + 0.5) * (1.0 / 9007199254740992.0);
 }
 static float rnd_n(void) {
@@ -114,7 +119,8 @@ static double rows_cos(const float *a, const float *b, int64_t n, int d) {
     return s / (double)n;
 }
 
-static double mean_cos(const vq_codec *c, const float *x, int64_t n, int d, float *tmp, void *codes) {
+static double mean_cos(const vq_codec *c, const float *x, int64_t n, int d, float *tmp,
+                       void *codes) {
     int bt = vq_codec_block_tokens(c);
     n = n / bt * bt;
     if (n == 0) return NAN;
@@ -132,8 +138,8 @@ struct ip_acc {
 };
 
 /* Adds one query qv: est[t] estimates qv . k[t] for t < n; tru, p, ph are n-double scratch. */
-static void ip_acc_query(struct ip_acc *a, const float *qv, const float *k, const double *est, int64_t n,
-                         int d, double *tru, double *p, double *ph) {
+static void ip_acc_query(struct ip_acc *a, const float *qv, const float *k, const double *est,
+                         int64_t n, int d, double *tru, double *p, double *ph) {
     const double scale = 1.0 / sqrt((double)d), nq2 = sqrt(dotd(qv, qv, d));
     double m1 = -1e300, m2 = -1e300;
     for (int64_t t = 0; t < n; t++) {
@@ -143,14 +149,18 @@ static void ip_acc_query(struct ip_acc *a, const float *qv, const float *k, cons
         a->sxy += est[t] * tru[t];
         a->sxx += tru[t] * tru[t];
         double e = (est[t] - tru[t]) / (nq2 * nk + 1e-30);
-        a->se += e; a->se2 += e * e; a->ne++;
+        a->se += e;
+        a->se2 += e * e;
+        a->ne++;
         if (tru[t] * scale > m1) m1 = tru[t] * scale;
         if (est[t] * scale > m2) m2 = est[t] * scale;
     }
     double z1 = 0, z2 = 0, k1 = 0;
     for (int64_t t = 0; t < n; t++) {
-        p[t] = exp(tru[t] * scale - m1); z1 += p[t];
-        ph[t] = exp(est[t] * scale - m2); z2 += ph[t];
+        p[t] = exp(tru[t] * scale - m1);
+        z1 += p[t];
+        ph[t] = exp(est[t] * scale - m2);
+        z2 += ph[t];
     }
     for (int64_t t = 0; t < n; t++) {
         double x = p[t] / z1, y = ph[t] / z2;
@@ -181,7 +191,8 @@ static void ip_quality(const vq_codec *c, const float *k, int64_t n, int d, stru
     double *estd = malloc(sizeof(double) * (size_t)n), *tru = malloc(sizeof(double) * (size_t)n);
     double *p = malloc(sizeof(double) * (size_t)n), *ph = malloc(sizeof(double) * (size_t)n);
     float qv[1024];
-    if (!codes || !qs || !est || !estd || !tru || !p || !ph || vq_codec_encode(c, k, n, codes) != VQ_STATUS_OK)
+    if (!codes || !qs || !est || !estd || !tru || !p || !ph ||
+        vq_codec_encode(c, k, n, codes) != VQ_STATUS_OK)
         goto done;
     struct ip_acc acc = {0};
     for (int iq = 0; iq < IP_QUERIES; iq++) {
@@ -193,7 +204,13 @@ static void ip_quality(const vq_codec *c, const float *k, int64_t n, int d, stru
     }
     ip_acc_finish(&acc, q);
 done:
-    free(codes); free(qs); free(est); free(estd); free(tru); free(p); free(ph);
+    free(codes);
+    free(qs);
+    free(est);
+    free(estd);
+    free(tru);
+    free(p);
+    free(ph);
 }
 
 /* 1 if a cache modifier is on. */
@@ -204,10 +221,14 @@ static int has_modifier(const struct bench_opts *o) {
 /* Cache parameters of a bench run: one layer, kv_heads streams; the resolved KV config (codecs
  * and outlier modifiers) when method, else a plain fp16 cache (the baseline); centering is left
  * to the caller. */
-static struct vq_cache_params bench_cache_params(const struct bench_opts *o, int method, int kv_heads,
-                                                 int threads, int64_t max_tokens, const vq_calib_data *cd) {
+static struct vq_cache_params bench_cache_params(const struct bench_opts *o, int method,
+                                                 int kv_heads, int threads, int64_t max_tokens,
+                                                 const vq_calib_data *cd) {
     struct vq_cache_params cp = method ? o->cfg : vq_cache_params_default();
-    cp.n_layers = 1; cp.n_kv_heads = kv_heads; cp.head_dim = o->head_dim; cp.max_tokens = max_tokens;
+    cp.n_layers = 1;
+    cp.n_kv_heads = kv_heads;
+    cp.head_dim = o->head_dim;
+    cp.max_tokens = max_tokens;
     cp.n_threads = threads;
     cp.key.role = VQ_ROLE_KEY;
     cp.value.role = VQ_ROLE_VALUE;
@@ -244,7 +265,11 @@ static vq_status cache_key_quality(const struct bench_opts *o, const float *k, i
     }
     ip_acc_finish(&acc, q);
 done:
-    free(kh); free(tru); free(est); free(p); free(ph);
+    free(kh);
+    free(tru);
+    free(est);
+    free(p);
+    free(ph);
     vq_cache_free(c);
     return st;
 }
@@ -279,7 +304,7 @@ static vq_status time_cache(const struct bench_opts *o, int method, const float 
     /* Each timed sample is several attend calls so that short contexts are measurable. */
     const int64_t work = T * H;
     int inner = work >= 65536 ? 1 : work >= 8192 ? 4 : work >= 1024 ? 16 : 64;
-    st = vq_cache_attend(c, 0, qv, H, 1, NULL, scale, out_v);  /* warm-up */
+    st = vq_cache_attend(c, 0, qv, H, 1, NULL, scale, out_v); /* warm-up */
     if (st != VQ_STATUS_OK) goto fail;
     for (int r = 0; r < R; r++) {
         double t0 = vq_now_s();
@@ -322,30 +347,35 @@ static int fit_role(const struct bench_opts *o, vq_calib_data *cd, const struct 
     int64_t n = CAL_TOKENS;
     *n_used = 0;
     if (fl & VQ_METHOD_F_CALIB_CODEBOOK) {
-        if (vq_vecinfer_shape(p, &c, &v) != VQ_STATUS_OK || v < 1 || d % v) return 1;   /* the codec reports it */
-        const int64_t need = 4 * ((int64_t)1 << c) / (d / v);   /* 4 sub-vectors per codeword */
+        if (vq_vecinfer_shape(p, &c, &v) != VQ_STATUS_OK || v < 1 || d % v)
+            return 1;                                         /* the codec reports it */
+        const int64_t need = 4 * ((int64_t)1 << c) / (d / v); /* 4 sub-vectors per codeword */
         if (need > n) n = need;
     } else if (!(fl & VQ_METHOD_F_CALIB_PCA)) {
         return 1;
     }
     float *x = malloc(sizeof(float) * (size_t)n * (size_t)d);
-    if (!x) { fprintf(stderr, "bench: out of memory\n"); return 0; }
+    if (!x) {
+        fprintf(stderr, "bench: out of memory\n");
+        return 0;
+    }
     if (role == VQ_ROLE_KEY) fill_keys(x, n, d);
     else fill_normal(x, n * d);
     vq_status st = fl & VQ_METHOD_F_CALIB_CODEBOOK
-                       ? vq_calib_fit_vecinfer(cd, 0, role, x, n, c, v, o->seed)
-                       : vq_calib_fit_spectral(cd, 0, role, x, n);
+                     ? vq_calib_fit_vecinfer(cd, 0, role, x, n, c, v, o->seed)
+                     : vq_calib_fit_spectral(cd, 0, role, x, n);
     free(x);
     if (st != VQ_STATUS_OK) {
-        fprintf(stderr, "bench: synthetic calibration of %s failed: %s\n", vq_method_name(p->method),
-                vq_status_str(st));
+        fprintf(stderr, "bench: synthetic calibration of %s failed: %s\n",
+                vq_method_name(p->method), vq_status_str(st));
         return 0;
     }
     *n_used = n;
     return 1;
 }
 
-static int fit_synthetic_calib(const struct bench_opts *o, vq_calib_data **cd, int64_t *nk, int64_t *nv) {
+static int fit_synthetic_calib(const struct bench_opts *o, vq_calib_data **cd, int64_t *nk,
+                               int64_t *nv) {
     struct vq_method_info ki, vi;
     *cd = NULL;
     *nk = *nv = 0;
@@ -355,8 +385,11 @@ static int fit_synthetic_calib(const struct bench_opts *o, vq_calib_data **cd, i
     if (!ki.needs_calibration && !vi.needs_calibration) return 1;
     vq_status st;
     *cd = vq_calib_data_create(1, o->head_dim, &st);
-    if (!*cd) { fprintf(stderr, "bench: %s\n", vq_status_str(st)); return 0; }
-    rng_state = (o->seed ^ 0x63616c6962ull) * 0x9E3779B97F4A7C15ull + 1;   /* "calib" draw */
+    if (!*cd) {
+        fprintf(stderr, "bench: %s\n", vq_status_str(st));
+        return 0;
+    }
+    rng_state = (o->seed ^ 0x63616c6962ull) * 0x9E3779B97F4A7C15ull + 1; /* "calib" draw */
     if ((ki.needs_calibration && !fit_role(o, *cd, &o->cfg.key, VQ_ROLE_KEY, nk)) ||
         (vi.needs_calibration && !fit_role(o, *cd, &o->cfg.value, VQ_ROLE_VALUE, nv))) {
         vq_calib_data_free(*cd);
@@ -375,10 +408,14 @@ static int kv_option_code(const char *a, int *has_arg) {
     char name[64];
     if (strncmp(a, "--", 2) != 0 || strlen(a + 2) >= sizeof name) return 0;
     snprintf(name, sizeof name, "%s", a + 2);
-    for (char *c = name; *c; c++) if (*c == '_') *c = '-';
+    for (char *c = name; *c; c++)
+        if (*c == '_') *c = '-';
     if (!strcmp(name, "n-outlier-channels")) snprintf(name, sizeof name, "outlier-channels");
     for (const struct option *op = kvlo; op->name; op++)
-        if (!strcmp(op->name, name)) { *has_arg = op->has_arg == required_argument; return op->val; }
+        if (!strcmp(op->name, name)) {
+            *has_arg = op->has_arg == required_argument;
+            return op->val;
+        }
     return 0;
 }
 
@@ -391,33 +428,54 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
         int code, has_arg = 0;
 #define NEXT() (i++, val)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return -1; }
-        else if (!strcmp(a, "--head_dim") || !strcmp(a, "--head-dim")) { if (!vq_opt_int(cmd, a, NEXT(), 8, 1024, &o->head_dim)) return 0; }
-        else if (!strcmp(a, "--seq_len")) {
-            long v; if (!vq_opt_long(cmd, a, NEXT(), 1, 1L << 20, &v)) return 0;
-            o->seq_lens[0] = v; o->n_seq = 1;
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return -1;
+        } else if (!strcmp(a, "--head_dim") || !strcmp(a, "--head-dim")) {
+            if (!vq_opt_int(cmd, a, NEXT(), 8, 1024, &o->head_dim)) return 0;
+        } else if (!strcmp(a, "--seq_len")) {
+            long v;
+            if (!vq_opt_long(cmd, a, NEXT(), 1, 1L << 20, &v)) return 0;
+            o->seq_lens[0] = v;
+            o->n_seq = 1;
         } else if (!strcmp(a, "--seq_lens")) {
             o->n_seq = 0;
             while (i + 1 < argc && argv[i + 1][0] != '-') {
                 long v;
-                if (o->n_seq == MAX_SEQ_LENS) { fprintf(stderr, "bench: at most %d seq_lens\n", MAX_SEQ_LENS); return 0; }
+                if (o->n_seq == MAX_SEQ_LENS) {
+                    fprintf(stderr, "bench: at most %d seq_lens\n", MAX_SEQ_LENS);
+                    return 0;
+                }
                 if (!vq_opt_long(cmd, a, argv[++i], 1, 1L << 20, &v)) return 0;
                 o->seq_lens[o->n_seq++] = v;
             }
-            if (o->n_seq == 0) { fprintf(stderr, "bench: --seq_lens needs at least one value\n"); return 0; }
-        }
-        else if (!strcmp(a, "--seed")) { if (!vq_opt_u64(cmd, a, NEXT(), &o->seed)) return 0; }
-        else if (!strcmp(a, "--compare_optimized")) o->compare = 1;
-        else if (!strcmp(a, "--repeats")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 64, &o->repeats)) return 0; }
-        else if (!strcmp(a, "--kv_heads")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 256, &o->kv_heads)) return 0; }
-        else if (!strcmp(a, "--threads")) { if (!vq_opt_int(cmd, a, NEXT(), 1, 256, &o->threads)) return 0; }
-        else if (!strcmp(a, "--isa")) { if (!vq_opt_isa(cmd, a, NEXT(), &o->isa)) return 0; }
-        else if (!strcmp(a, "--json")) o->json = 1;
+            if (o->n_seq == 0) {
+                fprintf(stderr, "bench: --seq_lens needs at least one value\n");
+                return 0;
+            }
+        } else if (!strcmp(a, "--seed")) {
+            if (!vq_opt_u64(cmd, a, NEXT(), &o->seed)) return 0;
+        } else if (!strcmp(a, "--compare_optimized")) o->compare = 1;
+        else if (!strcmp(a, "--repeats")) {
+            if (!vq_opt_int(cmd, a, NEXT(), 1, 64, &o->repeats)) return 0;
+        } else if (!strcmp(a, "--kv_heads")) {
+            if (!vq_opt_int(cmd, a, NEXT(), 1, 256, &o->kv_heads)) return 0;
+        } else if (!strcmp(a, "--threads")) {
+            if (!vq_opt_int(cmd, a, NEXT(), 1, 256, &o->threads)) return 0;
+        } else if (!strcmp(a, "--isa")) {
+            if (!vq_opt_isa(cmd, a, NEXT(), &o->isa)) return 0;
+        } else if (!strcmp(a, "--json")) o->json = 1;
         else if ((code = kv_option_code(a, &has_arg)) != 0) {
-            if (has_arg && !val) { fprintf(stderr, "%s: %s needs a value\n", cmd, a); return 0; }
+            if (has_arg && !val) {
+                fprintf(stderr, "%s: %s needs a value\n", cmd, a);
+                return 0;
+            }
             if (vq_kv_opts_handle(&o->kv, cmd, code, has_arg ? NEXT() : NULL) != 1) return 0;
+        } else {
+            fprintf(stderr, "bench: unknown option '%s'\n", a);
+            usage(stderr);
+            return 0;
         }
-        else { fprintf(stderr, "bench: unknown option '%s'\n", a); usage(stderr); return 0; }
 #undef NEXT
     }
     o->cfg = vq_cache_params_default();
@@ -426,35 +484,49 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
     vq_kv_config_name_opts(&o->kv, &o->cfg.key, &o->cfg.value, o->name, sizeof o->name);
     if (o->kv.print_config) return 1;
     if (vq_kv_opts_any_layers(&o->kv)) {
-        fprintf(stderr, "bench: per-layer options (bits lists, fp16 layers, --ratequant) need a model; "
+        fprintf(stderr,
+                "bench: per-layer options (bits lists, fp16 layers, --ratequant) need a model; "
                 "bench times one synthetic layer\n");
         return 0;
     }
-    if (!vq_kv_opts_any_method(&o->kv)) { fprintf(stderr, "bench: --method is required\n"); usage(stderr); return 0; }
+    if (!vq_kv_opts_any_method(&o->kv)) {
+        fprintf(stderr, "bench: --method is required\n");
+        usage(stderr);
+        return 0;
+    }
     return 1;
 }
 
 static void bench_opts_init(struct bench_opts *o) {
     memset(o, 0, sizeof *o);
-    o->head_dim = 128; o->seed = 42; o->seq_lens[0] = 1000; o->n_seq = 1;
-    o->repeats = 7; o->threads = 1; o->isa = VQ_ISA_AUTO;
+    o->head_dim = 128;
+    o->seed = 42;
+    o->seq_lens[0] = 1000;
+    o->n_seq = 1;
+    o->repeats = 7;
+    o->threads = 1;
+    o->isa = VQ_ISA_AUTO;
     o->kv_heads = 1;
     vq_kv_opts_init(&o->kv);
 }
 
 /* Everything a bench run holds; bench_free releases it. */
 struct bench_state {
-    vq_calib_data *cd;               /* synthetic calibration (calibrated methods), or NULL */
+    vq_calib_data *cd; /* synthetic calibration (calibrated methods), or NULL */
     int64_t n_cal_k, n_cal_v;
-    struct vq_codec_params kp, vp;   /* the key / value codecs at head_dim, isa and calib */
+    struct vq_codec_params kp, vp; /* the key / value codecs at head_dim, isa and calib */
     vq_codec *kc, *vc;
-    float *k, *v, *tmp, *qv;         /* synthetic keys, values, scratch, queries */
+    float *k, *v, *tmp, *qv; /* synthetic keys, values, scratch, queries */
     void *codes;
-    cJSON *jroot, *jrows;            /* --json */
+    cJSON *jroot, *jrows; /* --json */
 };
 
 static void bench_free(struct bench_state *s) {
-    free(s->k); free(s->v); free(s->tmp); free(s->codes); free(s->qv);
+    free(s->k);
+    free(s->v);
+    free(s->tmp);
+    free(s->codes);
+    free(s->qv);
     vq_codec_free(s->kc);
     vq_codec_free(s->vc);
     vq_calib_data_free(s->cd);
@@ -508,14 +580,16 @@ static int bench_build_codecs(const struct bench_opts *o, struct bench_state *s)
  * Returns 0 or exit code 1 (printed). */
 static int bench_build_data(const struct bench_opts *o, struct bench_state *s) {
     int64_t tmax = 0;
-    for (int i = 0; i < o->n_seq; i++) if (o->seq_lens[i] > tmax) tmax = o->seq_lens[i];
+    for (int i = 0; i < o->n_seq; i++)
+        if (o->seq_lens[i] > tmax) tmax = o->seq_lens[i];
     const int d = o->head_dim;
-    const int64_t rows = tmax * o->kv_heads;   /* (tmax, kv_heads, d) for the caches */
+    const int64_t rows = tmax * o->kv_heads; /* (tmax, kv_heads, d) for the caches */
     s->k = malloc(sizeof(float) * (size_t)(rows * d));
     s->v = malloc(sizeof(float) * (size_t)(rows * d));
     s->tmp = malloc(sizeof(float) * (size_t)(tmax * d));
     size_t bb = vq_codec_block_bytes(s->kc) > vq_codec_block_bytes(s->vc)
-                    ? vq_codec_block_bytes(s->kc) : vq_codec_block_bytes(s->vc);
+                  ? vq_codec_block_bytes(s->kc)
+                  : vq_codec_block_bytes(s->vc);
     s->codes = malloc(bb * (size_t)tmax + 64);
     s->qv = malloc(sizeof(float) * (size_t)d * (size_t)o->kv_heads);
     if (!s->k || !s->v || !s->tmp || !s->codes || !s->qv) {
@@ -558,28 +632,34 @@ static void bench_header(const struct bench_opts *o, struct bench_state *s) {
         s->jrows = cJSON_AddArrayToObject(jroot, "rows");
         return;
     }
-    printf("bench: %s: keys %s bits=%g (%.4f bits/elem), values %s bits=%g (%.4f bits/elem), "
-           "head_dim=%d, kv_heads=%d, isa=%s, threads=%d, median of %d\n", o->name,
-           vq_method_name(kp->method), vq_codec_params_bits(kp), vq_codec_bits_per_elem(s->kc),
-           vq_method_name(vp->method), vq_codec_params_bits(vp), vq_codec_bits_per_elem(s->vc),
-           o->head_dim, o->kv_heads, isa, o->threads, o->repeats);
+    printf(
+        "bench: %s: keys %s bits=%g (%.4f bits/elem), values %s bits=%g (%.4f bits/elem), "
+        "head_dim=%d, kv_heads=%d, isa=%s, threads=%d, median of %d\n",
+        o->name, vq_method_name(kp->method), vq_codec_params_bits(kp),
+        vq_codec_bits_per_elem(s->kc), vq_method_name(vp->method), vq_codec_params_bits(vp),
+        vq_codec_bits_per_elem(s->vc), o->head_dim, o->kv_heads, isa, o->threads, o->repeats);
     if (s->n_cal_k)
-        printf("bench: keys (%s) use a synthetic calibration fitted on %lld separately drawn "
-               "synthetic keys (no model)\n", vq_method_name(kp->method), (long long)s->n_cal_k);
+        printf(
+            "bench: keys (%s) use a synthetic calibration fitted on %lld separately drawn "
+            "synthetic keys (no model)\n",
+            vq_method_name(kp->method), (long long)s->n_cal_k);
     if (s->n_cal_v)
-        printf("bench: values (%s) use a synthetic calibration fitted on %lld separately drawn "
-               "synthetic values (no model)\n", vq_method_name(vp->method), (long long)s->n_cal_v);
+        printf(
+            "bench: values (%s) use a synthetic calibration fitted on %lld separately drawn "
+            "synthetic values (no model)\n",
+            vq_method_name(vp->method), (long long)s->n_cal_v);
     if (has_modifier(o))
-        printf("modifiers: outlier channels %d (n_calib_tokens %d), outlier tokens k = %g "
-               "(0 = off); B/token and key_x include them\n",
-               o->cfg.n_outlier_channels, o->cfg.n_calib_tokens, (double)o->cfg.outlier_token_k);
+        printf(
+            "modifiers: outlier channels %d (n_calib_tokens %d), outlier tokens k = %g "
+            "(0 = off); B/token and key_x include them\n",
+            o->cfg.n_outlier_channels, o->cfg.n_calib_tokens, (double)o->cfg.outlier_token_k);
     if (o->compare)
         printf("%8s | %18s | %19s | %7s | %14s | %10s\n", "seq_len", "baseline_attend_ms",
                "optimized_attend_ms", "speedup", "fp16_attend_ms", "vs_fp16");
     else
         printf("%8s | %14s | %9s | %7s | %9s | %9s | %6s | %8s | %6s | %6s | %9s | %9s\n",
-               "seq_len", "fp16_attend_ms", "attend_ms", "vs_fp16", "encode_ms", "B/token",
-               "key_x", "fullKV_x", "cos_k", "cos_v", "ip_slope", "softmax_kl");
+               "seq_len", "fp16_attend_ms", "attend_ms", "vs_fp16", "encode_ms", "B/token", "key_x",
+               "fullKV_x", "cos_k", "cos_v", "ip_slope", "softmax_kl");
 }
 
 /* Report step, one seq_len T: a JSON row (--json) or a table line, plus the quality line after
@@ -616,15 +696,17 @@ static void bench_row(const struct bench_opts *o, struct bench_state *s, int si,
                tm->ref_attend_ms, tm->attend_ms, tm->ref_attend_ms / tm->attend_ms, tf->attend_ms,
                tf->attend_ms / tm->attend_ms);
     } else {
-        printf("%8lld | %14.4f | %9.4f | %6.2fx | %9.3f | %9.2f | %6.2f | %8.2f | %6.4f | %6.4f"
-               " | %9.4f | %9.5f\n",
-               (long long)T, tf->attend_ms, tm->attend_ms, tf->attend_ms / tm->attend_ms,
-               tm->encode_ms, bpt, key_x, full_x, q->cos_k, q->cos_v, q->slope, q->kl);
+        printf(
+            "%8lld | %14.4f | %9.4f | %6.2fx | %9.3f | %9.2f | %6.2f | %8.2f | %6.4f | %6.4f"
+            " | %9.4f | %9.5f\n",
+            (long long)T, tf->attend_ms, tm->attend_ms, tf->attend_ms / tm->attend_ms,
+            tm->encode_ms, bpt, key_x, full_x, q->cos_k, q->cos_v, q->slope, q->kl);
     }
     if (!o->json && o->compare && si == o->n_seq - 1)
-        printf("quality: cos_k %.4f cos_v %.4f ip_slope %.4f ip_err_sd %.5f softmax_kl %.5f "
-               "bytes/token %.2f key_x %.2f fullKV_x %.2f\n",
-               q->cos_k, q->cos_v, q->slope, q->ip_err_sd, q->kl, bpt, key_x, full_x);
+        printf(
+            "quality: cos_k %.4f cos_v %.4f ip_slope %.4f ip_err_sd %.5f softmax_kl %.5f "
+            "bytes/token %.2f key_x %.2f fullKV_x %.2f\n",
+            q->cos_k, q->cos_v, q->slope, q->ip_err_sd, q->kl, bpt, key_x, full_x);
 }
 
 /* Run step, one seq_len: the method's and the fp16 cache's timings, the quality, then its

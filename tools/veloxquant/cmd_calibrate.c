@@ -47,20 +47,20 @@ static const char *default_text_ =
 
 static void usage(FILE *f) {
     fprintf(f,
-        "usage: veloxquant calibrate -m MODEL [options]\n\n"
-        "Runs calibration text through the model with an fp32 KV cache, records the post-RoPE\n"
-        "keys and values of every layer (heads pooled) and writes calibration artifacts.\n\n"
-        "  -m, --model PATH        GGUF model (required)\n"
-        "  --method M              vecinfer | spectral | ratequant | all (default all)\n"
-        "  --text FILE             calibration text (default: built-in English prose)\n"
-        "  --n_tokens N            tokens of text to use (default 512)\n"
-        "  --key-pq C,V            vecinfer key codebook: C bits per codeword, V-dim\n"
-        "                          sub-vectors (default 8,4 = `--bits 2` preset)\n"
-        "  --value-pq C,V          vecinfer value codebook (default 8,4)\n"
-        "  --ratequant-bits B      also print the RateQuant key bits per layer for mean B\n"
-        "  --out PATH              write to PATH instead of the cache (one --method only)\n"
-        "  --seed S                k-means seed (default 42)\n"
-        "  --threads N             threads (default: OpenMP default)\n");
+            "usage: veloxquant calibrate -m MODEL [options]\n\n"
+            "Runs calibration text through the model with an fp32 KV cache, records the post-RoPE\n"
+            "keys and values of every layer (heads pooled) and writes calibration artifacts.\n\n"
+            "  -m, --model PATH        GGUF model (required)\n"
+            "  --method M              vecinfer | spectral | ratequant | all (default all)\n"
+            "  --text FILE             calibration text (default: built-in English prose)\n"
+            "  --n_tokens N            tokens of text to use (default 512)\n"
+            "  --key-pq C,V            vecinfer key codebook: C bits per codeword, V-dim\n"
+            "                          sub-vectors (default 8,4 = `--bits 2` preset)\n"
+            "  --value-pq C,V          vecinfer value codebook (default 8,4)\n"
+            "  --ratequant-bits B      also print the RateQuant key bits per layer for mean B\n"
+            "  --out PATH              write to PATH instead of the cache (one --method only)\n"
+            "  --seed S                k-means seed (default 42)\n"
+            "  --threads N             threads (default: OpenMP default)\n");
 }
 
 static int parse_pq(const char *val, int *c, int *v) {
@@ -84,7 +84,11 @@ static char *read_file(const char *path, size_t *len) {
         if (n < cap) break;
         if (cap >= ((size_t)1 << 28)) break;
         char *nb = realloc(buf, cap * 2);
-        if (!nb) { free(buf); buf = NULL; break; }
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
         buf = nb;
         cap *= 2;
     }
@@ -95,8 +99,9 @@ static char *read_file(const char *path, size_t *len) {
 
 /* Writes one artifact; 0 on success. When it cannot be written: 1 after an error, or, with
  * optional (an on-demand build whose sets are used from memory), 0 after a warning. */
-static int save(const char *cmd, FILE *rep, const vq_calib_data *cd, const char *out, const char *method,
-                const uint8_t sha[32], const char *name, const uint32_t params[6], int optional) {
+static int save(const char *cmd, FILE *rep, const vq_calib_data *cd, const char *out,
+                const char *method, const uint8_t sha[32], const char *name,
+                const uint32_t params[6], int optional) {
     char path[4096];
     vq_status st = VQ_STATUS_OK;
     if (out) snprintf(path, sizeof path, "%s", out);
@@ -111,14 +116,17 @@ static int save(const char *cmd, FILE *rep, const vq_calib_data *cd, const char 
     if (st != VQ_STATUS_OK) {
         const char *why = st == VQ_STATUS_IO && errno ? strerror(errno) : vq_status_str(st);
         if (optional) {
-            fprintf(stderr, "%s: warning: the %s calibration could not be cached at %s: %s; "
-                    "using it for this run only\n", cmd, method, path, why);
+            fprintf(stderr,
+                    "%s: warning: the %s calibration could not be cached at %s: %s; "
+                    "using it for this run only\n",
+                    cmd, method, path, why);
             return 0;
         }
         fprintf(stderr, "%s: cannot write the %s artifact %s: %s\n", cmd, method, path, why);
         return 1;
     }
-    fprintf(rep, "%s%s%s: wrote %s\n", rep == stderr ? cmd : "", rep == stderr ? ": " : "", method, path);
+    fprintf(rep, "%s%s%s: wrote %s\n", rep == stderr ? cmd : "", rep == stderr ? ": " : "", method,
+            path);
     return 0;
 }
 
@@ -143,11 +151,18 @@ int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
     vq_status st = VQ_STATUS_OK;
     /* the model first: its loader says precisely what is wrong with the file */
     vq_model *m = b->model ? b->model : vq_model_load(model, &st);
-    if (!m) { fprintf(stderr, "%s: %s: %s\n", cmd, model, vq_engine_last_error()); return 1; }
-#define FREE_MODEL() do { if (!b->model) vq_model_free(m); } while (0)
+    if (!m) {
+        fprintf(stderr, "%s: %s: %s\n", cmd, model, vq_engine_last_error());
+        return 1;
+    }
+#define FREE_MODEL() \
+    do { \
+        if (!b->model) vq_model_free(m); \
+    } while (0)
     st = vq_sha256_file(model, sha_hex);
     if (st != VQ_STATUS_OK || !vq_sha256_from_hex(sha_hex, sha)) {
-        fprintf(stderr, "%s: %s: %s\n", cmd, model, vq_status_str(st != VQ_STATUS_OK ? st : VQ_STATUS_IO));
+        fprintf(stderr, "%s: %s: %s\n", cmd, model,
+                vq_status_str(st != VQ_STATUS_OK ? st : VQ_STATUS_IO));
         FREE_MODEL();
         return 1;
     }
@@ -163,7 +178,11 @@ int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
     char *text = NULL;
     if (text_path) {
         text = read_file(text_path, &tlen);
-        if (!text) { fprintf(stderr, "%s: cannot read %s\n", cmd, text_path); FREE_MODEL(); return 1; }
+        if (!text) {
+            fprintf(stderr, "%s: cannot read %s\n", cmd, text_path);
+            FREE_MODEL();
+            return 1;
+        }
     } else {
         tlen = strlen(default_text_);
         text = malloc(tlen);
@@ -177,8 +196,9 @@ int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
         return 1;
     }
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)n_tokens);
-    int64_t n = (tok && text && ids) ? vq_tok_encode(tok, text, tlen, true, false, ids, n_tokens) : 0;
-    if (n < 0) n = n_tokens;   /* more text than needed: the first n_tokens ids were written */
+    int64_t n = (tok && text && ids) ? vq_tok_encode(tok, text, tlen, true, false, ids, n_tokens)
+                                     : 0;
+    if (n < 0) n = n_tokens; /* more text than needed: the first n_tokens ids were written */
     vq_tok_free(tok);
     free(text);
     if (n < 16) {
@@ -193,7 +213,12 @@ int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
     cp.n_threads = threads;
     cp.cache.key.method = cp.cache.value.method = VQ_METHOD_FP32;
     vq_ctx *ctx = vq_ctx_create(m, &cp, &st);
-    if (!ctx) { fprintf(stderr, "%s: context: %s\n", cmd, vq_status_str(st)); free(ids); FREE_MODEL(); return 1; }
+    if (!ctx) {
+        fprintf(stderr, "%s: context: %s\n", cmd, vq_status_str(st));
+        free(ids);
+        FREE_MODEL();
+        return 1;
+    }
     st = vq_ctx_eval(ctx, ids, n, NULL);
     free(ids);
     if (st != VQ_STATUS_OK) {
@@ -205,7 +230,8 @@ int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
     fprintf(stderr, "%s: %lld tokens through %d layers (%d kv heads, head_dim %d)\n", cmd,
             (long long)n, L, H, d);
     const vq_cache *cache = vq_ctx_cache(ctx);
-    float *K = malloc(sizeof(float) * (size_t)(n * H * d)), *V = malloc(sizeof(float) * (size_t)(n * H * d));
+    float *K = malloc(sizeof(float) * (size_t)(n * H * d)),
+          *V = malloc(sizeof(float) * (size_t)(n * H * d));
     vq_calib_data *cvi = do_vi ? vq_calib_data_create(L, d, &st) : NULL;
     vq_calib_data *csp = do_sp ? vq_calib_data_create(L, d, &st) : NULL;
     vq_calib_data *crq = do_rq ? vq_calib_data_create(L, d, &st) : NULL;
@@ -220,7 +246,9 @@ int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
         const int64_t nn = n * H;
         if (st == VQ_STATUS_OK && do_vi) {
             st = vq_calib_fit_vecinfer(cvi, l, VQ_ROLE_KEY, K, nn, kc, kv, seed + (uint64_t)l);
-            if (st == VQ_STATUS_OK) st = vq_calib_fit_vecinfer(cvi, l, VQ_ROLE_VALUE, V, nn, vc, vv, seed + (uint64_t)l);
+            if (st == VQ_STATUS_OK)
+                st = vq_calib_fit_vecinfer(cvi, l, VQ_ROLE_VALUE, V, nn, vc, vv,
+                                           seed + (uint64_t)l);
         }
         if (st == VQ_STATUS_OK && do_sp) {
             st = vq_calib_fit_spectral(csp, l, VQ_ROLE_KEY, K, nn);
@@ -237,7 +265,8 @@ int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
     if (rc == 0 && do_vi) {
         char name[64];
         snprintf(name, sizeof name, "k%dx%d_v%dx%d", kc, kv, vc, vv);
-        const uint32_t params[6] = {(uint32_t)kc, (uint32_t)kv, (uint32_t)vc, (uint32_t)vv, (uint32_t)n, (uint32_t)seed};
+        const uint32_t params[6] = {(uint32_t)kc, (uint32_t)kv, (uint32_t)vc,
+                                    (uint32_t)vv, (uint32_t)n,  (uint32_t)seed};
         rc |= save(cmd, rep, cvi, out, "vecinfer", sha, name, params, b->cache_optional);
     }
     if (rc == 0 && do_sp) {
@@ -253,7 +282,8 @@ int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
         if (rq_bits > 0) {
             const int allowed[4] = {1, 2, 3, 4};
             int *bits = malloc(sizeof(int) * (size_t)L);
-            st = bits ? vq_ratequant_allocate(vq_calib_sensitivities(crq), L, rq_bits, allowed, 4, 0.0, bits)
+            st = bits ? vq_ratequant_allocate(vq_calib_sensitivities(crq), L, rq_bits, allowed, 4,
+                                              0.0, bits)
                       : VQ_STATUS_NO_MEMORY;
             if (st == VQ_STATUS_OK) {
                 fprintf(rep, "ratequant: key bits per layer (mean %.2f):", rq_bits);
@@ -266,10 +296,19 @@ int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
             free(bits);
         }
     }
-    if (rc == 0) {   /* hand the fitted sets over where asked */
-        if (b->keep_vi) { *b->keep_vi = cvi; cvi = NULL; }
-        if (b->keep_sp) { *b->keep_sp = csp; csp = NULL; }
-        if (b->keep_rq) { *b->keep_rq = crq; crq = NULL; }
+    if (rc == 0) { /* hand the fitted sets over where asked */
+        if (b->keep_vi) {
+            *b->keep_vi = cvi;
+            cvi = NULL;
+        }
+        if (b->keep_sp) {
+            *b->keep_sp = csp;
+            csp = NULL;
+        }
+        if (b->keep_rq) {
+            *b->keep_rq = crq;
+            crq = NULL;
+        }
     }
     vq_calib_data_free(cvi);
     vq_calib_data_free(csp);
@@ -289,34 +328,78 @@ int vq_cmd_calibrate(int argc, char **argv) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-#define NEED() do { if (!val) { fprintf(stderr, "calibrate: %s needs a value\n", a); return 2; } i++; } while (0)
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) { NEED(); b.model_path = val; }
-        else if (!strcmp(a, "--method")) { NEED(); method = val; }
-        else if (!strcmp(a, "--text")) { NEED(); b.text_path = val; }
-        else if (!strcmp(a, "--out")) { NEED(); b.out = val; }
-        else if (!strcmp(a, "--n_tokens") || !strcmp(a, "--n-tokens")) { NEED(); if (!vq_opt_int("calibrate", a, val, 16, 1 << 20, &b.n_tokens)) return 2; }
-        else if (!strcmp(a, "--threads")) { NEED(); if (!vq_opt_int("calibrate", a, val, 0, 1024, &b.threads)) return 2; }
-        else if (!strcmp(a, "--seed")) { NEED(); if (!vq_opt_u64("calibrate", a, val, &b.seed)) return 2; }
-        else if (!strcmp(a, "--ratequant-bits")) { NEED(); if (!vq_opt_double("calibrate", a, val, 1, 4, &b.rq_bits)) return 2; }
-        else if (!strcmp(a, "--key-pq")) {
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+#define NEED() \
+    do { \
+        if (!val) { \
+            fprintf(stderr, "calibrate: %s needs a value\n", a); \
+            return 2; \
+        } \
+        i++; \
+    } while (0)
+        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
             NEED();
-            if (!parse_pq(val, &b.kc, &b.kv)) { fprintf(stderr, "calibrate: --key-pq: want C,V with C 1..12, V 1..16\n"); return 2; }
+            b.model_path = val;
+        } else if (!strcmp(a, "--method")) {
+            NEED();
+            method = val;
+        } else if (!strcmp(a, "--text")) {
+            NEED();
+            b.text_path = val;
+        } else if (!strcmp(a, "--out")) {
+            NEED();
+            b.out = val;
+        } else if (!strcmp(a, "--n_tokens") || !strcmp(a, "--n-tokens")) {
+            NEED();
+            if (!vq_opt_int("calibrate", a, val, 16, 1 << 20, &b.n_tokens)) return 2;
+        } else if (!strcmp(a, "--threads")) {
+            NEED();
+            if (!vq_opt_int("calibrate", a, val, 0, 1024, &b.threads)) return 2;
+        } else if (!strcmp(a, "--seed")) {
+            NEED();
+            if (!vq_opt_u64("calibrate", a, val, &b.seed)) return 2;
+        } else if (!strcmp(a, "--ratequant-bits")) {
+            NEED();
+            if (!vq_opt_double("calibrate", a, val, 1, 4, &b.rq_bits)) return 2;
+        } else if (!strcmp(a, "--key-pq")) {
+            NEED();
+            if (!parse_pq(val, &b.kc, &b.kv)) {
+                fprintf(stderr, "calibrate: --key-pq: want C,V with C 1..12, V 1..16\n");
+                return 2;
+            }
         } else if (!strcmp(a, "--value-pq")) {
             NEED();
-            if (!parse_pq(val, &b.vc, &b.vv)) { fprintf(stderr, "calibrate: --value-pq: want C,V with C 1..12, V 1..16\n"); return 2; }
-        } else { fprintf(stderr, "calibrate: unknown option '%s'\n", a); usage(stderr); return 2; }
+            if (!parse_pq(val, &b.vc, &b.vv)) {
+                fprintf(stderr, "calibrate: --value-pq: want C,V with C 1..12, V 1..16\n");
+                return 2;
+            }
+        } else {
+            fprintf(stderr, "calibrate: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
 #undef NEED
     }
     b.do_vi = !strcmp(method, "vecinfer") || !strcmp(method, "all");
     b.do_sp = !strcmp(method, "spectral") || !strcmp(method, "all");
     b.do_rq = !strcmp(method, "ratequant") || !strcmp(method, "all");
     if (!b.do_vi && !b.do_sp && !b.do_rq) {
-        fprintf(stderr, "calibrate: --method: unknown '%s' (vecinfer, spectral, ratequant, all)\n", method);
+        fprintf(stderr, "calibrate: --method: unknown '%s' (vecinfer, spectral, ratequant, all)\n",
+                method);
         return 2;
     }
-    if (!b.model_path) { fprintf(stderr, "calibrate: -m MODEL is required\n"); usage(stderr); return 2; }
-    if (b.out && !strcmp(method, "all")) { fprintf(stderr, "calibrate: --out needs one --method\n"); return 2; }
+    if (!b.model_path) {
+        fprintf(stderr, "calibrate: -m MODEL is required\n");
+        usage(stderr);
+        return 2;
+    }
+    if (b.out && !strcmp(method, "all")) {
+        fprintf(stderr, "calibrate: --out needs one --method\n");
+        return 2;
+    }
     b.report = stdout;
     return vq_cli_calib_build("calibrate", &b);
 }

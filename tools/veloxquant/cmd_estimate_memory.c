@@ -18,7 +18,8 @@
 static const char *CMD = "estimate-memory";
 
 static void usage(FILE *f) {
-    fprintf(f,
+    fprintf(
+        f,
         "usage: veloxquant estimate-memory (-m MODEL | --layers N --kv-heads H --head-dim D)\n"
         "                                  -c CTX [method options] [--json]\n\n"
         "Exact KV-cache bytes (codes + side data + fp16 windows) a cache of the model's geometry\n"
@@ -28,8 +29,7 @@ static void usage(FILE *f) {
         "  -m, --model FILE      GGUF model: geometry from its metadata\n"
         "  --layers N, --kv-heads H, --head-dim D\n"
         "                        geometry given directly (instead of -m)\n"
-        "  -c, --ctx CTX         context length in tokens (required)\n"
-        VQ_KV_HELP
+        "  -c, --ctx CTX         context length in tokens (required)\n" VQ_KV_HELP
         "  --page-tokens P       cache page size, for the allocated-bytes column (default 256)\n"
         "                        (--ratequant with -m: the allocation from the model's layer\n"
         "                        sensitivities, calibrated on demand; the preset listing and\n"
@@ -48,8 +48,8 @@ struct row {
     struct vq_codec_params k, v;
     struct vq_cache_memory m;
     vq_status st;
-    const char *why;        /* modifier combination refused, or NULL */
-    int64_t n_ot;           /* outlier tokens assumed per layer (configs with +ot) */
+    const char *why; /* modifier combination refused, or NULL */
+    int64_t n_ot;    /* outlier tokens assumed per layer (configs with +ot) */
 };
 
 static double mb(size_t b) { return (double)b / (1024.0 * 1024.0); }
@@ -116,7 +116,10 @@ static int em_parse(int argc, char **argv, struct em_opts *o) {
         fprintf(stderr, "%s: unexpected argument '%s'\n", CMD, argv[optind]);
         return 0;
     }
-    if (o->ctx < 0) { fprintf(stderr, "%s: -c/--ctx is required\n", CMD); return 0; }
+    if (o->ctx < 0) {
+        fprintf(stderr, "%s: -c/--ctx is required\n", CMD);
+        return 0;
+    }
     const int manual = o->layers || o->kv || o->hd;
     if (o->model && manual) {
         fprintf(stderr, "%s: give either -m or --layers/--kv-heads/--head-dim\n", CMD);
@@ -132,10 +135,10 @@ static int em_parse(int argc, char **argv, struct em_opts *o) {
 /* Everything an estimate holds; rows is freed by the caller. */
 struct em_state {
     struct vq_kv_geometry g;
-    int all;                 /* no method options: every preset, then every other built method */
+    int all; /* no method options: every preset, then every other built method */
     enum vq_method extra[VQ_METHOD_COUNT];
     int n_extra, n_rows, n_bad;
-    struct row *rows;        /* (n_rows) */
+    struct row *rows; /* (n_rows) */
 };
 
 /* Build step: the geometry (from the model or the options) and the rows to estimate.
@@ -145,9 +148,14 @@ static int em_build(const struct em_opts *o, struct em_state *s) {
     if (o->model) {
         char err[512];
         vq_status st = vq_kv_geometry_from_gguf(o->model, &s->g, err, sizeof err);
-        if (st != VQ_STATUS_OK) { fprintf(stderr, "%s: %s\n", CMD, err); return 1; }
+        if (st != VQ_STATUS_OK) {
+            fprintf(stderr, "%s: %s\n", CMD, err);
+            return 1;
+        }
     } else {
-        s->g.n_layers = o->layers; s->g.n_kv_heads = o->kv; s->g.head_dim = o->hd;
+        s->g.n_layers = o->layers;
+        s->g.n_kv_heads = o->kv;
+        s->g.head_dim = o->hd;
     }
 
     /* without method options: every preset, then every built method no preset uses */
@@ -163,7 +171,10 @@ static int em_build(const struct em_opts *o, struct em_state *s) {
     }
     s->n_rows = s->all ? vq_kv_n_presets + s->n_extra : 1;
     s->rows = calloc((size_t)s->n_rows, sizeof *s->rows);
-    if (!s->rows) { fprintf(stderr, "%s: out of memory\n", CMD); return 1; }
+    if (!s->rows) {
+        fprintf(stderr, "%s: out of memory\n", CMD);
+        return 1;
+    }
     return 0;
 }
 
@@ -171,7 +182,7 @@ static int em_build(const struct em_opts *o, struct em_state *s) {
  * row). Returns 1, or 0 when the options do not resolve (printed; exit code 2). */
 static int em_run_row(const struct em_opts *o, struct em_state *s, int i) {
     struct row *r = &s->rows[i];
-    const struct vq_kv_opts *uo = &o->ko;   /* the user's options */
+    const struct vq_kv_opts *uo = &o->ko; /* the user's options */
     struct vq_kv_opts ko = *uo;
     if (s->all) {
         if (i < vq_kv_n_presets) {
@@ -182,17 +193,23 @@ static int em_run_row(const struct em_opts *o, struct em_state *s, int i) {
             ko.method = s->extra[i - vq_kv_n_presets];
         }
         /* keep the user's method options (group size, window, ...) */
-        ko.group_size = uo->group_size; ko.residual_length = uo->residual_length;
-        ko.n_sink_tokens = uo->n_sink_tokens; ko.jl_dim = uo->jl_dim;
-        ko.has_seed = uo->has_seed; ko.seed = uo->seed;
-        ko.fp16_first = uo->fp16_first; ko.fp16_last = uo->fp16_last;
+        ko.group_size = uo->group_size;
+        ko.residual_length = uo->residual_length;
+        ko.n_sink_tokens = uo->n_sink_tokens;
+        ko.jl_dim = uo->jl_dim;
+        ko.has_seed = uo->has_seed;
+        ko.seed = uo->seed;
+        ko.fp16_first = uo->fp16_first;
+        ko.fp16_last = uo->fp16_last;
         ko.calib_tokens = uo->calib_tokens;
     }
     if (!vq_kv_opts_resolve(CMD, &ko, &r->k, &r->v)) return 0;
     vq_kv_config_name_opts(&ko, &r->k, &r->v, r->name, sizeof r->name);
     const struct vq_kv_geometry *g = &s->g;
     struct vq_cache_params p = vq_cache_params_default();
-    p.n_layers = g->n_layers; p.n_kv_heads = g->n_kv_heads; p.head_dim = g->head_dim;
+    p.n_layers = g->n_layers;
+    p.n_kv_heads = g->n_kv_heads;
+    p.head_dim = g->head_dim;
     p.page_tokens = o->page;
     p.key = r->k;
     p.value = r->v;
@@ -203,11 +220,14 @@ static int em_run_row(const struct em_opts *o, struct em_state *s, int i) {
      * model's sensitivities, so that the estimate uses the allocation a run would use */
     struct vq_kv_layers kl;
     if (!s->all && !o->model && ko.ratequant > 0)
-        fprintf(stderr, "%s: --ratequant without -m: equal layer sensitivities (exact bytes when "
-                "they are linear in bits, e.g. turboquant_mse)\n", CMD);
+        fprintf(stderr,
+                "%s: --ratequant without -m: equal layer sensitivities (exact bytes when "
+                "they are linear in bits, e.g. turboquant_mse)\n",
+                CMD);
     const int la = vq_kv_layers_apply(CMD, &ko, o->model, NULL, g->n_layers, g->head_dim, &p, &kl,
-                                      s->all ? VQ_KV_QUIET | VQ_KV_EQUAL_WEIGHTS
-                                             : o->model ? 0 : VQ_KV_EQUAL_WEIGHTS);
+                                      s->all     ? VQ_KV_QUIET | VQ_KV_EQUAL_WEIGHTS
+                                      : o->model ? 0
+                                                 : VQ_KV_EQUAL_WEIGHTS);
     if (la == 1) {
         r->st = r->why ? VQ_STATUS_UNSUPPORTED
                        : vq_kv_estimate_outliers(&p, o->ctx, r->n_ot, &r->m);
@@ -227,8 +247,11 @@ static int em_run(const struct em_opts *o, struct em_state *s) {
     const struct row *rows = s->rows;
     if (s->n_rows == 1 && rows[0].st != VQ_STATUS_OK) {
         if (rows[0].why) fprintf(stderr, "%s: %s: %s\n", CMD, rows[0].name, rows[0].why);
-        else fprintf(stderr, "%s: %s: %s (check bits range and options against"
-                     " `veloxquant methods`)\n", CMD, rows[0].name, vq_status_str(rows[0].st));
+        else
+            fprintf(stderr,
+                    "%s: %s: %s (check bits range and options against"
+                    " `veloxquant methods`)\n",
+                    CMD, rows[0].name, vq_status_str(rows[0].st));
         return 2;
     }
     return 0;
@@ -296,10 +319,10 @@ static void em_print_text(const struct em_opts *o, const struct em_state *s, dou
         if (r->st != VQ_STATUS_OK) {
             printf("%-22s %6g %6g  (%s)\n", r->name, vq_codec_params_bits(&r->k),
                    vq_codec_params_bits(&r->v),
-                   r->why ? r->why
+                   r->why                           ? r->why
                    : r->st == VQ_STATUS_UNSUPPORTED ? "method not built in this library"
-                   : r->st == VQ_STATUS_NOT_FOUND ? "needs calibration: see the message above"
-                   : vq_status_str(r->st));
+                   : r->st == VQ_STATUS_NOT_FOUND   ? "needs calibration: see the message above"
+                                                    : vq_status_str(r->st));
             continue;
         }
         const struct vq_cache_memory *m = &r->m;
@@ -313,10 +336,11 @@ static void em_print_text(const struct em_opts *o, const struct em_state *s, dou
     }
     for (int i = 0; i < s->n_rows; i++)
         if (rows[i].n_ot && rows[i].st == VQ_STATUS_OK) {
-            printf("(+ot rows assume %lld outlier tokens per layer = %.3g * ctx,"
-                   " --outlier-fraction;\n"
-                   " their fp16 K/V rows and the outlier-channel records are in total_bytes)\n",
-                   (long long)rows[i].n_ot, o->ot_frac);
+            printf(
+                "(+ot rows assume %lld outlier tokens per layer = %.3g * ctx,"
+                " --outlier-fraction;\n"
+                " their fp16 K/V rows and the outlier-channel records are in total_bytes)\n",
+                (long long)rows[i].n_ot, o->ot_frac);
             break;
         }
 }

@@ -34,25 +34,28 @@ struct gen_opts {
     bool chat, json, quiet, f32_act;
     long n_predict, n_ctx;
     int threads, batch;
-    uint64_t seed;            /* sampling seed (the codecs' seed is --kv-seed) */
+    uint64_t seed; /* sampling seed (the codecs' seed is --kv-seed) */
     double temp, top_p;
     int top_k;
     enum vq_isa isa;
-    const char *observe;      /* --observe FILE: per-layer KV quality JSON */
+    const char *observe; /* --observe FILE: per-layer KV quality JSON */
     int observe_queries;
-    struct vq_kv_opts kv;     /* every KV option (kvconfig.h), as in perplexity and sweep */
-    struct vq_cache_params cache;   /* the KV config resolved from kv (codecs, modifiers) */
-    char kv_name[96];               /* its config label, as perplexity / sweep name it */
+    struct vq_kv_opts kv;         /* every KV option (kvconfig.h), as in perplexity and sweep */
+    struct vq_cache_params cache; /* the KV config resolved from kv (codecs, modifiers) */
+    char kv_name[96];             /* its config label, as perplexity / sweep name it */
 };
 
 static void usage(FILE *f) {
-    fprintf(f,
+    fprintf(
+        f,
         "usage: veloxquant generate [-m MODEL] (-p PROMPT | -f FILE) [options]\n\n"
         "Runs a prompt through a GGUF model whose KV cache is stored with a veloxquant method,\n"
         "streams the generated text to stdout, then prints prefill and decode tok/s, tokens\n"
         "generated, KV bytes, key_x / fullKV_x (fp16 bytes / stored bytes) and peak RSS to stderr.\n\n"
-        "  -m, --model PATH      GGUF file (default $VQ_MODELS/" DEFAULT_MODEL_FILE ",\n"
-        "                        else ~/.cache/veloxquant/models/" DEFAULT_MODEL_FILE ")\n"
+        "  -m, --model PATH      GGUF file (default $VQ_MODELS/" DEFAULT_MODEL_FILE
+        ",\n"
+        "                        else ~/.cache/veloxquant/models/" DEFAULT_MODEL_FILE
+        ")\n"
         "  -p, --prompt TEXT     prompt text\n"
         "  -f, --file PATH       read the prompt from a file\n"
         "      --chat            wrap the prompt as a user turn in the model's chat template\n"
@@ -77,7 +80,8 @@ static void usage(FILE *f) {
         "  -q, --quiet           do not stream the text (statistics only)\n\n"
         "Threads are OpenMP threads that spin between matrix products; on cores shared with other\n"
         "busy processes, OMP_WAIT_POLICY=passive avoids stalls at every synchronisation.\n");
-    fputs("\nKV cache (the same options and defaults as `perplexity` and `sweep`):\n" VQ_KV_HELP, f);
+    fputs("\nKV cache (the same options and defaults as `perplexity` and `sweep`):\n" VQ_KV_HELP,
+          f);
 }
 
 /* Resolves the default model path into buf. */
@@ -95,7 +99,10 @@ static const char *default_model(char *buf, size_t cap) {
  * writable (the file itself is written atomically through a temp file there). */
 static int observe_path_ok(const char *path) {
     struct stat sb;
-    if (!*path) { fprintf(stderr, "generate: --observe: empty path\n"); return 0; }
+    if (!*path) {
+        fprintf(stderr, "generate: --observe: empty path\n");
+        return 0;
+    }
     if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
         fprintf(stderr, "generate: --observe: '%s' is a folder\n", path);
         return 0;
@@ -106,7 +113,8 @@ static int observe_path_ok(const char *path) {
     else if (sl == path) snprintf(dir, sizeof dir, "/");
     else snprintf(dir, sizeof dir, "%.*s", (int)(sl - path), path);
     if (access(dir, W_OK | X_OK) != 0) {
-        fprintf(stderr, "generate: --observe: cannot write '%s': folder '%s': %s\n", path, dir, strerror(errno));
+        fprintf(stderr, "generate: --observe: cannot write '%s': folder '%s': %s\n", path, dir,
+                strerror(errno));
         return 0;
     }
     return 1;
@@ -114,8 +122,17 @@ static int observe_path_ok(const char *path) {
 
 /* Option codes of generate's own long options (above the KV family's codes). */
 enum {
-    GEN_SYSTEM = VQ_KVOPT_LAST + 1, GEN_CHAT, GEN_JSON, GEN_F32, GEN_SEED, GEN_TEMP, GEN_TOP_K,
-    GEN_TOP_P, GEN_ISA, GEN_OBSERVE, GEN_OBSERVE_Q
+    GEN_SYSTEM = VQ_KVOPT_LAST + 1,
+    GEN_CHAT,
+    GEN_JSON,
+    GEN_F32,
+    GEN_SEED,
+    GEN_TEMP,
+    GEN_TOP_K,
+    GEN_TOP_P,
+    GEN_ISA,
+    GEN_OBSERVE,
+    GEN_OBSERVE_Q
 };
 
 static void gen_opts_init(struct gen_opts *o) {
@@ -182,51 +199,87 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
         case GEN_TOP_K: ok = vq_opt_int(cmd, "--top-k", optarg, 0, 1 << 24, &o->top_k); break;
         case GEN_TOP_P:
             ok = vq_opt_double(cmd, "--top-p", optarg, 0.0, 1.0, &o->top_p);
-            if (ok && o->top_p <= 0.0) { fprintf(stderr, "%s: --top-p: must be in (0, 1]\n", cmd); ok = 0; }
+            if (ok && o->top_p <= 0.0) {
+                fprintf(stderr, "%s: --top-p: must be in (0, 1]\n", cmd);
+                ok = 0;
+            }
             break;
         case GEN_ISA: ok = vq_opt_isa(cmd, "--isa", optarg, &o->isa); break;
         case GEN_OBSERVE: o->observe = optarg; break;
-        case GEN_OBSERVE_Q: ok = vq_opt_int(cmd, "--observe-queries", optarg, 1, 4096, &o->observe_queries); break;
+        case GEN_OBSERVE_Q:
+            ok = vq_opt_int(cmd, "--observe-queries", optarg, 1, 4096, &o->observe_queries);
+            break;
         case ':': fprintf(stderr, "%s: %s needs a value\n", cmd, argv[optind - 1]); return 0;
         case '?':
-            fprintf(stderr, "%s: unknown option '%s' (see veloxquant generate --help)\n", cmd, argv[optind - 1]);
+            fprintf(stderr, "%s: unknown option '%s' (see veloxquant generate --help)\n", cmd,
+                    argv[optind - 1]);
             return 0;
         default: ok = vq_kv_opts_handle(&o->kv, cmd, c, optarg); break;
         }
         if (ok != 1) return 0;
     }
-    if (optind < argc) { fprintf(stderr, "%s: unexpected argument '%s'\n", cmd, argv[optind]); return 0; }
+    if (optind < argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n", cmd, argv[optind]);
+        return 0;
+    }
     /* the KV config, resolved as every KV command does (kvconfig.h) */
     o->cache = vq_cache_params_default();
     if (!vq_kv_opts_resolve(cmd, &o->kv, &o->cache.key, &o->cache.value)) return 0;
     vq_kv_opts_apply_cache(&o->kv, &o->cache); /* outlier modifiers */
     vq_kv_config_name_opts(&o->kv, &o->cache.key, &o->cache.value, o->kv_name, sizeof o->kv_name);
     if (o->kv.print_config) return 2;
-    if (!o->prompt && !o->file) { fprintf(stderr, "%s: give a prompt with -p TEXT or -f FILE\n", cmd); return 0; }
-    if (o->prompt && o->file) { fprintf(stderr, "%s: -p and -f are exclusive\n", cmd); return 0; }
-    if (o->system && !o->chat) { fprintf(stderr, "%s: --system needs --chat\n", cmd); return 0; }
-    if (o->json && o->quiet) { fprintf(stderr, "%s: --json and --quiet are exclusive\n", cmd); return 0; }
+    if (!o->prompt && !o->file) {
+        fprintf(stderr, "%s: give a prompt with -p TEXT or -f FILE\n", cmd);
+        return 0;
+    }
+    if (o->prompt && o->file) {
+        fprintf(stderr, "%s: -p and -f are exclusive\n", cmd);
+        return 0;
+    }
+    if (o->system && !o->chat) {
+        fprintf(stderr, "%s: --system needs --chat\n", cmd);
+        return 0;
+    }
+    if (o->json && o->quiet) {
+        fprintf(stderr, "%s: --json and --quiet are exclusive\n", cmd);
+        return 0;
+    }
     if (o->observe && !observe_path_ok(o->observe)) return 0;
     return 1;
 }
 
 static char *read_file(const char *path, size_t *len) {
     FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "generate: cannot open '%s': %s\n", path, strerror(errno)); return NULL; }
+    if (!f) {
+        fprintf(stderr, "generate: cannot open '%s': %s\n", path, strerror(errno));
+        return NULL;
+    }
     size_t cap = 4096, n = 0;
     char *b = malloc(cap + 1);
     while (b) {
         n += fread(b + n, 1, cap - n, f);
         if (n < cap) break;
-        if (cap >= MAX_PROMPT_BYTES) { fprintf(stderr, "generate: '%s' is larger than %u bytes\n", path, MAX_PROMPT_BYTES); free(b); b = NULL; break; }
+        if (cap >= MAX_PROMPT_BYTES) {
+            fprintf(stderr, "generate: '%s' is larger than %u bytes\n", path, MAX_PROMPT_BYTES);
+            free(b);
+            b = NULL;
+            break;
+        }
         cap *= 2;
         char *nb = realloc(b, cap + 1);
         if (!nb) free(b);
         b = nb;
     }
-    if (b && ferror(f)) { fprintf(stderr, "generate: read error on '%s'\n", path); free(b); b = NULL; }
+    if (b && ferror(f)) {
+        fprintf(stderr, "generate: read error on '%s'\n", path);
+        free(b);
+        b = NULL;
+    }
     fclose(f);
-    if (b) { b[n] = 0; *len = n; }
+    if (b) {
+        b[n] = 0;
+        *len = n;
+    }
     return b;
 }
 
@@ -248,7 +301,7 @@ static int64_t push_piece(const vq_tokenizer *tok, struct vq_tok_stream *ts, int
 static double peak_rss_mb(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
-    return (double)ru.ru_maxrss / 1024.0;   /* Linux: KiB */
+    return (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
 }
 
 static void add_codec_json(cJSON *cfg, const char *pfx, const struct vq_codec_params *c) {
@@ -264,9 +317,15 @@ static int write_observation(vq_observer *obs, const char *path, const char *mod
                              const struct vq_model_info *I, const struct vq_cache_params *cpp,
                              const struct gen_opts *o, int64_t n_prompt, long n_gen) {
     vq_status st = vq_observer_snapshot(obs);
-    if (st != VQ_STATUS_OK) { fprintf(stderr, "generate: --observe: %s\n", vq_status_str(st)); return 0; }
+    if (st != VQ_STATUS_OK) {
+        fprintf(stderr, "generate: --observe: %s\n", vq_status_str(st));
+        return 0;
+    }
     cJSON *js = vq_observer_to_json(obs);
-    if (!js) { fprintf(stderr, "generate: --observe: out of memory\n"); return 0; }
+    if (!js) {
+        fprintf(stderr, "generate: --observe: out of memory\n");
+        return 0;
+    }
     cJSON *mo = cJSON_CreateObject(), *cfg = cJSON_CreateObject();
     if (mo) {
         cJSON_AddStringToObject(mo, "file", model);
@@ -293,7 +352,10 @@ static int write_observation(vq_observer *obs, const char *path, const char *mod
     cJSON_AddNumberToObject(js, "tokens_generated", (double)n_gen);
     char *txt = cJSON_Print(js);
     cJSON_Delete(js);
-    if (!txt) { fprintf(stderr, "generate: --observe: out of memory\n"); return 0; }
+    if (!txt) {
+        fprintf(stderr, "generate: --observe: out of memory\n");
+        return 0;
+    }
     st = vq_write_file_atomic(path, txt, strlen(txt));
     free(txt);
     if (st != VQ_STATUS_OK) {
@@ -314,11 +376,11 @@ struct gen_state {
     vq_sampler *smp;
     vq_observer *obs;
     char *file_text, *chat_buf, *out_text;
-    char *piece;               /* (piece_cap) one decoded token piece; grows as needed */
+    char *piece; /* (piece_cap) one decoded token piece; grows as needed */
     size_t piece_cap;
-    int32_t *ids;              /* (n_prompt) prompt token ids */
+    int32_t *ids; /* (n_prompt) prompt token ids */
     int64_t n_prompt;
-    float *logits;             /* (n_vocab) */
+    float *logits; /* (n_vocab) */
     size_t out_len, out_cap;
 };
 
@@ -330,7 +392,7 @@ static void gen_free(struct gen_state *g) {
     free(g->chat_buf);
     free(g->file_text);
     vq_sampler_free(g->smp);
-    vq_observer_free(g->obs);   /* before its context */
+    vq_observer_free(g->obs); /* before its context */
     vq_ctx_free(g->ctx);
     vq_calib_data_free(g->calib_owned[0]);
     vq_calib_data_free(g->calib_owned[1]);
@@ -357,25 +419,42 @@ static int gen_build_prompt(const struct gen_opts *o, struct gen_state *g) {
             fprintf(stderr, "generate: no known chat template in the model; using ChatML\n");
         struct vq_chat_msg msgs[2];
         size_t nm = 0;
-        if (o->system) { msgs[nm].role = "system"; msgs[nm].content = o->system; nm++; }
+        if (o->system) {
+            msgs[nm].role = "system";
+            msgs[nm].content = o->system;
+            nm++;
+        }
         msgs[nm].role = "user";
-        msgs[nm].content = ptext;   /* NUL-terminated in both cases */
+        msgs[nm].content = ptext; /* NUL-terminated in both cases */
         nm++;
         int64_t need = vq_chat_apply(&tmpl, msgs, nm, true, NULL, 0);
         size_t cap = (size_t)(need < 0 ? -need : need + 1);
         g->chat_buf = malloc(cap);
-        if (!g->chat_buf) { fprintf(stderr, "generate: out of memory\n"); return 1; }
+        if (!g->chat_buf) {
+            fprintf(stderr, "generate: out of memory\n");
+            return 1;
+        }
         int64_t w = vq_chat_apply(&tmpl, msgs, nm, true, g->chat_buf, cap);
-        if (w < 0) { fprintf(stderr, "generate: chat template failed\n"); return 1; }
+        if (w < 0) {
+            fprintf(stderr, "generate: chat template failed\n");
+            return 1;
+        }
         ptext = g->chat_buf;
         plen = (size_t)w;
     }
     int64_t n = vq_tok_encode(g->tok, ptext, plen, true, o->chat, NULL, 0);
-    if (n == VQ_TOK_ERR_NO_MEMORY) { fprintf(stderr, "generate: out of memory while tokenizing\n"); return 1; }
+    if (n == VQ_TOK_ERR_NO_MEMORY) {
+        fprintf(stderr, "generate: out of memory while tokenizing\n");
+        return 1;
+    }
     if (n < 0) n = -n;
-    if (n == 0) { fprintf(stderr, "generate: the prompt is empty after tokenization\n"); return 1; }
+    if (n == 0) {
+        fprintf(stderr, "generate: the prompt is empty after tokenization\n");
+        return 1;
+    }
     if (n >= o->n_ctx) {
-        fprintf(stderr, "generate: the prompt has %lld tokens; --ctx %ld leaves no room to generate\n",
+        fprintf(stderr,
+                "generate: the prompt has %lld tokens; --ctx %ld leaves no room to generate\n",
                 (long long)n, o->n_ctx);
         return 2;
     }
@@ -415,19 +494,24 @@ static int gen_build_ctx(const struct gen_opts *o, struct gen_state *g) {
         fprintf(stderr, "generate: %s\n", why);
         return 2;
     }
-    if (!vq_cli_attach_calib("generate", o->model, &cp.cache, I->n_layers, I->head_dim, g->calib_owned))
+    if (!vq_cli_attach_calib("generate", o->model, &cp.cache, I->n_layers, I->head_dim,
+                             g->calib_owned))
         return 1;
     g->ctx = vq_ctx_create(g->m, &cp, &st);
     if (!g->ctx) {
         fprintf(stderr, "generate: %s\n", vq_engine_last_error());
-        vq_opt_codec_error("generate", "KV cache", cp.cache.key.method, cp.cache.key.bits, I->head_dim, st);
+        vq_opt_codec_error("generate", "KV cache", cp.cache.key.method, cp.cache.key.bits,
+                           I->head_dim, st);
         return st == VQ_STATUS_NO_MEMORY ? 1 : 2;
     }
     if (o->observe) {
         struct vq_observer_params op = vq_observer_params_default();
         if (o->observe_queries) op.max_queries = o->observe_queries;
         g->obs = vq_observer_create(g->ctx, &op, &st);
-        if (!g->obs) { fprintf(stderr, "generate: --observe: %s\n", vq_status_str(st)); return 1; }
+        if (!g->obs) {
+            fprintf(stderr, "generate: --observe: %s\n", vq_status_str(st));
+            return 1;
+        }
     }
     struct vq_sampler_params sp = vq_sampler_params_default();
     sp.temperature = (float)o->temp;
@@ -436,7 +520,10 @@ static int gen_build_ctx(const struct gen_opts *o, struct gen_state *g) {
     sp.seed = o->seed;
     g->smp = vq_sampler_create(&sp, I->n_vocab, &st);
     g->logits = malloc(sizeof(float) * (size_t)I->n_vocab);
-    if (!g->smp || !g->logits) { fprintf(stderr, "generate: sampler: %s\n", vq_status_str(st)); return 1; }
+    if (!g->smp || !g->logits) {
+        fprintf(stderr, "generate: sampler: %s\n", vq_status_str(st));
+        return 1;
+    }
     return 0;
 }
 
@@ -445,14 +532,18 @@ static int gen_build(const struct gen_opts *o, struct gen_state *g) {
     vq_status st;
     g->m = vq_model_load(o->model, &st);
     if (!g->m) {
-        fprintf(stderr, "generate: cannot load model '%s': %s (%s)\n", o->model, vq_engine_last_error(),
-                vq_status_str(st));
-        if (st == VQ_STATUS_IO && !o->model[0]) fprintf(stderr, "generate: run scripts/fetch_models.sh\n");
+        fprintf(stderr, "generate: cannot load model '%s': %s (%s)\n", o->model,
+                vq_engine_last_error(), vq_status_str(st));
+        if (st == VQ_STATUS_IO && !o->model[0])
+            fprintf(stderr, "generate: run scripts/fetch_models.sh\n");
         return 1;
     }
     g->I = vq_model_info_get(g->m);
     g->tok = vq_tok_create(vq_model_gguf(g->m), &st);
-    if (!g->tok) { fprintf(stderr, "generate: model has no usable tokenizer: %s\n", vq_status_str(st)); return 1; }
+    if (!g->tok) {
+        fprintf(stderr, "generate: model has no usable tokenizer: %s\n", vq_status_str(st));
+        return 1;
+    }
     if (!vq_cli_vocab_check("generate", o->model, g->tok, g->I->n_vocab)) return 1;
     const int rc = gen_build_prompt(o, g);
     return rc ? rc : gen_build_ctx(o, g);
@@ -488,35 +579,65 @@ static int gen_run(const struct gen_opts *o, struct gen_state *g, struct gen_sta
     double t0 = vq_now_s();
     vq_status st = vq_ctx_eval(g->ctx, g->ids, g->n_prompt, g->logits);
     r->t_prefill = vq_now_s() - t0;
-    if (st != VQ_STATUS_OK) { fprintf(stderr, "generate: prefill failed: %s\n", vq_status_str(st)); return 1; }
+    if (st != VQ_STATUS_OK) {
+        fprintf(stderr, "generate: prefill failed: %s\n", vq_status_str(st));
+        return 1;
+    }
     struct vq_tok_stream ts;
     vq_tok_stream_init(&ts);
     g->piece_cap = 512;
     g->piece = malloc(g->piece_cap);
-    if (!g->piece) { fprintf(stderr, "generate: out of memory\n"); return 1; }
+    if (!g->piece) {
+        fprintf(stderr, "generate: out of memory\n");
+        return 1;
+    }
     double t1 = vq_now_s();
     while (r->n_gen < o->n_predict) {
         int32_t t = vq_sampler_sample(g->smp, g->logits);
-        if (vq_tok_is_eog(g->tok, t)) { r->stopped_eog = true; break; }
+        if (vq_tok_is_eog(g->tok, t)) {
+            r->stopped_eog = true;
+            break;
+        }
         r->n_gen++;
         int64_t w = push_piece(g->tok, &ts, t, &g->piece, &g->piece_cap);
-        if (w < 0) { fprintf(stderr, "generate: out of memory\n"); return 1; }
+        if (w < 0) {
+            fprintf(stderr, "generate: out of memory\n");
+            return 1;
+        }
         if (w > 0) {
-            if (stream) { fwrite(g->piece, 1, (size_t)w, stdout); fflush(stdout); }
-            if (!gen_append(g, g->piece, (size_t)w)) { fprintf(stderr, "generate: out of memory\n"); return 1; }
+            if (stream) {
+                fwrite(g->piece, 1, (size_t)w, stdout);
+                fflush(stdout);
+            }
+            if (!gen_append(g, g->piece, (size_t)w)) {
+                fprintf(stderr, "generate: out of memory\n");
+                return 1;
+            }
         }
         if (r->n_gen == o->n_predict) break;
-        if (vq_ctx_n_past(g->ctx) >= o->n_ctx) { r->hit_ctx = true; break; }
+        if (vq_ctx_n_past(g->ctx) >= o->n_ctx) {
+            r->hit_ctx = true;
+            break;
+        }
         st = vq_ctx_eval(g->ctx, &t, 1, g->logits);
-        if (st != VQ_STATUS_OK) { fprintf(stderr, "\ngenerate: decode failed: %s\n", vq_status_str(st)); return 1; }
+        if (st != VQ_STATUS_OK) {
+            fprintf(stderr, "\ngenerate: decode failed: %s\n", vq_status_str(st));
+            return 1;
+        }
     }
     r->t_decode = vq_now_s() - t1;
-    int64_t w = vq_tok_stream_flush(&ts, g->piece, g->piece_cap);   /* <= 4 bytes */
+    int64_t w = vq_tok_stream_flush(&ts, g->piece, g->piece_cap); /* <= 4 bytes */
     if (w > 0) {
         if (stream) fwrite(g->piece, 1, (size_t)w, stdout);
-        if (!gen_append(g, g->piece, (size_t)w)) { fprintf(stderr, "generate: out of memory\n"); return 1; }
+        if (!gen_append(g, g->piece, (size_t)w)) {
+            fprintf(stderr, "generate: out of memory\n");
+            return 1;
+        }
     }
-    if (stream) { fputc('\n', stdout); fflush(stdout); }
+    if (stream) {
+        fputc('\n', stdout);
+        fflush(stdout);
+    }
     /* decode rate: tokens evaluated in the loop (the last sampled token is not evaluated) */
     r->n_dec_evals = r->n_gen > 0 ? r->n_gen - (r->n_gen == o->n_predict || r->hit_ctx ? 1 : 0) : 0;
     if (r->stopped_eog) r->n_dec_evals = r->n_gen;
@@ -524,14 +645,17 @@ static int gen_run(const struct gen_opts *o, struct gen_state *g, struct gen_sta
 }
 
 /* Report step: statistics as JSON on stdout (--json) or as text on stderr. */
-static void gen_report(const struct gen_opts *o, const struct gen_state *g, const struct gen_stats *r) {
+static void gen_report(const struct gen_opts *o, const struct gen_state *g,
+                       const struct gen_stats *r) {
     const struct vq_model_info *I = g->I;
     struct vq_cache_memory mem;
     vq_cache_memory(vq_ctx_cache(g->ctx), &mem);
-    double key_x = mem.key_total_bytes ? (double)mem.fp16_key_bytes / (double)mem.key_total_bytes : 0;
+    double key_x = mem.key_total_bytes ? (double)mem.fp16_key_bytes / (double)mem.key_total_bytes
+                                       : 0;
     double full_x = mem.total_bytes ? (double)mem.fp16_bytes / (double)mem.total_bytes : 0;
     double pre_tps = r->t_prefill > 0 ? (double)g->n_prompt / r->t_prefill : 0;
-    double dec_tps = r->t_decode > 0 && r->n_dec_evals > 0 ? (double)r->n_dec_evals / r->t_decode : 0;
+    double dec_tps = r->t_decode > 0 && r->n_dec_evals > 0 ? (double)r->n_dec_evals / r->t_decode
+                                                           : 0;
     const struct vq_cache_params *cpp = vq_ctx_cache_params(g->ctx);
     int threads = o->threads;
     if (!threads) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
@@ -539,11 +663,16 @@ static void gen_report(const struct gen_opts *o, const struct gen_state *g, cons
         char kl[64], vl[64];
         vq_codec_params_label(&cpp->key, kl, sizeof kl);
         vq_codec_params_label(&cpp->value, vl, sizeof vl);
-        fprintf(stderr, "\n--- %s | K %s | V %s | ctx %ld | threads %d\n", I->arch, kl, vl, o->n_ctx, threads);
+        fprintf(stderr, "\n--- %s | K %s | V %s | ctx %ld | threads %d\n", I->arch, kl, vl,
+                o->n_ctx, threads);
         fprintf(stderr, "prefill: %lld tokens, %.1f tok/s\n", (long long)g->n_prompt, pre_tps);
         fprintf(stderr, "decode:  %ld tokens generated%s, %.1f tok/s\n", r->n_gen,
-                r->stopped_eog ? " (stopped at end-of-generation)" : r->hit_ctx ? " (context full)" : "", dec_tps);
-        fprintf(stderr, "KV:      %zu bytes (keys %zu, fp16 would be %zu) key_x %.2f fullKV_x %.2f\n",
+                r->stopped_eog ? " (stopped at end-of-generation)"
+                : r->hit_ctx   ? " (context full)"
+                               : "",
+                dec_tps);
+        fprintf(stderr,
+                "KV:      %zu bytes (keys %zu, fp16 would be %zu) key_x %.2f fullKV_x %.2f\n",
                 mem.total_bytes, mem.key_total_bytes, mem.fp16_bytes, key_x, full_x);
         fprintf(stderr, "peak RSS: %.1f MB\n", peak_rss_mb());
         return;
@@ -571,7 +700,10 @@ static void gen_report(const struct gen_opts *o, const struct gen_state *g, cons
     cJSON_AddNumberToObject(js, "peak_rss_mb", peak_rss_mb());
     cJSON_AddStringToObject(js, "text", g->out_text ? g->out_text : "");
     char *s = cJSON_PrintUnformatted(js);
-    if (s) { puts(s); free(s); }
+    if (s) {
+        puts(s);
+        free(s);
+    }
     cJSON_Delete(js);
 }
 
@@ -591,8 +723,8 @@ int vq_cmd_generate(int argc, char **argv) {
     if (!rc) rc = gen_run(&o, &g, &r);
     if (!rc) {
         gen_report(&o, &g, &r);
-        if (g.obs && !write_observation(g.obs, o.observe, o.model, g.I, vq_ctx_cache_params(g.ctx), &o,
-                                        g.n_prompt, r.n_gen))
+        if (g.obs && !write_observation(g.obs, o.observe, o.model, g.I, vq_ctx_cache_params(g.ctx),
+                                        &o, g.n_prompt, r.n_gen))
             rc = 1;
     }
     gen_free(&g);

@@ -19,7 +19,8 @@
 #include "engine/gguf.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
+    fprintf(
+        f,
         "usage: veloxquant info [options] MODEL\n\n"
         "Prints a GGUF file's metadata, its tensor types and the KV-cache geometry of the model.\n\n"
         "  -m, --model PATH   the GGUF file (or give it as the last argument)\n"
@@ -58,7 +59,8 @@ static void free_problems(struct problems *p) {
 }
 
 static const char *gguf_type_name(enum vq_gguf_type t) {
-    static const char *const n[] = {"u8", "i8", "u16", "i16", "u32", "i32", "f32", "bool", "string", "array", "u64", "i64", "f64"};
+    static const char *const n[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+                                    "bool", "string", "array", "u64", "i64", "f64"};
     return (unsigned)t < sizeof n / sizeof n[0] ? n[t] : "?";
 }
 
@@ -79,14 +81,54 @@ static void scalar_text(const struct vq_gguf_kv *kv, char *buf, size_t cap) {
     case VQ_GGUF_U8: snprintf(buf, cap, "%u", p[0]); break;
     case VQ_GGUF_I8: snprintf(buf, cap, "%d", (int8_t)p[0]); break;
     case VQ_GGUF_BOOL: snprintf(buf, cap, "%s", p[0] ? "true" : "false"); break;
-    case VQ_GGUF_U16: { uint16_t v; memcpy(&v, p, 2); snprintf(buf, cap, "%u", v); break; }
-    case VQ_GGUF_I16: { int16_t v; memcpy(&v, p, 2); snprintf(buf, cap, "%d", v); break; }
-    case VQ_GGUF_U32: { uint32_t v; memcpy(&v, p, 4); snprintf(buf, cap, "%u", v); break; }
-    case VQ_GGUF_I32: { int32_t v; memcpy(&v, p, 4); snprintf(buf, cap, "%d", v); break; }
-    case VQ_GGUF_F32: { float v; memcpy(&v, p, 4); snprintf(buf, cap, "%g", v); break; }
-    case VQ_GGUF_U64: { uint64_t v; memcpy(&v, p, 8); snprintf(buf, cap, "%llu", (unsigned long long)v); break; }
-    case VQ_GGUF_I64: { int64_t v; memcpy(&v, p, 8); snprintf(buf, cap, "%lld", (long long)v); break; }
-    case VQ_GGUF_F64: { double v; memcpy(&v, p, 8); snprintf(buf, cap, "%g", v); break; }
+    case VQ_GGUF_U16: {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        snprintf(buf, cap, "%u", v);
+        break;
+    }
+    case VQ_GGUF_I16: {
+        int16_t v;
+        memcpy(&v, p, 2);
+        snprintf(buf, cap, "%d", v);
+        break;
+    }
+    case VQ_GGUF_U32: {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        snprintf(buf, cap, "%u", v);
+        break;
+    }
+    case VQ_GGUF_I32: {
+        int32_t v;
+        memcpy(&v, p, 4);
+        snprintf(buf, cap, "%d", v);
+        break;
+    }
+    case VQ_GGUF_F32: {
+        float v;
+        memcpy(&v, p, 4);
+        snprintf(buf, cap, "%g", v);
+        break;
+    }
+    case VQ_GGUF_U64: {
+        uint64_t v;
+        memcpy(&v, p, 8);
+        snprintf(buf, cap, "%llu", (unsigned long long)v);
+        break;
+    }
+    case VQ_GGUF_I64: {
+        int64_t v;
+        memcpy(&v, p, 8);
+        snprintf(buf, cap, "%lld", (long long)v);
+        break;
+    }
+    case VQ_GGUF_F64: {
+        double v;
+        memcpy(&v, p, 8);
+        snprintf(buf, cap, "%g", v);
+        break;
+    }
     default: snprintf(buf, cap, "?"); break;
     }
 }
@@ -95,7 +137,7 @@ struct info_opts {
     const char *path;
     bool tensors, json, method_set;
     long n_ctx;
-    struct vq_kv_opts ko;          /* --method / --bits, resolved as in every KV command */
+    struct vq_kv_opts ko;           /* --method / --bits, resolved as in every KV command */
     struct vq_codec_params cp, vcp; /* the resolved key / value codecs */
 };
 
@@ -107,35 +149,34 @@ static int info_parse(int argc, char **argv, struct info_opts *o) {
     vq_kv_opts_init(&o->ko);
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return -1; }
-        else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!val) { fprintf(stderr, "%s: %s needs a value\n", cmd, a); return 0; }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return -1;
+        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
+            if (!val) {
+                fprintf(stderr, "%s: %s needs a value\n", cmd, a);
+                return 0;
+            }
             o->path = argv[++i];
-        }
-        else if (!strcmp(a, "--tensors")) o->tensors = true;
+        } else if (!strcmp(a, "--tensors")) o->tensors = true;
         else if (!strcmp(a, "--json")) o->json = true;
         else if (!strcmp(a, "--ctx")) {
             i++;
             if (!vq_opt_long(cmd, a, val, 1, 1L << 30, &o->n_ctx)) return 0;
-        }
-        else if (!strcmp(a, "--method")) {
+        } else if (!strcmp(a, "--method")) {
             i++;
             if (vq_kv_opts_handle(&o->ko, cmd, VQ_KVOPT_METHOD, val) != 1) return 0;
             o->method_set = true;
-        }
-        else if (!strcmp(a, "--bits")) {
+        } else if (!strcmp(a, "--bits")) {
             i++;
             if (vq_kv_opts_handle(&o->ko, cmd, VQ_KVOPT_BITS, val) != 1) return 0;
-        }
-        else if (a[0] == '-' && a[1]) {
+        } else if (a[0] == '-' && a[1]) {
             fprintf(stderr, "%s: unknown option '%s' (see veloxquant info --help)\n", cmd, a);
             return 0;
-        }
-        else if (o->path) {
+        } else if (o->path) {
             fprintf(stderr, "%s: one model at a time ('%s' and '%s')\n", cmd, o->path, a);
             return 0;
-        }
-        else o->path = a;
+        } else o->path = a;
     }
     if (!o->path) {
         fprintf(stderr, "%s: give a GGUF file (veloxquant info MODEL)\n", cmd);
@@ -153,11 +194,11 @@ static int info_parse(int argc, char **argv, struct info_opts *o) {
 struct info_state {
     vq_gguf *g;
     vq_model *m;
-    const struct vq_model_info *I;  /* NULL when the engine cannot run the file */
+    const struct vq_model_info *I; /* NULL when the engine cannot run the file */
     char model_err[320];
     struct problems pr;
-    int64_t type_count[64], type_bytes[64], total;  /* tensor type histogram */
-    size_t fp16_per_tok, m_bytes_tok;               /* KV geometry */
+    int64_t type_count[64], type_bytes[64], total; /* tensor type histogram */
+    size_t fp16_per_tok, m_bytes_tok;              /* KV geometry */
     double mbits;
     vq_status mst;
 };
@@ -183,7 +224,7 @@ static int info_build(const struct info_opts *o, struct info_state *s) {
     if (!s->m) {
         snprintf(s->model_err, sizeof s->model_err, "%s", vq_engine_last_error());
         if (vq_model_check(o->path, add_problem, &s->pr) < 0 || s->pr.n == 0)
-            add_problem(&s->pr, s->model_err);   /* e.g. out of memory: the load's own message */
+            add_problem(&s->pr, s->model_err); /* e.g. out of memory: the load's own message */
     }
 
     /* tensor type histogram */
@@ -201,8 +242,8 @@ static int info_build(const struct info_opts *o, struct info_state *s) {
     s->mbits = vq_codec_params_bits(&cp);
     s->mst = VQ_STATUS_OK;
     if (I) {
-        s->fp16_per_tok = (size_t)2 * (size_t)I->n_layers * (size_t)I->n_kv_heads
-                          * (size_t)I->head_dim * 2;
+        s->fp16_per_tok = (size_t)2 * (size_t)I->n_layers * (size_t)I->n_kv_heads *
+                          (size_t)I->head_dim * 2;
         if (o->method_set) {
             cp.head_dim = I->head_dim;
             size_t per_tok[2] = {0, 0};
@@ -214,8 +255,8 @@ static int info_build(const struct info_opts *o, struct info_state *s) {
                     vq_codec_free(c);
                 }
             }
-            s->m_bytes_tok = (per_tok[0] + per_tok[1]) * (size_t)I->n_layers
-                             * (size_t)I->n_kv_heads;
+            s->m_bytes_tok = (per_tok[0] + per_tok[1]) * (size_t)I->n_layers *
+                             (size_t)I->n_kv_heads;
         }
     }
     return 0;
@@ -326,7 +367,10 @@ static void info_print_json(const struct info_opts *o, const struct info_state *
     info_json_model(o, s, js);
     cJSON_AddBoolToObject(js, "engine_supported", s->I != NULL);
     char *str = cJSON_Print(js);
-    if (str) { puts(str); free(str); }
+    if (str) {
+        puts(str);
+        free(str);
+    }
     cJSON_Delete(js);
 }
 
@@ -363,10 +407,11 @@ static void info_text_kv(vq_gguf *g, const struct vq_gguf_kv *kv) {
 /* Text print step, part 2: header, metadata, tensor types and (--tensors) tensor list. */
 static void info_text_file(const struct info_opts *o, const struct info_state *s) {
     vq_gguf *g = s->g;
-    printf("file: %s\nGGUF version %u, %lld metadata keys, %lld tensors,"
-           " %.1f MB of tensor data\n\n",
-           o->path, vq_gguf_version(g), (long long)vq_gguf_n_kv(g), (long long)vq_gguf_n_tensors(g),
-           (double)s->total / 1e6);
+    printf(
+        "file: %s\nGGUF version %u, %lld metadata keys, %lld tensors,"
+        " %.1f MB of tensor data\n\n",
+        o->path, vq_gguf_version(g), (long long)vq_gguf_n_kv(g), (long long)vq_gguf_n_tensors(g),
+        (double)s->total / 1e6);
     printf("metadata:\n");
     for (int64_t i = 0; i < vq_gguf_n_kv(g); i++) info_text_kv(g, vq_gguf_kv_at(g, i));
     printf("\ntensor types:\n");
@@ -398,13 +443,14 @@ static void info_text_model(const struct info_opts *o, const struct info_state *
     }
     const long n_ctx = o->n_ctx;
     const size_t fp16_per_tok = s->fp16_per_tok, m_bytes_tok = s->m_bytes_tok;
-    printf("\nmodel: %s%s%s, %d layers, %d heads, %d kv heads, head_dim %d, n_embd %d, n_ff %d,"
-           " vocab %d,\n"
-           "       n_ctx_train %lld, rope %s theta %g (%d dims), rms eps %g, %s output head%s\n",
-           I->arch, I->name[0] ? " " : "", I->name, I->n_layers, I->n_heads, I->n_kv_heads,
-           I->head_dim, I->n_embd, I->n_ff, I->n_vocab, (long long)I->n_ctx_train,
-           I->rope_type == VQ_ROPE_NEOX ? "neox" : "norm", I->rope_theta, I->rope_dim, I->rms_eps,
-           I->tied_embeddings ? "tied" : "separate", I->has_qkv_bias ? ", q/k/v biases" : "");
+    printf(
+        "\nmodel: %s%s%s, %d layers, %d heads, %d kv heads, head_dim %d, n_embd %d, n_ff %d,"
+        " vocab %d,\n"
+        "       n_ctx_train %lld, rope %s theta %g (%d dims), rms eps %g, %s output head%s\n",
+        I->arch, I->name[0] ? " " : "", I->name, I->n_layers, I->n_heads, I->n_kv_heads,
+        I->head_dim, I->n_embd, I->n_ff, I->n_vocab, (long long)I->n_ctx_train,
+        I->rope_type == VQ_ROPE_NEOX ? "neox" : "norm", I->rope_theta, I->rope_dim, I->rms_eps,
+        I->tied_embeddings ? "tied" : "separate", I->has_qkv_bias ? ", q/k/v biases" : "");
     if (I->has_qk_norm || I->fused_qkv || I->fused_gate_up)
         printf("       %s%s%s\n", I->has_qk_norm ? "per-head q/k RMSNorm " : "",
                I->fused_qkv ? "fused attn_qkv " : "", I->fused_gate_up ? "fused ffn gate+up" : "");
@@ -421,8 +467,7 @@ static void info_text_model(const struct info_opts *o, const struct info_state *
                    vq_method_name(o->cp.method), s->mbits, m_bytes_tok,
                    (double)m_bytes_tok * (double)n_ctx / 1e6, n_ctx,
                    m_bytes_tok ? (double)fp16_per_tok / (double)m_bytes_tok : 0.0);
-        else
-            vq_opt_codec_error("info", "KV", o->cp.method, o->cp.bits, I->head_dim, s->mst);
+        else vq_opt_codec_error("info", "KV", o->cp.method, o->cp.bits, I->head_dim, s->mst);
     }
 }
 

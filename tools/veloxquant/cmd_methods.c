@@ -11,30 +11,40 @@
 /* Methods of the design that have no codec in this build yet, and the cache-level modifiers
  * (README "Methods"). */
 static const struct vq_method_info planned[] = {
-    {.name = "vecinfer", .params = "bits=1,1.5,2 (product VQ, trained codebooks)", .bits_formula = "c/v",
+    {.name = "vecinfer",
+     .params = "bits=1,1.5,2 (product VQ, trained codebooks)",
+     .bits_formula = "c/v",
      .needs_calibration = 1},
-    {.name = "spectral", .params = "bits (PCA rotation, signal/noise split)", .bits_formula = "b + 32/d",
+    {.name = "spectral",
+     .params = "bits (PCA rotation, signal/noise split)",
+     .bits_formula = "b + 32/d",
      .needs_calibration = 1},
     {.name = "ratequant",
-     .params = "modifier: --ratequant B (target mean bits; per-layer allocation from calibrated key norms, "
-               "docs/ALGORITHMS.md section 8.3) on any codec with a bits range; values follow the key allocation "
-               "(--ratequant-values even|off)",
-     .bits_formula = "avg b", .needs_calibration = 1, .implemented = 1},
+     .params =
+         "modifier: --ratequant B (target mean bits; per-layer allocation from calibrated key norms, "
+         "docs/ALGORITHMS.md section 8.3) on any codec with a bits range; values follow the key allocation "
+         "(--ratequant-values even|off)",
+     .bits_formula = "avg b",
+     .needs_calibration = 1,
+     .implemented = 1},
     /* cache-level modifiers (built; listed here because they are not codecs) */
     {.name = "outlier_channels",
      .params = "modifier: --outlier-channels N (1..64, <= d/2), --n-calib-tokens T (default 200); "
                "keys of turboquant_mse/prod/rvq, qjl, polar",
-     .bits_formula = "+ (8*n_out + 16)/d on keys", .implemented = 1},
+     .bits_formula = "+ (8*n_out + 16)/d on keys",
+     .implemented = 1},
     {.name = "outlier_tokens",
      .params = "modifier: --outlier-tokens K (prefill key norm > mean + K*std kept fp16 K and V); "
                "any codec but kivi_sink",
-     .bits_formula = "+ 16 per kept token and side", .implemented = 1},
+     .bits_formula = "+ 16 per kept token and side",
+     .implemented = 1},
 };
 
 /* Names of the capability flags, in bit order (veloxquant.h VQ_METHOD_F_*). */
 static const char *const flag_names[] = {
-    "quantized", "fp16_rows", "calibration", "centered", "windowed", "sinks", "outlier_tokens",
-    "outlier_channels", "per_channel_keys", "sketch", "calib_codebook", "calib_pca",
+    "quantized",        "fp16_rows", "calibration",    "centered",
+    "windowed",         "sinks",     "outlier_tokens", "outlier_channels",
+    "per_channel_keys", "sketch",    "calib_codebook", "calib_pca",
 };
 
 /* "1..4", "1..4,1.5", "16" or "-" (modifiers) into buf. */
@@ -50,18 +60,25 @@ static const char *widths(const struct vq_method_info *mi, char *buf, size_t cap
 }
 
 static void usage(FILE *f) {
-    fprintf(f, "usage: veloxquant methods [--json]\n\n"
-               "Lists every KV-cache method with its parameters, the exact bits per element of its\n"
-               "stored codes (d = head_dim), whether it needs calibration, and whether this build\n"
-               "implements it.\n");
+    fprintf(f,
+            "usage: veloxquant methods [--json]\n\n"
+            "Lists every KV-cache method with its parameters, the exact bits per element of its\n"
+            "stored codes (d = head_dim), whether it needs calibration, and whether this build\n"
+            "implements it.\n");
 }
 
 int vq_cmd_methods(int argc, char **argv) {
     int json = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { usage(stdout); return 0; }
-        else { fprintf(stderr, "methods: unknown option '%s'\n", argv[i]); usage(stderr); return 2; }
+        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+            usage(stdout);
+            return 0;
+        } else {
+            fprintf(stderr, "methods: unknown option '%s'\n", argv[i]);
+            usage(stderr);
+            return 2;
+        }
     }
     struct vq_method_info all[VQ_METHOD_COUNT + sizeof planned / sizeof planned[0]];
     int n = 0;
@@ -88,7 +105,8 @@ int vq_cmd_methods(int argc, char **argv) {
                 if (all[i].frac_bits > 0) cJSON_AddNumberToObject(o, "frac_bits", all[i].frac_bits);
                 cJSON *fl = cJSON_AddArrayToObject(o, "flags");
                 for (size_t b = 0; b < sizeof flag_names / sizeof flag_names[0]; b++)
-                    if (all[i].flags & (1u << b)) cJSON_AddItemToArray(fl, cJSON_CreateString(flag_names[b]));
+                    if (all[i].flags & (1u << b))
+                        cJSON_AddItemToArray(fl, cJSON_CreateString(flag_names[b]));
             }
             cJSON_AddItemToArray(arr, o);
         }
@@ -98,15 +116,17 @@ int vq_cmd_methods(int argc, char **argv) {
         cJSON_Delete(arr);
         return 0;
     }
-    printf("%-16s %-13s %-5s %-7s %-9s %s\n", "method", "status", "calib", "default", "bits", "bits/elem  |  parameters");
+    printf("%-16s %-13s %-5s %-7s %-9s %s\n", "method", "status", "calib", "default", "bits",
+           "bits/elem  |  parameters");
     for (int i = 0; i < n; i++) {
         char def[16], wb[32];
         if (all[i].default_bits) snprintf(def, sizeof def, "%d", all[i].default_bits);
         else snprintf(def, sizeof def, "-");
         printf("%-16s %-13s %-5s %-7s %-9s %s  |  %s\n", all[i].name,
-               all[i].implemented ? "ready" : "not yet built", all[i].needs_calibration ? "yes" : "no",
-               def, widths(&all[i], wb, sizeof wb),
-               all[i].bits_formula[0] ? all[i].bits_formula : "-", all[i].params[0] ? all[i].params : "-");
+               all[i].implemented ? "ready" : "not yet built",
+               all[i].needs_calibration ? "yes" : "no", def, widths(&all[i], wb, sizeof wb),
+               all[i].bits_formula[0] ? all[i].bits_formula : "-",
+               all[i].params[0] ? all[i].params : "-");
     }
     return 0;
 }

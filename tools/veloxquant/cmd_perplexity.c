@@ -20,7 +20,8 @@
 static const char *CMD = "perplexity";
 
 static void usage(FILE *f) {
-    fprintf(f,
+    fprintf(
+        f,
         "usage: veloxquant perplexity -m MODEL -f TEXT [-c CTX] [options]\n\n"
         "Perplexity over TEXT in non-overlapping chunks of CTX tokens, scoring the second half of\n"
         "each chunk, with the KV cache compressed as it fills (attention reads the codes).\n\n"
@@ -31,8 +32,7 @@ static void usage(FILE *f) {
         "  -b, --batch N         tokens per forward pass (default: CTX)\n"
         "  -t, --threads N       threads (default: OpenMP default)\n"
         "  --f32-activations     exact fp32 matmul inputs instead of llama.cpp's int8 ones\n"
-        "                        (prefill ~1.3x, decode ~6x slower; no int8 rounding noise)\n"
-        VQ_KV_HELP
+        "                        (prefill ~1.3x, decode ~6x slower; no int8 rounding noise)\n" VQ_KV_HELP
         "  --save-logits FILE    store top-k log-probs + remainder mass of every scored token\n"
         "                        (binary, format in src/eval/logits.h)\n"
         "  --top-k K             entries per token in --save-logits (default 32, max 256)\n"
@@ -87,12 +87,18 @@ int vq_cmd_perplexity(int argc, char **argv) {
         }
         if (ok != 1) return 2;
     }
-    if (optind < argc) { fprintf(stderr, "%s: unexpected argument '%s'\n", CMD, argv[optind]); return 2; }
+    if (optind < argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n", CMD, argv[optind]);
+        return 2;
+    }
     if ((!model || !text) && !ko.print_config) {
         fprintf(stderr, "%s: -m MODEL and -f TEXT are required\n", CMD);
         return 2;
     }
-    if (ctx % 2) { fprintf(stderr, "%s: --ctx must be even\n", CMD); return 2; }
+    if (ctx % 2) {
+        fprintf(stderr, "%s: --ctx must be even\n", CMD);
+        return 2;
+    }
 
     struct vq_ppl_params pp = vq_ppl_params_default();
     pp.ctx = ctx;
@@ -109,15 +115,16 @@ int vq_cmd_perplexity(int argc, char **argv) {
 
     struct vq_eval_model em;
     if (!vq_eval_model_open(CMD, model, &em)) return 1;
-    vq_calib_data *calib_owned[2] = {NULL, NULL};   /* vecinfer / spectral artifacts */
-    struct vq_kv_layers kl;   /* per-layer bits (lists, RateQuant), fp16 edge layers */
+    vq_calib_data *calib_owned[2] = {NULL, NULL}; /* vecinfer / spectral artifacts */
+    struct vq_kv_layers kl; /* per-layer bits (lists, RateQuant), fp16 edge layers */
     const int la = vq_kv_layers_apply(CMD, &ko, model, em.m, em.info->n_layers, em.info->head_dim,
                                       &pp.cache, &kl, 0);
     if (la != 1) {
         vq_eval_model_close(&em);
         return la == 0 ? 2 : 1;
     }
-    if (!vq_cli_attach_calib(CMD, model, &pp.cache, em.info->n_layers, em.info->head_dim, calib_owned)) {
+    if (!vq_cli_attach_calib(CMD, model, &pp.cache, em.info->n_layers, em.info->head_dim,
+                             calib_owned)) {
         vq_eval_model_close(&em);
         vq_kv_layers_free(&kl);
         return 1;
@@ -136,8 +143,11 @@ int vq_cmd_perplexity(int argc, char **argv) {
         const char *why = vq_kv_modifier_error(&mc);
         if (!vc || why) {
             if (why) fprintf(stderr, "%s: KV config %s: %s\n", CMD, name, why);
-            else fprintf(stderr, "%s: KV config %s: %s (check bits and options against `veloxquant methods`)\n",
-                         CMD, name, vq_status_str(st));
+            else
+                fprintf(
+                    stderr,
+                    "%s: KV config %s: %s (check bits and options against `veloxquant methods`)\n",
+                    CMD, name, vq_status_str(st));
             vq_eval_model_close(&em);
             vq_calib_data_free(calib_owned[0]);
             vq_calib_data_free(calib_owned[1]);
@@ -164,7 +174,8 @@ int vq_cmd_perplexity(int argc, char **argv) {
     vq_progress_init(&prog, CMD);
     struct vq_ppl_result res;
     char err[512];
-    st = vq_ppl_run(em.m, tokens, n_tok, &pp, save, base, vq_progress_ppl, &prog, &res, err, sizeof err);
+    st = vq_ppl_run(em.m, tokens, n_tok, &pp, save, base, vq_progress_ppl, &prog, &res, err,
+                    sizeof err);
     vq_progress_done(&prog);
     if (st != VQ_STATUS_OK) {
         fprintf(stderr, "%s: %s\n", CMD, err[0] ? err : vq_status_str(st));
@@ -174,10 +185,14 @@ int vq_cmd_perplexity(int argc, char **argv) {
     if (save) {
         st = vq_logits_close(save);
         save = NULL;
-        if (st != VQ_STATUS_OK) { fprintf(stderr, "%s: --save-logits: %s\n", CMD, vq_status_str(st)); goto out; }
+        if (st != VQ_STATUS_OK) {
+            fprintf(stderr, "%s: --save-logits: %s\n", CMD, vq_status_str(st));
+            goto out;
+        }
     }
     const struct vq_cache_memory *m = &res.mem;
-    const double key_x = m->key_total_bytes ? (double)m->fp16_key_bytes / (double)m->key_total_bytes : 0;
+    const double key_x = m->key_total_bytes ? (double)m->fp16_key_bytes / (double)m->key_total_bytes
+                                            : 0;
     const double full_x = m->total_bytes ? (double)m->fp16_bytes / (double)m->total_bytes : 0;
     if (json) {
         cJSON *o = cJSON_CreateObject();
@@ -190,11 +205,17 @@ int vq_cmd_perplexity(int argc, char **argv) {
         cJSON_AddNumberToObject(o, "v_bits", vq_codec_params_bits(&pp.cache.value));
         if (kl.k_bits || kl.v_bits || pp.cache.fp16_first_layers || pp.cache.fp16_last_layers) {
             /* per layer: the bits each layer stores (16 on fp16 edge layers) */
-            cJSON *kb = cJSON_AddArrayToObject(o, "k_bits_per_layer"), *vb = cJSON_AddArrayToObject(o, "v_bits_per_layer");
+            cJSON *kb = cJSON_AddArrayToObject(o, "k_bits_per_layer"),
+                  *vb = cJSON_AddArrayToObject(o, "v_bits_per_layer");
             for (int l = 0; l < em.info->n_layers; l++) {
-                const int edge = l < pp.cache.fp16_first_layers || l >= em.info->n_layers - pp.cache.fp16_last_layers;
-                cJSON_AddItemToArray(kb, cJSON_CreateNumber(edge ? 16 : kl.k_bits ? kl.k_bits[l] : pp.cache.key.bits));
-                cJSON_AddItemToArray(vb, cJSON_CreateNumber(edge ? 16 : kl.v_bits ? kl.v_bits[l] : pp.cache.value.bits));
+                const int edge = l < pp.cache.fp16_first_layers ||
+                                 l >= em.info->n_layers - pp.cache.fp16_last_layers;
+                cJSON_AddItemToArray(kb, cJSON_CreateNumber(edge        ? 16
+                                                            : kl.k_bits ? kl.k_bits[l]
+                                                                        : pp.cache.key.bits));
+                cJSON_AddItemToArray(vb, cJSON_CreateNumber(edge        ? 16
+                                                            : kl.v_bits ? kl.v_bits[l]
+                                                                        : pp.cache.value.bits));
             }
         }
         if (kl.rq_mean > 0) cJSON_AddNumberToObject(o, "ratequant", kl.rq_mean);
@@ -221,7 +242,8 @@ int vq_cmd_perplexity(int argc, char **argv) {
         free(t);
         cJSON_Delete(o);
     } else {
-        printf("model %s (%s), text %s: %lld tokens\n", model, em.info->arch, text, (long long)n_tok);
+        printf("model %s (%s), text %s: %lld tokens\n", model, em.info->arch, text,
+               (long long)n_tok);
         printf("KV %s: ctx %d, %d chunks, %lld tokens scored\n", name, ctx, res.n_chunks,
                (long long)res.n_scored);
         printf("perplexity: %.4f +/- %.4f\n", res.ppl, res.ppl_stderr);
@@ -229,7 +251,8 @@ int vq_cmd_perplexity(int argc, char **argv) {
             printf("KL(base || this): mean %.6f, median %.6f, p99 %.6f; top-1 agreement %.2f%%\n",
                    res.kld_mean, res.kld_median, res.kld_p99, 100.0 * res.top1);
         printf("KV cache after one chunk: %.3f MB (fp16 %.3f MB), key_x %.2f, fullKV_x %.2f\n",
-               (double)m->total_bytes / 1048576.0, (double)m->fp16_bytes / 1048576.0, key_x, full_x);
+               (double)m->total_bytes / 1048576.0, (double)m->fp16_bytes / 1048576.0, key_x,
+               full_x);
         printf("forward passes: %.2f s, %.1f tok/s\n", res.seconds, res.prefill_tok_s);
     }
     rc = 0;

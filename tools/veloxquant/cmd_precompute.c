@@ -16,7 +16,8 @@
 #include "artifact/artifact.h"
 
 static void usage(FILE *f) {
-    fprintf(f,
+    fprintf(
+        f,
         "usage: veloxquant precompute --head-dim D[,D..] --bits B[,B..] [--seed S] [--check]\n\n"
         "Writes the data-independent tables for each head_dim: Lloyd-Max codebooks (centroids and\n"
         "boundaries) of the Gauss law for every B and of the rotated-coordinate law (sqrt(d) x a\n"
@@ -38,7 +39,8 @@ static int parse_ints(const char *opt, const char *arg, int lo, int hi, int *out
         char *end;
         long v = strtol(p, &end, 10);
         if (end == p || (*end && *end != ',') || v < lo || v > hi || *n == max) {
-            fprintf(stderr, "precompute: %s: '%s' is not a list of integers in [%d, %d] (at most %d)\n",
+            fprintf(stderr,
+                    "precompute: %s: '%s' is not a list of integers in [%d, %d] (at most %d)\n",
                     opt, arg, lo, hi, max);
             return 0;
         }
@@ -54,23 +56,48 @@ int vq_cmd_precompute(int argc, char **argv) {
     const char *out_dir = NULL;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
-        if (!strcmp(a, "--check")) { check = 1; continue; }
-        if (!val) { fprintf(stderr, "precompute: %s: unknown option or missing value\n", a); return 2; }
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            usage(stdout);
+            return 0;
+        }
+        if (!strcmp(a, "--check")) {
+            check = 1;
+            continue;
+        }
+        if (!val) {
+            fprintf(stderr, "precompute: %s: unknown option or missing value\n", a);
+            return 2;
+        }
         i++;
-        if (!strcmp(a, "--head-dim")) { if (!parse_ints(a, val, 8, 1024, dims, 32, &n_dims)) return 2; }
-        else if (!strcmp(a, "--bits")) { if (!parse_ints(a, val, 1, 6, bits, 6, &n_bits)) return 2; }
-        else if (!strcmp(a, "--seed")) { if (!vq_opt_u64("precompute", a, val, &seed)) return 2; }
-        else if (!strcmp(a, "--out")) out_dir = val;
-        else { fprintf(stderr, "precompute: unknown option '%s'\n", a); usage(stderr); return 2; }
+        if (!strcmp(a, "--head-dim")) {
+            if (!parse_ints(a, val, 8, 1024, dims, 32, &n_dims)) return 2;
+        } else if (!strcmp(a, "--bits")) {
+            if (!parse_ints(a, val, 1, 6, bits, 6, &n_bits)) return 2;
+        } else if (!strcmp(a, "--seed")) {
+            if (!vq_opt_u64("precompute", a, val, &seed)) return 2;
+        } else if (!strcmp(a, "--out")) out_dir = val;
+        else {
+            fprintf(stderr, "precompute: unknown option '%s'\n", a);
+            usage(stderr);
+            return 2;
+        }
     }
-    if (!n_dims || !n_bits) { fprintf(stderr, "precompute: --head-dim and --bits are required\n"); return 2; }
+    if (!n_dims || !n_bits) {
+        fprintf(stderr, "precompute: --head-dim and --bits are required\n");
+        return 2;
+    }
     for (int i = 0; i < n_dims; i++)
-        if (dims[i] % 8) { fprintf(stderr, "precompute: --head-dim: %d is not a multiple of 8\n", dims[i]); return 2; }
+        if (dims[i] % 8) {
+            fprintf(stderr, "precompute: --head-dim: %d is not a multiple of 8\n", dims[i]);
+            return 2;
+        }
     char bname[8] = {0};
     for (int i = 0; i < n_bits; i++) {
         for (int j = 0; j < i; j++)
-            if (bits[j] == bits[i]) { fprintf(stderr, "precompute: --bits: %d given twice\n", bits[i]); return 2; }
+            if (bits[j] == bits[i]) {
+                fprintf(stderr, "precompute: --bits: %d given twice\n", bits[i]);
+                return 2;
+            }
         bname[i] = (char)('0' + bits[i]);
     }
     int rc = 0;
@@ -85,7 +112,8 @@ int vq_cmd_precompute(int argc, char **argv) {
         snprintf(name, sizeof name, "d%d_s%llu_b%s", dims[i], (unsigned long long)seed, bname);
         const uint8_t zero[32] = {0};
         if (out_dir) snprintf(path, sizeof path, "%s/%s.vqcal", out_dir, name);
-        else if ((st = vq_calib_artifact_path("precompute", zero, name, path, sizeof path)) != VQ_STATUS_OK) {
+        else if ((st = vq_calib_artifact_path("precompute", zero, name, path, sizeof path)) !=
+                 VQ_STATUS_OK) {
             fprintf(stderr, "precompute: artifact path: %s\n", vq_status_str(st));
             vq_precomp_free(&want);
             return 1;
@@ -95,8 +123,10 @@ int vq_cmd_precompute(int argc, char **argv) {
             char why[256];
             if (st != VQ_STATUS_OK) {
                 fprintf(stderr, "precompute: %s: %s\n", path,
-                        st == VQ_STATUS_IO ? "missing or unreadable (run precompute without --check)"
-                        : st == VQ_STATUS_BAD_FORMAT ? "corrupt or truncated" : vq_status_str(st));
+                        st == VQ_STATUS_IO
+                            ? "missing or unreadable (run precompute without --check)"
+                        : st == VQ_STATUS_BAD_FORMAT ? "corrupt or truncated"
+                                                     : vq_status_str(st));
                 rc = 1;
             } else if (!vq_precomp_matches(&have, &want, why, sizeof why)) {
                 fprintf(stderr, "precompute: %s: MISMATCH: %s\n", path, why);

@@ -39,7 +39,8 @@ static const char *CMD = "report";
 #define N_COLORS 14
 
 static void usage(FILE *f) {
-    fprintf(f,
+    fprintf(
+        f,
         "usage: veloxquant report RESULTS.json [MORE.json ...] -o FIGDIR\n\n"
         "Draws six PNG figures per model (throughput, quality vs compression, memory at scale,\n"
         "attention distortion, output comparison, full report sheet) and FIGDIR/table.md from\n"
@@ -52,9 +53,9 @@ static void usage(FILE *f) {
 
 struct model_set {
     char stem[96];
-    struct vq_results r;   /* header of the first file; merged results */
-    int n_ok;              /* results without error */
-    int *ok;               /* indices of results without error */
+    struct vq_results r; /* header of the first file; merged results */
+    int n_ok;            /* results without error */
+    int *ok;             /* indices of results without error */
 };
 
 static void model_stem(const char *file, char *out, size_t cap) {
@@ -62,12 +63,17 @@ static void model_stem(const char *file, char *out, size_t cap) {
     b = b ? b + 1 : file;
     size_t n = strlen(b);
     if (n > 5 && !strcmp(b + n - 5, ".gguf")) n -= 5;
-    if (n == 0) { b = "model"; n = 5; }
+    if (n == 0) {
+        b = "model";
+        n = 5;
+    }
     size_t j = 0;
     for (size_t i = 0; i < n && j + 1 < cap; i++) {
         char c = b[i];
         out[j++] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                   c == '.' || c == '-' || c == '_' ? c : '_';
+                           c == '.' || c == '-' || c == '_'
+                     ? c
+                     : '_';
     }
     out[j] = 0;
 }
@@ -98,16 +104,18 @@ static int merge_into(struct vq_results *dst, struct vq_results *src) {
 
 /* Every figure is one PLplot page; panels are placed by hand in normalized page coordinates
  * (struct rect), leaving a band at the top for the page title. */
-struct rect { double x0, x1, y0, y1; };
+struct rect {
+    double x0, x1, y0, y1;
+};
 
 static const unsigned char PALETTE[N_COLORS][3] = {
-    {31, 119, 180}, {255, 127, 14}, {44, 160, 44}, {214, 39, 40}, {148, 103, 189},
-    {140, 86, 75}, {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207},
-    {57, 59, 121}, {99, 121, 57}, {140, 109, 49}, {132, 60, 57},
+    {31, 119, 180}, {255, 127, 14},  {44, 160, 44},   {214, 39, 40},  {148, 103, 189},
+    {140, 86, 75},  {227, 119, 194}, {127, 127, 127}, {188, 189, 34}, {23, 190, 207},
+    {57, 59, 121},  {99, 121, 57},   {140, 109, 49},  {132, 60, 57},
 };
 static int color_of(int i) { return 2 + i % N_COLORS; }
 
-static double g_chr = 1.0;   /* character scale of the current figure */
+static double g_chr = 1.0; /* character scale of the current figure */
 
 /* Starts a PNG page of w x h pixels; chr scales all text. */
 static void fig_begin(const char *path, int w, int h, double chr) {
@@ -129,7 +137,7 @@ static void fig_end(void) { plend(); }
 static struct rect grid_cell(int k, int nx, int ny, double top) {
     struct rect r;
     const int cx = k % nx, cy = k / nx;
-    r.x0 = 0.05 + 0.94 * (double)cx / nx;   /* a page margin for the first column's labels */
+    r.x0 = 0.05 + 0.94 * (double)cx / nx; /* a page margin for the first column's labels */
     r.x1 = 0.05 + 0.94 * (double)(cx + 1) / nx;
     r.y1 = (1.0 - top) * (1.0 - (double)cy / ny);
     r.y0 = (1.0 - top) * (1.0 - (double)(cy + 1) / ny);
@@ -190,7 +198,10 @@ static void hbars(struct rect q, const char *title, const char *xlabel, int n,
                 if (vals[s][i] > xmax) xmax = vals[s][i];
                 if (vals[s][i] < xmin) xmin = vals[s][i];
             }
-    if (!any || n == 0) { no_data(q, title); return; }
+    if (!any || n == 0) {
+        no_data(q, title);
+        return;
+    }
     if (xmax <= xmin) xmax = xmin + 1;
     const double span = xmax - xmin;
     const double x0 = xmin < 0 ? xmin - 0.05 * span : 0;
@@ -246,25 +257,30 @@ static void hbars(struct rect q, const char *title, const char *xlabel, int n,
         chr(0.8);
         pllegend(&lw, &lh, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX,
                  PL_POSITION_RIGHT | PL_POSITION_TOP | PL_POSITION_INSIDE, 0.01, 0.01, 0.05, 0, 1,
-                 1, 0, 0, n_series, opt, 0.8, 0.7 * g_chr, 1.5, 0, tcol, series_names, bcol, bpat, bscale,
-                 bw, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
+                 1, 0, 0, n_series, opt, 0.8, 0.7 * g_chr, 1.5, 0, tcol, series_names, bcol, bpat,
+                 bscale, bw, NULL, NULL, NULL, NULL, NULL, NULL, NULL);
     }
 }
 
 /* Scatter of y vs x with each point labelled by its config; labels are placed greedily so
  * that they do not overlap each other. */
-static void scatter(struct rect q, const char *title, const char *xlabel, const char *ylabel,
-                    int n, const char *const *labels, const int *cfg_color, const double *x,
+static void scatter(struct rect q, const char *title, const char *xlabel, const char *ylabel, int n,
+                    const char *const *labels, const int *cfg_color, const double *x,
                     const double *y) {
     double xmin = HUGE_VAL, xmax = -HUGE_VAL, ymin = HUGE_VAL, ymax = -HUGE_VAL;
     int any = 0;
     for (int i = 0; i < n; i++) {
         if (!isfinite(x[i]) || !isfinite(y[i])) continue;
         any = 1;
-        xmin = fmin(xmin, x[i]); xmax = fmax(xmax, x[i]);
-        ymin = fmin(ymin, y[i]); ymax = fmax(ymax, y[i]);
+        xmin = fmin(xmin, x[i]);
+        xmax = fmax(xmax, x[i]);
+        ymin = fmin(ymin, y[i]);
+        ymax = fmax(ymax, y[i]);
     }
-    if (!any) { no_data(q, title); return; }
+    if (!any) {
+        no_data(q, title);
+        return;
+    }
     double dx = xmax - xmin, dy = ymax - ymin;
     if (dx <= 0) dx = fabs(xmax) > 0 ? fabs(xmax) * 0.2 : 1;
     if (dy <= 0) dy = fabs(ymax) > 0 ? fabs(ymax) * 0.2 : 1;
@@ -297,20 +313,26 @@ static void scatter(struct rect q, const char *title, const char *xlabel, const 
         plpoin(1, &px, &py, 17);
         if (!bx0) continue;
         const double lw = (double)strlen(labels[i]) * 0.62 * cht * wpm_x;
-        static const double CAND[][2] = {{1, 0}, {1, 1}, {1, -1}, {-1, 0}, {-1, 1}, {-1, -1},
-                                         {1, 2}, {1, -2}, {-1, 2}, {-1, -2}, {1, 3}, {1, -3}};
+        static const double CAND[][2] = {{1, 0}, {1, 1},  {1, -1}, {-1, 0},  {-1, 1}, {-1, -1},
+                                         {1, 2}, {1, -2}, {-1, 2}, {-1, -2}, {1, 3},  {1, -3}};
         double best_x = px + gap, best_y = py;
         for (size_t c = 0; c < sizeof CAND / sizeof CAND[0]; c++) {
             const double lx = CAND[c][0] > 0 ? px + gap : px - gap - lw;
             const double ly = py + CAND[c][1] * lh;
             int clash = lx < wx0 || lx + lw > wx1 || ly - lh / 2 < wy0 || ly + lh / 2 > wy1;
             for (int b = 0; b < nb && !clash; b++)
-                clash = lx < bx0[4 * b + 1] && lx + lw > bx0[4 * b] && ly - lh / 2 < bx0[4 * b + 3] &&
-                        ly + lh / 2 > bx0[4 * b + 2];
-            if (!clash) { best_x = lx; best_y = ly; break; }
+                clash = lx < bx0[4 * b + 1] && lx + lw > bx0[4 * b] &&
+                        ly - lh / 2 < bx0[4 * b + 3] && ly + lh / 2 > bx0[4 * b + 2];
+            if (!clash) {
+                best_x = lx;
+                best_y = ly;
+                break;
+            }
         }
-        bx0[4 * nb] = best_x; bx0[4 * nb + 1] = best_x + lw;
-        bx0[4 * nb + 2] = best_y - lh / 2; bx0[4 * nb + 3] = best_y + lh / 2;
+        bx0[4 * nb] = best_x;
+        bx0[4 * nb + 1] = best_x + lw;
+        bx0[4 * nb + 2] = best_y - lh / 2;
+        bx0[4 * nb + 3] = best_y + lh / 2;
         nb++;
         plptex(best_x, best_y - 0.3 * cht * wpm_y, 1, 0, 0, labels[i]);
     }
@@ -347,8 +369,10 @@ static void memory_panel(struct rect q, const struct model_set *ms, const char *
             const struct vq_result_opt *op = &e->config.opts[o];
             const int v = (int)op->value;
             if (!strcmp(op->key, "group_size")) p.key.group_size = p.value.group_size = v;
-            else if (!strcmp(op->key, "residual_length")) p.key.residual_length = p.value.residual_length = v;
-            else if (!strcmp(op->key, "n_sink_tokens")) p.key.n_sink_tokens = p.value.n_sink_tokens = v;
+            else if (!strcmp(op->key, "residual_length"))
+                p.key.residual_length = p.value.residual_length = v;
+            else if (!strcmp(op->key, "n_sink_tokens"))
+                p.key.n_sink_tokens = p.value.n_sink_tokens = v;
             else if (!strcmp(op->key, "jl_dim")) p.key.jl_dim = p.value.jl_dim = v;
             else if (!strcmp(op->key, "seed")) p.key.seed = p.value.seed = (uint64_t)op->value;
         }
@@ -360,25 +384,37 @@ static void memory_panel(struct rect q, const struct model_set *ms, const char *
                 v = e->kv_bytes / r->protocol.ctx * CTXS[c];
             v /= 1024.0 * 1024.0;
             mbv[i * N_CTX + c] = v > 0 ? v : NAN;
-            if (v > 0) { any = 1; ymax = fmax(ymax, v); ymin = fmin(ymin, v); }
+            if (v > 0) {
+                any = 1;
+                ymax = fmax(ymax, v);
+                ymin = fmin(ymin, v);
+            }
         }
     }
-    if (!any) { no_data(q, "KV memory at scale"); goto out; }
+    if (!any) {
+        no_data(q, "KV memory at scale");
+        goto out;
+    }
     const double ly0 = floor(log10(ymin)), ly1 = ceil(log10(ymax) + 0.05);
     chr(0.85);
     vport(q, 0.16, legend_inside ? 0.96 : 0.70, 0.14, 0.86);
     plwind(log10(CTXS[0]) - 0.05, log10(CTXS[N_CTX - 1]) + 0.05, ly0, ly1);
     plcol0(1);
     plbox("bcnstlg", 0, 0, "bcnstvlg", 0, 0);
-    plmtex("t", 1.2, 0.5, 0.5, legend_inside ? "KV memory at scale (analytic; colors as in the bars)"
-                                             : "KV cache memory at scale (analytic)");
+    plmtex("t", 1.2, 0.5, 0.5,
+           legend_inside ? "KV memory at scale (analytic; colors as in the bars)"
+                         : "KV cache memory at scale (analytic)");
     plmtex("b", 3.0, 0.5, 0.5, "context tokens");
     plmtex("l", 4.0, 0.5, 0.5, "KV cache MB");
     for (int i = 0; i < n; i++) {
         PLFLT xs[N_CTX], ys[N_CTX];
         int k = 0;
         for (int c = 0; c < N_CTX; c++)
-            if (isfinite(mbv[i * N_CTX + c])) { xs[k] = log10(CTXS[c]); ys[k] = log10(mbv[i * N_CTX + c]); k++; }
+            if (isfinite(mbv[i * N_CTX + c])) {
+                xs[k] = log10(CTXS[c]);
+                ys[k] = log10(mbv[i * N_CTX + c]);
+                k++;
+            }
         plcol0(cfg_color[i]);
         pllsty(1 + (i / N_COLORS) % 8);
         plwidth(2.0);
@@ -393,18 +429,21 @@ static void memory_panel(struct rect q, const struct model_set *ms, const char *
         lw[i] = 2.0;
     }
     pllsty(1);
-    if (!legend_inside && n > 0) {   /* the sheet has no room: its colors match the bar panels */
+    if (!legend_inside && n > 0) { /* the sheet has no room: its colors match the bar panels */
         PLFLT lwid, lht;
         chr(0.8);
         pllegend(&lwid, &lht, PL_LEGEND_BACKGROUND | PL_LEGEND_BOUNDING_BOX,
                  legend_inside ? PL_POSITION_RIGHT | PL_POSITION_INSIDE | PL_POSITION_BOTTOM
                                : PL_POSITION_RIGHT | PL_POSITION_OUTSIDE,
                  0.02, 0.02, 0.08, 0, 1, 1, 0, 0, n, opt, 0.6, 0.8 * g_chr, 1.6, 0, tcol, labels,
-                 NULL, NULL, NULL, NULL, lcol, lsty,
-                 lw, NULL, NULL, NULL, NULL);
+                 NULL, NULL, NULL, NULL, lcol, lsty, lw, NULL, NULL, NULL, NULL);
     }
 out:
-    free(opt); free(lcol); free(lsty); free(tcol); free(lw);
+    free(opt);
+    free(lcol);
+    free(lsty);
+    free(tcol);
+    free(lw);
     free(mbv);
 }
 
@@ -423,9 +462,19 @@ static int cols_build(const struct model_set *ms, struct cols *c) {
     c->labels = calloc((size_t)m, sizeof *c->labels);
     c->color = calloc((size_t)m, sizeof *c->color);
     double *all = calloc((size_t)m * 7, sizeof *all);
-    if (!c->labels || !c->color || !all) { free(c->labels); free(c->color); free(all); return 0; }
-    c->prefill = all; c->decode = all + m; c->bpe = all + 2 * m; c->cosk = all + 3 * m;
-    c->kld = all + 4 * m; c->tokgen = all + 5 * m; c->prefix = all + 6 * m;
+    if (!c->labels || !c->color || !all) {
+        free(c->labels);
+        free(c->color);
+        free(all);
+        return 0;
+    }
+    c->prefill = all;
+    c->decode = all + m;
+    c->bpe = all + 2 * m;
+    c->cosk = all + 3 * m;
+    c->kld = all + 4 * m;
+    c->tokgen = all + 5 * m;
+    c->prefix = all + 6 * m;
     for (int i = 0; i < n; i++) {
         const struct vq_result *e = &ms->r.results[ms->ok[i]];
         c->labels[i] = e->config.name;
@@ -487,8 +536,8 @@ static void panel(int which, struct rect q, const struct model_set *ms, const st
     }
     case P_OUTPUT: {
         const double *v[2] = {c->tokgen, c->prefix};
-        hbars(q, "Greedy output vs fp16 (mean per prompt)", "tokens", c->n, c->labels,
-              c->color, 2, v, two, out_names);
+        hbars(q, "Greedy output vs fp16 (mean per prompt)", "tokens", c->n, c->labels, c->color, 2,
+              v, two, out_names);
         break;
     }
     }
@@ -517,7 +566,12 @@ static int draw_model(const struct model_set *ms, const char *dir) {
              r->model.arch, r->model.n_layers, r->model.n_kv_heads, r->model.head_dim,
              r->protocol.ctx);
     const int h_bars = 200 + 46 * (c.n > 4 ? c.n : 4);
-    static const struct { const char *name; int panels[2]; int np; int w, h; } FIGS[] = {
+    static const struct {
+        const char *name;
+        int panels[2];
+        int np;
+        int w, h;
+    } FIGS[] = {
         {"throughput", {P_PREFILL, P_DECODE}, 2, 1600, 0},
         {"quality", {P_COS_BITS, P_KLD_BITS}, 2, 1600, 800},
         {"memory", {P_MEMORY, 0}, 1, 1200, 800},
@@ -526,21 +580,28 @@ static int draw_model(const struct model_set *ms, const char *dir) {
     };
     for (size_t f = 0; f < sizeof FIGS / sizeof FIGS[0]; f++) {
         snprintf(path, sizeof path, "%s/%s-%s.png", dir, ms->stem, FIGS[f].name);
-        if (!figure_path_ok(path)) { cols_free(&c); return -1; }
+        if (!figure_path_ok(path)) {
+            cols_free(&c);
+            return -1;
+        }
         const int h = FIGS[f].h ? FIGS[f].h : h_bars;
         const double top = 40.0 / h;
         fig_begin(path, FIGS[f].w, h, 0.7);
         page_title(title, top);
-        for (int p = 0; p < FIGS[f].np; p++) panel(FIGS[f].panels[p], grid_cell(p, FIGS[f].np, 1, top), ms, &c, 0);
+        for (int p = 0; p < FIGS[f].np; p++)
+            panel(FIGS[f].panels[p], grid_cell(p, FIGS[f].np, 1, top), ms, &c, 0);
         fig_end();
     }
     snprintf(path, sizeof path, "%s/%s-report.png", dir, ms->stem);
-    if (!figure_path_ok(path)) { cols_free(&c); return -1; }
+    if (!figure_path_ok(path)) {
+        cols_free(&c);
+        return -1;
+    }
     const int sh = 2 * (h_bars > 700 ? h_bars : 700);
     fig_begin(path, 2800, sh, 0.6);
     page_title(title, 50.0 / sh);
-    static const int SHEET[8] = {P_PREFILL, P_DECODE, P_COS_BITS, P_KLD_BITS,
-                                 P_KLD_BARS, P_COS_BARS, P_OUTPUT, P_MEMORY};
+    static const int SHEET[8] = {P_PREFILL,  P_DECODE,   P_COS_BITS, P_KLD_BITS,
+                                 P_KLD_BARS, P_COS_BARS, P_OUTPUT,   P_MEMORY};
     for (int p = 0; p < 8; p++) panel(SHEET[p], grid_cell(p, 4, 2, 50.0 / sh), ms, &c, 1);
     fig_end();
     cols_free(&c);
@@ -580,16 +641,21 @@ static int write_table(struct model_set *ms, int n_models, const char *dir) {
         fprintf(f, "- model: `%s` (%s, %d layers, %d kv heads, head_dim %d), sha256 `%s`\n",
                 r->model.file ? r->model.file : "", r->model.arch, r->model.n_layers,
                 r->model.n_kv_heads, r->model.head_dim, r->model.sha256[0] ? r->model.sha256 : "—");
-        fprintf(f, "- protocol: corpus `%s`, ctx %d, chunks %d, max_tokens %d, seed %llu, %d prompts\n",
-                r->protocol.corpus ? r->protocol.corpus : "", r->protocol.ctx, r->protocol.chunks,
-                r->protocol.max_tokens, (unsigned long long)r->protocol.seed, r->protocol.n_prompts);
+        fprintf(
+            f, "- protocol: corpus `%s`, ctx %d, chunks %d, max_tokens %d, seed %llu, %d prompts\n",
+            r->protocol.corpus ? r->protocol.corpus : "", r->protocol.ctx, r->protocol.chunks,
+            r->protocol.max_tokens, (unsigned long long)r->protocol.seed, r->protocol.n_prompts);
         fprintf(f, "- hardware: %s, %d threads, ISA %s, %.0f MB RAM\n", r->hardware.cpu,
                 r->hardware.cores, r->hardware.isa, r->hardware.ram_mb);
         fprintf(f, "- created %s, git %s\n\n", r->created_utc, r->git_commit);
-        fprintf(f, "| config | K | V | bits/elem | KV bytes | key_x | fullKV_x | ppl | kld_mean | "
-                   "kld_median | kld_p99 | top1 | cosine_k | cosine_v | prefill tok/s | decode tok/s | "
-                   "tokens generated | fp16 prefix match | peak RSS MB | error |\n");
-        fprintf(f, "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+        fprintf(
+            f,
+            "| config | K | V | bits/elem | KV bytes | key_x | fullKV_x | ppl | kld_mean | "
+            "kld_median | kld_p99 | top1 | cosine_k | cosine_v | prefill tok/s | decode tok/s | "
+            "tokens generated | fp16 prefix match | peak RSS MB | error |\n");
+        fprintf(
+            f,
+            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
         for (int i = 0; i < r->n_results; i++) {
             const struct vq_result *e = &r->results[i];
             fputs("| ", f);
@@ -599,10 +665,22 @@ static int write_table(struct model_set *ms, int n_models, const char *dir) {
             fprintf(f, "-%d | ", e->config.k_bits);
             md_text(f, e->config.v_method, 200);
             fprintf(f, "-%d |", e->config.v_bits);
-            const double v[] = {e->bits_per_elem, e->kv_bytes, e->key_x, e->fullKV_x, e->ppl,
-                                e->kld_mean, e->kld_median, e->kld_p99, e->top1, e->cosine_k,
-                                e->cosine_v, e->prefill_tok_s, e->decode_tok_s,
-                                e->tokens_generated, e->fp16_prefix_match, e->peak_rss_mb};
+            const double v[] = {e->bits_per_elem,
+                                e->kv_bytes,
+                                e->key_x,
+                                e->fullKV_x,
+                                e->ppl,
+                                e->kld_mean,
+                                e->kld_median,
+                                e->kld_p99,
+                                e->top1,
+                                e->cosine_k,
+                                e->cosine_v,
+                                e->prefill_tok_s,
+                                e->decode_tok_s,
+                                e->tokens_generated,
+                                e->fp16_prefix_match,
+                                e->peak_rss_mb};
             for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) md_num(f, v[k]);
             fputc(' ', f);
             if (e->error) md_text(f, e->error, 200);
@@ -627,7 +705,8 @@ static int write_table(struct model_set *ms, int n_models, const char *dir) {
             }
         }
         if (any_prev) {
-            fprintf(f, "\nOutput previews (first probe prompt):\n\n| config | output |\n|---|---|\n");
+            fprintf(f,
+                    "\nOutput previews (first probe prompt):\n\n| config | output |\n|---|---|\n");
             for (int i = 0; i < r->n_results; i++) {
                 const struct vq_result *e = &r->results[i];
                 if (!e->output_preview) continue;
@@ -639,7 +718,10 @@ static int write_table(struct model_set *ms, int n_models, const char *dir) {
             }
         }
     }
-    if (fclose(f) != 0) { free(buf); return 0; }
+    if (fclose(f) != 0) {
+        free(buf);
+        return 0;
+    }
     vq_status st = vq_write_file_atomic(path, buf, len);
     free(buf);
     return st == VQ_STATUS_OK;
@@ -679,7 +761,8 @@ static int out_dir_ok(const char *dir) {
     snprintf(probe, sizeof probe, "%s/.vq_report_probe.XXXXXX", dir);
     const int fd = mkstemp(probe);
     if (fd < 0) {
-        fprintf(stderr, "%s: cannot write in the output folder %s: %s\n", CMD, dir, strerror(errno));
+        fprintf(stderr, "%s: cannot write in the output folder %s: %s\n", CMD, dir,
+                strerror(errno));
         return 0;
     }
     close(fd);
@@ -705,8 +788,14 @@ int vq_cmd_report(int argc, char **argv) {
         default: fprintf(stderr, "%s: unknown option '%s'\n", CMD, argv[optind - 1]); return 2;
         }
     }
-    if (!dir) { fprintf(stderr, "%s: -o FIGDIR is required\n", CMD); return 2; }
-    if (optind >= argc) { fprintf(stderr, "%s: no results.json given\n", CMD); return 2; }
+    if (!dir) {
+        fprintf(stderr, "%s: -o FIGDIR is required\n", CMD);
+        return 2;
+    }
+    if (optind >= argc) {
+        fprintf(stderr, "%s: no results.json given\n", CMD);
+        return 2;
+    }
     if (!have_pngcairo()) {
         fprintf(stderr, "%s: PLplot has no pngcairo device (install plplot-driver-cairo)\n", CMD);
         return 1;
@@ -735,7 +824,7 @@ int vq_cmd_report(int argc, char **argv) {
             }
             ms[m].r = r;
             model_stem(r.model.file ? r.model.file : "model", ms[m].stem, sizeof ms[m].stem);
-            for (int k = 0; k < m; k++)   /* two models with one file name: keep stems distinct */
+            for (int k = 0; k < m; k++) /* two models with one file name: keep stems distinct */
                 if (!strcmp(ms[k].stem, ms[m].stem)) {
                     size_t l = strlen(ms[m].stem);
                     if (l > 80) l = 80;
@@ -751,7 +840,10 @@ int vq_cmd_report(int argc, char **argv) {
     for (int m = 0; m < n_models && rc == 0; m++) {
         struct model_set *s = &ms[m];
         s->ok = calloc((size_t)(s->r.n_results ? s->r.n_results : 1), sizeof *s->ok);
-        if (!s->ok) { rc = 1; break; }
+        if (!s->ok) {
+            rc = 1;
+            break;
+        }
         for (int i = 0; i < s->r.n_results; i++)
             if (!s->r.results[i].error) s->ok[s->n_ok++] = i;
         const int dr = draw_model(s, dir);
@@ -760,8 +852,9 @@ int vq_cmd_report(int argc, char **argv) {
             rc = 1;
             break;
         }
-        printf("%s: %s/%s-{throughput,quality,memory,distortion,output,report}.png (%d configs, %d failed)\n",
-               CMD, dir, s->stem, s->n_ok, s->r.n_results - s->n_ok);
+        printf(
+            "%s: %s/%s-{throughput,quality,memory,distortion,output,report}.png (%d configs, %d failed)\n",
+            CMD, dir, s->stem, s->n_ok, s->r.n_results - s->n_ok);
     }
     if (rc == 0) {
         if (!write_table(ms, n_models, dir)) {

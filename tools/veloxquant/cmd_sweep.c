@@ -44,7 +44,8 @@ static const char *CMD = "sweep";
 #define MAX_CONFIGS 64
 
 static void usage(FILE *f) {
-    fprintf(f,
+    fprintf(
+        f,
         "usage: veloxquant sweep -m MODEL [-m MODEL ...] [--configs LIST] -o DIR [options]\n\n"
         "Measures every (model, KV config) in a fresh child process: perplexity and KL vs the\n"
         "fp16-KV run on TEXT, greedy probe (tokens generated, identical prefix vs fp16), prefill\n"
@@ -66,7 +67,8 @@ static void usage(FILE *f) {
         "  --prompts N           probe prompts (default 8, at most %d)\n"
         "  -t, --threads N       threads per child (default: OpenMP default)\n"
         "  --timeout S           kill a config after S seconds (default 0 = none)\n"
-        "  -h, --help            this help\n", vq_probe_n_prompts);
+        "  -h, --help            this help\n",
+        vq_probe_n_prompts);
     fputs("\nKV options:\n" VQ_KV_HELP, f);
     fprintf(f, "\npresets:");
     for (int i = 0; i < vq_kv_n_presets; i++)
@@ -82,7 +84,8 @@ static int write_probe(const char *path, int n_prompts, int max_tokens, const in
     cJSON_AddNumberToObject(o, "max_tokens", max_tokens);
     for (int p = 0; p < n_prompts; p++) {
         cJSON *a = cJSON_CreateArray();
-        for (int i = 0; i < lens[p]; i++) cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[(size_t)p * max_tokens + i]));
+        for (int i = 0; i < lens[p]; i++)
+            cJSON_AddItemToArray(a, cJSON_CreateNumber(ids[(size_t)p * max_tokens + i]));
         cJSON_AddItemToArray(arr, a);
     }
     char *t = cJSON_PrintUnformatted(o);
@@ -105,16 +108,23 @@ static int read_probe(const char *path, int n_prompts, int max_tokens, int32_t *
     cJSON *o = cJSON_Parse(buf);
     free(buf);
     int ok = 0;
-    const cJSON *mt = cJSON_GetObjectItem(o, "max_tokens"), *arr = cJSON_GetObjectItem(o, "outputs");
+    const cJSON *mt = cJSON_GetObjectItem(o, "max_tokens"),
+                *arr = cJSON_GetObjectItem(o, "outputs");
     if (cJSON_IsNumber(mt) && mt->valueint == max_tokens && cJSON_IsArray(arr) &&
         cJSON_GetArraySize(arr) >= n_prompts) {
         ok = 1;
         for (int p = 0; p < n_prompts && ok; p++) {
             const cJSON *a = cJSON_GetArrayItem(arr, p), *it;
             lens[p] = 0;
-            if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) > max_tokens) { ok = 0; break; }
+            if (!cJSON_IsArray(a) || cJSON_GetArraySize(a) > max_tokens) {
+                ok = 0;
+                break;
+            }
             cJSON_ArrayForEach(it, a) {
-                if (!cJSON_IsNumber(it)) { ok = 0; break; }
+                if (!cJSON_IsNumber(it)) {
+                    ok = 0;
+                    break;
+                }
                 ids[(size_t)p * max_tokens + lens[p]++] = (int32_t)it->valueint;
             }
         }
@@ -126,12 +136,12 @@ static int read_probe(const char *path, int n_prompts, int max_tokens, int32_t *
 static void detok_preview(const struct vq_eval_model *em, const int32_t *ids, int n, char **out) {
     char small[2048], *buf = small;
     int64_t len = vq_tok_detokenize(em->tok, ids, n, buf, sizeof small - 1, true, false);
-    if (len < 0) {   /* longer text (long pieces): detokenize in full, then cut */
+    if (len < 0) { /* longer text (long pieces): detokenize in full, then cut */
         buf = malloc((size_t)-len + 1);
         len = buf ? vq_tok_detokenize(em->tok, ids, n, buf, (size_t)-len, true, false) : 0;
         if (!buf || len < 0) len = 0;
     }
-    if (len > 300) {   /* do not cut a UTF-8 character */
+    if (len > 300) { /* do not cut a UTF-8 character */
         len = 300;
         while (len > 0 && ((unsigned char)buf[len] & 0xC0) == 0x80) len--;
     }
@@ -146,7 +156,7 @@ struct srun_opts {
     const char *save_probe, *probe_ref;
     int ctx, chunks, max_tokens, n_prompts, threads;
     struct vq_kv_opts ko;
-    struct vq_ppl_params pp;   /* perplexity parameters, the KV config resolved from ko */
+    struct vq_ppl_params pp; /* perplexity parameters, the KV config resolved from ko */
 };
 
 /* Parse step (options, then the KV config resolved into o->pp.cache): 1 ok, 0 usage error
@@ -218,19 +228,19 @@ static int srun_parse(int argc, char **argv, struct srun_opts *o) {
 
 /* Everything a sweep-run holds; srun_free releases it once srun_build_model succeeded. */
 struct srun_state {
-    struct vq_ppl_params pp;   /* o->pp, with per-layer bits and calibration attached */
+    struct vq_ppl_params pp; /* o->pp, with per-layer bits and calibration attached */
     struct vq_eval_model em;
-    vq_calib_data *calib_owned[2];   /* vecinfer / spectral artifacts */
-    struct vq_kv_layers kl;          /* per-layer bits (RateQuant), fp16 edge layers */
-    struct vq_codec_params kp, vp;   /* the key / value codecs at the model's head_dim */
+    vq_calib_data *calib_owned[2]; /* vecinfer / spectral artifacts */
+    struct vq_kv_layers kl;        /* per-layer bits (RateQuant), fp16 edge layers */
+    struct vq_codec_params kp, vp; /* the key / value codecs at the model's head_dim */
     struct vq_result e;
     int64_t n_tok;
-    int32_t *tokens, *ids, *ref;     /* corpus; probe outputs; probe reference (--probe-ref) */
+    int32_t *tokens, *ids, *ref; /* corpus; probe outputs; probe reference (--probe-ref) */
     int lens[64], ref_lens[64];
-    vq_logits_file *sf, *bf;         /* --save-logits, --kl-base */
-    vq_ctx *gctx;                    /* the greedy probe's context */
+    vq_logits_file *sf, *bf; /* --save-logits, --kl-base */
+    vq_ctx *gctx;            /* the greedy probe's context */
     struct vq_ppl_result pr;
-    double dec_tok_s, tg, pm;        /* probe decode rate, tokens generated, prefix matched */
+    double dec_tok_s, tg, pm; /* probe decode rate, tokens generated, prefix matched */
 };
 
 static void srun_free(struct srun_state *s) {
@@ -303,13 +313,13 @@ static int srun_build_inputs(const struct srun_opts *o, struct srun_state *s) {
         fprintf(stderr, "%s: %s: %s\n", C, o->base, vq_status_str(st));
         return 1;
     }
-    if (o->save && !(s->sf = vq_logits_create(o->save, s->pp.top_k, s->em.info->n_vocab, o->ctx,
-                                              &st))) {
+    if (o->save &&
+        !(s->sf = vq_logits_create(o->save, s->pp.top_k, s->em.info->n_vocab, o->ctx, &st))) {
         fprintf(stderr, "%s: %s: %s\n", C, o->save, vq_status_str(st));
         return 1;
     }
-    if (o->probe_ref && !read_probe(o->probe_ref, o->n_prompts, o->max_tokens, s->ref,
-                                    s->ref_lens)) {
+    if (o->probe_ref &&
+        !read_probe(o->probe_ref, o->n_prompts, o->max_tokens, s->ref, s->ref_lens)) {
         fprintf(stderr, "%s: %s: not a probe reference for %d prompts x %d tokens\n", C,
                 o->probe_ref, o->n_prompts, o->max_tokens);
         return 1;
@@ -329,7 +339,10 @@ static int srun_ppl(const struct srun_opts *o, struct srun_state *s) {
     vq_status st = vq_ppl_run(s->em.m, s->tokens, s->n_tok, &s->pp, s->sf, s->bf, vq_progress_ppl,
                               &prog, &s->pr, err, sizeof err);
     vq_progress_done(&prog);
-    if (st != VQ_STATUS_OK) { fprintf(stderr, "%s: perplexity: %s\n", C, err); return 1; }
+    if (st != VQ_STATUS_OK) {
+        fprintf(stderr, "%s: perplexity: %s\n", C, err);
+        return 1;
+    }
     if (s->sf) {
         st = vq_logits_close(s->sf);
         s->sf = NULL;
@@ -349,9 +362,11 @@ static int srun_ppl(const struct srun_opts *o, struct srun_state *s) {
     e->bits_per_elem = mem->fp16_bytes ? 16.0 * (double)mem->total_bytes / (double)mem->fp16_bytes
                                        : NAN;
     if (s->bf) {
-        e->kld_mean = pr->kld_mean; e->kld_median = pr->kld_median; e->kld_p99 = pr->kld_p99;
+        e->kld_mean = pr->kld_mean;
+        e->kld_median = pr->kld_median;
+        e->kld_p99 = pr->kld_p99;
         e->top1 = pr->top1;
-    } else if (o->save) {   /* the reference run itself */
+    } else if (o->save) { /* the reference run itself */
         e->kld_mean = e->kld_median = e->kld_p99 = 0;
         e->top1 = 1;
     }
@@ -375,7 +390,10 @@ static int srun_probe(const struct srun_opts *o, struct srun_state *s) {
     cp.n_threads = o->threads;
     cp.cache = s->pp.cache;
     s->gctx = vq_ctx_create(s->em.m, &cp, &st);
-    if (!s->gctx) { fprintf(stderr, "%s: probe context: %s\n", C, vq_status_str(st)); return 1; }
+    if (!s->gctx) {
+        fprintf(stderr, "%s: probe context: %s\n", C, vq_status_str(st));
+        return 1;
+    }
     struct vq_progress prog;
     char label[96];
     snprintf(label, sizeof label, "  %s probe", o->name);
@@ -383,7 +401,10 @@ static int srun_probe(const struct srun_opts *o, struct srun_state *s) {
     st = vq_eval_probe(&s->em, s->gctx, n_prompts, max_tokens, s->ids, s->lens, &s->dec_tok_s,
                        &prog);
     vq_progress_done(&prog);
-    if (st != VQ_STATUS_OK) { fprintf(stderr, "%s: probe: %s\n", C, vq_status_str(st)); return 1; }
+    if (st != VQ_STATUS_OK) {
+        fprintf(stderr, "%s: probe: %s\n", C, vq_status_str(st));
+        return 1;
+    }
     for (int p = 0; p < n_prompts; p++) {
         s->tg += s->lens[p];
         if (s->ref)
@@ -392,7 +413,7 @@ static int srun_probe(const struct srun_opts *o, struct srun_state *s) {
     }
     e->tokens_generated = s->tg / n_prompts;
     if (s->ref) e->fp16_prefix_match = s->pm / n_prompts;
-    else if (o->save_probe) e->fp16_prefix_match = e->tokens_generated;   /* the reference itself */
+    else if (o->save_probe) e->fp16_prefix_match = e->tokens_generated; /* the reference itself */
     e->decode_tok_s = s->dec_tok_s > 0 ? s->dec_tok_s : NAN;
     detok_preview(&s->em, s->ids, s->lens[0], &e->output_preview);
     if (o->save_probe && !write_probe(o->save_probe, n_prompts, max_tokens, s->ids, s->lens)) {
@@ -425,20 +446,21 @@ static int srun_report(const struct srun_opts *o, struct srun_state *s) {
     r.protocol.chunks = o->chunks;
     r.protocol.max_tokens = o->max_tokens;
     r.protocol.seed = s->kp.seed;
-    if (vq_results_add(&r, &s->e) != VQ_STATUS_OK
-        || vq_results_write(&r, o->outp) != VQ_STATUS_OK) {
+    if (vq_results_add(&r, &s->e) != VQ_STATUS_OK ||
+        vq_results_write(&r, o->outp) != VQ_STATUS_OK) {
         fprintf(stderr, "%s: cannot write %s\n", C, o->outp);
         vq_results_clear(&r);
         return 1;
     }
     vq_results_clear(&r);
-    printf("%s: ppl %.4f kld %.5f top1 %.3f tokens %.1f prefix %.1f prefill %.1f tok/s decode %.1f"
-           " tok/s KV %.0f bytes (x%.2f) rss %.0f MB\n", o->name, pr->ppl,
-           s->bf ? pr->kld_mean : 0.0, s->bf ? pr->top1 : 1.0, s->tg / n_prompts,
-           s->ref ? s->pm / n_prompts : s->tg / n_prompts,
-           pr->prefill_tok_s, s->dec_tok_s, (double)pr->mem.total_bytes,
-           pr->mem.total_bytes ? (double)pr->mem.fp16_bytes / (double)pr->mem.total_bytes : 0.0,
-           vq_peak_rss_mb());
+    printf(
+        "%s: ppl %.4f kld %.5f top1 %.3f tokens %.1f prefix %.1f prefill %.1f tok/s decode %.1f"
+        " tok/s KV %.0f bytes (x%.2f) rss %.0f MB\n",
+        o->name, pr->ppl, s->bf ? pr->kld_mean : 0.0, s->bf ? pr->top1 : 1.0, s->tg / n_prompts,
+        s->ref ? s->pm / n_prompts : s->tg / n_prompts, pr->prefill_tok_s, s->dec_tok_s,
+        (double)pr->mem.total_bytes,
+        pr->mem.total_bytes ? (double)pr->mem.fp16_bytes / (double)pr->mem.total_bytes : 0.0,
+        vq_peak_rss_mb());
     return 0;
 }
 
@@ -468,9 +490,9 @@ struct sweep_opts {
     int n_configs;
     const char *dir, *text;
     int force, ctx, chunks, max_tokens, prompts, threads, timeout;
-    char *list;          /* owns the --configs tokens */
-    char extra[96];      /* the config spelled with KV options (--method ...), if any */
-    int print_config;    /* --print-kv-config */
+    char *list;       /* owns the --configs tokens */
+    char extra[96];   /* the config spelled with KV options (--method ...), if any */
+    int print_config; /* --print-kv-config */
 };
 
 static int mkdir_p(const char *path) {
@@ -533,7 +555,11 @@ static char *run_child(const char *exe, char **args, const char *log, int timeou
     if (pid < 0) return strdup("fork failed");
     if (pid == 0) {
         int fd = open(log, O_WRONLY | O_CREAT | O_TRUNC, 0666);
-        if (fd >= 0) { dup2(fd, 1); dup2(fd, 2); close(fd); }
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
         execv(exe, args);
         _exit(127);
     }
@@ -561,7 +587,8 @@ static char *run_child(const char *exe, char **args, const char *log, int timeou
                  sig == SIGKILL ? " — out of memory?" : "", tail[0] ? "; last output: " : "");
         strncat(buf, tail, sizeof buf - strlen(buf) - 1);
     } else {
-        snprintf(buf, sizeof buf, "child exited with status %d%s", WEXITSTATUS(status), tail[0] ? ": " : "");
+        snprintf(buf, sizeof buf, "child exited with status %d%s", WEXITSTATUS(status),
+                 tail[0] ? ": " : "");
         strncat(buf, tail, sizeof buf - strlen(buf) - 1);
     }
     return strdup(buf);
@@ -580,15 +607,42 @@ static void child_args(struct child_args *a, const char *exe, const struct sweep
                        const char *out, const char *ref_logits, const char *ref_probe, int is_ref) {
     a->argc = 0;
 #define A(s) (a->argv[a->argc++] = (char *)(s))
-    A(exe); A("sweep-run"); A("-m"); A(model); A("--config"); A(name); A("-f"); A(o->text);
-    snprintf(a->nums[0], 32, "%d", o->ctx); A("-c"); A(a->nums[0]);
-    snprintf(a->nums[1], 32, "%d", o->chunks); A("--chunks"); A(a->nums[1]);
-    snprintf(a->nums[2], 32, "%d", o->max_tokens); A("--max-tokens"); A(a->nums[2]);
-    snprintf(a->nums[3], 32, "%d", o->prompts); A("--prompts"); A(a->nums[3]);
-    snprintf(a->nums[4], 32, "%d", o->threads); A("-t"); A(a->nums[4]);
-    A("--out"); A(out);
-    if (is_ref) { A("--save-logits"); A(ref_logits); A("--save-probe"); A(ref_probe); }
-    else { A("--kl-base"); A(ref_logits); A("--probe-ref"); A(ref_probe); }
+    A(exe);
+    A("sweep-run");
+    A("-m");
+    A(model);
+    A("--config");
+    A(name);
+    A("-f");
+    A(o->text);
+    snprintf(a->nums[0], 32, "%d", o->ctx);
+    A("-c");
+    A(a->nums[0]);
+    snprintf(a->nums[1], 32, "%d", o->chunks);
+    A("--chunks");
+    A(a->nums[1]);
+    snprintf(a->nums[2], 32, "%d", o->max_tokens);
+    A("--max-tokens");
+    A(a->nums[2]);
+    snprintf(a->nums[3], 32, "%d", o->prompts);
+    A("--prompts");
+    A(a->nums[3]);
+    snprintf(a->nums[4], 32, "%d", o->threads);
+    A("-t");
+    A(a->nums[4]);
+    A("--out");
+    A(out);
+    if (is_ref) {
+        A("--save-logits");
+        A(ref_logits);
+        A("--save-probe");
+        A(ref_probe);
+    } else {
+        A("--kl-base");
+        A(ref_logits);
+        A("--probe-ref");
+        A(ref_probe);
+    }
 #undef A
     vq_kv_opts_to_argv(ko, a->argv, &a->argc, 62, a->kvbuf, 16);
     a->argv[a->argc] = NULL;
@@ -608,7 +662,10 @@ static int sweep_model(const struct sweep_opts *o, const char *exe, const char *
     snprintf(ref_logits, sizeof ref_logits, "%.3800s/fp16.logits", dir);
     snprintf(ref_probe, sizeof ref_probe, "%.3800s/fp16.probe.json", dir);
     snprintf(tmpres, sizeof tmpres, "%.3800s/.child_result.json", dir);
-    if (!mkdir_p(logdir)) { fprintf(stderr, "%s: cannot create %s: %s\n", CMD, logdir, strerror(errno)); return 0; }
+    if (!mkdir_p(logdir)) {
+        fprintf(stderr, "%s: cannot create %s: %s\n", CMD, logdir, strerror(errno));
+        return 0;
+    }
     struct vq_kv_geometry geo;
     char err[512];
     if (vq_kv_geometry_from_gguf(model, &geo, err, sizeof err) != VQ_STATUS_OK) {
@@ -623,14 +680,18 @@ static int sweep_model(const struct sweep_opts *o, const char *exe, const char *
     struct vq_results r;
     vq_status st = vq_results_read(path, &r, err, sizeof err);
     if (st == VQ_STATUS_OK && !o->force && r.model.sha256[0] && strcmp(r.model.sha256, sha) != 0) {
-        fprintf(stderr, "%s: %s was measured on another model file (sha256 differs); use --force or "
-                "another -o\n", CMD, path);
+        fprintf(stderr,
+                "%s: %s was measured on another model file (sha256 differs); use --force or "
+                "another -o\n",
+                CMD, path);
         vq_results_clear(&r);
         return 0;
     }
     if (st == VQ_STATUS_OK && !o->force && !protocol_matches(&r, o)) {
-        fprintf(stderr, "%s: %s was measured with another protocol (text/ctx/chunks/prompts/max-tokens);"
-                " use --force or another -o\n", CMD, path);
+        fprintf(stderr,
+                "%s: %s was measured with another protocol (text/ctx/chunks/prompts/max-tokens);"
+                " use --force or another -o\n",
+                CMD, path);
         vq_results_clear(&r);
         return 0;
     }
@@ -641,7 +702,10 @@ static int sweep_model(const struct sweep_opts *o, const char *exe, const char *
     if (st != VQ_STATUS_OK || o->force) {
         vq_results_clear(&r);
         vq_results_init(&r);
-        if (o->force) { unlink(ref_logits); unlink(ref_probe); }
+        if (o->force) {
+            unlink(ref_logits);
+            unlink(ref_probe);
+        }
     }
     /* header (refreshed on every run) */
     vq_results_stamp_time(&r);
@@ -658,7 +722,8 @@ static int sweep_model(const struct sweep_opts *o, const char *exe, const char *
     r.protocol.prompts = calloc((size_t)o->prompts, sizeof(char *));
     r.protocol.n_prompts = 0;
     for (int i = 0; r.protocol.prompts && i < o->prompts; i++)
-        if (vq_str_set(&r.protocol.prompts[i], vq_probe_prompts[i]) == VQ_STATUS_OK) r.protocol.n_prompts++;
+        if (vq_str_set(&r.protocol.prompts[i], vq_probe_prompts[i]) == VQ_STATUS_OK)
+            r.protocol.n_prompts++;
     vq_str_set(&r.protocol.corpus, o->text);
     r.protocol.ctx = o->ctx;
     r.protocol.chunks = o->chunks;
@@ -733,7 +798,8 @@ static int sweep_model(const struct sweep_opts *o, const char *exe, const char *
             return 0;
         }
         if (is_ref && r.results[vq_results_find(&r, "fp16")].error) {
-            fprintf(stderr, "%s: %s: the fp16 reference failed; skipping the other configs\n", CMD, model);
+            fprintf(stderr, "%s: %s: the fp16 reference failed; skipping the other configs\n", CMD,
+                    model);
             for (int q = i + 1; q < n_order; q++) {
                 struct vq_result f;
                 vq_result_init(&f);
@@ -744,8 +810,10 @@ static int sweep_model(const struct sweep_opts *o, const char *exe, const char *
                 vq_kv_fill_result_config(order[q], &kp, &vp, &f.config);
                 vq_str_set(&f.error, "not run: the fp16 reference failed");
                 const int kk = vq_results_find(&r, order[q]);
-                if (kk >= 0) { vq_result_clear(&r.results[kk]); r.results[kk] = f; }
-                else if (vq_results_add(&r, &f) != VQ_STATUS_OK) vq_result_clear(&f);
+                if (kk >= 0) {
+                    vq_result_clear(&r.results[kk]);
+                    r.results[kk] = f;
+                } else if (vq_results_add(&r, &f) != VQ_STATUS_OK) vq_result_clear(&f);
                 (*n_failed)++;
             }
             vq_results_write(&r, path);
@@ -767,8 +835,10 @@ static int sweep_extra_config(const struct vq_kv_opts *ko, struct sweep_opts *o)
     vq_kv_config_name_opts(ko, &k, &v, o->extra, sizeof o->extra);
     struct vq_kv_opts back;
     if (!vq_kv_opts_from_name(o->extra, &back)) {
-        fprintf(stderr, "%s: the KV options give config '%s', which a config name cannot carry "
-                "(explicit per-layer lists); use `perplexity` for it\n", CMD, o->extra);
+        fprintf(stderr,
+                "%s: the KV options give config '%s', which a config name cannot carry "
+                "(explicit per-layer lists); use `perplexity` for it\n",
+                CMD, o->extra);
         return 0;
     }
     o->configs[o->n_configs++] = o->extra;
@@ -810,7 +880,10 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
         int ok = 1;
         switch (c) {
         case 'm':
-            if (o->n_models == MAX_MODELS) { fprintf(stderr, "%s: at most %d models\n", CMD, MAX_MODELS); return 0; }
+            if (o->n_models == MAX_MODELS) {
+                fprintf(stderr, "%s: at most %d models\n", CMD, MAX_MODELS);
+                return 0;
+            }
             o->models[o->n_models++] = optarg;
             break;
         case 'L': configs = optarg; break;
@@ -820,7 +893,9 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
         case 'c': ok = vq_opt_int(CMD, "--ctx", optarg, 4, 1 << 20, &o->ctx); break;
         case 'C': ok = vq_opt_int(CMD, "--chunks", optarg, 0, 1 << 30, &o->chunks); break;
         case 'T': ok = vq_opt_int(CMD, "--max-tokens", optarg, 1, 1 << 16, &o->max_tokens); break;
-        case 'P': ok = vq_opt_int(CMD, "--prompts", optarg, 1, vq_probe_n_prompts, &o->prompts); break;
+        case 'P':
+            ok = vq_opt_int(CMD, "--prompts", optarg, 1, vq_probe_n_prompts, &o->prompts);
+            break;
         case 't': ok = vq_opt_int(CMD, "--threads", optarg, 0, 1024, &o->threads); break;
         case 'W': ok = vq_opt_int(CMD, "--timeout", optarg, 0, 1 << 30, &o->timeout); break;
         case 'h': usage(stdout); return -1;
@@ -830,32 +905,53 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
         }
         if (ok != 1) return 0;
     }
-    if (optind < argc) { fprintf(stderr, "%s: unexpected argument '%s'\n", CMD, argv[optind]); return 0; }
+    if (optind < argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n", CMD, argv[optind]);
+        return 0;
+    }
     o->print_config = ko.print_config;
     if (!configs && !vq_kv_opts_given(&ko)) configs = "all";
     if (configs && !strcmp(configs, "all")) {
-        for (int i = 0; i < vq_kv_n_presets; i++) o->configs[o->n_configs++] = (char *)vq_kv_presets[i].name;
+        for (int i = 0; i < vq_kv_n_presets; i++)
+            o->configs[o->n_configs++] = (char *)vq_kv_presets[i].name;
     } else if (configs) {
-        if (!(o->list = strdup(configs))) { fprintf(stderr, "%s: out of memory\n", CMD); return 0; }
+        if (!(o->list = strdup(configs))) {
+            fprintf(stderr, "%s: out of memory\n", CMD);
+            return 0;
+        }
         for (char *tok = strtok(o->list, ","); tok; tok = strtok(NULL, ",")) {
             struct vq_kv_opts nko;
             if (!vq_kv_opts_from_name(tok, &nko)) {
-                fprintf(stderr, "%s: --configs: '%s' is not a preset or METHOD-B / METHOD-kBvB / "
-                        "KMETHOD-B:VMETHOD-B\n", CMD, tok);
+                fprintf(stderr,
+                        "%s: --configs: '%s' is not a preset or METHOD-B / METHOD-kBvB / "
+                        "KMETHOD-B:VMETHOD-B\n",
+                        CMD, tok);
                 return 0;
             }
             int dup = 0;
             for (int i = 0; i < o->n_configs; i++) dup |= !strcmp(o->configs[i], tok);
             if (dup) continue;
-            if (o->n_configs == MAX_CONFIGS - 1) { fprintf(stderr, "%s: at most %d configs\n", CMD, MAX_CONFIGS - 1); return 0; }
+            if (o->n_configs == MAX_CONFIGS - 1) {
+                fprintf(stderr, "%s: at most %d configs\n", CMD, MAX_CONFIGS - 1);
+                return 0;
+            }
             o->configs[o->n_configs++] = tok;
         }
     }
     if (vq_kv_opts_given(&ko) && !sweep_extra_config(&ko, o)) return 0;
-    if (!o->n_configs) { fprintf(stderr, "%s: --configs is empty\n", CMD); return 0; }
+    if (!o->n_configs) {
+        fprintf(stderr, "%s: --configs is empty\n", CMD);
+        return 0;
+    }
     if (o->print_config) return 1;
-    if (!o->n_models || !o->dir) { fprintf(stderr, "%s: -m MODEL and -o DIR are required\n", CMD); return 0; }
-    if (o->ctx % 2) { fprintf(stderr, "%s: --ctx must be even\n", CMD); return 0; }
+    if (!o->n_models || !o->dir) {
+        fprintf(stderr, "%s: -m MODEL and -o DIR are required\n", CMD);
+        return 0;
+    }
+    if (o->ctx % 2) {
+        fprintf(stderr, "%s: --ctx must be even\n", CMD);
+        return 0;
+    }
     if (access(o->text, R_OK) != 0) {
         fprintf(stderr, "%s: %s: %s%s\n", CMD, o->text, strerror(errno),
                 !strcmp(o->text, "data/corpus_en.txt") ? " (run `make bench-data`)" : "");
@@ -891,7 +987,11 @@ int vq_cmd_sweep(int argc, char **argv) {
     }
     char exe[4096];
     self_exe(exe, sizeof exe, argv[0]);
-    if (!mkdir_p(o.dir)) { fprintf(stderr, "%s: cannot create %s: %s\n", CMD, o.dir, strerror(errno)); free(o.list); return 1; }
+    if (!mkdir_p(o.dir)) {
+        fprintf(stderr, "%s: cannot create %s: %s\n", CMD, o.dir, strerror(errno));
+        free(o.list);
+        return 1;
+    }
     int n_failed = 0, rc = 0;
     for (int m = 0; m < o.n_models; m++) {
         char dir[4096];

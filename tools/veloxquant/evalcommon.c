@@ -37,15 +37,16 @@ int vq_eval_model_open(const char *cmd, const char *path, struct vq_eval_model *
         vq_eval_model_close(em);
         return 0;
     }
-    (void)vq_chat_from_gguf(vq_model_gguf(em->m), &em->chat);   /* NOT_FOUND: ChatML */
+    (void)vq_chat_from_gguf(vq_model_gguf(em->m), &em->chat); /* NOT_FOUND: ChatML */
     return 1;
 }
 
 int vq_cli_vocab_check(const char *cmd, const char *path, const vq_tokenizer *tok, int n_vocab) {
     if (vq_tok_n_vocab(tok) == n_vocab) return 1;
-    fprintf(stderr, "%s: %s: the tokenizer has %d tokens but the model's vocabulary (token "
-            "embedding / output layer) has %d; the file is inconsistent\n", cmd, path,
-            vq_tok_n_vocab(tok), n_vocab);
+    fprintf(stderr,
+            "%s: %s: the tokenizer has %d tokens but the model's vocabulary (token "
+            "embedding / output layer) has %d; the file is inconsistent\n",
+            cmd, path, vq_tok_n_vocab(tok), n_vocab);
     return 0;
 }
 
@@ -58,14 +59,21 @@ void vq_eval_model_close(struct vq_eval_model *em) {
 int32_t *vq_eval_tokenize_file(const char *cmd, const struct vq_eval_model *em, const char *path,
                                int64_t *n) {
     FILE *f = fopen(path, "rb");
-    if (!f) { fprintf(stderr, "%s: %s: %s\n", cmd, path, strerror(errno)); return NULL; }
+    if (!f) {
+        fprintf(stderr, "%s: %s: %s\n", cmd, path, strerror(errno));
+        return NULL;
+    }
     size_t cap = 1 << 16, len = 0;
     char *buf = malloc(cap);
     while (buf) {
         len += fread(buf + len, 1, cap - len, f);
         if (len < cap) break;
         char *nb = realloc(buf, cap * 2);
-        if (!nb) { free(buf); buf = NULL; break; }
+        if (!nb) {
+            free(buf);
+            buf = NULL;
+            break;
+        }
         buf = nb;
         cap *= 2;
     }
@@ -77,10 +85,15 @@ int32_t *vq_eval_tokenize_file(const char *cmd, const struct vq_eval_model *em, 
         return NULL;
     }
     int64_t need = vq_tok_encode(em->tok, buf, len, true, false, NULL, 0);
-    if (need == VQ_TOK_ERR_NO_MEMORY) { free(buf); fprintf(stderr, "%s: out of memory\n", cmd); return NULL; }
+    if (need == VQ_TOK_ERR_NO_MEMORY) {
+        free(buf);
+        fprintf(stderr, "%s: out of memory\n", cmd);
+        return NULL;
+    }
     if (need < 0) need = -need;
     int32_t *ids = malloc((size_t)(need ? need : 1) * sizeof *ids);
-    int64_t got = ids ? vq_tok_encode(em->tok, buf, len, true, false, ids, need) : VQ_TOK_ERR_NO_MEMORY;
+    int64_t got = ids ? vq_tok_encode(em->tok, buf, len, true, false, ids, need)
+                      : VQ_TOK_ERR_NO_MEMORY;
     free(buf);
     if (got < 0) {
         free(ids);
@@ -127,12 +140,15 @@ void vq_progress_done(struct vq_progress *p) {
     if (p->tty) fputc('\n', stderr);
 }
 
-struct eog_ctx { const vq_tokenizer *tok; };
-static int is_eog(void *user, int32_t id) { return vq_tok_is_eog(((struct eog_ctx *)user)->tok, id); }
+struct eog_ctx {
+    const vq_tokenizer *tok;
+};
+static int is_eog(void *user, int32_t id) {
+    return vq_tok_is_eog(((struct eog_ctx *)user)->tok, id);
+}
 
-vq_status vq_eval_probe(const struct vq_eval_model *em, vq_ctx *ctx, int n_prompts,
-                        int max_tokens, int32_t *out, int *lens, double *decode_tok_s,
-                        struct vq_progress *prog) {
+vq_status vq_eval_probe(const struct vq_eval_model *em, vq_ctx *ctx, int n_prompts, int max_tokens,
+                        int32_t *out, int *lens, double *decode_tok_s, struct vq_progress *prog) {
     char text[4096];
     int32_t ids[1024];
     struct eog_ctx ec = {em->tok};
@@ -149,7 +165,10 @@ vq_status vq_eval_probe(const struct vq_eval_model *em, vq_ctx *ctx, int n_promp
                                          out + (size_t)p * (size_t)max_tokens, &lens[p], &ps, &ds);
         if (st != VQ_STATUS_OK) return st;
         /* decode steps = generated tokens - 1 (the first comes from the prefill logits) */
-        if (lens[p] > 1) { dec_s += ds; dec_n += lens[p] - 1; }
+        if (lens[p] > 1) {
+            dec_s += ds;
+            dec_n += lens[p] - 1;
+        }
         if (prog) vq_progress_step(prog, p + 1, n_prompts, "probe prompts");
     }
     *decode_tok_s = dec_s > 0 ? (double)dec_n / dec_s : 0;
@@ -159,5 +178,5 @@ vq_status vq_eval_probe(const struct vq_eval_model *em, vq_ctx *ctx, int n_promp
 double vq_peak_rss_mb(void) {
     struct rusage ru;
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
-    return (double)ru.ru_maxrss / 1024.0;   /* Linux: kilobytes */
+    return (double)ru.ru_maxrss / 1024.0; /* Linux: kilobytes */
 }

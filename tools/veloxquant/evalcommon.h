@@ -54,9 +54,8 @@ void vq_progress_done(struct vq_progress *p);
  * out[p] receives up to max_tokens ids (caller-allocated n_prompts x max_tokens), lens[p]
  * their count. Also returns the mean decode tok/s over every prompt in *decode_tok_s.
  * The context needs n_ctx >= longest prompt + max_tokens. Returns a status; prints nothing. */
-vq_status vq_eval_probe(const struct vq_eval_model *em, vq_ctx *ctx, int n_prompts,
-                        int max_tokens, int32_t *out, int *lens, double *decode_tok_s,
-                        struct vq_progress *prog);
+vq_status vq_eval_probe(const struct vq_eval_model *em, vq_ctx *ctx, int n_prompts, int max_tokens,
+                        int32_t *out, int *lens, double *decode_tok_s, struct vq_progress *prog);
 
 /* Peak resident set size of this process in MB (getrusage). */
 double vq_peak_rss_mb(void);

@@ -61,7 +61,8 @@ int vq_kv_default_bits(enum vq_method m) { return vq_method_default_bits(m); }
 /* Whether the method has a choice of widths (its label carries "-B"). */
 static int has_bits_choice(enum vq_method m) {
     struct vq_method_info mi;
-    return vq_method_info_get(m, &mi) == VQ_STATUS_OK && (mi.min_bits < mi.max_bits || mi.frac_bits > 0);
+    return vq_method_info_get(m, &mi) == VQ_STATUS_OK &&
+           (mi.min_bits < mi.max_bits || mi.frac_bits > 0);
 }
 
 /* Parses a width for --bits / --k-bits / --v-bits: an integer 1..32 or a half (e.g. 1.5);
@@ -80,7 +81,10 @@ static int parse_bits(const char *cmd, const char *opt, const char *arg, double 
 /* "4,2,3,..." into out (1..32 each, at most VQ_KV_MAX_LAYERS); 1 ok, 0 after a message. */
 static int parse_list(const char *cmd, const char *opt, const char *arg, int *out, int *n) {
     *n = 0;
-    if (!arg || !*arg) { fprintf(stderr, "%s: %s: empty list\n", cmd, opt); return 0; }
+    if (!arg || !*arg) {
+        fprintf(stderr, "%s: %s: empty list\n", cmd, opt);
+        return 0;
+    }
     const char *p = arg;
     for (;;) {
         char *end;
@@ -90,7 +94,8 @@ static int parse_list(const char *cmd, const char *opt, const char *arg, int *ou
             return 0;
         }
         if (b < 1 || b > 32) {
-            fprintf(stderr, "%s: %s: entry %d (%ld) is out of range [1, 32]\n", cmd, opt, *n + 1, b);
+            fprintf(stderr, "%s: %s: entry %d (%ld) is out of range [1, 32]\n", cmd, opt, *n + 1,
+                    b);
             return 0;
         }
         if (*n == VQ_KV_MAX_LAYERS) {
@@ -109,13 +114,21 @@ static int parse_fp16_layers(const char *cmd, const char *arg, struct vq_kv_opts
     snprintf(buf, sizeof buf, "%s", arg ? arg : "");
     o->fp16_first = o->fp16_last = 0;
     for (char *save = NULL, *t = strtok_r(buf, ",", &save); t; t = strtok_r(NULL, ",", &save)) {
-        int *dst = !strncmp(t, "first", 5) ? &o->fp16_first : !strncmp(t, "last", 4) ? &o->fp16_last : NULL;
+        int *dst = !strncmp(t, "first", 5) ? &o->fp16_first
+                 : !strncmp(t, "last", 4)  ? &o->fp16_last
+                                           : NULL;
         const char *rest = dst == &o->fp16_first ? t + 5 : dst ? t + 4 : NULL;
-        if (dst && !*rest) { *dst = 1; continue; }
+        if (dst && !*rest) {
+            *dst = 1;
+            continue;
+        }
         if (dst && *rest == '=') {
             char *end;
             long n = strtol(rest + 1, &end, 10);
-            if (end != rest + 1 && !*end && n >= 0 && n <= VQ_KV_MAX_LAYERS) { *dst = (int)n; continue; }
+            if (end != rest + 1 && !*end && n >= 0 && n <= VQ_KV_MAX_LAYERS) {
+                *dst = (int)n;
+                continue;
+            }
         }
         fprintf(stderr, "%s: --fp16-layers: '%s' is not first, last, first=N or last=N\n", cmd, t);
         return 0;
@@ -134,29 +147,40 @@ int vq_kv_opts_any_layers(const struct vq_kv_opts *o) {
 int vq_kv_opts_handle(struct vq_kv_opts *o, const char *cmd, int code, const char *arg) {
     switch (code) {
     case VQ_KVOPT_METHOD: o->has_method = 1; return vq_opt_method(cmd, "--method", arg, &o->method);
-    case VQ_KVOPT_K_METHOD: o->has_k_method = 1; return vq_opt_method(cmd, "--k-method", arg, &o->k_method);
-    case VQ_KVOPT_V_METHOD: o->has_v_method = 1; return vq_opt_method(cmd, "--v-method", arg, &o->v_method);
+    case VQ_KVOPT_K_METHOD:
+        o->has_k_method = 1;
+        return vq_opt_method(cmd, "--k-method", arg, &o->k_method);
+    case VQ_KVOPT_V_METHOD:
+        o->has_v_method = 1;
+        return vq_opt_method(cmd, "--v-method", arg, &o->v_method);
     case VQ_KVOPT_BITS: return parse_bits(cmd, "--bits", arg, &o->bits);
     case VQ_KVOPT_K_BITS: return parse_bits(cmd, "--k-bits", arg, &o->k_bits);
     case VQ_KVOPT_V_BITS: return parse_bits(cmd, "--v-bits", arg, &o->v_bits);
     case VQ_KVOPT_GROUP: return vq_opt_int(cmd, "--group-size", arg, 1, 1024, &o->group_size);
-    case VQ_KVOPT_RESID: return vq_opt_int(cmd, "--residual-length", arg, 0, 1 << 20, &o->residual_length);
+    case VQ_KVOPT_RESID:
+        return vq_opt_int(cmd, "--residual-length", arg, 0, 1 << 20, &o->residual_length);
     case VQ_KVOPT_SINKS: return vq_opt_int(cmd, "--n-sink-tokens", arg, 0, 64, &o->n_sink_tokens);
     case VQ_KVOPT_JL: return vq_opt_int(cmd, "--jl-dim", arg, 1, 1 << 16, &o->jl_dim);
     case VQ_KVOPT_KV_SEED: o->has_seed = 1; return vq_opt_u64(cmd, "--kv-seed", arg, &o->seed);
     case VQ_KVOPT_K_BPL: return parse_list(cmd, "--k-bits-per-layer", arg, o->k_bpl, &o->n_k_bpl);
     case VQ_KVOPT_V_BPL: return parse_list(cmd, "--v-bits-per-layer", arg, o->v_bpl, &o->n_v_bpl);
     case VQ_KVOPT_FP16_LAYERS: return parse_fp16_layers(cmd, arg, o);
-    case VQ_KVOPT_FP16_FIRST: return vq_opt_int(cmd, "--keep-fp16-first", arg, 0, VQ_KV_MAX_LAYERS, &o->fp16_first);
-    case VQ_KVOPT_FP16_LAST: return vq_opt_int(cmd, "--keep-fp16-last", arg, 0, VQ_KV_MAX_LAYERS, &o->fp16_last);
+    case VQ_KVOPT_FP16_FIRST:
+        return vq_opt_int(cmd, "--keep-fp16-first", arg, 0, VQ_KV_MAX_LAYERS, &o->fp16_first);
+    case VQ_KVOPT_FP16_LAST:
+        return vq_opt_int(cmd, "--keep-fp16-last", arg, 0, VQ_KV_MAX_LAYERS, &o->fp16_last);
     case VQ_KVOPT_RATEQUANT: return vq_opt_double(cmd, "--ratequant", arg, 1.0, 8.0, &o->ratequant);
     case VQ_KVOPT_RQ_VALUES:
         if (arg && !strcmp(arg, "keys")) o->rq_values = VQ_RQ_VALUES_KEYS;
         else if (arg && !strcmp(arg, "even")) o->rq_values = VQ_RQ_VALUES_EVEN;
         else if (arg && !strcmp(arg, "off")) o->rq_values = VQ_RQ_VALUES_OFF;
-        else { fprintf(stderr, "%s: --ratequant-values: want keys, even or off\n", cmd); return 0; }
+        else {
+            fprintf(stderr, "%s: --ratequant-values: want keys, even or off\n", cmd);
+            return 0;
+        }
         return 1;
-    case VQ_KVOPT_CALIB_TOKENS: return vq_opt_int(cmd, "--calib-tokens", arg, 16, 1 << 20, &o->calib_tokens);
+    case VQ_KVOPT_CALIB_TOKENS:
+        return vq_opt_int(cmd, "--calib-tokens", arg, 16, 1 << 20, &o->calib_tokens);
     case VQ_KVOPT_OUTLIER_TOKENS: {
         char *end;
         const double k = strtod(arg, &end);
@@ -169,7 +193,8 @@ int vq_kv_opts_handle(struct vq_kv_opts *o, const char *cmd, int code, const cha
     }
     case VQ_KVOPT_OUTLIER_CHANNELS:
         return vq_opt_int(cmd, "--outlier-channels", arg, 0, 64, &o->n_outlier_channels);
-    case VQ_KVOPT_N_CALIB: return vq_opt_int(cmd, "--n-calib-tokens", arg, 1, 1 << 20, &o->n_calib_tokens);
+    case VQ_KVOPT_N_CALIB:
+        return vq_opt_int(cmd, "--n-calib-tokens", arg, 1, 1 << 20, &o->n_calib_tokens);
     case VQ_KVOPT_PRINT_CONFIG: o->print_config = 1; return 1;
     case VQ_KVOPT_WINDOW: return vq_opt_int(cmd, "--window", arg, 0, 1 << 24, &o->stream_window);
     case VQ_KVOPT_STREAM_SINKS: return vq_opt_int(cmd, "--sinks", arg, 0, 1024, &o->stream_sinks);
@@ -181,7 +206,7 @@ int vq_kv_opts_given(const struct vq_kv_opts *o) {
     struct vq_kv_opts e;
     vq_kv_opts_init(&e);
     e.print_config = o->print_config;
-    return memcmp(&e, o, sizeof e) != 0;   /* both fully initialised (memset in init) */
+    return memcmp(&e, o, sizeof e) != 0; /* both fully initialised (memset in init) */
 }
 
 int vq_kv_print_config(const char *name, const struct vq_cache_params *cp) {
@@ -195,8 +220,11 @@ int vq_kv_print_config(const char *name, const struct vq_cache_params *cp) {
         const struct vq_codec_params *p = sides[s];
         char label[64];
         vq_codec_params_label(p, label, sizeof label);
-#define ADD(field, val) do { snprintf(key, sizeof key, "%s_%s", pfx[s], field); \
-    cJSON_AddNumberToObject(js, key, (double)(val)); } while (0)
+#define ADD(field, val) \
+    do { \
+        snprintf(key, sizeof key, "%s_%s", pfx[s], field); \
+        cJSON_AddNumberToObject(js, key, (double)(val)); \
+    } while (0)
         snprintf(key, sizeof key, "%s_method", pfx[s]);
         cJSON_AddStringToObject(js, key, vq_method_name(p->method));
         snprintf(key, sizeof key, "%s_label", pfx[s]);
@@ -255,13 +283,21 @@ int vq_kv_opts_resolve(const char *cmd, const struct vq_kv_opts *o, struct vq_co
     k->role = VQ_ROLE_KEY;
     v->role = VQ_ROLE_VALUE;
     /* --ratequant alone means the RateQuant preset's codec (turboquant_mse) for keys and values */
-    enum vq_method base = o->has_method ? o->method : o->ratequant > 0 ? VQ_KV_RQ_METHOD : VQ_METHOD_FP16;
+    enum vq_method base = o->has_method    ? o->method
+                        : o->ratequant > 0 ? VQ_KV_RQ_METHOD
+                                           : VQ_METHOD_FP16;
     k->method = o->has_k_method ? o->k_method : base;
     v->method = o->has_v_method ? o->v_method : base;
     /* with --ratequant B the uniform bits (used where no per-layer value is set) are floor(B) */
     const double rq_b = o->ratequant > 0 ? floor(o->ratequant) : 0;
-    const double kb = o->k_bits ? o->k_bits : o->bits ? o->bits : rq_b ? rq_b : vq_kv_default_bits(k->method);
-    const double vb = o->v_bits ? o->v_bits : o->bits ? o->bits : rq_b ? rq_b : vq_kv_default_bits(v->method);
+    const double kb = o->k_bits ? o->k_bits
+                    : o->bits   ? o->bits
+                    : rq_b      ? rq_b
+                                : vq_kv_default_bits(k->method);
+    const double vb = o->v_bits ? o->v_bits
+                    : o->bits   ? o->bits
+                    : rq_b      ? rq_b
+                                : vq_kv_default_bits(v->method);
     if (!resolve_bits(cmd, k, kb, "key") || !resolve_bits(cmd, v, vb, "value")) return 0;
     struct vq_codec_params *both[2] = {k, v};
     for (int i = 0; i < 2; i++) {
@@ -287,16 +323,16 @@ const char *vq_kv_modifier_error(const struct vq_cache_params *cp) {
     const unsigned kf = vq_method_flags(km), vf = vq_method_flags(vm);
     if (cp->outlier_token_k > 0.0f && !vq_cache_ot_supported(km, vm))
         return (kf | vf) & VQ_METHOD_F_SINKS
-                   ? "--outlier-tokens does not combine with kivi_sink (it keeps its high-norm tokens in fp16 already)"
-                   : "--outlier-tokens needs a quantized key or value method (fp16/fp32 have nothing to bypass)";
+                 ? "--outlier-tokens does not combine with kivi_sink (it keeps its high-norm tokens in fp16 already)"
+                 : "--outlier-tokens needs a quantized key or value method (fp16/fp32 have nothing to bypass)";
     if (cp->n_outlier_channels > 0) {
         if (!vq_cache_oc_method(km))
             return kf & VQ_METHOD_F_PER_CHANNEL_KEYS
-                       ? "--outlier-channels: kivi quantizes keys per channel, which already isolates outlier channels"
-                       : !(kf & VQ_METHOD_F_QUANTIZED)
-                             ? "--outlier-channels needs a quantized key method (fp16/fp32 keys have nothing to split)"
-                             : "--outlier-channels: calibrated key codecs (vecinfer, spectral) are fitted on whole keys; "
-                               "use turboquant_mse/prod/rvq, qjl or polar keys";
+                     ? "--outlier-channels: kivi quantizes keys per channel, which already isolates outlier channels"
+                 : !(kf & VQ_METHOD_F_QUANTIZED)
+                     ? "--outlier-channels needs a quantized key method (fp16/fp32 keys have nothing to split)"
+                     : "--outlier-channels: calibrated key codecs (vecinfer, spectral) are fitted on whole keys; "
+                       "use turboquant_mse/prod/rvq, qjl or polar keys";
         if (cp->n_outlier_channels > cp->head_dim / 2)
             return "--outlier-channels must be at most head_dim / 2";
     }
@@ -317,19 +353,21 @@ void vq_kv_config_name_mod(const struct vq_cache_params *cp, char *out, size_t c
         n = strlen(out);
     }
     if (cp->stream_window > 0 && n < cap) {
-        if (cp->stream_sinks > 0) snprintf(out + n, cap - n, "+w%ds%d", cp->stream_window, cp->stream_sinks);
+        if (cp->stream_sinks > 0)
+            snprintf(out + n, cap - n, "+w%ds%d", cp->stream_window, cp->stream_sinks);
         else snprintf(out + n, cap - n, "+w%d", cp->stream_window);
     }
 }
 
-void vq_kv_config_name(const struct vq_codec_params *k, const struct vq_codec_params *v,
-                       char *out, size_t cap) {
+void vq_kv_config_name(const struct vq_codec_params *k, const struct vq_codec_params *v, char *out,
+                       size_t cap) {
     const char *kn = vq_method_name(k->method), *vn = vq_method_name(v->method);
     const double kb = vq_codec_params_bits(k), vb = vq_codec_params_bits(v);
     for (int i = 0; i < vq_kv_n_presets; i++) {
         const struct vq_kv_preset *p = &vq_kv_presets[i];
         if (is_rq_preset(p->name) || strchr(p->name, '+')) continue; /* suffixed presets */
-        if (!strcmp(p->km, kn) && !strcmp(p->vm, vn) && (!has_bits_choice(k->method) || p->kb == kb) &&
+        if (!strcmp(p->km, kn) && !strcmp(p->vm, vn) &&
+            (!has_bits_choice(k->method) || p->kb == kb) &&
             (!has_bits_choice(v->method) || p->vb == vb)) {
             snprintf(out, cap, "%s", p->name);
             return;
@@ -378,29 +416,38 @@ static int parse_suffixes(const char *s, struct vq_kv_opts *o) {
         double b;
         int f, l;
         char *end;
-        if (!strcmp(t, "ot")) o->outlier_token_k = 2.5f;  /* outlier tokens, k = 2.5 */
-        else if (!strncmp(t, "ot", 2) && (b = strtod(t + 2, &end)) > 0 && b <= 100 && end > t + 2 && !*end)
+        if (!strcmp(t, "ot")) o->outlier_token_k = 2.5f; /* outlier tokens, k = 2.5 */
+        else if (!strncmp(t, "ot", 2) && (b = strtod(t + 2, &end)) > 0 && b <= 100 && end > t + 2 &&
+                 !*end)
             o->outlier_token_k = (float)b;
-        else if (!strncmp(t, "oc", 2) && sscanf(t, "oc%dt%d%c", &f, &l, &tail) == 2 && f >= 1 && f <= 64 &&
-                 l >= 1 && l <= (1 << 20)) { o->n_outlier_channels = f; o->n_calib_tokens = l; }
-        else if (!strncmp(t, "oc", 2) && sscanf(t, "oc%d%c", &f, &tail) == 1 && f >= 1 && f <= 64)
+        else if (!strncmp(t, "oc", 2) && sscanf(t, "oc%dt%d%c", &f, &l, &tail) == 2 && f >= 1 &&
+                 f <= 64 && l >= 1 && l <= (1 << 20)) {
+            o->n_outlier_channels = f;
+            o->n_calib_tokens = l;
+        } else if (!strncmp(t, "oc", 2) && sscanf(t, "oc%d%c", &f, &tail) == 1 && f >= 1 && f <= 64)
             o->n_outlier_channels = f;
         else if (sscanf(t, "g%d%c", &f, &tail) == 1 && f >= 1 && f <= 1024) o->group_size = f;
-        else if (sscanf(t, "res%d%c", &f, &tail) == 1 && f >= 0 && f <= (1 << 20)) o->residual_length = f;
+        else if (sscanf(t, "res%d%c", &f, &tail) == 1 && f >= 0 && f <= (1 << 20))
+            o->residual_length = f;
         else if (sscanf(t, "sink%d%c", &f, &tail) == 1 && f >= 0 && f <= 64) o->n_sink_tokens = f;
         else if (sscanf(t, "jl%d%c", &f, &tail) == 1 && f >= 1 && f <= (1 << 16)) o->jl_dim = f;
         else if (!strncmp(t, "seed", 4) && t[4] >= '0' && t[4] <= '9' &&
                  (o->seed = strtoull(t + 4, &end, 10), !*end))
             o->has_seed = 1;
         else if (sscanf(t, "w%ds%d%c", &f, &l, &tail) == 2 && f >= 1 && f <= (1 << 24) && l >= 0 &&
-                 l <= 1024) { o->stream_window = f; o->stream_sinks = l; }
-        else if (sscanf(t, "w%d%c", &f, &tail) == 1 && f >= 1 && f <= (1 << 24)) o->stream_window = f;
+                 l <= 1024) {
+            o->stream_window = f;
+            o->stream_sinks = l;
+        } else if (sscanf(t, "w%d%c", &f, &tail) == 1 && f >= 1 && f <= (1 << 24))
+            o->stream_window = f;
         else if (!strcmp(t, "rqv_even")) o->rq_values = VQ_RQ_VALUES_EVEN;
         else if (!strcmp(t, "rqv_off")) o->rq_values = VQ_RQ_VALUES_OFF;
         else if (sscanf(t, "rq%lf%c", &b, &tail) == 1 && b >= 1 && b <= 8) o->ratequant = b;
         else if (sscanf(t, "fp16f%dl%d%c", &f, &l, &tail) == 2 && f >= 0 && l >= 0 &&
-                 f <= VQ_KV_MAX_LAYERS && l <= VQ_KV_MAX_LAYERS) { o->fp16_first = f; o->fp16_last = l; }
-        else return 0;
+                 f <= VQ_KV_MAX_LAYERS && l <= VQ_KV_MAX_LAYERS) {
+            o->fp16_first = f;
+            o->fp16_last = l;
+        } else return 0;
         s += n;
     }
     return *s == 0;
@@ -418,7 +465,7 @@ int vq_kv_opts_from_name(const char *name, struct vq_kv_opts *o) {
         if (!vq_kv_opts_from_name(base, o)) return 0;
         return parse_suffixes(plus, o);
     }
-    if (is_rq_preset(name)) {   /* ratequant-B: turboquant_mse with --ratequant B */
+    if (is_rq_preset(name)) { /* ratequant-B: turboquant_mse with --ratequant B */
         char *end;
         const double b = strtod(name + 10, &end);
         if (end == name + 10 || *end || !(b >= 1 && b <= 8)) return 0;
@@ -468,12 +515,40 @@ int vq_kv_opts_from_name(const char *name, struct vq_kv_opts *o) {
 void vq_kv_opts_to_argv(const struct vq_kv_opts *o, char **argv, int *argc, int max,
                         char (*buf)[32], int nbuf) {
     int nb = 0;
-#define PUSH(s) do { if (*argc < max) argv[(*argc)++] = (char *)(s); } while (0)
-#define PUSHI(flag, v) do { if (nb < nbuf) { snprintf(buf[nb], 32, "%lld", (long long)(v)); PUSH(flag); PUSH(buf[nb]); nb++; } } while (0)
-    if (o->has_method) { PUSH("--method"); PUSH(vq_method_name(o->method)); }
-    if (o->has_k_method) { PUSH("--k-method"); PUSH(vq_method_name(o->k_method)); }
-    if (o->has_v_method) { PUSH("--v-method"); PUSH(vq_method_name(o->v_method)); }
-#define PUSHG(flag, v) do { if (nb < nbuf) { snprintf(buf[nb], 32, "%g", (double)(v)); PUSH(flag); PUSH(buf[nb]); nb++; } } while (0)
+#define PUSH(s) \
+    do { \
+        if (*argc < max) argv[(*argc)++] = (char *)(s); \
+    } while (0)
+#define PUSHI(flag, v) \
+    do { \
+        if (nb < nbuf) { \
+            snprintf(buf[nb], 32, "%lld", (long long)(v)); \
+            PUSH(flag); \
+            PUSH(buf[nb]); \
+            nb++; \
+        } \
+    } while (0)
+    if (o->has_method) {
+        PUSH("--method");
+        PUSH(vq_method_name(o->method));
+    }
+    if (o->has_k_method) {
+        PUSH("--k-method");
+        PUSH(vq_method_name(o->k_method));
+    }
+    if (o->has_v_method) {
+        PUSH("--v-method");
+        PUSH(vq_method_name(o->v_method));
+    }
+#define PUSHG(flag, v) \
+    do { \
+        if (nb < nbuf) { \
+            snprintf(buf[nb], 32, "%g", (double)(v)); \
+            PUSH(flag); \
+            PUSH(buf[nb]); \
+            nb++; \
+        } \
+    } while (0)
     if (o->bits) PUSHG("--bits", o->bits);
     if (o->k_bits) PUSHG("--k-bits", o->k_bits);
     if (o->v_bits) PUSHG("--v-bits", o->v_bits);
@@ -483,20 +558,32 @@ void vq_kv_opts_to_argv(const struct vq_kv_opts *o, char **argv, int *argc, int 
     if (o->jl_dim >= 0) PUSHI("--jl-dim", o->jl_dim);
     if (o->has_seed && nb < nbuf) {
         snprintf(buf[nb], 32, "%llu", (unsigned long long)o->seed);
-        PUSH("--kv-seed"); PUSH(buf[nb]); nb++;
+        PUSH("--kv-seed");
+        PUSH(buf[nb]);
+        nb++;
     }
     if (o->ratequant > 0 && nb < nbuf) {
         snprintf(buf[nb], 32, "%.17g", o->ratequant);
-        PUSH("--ratequant"); PUSH(buf[nb]); nb++;
+        PUSH("--ratequant");
+        PUSH(buf[nb]);
+        nb++;
     }
-    if (o->rq_values == VQ_RQ_VALUES_EVEN) { PUSH("--ratequant-values"); PUSH("even"); }
-    if (o->rq_values == VQ_RQ_VALUES_OFF) { PUSH("--ratequant-values"); PUSH("off"); }
+    if (o->rq_values == VQ_RQ_VALUES_EVEN) {
+        PUSH("--ratequant-values");
+        PUSH("even");
+    }
+    if (o->rq_values == VQ_RQ_VALUES_OFF) {
+        PUSH("--ratequant-values");
+        PUSH("off");
+    }
     if (o->fp16_first) PUSHI("--keep-fp16-first", o->fp16_first);
     if (o->fp16_last) PUSHI("--keep-fp16-last", o->fp16_last);
     if (o->calib_tokens) PUSHI("--calib-tokens", o->calib_tokens);
     if (o->outlier_token_k >= 0.0f && nb < nbuf) {
         snprintf(buf[nb], 32, "%.9g", (double)o->outlier_token_k);
-        PUSH("--outlier-tokens"); PUSH(buf[nb]); nb++;
+        PUSH("--outlier-tokens");
+        PUSH(buf[nb]);
+        nb++;
     }
     if (o->n_outlier_channels >= 0) PUSHI("--outlier-channels", o->n_outlier_channels);
     if (o->n_calib_tokens >= 0) PUSHI("--n-calib-tokens", o->n_calib_tokens);
@@ -519,9 +606,15 @@ void vq_kv_fill_result_config(const char *name, const struct vq_codec_params *k,
     const int kivi = (f & (VQ_METHOD_F_WINDOWED | VQ_METHOD_F_PER_CHANNEL_KEYS)) != 0;
     const int sink = (f & VQ_METHOD_F_SINKS) != 0;
     const int jl = (f & VQ_METHOD_F_SKETCH) != 0;
-#define OPT(key_, val_) do { snprintf(rc->opts[rc->n_opts].key, 32, "%s", key_); \
-    rc->opts[rc->n_opts++].value = (val_); } while (0)
-    if (kivi) { OPT("group_size", k->group_size); OPT("residual_length", k->residual_length); }
+#define OPT(key_, val_) \
+    do { \
+        snprintf(rc->opts[rc->n_opts].key, 32, "%s", key_); \
+        rc->opts[rc->n_opts++].value = (val_); \
+    } while (0)
+    if (kivi) {
+        OPT("group_size", k->group_size);
+        OPT("residual_length", k->residual_length);
+    }
     if (sink) OPT("n_sink_tokens", k->n_sink_tokens);
     if (jl && k->jl_dim) OPT("jl_dim", k->jl_dim);
     OPT("seed", (long long)k->seed);
@@ -529,9 +622,15 @@ void vq_kv_fill_result_config(const char *name, const struct vq_codec_params *k,
     /* outlier modifiers from the label's suffixes */
     struct vq_kv_opts mo;
     if (strchr(name, '+') && vq_kv_opts_from_name(name, &mo)) {
-#define OPTB(key_, val_) do { if (rc->n_opts < VQ_RESULT_MAX_OPTS) { \
-    snprintf(rc->opts[rc->n_opts].key, 32, "%s", key_); rc->opts[rc->n_opts++].value = (val_); } } while (0)
-        if (mo.outlier_token_k > 0.0f) OPTB("outlier_token_k_x100", (long long)lround(mo.outlier_token_k * 100.0));
+#define OPTB(key_, val_) \
+    do { \
+        if (rc->n_opts < VQ_RESULT_MAX_OPTS) { \
+            snprintf(rc->opts[rc->n_opts].key, 32, "%s", key_); \
+            rc->opts[rc->n_opts++].value = (val_); \
+        } \
+    } while (0)
+        if (mo.outlier_token_k > 0.0f)
+            OPTB("outlier_token_k_x100", (long long)lround(mo.outlier_token_k * 100.0));
         if (mo.n_outlier_channels > 0) {
             OPTB("n_outlier_channels", mo.n_outlier_channels);
             OPTB("n_calib_tokens", mo.n_calib_tokens > 0 ? mo.n_calib_tokens : 200);
@@ -555,19 +654,23 @@ void vq_kv_config_name_opts(const struct vq_kv_opts *o, const struct vq_codec_pa
         if (o->ratequant > 0) {
             const size_t n = strlen(base);
             snprintf(base + n, sizeof base - n, "+rq%g%s", o->ratequant,
-                     o->rq_values == VQ_RQ_VALUES_EVEN ? "+rqv_even" : o->rq_values == VQ_RQ_VALUES_OFF ? "+rqv_off" : "");
+                     o->rq_values == VQ_RQ_VALUES_EVEN  ? "+rqv_even"
+                     : o->rq_values == VQ_RQ_VALUES_OFF ? "+rqv_off"
+                                                        : "");
         }
     }
     size_t n = strlen(base);
     if (o->fp16_first || o->fp16_last)
-        n += (size_t)snprintf(base + n, n < sizeof base ? sizeof base - n : 0, "+fp16f%dl%d", o->fp16_first, o->fp16_last);
+        n += (size_t)snprintf(base + n, n < sizeof base ? sizeof base - n : 0, "+fp16f%dl%d",
+                              o->fp16_first, o->fp16_last);
     if (o->n_k_bpl && n < sizeof base) n += (size_t)snprintf(base + n, sizeof base - n, "+kbpl");
     if (o->n_v_bpl && n < sizeof base) n += (size_t)snprintf(base + n, sizeof base - n, "+vbpl");
     /* codec options given (the name must tell configs apart: results are keyed by it) */
     const int co[4] = {o->group_size, o->residual_length, o->n_sink_tokens, o->jl_dim};
     static const char *const cs[4] = {"g", "res", "sink", "jl"};
     for (int i = 0; i < 4; i++)
-        if (co[i] >= 0 && n < sizeof base) n += (size_t)snprintf(base + n, sizeof base - n, "+%s%d", cs[i], co[i]);
+        if (co[i] >= 0 && n < sizeof base)
+            n += (size_t)snprintf(base + n, sizeof base - n, "+%s%d", cs[i], co[i]);
     if (o->has_seed && n < sizeof base)
         snprintf(base + n, sizeof base - n, "+seed%llu", (unsigned long long)o->seed);
     struct vq_cache_params mp = vq_cache_params_default();
@@ -616,8 +719,8 @@ static void print_bits(const char *cmd, const char *what, const int *bits, int n
 }
 
 int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *model_path,
-                       struct vq_model *model, int n_layers, int head_dim, struct vq_cache_params *cp,
-                       struct vq_kv_layers *out, int flags) {
+                       struct vq_model *model, int n_layers, int head_dim,
+                       struct vq_cache_params *cp, struct vq_kv_layers *out, int flags) {
     const int quiet = flags & VQ_KV_QUIET;
     memset(out, 0, sizeof *out);
     vq_cli_calib_set_tokens(o->calib_tokens);
@@ -657,9 +760,12 @@ int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *
         struct vq_method_info mi;
         int allowed[16];
         const int na = allowed_bits(&cp->key, head_dim, allowed);
-        if ((vq_method_info_get(cp->key.method, &mi) == VQ_STATUS_OK && mi.needs_calibration) || na < 2) {
-            fprintf(stderr, "%s: --ratequant needs a key method with a range of bit-widths "
-                    "(e.g. turboquant_mse, kivi); %s has %d\n", cmd, vq_method_name(cp->key.method), na);
+        if ((vq_method_info_get(cp->key.method, &mi) == VQ_STATUS_OK && mi.needs_calibration) ||
+            na < 2) {
+            fprintf(stderr,
+                    "%s: --ratequant needs a key method with a range of bit-widths "
+                    "(e.g. turboquant_mse, kivi); %s has %d\n",
+                    cmd, vq_method_name(cp->key.method), na);
             vq_kv_layers_free(out);
             return 0;
         }
@@ -670,10 +776,14 @@ int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *
             return 0;
         }
         double *w = malloc(sizeof(double) * (size_t)n_layers);
-        if (!w) { vq_kv_layers_free(out); return -1; }
+        if (!w) {
+            vq_kv_layers_free(out);
+            return -1;
+        }
         if (flags & VQ_KV_EQUAL_WEIGHTS) {
             for (int l = 0; l < n_layers; l++) w[l] = 1.0;
-        } else if (!vq_cli_ratequant_sens(cmd, model_path, model, n_layers, head_dim, o->calib_tokens, 1, w)) {
+        } else if (!vq_cli_ratequant_sens(cmd, model_path, model, n_layers, head_dim,
+                                          o->calib_tokens, 1, w)) {
             free(w);
             vq_kv_layers_free(out);
             return -1;
@@ -687,19 +797,21 @@ int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *
         const int f0 = o->fp16_first < n_layers ? o->fp16_first : n_layers;
         const int nq = n_layers - o->fp16_first - o->fp16_last;
         for (int l = 0; l < n_layers; l++) out->k_bits[l] = (int)o->ratequant;
-        vq_status st = nq > 0 ? vq_ratequant_allocate(w + f0, nq, o->ratequant, allowed, na, 0.0, out->k_bits + f0)
+        vq_status st = nq > 0 ? vq_ratequant_allocate(w + f0, nq, o->ratequant, allowed, na, 0.0,
+                                                      out->k_bits + f0)
                               : VQ_STATUS_OK;
         if (st == VQ_STATUS_OK && o->rq_values != VQ_RQ_VALUES_OFF && !o->n_v_bpl) {
             if (o->rq_values == VQ_RQ_VALUES_KEYS) {
                 memcpy(out->v_bits, out->k_bits, sizeof(int) * (size_t)n_layers);
-            } else {   /* even: the same mean spread evenly over the layers (2.5 -> 2,3,2,3...) */
+            } else { /* even: the same mean spread evenly over the layers (2.5 -> 2,3,2,3...) */
                 int va[16];
                 const int nva = allowed_bits(&cp->value, head_dim, va);
                 st = VQ_STATUS_OK;
                 for (int l = 0; l < n_layers && st == VQ_STATUS_OK; l++) {
-                    const int j = l - f0;   /* index among the quantized layers */
+                    const int j = l - f0; /* index among the quantized layers */
                     const int b = j < 0 || j >= nq ? (int)o->ratequant
-                                  : (int)floor((j + 1) * o->ratequant + 0.5) - (int)floor(j * o->ratequant + 0.5);
+                                                   : (int)floor((j + 1) * o->ratequant + 0.5) -
+                                                         (int)floor(j * o->ratequant + 0.5);
                     int okb = 0;
                     for (int a = 0; a < nva; a++) okb |= va[a] == b;
                     if (!okb) st = VQ_STATUS_RANGE;
@@ -719,8 +831,9 @@ int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *
             snprintf(what, sizeof what, "ratequant %g: key bits per layer", o->ratequant);
             print_bits(cmd, what, out->k_bits, n_layers, o->fp16_first, o->fp16_last);
             if (out->v_bits && !o->n_v_bpl)
-                print_bits(cmd, o->rq_values == VQ_RQ_VALUES_KEYS ? "value bits per layer (= keys)"
-                                                                  : "value bits per layer (even)",
+                print_bits(cmd,
+                           o->rq_values == VQ_RQ_VALUES_KEYS ? "value bits per layer (= keys)"
+                                                             : "value bits per layer (even)",
                            out->v_bits, n_layers, o->fp16_first, o->fp16_last);
         }
     }
@@ -731,7 +844,8 @@ int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *
     const struct vq_codec_params *cps[2] = {&cp->key, &cp->value};
     for (int s = 0; s < 2; s++) {
         struct vq_method_info mi;
-        if (!lists[s] || (vq_method_info_get(cps[s]->method, &mi) == VQ_STATUS_OK && mi.needs_calibration))
+        if (!lists[s] ||
+            (vq_method_info_get(cps[s]->method, &mi) == VQ_STATUS_OK && mi.needs_calibration))
             continue;
         for (int l = 0; l < n_layers; l++) {
             if (l < o->fp16_first || l >= n_layers - o->fp16_last) continue;
@@ -751,7 +865,8 @@ int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *
 }
 
 /* Adds digit groups "<p>_bits_l<first>" for bits (n); returns 0 if they do not fit. */
-static int add_digit_groups(struct vq_result_config *rc, const char *prefix, const int *bits, int n) {
+static int add_digit_groups(struct vq_result_config *rc, const char *prefix, const int *bits,
+                            int n) {
     const int groups = (n + 14) / 15;
     if (rc->n_opts + groups > VQ_RESULT_MAX_OPTS) return 0;
     for (int l = 0; l < n; l++)
@@ -778,14 +893,21 @@ static void add_counts(struct vq_result_config *rc, const char *prefix, const in
 
 void vq_kv_result_config_layers(const struct vq_cache_params *cp, const struct vq_kv_layers *l,
                                 struct vq_result_config *rc) {
-#define OPT(key_, val_) do { if (rc->n_opts < VQ_RESULT_MAX_OPTS) { \
-    snprintf(rc->opts[rc->n_opts].key, 32, "%s", key_); rc->opts[rc->n_opts++].value = (val_); } } while (0)
+#define OPT(key_, val_) \
+    do { \
+        if (rc->n_opts < VQ_RESULT_MAX_OPTS) { \
+            snprintf(rc->opts[rc->n_opts].key, 32, "%s", key_); \
+            rc->opts[rc->n_opts++].value = (val_); \
+        } \
+    } while (0)
     if (l->rq_mean > 0) OPT("ratequant_mbits", (long long)(l->rq_mean * 1000.0 + 0.5));
     if (cp->fp16_first_layers) OPT("fp16_first", cp->fp16_first_layers);
     if (cp->fp16_last_layers) OPT("fp16_last", cp->fp16_last_layers);
-    const int same = l->k_bits && l->v_bits && !memcmp(l->k_bits, l->v_bits, sizeof(int) * (size_t)l->n_layers);
+    const int same = l->k_bits && l->v_bits &&
+                     !memcmp(l->k_bits, l->v_bits, sizeof(int) * (size_t)l->n_layers);
     if (same) OPT("v_bits_same_as_k", 1);
-    if (l->k_bits && !add_digit_groups(rc, "k", l->k_bits, l->n_layers)) add_counts(rc, "k", l->k_bits, l->n_layers);
+    if (l->k_bits && !add_digit_groups(rc, "k", l->k_bits, l->n_layers))
+        add_counts(rc, "k", l->k_bits, l->n_layers);
     if (l->v_bits && !same && !add_digit_groups(rc, "v", l->v_bits, l->n_layers))
         add_counts(rc, "v", l->v_bits, l->n_layers);
 #undef OPT

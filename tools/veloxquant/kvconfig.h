@@ -29,71 +29,91 @@ struct vq_model;
 
 /* getopt_long codes of the option family (above any short option). */
 enum {
-    VQ_KVOPT_METHOD = 1000, VQ_KVOPT_BITS, VQ_KVOPT_K_METHOD, VQ_KVOPT_V_METHOD, VQ_KVOPT_K_BITS,
-    VQ_KVOPT_V_BITS, VQ_KVOPT_GROUP, VQ_KVOPT_RESID, VQ_KVOPT_SINKS, VQ_KVOPT_JL, VQ_KVOPT_KV_SEED,
-    VQ_KVOPT_K_BPL, VQ_KVOPT_V_BPL, VQ_KVOPT_FP16_LAYERS, VQ_KVOPT_FP16_FIRST, VQ_KVOPT_FP16_LAST,
-    VQ_KVOPT_RATEQUANT, VQ_KVOPT_RQ_VALUES, VQ_KVOPT_CALIB_TOKENS,
-    VQ_KVOPT_OUTLIER_TOKENS, VQ_KVOPT_OUTLIER_CHANNELS, VQ_KVOPT_N_CALIB, VQ_KVOPT_PRINT_CONFIG,
-    VQ_KVOPT_WINDOW, VQ_KVOPT_STREAM_SINKS,
+    VQ_KVOPT_METHOD = 1000,
+    VQ_KVOPT_BITS,
+    VQ_KVOPT_K_METHOD,
+    VQ_KVOPT_V_METHOD,
+    VQ_KVOPT_K_BITS,
+    VQ_KVOPT_V_BITS,
+    VQ_KVOPT_GROUP,
+    VQ_KVOPT_RESID,
+    VQ_KVOPT_SINKS,
+    VQ_KVOPT_JL,
+    VQ_KVOPT_KV_SEED,
+    VQ_KVOPT_K_BPL,
+    VQ_KVOPT_V_BPL,
+    VQ_KVOPT_FP16_LAYERS,
+    VQ_KVOPT_FP16_FIRST,
+    VQ_KVOPT_FP16_LAST,
+    VQ_KVOPT_RATEQUANT,
+    VQ_KVOPT_RQ_VALUES,
+    VQ_KVOPT_CALIB_TOKENS,
+    VQ_KVOPT_OUTLIER_TOKENS,
+    VQ_KVOPT_OUTLIER_CHANNELS,
+    VQ_KVOPT_N_CALIB,
+    VQ_KVOPT_PRINT_CONFIG,
+    VQ_KVOPT_WINDOW,
+    VQ_KVOPT_STREAM_SINKS,
     /* new options: add the code here, just above VQ_KVOPT_LAST */
     VQ_KVOPT_LAST
 };
 
-#define VQ_KV_LONG_OPTIONS                                                                  \
-    {"method", required_argument, 0, VQ_KVOPT_METHOD},                                      \
-    {"bits", required_argument, 0, VQ_KVOPT_BITS},                                          \
-    {"k-method", required_argument, 0, VQ_KVOPT_K_METHOD},                                  \
-    {"v-method", required_argument, 0, VQ_KVOPT_V_METHOD},                                  \
-    {"k-bits", required_argument, 0, VQ_KVOPT_K_BITS},                                      \
-    {"v-bits", required_argument, 0, VQ_KVOPT_V_BITS},                                      \
-    {"group-size", required_argument, 0, VQ_KVOPT_GROUP},                                   \
-    {"residual-length", required_argument, 0, VQ_KVOPT_RESID},                              \
-    {"n-sink-tokens", required_argument, 0, VQ_KVOPT_SINKS},                                \
-    {"jl-dim", required_argument, 0, VQ_KVOPT_JL},                                          \
-    {"kv-seed", required_argument, 0, VQ_KVOPT_KV_SEED},                                    \
-    {"k-bits-per-layer", required_argument, 0, VQ_KVOPT_K_BPL},                             \
-    {"v-bits-per-layer", required_argument, 0, VQ_KVOPT_V_BPL},                             \
-    {"fp16-layers", required_argument, 0, VQ_KVOPT_FP16_LAYERS},                            \
-    {"keep-fp16-first", required_argument, 0, VQ_KVOPT_FP16_FIRST},                         \
-    {"keep-fp16-last", required_argument, 0, VQ_KVOPT_FP16_LAST},                           \
-    {"ratequant", required_argument, 0, VQ_KVOPT_RATEQUANT},                                \
-    {"ratequant-values", required_argument, 0, VQ_KVOPT_RQ_VALUES},                         \
-    {"calib-tokens", required_argument, 0, VQ_KVOPT_CALIB_TOKENS},                          \
-    {"outlier-tokens", required_argument, 0, VQ_KVOPT_OUTLIER_TOKENS},                      \
-    {"outlier-channels", required_argument, 0, VQ_KVOPT_OUTLIER_CHANNELS},                  \
-    {"n-calib-tokens", required_argument, 0, VQ_KVOPT_N_CALIB},                             \
-    {"print-kv-config", no_argument, 0, VQ_KVOPT_PRINT_CONFIG},                             \
-    {"window", required_argument, 0, VQ_KVOPT_WINDOW},                                      \
-    {"sinks", required_argument, 0, VQ_KVOPT_STREAM_SINKS}
+#define VQ_KV_LONG_OPTIONS \
+    {"method", required_argument, 0, VQ_KVOPT_METHOD}, \
+        {"bits", required_argument, 0, VQ_KVOPT_BITS}, \
+        {"k-method", required_argument, 0, VQ_KVOPT_K_METHOD}, \
+        {"v-method", required_argument, 0, VQ_KVOPT_V_METHOD}, \
+        {"k-bits", required_argument, 0, VQ_KVOPT_K_BITS}, \
+        {"v-bits", required_argument, 0, VQ_KVOPT_V_BITS}, \
+        {"group-size", required_argument, 0, VQ_KVOPT_GROUP}, \
+        {"residual-length", required_argument, 0, VQ_KVOPT_RESID}, \
+        {"n-sink-tokens", required_argument, 0, VQ_KVOPT_SINKS}, \
+        {"jl-dim", required_argument, 0, VQ_KVOPT_JL}, \
+        {"kv-seed", required_argument, 0, VQ_KVOPT_KV_SEED}, \
+        {"k-bits-per-layer", required_argument, 0, VQ_KVOPT_K_BPL}, \
+        {"v-bits-per-layer", required_argument, 0, VQ_KVOPT_V_BPL}, \
+        {"fp16-layers", required_argument, 0, VQ_KVOPT_FP16_LAYERS}, \
+        {"keep-fp16-first", required_argument, 0, VQ_KVOPT_FP16_FIRST}, \
+        {"keep-fp16-last", required_argument, 0, VQ_KVOPT_FP16_LAST}, \
+        {"ratequant", required_argument, 0, VQ_KVOPT_RATEQUANT}, \
+        {"ratequant-values", required_argument, 0, VQ_KVOPT_RQ_VALUES}, \
+        {"calib-tokens", required_argument, 0, VQ_KVOPT_CALIB_TOKENS}, \
+        {"outlier-tokens", required_argument, 0, VQ_KVOPT_OUTLIER_TOKENS}, \
+        {"outlier-channels", required_argument, 0, VQ_KVOPT_OUTLIER_CHANNELS}, \
+        {"n-calib-tokens", required_argument, 0, VQ_KVOPT_N_CALIB}, \
+        {"print-kv-config", no_argument, 0, VQ_KVOPT_PRINT_CONFIG}, \
+        {"window", required_argument, 0, VQ_KVOPT_WINDOW}, { \
+        "sinks", required_argument, 0, VQ_KVOPT_STREAM_SINKS \
+    }
 
-#define VQ_KV_HELP                                                                          \
-    "  --method M            KV method for keys and values (see `veloxquant methods`)\n"  \
+#define VQ_KV_HELP \
+    "  --method M            KV method for keys and values (see `veloxquant methods`)\n" \
     "  --bits B              bits per coordinate for keys and values (default: per method)\n" \
-    "  --k-method M, --v-method M, --k-bits B, --v-bits B\n"                               \
-    "                        independent key / value settings (override the above)\n"      \
-    "  --group-size G        kivi group size (default 32)\n"                               \
-    "  --residual-length R   kivi fp16 recent window (default 128; 0 = none)\n"            \
-    "  --n-sink-tokens N     kivi_sink fp16 sink tokens (default 5)\n"                     \
-    "  --jl-dim M            qjl / turboquant_prod sketch size (default head_dim)\n"       \
-    "  --kv-seed S           rotation / sketch seed of the codecs (default 42)\n"       \
-    "  --k-bits-per-layer L, --v-bits-per-layer L\n"                                      \
-    "                        comma list of bits, one per layer (mixed precision)\n"       \
-    "  --fp16-layers first,last | --keep-fp16-first N | --keep-fp16-last N\n"            \
-    "                        keep the first / last layer(s) in fp16 (K and V)\n"          \
+    "  --k-method M, --v-method M, --k-bits B, --v-bits B\n" \
+    "                        independent key / value settings (override the above)\n" \
+    "  --group-size G        kivi group size (default 32)\n" \
+    "  --residual-length R   kivi fp16 recent window (default 128; 0 = none)\n" \
+    "  --n-sink-tokens N     kivi_sink fp16 sink tokens (default 5)\n" \
+    "  --jl-dim M            qjl / turboquant_prod sketch size (default head_dim)\n" \
+    "  --kv-seed S           rotation / sketch seed of the codecs (default 42)\n" \
+    "  --k-bits-per-layer L, --v-bits-per-layer L\n" \
+    "                        comma list of bits, one per layer (mixed precision)\n" \
+    "  --fp16-layers first,last | --keep-fp16-first N | --keep-fp16-last N\n" \
+    "                        keep the first / last layer(s) in fp16 (K and V)\n" \
     "  --ratequant B         RateQuant: per-layer key bits with mean B (e.g. 1.5, 2.5) from\n" \
     "                        the model's layer sensitivities (calibrated on demand); scalar\n" \
-    "                        codec (default turboquant_mse)\n"                             \
+    "                        codec (default turboquant_mse)\n" \
     "  --ratequant-values V  keys (values use the key allocation; default), even (values\n" \
     "                        spread evenly to the same mean), off (values keep --v-bits)\n" \
     "  --calib-tokens N      tokens of built-in text when calibration must be built (512)\n" \
     "  --outlier-tokens K    keep tokens with key norm > mean + K*std of a prefill in fp16\n" \
-    "                        (K and V; 0 = off; config suffix +otK, +ot = 2.5)\n"            \
-    "  --outlier-channels N  int8 two-stream keys for the N largest channels (0 = off;\n"    \
-    "                        turboquant_*, qjl, polar keys; config suffix +ocN)\n"           \
-    "  --n-calib-tokens T    tokens that pick the outlier channels (default 200; +ocNtT)\n"    \
+    "                        (K and V; 0 = off; config suffix +otK, +ot = 2.5)\n" \
+    "  --outlier-channels N  int8 two-stream keys for the N largest channels (0 = off;\n" \
+    "                        turboquant_*, qjl, polar keys; config suffix +ocN)\n" \
+    "  --n-calib-tokens T    tokens that pick the outlier channels (default 200; +ocNtT)\n" \
     "  --window W            StreamingLLM eviction on every layer without a window of its own:\n" \
-    "                        attend to the newest W tokens (+ the sinks), older pages are\n"  \
-    "                        recycled so KV memory stays bounded (0 = off; suffix +wW)\n"     \
+    "                        attend to the newest W tokens (+ the sinks), older pages are\n" \
+    "                        recycled so KV memory stays bounded (0 = off; suffix +wW)\n" \
     "  --sinks S             with --window: keep the first S tokens forever (suffix +wWsS)\n" \
     "  --print-kv-config     print the resolved KV config (JSON) and exit without running\n"
 
@@ -103,22 +123,22 @@ enum { VQ_RQ_VALUES_KEYS = 0, VQ_RQ_VALUES_EVEN = 1, VQ_RQ_VALUES_OFF = 2 };
 struct vq_kv_opts {
     int has_method, has_k_method, has_v_method;
     enum vq_method method, k_method, v_method;
-    double bits, k_bits, v_bits;              /* 0 = not given; whole or half (vecinfer 1.5) */
-    int group_size, residual_length, n_sink_tokens, jl_dim;   /* -1 = not given */
+    double bits, k_bits, v_bits; /* 0 = not given; whole or half (vecinfer 1.5) */
+    int group_size, residual_length, n_sink_tokens, jl_dim; /* -1 = not given */
     int has_seed;
     uint64_t seed;
     /* mixed precision across layers */
-    int n_k_bpl, n_v_bpl;                     /* 0 = not given */
+    int n_k_bpl, n_v_bpl; /* 0 = not given */
     int k_bpl[VQ_KV_MAX_LAYERS], v_bpl[VQ_KV_MAX_LAYERS];
-    int fp16_first, fp16_last;                /* 0 = none */
-    double ratequant;                         /* mean key bits; 0 = off */
-    int rq_values;                            /* VQ_RQ_VALUES_* */
-    int calib_tokens;                         /* 0 = default (512) */
+    int fp16_first, fp16_last; /* 0 = none */
+    double ratequant;          /* mean key bits; 0 = off */
+    int rq_values;             /* VQ_RQ_VALUES_* */
+    int calib_tokens;          /* 0 = default (512) */
     /* outlier modifiers (cache-level) */
-    float outlier_token_k;                    /* < 0 = not given */
-    int n_outlier_channels, n_calib_tokens;   /* -1 = not given */
-    int print_config;                         /* --print-kv-config */
-    int stream_window, stream_sinks;          /* StreamingLLM window / sinks; -1 = not given */
+    float outlier_token_k;                  /* < 0 = not given */
+    int n_outlier_channels, n_calib_tokens; /* -1 = not given */
+    int print_config;                       /* --print-kv-config */
+    int stream_window, stream_sinks;        /* StreamingLLM window / sinks; -1 = not given */
 };
 
 /* Empty option set (nothing given). */
@@ -151,8 +171,8 @@ int vq_kv_opts_resolve(const char *cmd, const struct vq_kv_opts *o, struct vq_co
 /* Label for a resolved config: "fp16", "turboquant_mse-3", "turboquant_mse-k4v2" (same method,
  * different bits), "qjl-1:kivi-2" (different methods). Methods without a bits choice (fp16,
  * fp32) have no "-B". */
-void vq_kv_config_name(const struct vq_codec_params *k, const struct vq_codec_params *v,
-                       char *out, size_t cap);
+void vq_kv_config_name(const struct vq_codec_params *k, const struct vq_codec_params *v, char *out,
+                       size_t cap);
 /* Sets the cache-level modifiers given (outlier_token_k, n_outlier_channels, n_calib_tokens)
  * in cp; leaves the other fields alone. */
 void vq_kv_opts_apply_cache(const struct vq_kv_opts *o, struct vq_cache_params *cp);
@@ -176,8 +196,8 @@ void vq_kv_config_name_opts(const struct vq_kv_opts *o, const struct vq_codec_pa
  * to by the cache params; keep alive until every cache made from them is freed. */
 struct vq_kv_layers {
     int n_layers;
-    int *k_bits, *v_bits;        /* NULL when not per-layer */
-    double rq_mean;              /* RateQuant mean key bits (0 = off) */
+    int *k_bits, *v_bits; /* NULL when not per-layer */
+    double rq_mean;       /* RateQuant mean key bits (0 = off) */
 };
 
 /* Applies the per-layer options of o to cp for a model of n_layers layers and head_dim:
@@ -189,8 +209,8 @@ struct vq_kv_layers {
  * follow o->rq_values. Returns 1 on success, 0 after printing "<cmd>: reason" (usage-type
  * problems), -1 on runtime failures (calibration could not be built). */
 int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *model_path,
-                       struct vq_model *model, int n_layers, int head_dim, struct vq_cache_params *cp,
-                       struct vq_kv_layers *out, int flags);
+                       struct vq_model *model, int n_layers, int head_dim,
+                       struct vq_cache_params *cp, struct vq_kv_layers *out, int flags);
 /* flags of vq_kv_layers_apply: no allocation printout; RateQuant with equal sensitivities
  * instead of the model's (no artifact read or built; estimate-memory listings: the bytes
  * depend only on the sum of the bits for codecs whose block bytes are linear in bits, e.g.
@@ -205,8 +225,10 @@ int vq_kv_opts_any_layers(const struct vq_kv_opts *o);
  * used and are not matched by vq_kv_config_name. */
 struct vq_kv_preset {
     const char *name;
-    const char *km; double kb;   /* key method name and width */
-    const char *vm; double vb;   /* value method name and width */
+    const char *km;
+    double kb; /* key method name and width */
+    const char *vm;
+    double vb; /* value method name and width */
 };
 extern const struct vq_kv_preset vq_kv_presets[];
 extern const int vq_kv_n_presets;

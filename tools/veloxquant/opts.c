@@ -8,7 +8,10 @@
 #include <time.h>
 
 int vq_opt_long(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out) {
-    if (!val) { fprintf(stderr, "%s: %s needs a value\n", cmd, opt); return 0; }
+    if (!val) {
+        fprintf(stderr, "%s: %s needs a value\n", cmd, opt);
+        return 0;
+    }
     char *end = NULL;
     errno = 0;
     long v = strtol(val, &end, 10);
@@ -32,7 +35,10 @@ int vq_opt_int(const char *cmd, const char *opt, const char *val, int lo, int hi
 }
 
 int vq_opt_u64(const char *cmd, const char *opt, const char *val, uint64_t *out) {
-    if (!val) { fprintf(stderr, "%s: %s needs a value\n", cmd, opt); return 0; }
+    if (!val) {
+        fprintf(stderr, "%s: %s needs a value\n", cmd, opt);
+        return 0;
+    }
     char *end = NULL;
     errno = 0;
     unsigned long long v = strtoull(val, &end, 10);
@@ -44,8 +50,12 @@ int vq_opt_u64(const char *cmd, const char *opt, const char *val, uint64_t *out)
     return 1;
 }
 
-int vq_opt_double(const char *cmd, const char *opt, const char *val, double lo, double hi, double *out) {
-    if (!val) { fprintf(stderr, "%s: %s needs a value\n", cmd, opt); return 0; }
+int vq_opt_double(const char *cmd, const char *opt, const char *val, double lo, double hi,
+                  double *out) {
+    if (!val) {
+        fprintf(stderr, "%s: %s needs a value\n", cmd, opt);
+        return 0;
+    }
     char *end = NULL;
     errno = 0;
     double v = strtod(val, &end);
@@ -62,7 +72,10 @@ int vq_opt_double(const char *cmd, const char *opt, const char *val, double lo, 
 }
 
 int vq_opt_method(const char *cmd, const char *opt, const char *val, enum vq_method *out) {
-    if (!val) { fprintf(stderr, "%s: %s needs a value\n", cmd, opt); return 0; }
+    if (!val) {
+        fprintf(stderr, "%s: %s needs a value\n", cmd, opt);
+        return 0;
+    }
     if (vq_method_from_name(val, out) == VQ_STATUS_OK) {
         struct vq_method_info mi;
         if (vq_method_info_get(*out, &mi) == VQ_STATUS_OK && mi.implemented) return 1;
@@ -78,7 +91,10 @@ int vq_opt_method(const char *cmd, const char *opt, const char *val, enum vq_met
 }
 
 int vq_opt_isa(const char *cmd, const char *opt, const char *val, enum vq_isa *out) {
-    if (!val) { fprintf(stderr, "%s: %s needs a value\n", cmd, opt); return 0; }
+    if (!val) {
+        fprintf(stderr, "%s: %s needs a value\n", cmd, opt);
+        return 0;
+    }
     for (int i = 0; i < VQ_ISA_COUNT; i++) {
         if (!strcmp(val, vq_isa_name((enum vq_isa)i))) {
             if (i != VQ_ISA_AUTO && !vq_isa_available((enum vq_isa)i)) {

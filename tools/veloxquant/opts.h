@@ -8,7 +8,8 @@
 int vq_opt_long(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out);
 int vq_opt_int(const char *cmd, const char *opt, const char *val, int lo, int hi, int *out);
 int vq_opt_u64(const char *cmd, const char *opt, const char *val, uint64_t *out);
-int vq_opt_double(const char *cmd, const char *opt, const char *val, double lo, double hi, double *out);
+int vq_opt_double(const char *cmd, const char *opt, const char *val, double lo, double hi,
+                  double *out);
 /* Parses a method name; on failure lists the valid names. */
 int vq_opt_method(const char *cmd, const char *opt, const char *val, enum vq_method *out);
 /* Parses scalar|avx2|avx512|auto and checks the CPU supports it. */

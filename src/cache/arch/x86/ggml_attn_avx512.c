@@ -47,12 +47,12 @@ void vq_ggml_dot_f16_avx512(const float *q, int G, const uint16_t *k, int d, int
  * _mm512_reduce_add_ps: (v[i+8] + v[i]), then (t[i+4] + t[i]), then (u0 + u2) + (u1 + u3);
  * the results land in lanes 0, 4, 8 and 12. */
 static inline __m512 reduce16x4(__m512 a, __m512 b, __m512 c, __m512 d) {
-    const __m512 tab =
-        _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0xEE), _mm512_shuffle_f32x4(a, b, 0x44));
-    const __m512 tcd =
-        _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0xEE), _mm512_shuffle_f32x4(c, d, 0x44));
-    const __m512 u =
-        _mm512_add_ps(_mm512_shuffle_f32x4(tab, tcd, 0xDD), _mm512_shuffle_f32x4(tab, tcd, 0x88));
+    const __m512 tab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0xEE),
+                                     _mm512_shuffle_f32x4(a, b, 0x44));
+    const __m512 tcd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0xEE),
+                                     _mm512_shuffle_f32x4(c, d, 0x44));
+    const __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(tab, tcd, 0xDD),
+                                   _mm512_shuffle_f32x4(tab, tcd, 0x88));
     const __m512 x = _mm512_add_ps(u, _mm512_permute_ps(u, 0x4E));
     return _mm512_add_ps(x, _mm512_permute_ps(x, 0xB1));
 }
@@ -69,8 +69,8 @@ void vq_ggml_scores_f16_avx512(const float *q, int G, const uint16_t *k, int64_t
             for (int s = 0; s < d; s += 16) {
                 __m512 kv[4];
                 for (int r = 0; r < 4; r++)
-                    kv[r] =
-                        _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k + (t + r) * d + s)));
+                    kv[r] = _mm512_cvtph_ps(
+                        _mm256_loadu_si256((const __m256i *)(k + (t + r) * d + s)));
                 for (int h = 0; h < G; h++) {
                     const __m512 qv = _mm512_loadu_ps(q + (size_t)h * (size_t)d + s);
                     for (int r = 0; r < 4; r++) acc[h][r] = _mm512_fmadd_ps(kv[r], qv, acc[h][r]);

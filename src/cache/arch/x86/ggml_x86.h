@@ -25,15 +25,15 @@ static inline float hsum256(__m256 v) {
 static inline __m256 scalef8(__m256 j, __m256 n) {
     const __m256i ni = _mm256_cvtps_epi32(n);
     /* a >= -125 keeps j * 2^a normal (j >= 0.7); b = n - a in [-67, 65] */
-    const __m256i a =
-        _mm256_min_epi32(_mm256_max_epi32(ni, _mm256_set1_epi32(-125)), _mm256_set1_epi32(127));
+    const __m256i a = _mm256_min_epi32(_mm256_max_epi32(ni, _mm256_set1_epi32(-125)),
+                                       _mm256_set1_epi32(127));
     const __m256i b = _mm256_sub_epi32(ni, a);
-    const __m256 pa =
-        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(a, _mm256_set1_epi32(127)), 23));
-    const __m256i bb =
-        _mm256_min_epi32(_mm256_max_epi32(b, _mm256_set1_epi32(-126)), _mm256_set1_epi32(127));
-    const __m256 pb =
-        _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(bb, _mm256_set1_epi32(127)), 23));
+    const __m256 pa = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_add_epi32(a, _mm256_set1_epi32(127)), 23));
+    const __m256i bb = _mm256_min_epi32(_mm256_max_epi32(b, _mm256_set1_epi32(-126)),
+                                        _mm256_set1_epi32(127));
+    const __m256 pb = _mm256_castsi256_ps(
+        _mm256_slli_epi32(_mm256_add_epi32(bb, _mm256_set1_epi32(127)), 23));
     return _mm256_mul_ps(_mm256_mul_ps(j, pa), pb);
 }
 

@@ -66,6 +66,8 @@ void vq_softmax_avx512(float *x, int64_t n, float scale, float *m_out, float *s_
     if (s_out) *s_out = sum;
     const __m512 inv = _mm512_set1_ps(1.0f / sum);
     i = 0;
-    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
-    if (i < n) _mm512_mask_storeu_ps(x + i, tm, _mm512_mul_ps(_mm512_maskz_loadu_ps(tm, x + i), inv));
+    for (; i + 16 <= n; i += 16)
+        _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
+    if (i < n)
+        _mm512_mask_storeu_ps(x + i, tm, _mm512_mul_ps(_mm512_maskz_loadu_ps(tm, x + i), inv));
 }

@@ -23,7 +23,8 @@ VQ_INLINE __m256 hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, 
     const __m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
     const __m256 t2 = _mm256_hadd_ps(a4, a5), t3 = _mm256_hadd_ps(a6, a7);
     const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                         _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
 /* Sum of the 8 lanes in the same order as one lane of hsum8x8, so a token scores bit-identically
@@ -56,15 +57,16 @@ void vq_fp16_score_avx2(const float *q, const uint16_t *x, int d, int64_t n, flo
     for (; t < n; t++) {
         const uint16_t *r = x + t * d;
         __m256 a0 = _mm256_setzero_ps();
-        for (int c = 0; c < d; c += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), ld8h(r + c), a0);
+        for (int c = 0; c < d; c += 8)
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(q + c), ld8h(r + c), a0);
         scores[t] = hsum1(a0);
     }
 }
 
 /* acc[cb .. cb + 8*NR) += sum_t w[t] x_t[cb ..]; NR (1..4) is a compile-time constant at every
  * call site so the accumulator arrays live in registers. */
-VQ_INLINE void acc_block(const uint16_t *x, int d, int64_t n, const float *w, float *acc,
-                         int cb, const int NR) {
+VQ_INLINE void acc_block(const uint16_t *x, int d, int64_t n, const float *w, float *acc, int cb,
+                         const int NR) {
     __m256 e[4], o[4];
     for (int j = 0; j < NR; j++) e[j] = o[j] = _mm256_setzero_ps();
     int64_t t = 0;

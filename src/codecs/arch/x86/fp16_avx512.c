@@ -19,7 +19,8 @@ VQ_INLINE __m512 ld16h(const uint16_t *p) {
 }
 /* Loads 8 halves into the low lanes, zeros in the high lanes. */
 VQ_INLINE __m512 ld8h(const uint16_t *p) {
-    return _mm512_cvtph_ps(_mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)p)));
+    return _mm512_cvtph_ps(
+        _mm256_zextsi128_si256(_mm_loadu_si128((const __m128i *)(const void *)p)));
 }
 VQ_INLINE __m512 ldh_mask(const uint16_t *p, __mmask16 m) {
     return _mm512_cvtph_ps(_mm256_maskz_loadu_epi16(m, p));
@@ -34,7 +35,8 @@ VQ_INLINE __m256 hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, 
     const __m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
     const __m256 t2 = _mm256_hadd_ps(a4, a5), t3 = _mm256_hadd_ps(a6, a7);
     const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                         _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
 /* Same lane order as one lane of hsum8x8 (see fp16_avx2.c). */
@@ -80,7 +82,8 @@ void vq_fp16_score_avx512(const float *q, const uint16_t *x, int d, int64_t n, f
     for (; t < n; t++) {
         const uint16_t *r = x + t * d;
         __m512 a0 = _mm512_setzero_ps();
-        for (int c = 0; c < d16; c += 16) a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), ld16h(r + c), a0);
+        for (int c = 0; c < d16; c += 16)
+            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(q + c), ld16h(r + c), a0);
         if (d16 < d) a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(0xFF, q + d16), ld8h(r + d16), a0);
         scores[t] = hsum1(fold(a0));
     }
@@ -88,8 +91,8 @@ void vq_fp16_score_avx512(const float *q, const uint16_t *x, int d, int64_t n, f
 
 /* acc[cb .. cb + 16*NR) += sum_t w[t] x_t[cb ..]; the last chunk uses lane mask `last`
  * (0xFFFF or 0x00FF). NR (1..4) is a compile-time constant at every call site. */
-VQ_INLINE void acc_block(const uint16_t *x, int d, int64_t n, const float *w, float *acc,
-                         int cb, const int NR, __mmask16 last) {
+VQ_INLINE void acc_block(const uint16_t *x, int d, int64_t n, const float *w, float *acc, int cb,
+                         const int NR, __mmask16 last) {
     __m512 e[4], o[4];
     __mmask16 m[4];
     for (int j = 0; j < NR; j++) {

@@ -22,13 +22,15 @@ VQ_INLINE __m256 codes8(const uint8_t *row, int d, int c, const int BITS) {
         uint32_t w;
         memcpy(&w, row + c / 2, 4);
         const __m256i v = _mm256_and_si256(
-            _mm256_srlv_epi32(_mm256_set1_epi32((int)w), _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
+            _mm256_srlv_epi32(_mm256_set1_epi32((int)w),
+                              _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
             _mm256_set1_epi32(15));
         return _mm256_cvtepi32_ps(v);
     }
     uint16_t w;
     memcpy(&w, row + c / 4, 2);
-    const __m256i v = _mm256_srlv_epi32(_mm256_set1_epi32(w), _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+    const __m256i v = _mm256_srlv_epi32(_mm256_set1_epi32(w),
+                                        _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
     __m256 r = _mm256_permutevar8x32_ps(_mm256_setr_ps(0, 1, 2, 3, 0, 1, 2, 3), v);
     if (BITS == 3) {
         const __m256i hv = _mm256_srlv_epi32(_mm256_set1_epi32(row[d / 4 + c / 8]),
@@ -43,7 +45,8 @@ VQ_INLINE __m256 hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, 
     const __m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
     const __m256 t2 = _mm256_hadd_ps(a4, a5), t3 = _mm256_hadd_ps(a6, a7);
     const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                         _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
 /* Sum of the 8 lanes in the same order as one lane of hsum8x8, so a token scores bit-identically
@@ -73,13 +76,14 @@ VQ_INLINE void dot_rows(const float *qp, const uint8_t *rows, int d, int64_t n, 
             a6 = _mm256_fmadd_ps(q, codes8(r + 6 * rb, d, c, BITS), a6);
             a7 = _mm256_fmadd_ps(q, codes8(r + 7 * rb, d, c, BITS), a7);
         }
-        _mm256_storeu_ps(out + t, _mm256_add_ps(_mm256_set1_ps(bias),
-                                                hsum8x8(a0, a1, a2, a3, a4, a5, a6, a7)));
+        _mm256_storeu_ps(
+            out + t, _mm256_add_ps(_mm256_set1_ps(bias), hsum8x8(a0, a1, a2, a3, a4, a5, a6, a7)));
     }
     for (; t < n; t++) {
         const uint8_t *r = rows + (size_t)t * rb;
         __m256 a0 = _mm256_setzero_ps();
-        for (int c = 0; c < d; c += 8) a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qp + c), codes8(r, d, c, BITS), a0);
+        for (int c = 0; c < d; c += 8)
+            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qp + c), codes8(r, d, c, BITS), a0);
         out[t] = bias + hsum1(a0);
     }
 }
@@ -91,10 +95,12 @@ void vq_kivi_dot_rows_avx2(const float *qp, const uint8_t *rows, int d, int bits
     else dot_rows(qp, rows, d, n, bias, out, 4);
 }
 
-VQ_INLINE void acc_row(const uint8_t *row, int d, int g, const float *a, float *acc, const int BITS) {
+VQ_INLINE void acc_row(const uint8_t *row, int d, int g, const float *a, float *acc,
+                       const int BITS) {
     for (int c = 0; c < d; c += 8) {
         const __m256 av = _mm256_set1_ps(a[c / g]);
-        _mm256_storeu_ps(acc + c, _mm256_fmadd_ps(av, codes8(row, d, c, BITS), _mm256_loadu_ps(acc + c)));
+        _mm256_storeu_ps(acc + c,
+                         _mm256_fmadd_ps(av, codes8(row, d, c, BITS), _mm256_loadu_ps(acc + c)));
     }
 }
 
@@ -129,8 +135,8 @@ float vq_kivi_fold_avx2(const float *q, const uint8_t *s16, const uint8_t *z16, 
 }
 
 /* acc[cb .. cb + 8*NR) += sum_t a[t][c/g] code_{t,c} over nt rows (block_bytes apart). */
-VQ_INLINE void acc_blk(const uint8_t *rows, size_t bb, int nt, const float *a, int ng, int d,
-                       int g, float *acc, int cb, const int NR, const int BITS) {
+VQ_INLINE void acc_blk(const uint8_t *rows, size_t bb, int nt, const float *a, int ng, int d, int g,
+                       float *acc, int cb, const int NR, const int BITS) {
     __m256 e[4];
     for (int j = 0; j < NR; j++) e[j] = _mm256_loadu_ps(acc + cb + 8 * j);
     for (int t = 0; t < nt; t++) {
@@ -175,11 +181,15 @@ void vq_kivi_acc_vals_avx2(const uint8_t *blocks, size_t block_bytes, int64_t n,
             float tmp[8];
             for (int t = 0; t < nt; t++) {
                 const uint8_t *blk = b0 + (size_t)t * block_bytes;
-                const __m256i h = _mm256_cvtepu16_epi32(_mm_maskload_epi32((const int *)(const void *)blk, lm));
-                const __m256i mag = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x7FFF)), 14);
-                const __m256i sign = _mm256_slli_epi32(_mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
+                const __m256i h = _mm256_cvtepu16_epi32(
+                    _mm_maskload_epi32((const int *)(const void *)blk, lm));
+                const __m256i mag = _mm256_slli_epi32(
+                    _mm256_and_si256(h, _mm256_set1_epi32(0x7FFF)), 14);
+                const __m256i sign = _mm256_slli_epi32(
+                    _mm256_and_si256(h, _mm256_set1_epi32(0x8000)), 16);
                 __m256 hv = _mm256_mul_ps(_mm256_castsi256_ps(mag), _mm256_set1_ps(0x1.0p96f));
-                hv = _mm256_mul_ps(_mm256_or_ps(hv, _mm256_castsi256_ps(sign)), _mm256_set1_ps(w[t0 + t]));
+                hv = _mm256_mul_ps(_mm256_or_ps(hv, _mm256_castsi256_ps(sign)),
+                                   _mm256_set1_ps(w[t0 + t]));
                 _mm256_storeu_ps(tmp, hv);
                 for (int k = 0; k < ng; k++) a[t * ng + k] = tmp[k];
                 zacc = _mm256_add_ps(zacc, hv);
@@ -192,7 +202,8 @@ void vq_kivi_acc_vals_avx2(const uint8_t *blocks, size_t block_bytes, int64_t n,
                 const uint8_t *blk = b0 + (size_t)t * block_bytes;
                 for (int h = 0; h < ng; h++) {
                     const uint16_t s = (uint16_t)(blk[2 * h] | blk[2 * h + 1] << 8);
-                    const uint16_t z = (uint16_t)(blk[2 * ng + 2 * h] | blk[2 * ng + 2 * h + 1] << 8);
+                    const uint16_t z = (uint16_t)(blk[2 * ng + 2 * h] | blk[2 * ng + 2 * h + 1]
+                                                                            << 8);
                     a[t * ng + h] = wt * vq_kivi_sf16(s);
                     acc[d + h] += wt * vq_kivi_sf16(z);
                 }

@@ -27,10 +27,10 @@ VQ_INLINE __m512 codes16(const uint8_t *row, int d, int c, const int BITS, const
         else memcpy(&hi, row + c / 2 + 4, 4);
         const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32((int)lo)),
                                              _mm256_set1_epi32((int)hi), 1);
-        const __m512i v = _mm512_srlv_epi32(w, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4,
-                                                                 8, 12, 16, 20, 24, 28));
-        return _mm512_permutexvar_ps(v, _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,
-                                                       13, 14, 15));
+        const __m512i v = _mm512_srlv_epi32(
+            w, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
+        return _mm512_permutexvar_ps(
+            v, _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
     }
     uint32_t w;
     if (HALF) {
@@ -40,16 +40,16 @@ VQ_INLINE __m512 codes16(const uint8_t *row, int d, int c, const int BITS, const
     } else {
         memcpy(&w, row + c / 4, 4);
     }
-    const __m512i v = _mm512_srlv_epi32(_mm512_set1_epi32((int)w),
-                                        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22,
-                                                          24, 26, 28, 30));
+    const __m512i v = _mm512_srlv_epi32(
+        _mm512_set1_epi32((int)w),
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30));
     __m512 r = _mm512_permutexvar_ps(v, t2);
     if (BITS == 3) {
         uint32_t hb = row[d / 4 + c / 8];
         if (!HALF) hb |= (uint32_t)row[d / 4 + c / 8 + 1] << 8;
-        const __m512i hv = _mm512_srlv_epi32(_mm512_set1_epi32((int)hb),
-                                             _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10,
-                                                               11, 12, 13, 14, 15));
+        const __m512i hv = _mm512_srlv_epi32(
+            _mm512_set1_epi32((int)hb),
+            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
         r = _mm512_add_ps(r, _mm512_permutexvar_ps(hv, _mm512_setr_ps(0, 4, 0, 4, 0, 4, 0, 4, 0, 4,
                                                                       0, 4, 0, 4, 0, 4)));
     }
@@ -65,7 +65,8 @@ VQ_INLINE __m256 hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, 
     const __m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
     const __m256 t2 = _mm256_hadd_ps(a4, a5), t3 = _mm256_hadd_ps(a6, a7);
     const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                         _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
 /* Same lane order as one lane of hsum8x8 (bit-identical scores for leftover rows). */
@@ -75,16 +76,16 @@ VQ_INLINE float hsum1(__m256 a) {
     return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)));
 }
 
-#define STEP8(HALF, Q, C)                                                        \
-    do {                                                                         \
-        a0 = _mm512_fmadd_ps(Q, codes16(r, d, C, BITS, HALF), a0);               \
-        a1 = _mm512_fmadd_ps(Q, codes16(r + rb, d, C, BITS, HALF), a1);          \
-        a2 = _mm512_fmadd_ps(Q, codes16(r + 2 * rb, d, C, BITS, HALF), a2);      \
-        a3 = _mm512_fmadd_ps(Q, codes16(r + 3 * rb, d, C, BITS, HALF), a3);      \
-        a4 = _mm512_fmadd_ps(Q, codes16(r + 4 * rb, d, C, BITS, HALF), a4);      \
-        a5 = _mm512_fmadd_ps(Q, codes16(r + 5 * rb, d, C, BITS, HALF), a5);      \
-        a6 = _mm512_fmadd_ps(Q, codes16(r + 6 * rb, d, C, BITS, HALF), a6);      \
-        a7 = _mm512_fmadd_ps(Q, codes16(r + 7 * rb, d, C, BITS, HALF), a7);      \
+#define STEP8(HALF, Q, C) \
+    do { \
+        a0 = _mm512_fmadd_ps(Q, codes16(r, d, C, BITS, HALF), a0); \
+        a1 = _mm512_fmadd_ps(Q, codes16(r + rb, d, C, BITS, HALF), a1); \
+        a2 = _mm512_fmadd_ps(Q, codes16(r + 2 * rb, d, C, BITS, HALF), a2); \
+        a3 = _mm512_fmadd_ps(Q, codes16(r + 3 * rb, d, C, BITS, HALF), a3); \
+        a4 = _mm512_fmadd_ps(Q, codes16(r + 4 * rb, d, C, BITS, HALF), a4); \
+        a5 = _mm512_fmadd_ps(Q, codes16(r + 5 * rb, d, C, BITS, HALF), a5); \
+        a6 = _mm512_fmadd_ps(Q, codes16(r + 6 * rb, d, C, BITS, HALF), a6); \
+        a7 = _mm512_fmadd_ps(Q, codes16(r + 7 * rb, d, C, BITS, HALF), a7); \
     } while (0)
 
 VQ_INLINE void dot_rows(const float *qp, const uint8_t *rows, int d, int64_t n, float bias,
@@ -114,7 +115,8 @@ VQ_INLINE void dot_rows(const float *qp, const uint8_t *rows, int d, int64_t n, 
         for (int c = 0; c < d16; c += 16)
             a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qp + c), codes16(r, d, c, BITS, 0), a0);
         if (d16 < d)
-            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(0xFF, qp + d16), codes16(r, d, d16, BITS, 1), a0);
+            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(0xFF, qp + d16), codes16(r, d, d16, BITS, 1),
+                                 a0);
         out[t] = bias + hsum1(fold(a0));
     }
 }
@@ -126,13 +128,15 @@ void vq_kivi_dot_rows_avx512(const float *qp, const uint8_t *rows, int d, int bi
     else dot_rows(qp, rows, d, n, bias, out, 4);
 }
 
-VQ_INLINE void acc_row(const uint8_t *row, int d, int g, const float *a, float *acc, const int BITS) {
+VQ_INLINE void acc_row(const uint8_t *row, int d, int g, const float *a, float *acc,
+                       const int BITS) {
     const int d16 = d & ~15;
     for (int c = 0; c < d16; c += 16) {
         const __m512 av = (g % 16 == 0) ? _mm512_set1_ps(a[c / g])
                                         : _mm512_insertf32x8(_mm512_set1_ps(a[c / g]),
                                                              _mm256_set1_ps(a[(c + 8) / g]), 1);
-        _mm512_storeu_ps(acc + c, _mm512_fmadd_ps(av, codes16(row, d, c, BITS, 0), _mm512_loadu_ps(acc + c)));
+        _mm512_storeu_ps(
+            acc + c, _mm512_fmadd_ps(av, codes16(row, d, c, BITS, 0), _mm512_loadu_ps(acc + c)));
     }
     if (d16 < d) {
         const __m512 av = _mm512_set1_ps(a[d16 / g]);
@@ -142,7 +146,8 @@ VQ_INLINE void acc_row(const uint8_t *row, int d, int g, const float *a, float *
     }
 }
 
-void vq_kivi_acc_row_avx512(const uint8_t *row, int d, int bits, int g, const float *a, float *acc) {
+void vq_kivi_acc_row_avx512(const uint8_t *row, int d, int bits, int g, const float *a,
+                            float *acc) {
     if (g % 8 != 0) {
         vq_kivi_acc_row_ref(row, d, bits, g, a, acc);
         return;
@@ -176,7 +181,8 @@ VQ_INLINE __m256 sf16x8(const uint8_t *p) {
     return _mm256_or_ps(v, _mm256_castsi256_ps(sign));
 }
 
-float vq_kivi_fold_avx512(const float *q, const uint8_t *s16, const uint8_t *z16, int d, float *qp) {
+float vq_kivi_fold_avx512(const float *q, const uint8_t *s16, const uint8_t *z16, int d,
+                          float *qp) {
     __m512 b = _mm512_setzero_ps();
     int c = 0;
     for (; c + 16 <= d; c += 16) {
@@ -195,8 +201,8 @@ float vq_kivi_fold_avx512(const float *q, const uint8_t *s16, const uint8_t *z16
 
 /* acc[cb .. cb + 16*NR) += sum_t a[t][c/g] code_{t,c} over nt rows (block_bytes apart); the
  * last 16-lane chunk covers 8 channels when HALF. g % 8 == 0. */
-VQ_INLINE void acc_blk(const uint8_t *rows, size_t bb, int nt, const float *a, int ng, int d,
-                       int g, float *acc, int cb, const int NR, const int HALF, const int BITS) {
+VQ_INLINE void acc_blk(const uint8_t *rows, size_t bb, int nt, const float *a, int ng, int d, int g,
+                       float *acc, int cb, const int NR, const int HALF, const int BITS) {
     __m512 e[4];
     const int g16 = g % 16 == 0;
     for (int j = 0; j < NR; j++)
@@ -208,10 +214,12 @@ VQ_INLINE void acc_blk(const uint8_t *rows, size_t bb, int nt, const float *a, i
         for (int j = 0; j < NR; j++) {
             const int c = cb + 16 * j;
             const int half = HALF && j == NR - 1;
-            const __m512 av = (g16 || half) ? _mm512_set1_ps(at[c / g])
-                                            : _mm512_insertf32x8(_mm512_set1_ps(at[c / g]),
-                                                                 _mm256_set1_ps(at[(c + 8) / g]), 1);
-            e[j] = _mm512_fmadd_ps(av, half ? codes16(r, d, c, BITS, 1) : codes16(r, d, c, BITS, 0), e[j]);
+            const __m512 av = (g16 || half)
+                                ? _mm512_set1_ps(at[c / g])
+                                : _mm512_insertf32x8(_mm512_set1_ps(at[c / g]),
+                                                     _mm256_set1_ps(at[(c + 8) / g]), 1);
+            e[j] = _mm512_fmadd_ps(av, half ? codes16(r, d, c, BITS, 1) : codes16(r, d, c, BITS, 0),
+                                   e[j]);
         }
     }
     for (int j = 0; j < NR; j++) {
@@ -227,10 +235,22 @@ VQ_INLINE void acc_chunk(const uint8_t *rows, size_t bb, int nt, const float *a,
     const int rest = d - cb;
     const int half = rest % 16 != 0;
     switch ((rest + 15) / 16) {
-    case 4: if (half) acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 4, 1, BITS); else acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 4, 0, BITS); break;
-    case 3: if (half) acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 3, 1, BITS); else acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 3, 0, BITS); break;
-    case 2: if (half) acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 2, 1, BITS); else acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 2, 0, BITS); break;
-    case 1: if (half) acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 1, 1, BITS); else acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 1, 0, BITS); break;
+    case 4:
+        if (half) acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 4, 1, BITS);
+        else acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 4, 0, BITS);
+        break;
+    case 3:
+        if (half) acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 3, 1, BITS);
+        else acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 3, 0, BITS);
+        break;
+    case 2:
+        if (half) acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 2, 1, BITS);
+        else acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 2, 0, BITS);
+        break;
+    case 1:
+        if (half) acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 1, 1, BITS);
+        else acc_blk(rows, bb, nt, a, ng, d, g, acc, cb, 1, 0, BITS);
+        break;
     default: break;
     }
 }
@@ -267,7 +287,8 @@ void vq_kivi_acc_vals_avx512(const uint8_t *blocks, size_t block_bytes, int64_t 
                 const uint8_t *blk = b0 + (size_t)t * block_bytes;
                 for (int h = 0; h < ng; h++) {
                     const uint16_t s = (uint16_t)(blk[2 * h] | blk[2 * h + 1] << 8);
-                    const uint16_t z = (uint16_t)(blk[2 * ng + 2 * h] | blk[2 * ng + 2 * h + 1] << 8);
+                    const uint16_t z = (uint16_t)(blk[2 * ng + 2 * h] | blk[2 * ng + 2 * h + 1]
+                                                                            << 8);
                     a[t * ng + h] = wt * vq_kivi_sf16(s);
                     acc[d + h] += wt * vq_kivi_sf16(z);
                 }

@@ -16,8 +16,9 @@ static inline __m256 sf16_to_ps(__m256i h) {
     const __m256i normal = _mm256_or_si256(
         sign, _mm256_or_si256(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(96)), 23),
                               _mm256_slli_epi32(m, 14)));
-    const __m256 sub = _mm256_or_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(0x1.0p-39f)),
-                                    _mm256_castsi256_ps(sign));
+    const __m256 sub = _mm256_or_ps(
+        _mm256_mul_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(0x1.0p-39f)),
+        _mm256_castsi256_ps(sign));
     const __m256 is_sub = _mm256_castsi256_ps(_mm256_cmpeq_epi32(e, _mm256_setzero_si256()));
     return _mm256_blendv_ps(_mm256_castsi256_ps(normal), sub, is_sub);
 }
@@ -122,7 +123,8 @@ void vq_polar_score_avx2(const struct polar_impl *im, const float *T1, const uin
             __m256 v[8];
             for (int j = 0; j < 8; j++) {
                 const __m256i idx = _mm256_add_epi32(
-                    _mm256_add_epi32(rowbase, polar_field2(lo, hi, &ps, j)), _mm256_set1_epi32(j * L1));
+                    _mm256_add_epi32(rowbase, polar_field2(lo, hi, &ps, j)),
+                    _mm256_set1_epi32(j * L1));
                 v[j] = _mm256_mask_i32gather_ps(_mm256_setzero_ps(), T1, idx, lm, 4);
             }
             int f = 8;
@@ -183,7 +185,8 @@ void vq_polar_acc_avx2(const struct polar_impl *im, const uint8_t *codes, size_t
                 float *a0 = acc + (size_t)(2 * j) * (size_t)nblk + k0;
                 float *a1 = a0 + nblk;
                 _mm256_maskstore_ps(a0, lmi, _mm256_fmadd_ps(r[j], c, _mm256_maskload_ps(a0, lmi)));
-                _mm256_maskstore_ps(a1, lmi, _mm256_fmadd_ps(r[j], sn, _mm256_maskload_ps(a1, lmi)));
+                _mm256_maskstore_ps(a1, lmi,
+                                    _mm256_fmadd_ps(r[j], sn, _mm256_maskload_ps(a1, lmi)));
             }
         }
     }

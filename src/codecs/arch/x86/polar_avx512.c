@@ -17,8 +17,9 @@ static inline __m256 sf16_to_ps(__m256i h) {
     const __m256i normal = _mm256_or_si256(
         sign, _mm256_or_si256(_mm256_slli_epi32(_mm256_add_epi32(e, _mm256_set1_epi32(96)), 23),
                               _mm256_slli_epi32(m, 14)));
-    const __m256 sub = _mm256_or_ps(_mm256_mul_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(0x1.0p-39f)),
-                                    _mm256_castsi256_ps(sign));
+    const __m256 sub = _mm256_or_ps(
+        _mm256_mul_ps(_mm256_cvtepi32_ps(m), _mm256_set1_ps(0x1.0p-39f)),
+        _mm256_castsi256_ps(sign));
     const __mmask8 is_sub = _mm256_cmpeq_epi32_mask(e, _mm256_setzero_si256());
     return _mm256_mask_blend_ps(is_sub, _mm256_castsi256_ps(normal), sub);
 }
@@ -45,7 +46,7 @@ static void polar_simd_init(const struct polar_impl *im, struct polar_simd *ps) 
             ps->wid[f] = im->b[l];
             p += im->b[l];
         }
-    for (int l = 0; l < VQ_POLAR_LEVELS; l++) {   /* level 1 tables only used when b1 <= 4 */
+    for (int l = 0; l < VQ_POLAR_LEVELS; l++) { /* level 1 tables only used when b1 <= 4 */
         ps->c_lo[l] = _mm256_loadu_ps(im->cs[l]);
         ps->c_hi[l] = _mm256_loadu_ps(im->cs[l] + 8);
         ps->s_lo[l] = _mm256_loadu_ps(im->sn[l]);
@@ -56,8 +57,8 @@ static void polar_simd_init(const struct polar_impl *im, struct polar_simd *ps) 
 /* Records of blocks k0 .. k0+7 (lanes beyond lm read as 0), shifted to bit 0. */
 static inline __m512i polar_records(const uint8_t *ang, int k0, int B, __mmask8 lm) {
     const __m512i lane = _mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7);
-    const __m512i bitoff =
-        _mm512_mullo_epi64(_mm512_add_epi64(lane, _mm512_set1_epi64(k0)), _mm512_set1_epi64(B));
+    const __m512i bitoff = _mm512_mullo_epi64(_mm512_add_epi64(lane, _mm512_set1_epi64(k0)),
+                                              _mm512_set1_epi64(B));
     const __m512i w = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), lm,
                                                   _mm512_srli_epi64(bitoff, 3), ang, 1);
     return _mm512_srlv_epi64(w, _mm512_and_si512(bitoff, _mm512_set1_epi64(7)));
@@ -89,8 +90,8 @@ void vq_polar_score_avx512(const struct polar_impl *im, const float *T1, const u
                 _mm256_add_epi32(lane32, _mm256_set1_epi32(k0)), _mm256_set1_epi32(8 * L1));
             __m256 v[8];
             for (int j = 0; j < 8; j++) {
-                const __m256i idx = _mm256_add_epi32(_mm256_add_epi32(rowbase, polar_field(w, &ps, j)),
-                                                     _mm256_set1_epi32(j * L1));
+                const __m256i idx = _mm256_add_epi32(
+                    _mm256_add_epi32(rowbase, polar_field(w, &ps, j)), _mm256_set1_epi32(j * L1));
                 v[j] = _mm256_mmask_i32gather_ps(_mm256_setzero_ps(), lm, idx, T1, 4);
             }
             int f = 8;
@@ -102,7 +103,8 @@ void vq_polar_score_avx512(const struct polar_impl *im, const float *T1, const u
                     v[j] = _mm256_fmadd_ps(v[2 * j], c, _mm256_mul_ps(v[2 * j + 1], sn));
                 }
             }
-            const __m256 rad = sf16_to_ps(_mm256_cvtepu16_epi32(_mm_maskz_loadu_epi16(lm, s + 2 * k0)));
+            const __m256 rad = sf16_to_ps(
+                _mm256_cvtepu16_epi32(_mm_maskz_loadu_epi16(lm, s + 2 * k0)));
             total = _mm256_fmadd_ps(rad, v[0], total);
         }
         scores[t] = hsum256(total);
@@ -115,7 +117,7 @@ void vq_polar_acc_avx512(const struct polar_impl *im, const uint8_t *codes, size
     VQ_ASSERT(B + 7 <= 64);
     struct polar_simd ps;
     polar_simd_init(im, &ps);
-    const int small1 = im->b[0] <= 4;   /* level-1 cos/sin by vpermt2ps, else by gather */
+    const int small1 = im->b[0] <= 4; /* level-1 cos/sin by vpermt2ps, else by gather */
     for (int64_t t = 0; t < n; t++) {
         if (w[t] == 0.0f) continue;
         const uint8_t *s = codes + (size_t)t * bb;
@@ -126,14 +128,17 @@ void vq_polar_acc_avx512(const struct polar_impl *im, const uint8_t *codes, size
             const __mmask8 lm = (__mmask8)((1u << nl) - 1u);
             const __m512i rec = polar_records(ang, k0, B, lm);
             __m256 r[8], nr[8];
-            r[0] = _mm256_mul_ps(wt, sf16_to_ps(_mm256_cvtepu16_epi32(_mm_maskz_loadu_epi16(lm, s + 2 * k0))));
+            r[0] = _mm256_mul_ps(
+                wt, sf16_to_ps(_mm256_cvtepu16_epi32(_mm_maskz_loadu_epi16(lm, s + 2 * k0))));
             int base = 14;
             for (int l = VQ_POLAR_LEVELS - 1; l >= 1; l--) {
                 const int cnt = 8 >> l;
                 for (int j = 0; j < cnt; j++) {
                     const __m256i cd = polar_field(rec, &ps, base + j);
-                    nr[2 * j] = _mm256_mul_ps(r[j], _mm256_permutex2var_ps(ps.c_lo[l], cd, ps.c_hi[l]));
-                    nr[2 * j + 1] = _mm256_mul_ps(r[j], _mm256_permutex2var_ps(ps.s_lo[l], cd, ps.s_hi[l]));
+                    nr[2 * j] = _mm256_mul_ps(r[j],
+                                              _mm256_permutex2var_ps(ps.c_lo[l], cd, ps.c_hi[l]));
+                    nr[2 * j + 1] = _mm256_mul_ps(
+                        r[j], _mm256_permutex2var_ps(ps.s_lo[l], cd, ps.s_hi[l]));
                 }
                 for (int j = 0; j < 2 * cnt; j++) r[j] = nr[j];
                 base -= 2 * cnt;
@@ -150,8 +155,10 @@ void vq_polar_acc_avx512(const struct polar_impl *im, const uint8_t *codes, size
                 }
                 float *a0 = acc + (size_t)(2 * j) * (size_t)nblk + k0;
                 float *a1 = a0 + nblk;
-                _mm256_mask_storeu_ps(a0, lm, _mm256_fmadd_ps(r[j], c, _mm256_maskz_loadu_ps(lm, a0)));
-                _mm256_mask_storeu_ps(a1, lm, _mm256_fmadd_ps(r[j], sn, _mm256_maskz_loadu_ps(lm, a1)));
+                _mm256_mask_storeu_ps(a0, lm,
+                                      _mm256_fmadd_ps(r[j], c, _mm256_maskz_loadu_ps(lm, a0)));
+                _mm256_mask_storeu_ps(a1, lm,
+                                      _mm256_fmadd_ps(r[j], sn, _mm256_maskz_loadu_ps(lm, a1)));
             }
         }
     }

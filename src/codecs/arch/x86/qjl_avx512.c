@@ -6,8 +6,8 @@
 
 #include "codecs/qjl.h"
 
-void vq_signdot_rows_avx512(const float *a, float sum_a, int m, const uint8_t *src,
-                            size_t stride, int64_t n, float *out) {
+void vq_signdot_rows_avx512(const float *a, float sum_a, int m, const uint8_t *src, size_t stride,
+                            int64_t n, float *out) {
     for (int64_t t = 0; t < n; t++) {
         const uint8_t *z = src + (size_t)t * stride;
         __m512 acc0 = _mm512_setzero_ps(), acc1 = _mm512_setzero_ps();
@@ -26,7 +26,7 @@ void vq_signdot_rows_avx512(const float *a, float sum_a, int m, const uint8_t *s
             acc0 = _mm512_mask_add_ps(acc0, (__mmask16)bits, acc0, _mm512_loadu_ps(a + i));
             i += 16;
         }
-        if (i < m) {   /* m % 16 == 8 */
+        if (i < m) { /* m % 16 == 8 */
             const __m512 v = _mm512_maskz_loadu_ps((__mmask16)0xff, a + i);
             acc1 = _mm512_mask_add_ps(acc1, (__mmask16)z[i / 8], acc1, v);
         }
@@ -43,7 +43,7 @@ void vq_signacc_avx512(const uint8_t *z, int m, float g, float *acc) {
         const __m512 v = _mm512_mask_blend_ps((__mmask16)bits, neg, pos);
         _mm512_storeu_ps(acc + i, _mm512_add_ps(_mm512_loadu_ps(acc + i), v));
     }
-    if (i < m) {   /* m % 16 == 8 */
+    if (i < m) { /* m % 16 == 8 */
         const __m512 v = _mm512_mask_blend_ps((__mmask16)z[i / 8], neg, pos);
         const __m512 a = _mm512_maskz_loadu_ps((__mmask16)0xff, acc + i);
         _mm512_mask_storeu_ps(acc + i, (__mmask16)0xff, _mm512_add_ps(a, v));

@@ -35,9 +35,12 @@ VQ_INLINE __m256i ld_lanes8(const uint8_t *p, int bits, int nv) {
 VQ_INLINE void half_src(__m256i A, __m256i B, int BA, int BB, __m256i *X, __m256i *Bs) {
     if (BA == 1 && BB == 1) {
         __m256i x = _mm256_or_si256(A, _mm256_slli_epi32(B, 16));
-        x = _mm256_and_si256(_mm256_or_si256(x, _mm256_slli_epi32(x, 4)), _mm256_set1_epi32(0x0F0F0F0F));
-        x = _mm256_and_si256(_mm256_or_si256(x, _mm256_slli_epi32(x, 2)), _mm256_set1_epi32(0x33333333));
-        x = _mm256_and_si256(_mm256_or_si256(x, _mm256_slli_epi32(x, 1)), _mm256_set1_epi32(0x55555555));
+        x = _mm256_and_si256(_mm256_or_si256(x, _mm256_slli_epi32(x, 4)),
+                             _mm256_set1_epi32(0x0F0F0F0F));
+        x = _mm256_and_si256(_mm256_or_si256(x, _mm256_slli_epi32(x, 2)),
+                             _mm256_set1_epi32(0x33333333));
+        x = _mm256_and_si256(_mm256_or_si256(x, _mm256_slli_epi32(x, 1)),
+                             _mm256_set1_epi32(0x55555555));
         *X = _mm256_or_si256(x, _mm256_srli_epi32(x, 15));
         *Bs = *X;
         return;
@@ -69,15 +72,16 @@ VQ_INLINE __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
     return _mm_add_ps(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1));
 }
 
-#define TQ_HALF_DOT(acc, rec)                                                                   \
-    do {                                                                                        \
-        __m256i A_, B_;                                                                         \
-        half_src(ld_lanes8((rec) + k->off_a + (c * 16 + h * 8) * BA, BA, nv),                   \
-                 BB ? ld_lanes8((rec) + k->off_b + (c * 16 + h * 8) * BB, BB, nv) : _mm256_setzero_si256(), \
-                 BA, BB, &A_, &B_);                                                             \
-        for (int kk = 0; kk < 8; kk++)                                                          \
-            acc = _mm256_fmadd_ps(lookup(A_, B_, kk, BA, BB, lo, hi),                           \
-                                  _mm256_loadu_ps(qc + 16 * kk), acc);                          \
+#define TQ_HALF_DOT(acc, rec) \
+    do { \
+        __m256i A_, B_; \
+        half_src(ld_lanes8((rec) + k->off_a + (c * 16 + h * 8) * BA, BA, nv), \
+                 BB ? ld_lanes8((rec) + k->off_b + (c * 16 + h * 8) * BB, BB, nv) \
+                    : _mm256_setzero_si256(), \
+                 BA, BB, &A_, &B_); \
+        for (int kk = 0; kk < 8; kk++) \
+            acc = _mm256_fmadd_ps(lookup(A_, B_, kk, BA, BB, lo, hi), \
+                                  _mm256_loadu_ps(qc + 16 * kk), acc); \
     } while (0)
 
 VQ_INLINE int half_lanes(const vq_tq_kern *k, int c, int h) {
@@ -237,8 +241,8 @@ VQ_INLINE void nib_plane8(const uint8_t *r, int rl, int off, int n_nib, const fl
         for (int w = 0; w < 4; w++)
             for (int i = 0; i < 8; i++) {
                 if (8 * w + i >= nn) break;
-                acc[i & 1] = _mm256_add_ps(acc[i & 1], lut16(_mm256_srli_epi32(W[w], 4 * i),
-                                                             Tu + 16 * (8 * w + i)));
+                acc[i & 1] = _mm256_add_ps(
+                    acc[i & 1], lut16(_mm256_srli_epi32(W[w], 4 * i), Tu + 16 * (8 * w + i)));
             }
     }
 }

@@ -53,13 +53,20 @@ VQ_INLINE __m512i idx_k(__m512i A, __m512i Bs, int k, int BA, int BB) {
 VQ_INLINE void chunk_src(const vq_tq_kern *k, const uint8_t *rec, int c, int full, __mmask16 m,
                          int BA, int BB, __m512i *X, __m512i *Bs) {
     __m512i A = ld_lanes(rec + k->off_a + c * 16 * BA, BA, full, m);
-    if (!BB) { *X = A; *Bs = A; return; }
+    if (!BB) {
+        *X = A;
+        *Bs = A;
+        return;
+    }
     __m512i B = ld_lanes(rec + k->off_b + c * 16 * BB, BB, full, m);
     if (BA == 1 && BB == 1) {
         __m512i x = _mm512_or_si512(A, _mm512_slli_epi32(B, 16));
-        x = _mm512_ternarylogic_epi32(x, _mm512_slli_epi32(x, 4), _mm512_set1_epi32(0x0F0F0F0F), 0xA8);
-        x = _mm512_ternarylogic_epi32(x, _mm512_slli_epi32(x, 2), _mm512_set1_epi32(0x33333333), 0xA8);
-        x = _mm512_ternarylogic_epi32(x, _mm512_slli_epi32(x, 1), _mm512_set1_epi32(0x55555555), 0xA8);
+        x = _mm512_ternarylogic_epi32(x, _mm512_slli_epi32(x, 4), _mm512_set1_epi32(0x0F0F0F0F),
+                                      0xA8);
+        x = _mm512_ternarylogic_epi32(x, _mm512_slli_epi32(x, 2), _mm512_set1_epi32(0x33333333),
+                                      0xA8);
+        x = _mm512_ternarylogic_epi32(x, _mm512_slli_epi32(x, 1), _mm512_set1_epi32(0x55555555),
+                                      0xA8);
         *X = _mm512_or_si512(x, _mm512_srli_epi32(x, 15));
         *Bs = *X;
         return;
@@ -83,7 +90,8 @@ VQ_INLINE __m256 hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, 
     const __m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
     const __m256 t2 = _mm256_hadd_ps(a4, a5), t3 = _mm256_hadd_ps(a6, a7);
     const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20), _mm256_permute2f128_ps(u0, u1, 0x31));
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                         _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
 /* Head dims <= 64 fill at most 8 of the 16 lanes of a chunk, so two tokens share a vector:
@@ -105,13 +113,20 @@ VQ_INLINE __m512i ld_lanes_pair(const uint8_t *pa, const uint8_t *pb, int bits, 
 VQ_INLINE void pair_src(const vq_tq_kern *k, const uint8_t *ra, const uint8_t *rb, __mmask16 m8,
                         int BA, int BB, __m512i *X, __m512i *Bs) {
     __m512i A = ld_lanes_pair(ra + k->off_a, rb + k->off_a, BA, m8);
-    if (!BB) { *X = A; *Bs = A; return; }
+    if (!BB) {
+        *X = A;
+        *Bs = A;
+        return;
+    }
     __m512i B = ld_lanes_pair(ra + k->off_b, rb + k->off_b, BB, m8);
     if (BA == 1 && BB == 1) {
         __m512i x = _mm512_or_si512(A, _mm512_slli_epi32(B, 16));
-        x = _mm512_ternarylogic_epi32(x, _mm512_slli_epi32(x, 4), _mm512_set1_epi32(0x0F0F0F0F), 0xA8);
-        x = _mm512_ternarylogic_epi32(x, _mm512_slli_epi32(x, 2), _mm512_set1_epi32(0x33333333), 0xA8);
-        x = _mm512_ternarylogic_epi32(x, _mm512_slli_epi32(x, 1), _mm512_set1_epi32(0x55555555), 0xA8);
+        x = _mm512_ternarylogic_epi32(x, _mm512_slli_epi32(x, 4), _mm512_set1_epi32(0x0F0F0F0F),
+                                      0xA8);
+        x = _mm512_ternarylogic_epi32(x, _mm512_slli_epi32(x, 2), _mm512_set1_epi32(0x33333333),
+                                      0xA8);
+        x = _mm512_ternarylogic_epi32(x, _mm512_slli_epi32(x, 1), _mm512_set1_epi32(0x55555555),
+                                      0xA8);
         *X = _mm512_or_si512(x, _mm512_srli_epi32(x, 15));
         *Bs = *X;
         return;
@@ -142,8 +157,8 @@ VQ_INLINE void score_pair_t(const vq_tq_kern *k, const float *qs, const uint8_t 
         }
         for (int kk = 0; kk < 8; kk++)
             for (int u = 0; u < 4; u++)
-                a[u] = _mm512_fmadd_ps(_mm512_permutexvar_ps(code_idx(X[u], Bs[u], kk, BA, BB), lut),
-                                       qd[kk], a[u]);
+                a[u] = _mm512_fmadd_ps(
+                    _mm512_permutexvar_ps(code_idx(X[u], Bs[u], kk, BA, BB), lut), qd[kk], a[u]);
         const __m256 sc = _mm256_setr_ps(vq_tq_sf16(r), vq_tq_sf16(r + rl), vq_tq_sf16(r + 2 * rl),
                                          vq_tq_sf16(r + 3 * rl), vq_tq_sf16(r + 4 * rl),
                                          vq_tq_sf16(r + 5 * rl), vq_tq_sf16(r + 6 * rl),
@@ -182,7 +197,8 @@ VQ_INLINE void acc_pair_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, 
         __m512i X, Bs;
         pair_src(k, ra, rb, m8, BA, BB, &X, &Bs);
         for (int kk = 0; kk < 8; kk++)
-            v[kk] = _mm512_fmadd_ps(_mm512_permutexvar_ps(code_idx(X, Bs, kk, BA, BB), lut), ws, v[kk]);
+            v[kk] = _mm512_fmadd_ps(_mm512_permutexvar_ps(code_idx(X, Bs, kk, BA, BB), lut), ws,
+                                    v[kk]);
     }
     if (t < n) { /* odd last token: lanes 0..7 only */
         const uint8_t *ra = codes + t * rl;
@@ -190,11 +206,13 @@ VQ_INLINE void acc_pair_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, 
         __m512i X, Bs;
         chunk_src(k, ra, 0, 0, m8, BA, BB, &X, &Bs);
         for (int kk = 0; kk < 8; kk++)
-            v[kk] = _mm512_fmadd_ps(_mm512_permutexvar_ps(code_idx(X, Bs, kk, BA, BB), lut), ws, v[kk]);
+            v[kk] = _mm512_fmadd_ps(_mm512_permutexvar_ps(code_idx(X, Bs, kk, BA, BB), lut), ws,
+                                    v[kk]);
     }
     const __mmask8 m = (__mmask8)m8;
     for (int kk = 0; kk < 8; kk++) {
-        const __m256 f = _mm256_add_ps(_mm512_castps512_ps256(v[kk]), _mm512_extractf32x8_ps(v[kk], 1));
+        const __m256 f = _mm256_add_ps(_mm512_castps512_ps256(v[kk]),
+                                       _mm512_extractf32x8_ps(v[kk], 1));
         float *ac = acc + 16 * kk;
         _mm256_mask_storeu_ps(ac, m, _mm256_add_ps(_mm256_maskz_loadu_ps(m, ac), f));
     }
@@ -204,7 +222,10 @@ VQ_INLINE void acc_pair_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, 
  * are converted on the scalar ports. */
 VQ_INLINE void score_t(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
                        float *scores, int BA, int BB) {
-    if (k->d <= 64) { score_pair_t(k, qs, codes, n, scores, BA, BB); return; }
+    if (k->d <= 64) {
+        score_pair_t(k, qs, codes, n, scores, BA, BB);
+        return;
+    }
     const __m512 lut = _mm512_loadu_ps(k->lut);
     const int nc = k->n_chunks, rl = k->rec;
     const int last_lanes = (k->d - (nc - 1) * VQ_TQ_CHUNK) / 8;
@@ -222,8 +243,8 @@ VQ_INLINE void score_t(const vq_tq_kern *k, const float *qs, const uint8_t *code
             for (int kk = 0; kk < 8; kk++) {
                 const __m512 qv = _mm512_loadu_ps(qc + 16 * kk);
                 for (int u = 0; u < 8; u++)
-                    a[u] = _mm512_fmadd_ps(_mm512_permutexvar_ps(code_idx(X[u], Bs[u], kk, BA, BB), lut),
-                                           qv, a[u]);
+                    a[u] = _mm512_fmadd_ps(
+                        _mm512_permutexvar_ps(code_idx(X[u], Bs[u], kk, BA, BB), lut), qv, a[u]);
             }
         }
         const __m256 sc = _mm256_setr_ps(vq_tq_sf16(r), vq_tq_sf16(r + rl), vq_tq_sf16(r + 2 * rl),
@@ -276,15 +297,20 @@ VQ_INLINE void acc2x_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, con
         int64_t t = 0;
         for (; t + 2 <= n; t += 2) {
             const size_t o = (size_t)t * (size_t)rl;
-            const float w0 = w[t] * vq_tq_sf16(codes + o), w1 = w[t + 1] * vq_tq_sf16(codes + o + rl);
-            const __m512 T = _mm512_fmadd_ps(_mm512_set1_ps(w1), lhi, _mm512_mul_ps(_mm512_set1_ps(w0), llo));
+            const float w0 = w[t] * vq_tq_sf16(codes + o),
+                        w1 = w[t + 1] * vq_tq_sf16(codes + o + rl);
+            const __m512 T = _mm512_fmadd_ps(_mm512_set1_ps(w1), lhi,
+                                             _mm512_mul_ps(_mm512_set1_ps(w0), llo));
             const __m512i A = ld_lanes(pc + o, 2, full, m), B = ld_lanes(pc + o + rl, 2, full, m);
             const __m512i ze = _mm512_ternarylogic_epi32(m33, A, _mm512_slli_epi32(B, 2), 0xCA);
             const __m512i zo = _mm512_ternarylogic_epi32(m33, _mm512_srli_epi32(A, 2), B, 0xCA);
             for (int mm = 0; mm < 4; mm++) {
-                const __m512 le = _mm512_permutexvar_ps(_mm512_srli_epi32(ze, (unsigned)(4 * mm)), T);
-                const __m512 lo = _mm512_permutexvar_ps(_mm512_srli_epi32(zo, (unsigned)(4 * mm)), T);
-                v[2 * mm] = full ? _mm512_add_ps(v[2 * mm], le) : _mm512_mask_add_ps(v[2 * mm], m, v[2 * mm], le);
+                const __m512 le = _mm512_permutexvar_ps(_mm512_srli_epi32(ze, (unsigned)(4 * mm)),
+                                                        T);
+                const __m512 lo = _mm512_permutexvar_ps(_mm512_srli_epi32(zo, (unsigned)(4 * mm)),
+                                                        T);
+                v[2 * mm] = full ? _mm512_add_ps(v[2 * mm], le)
+                                 : _mm512_mask_add_ps(v[2 * mm], m, v[2 * mm], le);
                 v[2 * mm + 1] = full ? _mm512_add_ps(v[2 * mm + 1], lo)
                                      : _mm512_mask_add_ps(v[2 * mm + 1], m, v[2 * mm + 1], lo);
             }
@@ -294,7 +320,8 @@ VQ_INLINE void acc2x_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, con
             const __m512 ws = _mm512_set1_ps(w[t] * vq_tq_sf16(r));
             const __m512i A = ld_lanes(pc + (size_t)t * (size_t)rl, 2, full, m);
             for (int kk = 0; kk < 8; kk++) {
-                const __m512 lv = _mm512_permutexvar_ps(_mm512_srli_epi32(A, (unsigned)(2 * kk)), llo);
+                const __m512 lv = _mm512_permutexvar_ps(_mm512_srli_epi32(A, (unsigned)(2 * kk)),
+                                                        llo);
                 v[kk] = _mm512_mask3_fmadd_ps(lv, ws, v[kk], m);
             }
         }
@@ -304,8 +331,14 @@ VQ_INLINE void acc2x_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, con
 
 VQ_INLINE void acc_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
                      float *acc, int BA, int BB) {
-    if (k->d <= 64) { acc_pair_t(k, codes, n, w, acc, BA, BB); return; }
-    if (BA == 2 && BB == 0) { acc2x_t(k, codes, n, w, acc); return; }
+    if (k->d <= 64) {
+        acc_pair_t(k, codes, n, w, acc, BA, BB);
+        return;
+    }
+    if (BA == 2 && BB == 0) {
+        acc2x_t(k, codes, n, w, acc);
+        return;
+    }
     const __m512 lut = _mm512_loadu_ps(k->lut);
     const int nc = k->n_chunks, rl = k->rec;
     const int last_lanes = (k->d - (nc - 1) * VQ_TQ_CHUNK) / 8;
@@ -322,7 +355,8 @@ VQ_INLINE void acc_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const
             chunk_src(k, r, c, full, m, BA, BB, &X, &Bs);
             for (int kk = 0; kk < 8; kk++) {
                 __m512 lv = _mm512_permutexvar_ps(code_idx(X, Bs, kk, BA, BB), lut);
-                v[kk] = full ? _mm512_fmadd_ps(lv, ws, v[kk]) : _mm512_mask3_fmadd_ps(lv, ws, v[kk], m);
+                v[kk] = full ? _mm512_fmadd_ps(lv, ws, v[kk])
+                             : _mm512_mask3_fmadd_ps(lv, ws, v[kk], m);
             }
         }
         for (int kk = 0; kk < 8; kk++) _mm512_storeu_ps(ac + 16 * kk, v[kk]);
@@ -344,8 +378,8 @@ void vq_tq_score_avx512(const vq_tq_kern *k, const float *qs, const uint8_t *cod
 }
 
 /* AVX-512 accumulate; same result as vq_tq_accumulate_ref up to rounding. */
-void vq_tq_accumulate_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
-                             const float *w, float *acc) {
+void vq_tq_accumulate_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
+                             float *acc) {
     switch (k->bits_a * 4 + k->bits_b) {
     case 4: acc_t(k, codes, n, w, acc, 1, 0); break;
     case 8: acc_t(k, codes, n, w, acc, 2, 0); break;
@@ -369,7 +403,8 @@ VQ_INLINE void unit_t16(const uint8_t *p, int rl, int nb, __m512i W[4]) {
         __m128i x[4];
         for (int j = 0; j < 4; j++) {
             const uint8_t *b = p + (size_t)(g + 4 * j) * rl;
-            x[j] = nb == 16 ? _mm_loadu_si128((const __m128i *)(const void *)b) : _mm_maskz_loadu_epi8(m, b);
+            x[j] = nb == 16 ? _mm_loadu_si128((const __m128i *)(const void *)b)
+                            : _mm_maskz_loadu_epi8(m, b);
         }
         __m512i v = _mm512_castsi128_si512(x[0]);
         v = _mm512_inserti32x4(v, x[1], 1);
@@ -398,15 +433,16 @@ VQ_INLINE void nib_plane16(const uint8_t *r, int rl, int off, int n_nib, const f
         for (int w = 0; w < 4; w++)
             for (int i = 0; i < 8; i++) {
                 if (8 * w + i >= nn) break;
-                acc[i & 3] = _mm512_add_ps(acc[i & 3], _mm512_permutexvar_ps(
-                    _mm512_srli_epi32(W[w], (unsigned)(4 * i)), _mm512_loadu_ps(Tu + 16 * (8 * w + i))));
+                acc[i & 3] = _mm512_add_ps(
+                    acc[i & 3], _mm512_permutexvar_ps(_mm512_srli_epi32(W[w], (unsigned)(4 * i)),
+                                                      _mm512_loadu_ps(Tu + 16 * (8 * w + i))));
             }
     }
 }
 
 /* AVX-512 score, NIB mode; same result as vq_tq_nib_score_ref up to summation order. */
-void vq_tq_nib_score_avx512(const vq_tq_kern *k, const float *qs, const uint8_t *codes,
-                            int64_t n, float *scores) {
+void vq_tq_nib_score_avx512(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
+                            float *scores) {
     const int rl = k->rec;
     int64_t t = 0;
     for (; t + 16 <= n; t += 16) {
@@ -417,7 +453,8 @@ void vq_tq_nib_score_avx512(const vq_tq_kern *k, const float *qs, const uint8_t 
         if (k->nib_b) nib_plane16(r, rl, k->off_b, k->nib_b, qs + 16 * k->nib_a, acc);
         float sc[16];
         for (int u = 0; u < 16; u++) sc[u] = vq_tq_sf16(r + (size_t)u * rl);
-        const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3]));
+        const __m512 s = _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]),
+                                       _mm512_add_ps(acc[2], acc[3]));
         _mm512_storeu_ps(scores + t, _mm512_mul_ps(_mm512_loadu_ps(sc), s));
     }
     if (t < n) vq_tq_nib_score_ref(k, qs, codes + t * rl, n - t, scores + t);

@@ -22,8 +22,15 @@ static inline float hsum256(__m256 v) {
 VQ_INLINE __m256i idx8(const uint8_t *p, const int bits) {
     uint64_t x;
     if (bits == 1) x = p[0];
-    else if (bits == 2) { uint16_t v; memcpy(&v, p, 2); x = v; }
-    else { uint16_t v; memcpy(&v, p, 2); x = v | ((uint64_t)p[2] << 16); }
+    else if (bits == 2) {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        x = v;
+    } else {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        x = v | ((uint64_t)p[2] << 16);
+    }
     const uint64_t m8 = 0x0101010101010101ull * (uint64_t)((1u << bits) - 1u);
     return _mm256_cvtepu8_epi32(_mm_cvtsi64_si128((long long)_pdep_u64(x, m8)));
 }
@@ -56,7 +63,10 @@ void vq_lutdot_rows_avx2(const float *q, const float *cb, int bits, int d, const
     switch (bits) {
     case 1: lutdot_b(q, cbv, 1, d, src, stride, n, out); break;
     case 2: lutdot_b(q, cbv, 2, d, src, stride, n, out); break;
-    default: VQ_ASSERT(bits == 3); lutdot_b(q, cbv, 3, d, src, stride, n, out); break;
+    default:
+        VQ_ASSERT(bits == 3);
+        lutdot_b(q, cbv, 3, d, src, stride, n, out);
+        break;
     }
 }
 
@@ -67,14 +77,16 @@ VQ_INLINE void lutacc_b(const uint8_t *p, __m256 cbw, const int bits, int d, flo
     }
 }
 
-void vq_lutacc_avx2(const uint8_t *codes, const float *cb, int bits, int d, float wn,
-                    float *acc) {
+void vq_lutacc_avx2(const uint8_t *codes, const float *cb, int bits, int d, float wn, float *acc) {
     float cbp[8] = {0};
     memcpy(cbp, cb, sizeof(float) * (size_t)(1 << bits));
     const __m256 cbw = _mm256_mul_ps(_mm256_loadu_ps(cbp), _mm256_set1_ps(wn));
     switch (bits) {
     case 1: lutacc_b(codes, cbw, 1, d, acc); break;
     case 2: lutacc_b(codes, cbw, 2, d, acc); break;
-    default: VQ_ASSERT(bits == 3); lutacc_b(codes, cbw, 3, d, acc); break;
+    default:
+        VQ_ASSERT(bits == 3);
+        lutacc_b(codes, cbw, 3, d, acc);
+        break;
     }
 }

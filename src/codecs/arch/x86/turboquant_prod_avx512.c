@@ -14,9 +14,21 @@
 /* Loads 16 codes (2*bits bytes) and returns their indices as 16 dwords. */
 VQ_INLINE __m512i idx16(const uint8_t *p, const int bits) {
     uint64_t x = 0;
-    if (bits == 1) { uint16_t v; memcpy(&v, p, 2); x = v; }
-    else if (bits == 2) { uint32_t v; memcpy(&v, p, 4); x = v; }
-    else { uint32_t v; uint16_t h; memcpy(&v, p, 4); memcpy(&h, p + 4, 2); x = v | ((uint64_t)h << 32); }
+    if (bits == 1) {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        x = v;
+    } else if (bits == 2) {
+        uint32_t v;
+        memcpy(&v, p, 4);
+        x = v;
+    } else {
+        uint32_t v;
+        uint16_t h;
+        memcpy(&v, p, 4);
+        memcpy(&h, p + 4, 2);
+        x = v | ((uint64_t)h << 32);
+    }
     const uint64_t m8 = 0x0101010101010101ull * (uint64_t)((1u << bits) - 1u);
     const __m128i b = _mm_set_epi64x((long long)_pdep_u64(x >> (8 * bits), m8),
                                      (long long)_pdep_u64(x, m8));
@@ -27,8 +39,15 @@ VQ_INLINE __m512i idx16(const uint8_t *p, const int bits) {
 VQ_INLINE __m512i idx8(const uint8_t *p, const int bits) {
     uint64_t x = 0;
     if (bits == 1) x = p[0];
-    else if (bits == 2) { uint16_t v; memcpy(&v, p, 2); x = v; }
-    else { uint16_t v; memcpy(&v, p, 2); x = v | ((uint64_t)p[2] << 16); }
+    else if (bits == 2) {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        x = v;
+    } else {
+        uint16_t v;
+        memcpy(&v, p, 2);
+        x = v | ((uint64_t)p[2] << 16);
+    }
     const uint64_t m8 = 0x0101010101010101ull * (uint64_t)((1u << bits) - 1u);
     return _mm512_cvtepu8_epi32(_mm_cvtsi64_si128((long long)_pdep_u64(x, m8)));
 }
@@ -51,7 +70,7 @@ VQ_INLINE void lutdot_b(const float *q, __m512 cbv, const int bits, int d, const
             j += 16;
             p += 2 * bits;
         }
-        if (j < d) {   /* d % 16 == 8 */
+        if (j < d) { /* d % 16 == 8 */
             const __m512 v0 = _mm512_permutexvar_ps(idx8(p, bits), cbv);
             acc1 = _mm512_fmadd_ps(v0, _mm512_maskz_loadu_ps((__mmask16)0xff, q + j), acc1);
         }
@@ -67,7 +86,10 @@ void vq_lutdot_rows_avx512(const float *q, const float *cb, int bits, int d, con
     switch (bits) {
     case 1: lutdot_b(q, cbv, 1, d, src, stride, n, out); break;
     case 2: lutdot_b(q, cbv, 2, d, src, stride, n, out); break;
-    default: VQ_ASSERT(bits == 3); lutdot_b(q, cbv, 3, d, src, stride, n, out); break;
+    default:
+        VQ_ASSERT(bits == 3);
+        lutdot_b(q, cbv, 3, d, src, stride, n, out);
+        break;
     }
 }
 
@@ -92,6 +114,9 @@ void vq_lutacc_avx512(const uint8_t *codes, const float *cb, int bits, int d, fl
     switch (bits) {
     case 1: lutacc_b(codes, cbw, 1, d, acc); break;
     case 2: lutacc_b(codes, cbw, 2, d, acc); break;
-    default: VQ_ASSERT(bits == 3); lutacc_b(codes, cbw, 3, d, acc); break;
+    default:
+        VQ_ASSERT(bits == 3);
+        lutacc_b(codes, cbw, 3, d, acc);
+        break;
     }
 }

@@ -21,7 +21,9 @@ static inline __m256i unpack_nibbles(const uint8_t *qs) {
 static inline __m256i dot_u8s8_i32(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
-static inline __m256 dot_u8s8(__m256i u, __m256i s) { return _mm256_cvtepi32_ps(dot_u8s8_i32(u, s)); }
+static inline __m256 dot_u8s8(__m256i u, __m256i s) {
+    return _mm256_cvtepi32_ps(dot_u8s8_i32(u, s));
+}
 static inline __m256 dot_s8s8(__m256i x, __m256i y) {
     return dot_u8s8(_mm256_sign_epi8(x, x), _mm256_sign_epi8(y, x));
 }
@@ -31,8 +33,8 @@ static inline __m256i bytes_from_bits32(const uint8_t *p) {
     uint32_t x;
     memcpy(&x, p, 4);
     __m256i v = _mm256_set1_epi32((int)x);
-    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,
-                                          2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i shuf = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1, 2, 2, 2,
+                                          2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
     v = _mm256_shuffle_epi8(v, shuf);
     const __m256i bit = _mm256_set1_epi64x((long long)0x8040201008040201ull);
     return _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit);
@@ -46,7 +48,8 @@ float vq_vec_dot_f32_f32_avx2(int64_t n, const void *w, const void *a) {
         s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s0);
         s1 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i + 8), _mm256_loadu_ps(y + i + 8), s1);
     }
-    for (; i + 8 <= n; i += 8) s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s0);
+    for (; i + 8 <= n; i += 8)
+        s0 = _mm256_fmadd_ps(_mm256_loadu_ps(x + i), _mm256_loadu_ps(y + i), s0);
     float s = hsum256(_mm256_add_ps(s0, s1));
     for (; i < n; i++) s += x[i] * y[i];
     return s;
@@ -104,7 +107,7 @@ float vq_vec_dot_q4_1_q8a_avx2(int64_t n, const void *w, const void *a) {
         __m256i q = unpack_nibbles(x[i].qs);
         __m256i qa = _mm256_loadu_si256((const __m256i *)y[i].qs);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), dot_u8s8(q, qa), acc);
-        summ = fmaf(_cvtsh_ss(x[i].m), y[i].s, summ);   /* ggml's order (see ggml_avx512.c) */
+        summ = fmaf(_cvtsh_ss(x[i].m), y[i].s, summ); /* ggml's order (see ggml_avx512.c) */
     }
     return hsum256(acc) + summ;
 }
@@ -137,7 +140,7 @@ float vq_vec_dot_q5_1_q8a_avx2(int64_t n, const void *w, const void *a) {
         __m256i q = _mm256_or_si256(unpack_nibbles(x[i].qs), hb);
         __m256i qa = _mm256_loadu_si256((const __m256i *)y[i].qs);
         acc = _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x[i].d) * y[i].d), dot_u8s8(q, qa), acc);
-        summ = fmaf(_cvtsh_ss(x[i].m), y[i].s, summ);   /* ggml's order (see ggml_avx512.c) */
+        summ = fmaf(_cvtsh_ss(x[i].m), y[i].s, summ); /* ggml's order (see ggml_avx512.c) */
     }
     return hsum256(acc) + summ;
 }
@@ -163,7 +166,8 @@ static inline int hsum_i32(__m256i v) {
 
 /* Integer parts of one Q4_K x Q8_K super-block per 64-element chunk p (sub-blocks 2p, 2p+1):
  * isum[p] = sum of scale x (q . a), imin[p] = sum of min x block sum (exact). */
-static inline void q4_K_chunk_ints(const vq_block_q4_K *x, const vq_block_q8_K *y, int isum[4], int imin[4]) {
+static inline void q4_K_chunk_ints(const vq_block_q4_K *x, const vq_block_q8_K *y, int isum[4],
+                                   int imin[4]) {
     const uint8_t *q = x->scales;
     int sc[8], m[8];
     for (int k = 0; k < 4; k++) {
@@ -178,8 +182,10 @@ static inline void q4_K_chunk_ints(const vq_block_q4_K *x, const vq_block_q8_K *
         const __m256i hi = _mm256_and_si256(_mm256_srli_epi16(raw, 4), _mm256_set1_epi8(15));
         const __m256i a0 = _mm256_loadu_si256((const __m256i *)(y->qs + 64 * p));
         const __m256i a1 = _mm256_loadu_si256((const __m256i *)(y->qs + 64 * p + 32));
-        const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0), _mm256_set1_epi16((short)sc[2 * p]));
-        const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1), _mm256_set1_epi16((short)sc[2 * p + 1]));
+        const __m256i p0 = _mm256_madd_epi16(_mm256_maddubs_epi16(lo, a0),
+                                             _mm256_set1_epi16((short)sc[2 * p]));
+        const __m256i p1 = _mm256_madd_epi16(_mm256_maddubs_epi16(hi, a1),
+                                             _mm256_set1_epi16((short)sc[2 * p + 1]));
         isum[p] = hsum_i32(_mm256_add_epi32(p0, p1));
         imin[p] = m[2 * p] * (y->bsums[4 * p] + y->bsums[4 * p + 1]) +
                   m[2 * p + 1] * (y->bsums[4 * p + 2] + y->bsums[4 * p + 3]);
@@ -192,7 +198,8 @@ float vq_vec_dot_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a) {
     return vq_q4_K_gemv_chain(q4_K_chunk_ints, n, w, a);
 }
 
-void vq_vec_dot4_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
+void vq_vec_dot4_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                                float *out) {
     vq_q4_K_gemm_chain(q4_K_chunk_ints, n, w, a, a_stride, out);
 }
 
@@ -238,21 +245,29 @@ static inline const vq_block_q8a *arow(const void *a, size_t stride, int j) {
     return (const vq_block_q8a *)(const void *)((const uint8_t *)a + (size_t)j * stride);
 }
 
-void vq_vec_dot4_q4_1_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
+void vq_vec_dot4_q4_1_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                               float *out) {
     const vq_block_q4_1 *x = w;
     const vq_block_q8a *y0 = arow(a, a_stride, 0), *y1 = arow(a, a_stride, 1);
     const vq_block_q8a *y2 = arow(a, a_stride, 2), *y3 = arow(a, a_stride, 3);
-    __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps(), c3 = _mm256_setzero_ps();
+    __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps(),
+           c3 = _mm256_setzero_ps();
     float m0 = 0, m1 = 0, m2 = 0, m3 = 0;
     for (int64_t i = 0; i < n / 32; i++) {
         const __m256i q = unpack_nibbles(x[i].qs);
         const float d = _cvtsh_ss(x[i].d), m = _cvtsh_ss(x[i].m);
-        c0 = _mm256_fmadd_ps(_mm256_set1_ps(d * y0[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y0[i].qs)), c0);
-        c1 = _mm256_fmadd_ps(_mm256_set1_ps(d * y1[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y1[i].qs)), c1);
-        c2 = _mm256_fmadd_ps(_mm256_set1_ps(d * y2[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y2[i].qs)), c2);
-        c3 = _mm256_fmadd_ps(_mm256_set1_ps(d * y3[i].d), dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y3[i].qs)), c3);
-        m0 = fmaf(m, y0[i].s, m0); m1 = fmaf(m, y1[i].s, m1);
-        m2 = fmaf(m, y2[i].s, m2); m3 = fmaf(m, y3[i].s, m3);
+        c0 = _mm256_fmadd_ps(_mm256_set1_ps(d * y0[i].d),
+                             dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y0[i].qs)), c0);
+        c1 = _mm256_fmadd_ps(_mm256_set1_ps(d * y1[i].d),
+                             dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y1[i].qs)), c1);
+        c2 = _mm256_fmadd_ps(_mm256_set1_ps(d * y2[i].d),
+                             dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y2[i].qs)), c2);
+        c3 = _mm256_fmadd_ps(_mm256_set1_ps(d * y3[i].d),
+                             dot_u8s8(q, _mm256_loadu_si256((const __m256i *)y3[i].qs)), c3);
+        m0 = fmaf(m, y0[i].s, m0);
+        m1 = fmaf(m, y1[i].s, m1);
+        m2 = fmaf(m, y2[i].s, m2);
+        m3 = fmaf(m, y3[i].s, m3);
     }
     out[0] = hsum256(c0) + m0;
     out[1] = hsum256(c1) + m1;
@@ -262,35 +277,48 @@ void vq_vec_dot4_q4_1_q8a_avx2(int64_t n, const void *w, const void *a, size_t a
 
 /* One block of signed weights q (scale d) against block i of four activation rows:
  * c[j] += d * d_a * (q . a_j), the products as |q| x (a_j with q's sign). */
-static inline void dot4_s8_block(__m256i q, float d, const vq_block_q8a *const y[4], int64_t i, __m256 c[4]) {
+static inline void dot4_s8_block(__m256i q, float d, const vq_block_q8a *const y[4], int64_t i,
+                                 __m256 c[4]) {
     const __m256i aq = _mm256_sign_epi8(q, q);
     for (int j = 0; j < 4; j++)
-        c[j] = _mm256_fmadd_ps(_mm256_set1_ps(d * y[j][i].d),
-                               dot_u8s8(aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[j][i].qs), q)), c[j]);
+        c[j] = _mm256_fmadd_ps(
+            _mm256_set1_ps(d * y[j][i].d),
+            dot_u8s8(aq, _mm256_sign_epi8(_mm256_loadu_si256((const __m256i *)y[j][i].qs), q)),
+            c[j]);
 }
 
-void vq_vec_dot4_q8_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
+void vq_vec_dot4_q8_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                               float *out) {
     const vq_block_q8_0 *x = w;
-    const vq_block_q8a *const y[4] = {arow(a, a_stride, 0), arow(a, a_stride, 1), arow(a, a_stride, 2), arow(a, a_stride, 3)};
-    __m256 c[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const vq_block_q8a *const y[4] = {arow(a, a_stride, 0), arow(a, a_stride, 1),
+                                      arow(a, a_stride, 2), arow(a, a_stride, 3)};
+    __m256 c[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
     for (int64_t i = 0; i < n / 32; i++)
         dot4_s8_block(_mm256_loadu_si256((const __m256i *)x[i].qs), _cvtsh_ss(x[i].d), y, i, c);
     for (int j = 0; j < 4; j++) out[j] = hsum256(c[j]);
 }
 
-void vq_vec_dot4_q4_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
+void vq_vec_dot4_q4_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                               float *out) {
     const vq_block_q4_0 *x = w;
-    const vq_block_q8a *const y[4] = {arow(a, a_stride, 0), arow(a, a_stride, 1), arow(a, a_stride, 2), arow(a, a_stride, 3)};
-    __m256 c[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const vq_block_q8a *const y[4] = {arow(a, a_stride, 0), arow(a, a_stride, 1),
+                                      arow(a, a_stride, 2), arow(a, a_stride, 3)};
+    __m256 c[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
     for (int64_t i = 0; i < n / 32; i++)
-        dot4_s8_block(_mm256_sub_epi8(unpack_nibbles(x[i].qs), _mm256_set1_epi8(8)), _cvtsh_ss(x[i].d), y, i, c);
+        dot4_s8_block(_mm256_sub_epi8(unpack_nibbles(x[i].qs), _mm256_set1_epi8(8)),
+                      _cvtsh_ss(x[i].d), y, i, c);
     for (int j = 0; j < 4; j++) out[j] = hsum256(c[j]);
 }
 
-void vq_vec_dot4_q5_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
+void vq_vec_dot4_q5_0_q8a_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                               float *out) {
     const vq_block_q5_0 *x = w;
-    const vq_block_q8a *const y[4] = {arow(a, a_stride, 0), arow(a, a_stride, 1), arow(a, a_stride, 2), arow(a, a_stride, 3)};
-    __m256 c[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const vq_block_q8a *const y[4] = {arow(a, a_stride, 0), arow(a, a_stride, 1),
+                                      arow(a, a_stride, 2), arow(a, a_stride, 3)};
+    __m256 c[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                   _mm256_setzero_ps()};
     for (int64_t i = 0; i < n / 32; i++)
         dot4_s8_block(q5_0_signed(&x[i]), _cvtsh_ss(x[i].d), y, i, c);
     for (int j = 0; j < 4; j++) out[j] = hsum256(c[j]);
@@ -328,7 +356,8 @@ void vq_quantize_row_q8a_avx2(const float *x, void *y, int64_t n) {
         const __m256 m = _mm256_set1_ps(id);
         __m256i q[4];
         for (int j = 0; j < 4; j++) q[j] = _mm256_cvtps_epi32(_mm256_mul_ps(v[j], m));
-        const __m256i s32 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]), _mm256_add_epi32(q[2], q[3]));
+        const __m256i s32 = _mm256_add_epi32(_mm256_add_epi32(q[0], q[1]),
+                                             _mm256_add_epi32(q[2], q[3]));
         __m128i s4 = _mm_add_epi32(_mm256_extracti128_si256(s32, 1), _mm256_castsi256_si128(s32));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
         s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
@@ -336,7 +365,8 @@ void vq_quantize_row_q8a_avx2(const float *x, void *y, int64_t n) {
         /* int32 -> int8 in element order: packs work per 128-bit lane, then a permute fixes it */
         const __m256i p01 = _mm256_packs_epi32(q[0], q[1]), p23 = _mm256_packs_epi32(q[2], q[3]);
         const __m256i p = _mm256_packs_epi16(p01, p23);
-        _mm256_storeu_si256((__m256i *)b[i].qs, _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+        _mm256_storeu_si256((__m256i *)b[i].qs, _mm256_permutevar8x32_epi32(
+                                                    p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
         b[i].d = vq_ggml_h2f(vq_ggml_f2h(d));
         b[i].s = vq_ggml_h2f(vq_ggml_f2h(d * (float)sum));
     }

@@ -18,7 +18,8 @@ float vq_vec_dot_f32_f32_avx512(int64_t n, const void *w, const void *a) {
         s0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), s0);
         s1 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i + 16), _mm512_loadu_ps(y + i + 16), s1);
     }
-    for (; i + 16 <= n; i += 16) s0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), s0);
+    for (; i + 16 <= n; i += 16)
+        s0 = _mm512_fmadd_ps(_mm512_loadu_ps(x + i), _mm512_loadu_ps(y + i), s0);
     if (i < n) {
         __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
         s1 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(m, x + i), _mm512_maskz_loadu_ps(m, y + i), s1);
@@ -39,10 +40,10 @@ static inline float hsum8_ggml(__m256 v) {
 }
 
 /* One block (elements 32i..32i+31) of one activation row into acc / summs. */
-static inline __m256 q4_1_block(const vq_block_q4_1 *x, const vq_block_q8a *y, __m256i q, __m256 acc,
-                                float *summs) {
-    const __m256i p = _mm256_madd_epi16(_mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)y->qs)),
-                                        _mm256_set1_epi16(1));
+static inline __m256 q4_1_block(const vq_block_q4_1 *x, const vq_block_q8a *y, __m256i q,
+                                __m256 acc, float *summs) {
+    const __m256i p = _mm256_madd_epi16(
+        _mm256_maddubs_epi16(q, _mm256_loadu_si256((const __m256i *)y->qs)), _mm256_set1_epi16(1));
     *summs = fmaf(_cvtsh_ss(x->m), y->s, *summs);
     return _mm256_fmadd_ps(_mm256_set1_ps(_cvtsh_ss(x->d) * y->d), _mm256_cvtepi32_ps(p), acc);
 }
@@ -57,7 +58,8 @@ float vq_vec_dot_q4_1_q8a_avx512(int64_t n, const void *w, const void *a) {
     const vq_block_q8a *y = a;
     __m256 acc = _mm256_setzero_ps();
     float summs = 0;
-    for (int64_t i = 0; i < n / 32; i++) acc = q4_1_block(x + i, y + i, unpack_nibbles1(x[i].qs), acc, &summs);
+    for (int64_t i = 0; i < n / 32; i++)
+        acc = q4_1_block(x + i, y + i, unpack_nibbles1(x[i].qs), acc, &summs);
     return hsum8_ggml(acc) + summs;
 }
 
@@ -69,10 +71,13 @@ static inline const vq_block_q8a *arow(const void *a, size_t stride, int j) {
     return (const vq_block_q8a *)(const void *)((const uint8_t *)a + (size_t)j * stride);
 }
 
-void vq_vec_dot4_q4_1_q8a_avx512(int64_t n, const void *w, const void *a, size_t a_stride, float *out) {
+void vq_vec_dot4_q4_1_q8a_avx512(int64_t n, const void *w, const void *a, size_t a_stride,
+                                 float *out) {
     const vq_block_q4_1 *x = w;
-    const vq_block_q8a *y[4] = {arow(a, a_stride, 0), arow(a, a_stride, 1), arow(a, a_stride, 2), arow(a, a_stride, 3)};
-    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps()};
+    const vq_block_q8a *y[4] = {arow(a, a_stride, 0), arow(a, a_stride, 1), arow(a, a_stride, 2),
+                                arow(a, a_stride, 3)};
+    __m256 acc[4] = {_mm256_setzero_ps(), _mm256_setzero_ps(), _mm256_setzero_ps(),
+                     _mm256_setzero_ps()};
     float summs[4] = {0, 0, 0, 0};
     for (int64_t i = 0; i < n / 32; i++) {
         const __m256i q = unpack_nibbles1(x[i].qs);
@@ -80,7 +85,6 @@ void vq_vec_dot4_q4_1_q8a_avx512(int64_t n, const void *w, const void *a, size_t
     }
     for (int j = 0; j < 4; j++) out[j] = hsum8_ggml(acc[j]) + summs[j];
 }
-
 
 
 /* ---- SwiGLU (ggml.h) with ggml_v_expf512 (cache/arch/x86/ggml_x86.h) ---- */
@@ -103,10 +107,12 @@ void vq_quantize_row_q8a_avx512(const float *x, void *y, int64_t n) {
     const __m512 sign = _mm512_set1_ps(-0.0f);
     for (int64_t i = 0; i < n / 32; i++, x += 32) {
         const __m512 v0 = _mm512_loadu_ps(x), v1 = _mm512_loadu_ps(x + 16);
-        const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
+        const float amax = _mm512_reduce_max_ps(
+            _mm512_max_ps(_mm512_andnot_ps(sign, v0), _mm512_andnot_ps(sign, v1)));
         const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
         const __m512 m = _mm512_set1_ps(id);
-        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, m)), q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, m));
+        const __m512i q0 = _mm512_cvtps_epi32(_mm512_mul_ps(v0, m)),
+                      q1 = _mm512_cvtps_epi32(_mm512_mul_ps(v1, m));
         _mm_storeu_si128((__m128i *)b[i].qs, _mm512_cvtsepi32_epi8(q0));
         _mm_storeu_si128((__m128i *)(b[i].qs + 16), _mm512_cvtsepi32_epi8(q1));
         const int sum = _mm512_reduce_add_epi32(_mm512_add_epi32(q0, q1));
