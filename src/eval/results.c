@@ -354,8 +354,8 @@ static void rd_result(struct rd *d, const cJSON *o, int idx, struct vq_result *e
         rd_str(d, c, w2, "name", cf->name, sizeof cf->name, 1);
         rd_str(d, c, w2, "k_method", cf->k_method, sizeof cf->k_method, 1);
         rd_str(d, c, w2, "v_method", cf->v_method, sizeof cf->v_method, 1);
-        cf->k_bits = (int)rd_num(d, c, w2, "k_bits", 1, 0, 64, 1);
-        cf->v_bits = (int)rd_num(d, c, w2, "v_bits", 1, 0, 64, 1);
+        cf->k_bits = rd_num(d, c, w2, "k_bits", 1, 0, 64, 0);
+        cf->v_bits = rd_num(d, c, w2, "v_bits", 1, 0, 64, 0);
         const cJSON *opts = get(d, c, w2, "options", 0);
         if (opts && !cJSON_IsObject(opts)) fail(d, "%s.options: expected an object", w2);
         const cJSON *it;

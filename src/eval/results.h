@@ -34,7 +34,10 @@ struct vq_result_config {
     char name[64];     /* preset or label, e.g. "turboquant_mse-3", "asym-k4v2" */
     char k_method[32]; /* method name as on the command line (vq_method_name) */
     char v_method[32];
-    int k_bits, v_bits;
+    /* nominal widths (vq_codec_params_bits): 1.5 for vecinfer 1.5. Files written before
+     * fractional widths were recorded hold the codec's integer bits field there (2 for
+     * vecinfer 1.5); readers that know the config name can correct it. */
+    double k_bits, v_bits;
     int n_opts;
     struct vq_result_opt opts[VQ_RESULT_MAX_OPTS];
 };

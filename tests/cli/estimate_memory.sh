@@ -52,6 +52,11 @@ py 'import json,sys; c=json.load(open(sys.argv[1]))["configs"]; f=c[0]["total_by
 built=[x for x in c if "error" not in x]; assert len(built)>=8, len(built)
 assert all(x["total_bytes"]<f and x["fullKV_x"]>1 for x in built[1:] if x["name"]!="fp32")
 assert [x["total_bytes"] for x in c if x["name"]=="fp32"]==[2*f]' "$OUT" && ok || bad "compression"
+# a fractional width is recorded exactly: vecinfer-1.5 is 1.5 bits, not 2
+py 'import json,sys; c=json.load(open(sys.argv[1]))["configs"]
+v=[x for x in c if x["name"]=="vecinfer-1.5"]; assert len(v)==1, [x["name"] for x in c]
+assert v[0]["k_bits"]==1.5 and v[0]["v_bits"]==1.5 and abs(v[0]["bits_per_elem"]-1.5)<1e-9, v' \
+    "$OUT" && ok || bad "vecinfer-1.5 widths"
 
 # the GGUF path reads the model geometry (SmolLM2-135M: 30 x 3 x 64)
 if [ -f "$MODEL" ]; then

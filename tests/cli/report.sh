@@ -85,6 +85,10 @@ d["results"] = [r for r in d["results"] if r["config"]["name"] == "kivi-2"]
 d["results"][0]["ppl"] = 99.5
 d["results"].append({"config": {"name": "kivi-4", "k_method": "kivi", "v_method": "kivi",
                                  "k_bits": 4, "v_bits": 4}, "ppl": 14.25, "kv_bytes": 4000000})
+# as files written before fractional widths were recorded hold vecinfer-1.5: k_bits 2
+d["results"].append({"config": {"name": "vecinfer-1.5", "k_method": "vecinfer",
+                                 "v_method": "vecinfer", "k_bits": 2, "v_bits": 2},
+                     "ppl": 20.5, "kv_bytes": 1500000})
 json.dump(d, open(sys.argv[2] + "/more.json", "w"))
 d["model"]["file"] = "other/Second-Model.gguf"
 d["model"]["sha256"] = "0" * 64
@@ -93,6 +97,8 @@ EOF
 expect_exit 0 "$VQ" report "$FIX" "$TMP/more.json" "$TMP/other.json" -o "$TMP/fig2"
 grep -q "^| kivi-2 .*| 99.5 |" "$TMP/fig2/table.md" && ok || bad "merge did not replace kivi-2"
 grep -q "^| kivi-4 " "$TMP/fig2/table.md" && ok || bad "merge did not add kivi-4"
+grep -q "^| vecinfer-1.5 | vecinfer-1.5 | vecinfer-1.5 |" "$TMP/fig2/table.md" && ok \
+    || bad "an old file's vecinfer-1.5 (k_bits 2) is not shown as 1.5 bits"
 [ "$(grep -c '^## ' "$TMP/fig2/table.md")" -eq 2 ] && ok || bad "two model sections"
 [ -f "$TMP/fig2/Second-Model-report.png" ] && [ -f "$TMP/fig2/$STEM-report.png" ] && ok || bad "per-model figures"
 

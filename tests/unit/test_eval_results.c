@@ -269,6 +269,30 @@ TEST(round_trip) {
     vq_results_clear(&r);
 }
 
+/* Fractional widths (vecinfer 1.5) are recorded exactly, read back exactly and pass the
+ * schema; whole widths, as every file written before them holds, still read. */
+TEST(fractional_bits) {
+    struct vq_results r, q;
+    sample(&r);
+    struct vq_result_config *cf = &r.results[0].config;
+    strcpy(cf->name, "vecinfer-1.5");
+    strcpy(cf->k_method, "vecinfer");
+    strcpy(cf->v_method, "vecinfer");
+    cf->k_bits = cf->v_bits = 1.5;
+    char *txt = vq_results_to_json(&r);
+    ASSERT(txt && strstr(txt, "\"k_bits\":\t1.5") && strstr(txt, "\"v_bits\":\t1.5"));
+    ASSERT_EQ_INT(validate_text(txt), 0);
+    char err[256];
+    ASSERT_STATUS(vq_results_from_json(txt, strlen(txt), &q, err, sizeof err), VQ_STATUS_OK);
+    if (q.n_results == 2) {
+        ASSERT(q.results[0].config.k_bits == 1.5 && q.results[0].config.v_bits == 1.5);
+        ASSERT(q.results[1].config.k_bits == 2 && q.results[1].config.v_bits == 2);
+    }
+    free(txt);
+    vq_results_clear(&q);
+    vq_results_clear(&r);
+}
+
 TEST(validator_catches_errors) {
     /* the validator itself must reject bad documents, or the test above proves nothing */
     struct vq_results r;
@@ -415,10 +439,11 @@ TEST(reader_is_strict) {
                   VQ_STATUS_BAD_FORMAT);
     ASSERT(strstr(err, "results[1].config.k_bits") != NULL);
     free(bad);
-    cJSON_ReplaceItemInObject(cfg, "k_bits", cJSON_CreateNumber(2.5));
+    cJSON_ReplaceItemInObject(cfg, "k_bits", cJSON_CreateNumber(NAN)); /* printed as null */
     bad = cJSON_Print(doc);
     ASSERT_STATUS(vq_results_from_json(bad, strlen(bad), &q, err, sizeof err),
                   VQ_STATUS_BAD_FORMAT);
+    ASSERT(strstr(err, "results[1].config.k_bits") != NULL);
     free(bad);
     cJSON_Delete(doc);
     free(txt);
@@ -495,6 +520,7 @@ TEST(fixture_valid) {
 
 int main(void) {
     RUN(round_trip);
+    RUN(fractional_bits);
     RUN(validator_catches_errors);
     RUN(reader_is_strict);
     RUN(reader_ranges_are_the_schema);

@@ -33,6 +33,7 @@
 #include "cli.h"
 #include "eval/kvmem.h"
 #include "eval/results.h"
+#include "kvconfig.h"
 
 static const char *CMD = "report";
 #define MAX_MODELS 16
@@ -363,8 +364,8 @@ static void memory_panel(struct rect q, const struct model_set *ms, const char *
         int ok = p.n_layers > 0 && p.n_kv_heads > 0 && p.head_dim > 0 &&
                  vq_method_from_name(e->config.k_method, &p.key.method) == VQ_STATUS_OK &&
                  vq_method_from_name(e->config.v_method, &p.value.method) == VQ_STATUS_OK;
-        p.key.bits = e->config.k_bits;
-        p.value.bits = e->config.v_bits;
+        ok = ok && vq_codec_params_set_bits(&p.key, e->config.k_bits) == VQ_STATUS_OK &&
+             vq_codec_params_set_bits(&p.value, e->config.v_bits) == VQ_STATUS_OK;
         for (int o = 0; o < e->config.n_opts; o++) {
             const struct vq_result_opt *op = &e->config.opts[o];
             const int v = (int)op->value;
@@ -662,9 +663,9 @@ static int write_table(struct model_set *ms, int n_models, const char *dir) {
             md_text(f, e->config.name, 200);
             fputs(" | ", f);
             md_text(f, e->config.k_method, 200);
-            fprintf(f, "-%d | ", e->config.k_bits);
+            fprintf(f, "-%g | ", e->config.k_bits);
             md_text(f, e->config.v_method, 200);
-            fprintf(f, "-%d |", e->config.v_bits);
+            fprintf(f, "-%g |", e->config.v_bits);
             const double v[] = {e->bits_per_elem,
                                 e->kv_bytes,
                                 e->key_x,
@@ -813,6 +814,7 @@ int vq_cmd_report(int argc, char **argv) {
             rc = 1;
             break;
         }
+        vq_kv_results_upgrade(&r);
         int m = 0;
         while (m < n_models && !same_model(&ms[m].r, &r)) m++;
         if (m == n_models) {

@@ -679,6 +679,7 @@ static int sweep_model(const struct sweep_opts *o, const char *exe, const char *
     }
     struct vq_results r;
     vq_status st = vq_results_read(path, &r, err, sizeof err);
+    if (st == VQ_STATUS_OK) vq_kv_results_upgrade(&r);
     if (st == VQ_STATUS_OK && !o->force && r.model.sha256[0] && strcmp(r.model.sha256, sha) != 0) {
         fprintf(stderr,
                 "%s: %s was measured on another model file (sha256 differs); use --force or "

@@ -594,14 +594,35 @@ void vq_kv_opts_to_argv(const struct vq_kv_opts *o, char **argv, int *argc, int 
 #undef PUSH
 }
 
+/* One side of vq_kv_results_upgrade: w is the width the config name gives (0 = none). */
+static void upgrade_bits(const char *method, double w, double *recorded) {
+    struct vq_codec_params p = vq_codec_params_default();
+    enum vq_method m;
+    if (w == floor(w) || vq_method_from_name(method, &m) != VQ_STATUS_OK ||
+        vq_codec_params_set_method(&p, m) != VQ_STATUS_OK ||
+        vq_codec_params_set_bits(&p, w) != VQ_STATUS_OK)
+        return;
+    if (*recorded == p.bits) *recorded = w;
+}
+
+void vq_kv_results_upgrade(struct vq_results *r) {
+    for (int i = 0; i < r->n_results; i++) {
+        struct vq_result_config *rc = &r->results[i].config;
+        struct vq_kv_opts o;
+        if (!vq_kv_opts_from_name(rc->name, &o)) continue;
+        upgrade_bits(rc->k_method, o.k_bits ? o.k_bits : o.bits, &rc->k_bits);
+        upgrade_bits(rc->v_method, o.v_bits ? o.v_bits : o.bits, &rc->v_bits);
+    }
+}
+
 void vq_kv_fill_result_config(const char *name, const struct vq_codec_params *k,
                               const struct vq_codec_params *v, struct vq_result_config *rc) {
     memset(rc, 0, sizeof *rc);
     snprintf(rc->name, sizeof rc->name, "%s", name);
     snprintf(rc->k_method, sizeof rc->k_method, "%s", vq_method_name(k->method));
     snprintf(rc->v_method, sizeof rc->v_method, "%s", vq_method_name(v->method));
-    rc->k_bits = k->bits;
-    rc->v_bits = v->bits;
+    rc->k_bits = vq_codec_params_bits(k);
+    rc->v_bits = vq_codec_params_bits(v);
     const unsigned f = vq_method_flags(k->method) | vq_method_flags(v->method);
     const int kivi = (f & (VQ_METHOD_F_WINDOWED | VQ_METHOD_F_PER_CHANNEL_KEYS)) != 0;
     const int sink = (f & VQ_METHOD_F_SINKS) != 0;

@@ -250,6 +250,12 @@ void vq_kv_opts_to_argv(const struct vq_kv_opts *o, char **argv, int *argc, int 
  * n_calib_tokens. */
 void vq_kv_fill_result_config(const char *name, const struct vq_codec_params *k,
                               const struct vq_codec_params *v, struct vq_result_config *rc);
+/* Files written before fractional widths were recorded hold the codec's integer bits field in
+ * config.k_bits / v_bits (2 for vecinfer-1.5, as vecinfer stores 1.5 as bits 2 with codebook
+ * shape (12, 8)). For every row whose name parses (vq_kv_opts_from_name) to a fractional width
+ * w of a method that accepts it, a recorded value equal to that integer field becomes w. Rows
+ * written now carry w already and are left as they are. */
+void vq_kv_results_upgrade(struct vq_results *r);
 /* Adds the per-layer settings to a results.json config's integer options: ratequant_mbits
  * (mean key bits x 1000), fp16_first / fp16_last, and the per-layer bits as decimal digit
  * groups k_bits_l<first> / v_bits_l<first> (15 layers per option, one digit per layer, layer
