@@ -654,93 +654,183 @@ static int protocol_matches(const struct vq_results *r, const struct sweep_opts 
            r->protocol.corpus && !strcmp(r->protocol.corpus, o->text);
 }
 
-static int sweep_model(const struct sweep_opts *o, const char *exe, const char *model,
-                       const char *dir, int *n_failed) {
-    char path[4096], logdir[4096], ref_logits[4096], ref_probe[4096], tmpres[4096], log[4200];
-    snprintf(path, sizeof path, "%.3800s/results.json", dir);
-    snprintf(logdir, sizeof logdir, "%.3800s/logs", dir);
-    snprintf(ref_logits, sizeof ref_logits, "%.3800s/fp16.logits", dir);
-    snprintf(ref_probe, sizeof ref_probe, "%.3800s/fp16.probe.json", dir);
-    snprintf(tmpres, sizeof tmpres, "%.3800s/.child_result.json", dir);
-    if (!mkdir_p(logdir)) {
-        fprintf(stderr, "%s: cannot create %s: %s\n", CMD, logdir, strerror(errno));
+/* The files of one model's output folder. */
+struct sweep_paths {
+    char results[4096], logdir[4096], ref_logits[4096], ref_probe[4096], tmpres[4096];
+};
+
+static void sweep_paths_init(const char *dir, struct sweep_paths *p) {
+    snprintf(p->results, sizeof p->results, "%.3800s/results.json", dir);
+    snprintf(p->logdir, sizeof p->logdir, "%.3800s/logs", dir);
+    snprintf(p->ref_logits, sizeof p->ref_logits, "%.3800s/fp16.logits", dir);
+    snprintf(p->ref_probe, sizeof p->ref_probe, "%.3800s/fp16.probe.json", dir);
+    snprintf(p->tmpres, sizeof p->tmpres, "%.3800s/.child_result.json", dir);
+}
+
+/* Fills the header of *r (time, commit, hardware, model identity and geometry, protocol);
+ * refreshed on every run. */
+static void sweep_header(const struct sweep_opts *o, const char *exe, const char *model,
+                         const struct vq_kv_geometry *geo, const char *sha, struct vq_results *r) {
+    vq_results_stamp_time(r);
+    git_commit(exe, r->git_commit, sizeof r->git_commit);
+    vq_results_fill_hardware(r, o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    vq_str_set(&r->model.file, model);
+    memcpy(r->model.sha256, sha, sizeof r->model.sha256);
+    snprintf(r->model.arch, sizeof r->model.arch, "%s", geo->arch);
+    r->model.n_layers = geo->n_layers;
+    r->model.n_kv_heads = geo->n_kv_heads;
+    r->model.head_dim = geo->head_dim;
+    for (int i = 0; i < r->protocol.n_prompts; i++) free(r->protocol.prompts[i]);
+    free(r->protocol.prompts);
+    r->protocol.prompts = calloc((size_t)o->prompts, sizeof(char *));
+    r->protocol.n_prompts = 0;
+    for (int i = 0; r->protocol.prompts && i < o->prompts; i++)
+        if (vq_str_set(&r->protocol.prompts[i], vq_probe_prompts[i]) == VQ_STATUS_OK)
+            r->protocol.n_prompts++;
+    vq_str_set(&r->protocol.corpus, o->text);
+    r->protocol.ctx = o->ctx;
+    r->protocol.chunks = o->chunks;
+    r->protocol.max_tokens = o->max_tokens;
+    r->protocol.seed = 42;
+}
+
+/* Load step: the model's geometry and sha256, and the results already in the folder (kept
+ * when measured on the same model file with the same protocol, else refused unless --force,
+ * which starts over). 1 ok (*r filled, header refreshed), 0 printed. */
+static int sweep_load(const struct sweep_opts *o, const char *exe, const char *model,
+                      const struct sweep_paths *p, struct vq_results *r) {
+    if (!mkdir_p(p->logdir)) {
+        fprintf(stderr, "%s: cannot create %s: %s\n", CMD, p->logdir, strerror(errno));
         return 0;
     }
     struct vq_kv_geometry geo;
-    char err[512];
+    char err[512], sha[65];
     if (vq_kv_geometry_from_gguf(model, &geo, err, sizeof err) != VQ_STATUS_OK) {
         fprintf(stderr, "%s: %s\n", CMD, err);
         return 0;
     }
-    char sha[65];
     if (vq_sha256_file(model, sha) != VQ_STATUS_OK) {
         fprintf(stderr, "%s: %s: cannot read\n", CMD, model);
         return 0;
     }
-    struct vq_results r;
-    vq_status st = vq_results_read(path, &r, err, sizeof err);
-    if (st == VQ_STATUS_OK) vq_kv_results_upgrade(&r);
-    if (st == VQ_STATUS_OK && !o->force && r.model.sha256[0] && strcmp(r.model.sha256, sha) != 0) {
-        fprintf(stderr,
-                "%s: %s was measured on another model file (sha256 differs); use --force or "
-                "another -o\n",
-                CMD, path);
-        vq_results_clear(&r);
-        return 0;
-    }
-    if (st == VQ_STATUS_OK && !o->force && !protocol_matches(&r, o)) {
-        fprintf(stderr,
-                "%s: %s was measured with another protocol (text/ctx/chunks/prompts/max-tokens);"
-                " use --force or another -o\n",
-                CMD, path);
-        vq_results_clear(&r);
+    vq_status st = vq_results_read(p->results, r, err, sizeof err);
+    const char *why = NULL;
+    if (st == VQ_STATUS_OK) vq_kv_results_upgrade(r);
+    if (st == VQ_STATUS_OK && !o->force && r->model.sha256[0] && strcmp(r->model.sha256, sha))
+        why = "was measured on another model file (sha256 differs); use --force or another -o";
+    else if (st == VQ_STATUS_OK && !o->force && !protocol_matches(r, o))
+        why =
+            "was measured with another protocol (text/ctx/chunks/prompts/max-tokens); use "
+            "--force or another -o";
+    if (why) {
+        fprintf(stderr, "%s: %s %s\n", CMD, p->results, why);
+        vq_results_clear(r);
         return 0;
     }
     if (st == VQ_STATUS_BAD_FORMAT && !o->force) {
-        fprintf(stderr, "%s: %s: %s (use --force to start over)\n", CMD, path, err);
+        fprintf(stderr, "%s: %s: %s (use --force to start over)\n", CMD, p->results, err);
         return 0;
     }
     if (st != VQ_STATUS_OK || o->force) {
-        vq_results_clear(&r);
-        vq_results_init(&r);
+        vq_results_clear(r);
+        vq_results_init(r);
         if (o->force) {
-            unlink(ref_logits);
-            unlink(ref_probe);
+            unlink(p->ref_logits);
+            unlink(p->ref_probe);
         }
     }
-    /* header (refreshed on every run) */
-    vq_results_stamp_time(&r);
-    git_commit(exe, r.git_commit, sizeof r.git_commit);
-    vq_results_fill_hardware(&r, o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
-    vq_str_set(&r.model.file, model);
-    memcpy(r.model.sha256, sha, sizeof sha);
-    snprintf(r.model.arch, sizeof r.model.arch, "%s", geo.arch);
-    r.model.n_layers = geo.n_layers;
-    r.model.n_kv_heads = geo.n_kv_heads;
-    r.model.head_dim = geo.head_dim;
-    for (int i = 0; i < r.protocol.n_prompts; i++) free(r.protocol.prompts[i]);
-    free(r.protocol.prompts);
-    r.protocol.prompts = calloc((size_t)o->prompts, sizeof(char *));
-    r.protocol.n_prompts = 0;
-    for (int i = 0; r.protocol.prompts && i < o->prompts; i++)
-        if (vq_str_set(&r.protocol.prompts[i], vq_probe_prompts[i]) == VQ_STATUS_OK)
-            r.protocol.n_prompts++;
-    vq_str_set(&r.protocol.corpus, o->text);
-    r.protocol.ctx = o->ctx;
-    r.protocol.chunks = o->chunks;
-    r.protocol.max_tokens = o->max_tokens;
-    r.protocol.seed = 42;
+    sweep_header(o, exe, model, &geo, sha, r);
+    return 1;
+}
 
-    /* the fp16 reference runs first when its files are missing (or fp16 is not measured yet) */
-    char *order[MAX_CONFIGS + 1];
-    int n_order = 0;
-    const int have_ref = access(ref_logits, R_OK) == 0 && access(ref_probe, R_OK) == 0;
-    const int fp16_i = vq_results_find(&r, "fp16");
-    const int need_ref = !have_ref || fp16_i < 0 || r.results[fp16_i].error;
-    if (need_ref) order[n_order++] = "fp16";
+/* Build step: the run order. The fp16 reference runs first when its files are missing (or
+ * fp16 is not measured yet); *need_ref says so. Returns the number of entries in order. */
+static int sweep_order(const struct sweep_opts *o, const struct sweep_paths *p,
+                       const struct vq_results *r, char **order, int *need_ref) {
+    int n = 0;
+    const int have_ref = access(p->ref_logits, R_OK) == 0 && access(p->ref_probe, R_OK) == 0;
+    const int fp16_i = vq_results_find(r, "fp16");
+    *need_ref = !have_ref || fp16_i < 0 || r->results[fp16_i].error;
+    if (*need_ref) order[n++] = "fp16";
     for (int i = 0; i < o->n_configs; i++)
-        if (!(need_ref && !strcmp(o->configs[i], "fp16"))) order[n_order++] = o->configs[i];
+        if (!(*need_ref && !strcmp(o->configs[i], "fp16"))) order[n++] = o->configs[i];
+    return n;
+}
 
+/* A row for config name that was not measured: its resolved config and the error text. */
+static void sweep_error_row(const char *name, const char *why, struct vq_result *e) {
+    struct vq_kv_opts ko;
+    struct vq_codec_params kp, vp;
+    vq_kv_opts_from_name(name, &ko);
+    vq_kv_opts_resolve(CMD, &ko, &kp, &vp);
+    vq_kv_fill_result_config(name, &kp, &vp, &e->config);
+    vq_str_set(&e->error, why);
+}
+
+/* Puts row e of config name (ownership moves) in place of the row of that name, or appends
+ * it. Returns NO_MEMORY when appending fails (e freed). */
+static vq_status sweep_store(struct vq_results *r, const char *name, struct vq_result *e) {
+    const int k = vq_results_find(r, name);
+    if (k >= 0) {
+        vq_result_clear(&r->results[k]);
+        r->results[k] = *e;
+        return VQ_STATUS_OK;
+    }
+    const vq_status st = vq_results_add(r, e);
+    if (st != VQ_STATUS_OK) vq_result_clear(e);
+    return st;
+}
+
+/* Run step of one config: measures it in a sweep-run child and fills *e (initialised here)
+ * with the child's row, or with an error row. Returns 1 when measured, 0 when it failed. */
+static int sweep_run_config(const struct sweep_opts *o, const char *exe, const char *model,
+                            const struct sweep_paths *p, const char *name, int is_ref,
+                            struct vq_result *e) {
+    char log[4200], err[512];
+    struct vq_kv_opts ko;
+    vq_kv_opts_from_name(name, &ko);
+    snprintf(log, sizeof log, "%s/%s.log", p->logdir, name);
+    struct child_args ca;
+    child_args(&ca, exe, o, model, name, &ko, p->tmpres, p->ref_logits, p->ref_probe, is_ref);
+    printf("%s: %s: %s ...\n", CMD, model, name);
+    fflush(stdout);
+    unlink(p->tmpres);
+    char *cerr = run_child(exe, ca.argv, log, o->timeout);
+    vq_result_init(e);
+    if (!cerr) {
+        struct vq_results one;
+        if (vq_results_read(p->tmpres, &one, err, sizeof err) == VQ_STATUS_OK &&
+            one.n_results == 1) {
+            *e = one.results[0];
+            one.results[0].output_preview = one.results[0].error = NULL;
+        } else {
+            cerr = strdup("child reported success but wrote no readable result");
+        }
+        vq_results_clear(&one);
+    }
+    if (!cerr) {
+        printf("%s: %s: %s done (ppl %.4f)\n", CMD, model, name, e->ppl);
+        return 1;
+    }
+    sweep_error_row(name, cerr, e);
+    printf("%s: %s: %s FAILED: %s (log: %s)\n", CMD, model, name, cerr, log);
+    free(cerr);
+    return 0;
+}
+
+/* Measures the configs of o on one model into dir/results.json, written after every config
+ * (a killed sweep keeps what it finished; rows already measured are kept and skipped).
+ * *n_failed counts the configs that failed. Returns 1, or 0 when the folder or the file
+ * cannot be used (printed). */
+static int sweep_model(const struct sweep_opts *o, const char *exe, const char *model,
+                       const char *dir, int *n_failed) {
+    struct sweep_paths p;
+    sweep_paths_init(dir, &p);
+    struct vq_results r;
+    if (!sweep_load(o, exe, model, &p, &r)) return 0;
+    char *order[MAX_CONFIGS + 1];
+    int need_ref;
+    const int n_order = sweep_order(o, &p, &r, order, &need_ref);
     for (int i = 0; i < n_order; i++) {
         const char *name = order[i];
         const int is_ref = !strcmp(name, "fp16") && need_ref;
@@ -749,80 +839,35 @@ static int sweep_model(const struct sweep_opts *o, const char *exe, const char *
             printf("%s: %s: %s cached\n", CMD, model, name);
             continue;
         }
-        struct vq_kv_opts ko;
-        vq_kv_opts_from_name(name, &ko);
-        snprintf(log, sizeof log, "%s/%s.log", logdir, name);
-        struct child_args ca;
-        child_args(&ca, exe, o, model, name, &ko, tmpres, ref_logits, ref_probe, is_ref);
-        printf("%s: %s: %s ...\n", CMD, model, name);
-        fflush(stdout);
-        unlink(tmpres);
-        char *cerr = run_child(exe, ca.argv, log, o->timeout);
         struct vq_result e;
-        vq_result_init(&e);
-        if (!cerr) {
-            struct vq_results one;
-            st = vq_results_read(tmpres, &one, err, sizeof err);
-            if (st == VQ_STATUS_OK && one.n_results == 1) {
-                e = one.results[0];
-                one.results[0].output_preview = one.results[0].error = NULL;
-                /* the child used the model's geometry: keep it if the header had none */
-            } else {
-                cerr = strdup("child reported success but wrote no readable result");
-            }
-            vq_results_clear(&one);
-        }
-        if (cerr) {
-            struct vq_codec_params kp, vp;
-            vq_kv_opts_resolve(CMD, &ko, &kp, &vp);
-            vq_kv_fill_result_config(name, &kp, &vp, &e.config);
-            vq_str_set(&e.error, cerr);
-            printf("%s: %s: %s FAILED: %s (log: %s)\n", CMD, model, name, cerr, log);
-            free(cerr);
-            (*n_failed)++;
-        } else {
-            printf("%s: %s: %s done (ppl %.4f)\n", CMD, model, name, e.ppl);
-        }
-        const int k = vq_results_find(&r, name);
-        if (k >= 0) {
-            vq_result_clear(&r.results[k]);
-            r.results[k] = e;
-        } else if (vq_results_add(&r, &e) != VQ_STATUS_OK) {
-            vq_result_clear(&e);
+        const int ok = sweep_run_config(o, exe, model, &p, name, is_ref, &e);
+        *n_failed += !ok;
+        if (sweep_store(&r, name, &e) != VQ_STATUS_OK) {
             fprintf(stderr, "%s: out of memory\n", CMD);
             vq_results_clear(&r);
             return 0;
         }
-        if (vq_results_write(&r, path) != VQ_STATUS_OK) {
-            fprintf(stderr, "%s: cannot write %s (the previous file is intact)\n", CMD, path);
+        if (vq_results_write(&r, p.results) != VQ_STATUS_OK) {
+            fprintf(stderr, "%s: cannot write %s (the previous file is intact)\n", CMD, p.results);
             vq_results_clear(&r);
             return 0;
         }
-        if (is_ref && r.results[vq_results_find(&r, "fp16")].error) {
+        if (is_ref && !ok) {
             fprintf(stderr, "%s: %s: the fp16 reference failed; skipping the other configs\n", CMD,
                     model);
             for (int q = i + 1; q < n_order; q++) {
                 struct vq_result f;
                 vq_result_init(&f);
-                struct vq_kv_opts k2;
-                struct vq_codec_params kp, vp;
-                vq_kv_opts_from_name(order[q], &k2);
-                vq_kv_opts_resolve(CMD, &k2, &kp, &vp);
-                vq_kv_fill_result_config(order[q], &kp, &vp, &f.config);
-                vq_str_set(&f.error, "not run: the fp16 reference failed");
-                const int kk = vq_results_find(&r, order[q]);
-                if (kk >= 0) {
-                    vq_result_clear(&r.results[kk]);
-                    r.results[kk] = f;
-                } else if (vq_results_add(&r, &f) != VQ_STATUS_OK) vq_result_clear(&f);
+                sweep_error_row(order[q], "not run: the fp16 reference failed", &f);
+                sweep_store(&r, order[q], &f);
                 (*n_failed)++;
             }
-            vq_results_write(&r, path);
+            vq_results_write(&r, p.results);
             break;
         }
     }
-    unlink(tmpres);
-    printf("%s: %s\n", CMD, path);
+    unlink(p.tmpres);
+    printf("%s: %s\n", CMD, p.results);
     vq_results_clear(&r);
     return 1;
 }
