@@ -42,7 +42,15 @@ static void usage(FILE *f) {
         "  -h, --help            this help\n");
 }
 
-int vq_cmd_perplexity(int argc, char **argv) {
+/* Options of one run. */
+struct ppl_opts {
+    const char *model, *text, *save_path, *base_path;
+    int ctx, chunks, batch, threads, top_k, json, f32act;
+    struct vq_kv_opts ko;
+};
+
+/* Parse step. Returns 1 ok, 0 usage error printed, -1 help printed. */
+static int ppl_parse(int argc, char **argv, struct ppl_opts *o) {
     static const struct option lo[] = {
         {"model", required_argument, 0, 'm'},
         {"file", required_argument, 0, 'f'},
@@ -59,122 +67,136 @@ int vq_cmd_perplexity(int argc, char **argv) {
         VQ_KV_LONG_OPTIONS,
         {0, 0, 0, 0},
     };
-    const char *model = NULL, *text = NULL, *save_path = NULL, *base_path = NULL;
-    int ctx = 512, chunks = 0, batch = 0, threads = 0, top_k = 32, json = 0, f32act = 0;
-    struct vq_kv_opts ko;
-    vq_kv_opts_init(&ko);
+    memset(o, 0, sizeof *o);
+    o->ctx = 512;
+    o->top_k = 32;
+    vq_kv_opts_init(&o->ko);
     optind = 1;
     opterr = 0;
     int c;
     while ((c = getopt_long(argc, argv, ":m:f:c:b:t:h", lo, NULL)) != -1) {
         int ok = 1;
         switch (c) {
-        case 'm': model = optarg; break;
-        case 'f': text = optarg; break;
-        case 'c': ok = vq_opt_int(CMD, "--ctx", optarg, 4, 1 << 20, &ctx); break;
-        case 'C': ok = vq_opt_int(CMD, "--chunks", optarg, 1, 1 << 30, &chunks); break;
-        case 'b': ok = vq_opt_int(CMD, "--batch", optarg, 1, 1 << 20, &batch); break;
-        case 't': ok = vq_opt_int(CMD, "--threads", optarg, 1, 1024, &threads); break;
-        case 'S': save_path = optarg; break;
-        case 'K': base_path = optarg; break;
-        case 'k': ok = vq_opt_int(CMD, "--top-k", optarg, 1, VQ_LOGITS_MAX_TOPK, &top_k); break;
-        case 'j': json = 1; break;
-        case 'A': f32act = 1; break;
-        case 'h': usage(stdout); return 0;
-        case ':': fprintf(stderr, "%s: %s needs a value\n", CMD, argv[optind - 1]); return 2;
-        case '?': fprintf(stderr, "%s: unknown option '%s'\n", CMD, argv[optind - 1]); return 2;
-        default: ok = vq_kv_opts_handle(&ko, CMD, c, optarg); break;
+        case 'm': o->model = optarg; break;
+        case 'f': o->text = optarg; break;
+        case 'c': ok = vq_opt_int(CMD, "--ctx", optarg, 4, 1 << 20, &o->ctx); break;
+        case 'C': ok = vq_opt_int(CMD, "--chunks", optarg, 1, 1 << 30, &o->chunks); break;
+        case 'b': ok = vq_opt_int(CMD, "--batch", optarg, 1, 1 << 20, &o->batch); break;
+        case 't': ok = vq_opt_int(CMD, "--threads", optarg, 1, 1024, &o->threads); break;
+        case 'S': o->save_path = optarg; break;
+        case 'K': o->base_path = optarg; break;
+        case 'k': ok = vq_opt_int(CMD, "--top-k", optarg, 1, VQ_LOGITS_MAX_TOPK, &o->top_k); break;
+        case 'j': o->json = 1; break;
+        case 'A': o->f32act = 1; break;
+        case 'h': usage(stdout); return -1;
+        case ':': fprintf(stderr, "%s: %s needs a value\n", CMD, argv[optind - 1]); return 0;
+        case '?': fprintf(stderr, "%s: unknown option '%s'\n", CMD, argv[optind - 1]); return 0;
+        default: ok = vq_kv_opts_handle(&o->ko, CMD, c, optarg); break;
         }
-        if (ok != 1) return 2;
+        if (ok != 1) return 0;
     }
     if (optind < argc) {
         fprintf(stderr, "%s: unexpected argument '%s'\n", CMD, argv[optind]);
-        return 2;
+        return 0;
     }
-    if ((!model || !text) && !ko.print_config) {
+    if ((!o->model || !o->text) && !o->ko.print_config) {
         fprintf(stderr, "%s: -m MODEL and -f TEXT are required\n", CMD);
-        return 2;
+        return 0;
     }
-    if (ctx % 2) {
+    if (o->ctx % 2) {
         fprintf(stderr, "%s: --ctx must be even\n", CMD);
-        return 2;
+        return 0;
     }
+    return 1;
+}
 
-    struct vq_ppl_params pp = vq_ppl_params_default();
-    pp.ctx = ctx;
-    pp.n_chunks = chunks;
-    pp.n_batch = batch;
-    pp.n_threads = threads;
-    pp.top_k = top_k;
-    pp.f32_activations = f32act;
-    if (!vq_kv_opts_resolve(CMD, &ko, &pp.cache.key, &pp.cache.value)) return 2;
-    vq_kv_opts_apply_cache(&ko, &pp.cache); /* outlier modifiers */
-    char name[96];
-    vq_kv_config_name_opts(&ko, &pp.cache.key, &pp.cache.value, name, sizeof name);
-    if (ko.print_config) return vq_kv_print_config(name, &pp.cache);
-
+/* What a run holds: the model, the resolved parameters and what they own. */
+struct ppl_state {
     struct vq_eval_model em;
-    if (!vq_eval_model_open(CMD, model, &em)) return 1;
-    vq_calib_data *calib_owned[2] = {NULL, NULL}; /* vecinfer / spectral artifacts */
-    struct vq_kv_layers kl; /* per-layer bits (lists, RateQuant), fp16 edge layers */
-    const int la = vq_kv_layers_apply(CMD, &ko, model, em.m, em.info->n_layers, em.info->head_dim,
-                                      &pp.cache, &kl, 0);
-    if (la != 1) {
-        vq_eval_model_close(&em);
-        return la == 0 ? 2 : 1;
-    }
-    if (!vq_cli_attach_calib(CMD, model, &pp.cache, em.info->n_layers, em.info->head_dim,
-                             calib_owned)) {
-        vq_eval_model_close(&em);
-        vq_kv_layers_free(&kl);
-        return 1;
-    }
-    /* validate the KV config against the model's head_dim before reading the text */
-    {
-        struct vq_codec_params k = pp.cache.key, v = pp.cache.value;
-        k.head_dim = v.head_dim = em.info->head_dim;
-        vq_status st;
-        vq_codec *kc = vq_codec_create(&k, &st);
-        vq_codec *vc = kc ? vq_codec_create(&v, &st) : NULL;
-        vq_codec_free(kc);
-        vq_codec_free(vc);
-        struct vq_cache_params mc = pp.cache;
-        mc.head_dim = em.info->head_dim;
-        const char *why = vq_kv_modifier_error(&mc);
-        if (!vc || why) {
-            if (why) fprintf(stderr, "%s: KV config %s: %s\n", CMD, name, why);
-            else
-                fprintf(
-                    stderr,
-                    "%s: KV config %s: %s (check bits and options against `veloxquant methods`)\n",
-                    CMD, name, vq_status_str(st));
-            vq_eval_model_close(&em);
-            vq_calib_data_free(calib_owned[0]);
-            vq_calib_data_free(calib_owned[1]);
-            vq_kv_layers_free(&kl);
-            return 2;
-        }
-    }
-    int rc = 1;
-    int64_t n_tok = 0;
-    int32_t *tokens = vq_eval_tokenize_file(CMD, &em, text, &n_tok);
-    vq_logits_file *save = NULL, *base = NULL;
-    if (!tokens) goto out;
-    pp.bos = vq_eval_chunk_bos(&em);
+    int have_model;
+    struct vq_ppl_params pp;
+    char name[96];                 /* config label */
+    vq_calib_data *calib_owned[2]; /* vecinfer / spectral artifacts */
+    struct vq_kv_layers kl;        /* per-layer bits (lists, RateQuant), fp16 edge layers */
+};
+
+static void ppl_free(struct ppl_state *s) {
+    if (s->have_model) vq_eval_model_close(&s->em);
+    vq_calib_data_free(s->calib_owned[0]);
+    vq_calib_data_free(s->calib_owned[1]);
+    vq_kv_layers_free(&s->kl);
+}
+
+/* The KV config against the model's head_dim, before the text is read: 1 ok, 0 printed. */
+static int ppl_check_config(const struct ppl_state *s) {
+    const int d = s->em.info->head_dim;
+    struct vq_codec_params k = s->pp.cache.key, v = s->pp.cache.value;
+    k.head_dim = v.head_dim = d;
     vq_status st;
-    if (base_path && !(base = vq_logits_open(base_path, &st))) {
-        fprintf(stderr, "%s: --kl-base %s: %s\n", CMD, base_path, vq_status_str(st));
+    vq_codec *kc = vq_codec_create(&k, &st);
+    vq_codec *vc = kc ? vq_codec_create(&v, &st) : NULL;
+    vq_codec_free(kc);
+    vq_codec_free(vc);
+    struct vq_cache_params mc = s->pp.cache;
+    mc.head_dim = d;
+    const char *why = vq_kv_modifier_error(&mc);
+    if (vc && !why) return 1;
+    if (why) fprintf(stderr, "%s: KV config %s: %s\n", CMD, s->name, why);
+    else
+        fprintf(stderr,
+                "%s: KV config %s: %s (check bits and options against `veloxquant methods`)\n", CMD,
+                s->name, vq_status_str(st));
+    return 0;
+}
+
+/* Build step: parameters, the model, per-layer settings and calibration artifacts. Returns 0
+ * ok, else the exit code (2 usage, 1 runtime; printed). */
+static int ppl_build(const struct ppl_opts *o, struct ppl_state *s) {
+    struct vq_ppl_params *pp = &s->pp;
+    *pp = vq_ppl_params_default();
+    pp->ctx = o->ctx;
+    pp->n_chunks = o->chunks;
+    pp->n_batch = o->batch;
+    pp->n_threads = o->threads;
+    pp->top_k = o->top_k;
+    pp->f32_activations = o->f32act;
+    if (!vq_kv_opts_resolve(CMD, &o->ko, &pp->cache.key, &pp->cache.value)) return 2;
+    vq_kv_opts_apply_cache(&o->ko, &pp->cache); /* outlier modifiers */
+    vq_kv_config_name_opts(&o->ko, &pp->cache.key, &pp->cache.value, s->name, sizeof s->name);
+    if (o->ko.print_config) return 0;
+    if (!vq_eval_model_open(CMD, o->model, &s->em)) return 1;
+    s->have_model = 1;
+    const int n_layers = s->em.info->n_layers, d = s->em.info->head_dim;
+    const int la = vq_kv_layers_apply(CMD, &o->ko, o->model, s->em.m, n_layers, d, &pp->cache,
+                                      &s->kl, 0);
+    if (la != 1) return la == 0 ? 2 : 1;
+    if (!vq_cli_attach_calib(CMD, o->model, &pp->cache, n_layers, d, s->calib_owned)) return 1;
+    return ppl_check_config(s) ? 0 : 2;
+}
+
+/* Run step: tokenizes the text and scores it (saving / comparing logits as asked). Returns 0
+ * ok (*res, *n_tok filled), else the exit code (printed). */
+static int ppl_run(const struct ppl_opts *o, struct ppl_state *s, struct vq_ppl_result *res,
+                   int64_t *n_tok) {
+    int rc = 1;
+    int32_t *tokens = vq_eval_tokenize_file(CMD, &s->em, o->text, n_tok);
+    vq_logits_file *save = NULL, *base = NULL;
+    vq_status st;
+    if (!tokens) goto out;
+    s->pp.bos = vq_eval_chunk_bos(&s->em);
+    if (o->base_path && !(base = vq_logits_open(o->base_path, &st))) {
+        fprintf(stderr, "%s: --kl-base %s: %s\n", CMD, o->base_path, vq_status_str(st));
         goto out;
     }
-    if (save_path && !(save = vq_logits_create(save_path, top_k, em.info->n_vocab, ctx, &st))) {
-        fprintf(stderr, "%s: --save-logits %s: %s\n", CMD, save_path, vq_status_str(st));
+    if (o->save_path &&
+        !(save = vq_logits_create(o->save_path, o->top_k, s->em.info->n_vocab, o->ctx, &st))) {
+        fprintf(stderr, "%s: --save-logits %s: %s\n", CMD, o->save_path, vq_status_str(st));
         goto out;
     }
     struct vq_progress prog;
     vq_progress_init(&prog, CMD);
-    struct vq_ppl_result res;
     char err[512];
-    st = vq_ppl_run(em.m, tokens, n_tok, &pp, save, base, vq_progress_ppl, &prog, &res, err,
+    st = vq_ppl_run(s->em.m, tokens, *n_tok, &s->pp, save, base, vq_progress_ppl, &prog, res, err,
                     sizeof err);
     vq_progress_done(&prog);
     if (st != VQ_STATUS_OK) {
@@ -190,79 +212,113 @@ int vq_cmd_perplexity(int argc, char **argv) {
             goto out;
         }
     }
-    const struct vq_cache_memory *m = &res.mem;
-    const double key_x = m->key_total_bytes ? (double)m->fp16_key_bytes / (double)m->key_total_bytes
-                                            : 0;
-    const double full_x = m->total_bytes ? (double)m->fp16_bytes / (double)m->total_bytes : 0;
-    if (json) {
-        cJSON *o = cJSON_CreateObject();
-        cJSON_AddStringToObject(o, "model", model);
-        cJSON_AddStringToObject(o, "text", text);
-        cJSON_AddStringToObject(o, "config", name);
-        cJSON_AddStringToObject(o, "k_method", vq_method_name(pp.cache.key.method));
-        cJSON_AddStringToObject(o, "v_method", vq_method_name(pp.cache.value.method));
-        cJSON_AddNumberToObject(o, "k_bits", vq_codec_params_bits(&pp.cache.key));
-        cJSON_AddNumberToObject(o, "v_bits", vq_codec_params_bits(&pp.cache.value));
-        if (kl.k_bits || kl.v_bits || pp.cache.fp16_first_layers || pp.cache.fp16_last_layers) {
-            /* per layer: the bits each layer stores (16 on fp16 edge layers) */
-            cJSON *kb = cJSON_AddArrayToObject(o, "k_bits_per_layer"),
-                  *vb = cJSON_AddArrayToObject(o, "v_bits_per_layer");
-            for (int l = 0; l < em.info->n_layers; l++) {
-                const int edge = l < pp.cache.fp16_first_layers ||
-                                 l >= em.info->n_layers - pp.cache.fp16_last_layers;
-                cJSON_AddItemToArray(kb, cJSON_CreateNumber(edge        ? 16
-                                                            : kl.k_bits ? kl.k_bits[l]
-                                                                        : pp.cache.key.bits));
-                cJSON_AddItemToArray(vb, cJSON_CreateNumber(edge        ? 16
-                                                            : kl.v_bits ? kl.v_bits[l]
-                                                                        : pp.cache.value.bits));
-            }
-        }
-        if (kl.rq_mean > 0) cJSON_AddNumberToObject(o, "ratequant", kl.rq_mean);
-        cJSON_AddNumberToObject(o, "ctx", ctx);
-        cJSON_AddStringToObject(o, "activations", f32act ? "f32" : "int8");
-        cJSON_AddNumberToObject(o, "chunks", res.n_chunks);
-        cJSON_AddNumberToObject(o, "tokens_scored", (double)res.n_scored);
-        cJSON_AddNumberToObject(o, "ppl", res.ppl);
-        cJSON_AddNumberToObject(o, "ppl_stderr", res.ppl_stderr);
-        cJSON_AddNumberToObject(o, "nll_mean", res.nll_mean);
-        if (base) {
-            cJSON_AddNumberToObject(o, "kld_mean", res.kld_mean);
-            cJSON_AddNumberToObject(o, "kld_median", res.kld_median);
-            cJSON_AddNumberToObject(o, "kld_p99", res.kld_p99);
-            cJSON_AddNumberToObject(o, "top1", res.top1);
-        }
-        cJSON_AddNumberToObject(o, "kv_bytes", (double)m->total_bytes);
-        cJSON_AddNumberToObject(o, "key_x", key_x);
-        cJSON_AddNumberToObject(o, "fullKV_x", full_x);
-        cJSON_AddNumberToObject(o, "prefill_tok_s", res.prefill_tok_s);
-        cJSON_AddNumberToObject(o, "seconds", res.seconds);
-        char *t = cJSON_Print(o);
-        if (t) printf("%s\n", t);
-        free(t);
-        cJSON_Delete(o);
-    } else {
-        printf("model %s (%s), text %s: %lld tokens\n", model, em.info->arch, text,
-               (long long)n_tok);
-        printf("KV %s: ctx %d, %d chunks, %lld tokens scored\n", name, ctx, res.n_chunks,
-               (long long)res.n_scored);
-        printf("perplexity: %.4f +/- %.4f\n", res.ppl, res.ppl_stderr);
-        if (base)
-            printf("KL(base || this): mean %.6f, median %.6f, p99 %.6f; top-1 agreement %.2f%%\n",
-                   res.kld_mean, res.kld_median, res.kld_p99, 100.0 * res.top1);
-        printf("KV cache after one chunk: %.3f MB (fp16 %.3f MB), key_x %.2f, fullKV_x %.2f\n",
-               (double)m->total_bytes / 1048576.0, (double)m->fp16_bytes / 1048576.0, key_x,
-               full_x);
-        printf("forward passes: %.2f s, %.1f tok/s\n", res.seconds, res.prefill_tok_s);
-    }
     rc = 0;
 out:
     vq_logits_discard(save);
     vq_logits_close(base);
     free(tokens);
-    vq_eval_model_close(&em);
-    vq_calib_data_free(calib_owned[0]);
-    vq_calib_data_free(calib_owned[1]);
-    vq_kv_layers_free(&kl);
+    return rc;
+}
+
+/* fp16 key bytes / stored key bytes, and the same for keys + values (0 when empty). */
+static double key_x(const struct vq_cache_memory *m) {
+    return m->key_total_bytes ? (double)m->fp16_key_bytes / (double)m->key_total_bytes : 0;
+}
+static double full_x(const struct vq_cache_memory *m) {
+    return m->total_bytes ? (double)m->fp16_bytes / (double)m->total_bytes : 0;
+}
+
+/* The widths each layer stores (16 on fp16 edge layers) as two arrays of o. */
+static void ppl_json_layers(cJSON *o, const struct ppl_state *s) {
+    const struct vq_cache_params *cp = &s->pp.cache;
+    const int n = s->em.info->n_layers;
+    cJSON *kb = cJSON_AddArrayToObject(o, "k_bits_per_layer"),
+          *vb = cJSON_AddArrayToObject(o, "v_bits_per_layer");
+    for (int l = 0; l < n; l++) {
+        const int edge = l < cp->fp16_first_layers || l >= n - cp->fp16_last_layers;
+        cJSON_AddItemToArray(kb,
+                             cJSON_CreateNumber(edge           ? 16
+                                                : s->kl.k_bits ? s->kl.k_bits[l]
+                                                               : vq_codec_params_bits(&cp->key)));
+        cJSON_AddItemToArray(vb,
+                             cJSON_CreateNumber(edge           ? 16
+                                                : s->kl.v_bits ? s->kl.v_bits[l]
+                                                               : vq_codec_params_bits(&cp->value)));
+    }
+}
+
+static void ppl_report_json(const struct ppl_opts *o, const struct ppl_state *s,
+                            const struct vq_ppl_result *res) {
+    const struct vq_cache_params *cp = &s->pp.cache;
+    const struct vq_cache_memory *m = &res->mem;
+    cJSON *j = cJSON_CreateObject();
+    cJSON_AddStringToObject(j, "model", o->model);
+    cJSON_AddStringToObject(j, "text", o->text);
+    cJSON_AddStringToObject(j, "config", s->name);
+    cJSON_AddStringToObject(j, "k_method", vq_method_name(cp->key.method));
+    cJSON_AddStringToObject(j, "v_method", vq_method_name(cp->value.method));
+    cJSON_AddNumberToObject(j, "k_bits", vq_codec_params_bits(&cp->key));
+    cJSON_AddNumberToObject(j, "v_bits", vq_codec_params_bits(&cp->value));
+    if (s->kl.k_bits || s->kl.v_bits || cp->fp16_first_layers || cp->fp16_last_layers)
+        ppl_json_layers(j, s);
+    if (s->kl.rq_mean > 0) cJSON_AddNumberToObject(j, "ratequant", s->kl.rq_mean);
+    cJSON_AddNumberToObject(j, "ctx", o->ctx);
+    cJSON_AddStringToObject(j, "activations", o->f32act ? "f32" : "int8");
+    cJSON_AddNumberToObject(j, "chunks", res->n_chunks);
+    cJSON_AddNumberToObject(j, "tokens_scored", (double)res->n_scored);
+    cJSON_AddNumberToObject(j, "ppl", res->ppl);
+    cJSON_AddNumberToObject(j, "ppl_stderr", res->ppl_stderr);
+    cJSON_AddNumberToObject(j, "nll_mean", res->nll_mean);
+    if (o->base_path) {
+        cJSON_AddNumberToObject(j, "kld_mean", res->kld_mean);
+        cJSON_AddNumberToObject(j, "kld_median", res->kld_median);
+        cJSON_AddNumberToObject(j, "kld_p99", res->kld_p99);
+        cJSON_AddNumberToObject(j, "top1", res->top1);
+    }
+    cJSON_AddNumberToObject(j, "kv_bytes", (double)m->total_bytes);
+    cJSON_AddNumberToObject(j, "key_x", key_x(m));
+    cJSON_AddNumberToObject(j, "fullKV_x", full_x(m));
+    cJSON_AddNumberToObject(j, "prefill_tok_s", res->prefill_tok_s);
+    cJSON_AddNumberToObject(j, "seconds", res->seconds);
+    char *t = cJSON_Print(j);
+    if (t) printf("%s\n", t);
+    free(t);
+    cJSON_Delete(j);
+}
+
+static void ppl_report_text(const struct ppl_opts *o, const struct ppl_state *s,
+                            const struct vq_ppl_result *res, int64_t n_tok) {
+    const struct vq_cache_memory *m = &res->mem;
+    printf("model %s (%s), text %s: %lld tokens\n", o->model, s->em.info->arch, o->text,
+           (long long)n_tok);
+    printf("KV %s: ctx %d, %d chunks, %lld tokens scored\n", s->name, o->ctx, res->n_chunks,
+           (long long)res->n_scored);
+    printf("perplexity: %.4f +/- %.4f\n", res->ppl, res->ppl_stderr);
+    if (o->base_path)
+        printf("KL(base || this): mean %.6f, median %.6f, p99 %.6f; top-1 agreement %.2f%%\n",
+               res->kld_mean, res->kld_median, res->kld_p99, 100.0 * res->top1);
+    printf("KV cache after one chunk: %.3f MB (fp16 %.3f MB), key_x %.2f, fullKV_x %.2f\n",
+           (double)m->total_bytes / 1048576.0, (double)m->fp16_bytes / 1048576.0, key_x(m),
+           full_x(m));
+    printf("forward passes: %.2f s, %.1f tok/s\n", res->seconds, res->prefill_tok_s);
+}
+
+int vq_cmd_perplexity(int argc, char **argv) {
+    struct ppl_opts o;
+    const int pr = ppl_parse(argc, argv, &o);
+    if (pr <= 0) return pr < 0 ? 0 : 2;
+    struct ppl_state s;
+    memset(&s, 0, sizeof s);
+    int rc = ppl_build(&o, &s);
+    if (!rc && o.ko.print_config) {
+        rc = vq_kv_print_config(s.name, &s.pp.cache);
+    } else if (!rc) {
+        struct vq_ppl_result res;
+        int64_t n_tok = 0;
+        rc = ppl_run(&o, &s, &res, &n_tok);
+        if (!rc && o.json) ppl_report_json(&o, &s, &res);
+        else if (!rc) ppl_report_text(&o, &s, &res, n_tok);
+    }
+    ppl_free(&s);
     return rc;
 }
