@@ -138,49 +138,64 @@ void vq_calib_build_init(struct vq_calib_build *b) {
     b->seed = 42;
 }
 
-int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
-    const char *model = b->model_path, *text_path = b->text_path, *out = b->out;
-    const int n_tokens = b->n_tokens, threads = b->threads;
-    const int do_vi = b->do_vi, do_sp = b->do_sp, do_rq = b->do_rq;
-    const int kc = b->kc, kv = b->kv, vc = b->vc, vv = b->vv;
-    const double rq_bits = b->rq_bits;
-    const uint64_t seed = b->seed;
-    FILE *rep = b->report ? b->report : stdout;
+/* What one calibration build holds between its steps. */
+struct calib_run {
+    vq_model *m; /* b->model or loaded here */
     uint8_t sha[32];
-    char sha_hex[65];
+    int d, L, H;                    /* head_dim, layers, kv heads */
+    int64_t n;                      /* tokens run */
+    vq_ctx *ctx;                    /* fp32-cache context after the run */
+    float *K, *V;                   /* (H, n, d) keys / values of one layer */
+    vq_calib_data *cvi, *csp, *crq; /* the sets fitted (NULL when not asked) */
+};
+
+static void calib_run_free(const struct vq_calib_build *b, struct calib_run *r) {
+    vq_calib_data_free(r->cvi);
+    vq_calib_data_free(r->csp);
+    vq_calib_data_free(r->crq);
+    free(r->K);
+    free(r->V);
+    vq_ctx_free(r->ctx);
+    if (!b->model) vq_model_free(r->m);
+}
+
+/* The model (its loader says precisely what is wrong with the file), its sha256 and geometry.
+ * Returns 0 ok, else the exit code (printed). */
+static int calib_open(const char *cmd, const struct vq_calib_build *b, struct calib_run *r) {
     vq_status st = VQ_STATUS_OK;
-    /* the model first: its loader says precisely what is wrong with the file */
-    vq_model *m = b->model ? b->model : vq_model_load(model, &st);
-    if (!m) {
-        fprintf(stderr, "%s: %s: %s\n", cmd, model, vq_engine_last_error());
+    char sha_hex[65];
+    r->m = b->model ? b->model : vq_model_load(b->model_path, &st);
+    if (!r->m) {
+        fprintf(stderr, "%s: %s: %s\n", cmd, b->model_path, vq_engine_last_error());
         return 1;
     }
-#define FREE_MODEL() \
-    do { \
-        if (!b->model) vq_model_free(m); \
-    } while (0)
-    st = vq_sha256_file(model, sha_hex);
-    if (st != VQ_STATUS_OK || !vq_sha256_from_hex(sha_hex, sha)) {
-        fprintf(stderr, "%s: %s: %s\n", cmd, model,
+    st = vq_sha256_file(b->model_path, sha_hex);
+    if (st != VQ_STATUS_OK || !vq_sha256_from_hex(sha_hex, r->sha)) {
+        fprintf(stderr, "%s: %s: %s\n", cmd, b->model_path,
                 vq_status_str(st != VQ_STATUS_OK ? st : VQ_STATUS_IO));
-        FREE_MODEL();
         return 1;
     }
-    const struct vq_model_info *mi = vq_model_info_get(m);
-    const int d = mi->head_dim, L = mi->n_layers, H = mi->n_kv_heads;
-    if (do_vi && (d % kv != 0 || d % vv != 0)) {
-        fprintf(stderr, "%s: sub-vector length must divide head_dim %d\n", cmd, d);
-        FREE_MODEL();
+    const struct vq_model_info *mi = vq_model_info_get(r->m);
+    r->d = mi->head_dim;
+    r->L = mi->n_layers;
+    r->H = mi->n_kv_heads;
+    if (b->do_vi && (r->d % b->kv != 0 || r->d % b->vv != 0)) {
+        fprintf(stderr, "%s: sub-vector length must divide head_dim %d\n", cmd, r->d);
         return 2;
     }
-    /* text -> tokens */
+    return 0;
+}
+
+/* The first n_tokens ids of the text (b->text_path, else the built-in text) in *ids
+ * (malloc'd), their count in r->n. Returns 0 ok, else the exit code (printed). */
+static int calib_tokens(const char *cmd, const struct vq_calib_build *b, struct calib_run *r,
+                        int32_t **ids) {
     size_t tlen = 0;
     char *text = NULL;
-    if (text_path) {
-        text = read_file(text_path, &tlen);
+    if (b->text_path) {
+        text = read_file(b->text_path, &tlen);
         if (!text) {
-            fprintf(stderr, "%s: cannot read %s\n", cmd, text_path);
-            FREE_MODEL();
+            fprintf(stderr, "%s: cannot read %s\n", cmd, b->text_path);
             return 1;
         }
     } else {
@@ -188,137 +203,162 @@ int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
         text = malloc(tlen);
         if (text) memcpy(text, default_text_, tlen);
     }
-    vq_tokenizer *tok = vq_tok_create(vq_model_gguf(m), &st);
-    if (tok && !vq_cli_vocab_check(cmd, model, tok, mi->n_vocab)) {
+    vq_status st;
+    vq_tokenizer *tok = vq_tok_create(vq_model_gguf(r->m), &st);
+    if (tok && !vq_cli_vocab_check(cmd, b->model_path, tok, vq_model_info_get(r->m)->n_vocab)) {
         vq_tok_free(tok);
         free(text);
-        FREE_MODEL();
         return 1;
     }
-    int32_t *ids = malloc(sizeof(int32_t) * (size_t)n_tokens);
-    int64_t n = (tok && text && ids) ? vq_tok_encode(tok, text, tlen, true, false, ids, n_tokens)
-                                     : 0;
-    if (n < 0) n = n_tokens; /* more text than needed: the first n_tokens ids were written */
+    *ids = malloc(sizeof(int32_t) * (size_t)b->n_tokens);
+    int64_t n = (tok && text && *ids)
+                  ? vq_tok_encode(tok, text, tlen, true, false, *ids, b->n_tokens)
+                  : 0;
+    if (n < 0) n = b->n_tokens; /* more text than needed: the first n_tokens ids were written */
     vq_tok_free(tok);
     free(text);
     if (n < 16) {
         fprintf(stderr, "%s: need at least 16 tokens of text (got %lld)\n", cmd, (long long)n);
-        free(ids);
-        FREE_MODEL();
         return 1;
     }
-    /* run with an fp32 cache, then read back K/V */
+    r->n = n;
+    return 0;
+}
+
+/* Runs the tokens with an fp32 cache (K/V are read back from it) and allocates the buffers
+ * and the sets to fit. Returns 0 ok, else the exit code (printed). */
+static int calib_eval(const char *cmd, const struct vq_calib_build *b, struct calib_run *r,
+                      const int32_t *ids) {
     struct vq_ctx_params cp = vq_ctx_params_default();
-    cp.n_ctx = n;
-    cp.n_threads = threads;
+    cp.n_ctx = r->n;
+    cp.n_threads = b->threads;
     cp.cache.key.method = cp.cache.value.method = VQ_METHOD_FP32;
-    vq_ctx *ctx = vq_ctx_create(m, &cp, &st);
-    if (!ctx) {
+    vq_status st;
+    r->ctx = vq_ctx_create(r->m, &cp, &st);
+    if (!r->ctx) {
         fprintf(stderr, "%s: context: %s\n", cmd, vq_status_str(st));
-        free(ids);
-        FREE_MODEL();
         return 1;
     }
-    st = vq_ctx_eval(ctx, ids, n, NULL);
-    free(ids);
+    st = vq_ctx_eval(r->ctx, ids, r->n, NULL);
     if (st != VQ_STATUS_OK) {
         fprintf(stderr, "%s: eval: %s\n", cmd, vq_status_str(st));
-        vq_ctx_free(ctx);
-        FREE_MODEL();
         return 1;
     }
     fprintf(stderr, "%s: %lld tokens through %d layers (%d kv heads, head_dim %d)\n", cmd,
-            (long long)n, L, H, d);
-    const vq_cache *cache = vq_ctx_cache(ctx);
-    float *K = malloc(sizeof(float) * (size_t)(n * H * d)),
-          *V = malloc(sizeof(float) * (size_t)(n * H * d));
-    vq_calib_data *cvi = do_vi ? vq_calib_data_create(L, d, &st) : NULL;
-    vq_calib_data *csp = do_sp ? vq_calib_data_create(L, d, &st) : NULL;
-    vq_calib_data *crq = do_rq ? vq_calib_data_create(L, d, &st) : NULL;
-    int rc = 0;
-    if (!K || !V || (do_vi && !cvi) || (do_sp && !csp) || (do_rq && !crq)) {
+            (long long)r->n, r->L, r->H, r->d);
+    const size_t nf = (size_t)(r->n * r->H * r->d);
+    r->K = malloc(sizeof(float) * nf);
+    r->V = malloc(sizeof(float) * nf);
+    r->cvi = b->do_vi ? vq_calib_data_create(r->L, r->d, &st) : NULL;
+    r->csp = b->do_sp ? vq_calib_data_create(r->L, r->d, &st) : NULL;
+    r->crq = b->do_rq ? vq_calib_data_create(r->L, r->d, &st) : NULL;
+    if (!r->K || !r->V || (b->do_vi && !r->cvi) || (b->do_sp && !r->csp) || (b->do_rq && !r->crq)) {
         fprintf(stderr, "%s: out of memory\n", cmd);
-        rc = 1;
+        return 1;
     }
-    for (int l = 0; l < L && rc == 0; l++) {
-        for (int h = 0; h < H && st == VQ_STATUS_OK; h++)
-            st = vq_cache_read(cache, l, h, K + (size_t)h * n * d, V + (size_t)h * n * d);
-        const int64_t nn = n * H;
-        if (st == VQ_STATUS_OK && do_vi) {
-            st = vq_calib_fit_vecinfer(cvi, l, VQ_ROLE_KEY, K, nn, kc, kv, seed + (uint64_t)l);
+    return 0;
+}
+
+/* Fits every asked set layer by layer from the cache's keys and values. 0 ok, 1 printed. */
+static int calib_fit(const char *cmd, const struct vq_calib_build *b, struct calib_run *r) {
+    const vq_cache *cache = vq_ctx_cache(r->ctx);
+    const int64_t n = r->n, d = r->d, nn = n * r->H;
+    vq_status st = VQ_STATUS_OK;
+    int rc = 0;
+    for (int l = 0; l < r->L && rc == 0; l++) {
+        const uint64_t seed = b->seed + (uint64_t)l;
+        for (int h = 0; h < r->H && st == VQ_STATUS_OK; h++)
+            st = vq_cache_read(cache, l, h, r->K + (size_t)(h * n * d), r->V + (size_t)(h * n * d));
+        if (st == VQ_STATUS_OK && b->do_vi) {
+            st = vq_calib_fit_vecinfer(r->cvi, l, VQ_ROLE_KEY, r->K, nn, b->kc, b->kv, seed);
             if (st == VQ_STATUS_OK)
-                st = vq_calib_fit_vecinfer(cvi, l, VQ_ROLE_VALUE, V, nn, vc, vv,
-                                           seed + (uint64_t)l);
+                st = vq_calib_fit_vecinfer(r->cvi, l, VQ_ROLE_VALUE, r->V, nn, b->vc, b->vv, seed);
         }
-        if (st == VQ_STATUS_OK && do_sp) {
-            st = vq_calib_fit_spectral(csp, l, VQ_ROLE_KEY, K, nn);
-            if (st == VQ_STATUS_OK) st = vq_calib_fit_spectral(csp, l, VQ_ROLE_VALUE, V, nn);
+        if (st == VQ_STATUS_OK && b->do_sp) {
+            st = vq_calib_fit_spectral(r->csp, l, VQ_ROLE_KEY, r->K, nn);
+            if (st == VQ_STATUS_OK) st = vq_calib_fit_spectral(r->csp, l, VQ_ROLE_VALUE, r->V, nn);
         }
-        if (st == VQ_STATUS_OK && do_rq) st = vq_calib_fit_sensitivity(crq, l, K, nn);
+        if (st == VQ_STATUS_OK && b->do_rq) st = vq_calib_fit_sensitivity(r->crq, l, r->K, nn);
         if (st != VQ_STATUS_OK) {
             fprintf(stderr, "%s: layer %d: %s\n", cmd, l, vq_status_str(st));
             rc = 1;
         }
-        if (isatty(2)) fprintf(stderr, "\r%s: calibration layer %d/%d", cmd, l + 1, L);
+        if (isatty(2)) fprintf(stderr, "\r%s: calibration layer %d/%d", cmd, l + 1, r->L);
     }
     if (isatty(2)) fprintf(stderr, "\n");
-    if (rc == 0 && do_vi) {
-        char name[64];
-        snprintf(name, sizeof name, "k%dx%d_v%dx%d", kc, kv, vc, vv);
-        const uint32_t params[6] = {(uint32_t)kc, (uint32_t)kv, (uint32_t)vc,
-                                    (uint32_t)vv, (uint32_t)n,  (uint32_t)seed};
-        rc |= save(cmd, rep, cvi, out, "vecinfer", sha, name, params, b->cache_optional);
+    return rc;
+}
+
+/* Prints the RateQuant key-bit allocation of mean rq_bits over widths 1..4. 0 ok, 1 printed. */
+static int calib_print_rq(const char *cmd, FILE *rep, const vq_calib_data *crq, int L,
+                          double rq_bits) {
+    const int allowed[4] = {1, 2, 3, 4};
+    int *bits = malloc(sizeof(int) * (size_t)L);
+    const vq_status st = bits ? vq_ratequant_allocate(vq_calib_sensitivities(crq), L, rq_bits,
+                                                      allowed, 4, 0.0, bits)
+                              : VQ_STATUS_NO_MEMORY;
+    if (st == VQ_STATUS_OK) {
+        fprintf(rep, "ratequant: key bits per layer (mean %.2f):", rq_bits);
+        for (int l = 0; l < L; l++) fprintf(rep, " %d", bits[l]);
+        fprintf(rep, "\n");
+    } else {
+        fprintf(stderr, "%s: ratequant allocation: %s\n", cmd, vq_status_str(st));
     }
-    if (rc == 0 && do_sp) {
-        const uint32_t params[6] = {(uint32_t)n, 0, 0, 0, 0, 0};
-        rc |= save(cmd, rep, csp, out, "spectral", sha, "pca", params, b->cache_optional);
+    free(bits);
+    return st == VQ_STATUS_OK ? 0 : 1;
+}
+
+/* Writes the fitted sets as artifacts (or says why they could not be cached) and hands them
+ * over where b asks. Returns 0 ok, 1 printed. */
+static int calib_save_all(const char *cmd, const struct vq_calib_build *b, struct calib_run *r) {
+    FILE *rep = b->report ? b->report : stdout;
+    const uint32_t n = (uint32_t)r->n;
+    int rc = 0;
+    if (b->do_vi) {
+        char name[64];
+        snprintf(name, sizeof name, "k%dx%d_v%dx%d", b->kc, b->kv, b->vc, b->vv);
+        const uint32_t params[6] = {
+            (uint32_t)b->kc,  (uint32_t)b->kv, (uint32_t)b->vc, (uint32_t)b->vv, n,
+            (uint32_t)b->seed};
+        rc |= save(cmd, rep, r->cvi, b->out, "vecinfer", r->sha, name, params, b->cache_optional);
+    }
+    const uint32_t params_n[6] = {n, 0, 0, 0, 0, 0};
+    if (rc == 0 && b->do_sp) {
+        rc |= save(cmd, rep, r->csp, b->out, "spectral", r->sha, "pca", params_n,
+                   b->cache_optional);
         fprintf(rep, "spectral: signal dims per layer (keys):");
-        for (int l = 0; l < L; l++) fprintf(rep, " %d", vq_calib_signal_dims(csp, l, VQ_ROLE_KEY));
+        for (int l = 0; l < r->L; l++)
+            fprintf(rep, " %d", vq_calib_signal_dims(r->csp, l, VQ_ROLE_KEY));
         fprintf(rep, "\n");
     }
-    if (rc == 0 && do_rq) {
-        const uint32_t params[6] = {(uint32_t)n, 0, 0, 0, 0, 0};
-        rc |= save(cmd, rep, crq, out, "ratequant", sha, "sens", params, b->cache_optional);
-        if (rq_bits > 0) {
-            const int allowed[4] = {1, 2, 3, 4};
-            int *bits = malloc(sizeof(int) * (size_t)L);
-            st = bits ? vq_ratequant_allocate(vq_calib_sensitivities(crq), L, rq_bits, allowed, 4,
-                                              0.0, bits)
-                      : VQ_STATUS_NO_MEMORY;
-            if (st == VQ_STATUS_OK) {
-                fprintf(rep, "ratequant: key bits per layer (mean %.2f):", rq_bits);
-                for (int l = 0; l < L; l++) fprintf(rep, " %d", bits[l]);
-                fprintf(rep, "\n");
-            } else {
-                fprintf(stderr, "%s: ratequant allocation: %s\n", cmd, vq_status_str(st));
-                rc = 1;
-            }
-            free(bits);
-        }
+    if (rc == 0 && b->do_rq) {
+        rc |= save(cmd, rep, r->crq, b->out, "ratequant", r->sha, "sens", params_n,
+                   b->cache_optional);
+        if (rc == 0 && b->rq_bits > 0) rc = calib_print_rq(cmd, rep, r->crq, r->L, b->rq_bits);
     }
-    if (rc == 0) { /* hand the fitted sets over where asked */
-        if (b->keep_vi) {
-            *b->keep_vi = cvi;
-            cvi = NULL;
+    if (rc) return rc;
+    vq_calib_data **keep[3] = {b->keep_vi, b->keep_sp, b->keep_rq};
+    vq_calib_data **have[3] = {&r->cvi, &r->csp, &r->crq};
+    for (int i = 0; i < 3; i++)
+        if (keep[i]) { /* hand the fitted set over */
+            *keep[i] = *have[i];
+            *have[i] = NULL;
         }
-        if (b->keep_sp) {
-            *b->keep_sp = csp;
-            csp = NULL;
-        }
-        if (b->keep_rq) {
-            *b->keep_rq = crq;
-            crq = NULL;
-        }
-    }
-    vq_calib_data_free(cvi);
-    vq_calib_data_free(csp);
-    vq_calib_data_free(crq);
-    free(K);
-    free(V);
-    vq_ctx_free(ctx);
-    FREE_MODEL();
+    return 0;
+}
+
+int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
+    struct calib_run r;
+    memset(&r, 0, sizeof r);
+    int32_t *ids = NULL;
+    int rc = calib_open(cmd, b, &r);
+    if (!rc) rc = calib_tokens(cmd, b, &r, &ids);
+    if (!rc) rc = calib_eval(cmd, b, &r, ids);
+    free(ids);
+    if (!rc) rc = calib_fit(cmd, b, &r);
+    if (!rc) rc = calib_save_all(cmd, b, &r);
+    calib_run_free(b, &r);
     return rc;
-#undef FREE_MODEL
 }
 
 int vq_cmd_calibrate(int argc, char **argv) {
