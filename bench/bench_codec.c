@@ -25,11 +25,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "codecs/codec_impl.h"
-#include "codecs/lutsum_kernels.h"
-
-extern const struct vq_codec_i vq_codec_turboquant_mse;
-extern const struct vq_codec_i vq_codec_turboquant_rvq;
+#include "veloxquant.h"
 
 static double now_us(void) {
     struct timespec ts;
@@ -42,28 +38,42 @@ static int cmp_d(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
-static vq_codec *make(enum vq_method m, int d, int bits, int pq_c, int pq_v, enum vq_isa isa) {
+/* 64-byte aligned, zeroed (the layout the cache gives the kernels); NULL when out of memory. */
+static void *alloc64(size_t bytes) {
+    void *p = NULL;
+    const size_t n = bytes ? (bytes + 63) & ~(size_t)63 : 64;
+    if (posix_memalign(&p, 64, n) != 0) return NULL;
+    memset(p, 0, n);
+    return p;
+}
+
+/* N(0, 1) draws (xorshift64* + Box-Muller), deterministic for the seed. */
+static double normal(uint64_t *s) {
+    double u[2];
+    for (int i = 0; i < 2; i++) {
+        *s ^= *s >> 12;
+        *s ^= *s << 25;
+        *s ^= *s >> 27;
+        u[i] = ((double)((*s * 2685821657736338717ull) >> 11) + 0.5) / 9007199254740992.0;
+    }
+    return sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]);
+}
+
+/* The codec of one case: method by name, width (fractional allowed), isa; ref: its scalar
+ * reference kernels (NULL when it has none). */
+static vq_codec *make(const char *method, int d, double bits, enum vq_isa isa, int ref) {
     struct vq_codec_params p = vq_codec_params_default();
-    p.method = m;
+    enum vq_method m;
+    if (vq_method_from_name(method, &m) != VQ_STATUS_OK ||
+        vq_codec_params_set_method(&p, m) != VQ_STATUS_OK ||
+        vq_codec_params_set_bits(&p, bits) != VQ_STATUS_OK)
+        return NULL;
     p.head_dim = d;
-    p.bits = bits;
-    p.pq_codeword_bits = pq_c;
-    p.pq_subvec_dim = pq_v;
     p.isa = isa;
     vq_status st;
-    if (vq_codec_iface(m)) return vq_codec_create(&p, &st);
-    /* not registered in this build: create through the vtable directly */
-    const struct vq_codec_i *it = m == VQ_METHOD_TURBOQUANT_MSE ? &vq_codec_turboquant_mse
-                                : m == VQ_METHOD_TURBOQUANT_RVQ ? &vq_codec_turboquant_rvq
-                                                                : NULL;
-    if (!it) return NULL;
-    struct vq_codec *c = (struct vq_codec *)vq_alloc(sizeof(*c));
-    c->p = p;
-    c->iface = it;
-    c->isa = vq_isa_resolve(isa);
-    c->p.isa = c->isa;
-    if (it->init(c) != VQ_STATUS_OK) {
-        vq_free(c);
+    vq_codec *c = vq_codec_create(&p, &st);
+    if (c && ref && vq_codec_use_ref_kernels(c) != VQ_STATUS_OK) {
+        vq_codec_free(c);
         return NULL;
     }
     return c;
@@ -91,17 +101,14 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bad arguments\n");
         return 2;
     }
-    struct {
-        enum vq_method m;
-        int bits, pq_c, pq_v;
-        const char *label;
-    } cases[] = {{VQ_METHOD_FP16, 16, 0, 0, "16"},         {VQ_METHOD_TURBOQUANT_MSE, 1, 0, 0, "1"},
-                 {VQ_METHOD_TURBOQUANT_MSE, 2, 0, 0, "2"}, {VQ_METHOD_TURBOQUANT_MSE, 3, 0, 0, "3"},
-                 {VQ_METHOD_TURBOQUANT_MSE, 4, 0, 0, "4"}, {VQ_METHOD_TURBOQUANT_RVQ, 1, 0, 0, "1"},
-                 {VQ_METHOD_TURBOQUANT_RVQ, 2, 0, 0, "2"}, {VQ_METHOD_VECINFER, 1, 0, 0, "1"},
-                 {VQ_METHOD_VECINFER, 2, 12, 8, "1.5"},    {VQ_METHOD_VECINFER, 2, 0, 0, "2"},
-                 {VQ_METHOD_VECINFER, 3, 0, 0, "3"},       {VQ_METHOD_VECINFER, 4, 0, 0, "4"},
-                 {VQ_METHOD_SPECTRAL, 2, 0, 0, "2"},       {VQ_METHOD_SPECTRAL, 3, 0, 0, "3"}};
+    static const struct {
+        const char *method;
+        double bits;
+    } cases[] = {{"fp16", 16},          {"turboquant_mse", 1}, {"turboquant_mse", 2},
+                 {"turboquant_mse", 3}, {"turboquant_mse", 4}, {"turboquant_rvq", 1},
+                 {"turboquant_rvq", 2}, {"vecinfer", 1},       {"vecinfer", 1.5},
+                 {"vecinfer", 2},       {"vecinfer", 3},       {"vecinfer", 4},
+                 {"spectral", 2},       {"spectral", 3}};
     fprintf(stderr,
             "bench_codec: vecinfer/spectral use their data-free fallback (no calibration)\n");
     float *k = malloc(sizeof(float) * (size_t)(n * d)),
@@ -109,13 +116,12 @@ int main(int argc, char **argv) {
     float *q = malloc(sizeof(float) * (size_t)d), *s = malloc(sizeof(float) * (size_t)n);
     float *out = malloc(sizeof(float) * (size_t)d);
     double *ts = malloc(sizeof(double) * (size_t)reps * 3);
-    vq_rng g;
-    vq_rng_seed(&g, 1);
+    uint64_t g = 1;
     for (int64_t i = 0; i < n * d; i++) {
-        k[i] = (float)vq_rng_normal(&g);
-        v[i] = (float)vq_rng_normal(&g);
+        k[i] = (float)normal(&g);
+        v[i] = (float)normal(&g);
     }
-    for (int i = 0; i < d; i++) q[i] = (float)vq_rng_normal(&g);
+    for (int i = 0; i < d; i++) q[i] = (float)normal(&g);
     printf(
         "codec,bits,isa,d,n,bytes_per_token,score_us,softmax_us,acc_us,total_us,total_vs_fp16,"
         "cold_total_us,cold_vs_fp16\n");
@@ -124,36 +130,21 @@ int main(int argc, char **argv) {
         if (!ref && !vq_isa_available((enum vq_isa)isa)) continue;
         double fp16_total = 0.0, fp16_cold = 0.0;
         for (size_t ci = 0; ci < sizeof(cases) / sizeof(cases[0]); ci++) {
-            if (filter && cases[ci].m != VQ_METHOD_FP16 &&
-                !strstr(vq_method_name(cases[ci].m), filter))
-                continue;
-            if (ref && cases[ci].m != VQ_METHOD_FP16 && cases[ci].m != VQ_METHOD_VECINFER &&
-                cases[ci].m != VQ_METHOD_SPECTRAL)
-                continue;
-            vq_codec *c = make(cases[ci].m, d, cases[ci].bits, cases[ci].pq_c, cases[ci].pq_v,
-                               ref ? VQ_ISA_SCALAR : (enum vq_isa)isa);
-            if (c && ref && cases[ci].m == VQ_METHOD_VECINFER) {
-                c->encode = vq_vi_encode_ref;
-                c->prepare_query = vq_vi_prepare_query_ref;
-                c->score = vq_vi_score_ref;
-                c->accumulate = vq_vi_accumulate_ref;
-                c->finish = vq_vi_finish_ref;
-            } else if (c && ref && cases[ci].m == VQ_METHOD_SPECTRAL) {
-                c->encode = vq_sp_encode_ref;
-                c->decode = vq_sp_decode_ref;
-                c->prepare_query = vq_sp_prepare_query_ref;
-                c->score = vq_sp_score_ref;
-                c->accumulate = vq_sp_accumulate_ref;
-                c->finish = vq_sp_finish_ref;
-            }
+            enum vq_method m = VQ_METHOD_COUNT;
+            vq_method_from_name(cases[ci].method, &m);
+            const int base = (vq_method_flags(m) & VQ_METHOD_F_FP16_ROWS) != 0; /* fp16 */
+            if (filter && !base && !strstr(cases[ci].method, filter)) continue;
+            /* ref: the reference kernels of the codecs that have their own (fp16 as the base) */
+            vq_codec *c = make(cases[ci].method, d, cases[ci].bits,
+                               ref ? VQ_ISA_SCALAR : (enum vq_isa)isa, ref && !base);
             if (!c) {
-                fprintf(stderr, "skip %s b=%s\n", vq_method_name(cases[ci].m), cases[ci].label);
+                if (!ref) fprintf(stderr, "skip %s b=%g\n", cases[ci].method, cases[ci].bits);
                 continue;
             }
             size_t bb = vq_codec_block_bytes(c);
-            uint8_t *kc = vq_alloc(bb * (size_t)n), *vc = vq_alloc(bb * (size_t)n);
-            void *qs = vq_alloc(vq_codec_query_bytes(c));
-            float *acc = vq_alloc(sizeof(float) * vq_codec_acc_floats(c));
+            uint8_t *kc = alloc64(bb * (size_t)n), *vc = alloc64(bb * (size_t)n);
+            void *qs = alloc64(vq_codec_query_bytes(c));
+            float *acc = alloc64(sizeof(float) * vq_codec_acc_floats(c));
             if (vq_codec_encode(c, k, n, kc) != VQ_STATUS_OK ||
                 vq_codec_encode(c, v, n, vc) != VQ_STATUS_OK) {
                 fprintf(stderr, "encode failed\n");
@@ -184,7 +175,7 @@ int main(int argc, char **argv) {
             double total = med[0] + med[1] + med[2];
             /* cold: H copies of the encoded head, visited round-robin */
             int H = (int)(cold_mib * 1048576.0 / (2.0 * (double)bb * (double)n)) + 1;
-            uint8_t *big = vq_alloc(2 * bb * (size_t)n * (size_t)H);
+            uint8_t *big = alloc64(2 * bb * (size_t)n * (size_t)H);
             double cold = 0.0;
             if (big) {
                 for (int h = 0; h < H; h++) {
@@ -203,22 +194,21 @@ int main(int argc, char **argv) {
                 }
                 qsort(ts, (size_t)reps, sizeof(double), cmp_d);
                 cold = ts[reps / 2];
-                vq_free(big);
+                free(big);
             }
-            if (cases[ci].m == VQ_METHOD_FP16) {
+            if (base) {
                 fp16_total = total;
                 fp16_cold = cold;
             }
-            printf("%s,%s,%s,%d,%lld,%zu,%.1f,%.1f,%.1f,%.1f,%.3f,%.1f,%.3f\n",
-                   vq_method_name(cases[ci].m), cases[ci].label,
-                   ref ? "ref" : vq_isa_name((enum vq_isa)isa), d, (long long)n, bb, med[0], med[1],
-                   med[2], total, fp16_total > 0 ? total / fp16_total : 0.0, cold,
+            printf("%s,%g,%s,%d,%lld,%zu,%.1f,%.1f,%.1f,%.1f,%.3f,%.1f,%.3f\n", cases[ci].method,
+                   cases[ci].bits, ref ? "ref" : vq_isa_name((enum vq_isa)isa), d, (long long)n, bb,
+                   med[0], med[1], med[2], total, fp16_total > 0 ? total / fp16_total : 0.0, cold,
                    fp16_cold > 0 ? cold / fp16_cold : 0.0);
             fflush(stdout);
-            vq_free(kc);
-            vq_free(vc);
-            vq_free(qs);
-            vq_free(acc);
+            free(kc);
+            free(vc);
+            free(qs);
+            free(acc);
             vq_codec_free(c);
         }
     }

@@ -294,6 +294,13 @@ VQ_API void vq_codec_accumulate(const vq_codec *c, const void *codes, int64_t n_
                                 const float *w, float *acc);
 /* Maps the accumulator to the output domain: out (head_dim) = sum_t w[t] * xhat_t. */
 VQ_API void vq_codec_finish(const vq_codec *c, const float *acc, float *out);
+/* Switches c to its scalar reference kernels (the `_ref` functions: the normative spec that
+ * the generic and ISA kernels are tested against), for benchmarks and kernel tests. Returns
+ * OK, UNSUPPORTED when the method has no reference kernels apart from its scalar ones (c
+ * unchanged), INVALID_ARG for NULL. The codes and results stay those of the method (the
+ * kernels are tested to agree); only the speed changes. Not thread-safe: call before c is
+ * used by more than one thread. */
+VQ_API vq_status vq_codec_use_ref_kernels(vq_codec *c);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Cache.                                                                                    */

@@ -223,3 +223,10 @@ void vq_codec_finish(const vq_codec *c, const float *acc, float *out) {
     VQ_ASSERT(c && acc && out);
     c->finish(c, acc, out);
 }
+
+vq_status vq_codec_use_ref_kernels(vq_codec *c) {
+    if (!c) return VQ_STATUS_INVALID_ARG;
+    if (!c->iface->use_ref_kernels) return VQ_STATUS_UNSUPPORTED;
+    c->iface->use_ref_kernels(c);
+    return VQ_STATUS_OK;
+}

@@ -31,6 +31,9 @@ struct vq_codec_i {
      * c->acc_floats and the kernel pointers below. */
     vq_status (*init)(struct vq_codec *c);
     void (*destroy)(struct vq_codec *c);
+    /* Optional (NULL = the scalar kernels are the reference): sets the kernel pointers of an
+     * initialised codec to the scalar reference (_ref) kernels (vq_codec_use_ref_kernels). */
+    void (*use_ref_kernels)(struct vq_codec *c);
 };
 
 struct vq_codec {

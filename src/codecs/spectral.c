@@ -510,6 +510,16 @@ static vq_status sp_init(struct vq_codec *c) {
     return VQ_STATUS_OK;
 }
 
+/* vq_codec_use_ref_kernels: the reference kernels. */
+static void sp_use_ref(struct vq_codec *c) {
+    c->encode = vq_sp_encode_ref;
+    c->decode = vq_sp_decode_ref;
+    c->prepare_query = vq_sp_prepare_query_ref;
+    c->score = vq_sp_score_ref;
+    c->accumulate = vq_sp_accumulate_ref;
+    c->finish = vq_sp_finish_ref;
+}
+
 const struct vq_codec_i vq_codec_spectral = {
     .name = "spectral",
     .params_doc = "bits=1..4 (mean bits/coordinate); spectral_waterfill=0|1; calib, calib_layer",
@@ -522,4 +532,5 @@ const struct vq_codec_i vq_codec_spectral = {
              VQ_METHOD_F_OUTLIER_TOKENS,
     .init = sp_init,
     .destroy = sp_destroy,
+    .use_ref_kernels = sp_use_ref,
 };

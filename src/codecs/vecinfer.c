@@ -560,6 +560,15 @@ static double vi_bits_of(const struct vq_codec_params *p) {
     return (double)c / v;
 }
 
+/* vq_codec_use_ref_kernels: the reference kernels (decode has a single version). */
+static void vi_use_ref(struct vq_codec *c) {
+    c->encode = vq_vi_encode_ref;
+    c->prepare_query = vq_vi_prepare_query_ref;
+    c->score = vq_vi_score_ref;
+    c->accumulate = vq_vi_accumulate_ref;
+    c->finish = vq_vi_finish_ref;
+}
+
 const struct vq_codec_i vq_codec_vecinfer = {
     .name = "vecinfer",
     .params_doc =
@@ -577,4 +586,5 @@ const struct vq_codec_i vq_codec_vecinfer = {
     .bits_of = vi_bits_of,
     .init = vi_init,
     .destroy = vi_destroy,
+    .use_ref_kernels = vi_use_ref,
 };

@@ -388,6 +388,55 @@ TEST(method_traits) {
     ASSERT_EQ_INT(vq_method_flags(VQ_METHOD_COUNT), 0);
 }
 
+/* vq_codec_use_ref_kernels: vecinfer and spectral switch to their reference kernels, which
+ * score and decode the same codes as the kernels they replace; methods without separate
+ * reference kernels say UNSUPPORTED and keep working; NULL is refused. */
+TEST(use_ref_kernels) {
+    ASSERT_STATUS(vq_codec_use_ref_kernels(NULL), VQ_STATUS_INVALID_ARG);
+    enum { D = 64, N = 48 };
+    float x[N * D], q[D], w[N], s0[N], s1[N], o0[D], o1[D];
+    fill(x, N * D, 1.0f);
+    fill(q, D, 1.0f);
+    for (int t = 0; t < N; t++) w[t] = 1.0f / N;
+    for (int m = 0; m < VQ_METHOD_COUNT; m++) {
+        struct vq_codec_params p = vq_codec_params_default();
+        if (vq_codec_params_set_method(&p, (enum vq_method)m) != VQ_STATUS_OK) continue;
+        p.head_dim = D;
+        vq_status st;
+        vq_codec *a = vq_codec_create(&p, &st), *r = vq_codec_create(&p, &st);
+        if (!a || !r) { /* not built, or needs options this test does not give */
+            vq_codec_free(a);
+            vq_codec_free(r);
+            continue;
+        }
+        const int want = (vq_method_flags((enum vq_method)m) & VQ_METHOD_F_CALIBRATION) != 0;
+        ASSERT_STATUS(vq_codec_use_ref_kernels(r), want ? VQ_STATUS_OK : VQ_STATUS_UNSUPPORTED);
+        const int64_t bt = vq_codec_block_tokens(a), n = N / bt * bt;
+        uint8_t *codes = vq_alloc((size_t)(n / bt) * vq_codec_block_bytes(a));
+        void *qa = vq_alloc(vq_codec_query_bytes(a)), *qr = vq_alloc(vq_codec_query_bytes(r));
+        float *aa = vq_alloc(sizeof(float) * vq_codec_acc_floats(a));
+        float *ar = vq_alloc(sizeof(float) * vq_codec_acc_floats(r));
+        ASSERT_STATUS(vq_codec_encode(a, x, n, codes), VQ_STATUS_OK);
+        vq_codec_prepare_query(a, q, qa);
+        vq_codec_prepare_query(r, q, qr);
+        vq_codec_score(a, qa, codes, n, s0);
+        vq_codec_score(r, qr, codes, n, s1);
+        for (int64_t t = 0; t < n; t++) ASSERT_NEAR(s1[t], s0[t], 1e-3 * (1 + fabsf(s0[t])));
+        vq_codec_accumulate(a, codes, n, w, aa);
+        vq_codec_accumulate(r, codes, n, w, ar);
+        vq_codec_finish(a, aa, o0);
+        vq_codec_finish(r, ar, o1);
+        for (int i = 0; i < D; i++) ASSERT_NEAR(o1[i], o0[i], 1e-3 * (1 + fabsf(o0[i])));
+        vq_free(codes);
+        vq_free(qa);
+        vq_free(qr);
+        vq_free(aa);
+        vq_free(ar);
+        vq_codec_free(a);
+        vq_codec_free(r);
+    }
+}
+
 int main(void) {
     RUN(defaults_and_names);
     RUN(method_traits);
@@ -395,6 +444,7 @@ int main(void) {
     RUN(fp16_fp32_records);
     RUN(encode_errors);
     RUN(registry_contract);
+    RUN(use_ref_kernels);
 #ifdef VQ_HAVE_X86
     RUN(fp16_kernels_vs_ref);
 #endif
