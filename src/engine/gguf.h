@@ -111,4 +111,10 @@ const struct vq_gguf_tensor *vq_gguf_tensor_at(const vq_gguf *g, int64_t i);
 const struct vq_gguf_tensor *vq_gguf_tensor_find(const vq_gguf *g, const char *name);
 const char *vq_ggml_type_name(uint32_t type); /* "Q4_K", or "unknown" */
 
+/* The GGUF handle of a loaded model (its tokenizer, chat template and metadata): borrowed,
+ * valid until vq_model_free. Defined in model.c; declared here so that a reader of model
+ * metadata needs no model internals. */
+struct vq_model;
+const vq_gguf *vq_model_gguf(const struct vq_model *m);
+
 #endif

@@ -65,8 +65,6 @@ struct vq_model {
                                             * vq_cache_params.layer_window */
 };
 
-/* The GGUF handle of a model (tokenizer, metadata); valid until vq_model_free. */
-const vq_gguf *vq_model_gguf(const vq_model *m);
 /* Records an engine error message for vq_engine_last_error (printf-style). */
 void vq_engine_set_error(const char *fmt, ...);
 

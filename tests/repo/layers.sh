@@ -8,10 +8,18 @@
 # and the lookup that creates codecs to attach an artifact to a cache configuration). A file in
 # src/X/arch/... belongs to X. A folder missing from the list fails the check, so a new folder
 # has to be placed in the order. The checker is first run on a small tree with a back edge and
-# must reject it (a check that cannot fail tests nothing). Usage: bash tests/repo/layers.sh
-# [ROOT] (default: the repository holding this script).
+# must reject it (a check that cannot fail tests nothing).
+#
+# tools/ and bench/ sit on top: a file there includes system headers, the public headers, the
+# tools' one internal header vq_tools.h (tools/common/) and headers of its own folder, nothing
+# from src/ directly; vq_tools.h itself includes only src/ modules of the folders in
+# TOOLS_SEE (codecs, cache and calib are reached through veloxquant.h alone). Self-tested the
+# same way. Usage: bash tests/repo/layers.sh [ROOT] (default: the repository holding this
+# script).
 set -u
 ORDER="core calib codecs cache artifact engine eval"
+TOOLS_SEE="core engine artifact eval"
+TOOLS_HEADER=tools/common/vq_tools.h
 ROOT=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 
 rank() {  # rank FOLDER -> index in ORDER, or empty when unknown
@@ -51,6 +59,35 @@ check_tree() {  # check_tree SRC_DIR -> prints violations, returns 1 if any
     return $bad
 }
 
+includes() {  # includes DIR... -> "file:header" for every #include "..." under the folders
+    grep -rH --include='*.c' --include='*.h' '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' \
+        "$@" 2>/dev/null | sed 's/^\([^:]*\):[^"]*"\([^"]*\)".*/\1:\2/' | sort
+}
+
+check_edges() {  # check_edges ROOT -> prints violations of tools/ and bench/, returns 1 if any
+    local root=$1 bad=0 file inc rel first
+    while IFS=: read -r file inc; do
+        rel=${file#"$root"/}
+        case "$inc" in
+        veloxquant.h|vq_engine.h|vq_tools.h) continue ;;
+        esac
+        if [ "$rel" = "$TOOLS_HEADER" ]; then
+            first=${inc%%/*}
+            if [ "$first" != "$inc" ] && [[ " $TOOLS_SEE " == *" $first "* ]] &&
+               [ -f "$root/src/$inc" ]; then continue; fi
+            echo "$rel: #include \"$inc\": vq_tools.h includes src/ modules of $TOOLS_SEE only"
+            bad=1; continue
+        fi
+        case "$inc" in
+        */*) ;;
+        *) [ -f "$(dirname "$file")/$inc" ] && continue ;;
+        esac
+        echo "$rel: #include \"$inc\": tools/ and bench/ include the public headers," \
+             "vq_tools.h and their own folder's headers only"; bad=1
+    done < <(includes "$root/tools" "$root/bench")
+    return $bad
+}
+
 # Self-test: a tree with a back edge (calib -> codecs) and an unknown folder must be rejected,
 # the same tree without them accepted.
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
@@ -64,7 +101,27 @@ if check_tree "$TMP/src" >/dev/null; then echo "FAIL: self-test accepts calib ->
 sed -i '$d' "$TMP/src/calib/a.c"; mkdir "$TMP/src/misc"
 if check_tree "$TMP/src" >/dev/null; then echo "FAIL: self-test accepts an unknown folder"; exit 1; fi
 
+# Self-test of the tools' edge: a tool through vq_tools.h and its own folder is accepted; a
+# tool or bench file naming src/ directly, or vq_tools.h reaching into src/codecs, is not.
+mkdir -p "$TMP/tools/common" "$TMP/tools/cli" "$TMP/bench" "$TMP/src/eval"
+: > "$TMP/src/eval/ppl.h"; : > "$TMP/src/codecs/codec_impl.h"; : > "$TMP/tools/cli/cli.h"
+printf '#include "veloxquant.h"\n#include "eval/ppl.h"\n' > "$TMP/$TOOLS_HEADER"
+printf '#include <stdio.h>\n#include "vq_tools.h"\n#include "cli.h"\n' > "$TMP/tools/cli/a.c"
+printf '#include "veloxquant.h"\n' > "$TMP/bench/b.c"
+if ! check_edges "$TMP" >/dev/null; then echo "FAIL: self-test rejects clean tools"; exit 1; fi
+printf '#include "codecs/codec_impl.h"\n' >> "$TMP/bench/b.c"
+if check_edges "$TMP" >/dev/null; then echo "FAIL: self-test accepts bench -> src"; exit 1; fi
+sed -i '$d' "$TMP/bench/b.c"
+printf '#include "eval/ppl.h"\n' >> "$TMP/tools/cli/a.c"
+if check_edges "$TMP" >/dev/null; then echo "FAIL: self-test accepts tools -> src"; exit 1; fi
+sed -i '$d' "$TMP/tools/cli/a.c"
+printf '#include "codecs/codec_impl.h"\n' >> "$TMP/$TOOLS_HEADER"
+if check_edges "$TMP" >/dev/null; then echo "FAIL: self-test accepts vq_tools.h -> codecs"; exit 1; fi
+
 if ! check_tree "$ROOT/src"; then
     echo "FAIL: src/ folders include against the layer order"; exit 1
 fi
-echo "layers: ok ($ORDER)"
+if ! check_edges "$ROOT"; then
+    echo "FAIL: tools/ or bench/ include src/ internals"; exit 1
+fi
+echo "layers: ok ($ORDER; tools/ and bench/ through $TOOLS_HEADER)"

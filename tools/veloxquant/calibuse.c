@@ -11,8 +11,7 @@
 #include "veloxquant.h"
 #include "vq_engine.h"
 #include "cli.h"
-#include "artifact/artifact.h"
-#include "core/sha256.h"
+#include "vq_tools.h"
 
 static int calib_tokens_ = 0;
 

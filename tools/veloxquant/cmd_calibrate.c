@@ -19,9 +19,7 @@
 #include "cli.h"
 #include "evalcommon.h"
 #include "opts.h"
-#include "engine/model.h"
-#include "engine/tokenizer.h"
-#include "core/sha256.h"
+#include "vq_tools.h"
 
 /* Default calibration text: varied English prose (no data files needed). */
 static const char *default_text_ =

@@ -11,7 +11,7 @@
 
 #include "veloxquant.h"
 #include "cli.h"
-#include "eval/kvmem.h"
+#include "vq_tools.h"
 #include "kvconfig.h"
 #include "opts.h"
 

@@ -20,11 +20,7 @@
 #include "evalcommon.h"
 #include "kvconfig.h"
 #include "opts.h"
-#include "engine/chat.h"
-#include "engine/model.h"
-#include "engine/tokenizer.h"
-#include "eval/observer.h"
-#include "eval/results.h"
+#include "vq_tools.h"
 
 #define DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
 #define MAX_PROMPT_BYTES (64u << 20)

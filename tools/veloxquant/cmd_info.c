@@ -15,8 +15,7 @@
 #include "cli.h"
 #include "kvconfig.h"
 #include "opts.h"
-#include "engine/ggml.h"
-#include "engine/gguf.h"
+#include "vq_tools.h"
 
 static void usage(FILE *f) {
     fprintf(

@@ -11,8 +11,7 @@
 
 #include "veloxquant.h"
 #include "cli.h"
-#include "eval/logits.h"
-#include "eval/ppl.h"
+#include "vq_tools.h"
 #include "evalcommon.h"
 #include "kvconfig.h"
 #include "opts.h"

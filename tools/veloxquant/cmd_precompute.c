@@ -13,7 +13,7 @@
 #include "veloxquant.h"
 #include "cli.h"
 #include "opts.h"
-#include "artifact/artifact.h"
+#include "vq_tools.h"
 
 static void usage(FILE *f) {
     fprintf(

@@ -31,8 +31,7 @@
 
 #include "veloxquant.h"
 #include "cli.h"
-#include "eval/kvmem.h"
-#include "eval/results.h"
+#include "vq_tools.h"
 #include "kvconfig.h"
 
 static const char *CMD = "report";

@@ -29,12 +29,7 @@
 
 #include "veloxquant.h"
 #include "cli.h"
-#include "eval/kvmem.h"
-#include "eval/logits.h"
-#include "eval/ppl.h"
-#include "eval/results.h"
-#include "core/sha256.h"
-#include "eval/vecq.h"
+#include "vq_tools.h"
 #include "evalcommon.h"
 #include "kvconfig.h"
 #include "opts.h"

@@ -8,8 +8,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "eval/ppl.h"
-#include "engine/model.h"
+#include "vq_tools.h"
 
 static double mono_s(void) {
     struct timespec ts;

@@ -10,8 +10,7 @@
 
 #include "veloxquant.h"
 #include "vq_engine.h"
-#include "engine/chat.h"
-#include "engine/tokenizer.h"
+#include "vq_tools.h"
 
 struct vq_eval_model {
     vq_model *m;

@@ -10,7 +10,7 @@
 
 #include "cli.h"
 #include "opts.h"
-#include "cache/center.h"
+#include "vq_tools.h"
 
 static int is_rq_preset(const char *name) { return strncmp(name, "ratequant-", 10) == 0; }
 
@@ -321,12 +321,15 @@ void vq_kv_opts_apply_cache(const struct vq_kv_opts *o, struct vq_cache_params *
 const char *vq_kv_modifier_error(const struct vq_cache_params *cp) {
     const enum vq_method km = cp->key.method, vm = cp->value.method;
     const unsigned kf = vq_method_flags(km), vf = vq_method_flags(vm);
-    if (cp->outlier_token_k > 0.0f && !vq_cache_ot_supported(km, vm))
+    /* the rules of vq_cache_params (veloxquant.h) in method traits: outlier tokens need a side
+     * that can bypass them and no kivi_sink side; the channel split needs keys that take it */
+    const int ot_ok = !((kf | vf) & VQ_METHOD_F_SINKS) && ((kf | vf) & VQ_METHOD_F_OUTLIER_TOKENS);
+    if (cp->outlier_token_k > 0.0f && !ot_ok)
         return (kf | vf) & VQ_METHOD_F_SINKS
                  ? "--outlier-tokens does not combine with kivi_sink (it keeps its high-norm tokens in fp16 already)"
                  : "--outlier-tokens needs a quantized key or value method (fp16/fp32 have nothing to bypass)";
     if (cp->n_outlier_channels > 0) {
-        if (!vq_cache_oc_method(km))
+        if (!(kf & VQ_METHOD_F_OUTLIER_CHANNELS))
             return kf & VQ_METHOD_F_PER_CHANNEL_KEYS
                      ? "--outlier-channels: kivi quantizes keys per channel, which already isolates outlier channels"
                  : !(kf & VQ_METHOD_F_QUANTIZED)

@@ -23,7 +23,7 @@
 #include <stdint.h>
 
 #include "veloxquant.h"
-#include "eval/results.h"
+#include "vq_tools.h"
 
 struct vq_model;
 
