@@ -1,7 +1,8 @@
 /*
  * fuzz_gguf.c — libFuzzer target for the GGUF reader: opens the input with vq_gguf_open_mem
  * and, when it opens, checks the tensor values and reads every metadata value, array element and
- * tensor byte through the accessors (all must stay in bounds). Replayed over fuzz/corpus/gguf/ by fuzz/replay_main.c.
+ * tensor byte through the accessors (all must stay in bounds). Replayed over fuzz/corpus/gguf/ by
+ * fuzz/replay_main.c.
  */
 #include <stddef.h>
 #include <stdint.h>

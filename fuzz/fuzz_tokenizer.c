@@ -8,9 +8,9 @@
  *   bit 2: parse_special (and unparse_special on the way back); bit 3: add_special
  * Checked on every input: the -(needed) convention, ids in range, and the round trip:
  * byte-level BPE gives back the input minus the bytes the vocabulary cannot represent;
- * SentencePiece gives it back exactly for valid UTF-8 without U+2581 and special tokens; the streaming helper
- * produces the same bytes as concatenated pieces. A violation aborts (a crash for libFuzzer).
- * Replayed over fuzz/corpus/tokenizer/ by fuzz/replay_main.c.
+ * SentencePiece gives it back exactly for valid UTF-8 without U+2581 and special tokens; the
+ * streaming helper produces the same bytes as concatenated pieces. A violation aborts (a crash for
+ * libFuzzer). Replayed over fuzz/corpus/tokenizer/ by fuzz/replay_main.c.
  */
 #include <stdio.h>
 #include <stdlib.h>

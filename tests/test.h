@@ -1,6 +1,7 @@
 /*
  * test.h — minimal test harness (sds test_cond + libuv-style typed asserts).
- * Usage: TEST(name) { ASSERT(cond); ASSERT_NEAR(a, b, tol); } ... int main(void) { RUN(name); return TEST_REPORT(); }
+ * Usage: TEST(name) { ASSERT(cond); ASSERT_NEAR(a, b, tol); } ...
+ *        int main(void) { RUN(name); return TEST_REPORT(); }
  * Each failing assertion prints file:line and both values; the process exits non-zero if any
  * assertion failed, and prints "N passed, N failed".
  */

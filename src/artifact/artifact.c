@@ -194,7 +194,7 @@ vq_status vq_calib_serialize(const vq_calib_data *cd, const char *method,
     return VQ_STATUS_OK;
 }
 
-/* ---- parse (untrusted) ------------------------------------------------------------------------- */
+/* ---- parse (untrusted) ----------------------------------------------------------------------- */
 
 static vq_calib_data *parse_fail_(vq_calib_data *cd, vq_status *st, vq_status code) {
     vq_calib_data_free(cd);
@@ -332,7 +332,7 @@ vq_calib_data *vq_calib_parse(const uint8_t *buf, size_t len, const char *method
     return cd;
 }
 
-/* ---- files ------------------------------------------------------------------------------------- */
+/* ---- files ----------------------------------------------------------------------------------- */
 
 /* mkdir -p of the folder part of path (everything before the last '/'). */
 static vq_status mkdirs_(const char *path) {

@@ -39,7 +39,8 @@ struct vq_ggml_attn_kernels {
      * of the 16-element chunk reductions, accumulated in double (ggml_vec_soft_max_f32). */
     double (*softmax_exp)(float *w, int64_t n, float max);
     /* acc is G blocks of (S, d), S = 16 (b1 = 0) or 64 (b1 = 1): for each token t in
-     * [t0, t0 + n), ascending, acc[h][t mod S][j] = fma(v_t[j], p[h*ps + t - t0], acc[h][t mod S][j])
+     * [t0, t0 + n), ascending,
+     *     acc[h][t mod S][j] = fma(v_t[j], p[h*ps + t - t0], acc[h][t mod S][j])
      * for h < G, j < d; v holds n rows of d fp16 values. With vq_ggml_pv_finish this is
      * ggml's V^T P product (tinyBLAS, or vec_dot_f16 over tokens when b1). d % 16 == 0. */
     void (*pv_f16)(float *acc, int G, const uint16_t *v, const float *p, size_t ps, int64_t t0,

@@ -91,7 +91,7 @@ double vq_participation_ratio(const double *evals, int n) {
     return s2 > 0 ? s * s / s2 : 0.0;
 }
 
-/* ---- VecInfer: smoothing factors and block WHT ------------------------------------------------ */
+/* ---- VecInfer: smoothing factors and block WHT ----------------------------------------------- */
 
 void vq_smooth_factors(const float *x, int64_t n, int d, float *lambda) {
     for (int c = 0; c < d; c++) lambda[c] = 0.0f;

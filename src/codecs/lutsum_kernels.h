@@ -19,9 +19,10 @@
  * tables are the fp32 tables of the scalar reference, and every kernel (generic and SIMD)
  * adds a token's lookups in field order into one sum starting at 0.0f, as the reference does,
  * so scores are bitwise equal to the reference (the spectral scales are applied as
- * s0 * sum0 + s1 * sum1 with separately rounded products, also as the reference). Accumulate has no SIMD version: a
- * histogram gather + scatter (AVX-512, 16 fields of one token in the lanes) measured 2-4x
- * slower than the generic kernel on the development CPU (AMD Zen 4), so it was dropped.
+ * s0 * sum0 + s1 * sum1 with separately rounded products, also as the reference). Accumulate has no
+ * SIMD version: a histogram gather + scatter (AVX-512, 16 fields of one token in the lanes)
+ * measured 2-4x slower than the generic kernel on the development CPU (AMD Zen 4), so it was
+ * dropped.
  *
  * Table helpers (x86): exact mul-then-add loops in the same order as the scalar loops of the
  * codecs, so prepared tables, encodes and decodes are bitwise identical on every ISA.

@@ -39,8 +39,9 @@
  * VQ_ISA_SCALAR uses the portable generic score/accumulate over a field program (one field
  * per active coordinate, group 0 = signal); AVX2 / AVX-512 use the gather score kernels of
  * arch/x86/vecinfer_*.c, the generic accumulate (a gather + scatter version measured 2x
- * slower than it), and SIMD matrix-vector products for encode / decode / prepare / finish in the same operation
- * order as the reference (codes and prepared tables are bitwise identical on every ISA).
+ * slower than it), and SIMD matrix-vector products for encode / decode / prepare / finish in the
+ * same operation order as the reference (codes and prepared tables are bitwise identical on every
+ * ISA).
  */
 #include <math.h>
 #include <string.h>
@@ -203,7 +204,7 @@ static void sp_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_bl
     sp_decode_impl(c, src, n_blocks, x, 1);
 }
 
-/* ---- fused paths ------------------------------------------------------------------------------- */
+/* ---- fused paths ----------------------------------------------------------------------------- */
 
 static void sp_prepare_impl(const struct vq_codec *c, const float *q, void *qs, int simd) {
     const struct sp_impl *m = c->impl;
@@ -343,7 +344,7 @@ static void sp_finish(const struct vq_codec *c, const float *acc, float *out) {
     sp_finish_impl(c, acc, out, 1);
 }
 
-/* ---- create / destroy -------------------------------------------------------------------------- */
+/* ---- create / destroy ------------------------------------------------------------------------ */
 
 static void sp_destroy(struct vq_codec *c) {
     struct sp_impl *m = c->impl;

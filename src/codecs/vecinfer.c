@@ -290,7 +290,7 @@ static void vi_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_bl
     }
 }
 
-/* ---- fused score / value paths ---------------------------------------------------------------- */
+/* ---- fused score / value paths --------------------------------------------------------------- */
 
 static void vi_prepare_impl(const struct vq_codec *c, const float *q, void *qs, int simd) {
     const struct vi_impl *m = c->impl;

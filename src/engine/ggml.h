@@ -85,9 +85,9 @@ typedef struct {
     vq_half d;
 } vq_block_q6_K;
 /* activation blocks (in memory only) */
-/* Activation block, ggml Q8_1 values in fp32 fields: d = fp16(amax / 127), qs = round(x * 127 / amax)
- * (ties to even), s = fp16(amax / 127 * sum(qs)) — the roundings of quantize_row_q8_1, so that
- * matmuls see the same numbers as llama.cpp. */
+/* Activation block, ggml Q8_1 values in fp32 fields: d = fp16(amax / 127),
+ * qs = round(x * 127 / amax) (ties to even), s = fp16(amax / 127 * sum(qs)) — the roundings of
+ * quantize_row_q8_1, so that matmuls see the same numbers as llama.cpp. */
 typedef struct {
     float d;
     float s;

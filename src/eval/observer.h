@@ -1,8 +1,9 @@
 /*
  * observer.h — per-layer KV quality observed during a real run (docs/EVALUATION.md,
  * "generate --observe"): reconstruction cosine of keys and values, inner-product error of q·k
- * for the run's own queries, attention KL(exact ‖ compressed) and key-norm statistics. Library-internal
- * (used by `veloxquant generate --observe` and the tests); not part of the public API.
+ * for the run's own queries, attention KL(exact ‖ compressed) and key-norm statistics.
+ * Library-internal (used by `veloxquant generate --observe` and the tests); not part of the public
+ * API.
  *
  * How it works
  *   vq_observer_create attaches a layer hook (vq_ctx_set_layer_hook) to an empty context and

@@ -3,12 +3,12 @@
  * probe, over the engine (include/vq_engine.h). Not part of the public API.
  *
  * Perplexity protocol (docs/EVALUATION.md "Protocol", as llama.cpp's perplexity tool): the
- * token stream is cut into non-overlapping chunks of ctx tokens (a trailing partial chunk is dropped); every chunk
- * starts from an empty KV cache (when the tokenizer adds BOS, the chunk's first token is
- * replaced by BOS); the chunk is evaluated in forward passes of n_batch tokens whose keys and
- * values go through the compressed cache (attention always reads the cache), and the
- * positions ctx/2 .. ctx-2 are scored against the next token: nll = logsumexp(row) -
- * row[next]. ppl = exp(mean nll) over every scored position of every chunk.
+ * token stream is cut into non-overlapping chunks of ctx tokens (a trailing partial chunk is
+ * dropped); every chunk starts from an empty KV cache (when the tokenizer adds BOS, the chunk's
+ * first token is replaced by BOS); the chunk is evaluated in forward passes of n_batch tokens whose
+ * keys and values go through the compressed cache (attention always reads the cache), and the
+ * positions ctx/2 .. ctx-2 are scored against the next token: nll = logsumexp(row) - row[next].
+ * ppl = exp(mean nll) over every scored position of every chunk.
  *
  * Determinism: for a fixed model, text, thread count and KV config the result is the same
  * in every run (the engine and codecs are deterministic for a seed).

@@ -1,7 +1,8 @@
 /*
  * results.h — results.json (schema "veloxquant.results.v1", docs/EVALUATION.md "Files"):
- * an in-memory form, a strict reader, a writer, and an atomic file write. Not part of the public API; used by the
- * CLI (sweep, report) and the tests. The JSON schema is checked in as docs/results.schema.json.
+ * an in-memory form, a strict reader, a writer, and an atomic file write. Not part of the public
+ * API; used by the CLI (sweep, report) and the tests. The JSON schema is checked in as
+ * docs/results.schema.json.
  *
  * Missing numbers: every metric field of struct vq_result is a double that is NaN when it was
  * not measured; NaN fields are left out of the JSON (the schema makes them optional) and read

@@ -194,10 +194,11 @@ TEST(files_and_paths) {
     /* overwrite atomically; no temp files left behind */
     ASSERT_STATUS(vq_calib_data_save(cd, path, "vecinfer", sha_a, NULL), VQ_STATUS_OK);
     char cmd[700];
-    snprintf(
-        cmd, sizeof cmd,
-        "test $(ls -A '%s/vecinfer/0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20' | wc -l) -eq 1",
-        dir);
+    snprintf(cmd, sizeof cmd,
+             "test $(ls -A "
+             "'%s/vecinfer/0102030405060708090a0b0c0d0e0f101112131415161718191a1b1c1d1e1f20'"
+             " | wc -l) -eq 1",
+             dir);
     ASSERT_EQ_INT(system(cmd), 0);
     /* corrupt the file on disk: one byte in the middle */
     FILE *f = fopen(path, "r+b");

@@ -117,12 +117,12 @@ TEST(real_keys_and_values) {
         e[5] = rel_mse(VQ_METHOD_TURBOQUANT_MSE, 2, 0, 0, NULL, l, VQ_ROLE_VALUE, vt, nt, d, &b[5]);
         e[6] = rel_mse(VQ_METHOD_SPECTRAL, 2, 0, 0, cd, l, VQ_ROLE_VALUE, vt, nt, d, &b[6]);
         e[7] = rel_mse(VQ_METHOD_VECINFER, 2, 0, 0, cd, l, VQ_ROLE_VALUE, vt, nt, d, &b[7]);
-        fprintf(
-            stderr,
-            "  layer %2d (d_s %d) keys: tq2 %.4f (%.2f b) spectral2 %.4f (%.2f b) vecinfer2 %.4f (%.2f b) | "
-            "tq3 %.4f spectral3 %.4f | values: tq2 %.4f spectral2 %.4f vecinfer2 %.4f\n",
-            l, vq_calib_signal_dims(cd, l, VQ_ROLE_KEY), e[0], b[0], e[1], b[1], e[2], b[2], e[3],
-            e[4], e[5], e[6], e[7]);
+        fprintf(stderr,
+                "  layer %2d (d_s %d) keys: tq2 %.4f (%.2f b) spectral2 %.4f (%.2f b) vecinfer2 "
+                "%.4f (%.2f b) | "
+                "tq3 %.4f spectral3 %.4f | values: tq2 %.4f spectral2 %.4f vecinfer2 %.4f\n",
+                l, vq_calib_signal_dims(cd, l, VQ_ROLE_KEY), e[0], b[0], e[1], b[1], e[2], b[2],
+                e[3], e[4], e[5], e[6], e[7]);
         for (int i = 0; i < 8; i++) sum[i] += e[i] / 4;
     }
     fprintf(stderr,

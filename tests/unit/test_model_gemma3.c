@@ -90,9 +90,9 @@ TEST(chat_format) {
     char buf[1024];
     struct vq_chat_msg a[] = {{"user", "What is the capital of France?"}};
     ASSERT(vq_chat_apply(&ct, a, 1, true, buf, sizeof buf) > 0);
-    ASSERT(!strcmp(
-        buf,
-        "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n<start_of_turn>model\n"));
+    ASSERT(!strcmp(buf,
+                   "<start_of_turn>user\nWhat is the capital of France?<end_of_turn>\n"
+                   "<start_of_turn>model\n"));
     struct vq_chat_msg b[] = {{"system", "You are terse."},
                               {"user", "List three colors."},
                               {"assistant", "Red, green, blue."},

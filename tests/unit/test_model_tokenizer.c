@@ -418,7 +418,8 @@ TEST(test_chat_prompt) {
     char buf[512];
     int64_t n = vq_chat_apply(&ct, m, 1, true, buf, sizeof buf);
     const char *want =
-        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
+        "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging "
+        "Face<|im_end|>\n"
         "<|im_start|>user\nWhat is 2+2?<|im_end|>\n<|im_start|>assistant\n";
     ASSERT_EQ_INT(n, (int64_t)strlen(want));
     ASSERT(strcmp(buf, want) == 0);
@@ -502,23 +503,22 @@ TEST(test_golden_chat_texts) {
     char buf[1024];
     struct vq_chat_msg a[] = {{"user", "What is the capital of France?"}};
     vq_chat_apply(&ct, a, 1, true, buf, sizeof buf);
-    ASSERT(
-        strcmp(
-            buf,
-            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
-            "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n<|im_start|>assistant\n") ==
-        0);
+    ASSERT(strcmp(buf,
+                  "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by "
+                  "Hugging Face<|im_end|>\n"
+                  "<|im_start|>user\nWhat is the capital of France?<|im_end|>\n"
+                  "<|im_start|>assistant\n") == 0);
     struct vq_chat_msg b[] = {{"system", "You are terse."},
                               {"user", "List three colors."},
                               {"assistant", "Red, green, blue."},
                               {"user", "Two more?"}};
     vq_chat_apply(&ct, b, 4, true, buf, sizeof buf);
-    ASSERT(
-        strcmp(
-            buf,
-            "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\nList three colors.<|im_end|>\n"
-            "<|im_start|>assistant\nRed, green, blue.<|im_end|>\n<|im_start|>user\nTwo more?<|im_end|>\n"
-            "<|im_start|>assistant\n") == 0);
+    ASSERT(strcmp(buf,
+                  "<|im_start|>system\nYou are terse.<|im_end|>\n<|im_start|>user\n"
+                  "List three colors.<|im_end|>\n"
+                  "<|im_start|>assistant\nRed, green, blue.<|im_end|>\n<|im_start|>user\n"
+                  "Two more?<|im_end|>\n"
+                  "<|im_start|>assistant\n") == 0);
 }
 
 /* GPT-2 byte of a mapped code point, -1 if none (independent of tokenizer.c) */

@@ -405,7 +405,8 @@ TEST(test_chat_formats) {
     int64_t n = vq_chat_apply(&ct, msgs, 4, true, buf, sizeof buf);
     const char *want_chatml =
         "<|im_start|>system\n  Be brief.  <|im_end|>\n<|im_start|>user\nHi<|im_end|>\n"
-        "<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n<|im_start|>assistant\n";
+        "<|im_start|>assistant\nHello!<|im_end|>\n<|im_start|>user\n2+2?<|im_end|>\n"
+        "<|im_start|>assistant\n";
     ASSERT_EQ_INT(n, (int64_t)strlen(want_chatml));
     ASSERT(strcmp(buf, want_chatml) == 0);
     /* too small: -(length + 1), then exact fit works */
@@ -421,12 +422,11 @@ TEST(test_chat_formats) {
                            "<|start_header_id|>assistant<|end_header_id|>\n\n") == 0);
     ct = vq_chat_template_default(VQ_CHAT_GEMMA);
     n = vq_chat_apply(&ct, msgs, 4, true, buf, sizeof buf);
-    ASSERT(
-        n > 0 &&
-        strcmp(
-            buf,
-            "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\nHello!<end_of_turn>\n"
-            "<start_of_turn>user\n2+2?<end_of_turn>\n<start_of_turn>model\n") == 0);
+    ASSERT(n > 0 &&
+           strcmp(buf,
+                  "<start_of_turn>user\nBe brief.\n\nHi<end_of_turn>\n<start_of_turn>model\n"
+                  "Hello!<end_of_turn>\n"
+                  "<start_of_turn>user\n2+2?<end_of_turn>\n<start_of_turn>model\n") == 0);
     ct = vq_chat_template_default(VQ_CHAT_LLAMA2);
     n = vq_chat_apply(&ct, msgs, 4, true, buf, sizeof buf);
     ASSERT(
@@ -439,8 +439,10 @@ TEST(test_chat_formats) {
     /* template detection and default system prompt extraction (SmolLM2's template) */
     const char *smol =
         "{% for message in messages %}{% if loop.first and messages[0]['role'] != 'system' %}"
-        "{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\\n' }}"
-        "{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}"
+        "{{ '<|im_start|>system\\nYou are a helpful AI assistant named SmolLM, trained by "
+        "Hugging Face<|im_end|>\\n' }}"
+        "{% endif %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + "
+        "'<|im_end|>' + '\\n'}}"
         "{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
     ASSERT_STATUS(vq_chat_template_parse(smol, strlen(smol), &ct), VQ_STATUS_OK);
     ASSERT_EQ_INT(ct.format, VQ_CHAT_CHATML);
@@ -448,18 +450,18 @@ TEST(test_chat_formats) {
     ASSERT(strcmp(ct.default_system,
                   "You are a helpful AI assistant named SmolLM, trained by Hugging Face") == 0);
     n = vq_chat_apply(&ct, msgs + 1, 1, false, buf, sizeof buf);
-    ASSERT(
-        n > 0 &&
-        strcmp(
-            buf,
-            "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by Hugging Face<|im_end|>\n"
-            "<|im_start|>user\nHi<|im_end|>\n") == 0);
+    ASSERT(n > 0 &&
+           strcmp(buf,
+                  "<|im_start|>system\nYou are a helpful AI assistant named SmolLM, trained by "
+                  "Hugging Face<|im_end|>\n"
+                  "<|im_start|>user\nHi<|im_end|>\n") == 0);
     /* an explicit system message replaces the default */
     n = vq_chat_apply(&ct, msgs, 2, false, buf, sizeof buf);
     ASSERT(n > 0 && strncmp(buf, "<|im_start|>system\n  Be brief.", 30) == 0);
     /* Qwen-style template without a literal default: ChatML, no default */
     const char *qwen =
-        "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}";
+        "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\\n' + "
+        "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}";
     ASSERT_STATUS(vq_chat_template_parse(qwen, strlen(qwen), &ct), VQ_STATUS_OK);
     ASSERT(!ct.has_default_system);
     const char *l3 = "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>' }}";

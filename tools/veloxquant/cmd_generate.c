@@ -47,7 +47,8 @@ static void usage(FILE *f) {
         "usage: veloxquant generate [-m MODEL] (-p PROMPT | -f FILE) [options]\n\n"
         "Runs a prompt through a GGUF model whose KV cache is stored with a veloxquant method,\n"
         "streams the generated text to stdout, then prints prefill and decode tok/s, tokens\n"
-        "generated, KV bytes, key_x / fullKV_x (fp16 bytes / stored bytes) and peak RSS to stderr.\n\n"
+        "generated, KV bytes, key_x / fullKV_x (fp16 bytes / stored bytes) and peak RSS to "
+        "stderr.\n\n"
         "  -m, --model PATH      GGUF file (default $VQ_MODELS/" DEFAULT_MODEL_FILE
         ",\n"
         "                        else ~/.cache/veloxquant/models/" DEFAULT_MODEL_FILE
@@ -68,11 +69,13 @@ static void usage(FILE *f) {
         "      --top-p P         nucleus mass in (0, 1] (default 0.95)\n"
         "      --isa ISA         auto|scalar|avx2|avx512 weight and codec kernels (default auto)\n"
         "      --json            print one JSON object (text and statistics) instead of streaming\n"
-        "      --observe FILE    also keep an exact fp32 shadow of K/V and write per-layer KV quality\n"
+        "      --observe FILE    also keep an exact fp32 shadow of K/V and write per-layer "
+        "KV quality\n"
         "                        (cosine, q.k error, attention KL, key norms) as JSON to FILE;\n"
         "                        extra memory 8*head_dim bytes per token, layer and kv head, and\n"
         "                        slower decoding (see docs/EVALUATION.md)\n"
-        "      --observe-queries N  query positions sampled per forward pass and layer (default 8)\n"
+        "      --observe-queries N  query positions sampled per forward pass and layer "
+        "(default 8)\n"
         "  -q, --quiet           do not stream the text (statistics only)\n\n"
         "Threads are OpenMP threads that spin between matrix products; on cores shared with other\n"
         "busy processes, OMP_WAIT_POLICY=passive avoids stalls at every synchronisation.\n");

@@ -21,7 +21,8 @@ static void usage(FILE *f) {
     fprintf(
         f,
         "usage: veloxquant info [options] MODEL\n\n"
-        "Prints a GGUF file's metadata, its tensor types and the KV-cache geometry of the model.\n\n"
+        "Prints a GGUF file's metadata, its tensor types and the KV-cache geometry of the "
+        "model.\n\n"
         "  -m, --model PATH   the GGUF file (or give it as the last argument)\n"
         "      --tensors      list every tensor (name, type, shape, bytes)\n"
         "      --ctx N        context length used for the KV byte figures (default 4096)\n"

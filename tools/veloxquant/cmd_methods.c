@@ -20,10 +20,9 @@ static const struct vq_method_info planned[] = {
      .bits_formula = "b + 32/d",
      .needs_calibration = 1},
     {.name = "ratequant",
-     .params =
-         "modifier: --ratequant B (target mean bits; per-layer allocation from calibrated key norms, "
-         "docs/ALGORITHMS.md section 8.3) on any codec with a bits range; values follow the key allocation "
-         "(--ratequant-values even|off)",
+     .params = "modifier: --ratequant B (target mean bits; per-layer allocation from calibrated "
+               "key norms, docs/ALGORITHMS.md section 8.3) on any codec with a bits range; values "
+               "follow the key allocation (--ratequant-values even|off)",
      .bits_formula = "avg b",
      .needs_calibration = 1,
      .implemented = 1},

@@ -31,14 +31,16 @@ static void usage(FILE *f) {
         "  -b, --batch N         tokens per forward pass (default: CTX)\n"
         "  -t, --threads N       threads (default: OpenMP default)\n"
         "  --f32-activations     exact fp32 matmul inputs instead of llama.cpp's int8 ones\n"
-        "                        (prefill ~1.3x, decode ~6x slower; no int8 rounding noise)\n" VQ_KV_HELP
+        "                        (prefill ~1.3x, decode ~6x slower; no int8 rounding noise)\n"
+        "%s"
         "  --save-logits FILE    store top-k log-probs + remainder mass of every scored token\n"
         "                        (binary, format in src/eval/logits.h)\n"
         "  --top-k K             entries per token in --save-logits (default 32, max 256)\n"
         "  --kl-base FILE        KL(base || this run) mean/median/p99 and top-1 agreement\n"
         "                        against a file written by --save-logits (same text, ctx, chunks)\n"
         "  --json                one JSON object on stdout\n"
-        "  -h, --help            this help\n");
+        "  -h, --help            this help\n",
+        VQ_KV_HELP);
 }
 
 /* Options of one run. */

@@ -653,9 +653,9 @@ static int write_table(struct model_set *ms, int n_models, const char *dir) {
             "| config | K | V | bits/elem | KV bytes | key_x | fullKV_x | ppl | kld_mean | "
             "kld_median | kld_p99 | top1 | cosine_k | cosine_v | prefill tok/s | decode tok/s | "
             "tokens generated | fp16 prefix match | peak RSS MB | error |\n");
-        fprintf(
-            f,
-            "|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
+        fprintf(f,
+                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
+                "---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
         for (int i = 0; i < r->n_results; i++) {
             const struct vq_result *e = &r->results[i];
             fputs("| ", f);
@@ -854,7 +854,8 @@ int vq_cmd_report(int argc, char **argv) {
             break;
         }
         printf(
-            "%s: %s/%s-{throughput,quality,memory,distortion,output,report}.png (%d configs, %d failed)\n",
+            "%s: %s/%s-{throughput,quality,memory,distortion,output,report}.png (%d configs, "
+            "%d failed)\n",
             CMD, dir, s->stem, s->n_ok, s->r.n_results - s->n_ok);
     }
     if (rc == 0) {

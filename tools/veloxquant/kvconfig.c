@@ -326,15 +326,20 @@ const char *vq_kv_modifier_error(const struct vq_cache_params *cp) {
     const int ot_ok = !((kf | vf) & VQ_METHOD_F_SINKS) && ((kf | vf) & VQ_METHOD_F_OUTLIER_TOKENS);
     if (cp->outlier_token_k > 0.0f && !ot_ok)
         return (kf | vf) & VQ_METHOD_F_SINKS
-                 ? "--outlier-tokens does not combine with kivi_sink (it keeps its high-norm tokens in fp16 already)"
-                 : "--outlier-tokens needs a quantized key or value method (fp16/fp32 have nothing to bypass)";
+                 ? "--outlier-tokens does not combine with kivi_sink (it keeps its high-norm "
+                   "tokens in fp16 already)"
+                 : "--outlier-tokens needs a quantized key or value method (fp16/fp32 have "
+                   "nothing to bypass)";
     if (cp->n_outlier_channels > 0) {
         if (!(kf & VQ_METHOD_F_OUTLIER_CHANNELS))
             return kf & VQ_METHOD_F_PER_CHANNEL_KEYS
-                     ? "--outlier-channels: kivi quantizes keys per channel, which already isolates outlier channels"
+                     ? "--outlier-channels: kivi quantizes keys per channel, which already "
+                       "isolates outlier channels"
                  : !(kf & VQ_METHOD_F_QUANTIZED)
-                     ? "--outlier-channels needs a quantized key method (fp16/fp32 keys have nothing to split)"
-                     : "--outlier-channels: calibrated key codecs (vecinfer, spectral) are fitted on whole keys; "
+                     ? "--outlier-channels needs a quantized key method (fp16/fp32 keys have "
+                       "nothing to split)"
+                     : "--outlier-channels: calibrated key codecs (vecinfer, spectral) are "
+                       "fitted on whole keys; "
                        "use turboquant_mse/prod/rvq, qjl or polar keys";
         if (cp->n_outlier_channels > cp->head_dim / 2)
             return "--outlier-channels must be at most head_dim / 2";

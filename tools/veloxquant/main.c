@@ -32,9 +32,9 @@ static const struct vq_cli_cmd cmds[] = {
 
 static void usage(FILE *f) {
     fprintf(f, "veloxquant %s — KV-cache compression with attention on codes\n\n", vq_version());
-    fprintf(
-        f,
-        "usage: veloxquant COMMAND [options]   (veloxquant COMMAND --help for details)\n\ncommands:\n");
+    fprintf(f,
+            "usage: veloxquant COMMAND [options]   (veloxquant COMMAND --help for details)\n\n"
+            "commands:\n");
     for (size_t i = 0; i < sizeof cmds / sizeof cmds[0]; i++)
         fprintf(f, "  %-16s %s\n", cmds[i].name, cmds[i].summary);
 }

@@ -1,7 +1,8 @@
 /*
  * ggml_x86.h — inline AVX2 / AVX-512 pieces of ggml's CPU arithmetic shared by the cache's
  * fp16 attention (ggml_attn_*.c) and the engine's kernels (SwiGLU, dot products). Include
- * only from files compiled with the matching ISA flags (the arch/x86 files named _avx2.c / _avx512.c).
+ * only from files compiled with the matching ISA flags (the arch/x86 files named _avx2.c /
+ * _avx512.c).
  */
 #ifndef VQ_GGML_X86_H
 #define VQ_GGML_X86_H
