@@ -2,7 +2,8 @@
 # CLI test of the one KV-option table (tools/veloxquant/kvconfig.h): generate, perplexity, sweep
 # and bench resolve the same KV config from the same options, with every method's default bits
 # taken from its codec traits (`methods --json` default_bits). Uses --print-kv-config, which
-# prints the resolved config and exits before any model is loaded (no model needed).
+# prints the resolved config and exits before any model is loaded (no model needed; one real
+# generate run with kivi options when the default model is there).
 set -u
 VQ="$1"
 fail=0; pass=0
@@ -50,6 +51,13 @@ done
 same_config "kivi G64 R0" --group-size 64 --residual-length 0 --method kivi
 grep -q '"config":"kivi-2+g64+res0".*"k_group_size":64,"k_residual_length":0' "$TMP/generate.json" \
     && ok || bad "kivi --group-size 64 --residual-length 0 resolved: $(cat "$TMP/generate.json")"
+# and a real run takes them (the cache accepts group 64 without an fp16 window)
+MODEL="${VQ_MODELS:-$HOME/.cache/veloxquant/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [ -f "$MODEL" ]; then
+    expect_exit 0 "$VQ" generate -m "$MODEL" -p "The capital of France is" -n 4 -c 128 -t 2 \
+        --method kivi --group-size 64 --residual-length 0
+    grep -q "K kivi/2-bit | V kivi/2-bit" "$ERR" && ok || bad "generate kivi G64 R0: $(cat "$ERR")"
+fi
 same_config "kivi_sink" --method kivi_sink --n-sink-tokens 3 --kv-seed 7 --bits 4
 same_config "asym" --k-method turboquant_prod --k-bits 4 --v-method kivi --jl-dim 64
 same_config "outliers" --method turboquant_mse --bits 3 --outlier-tokens 2 --outlier-channels 4 --n-calib-tokens 100
