@@ -406,6 +406,30 @@ struct vq_cache_params {
      * 0..1024 (INVALID_ARG otherwise); stream_sinks > 0 with stream_window 0 is INVALID_ARG. */
     int stream_window;
     int stream_sinks;
+    /* Per-channel key scales (docs/ALGORITHMS.md §8.6); keys only. 0 = off (default), 1 = from
+     * the keys, 2 = from the keys and the queries given to vq_cache_observe_queries. Per
+     * (layer, kv-head) a vector s is learned from the layer's first append (as mu is; kept
+     * only if the append succeeds; cleared by reset / truncate to 0): b_i = mean of
+     * (k_i - mu_i)^2 over its tokens, a_i = mean of q_i^2 over the queries observed for the
+     * kv-head's query heads (1 in mode 1 or when none were observed), both averaged over each
+     * RoPE pair (key_scale_pairs) and floored at 1e-3 of their mean; s_i = (b_i / a_i)^(1/4),
+     * divided by the geometric mean of s, clamped to [1/16, 16], rounded to fp16. A first
+     * append of fewer than 8 tokens gives s = 1. Every stored key row (codec blocks, fp16
+     * windows, sinks, outlier copies) is (k - mu) / s and attention scores it with q * s, so
+     * q.k is unchanged. Why this s: a rotation codec's error on k/s is near isotropic with
+     * variance ~ ||k/s||^2, so the score error E[(q*s . err)^2] ~ (sum_i a_i s_i^2)(sum_j b_j
+     * / s_j^2), which Cauchy-Schwarz minimizes at s_i^2 = sqrt(b_i / a_i). Applies to every
+     * layer except fp16_first/last layers; any key method (the fp16 / fp32 ones then take the
+     * codec path, not the llama.cpp-exact one). INVALID_ARG outside 0..2. Bytes: head_dim * 2
+     * per (layer, kv-head) once learned, counted in vq_cache_memory.center_bytes. */
+    int key_scales;
+    /* RoPE pairing of the key channels for key_scales (scales equal within a rotary pair, so
+     * they do not depend on where a position's rotation put the pair's energy): 0 = none
+     * (default), 1 = adjacent (2i, 2i+1), 2 = halves (i, i + r/2); over the first r =
+     * key_scale_rope_dim channels (0 = head_dim; even, <= head_dim). The engine sets both
+     * from the model. INVALID_ARG otherwise. */
+    int key_scale_pairs;
+    int key_scale_rope_dim;
 };
 
 /* Defaults: 1 layer, 1 kv head, head_dim 128, max_tokens 4096, page 256, fp16 keys and values. */
@@ -425,6 +449,16 @@ VQ_API void vq_cache_free(vq_cache *c);
  * cache is unchanged. */
 VQ_API vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v,
                                  enum vq_dtype dtype, int64_t n_tokens);
+
+/* Shows the cache the queries of a batch before that batch is appended to a layer, for
+ * key_scales = 2: while the layer is empty, the per-channel means of q^2 over these queries
+ * (per kv-head, over its query heads: head h belongs to kv-head h / (n_q_heads / n_kv_heads))
+ * replace the ones kept for the layer's first append; otherwise (layer holds tokens, or
+ * key_scales != 2) a no-op. q is (n_q, n_q_heads, head_dim) fp32 as in vq_cache_attend.
+ * Returns INVALID_ARG (bad layer, NULL q with n_q > 0, n_q_heads not a multiple of
+ * n_kv_heads) or NON_FINITE; the cache is unchanged on error. One caller per cache. */
+VQ_API vq_status vq_cache_observe_queries(vq_cache *c, int layer, const float *q, int n_q_heads,
+                                          int64_t n_q);
 
 /* Attention for one layer on the stored codes. q is (n_q, n_q_heads, head_dim) fp32,
  * n_q_heads a multiple of n_kv_heads (query head h uses kv head h / (n_q_heads/n_kv_heads)).
@@ -455,6 +489,12 @@ VQ_API vq_status vq_cache_attend_ref(vq_cache *c, int layer, const float *q, int
  * calibration activations). Returns INVALID_ARG for a bad layer/head or NULL cache. */
 VQ_API vq_status vq_cache_read(const vq_cache *c, int layer, int kv_head, float *k, float *v);
 
+/* The key scales s of (layer, kv_head) (vq_cache_params.key_scales) into s (head_dim fp32):
+ * stored rows are (k - mu) / s and queries are scored as q * s. All 1 when key scaling is off
+ * for the layer or not learned yet. Returns INVALID_ARG for a bad layer/head or NULL
+ * arguments. Thread-safe against other readers. */
+VQ_API vq_status vq_cache_key_scales(const vq_cache *c, int layer, int kv_head, float *s);
+
 /* Positions appended to a layer so far (absolute: windows do not lower it). 0 for a bad
  * layer or NULL cache. */
 VQ_API int64_t vq_cache_n_tokens(const vq_cache *c, int layer);
@@ -473,8 +513,9 @@ struct vq_cache_memory {
     size_t fp16_key_bytes;  /* fp16 bytes of the keys alone */
     size_t key_total_bytes; /* stored key bytes including key windows */
     size_t allocated_bytes; /* bytes of pages actually allocated (>= total_bytes) */
-    size_t center_bytes;    /* fp32 centering vectors (keys + values) of layers holding tokens;
-                            * the key part is also in key_total_bytes */
+    size_t center_bytes;    /* fp16 centering vectors (keys + values) and key scale vectors
+                            * (key_scales) of layers holding tokens; the key part is also in
+                            * key_total_bytes */
     size_t outlier_bytes;   /* outlier modifiers: fp16 rows of outlier tokens (K and V),
                             * outlier-channel records (2 + n_out bytes per key token) and channel
                             * lists; in total_bytes, the key parts also in key_total_bytes */

@@ -144,8 +144,10 @@ struct vq_ctx_params {
      * the model's own float math (agrees with a float64 forward to KL ~5e-7). */
     int f32_activations;
     /* K/V storage: methods, bits, windows, page size, per-layer bits. The engine overwrites
-     * n_layers, n_kv_heads, head_dim, max_tokens (= n_ctx), n_threads and layer_window (the
-     * model's sliding windows, vq_model_layer_window). Default fp16. */
+     * n_layers, n_kv_heads, head_dim, max_tokens (= n_ctx), n_threads, layer_window (the
+     * model's sliding windows, vq_model_layer_window) and key_scale_pairs / key_scale_rope_dim
+     * (the model's RoPE pairing); with key_scales = 2 it shows every layer the queries of the
+     * batch before appending it (vq_cache_observe_queries). Default fp16. */
     struct vq_cache_params cache;
 };
 

@@ -111,6 +111,10 @@ struct vq_side {           /* K or V configuration of one layer */
     struct vq_stream *s;   /* (n_kv_heads) */
     uint16_t *mu;          /* (n_kv_heads, head_dim) fp16 centering vectors, NULL = not centered */
     int mu_set;            /* 1 once mu holds the mean of the layer's first append */
+    uint16_t *ks;          /* keys: (n_kv_heads, head_dim) fp16 channel scales, NULL = off */
+    float *ks_f;           /* (n_kv_heads, head_dim) ks in fp32 (queries are multiplied by it) */
+    float *ks_inv;         /* (n_kv_heads, head_dim) 1 / ks_f (stored rows are multiplied by it) */
+    int ks_set;            /* 1 once ks was learned from the layer's first append */
     int use_ot;            /* 1 if this side keeps fp16 copies of outlier tokens */
     int n_oc;              /* outlier channels of this (key) side, 0 = off */
     size_t oc_off;         /* byte offset of the outlier-channel records inside a page */
@@ -134,6 +138,8 @@ struct vq_layer {
      * that append) is > 0; a truncate back to exactly oc_undo_n swaps them back (how an
      * engine drops a failed batch). <= 0 = no undo (an append started since, or a reset). */
     int64_t oc_undo_n;
+    float *qm;    /* key_scales 2: (n_kv_heads, head_dim) mean q^2 of the observed queries */
+    int64_t qm_n; /* queries behind qm (0 = none observed since the layer was emptied) */
 };
 
 /* Per-stream plan of one append (phase A computes it, phase B commits it). */
@@ -166,10 +172,12 @@ struct vq_cache {
     size_t off_scores, off_qs, off_qs16, off_acc, off_acc16;
     /* append staging (single-threaded): (page_tokens, head_dim) fp32 */
     float *stage;
-    struct plan *kplan, *vplan; /* (n_kv_heads) per-append plans */
-    float *split;               /* (2 * n_threads, head_dim + 2) split-decode partial results */
-    float ot_k;                 /* outlier-token threshold k (0 = off) */
-    int n_calib;                /* outlier-channel calibration tokens */
+    struct plan *kplan, *vplan;     /* (n_kv_heads) per-append plans */
+    float *split;                   /* (2 * n_threads, head_dim + 2) split-decode partial results */
+    float ot_k;                     /* outlier-token threshold k (0 = off) */
+    int ks_mode, ks_pairs, ks_rope; /* key_scales, key_scale_pairs, key_scale_rope_dim */
+    size_t off_qk;                  /* slot scratch: the query times the key scales */
+    int n_calib;                    /* outlier-channel calibration tokens */
 };
 
 /* ---- small helpers ---------------------------------------------------------------------- */
@@ -227,6 +235,10 @@ static void load_row(const struct vq_cache *c, const struct vq_side *sd, const v
         float mu[1024];
         vq_fp16_to_fp32_row(sd->mu + (size_t)h * (size_t)d, mu, d);
         for (int i = 0; i < d; i++) dst[i] -= mu[i];
+    }
+    if (sd->ks) {
+        const float *inv = sd->ks_inv + (size_t)h * (size_t)d;
+        for (int i = 0; i < d; i++) dst[i] *= inv[i];
     }
 }
 
@@ -291,7 +303,15 @@ static vq_codec *get_codec(struct vq_cache *c, const struct vq_codec_params *q, 
  * * head_dim: the fp16 codec with no window, sinks, outlier copies / channels or centering. */
 static int plain_f16(const struct vq_side *sd) {
     return (vq_method_flags(sd->codec->p.method) & VQ_METHOD_F_FP16_ROWS) && sd->mode == WIN_NONE &&
-           !sd->use_sinks && !sd->use_ot && sd->n_oc == 0 && !sd->mu && sd->bt == 1;
+           !sd->use_sinks && !sd->use_ot && sd->n_oc == 0 && !sd->mu && !sd->ks && sd->bt == 1;
+}
+
+/* Sets the nd key scales of a side to 1. */
+static void ks_unit(struct vq_side *sd, size_t nd) {
+    for (size_t i = 0; i < nd; i++) {
+        sd->ks[i] = 0x3C00u; /* fp16 1.0 */
+        sd->ks_f[i] = sd->ks_inv[i] = 1.0f;
+    }
 }
 
 /* Fills one side (K or V) of a layer; allocates the per-head stream array and windows.
@@ -361,6 +381,11 @@ static void side_free(struct vq_side *sd, int n_kv) {
     sd->s = NULL;
     free(sd->mu);
     sd->mu = NULL;
+    free(sd->ks);
+    sd->ks = NULL;
+    free(sd->ks_f);
+    free(sd->ks_inv);
+    sd->ks_f = sd->ks_inv = NULL;
 }
 
 void vq_cache_free(vq_cache *c) {
@@ -370,6 +395,7 @@ void vq_cache_free(vq_cache *c) {
             side_free(&c->layers[l].k, c->n_kv);
             side_free(&c->layers[l].v, c->n_kv);
             free(c->layers[l].ot_pos);
+            free(c->layers[l].qm);
         }
         free(c->layers);
     }
@@ -403,7 +429,10 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
         (p->n_outlier_channels > 0 && p->n_calib_tokens < 1) || p->fp16_first_layers < 0 ||
         p->fp16_first_layers > p->n_layers || p->fp16_last_layers < 0 ||
         p->fp16_last_layers > p->n_layers || p->stream_window < 0 || p->stream_sinks < 0 ||
-        p->stream_sinks > VQ_MAX_STREAM_SINKS || (p->stream_sinks > 0 && p->stream_window == 0))
+        p->stream_sinks > VQ_MAX_STREAM_SINKS || (p->stream_sinks > 0 && p->stream_window == 0) ||
+        p->key_scales < 0 || p->key_scales > 2 || p->key_scale_pairs < 0 ||
+        p->key_scale_pairs > 2 || p->key_scale_rope_dim < 0 || p->key_scale_rope_dim % 2 != 0 ||
+        p->key_scale_rope_dim > p->head_dim)
         return create_fail(NULL, st, VQ_STATUS_INVALID_ARG);
     if (p->layer_window)
         for (int l = 0; l < p->n_layers; l++)
@@ -422,6 +451,9 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     c->page_tokens = p->page_tokens;
     c->ot_k = p->outlier_token_k;
     c->n_calib = p->n_calib_tokens;
+    c->ks_mode = p->key_scales;
+    c->ks_pairs = p->key_scale_pairs;
+    c->ks_rope = p->key_scale_rope_dim > 0 ? p->key_scale_rope_dim : p->head_dim;
     c->codecs = calloc((size_t)p->n_layers * 2, sizeof *c->codecs);
     c->codec_req = calloc((size_t)p->n_layers * 2, sizeof *c->codec_req);
     c->layers = calloc((size_t)p->n_layers, sizeof *c->layers);
@@ -490,6 +522,17 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
             sides[j]->mu = calloc((size_t)c->n_kv * (size_t)c->d, sizeof(uint16_t));
             if (!sides[j]->mu) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
         }
+        const int fp16_edge = l < p->fp16_first_layers || l >= p->n_layers - p->fp16_last_layers;
+        if (p->key_scales > 0 && !fp16_edge) {
+            const size_t nd = (size_t)c->n_kv * (size_t)c->d;
+            L->k.ks = malloc(nd * sizeof(uint16_t));
+            L->k.ks_f = malloc(nd * sizeof(float));
+            L->k.ks_inv = malloc(nd * sizeof(float));
+            if (p->key_scales == 2) L->qm = calloc(nd, sizeof(float));
+            if (!L->k.ks || !L->k.ks_f || !L->k.ks_inv || (p->key_scales == 2 && !L->qm))
+                return create_fail(c, st, VQ_STATUS_NO_MEMORY);
+            ks_unit(&L->k, nd);
+        }
         L->f16_exact = plain_f16(&L->k) && plain_f16(&L->v) && c->d % 16 == 0;
         vq_cache_layer_window(p, l, &L->win, &L->ss_cap);
         for (int j = 0; j < 2 && L->ss_cap > 0; j++)
@@ -521,6 +564,8 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     c->off_acc = off;
     off += align64(c->acc_floats * sizeof(float));
     c->off_acc16 = off;
+    off += align64((size_t)c->d * sizeof(float));
+    c->off_qk = off;
     off += align64((size_t)c->d * sizeof(float));
     c->slot_bytes = off;
     /* at most ~1 MiB of score rows per thread: 8 slots up to 32K tokens, fewer beyond */
@@ -565,7 +610,7 @@ static void virt_row(const struct vq_cache *c, const struct vq_side *sd, int h, 
     }
     const int64_t t = i - s->win_n;
     const uint8_t *p = (const uint8_t *)src + (size_t)((t * c->n_kv + h) * d) * dtype_size(dt);
-    if (sd->mode != WIN_NONE && dt == VQ_DTYPE_F16 && !sd->mu) {
+    if (sd->mode != WIN_NONE && dt == VQ_DTYPE_F16 && !sd->mu && !sd->ks) {
         vq_fp16_to_fp32_row((const uint16_t *)(const void *)p, dst, d);
         return;
     }
@@ -582,7 +627,7 @@ static void new_row_f16(const struct vq_cache *c, const struct vq_side *sd, cons
                         enum vq_dtype dt, int h, int64_t t, uint16_t *dst) {
     const int d = c->d;
     const uint8_t *p = (const uint8_t *)src + (size_t)((t * c->n_kv + h) * d) * dtype_size(dt);
-    if (dt == VQ_DTYPE_F16 && !sd->mu) {
+    if (dt == VQ_DTYPE_F16 && !sd->mu && !sd->ks) {
         memcpy(dst, p, (size_t)d * 2);
         return;
     }
@@ -612,6 +657,90 @@ static void compute_mu(const struct vq_cache *c, struct vq_side *sd, const void 
         }
         vq_fp32_to_fp16_row(row, sd->mu + (size_t)h * (size_t)d, d);
     }
+}
+
+/* Averages the pairs of x (n entries) that one RoPE rotation mixes (pairing mode `pairs` over
+ * the first r entries; see vq_cache_params.key_scale_pairs), then floors every entry at 1e-3
+ * of the mean (and at 1e-30). */
+static void ks_pool(double *x, int n, int pairs, int r) {
+    if (pairs == 1)
+        for (int i = 0; i + 1 < r; i += 2) x[i] = x[i + 1] = 0.5 * (x[i] + x[i + 1]);
+    else if (pairs == 2)
+        for (int i = 0; i < r / 2; i++) x[i] = x[i + r / 2] = 0.5 * (x[i] + x[i + r / 2]);
+    double mean = 0;
+    for (int i = 0; i < n; i++) mean += x[i];
+    const double fl = 1e-3 * mean / n > 1e-30 ? 1e-3 * mean / n : 1e-30;
+    for (int i = 0; i < n; i++)
+        if (!(x[i] >= fl)) x[i] = fl;
+}
+
+/* Learns the key side's channel scales (vq_cache_params.key_scales) from the n tokens of the
+ * layer's first append (after mu was set): b_i = mean (k_i - mu_i)^2, a_i = the observed query
+ * moments (L->qm) or 1, s_i = (b_i / a_i)^(1/4) over the geometric mean, clamped to [1/16, 16],
+ * rounded to fp16 (ks_inv = 1 / that). Fewer than 8 tokens: s = 1. */
+static void compute_ks(const struct vq_cache *c, struct vq_layer *L, const void *src,
+                       enum vq_dtype dt, int64_t n) {
+    struct vq_side *sd = &L->k;
+    const int d = c->d;
+    ks_unit(sd, (size_t)c->n_kv * (size_t)d);
+    if (n < 8) return;
+    double b[1024], a[1024];
+    float row[1024];
+    for (int h = 0; h < c->n_kv; h++) {
+        for (int i = 0; i < d; i++) b[i] = 0;
+        for (int64_t t = 0; t < n; t++) {
+            load_row(c, sd, src, dt, h, t, row); /* centered, divided by the unit scales */
+            for (int i = 0; i < d; i++) b[i] += (double)row[i] * row[i];
+        }
+        const int use_q = c->ks_mode == 2 && L->qm_n > 0;
+        for (int i = 0; i < d; i++) {
+            b[i] /= (double)n;
+            a[i] = use_q ? L->qm[(size_t)h * (size_t)d + (size_t)i] : 1.0;
+        }
+        ks_pool(b, d, c->ks_pairs, c->ks_rope);
+        ks_pool(a, d, c->ks_pairs, c->ks_rope);
+        double lg = 0, ls[1024];
+        for (int i = 0; i < d; i++) {
+            ls[i] = 0.25 * (log(b[i]) - log(a[i]));
+            lg += ls[i];
+        }
+        lg /= d;
+        for (int i = 0; i < d; i++) {
+            double e = ls[i] - lg;
+            e = e > log(16.0) ? log(16.0) : e < -log(16.0) ? -log(16.0) : e;
+            row[i] = (float)exp(e);
+        }
+        const size_t o = (size_t)h * (size_t)d;
+        vq_fp32_to_fp16_row(row, sd->ks + o, d);
+        vq_fp16_to_fp32_row(sd->ks + o, sd->ks_f + o, d);
+        for (int i = 0; i < d; i++) sd->ks_inv[o + (size_t)i] = 1.0f / sd->ks_f[o + (size_t)i];
+    }
+}
+
+vq_status vq_cache_observe_queries(vq_cache *c, int layer, const float *q, int n_q_heads,
+                                   int64_t n_q) {
+    if (!c || layer < 0 || layer >= c->n_layers || n_q < 0 || n_q_heads < 1 ||
+        n_q_heads % c->n_kv != 0 || (n_q > 0 && !q))
+        return VQ_STATUS_INVALID_ARG;
+    struct vq_layer *L = &c->layers[layer];
+    if (n_q == 0 || !L->qm || L->n_tokens > 0) return VQ_STATUS_OK;
+    const int d = c->d, grp = n_q_heads / c->n_kv;
+    const int64_t total = n_q * n_q_heads * d;
+    for (int64_t i = 0; i < total; i++)
+        if (!isfinite(q[i])) return VQ_STATUS_NON_FINITE;
+    double acc[1024];
+    for (int g = 0; g < c->n_kv; g++) {
+        for (int i = 0; i < d; i++) acc[i] = 0;
+        for (int64_t t = 0; t < n_q; t++)
+            for (int h = g * grp; h < (g + 1) * grp; h++) {
+                const float *x = q + ((size_t)t * (size_t)n_q_heads + (size_t)h) * (size_t)d;
+                for (int i = 0; i < d; i++) acc[i] += (double)x[i] * x[i];
+            }
+        for (int i = 0; i < d; i++)
+            L->qm[(size_t)g * (size_t)d + (size_t)i] = (float)(acc[i] / (double)(n_q * grp));
+    }
+    L->qm_n = n_q;
+    return VQ_STATUS_OK;
 }
 
 /* Index of the first outlier token at a position >= pos (n_ot if none). */
@@ -685,7 +814,8 @@ static vq_status scan_input(const struct vq_cache *c, const struct vq_layer *L, 
 /* Centered side that keeps fp16 rows: RANGE if some x - mu exceeds the fp16 range. */
 static vq_status scan_centered(const struct vq_cache *c, const struct vq_side *sd, const void *src,
                                enum vq_dtype dt, int64_t n) {
-    if (!sd->mu || (sd->mode == WIN_NONE && !sd->use_sinks && !sd->use_ot)) return VQ_STATUS_OK;
+    if ((!sd->mu && !sd->ks) || (sd->mode == WIN_NONE && !sd->use_sinks && !sd->use_ot))
+        return VQ_STATUS_OK;
     float row[1024];
     for (int64_t t = 0; t < n; t++)
         for (int h = 0; h < c->n_kv; h++) {
@@ -1069,6 +1199,8 @@ vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v, 
     const int set_k = L->k.mu && !L->k.mu_set, set_v = L->v.mu && !L->v.mu_set;
     if (set_k) compute_mu(c, &L->k, k, dtype, n_tokens);
     if (set_v) compute_mu(c, &L->v, v, dtype, n_tokens);
+    const int set_ks = L->k.ks && !L->k.ks_set;
+    if (set_ks) compute_ks(c, L, k, dtype, n_tokens);
     st = scan_centered(c, &L->k, k, dtype, n_tokens);
     if (st == VQ_STATUS_OK) st = scan_centered(c, &L->v, v, dtype, n_tokens);
     if (st != VQ_STATUS_OK) return st;
@@ -1118,6 +1250,7 @@ vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v, 
     }
     if (set_k) L->k.mu_set = 1;
     if (set_v) L->v.mu_set = 1;
+    if (set_ks) L->k.ks_set = 1;
     /* phase B */
     if (first) {
         for (int h = 0; h < c->n_kv; h++)
@@ -1278,6 +1411,7 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
     const int64_t PT = c->page_tokens;
     float *sc[VQ_SLOT_BATCH], *acc[VQ_SLOT_BATCH], *acc16[VQ_SLOT_BATCH];
     void *qs[VQ_SLOT_BATCH], *qs16[VQ_SLOT_BATCH];
+    const float *kq[VQ_SLOT_BATCH]; /* the query the keys are scored with */
     int64_t kb[VQ_SLOT_BATCH], kend[VQ_SLOT_BATCH], vb[VQ_SLOT_BATCH], vend[VQ_SLOT_BATCH];
     for (int j = 0; j < ns; j++) {
         uint8_t *hs = slab + (size_t)j * c->slot_bytes;
@@ -1299,8 +1433,15 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
         kend[j] = vis > sl[j].lo ? round_up(vis, ks->bt) : kb[j]; /* extra scores ignored */
         if (kend[j] > kmax) kmax = kend[j];
         if (kend[j] > kb[j] && kb[j] < kmin) kmin = kb[j];
-        vq_codec_prepare_query(c->f16, sl[j].q, qs16[j]);
-        if (kend[j] > kb[j]) vq_codec_prepare_query(ks->codec, sl[j].q, qs[j]);
+        kq[j] = sl[j].q;
+        if (ks->ks) { /* key scales: the query times s scores the stored k / s */
+            float *qk = (float *)(void *)(slab + (size_t)j * c->slot_bytes + c->off_qk);
+            const float *sf = ks->ks_f + (size_t)g * (size_t)d;
+            for (int i = 0; i < d; i++) qk[i] = sl[j].q[i] * sf[i];
+            kq[j] = qk;
+        }
+        vq_codec_prepare_query(c->f16, kq[j], qs16[j]);
+        if (kend[j] > kb[j]) vq_codec_prepare_query(ks->codec, kq[j], qs[j]);
     }
     for (int64_t p0 = kmin / PT * PT; p0 < kmax; p0 += PT)
         for (int j = 0; j < ns; j++) {
@@ -1308,7 +1449,7 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
             if (a >= b) continue;
             const uint8_t *codes = page_at(c, kst, p0) + (size_t)((a - p0) / ks->bt) * kbb;
             vq_codec_score(ks->codec, qs[j], codes, b - a, sc[j] + a);
-            if (ks->n_oc > 0) oc_score(c, ks, kst, sl[j].q, a, b - a, sc[j] + a);
+            if (ks->n_oc > 0) oc_score(c, ks, kst, kq[j], a, b - a, sc[j] + a);
         }
     for (int j = 0; j < ns; j++) {
         const int64_t lo = sl[j].lo, hi = sl[j].hi;
@@ -1602,6 +1743,13 @@ static void stream_decode(const vq_cache *c, const struct vq_layer *L, const str
     }
     const int64_t ns = L->ss_cap < nt ? L->ss_cap : nt;
     if (ns > 0) vq_fp16_to_fp32_row(s->ss, x, ns * d);
+    if (sd->ks) {
+        const float *sf = sd->ks_f + (size_t)h * (size_t)d;
+        for (int64_t t = 0; t < nt; t++) {
+            if (t >= ns && t < ev) continue; /* freed */
+            for (int i = 0; i < d; i++) x[t * d + i] *= sf[i];
+        }
+    }
     if (sd->mu) {
         float mu[1024];
         vq_fp16_to_fp32_row(sd->mu + (size_t)h * (size_t)d, mu, d);
@@ -1618,6 +1766,15 @@ vq_status vq_cache_read(const vq_cache *c, int layer, int kv_head, float *k, flo
     const struct vq_layer *L = &c->layers[layer];
     if (k) stream_decode(c, L, &L->k, kv_head, k);
     if (v) stream_decode(c, L, &L->v, kv_head, v);
+    return VQ_STATUS_OK;
+}
+
+vq_status vq_cache_key_scales(const vq_cache *c, int layer, int kv_head, float *s) {
+    if (!c || !s || layer < 0 || layer >= c->n_layers || kv_head < 0 || kv_head >= c->n_kv)
+        return VQ_STATUS_INVALID_ARG;
+    const struct vq_side *sd = &c->layers[layer].k;
+    for (int i = 0; i < c->d; i++)
+        s[i] = sd->ks && sd->ks_set ? sd->ks_f[(size_t)kv_head * (size_t)c->d + (size_t)i] : 1.0f;
     return VQ_STATUS_OK;
 }
 
@@ -1695,7 +1852,7 @@ void vq_cache_memory(const vq_cache *c, struct vq_cache_memory *m) {
                 size_t win = (size_t)s->win_n * row16;
                 if (sd->use_sinks) win += (size_t)L->n_sinks * row16;
                 win += (size_t)(L->ss_cap < L->n_tokens ? L->ss_cap : L->n_tokens) * row16;
-                const size_t mu = sd->mu_set ? row16 : 0;
+                const size_t mu = (sd->mu_set ? row16 : 0) + (sd->ks_set ? row16 : 0);
                 size_t ob = sd->use_ot ? (size_t)L->n_ot * row16 : 0;
                 if (sd->n_oc > 0)
                     ob += (size_t)live * (size_t)(2 + sd->n_oc) +
@@ -1712,7 +1869,7 @@ void vq_cache_memory(const vq_cache *c, struct vq_cache_memory *m) {
                 m->allocated_bytes += (size_t)s->n_pages * sd->page_bytes +
                                       (size_t)sd->buf_rows * row16 +
                                       (sd->use_sinks ? (size_t)L->sink_cap * row16 : 0) +
-                                      (sd->mu ? row16 : 0) +
+                                      (sd->mu ? row16 : 0) + (sd->ks ? row16 : 0) +
                                       (sd->use_ot ? (size_t)L->ot_cap * row16 : 0) +
                                       (size_t)sd->n_oc * 2 + (size_t)L->ss_cap * row16;
             }
@@ -1813,7 +1970,9 @@ vq_status vq_cache_truncate(vq_cache *c, int64_t n_tokens) {
         L->n_ot = ot_lower(L, n_tokens); /* outlier tokens beyond the cut go away */
         L->n_tokens = n_tokens;
         if (n_tokens == 0) {
-            L->k.mu_set = L->v.mu_set = 0; /* an emptied layer re-learns mu */
+            L->k.mu_set = L->v.mu_set = 0; /* an emptied layer re-learns mu and the scales */
+            L->k.ks_set = 0;
+            L->qm_n = 0;
             oc_reset(&L->k, c->n_kv, c->d);
             L->oc_undo_n = -1;
             L->keep_from = 0;
@@ -1841,6 +2000,8 @@ void vq_cache_reset(vq_cache *c) {
         L->n_sinks = 0;
         L->n_ot = 0;
         L->k.mu_set = L->v.mu_set = 0;
+        L->k.ks_set = 0;
+        L->qm_n = 0;
         oc_reset(&L->k, c->n_kv, c->d);
         L->oc_undo_n = -1;
     }

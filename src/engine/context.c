@@ -137,6 +137,8 @@ vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_statu
     c->p.cache.max_tokens = c->p.n_ctx;
     c->p.cache.n_threads = c->n_threads;
     c->p.cache.layer_window = m->layer_window; /* sliding windows (NULL: none); copied */
+    c->p.cache.key_scale_pairs = I->rope_type == VQ_ROPE_NEOX ? 2 : 1; /* key_scales pooling */
+    c->p.cache.key_scale_rope_dim = I->rope_dim;
     vq_status s = VQ_STATUS_OK;
     c->cache = vq_cache_create(&c->p.cache, &s);
     if (!c->cache) {
@@ -408,6 +410,8 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
         rope(c, c->k, n, I->n_kv_heads, ly->rope);
         if (m->q_prescale)
             for (int64_t i = 0; i < n * NQ; i++) c->q[i] *= m->q_scale;
+        if (c->p.cache.key_scales == 2) /* query moments for the layer's key scales */
+            VQ_RETURN_IF_ERR(vq_cache_observe_queries(c->cache, l, c->q, I->n_heads, n));
         VQ_RETURN_IF_ERR(vq_cache_append(c->cache, l, c->k, c->v, VQ_DTYPE_F32, n));
         /* plain fp16 layers: llama.cpp's arithmetic inside the cache (vq_cache_attend), windows
          * (layer_window) masked there */

@@ -112,7 +112,8 @@ vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, 
         kp.head_dim = vp.head_dim = d;
         if (p->key_bits_per_layer) kp.bits = p->key_bits_per_layer[l];
         if (p->value_bits_per_layer) vp.bits = p->value_bits_per_layer[l];
-        if (l < p->fp16_first_layers || l >= p->n_layers - p->fp16_last_layers) {
+        const int fp16_edge = l < p->fp16_first_layers || l >= p->n_layers - p->fp16_last_layers;
+        if (fp16_edge) {
             /* full-precision edge layer (as vq_cache_create): fp16 codec for K and V */
             kp = vp = vq_codec_params_default();
             kp.head_dim = vp.head_dim = d;
@@ -177,7 +178,9 @@ vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, 
         const size_t mu = h * row16; /* fp16 mu per kv-head */
         const int kc_on = vq_cache_center_on(p->center_keys, kp.method);
         const int vc_on = vq_cache_center_on(p->center_values, vp.method);
-        const size_t kmu = kc_on ? mu : 0, vmu = vc_on ? mu : 0;
+        /* key scales (key_scales): one fp16 vector per kv-head, like mu */
+        const size_t kmu = (kc_on ? mu : 0) + (p->key_scales > 0 && !fp16_edge ? mu : 0);
+        const size_t vmu = vc_on ? mu : 0;
         m->allocated_bytes += kmu + vmu;
         if (ctx > 0) {
             m->center_bytes += kmu + vmu;

@@ -72,6 +72,47 @@ cmp -s "$TMP/generate.json" "$OUT" && ok || bad "sweep preset vecinfer-1.5 diffe
 expect_exit 0 "$VQ" sweep --configs "kivi-2+g64+res0" --print-kv-config
 grep -q '"k_group_size":64,"k_residual_length":0' "$OUT" && ok || bad "kivi-2+g64+res0 round trip"
 
+# key scales (+ks / +ksk) and the --kv presets: the same config in every command, names parse
+# back, a preset equals its config, and its bits/elem in `methods` stay within the tier
+same_config "key scales" --method turboquant_mse --bits 3 --key-scales qk
+grep -q '"config":"turboquant_mse-3+ks".*"key_scales":2' "$TMP/generate.json" \
+    && ok || bad "--key-scales qk resolved: $(cat "$TMP/generate.json")"
+same_config "key scales from keys" --k-method turboquant_mse --k-bits 4 --v-method fp16 --key-scales keys
+grep -q '+ksk".*"key_scales":1' "$TMP/generate.json" && ok || bad "--key-scales keys: $(cat "$TMP/generate.json")"
+label=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["config"])' "$TMP/generate.json")
+expect_exit 0 "$VQ" sweep --configs "$label" --print-kv-config
+cmp -s "$TMP/generate.json" "$OUT" && ok || bad "sweep --configs $label round trip"
+expect_exit 0 "$VQ" methods --json
+cp "$OUT" "$TMP/methods.json"
+for t in kv8 kv5 kv4 kv3 kv2; do
+    same_config "--kv $t" --kv $t
+    expect_exit 0 "$VQ" sweep --configs "$t" --print-kv-config
+    python3 - "$TMP/generate.json" "$OUT" "$t" <<'PY' && ok || bad "sweep --configs $t differs from --kv $t"
+import json, sys
+a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert b.pop("config") == sys.argv[3], b  # sweep labels its rows by the name given
+a.pop("config")
+assert a == b, (a, b)
+PY
+    python3 - "$TMP/methods.json" "$t" "$TMP/generate.json" <<'PY' && ok || bad "--kv $t: methods entry"
+import json, sys
+m = next(x for x in json.load(open(sys.argv[1])) if x["name"] == sys.argv[2])
+c = json.load(open(sys.argv[3]))
+assert m["config"] == c["config"], (m, c)
+assert 0 < m["bits_per_elem_value"] <= m["max_bits"], m
+PY
+done
+for c in generate perplexity sweep bench; do
+    expect_exit 2 "$VQ" $c --kv kv4 --bits 3 --print-kv-config
+    grep -q "give it alone" "$ERR" && ok || bad "$c: --kv with --bits"
+    expect_exit 2 "$VQ" $c --method kivi --kv kv4 --print-kv-config
+    expect_exit 2 "$VQ" $c --kv kv7 --print-kv-config
+    grep -q "not one of kv8" "$ERR" && ok || bad "$c: unknown --kv"
+    expect_exit 2 "$VQ" $c --key-scales maybe --print-kv-config
+done
+expect_exit 2 "$VQ" estimate-memory --layers 2 --kv-heads 1 --head-dim 64 -c 100 --method fp16 --key-scales qk
+grep -q "key-scales needs a quantized key method" "$ERR" && ok || bad "--key-scales on fp16 keys"
+
 # the same refusals everywhere: a half width only where a codec takes one, not a number
 for c in generate perplexity sweep bench; do
     expect_exit 2 "$VQ" $c --method kivi --bits 1.5 --print-kv-config

@@ -29,7 +29,9 @@ static void usage(FILE *f) {
         "  -m, --model FILE      GGUF model: geometry from its metadata\n"
         "  --layers N, --kv-heads H, --head-dim D\n"
         "                        geometry given directly (instead of -m)\n"
-        "  -c, --ctx CTX         context length in tokens (required)\n" VQ_KV_HELP
+        "  -c, --ctx CTX         context length in tokens (required)\n");
+    fputs(VQ_KV_HELP, f);
+    fputs(
         "  --page-tokens P       cache page size, for the allocated-bytes column (default 256)\n"
         "                        (--ratequant with -m: the allocation from the model's layer\n"
         "                        sensitivities, calibrated on demand; the preset listing and\n"
@@ -40,7 +42,8 @@ static void usage(FILE *f) {
         "                        docs/ALGORITHMS.md section 7.6; decode steps add none).\n"
         "                        Outlier channels (+oc) are data-independent and exact\n"
         "  --json                one JSON object on stdout\n"
-        "  -h, --help            this help\n");
+        "  -h, --help            this help\n",
+        f);
 }
 
 struct row {

@@ -7,6 +7,10 @@
 
 #include "veloxquant.h"
 #include "cli.h"
+#include "kvconfig.h"
+
+/* ctx of the bits/elem listed for the --kv presets (the acceptance protocol's) */
+#define VQ_TIER_CTX 2048
 
 /* Methods of the design that have no codec in this build yet, and the cache-level modifiers
  * (README "Methods"). */
@@ -31,6 +35,11 @@ static const struct vq_method_info planned[] = {
      .params = "modifier: --outlier-channels N (1..64, <= d/2), --n-calib-tokens T (default 200); "
                "keys of turboquant_mse/prod/rvq, qjl, polar",
      .bits_formula = "+ (8*n_out + 16)/d on keys",
+     .implemented = 1},
+    {.name = "key_scales",
+     .params = "modifier: --key-scales keys|qk (per-channel key scales from the first append, "
+               "folded into the query; docs/ALGORITHMS.md section 8.6); any quantized key codec",
+     .bits_formula = "+ 16/T on keys (T tokens; one fp16 vector per layer and kv-head)",
      .implemented = 1},
     {.name = "outlier_tokens",
      .params = "modifier: --outlier-tokens K (prefill key norm > mean + K*std kept fp16 K and V); "
@@ -109,6 +118,23 @@ int vq_cmd_methods(int argc, char **argv) {
             }
             cJSON_AddItemToArray(arr, o);
         }
+        for (int i = 0; i < vq_kv_n_tiers; i++) {
+            double b = 0;
+            if (!vq_kv_tier_bits(&vq_kv_tiers[i], VQ_TIER_CTX, &b)) return 1;
+            cJSON *o = cJSON_CreateObject();
+            cJSON_AddStringToObject(o, "name", vq_kv_tiers[i].name);
+            cJSON_AddStringToObject(o, "params", "preset: --kv NAME");
+            char bs[32];
+            snprintf(bs, sizeof bs, "%.4f", b);
+            cJSON_AddStringToObject(o, "bits_per_elem", bs);
+            cJSON_AddBoolToObject(o, "needs_calibration", 0);
+            cJSON_AddStringToObject(o, "config", vq_kv_tiers[i].config);
+            cJSON_AddNumberToObject(o, "bits_per_elem_value", b);
+            cJSON_AddNumberToObject(o, "bits_ctx", VQ_TIER_CTX);
+            cJSON_AddNumberToObject(o, "max_bits", vq_kv_tiers[i].max_bits);
+            cJSON_AddBoolToObject(o, "implemented", 1);
+            cJSON_AddItemToArray(arr, o);
+        }
         char *s = cJSON_Print(arr);
         printf("%s\n", s);
         cJSON_free(s);
@@ -126,6 +152,16 @@ int vq_cmd_methods(int argc, char **argv) {
                all[i].needs_calibration ? "yes" : "no", def, widths(&all[i], wb, sizeof wb),
                all[i].bits_formula[0] ? all[i].bits_formula : "-",
                all[i].params[0] ? all[i].params : "-");
+    }
+    printf(
+        "\n--kv presets (lowest KL measured on the default model within the budget; bits/elem "
+        "of K and V\ntogether incl. side data and windows, SmolLM2-135M geometry, ctx %d):\n",
+        VQ_TIER_CTX);
+    for (int i = 0; i < vq_kv_n_tiers; i++) {
+        double b = 0;
+        if (!vq_kv_tier_bits(&vq_kv_tiers[i], VQ_TIER_CTX, &b)) return 1;
+        printf("  %-4s <= %-4g %7.4f bits/elem  %s\n", vq_kv_tiers[i].name, vq_kv_tiers[i].max_bits,
+               b, vq_kv_tiers[i].config);
     }
     return 0;
 }

@@ -48,12 +48,42 @@ const struct vq_kv_preset vq_kv_presets[] = {
 };
 const int vq_kv_n_presets = (int)(sizeof vq_kv_presets / sizeof vq_kv_presets[0]);
 
+const struct vq_kv_tier vq_kv_tiers[] = {
+    {"kv8", 8.5, "turboquant_mse-4+ks"}, {"kv5", 5.5, "turboquant_mse-4+ks"},
+    {"kv4", 4.5, "turboquant_mse-4+ks"}, {"kv3", 3.5, "turboquant_mse-3+ks"},
+    {"kv2", 2.5, "turboquant_mse-2+ks"},
+};
+const int vq_kv_n_tiers = (int)(sizeof vq_kv_tiers / sizeof vq_kv_tiers[0]);
+
+int vq_kv_tier_bits(const struct vq_kv_tier *t, int64_t ctx, double *bits) {
+    struct vq_kv_opts o;
+    struct vq_cache_params p = vq_cache_params_default();
+    p.n_layers = 30;
+    p.n_kv_heads = 3;
+    p.head_dim = 64;
+    if (!vq_kv_opts_from_name(t->config, &o) || !vq_kv_opts_resolve("kv", &o, &p.key, &p.value))
+        return 0;
+    vq_kv_opts_apply_cache(&o, &p);
+    struct vq_kv_layers kl;
+    if (vq_kv_layers_apply("kv", &o, NULL, NULL, p.n_layers, p.head_dim, &p, &kl,
+                           VQ_KV_QUIET | VQ_KV_EQUAL_WEIGHTS) != 1)
+        return 0;
+    struct vq_cache_memory m;
+    const vq_status st = vq_kv_estimate(&p, ctx, &m);
+    vq_kv_layers_free(&kl);
+    if (st != VQ_STATUS_OK) return 0;
+    *bits = (double)m.total_bytes * 8.0 /
+            (2.0 * (double)p.n_layers * p.n_kv_heads * p.head_dim * (double)ctx);
+    return 1;
+}
+
 void vq_kv_opts_init(struct vq_kv_opts *o) {
     memset(o, 0, sizeof *o);
     o->group_size = o->residual_length = o->n_sink_tokens = o->jl_dim = -1;
     o->outlier_token_k = -1.0f;
     o->n_outlier_channels = o->n_calib_tokens = -1;
     o->stream_window = o->stream_sinks = -1;
+    o->key_scales = -1;
 }
 
 int vq_kv_default_bits(enum vq_method m) { return vq_method_default_bits(m); }
@@ -145,7 +175,29 @@ int vq_kv_opts_any_layers(const struct vq_kv_opts *o) {
 }
 
 int vq_kv_opts_handle(struct vq_kv_opts *o, const char *cmd, int code, const char *arg) {
+    if (o->kv_tier && code >= VQ_KVOPT_METHOD && code < VQ_KVOPT_LAST &&
+        code != VQ_KVOPT_PRINT_CONFIG) {
+        fprintf(stderr, "%s: --kv %s replaces the other KV options; give it alone\n", cmd,
+                vq_kv_tiers[o->kv_tier - 1].name);
+        return 0;
+    }
     switch (code) {
+    case VQ_KVOPT_KV: {
+        if (vq_kv_opts_given(o)) {
+            fprintf(stderr, "%s: --kv %s replaces the other KV options; give it alone\n", cmd, arg);
+            return 0;
+        }
+        for (int i = 0; i < vq_kv_n_tiers; i++)
+            if (!strcmp(arg, vq_kv_tiers[i].name)) {
+                const int pc = o->print_config;
+                if (!vq_kv_opts_from_name(vq_kv_tiers[i].config, o)) return 0;
+                o->print_config = pc;
+                o->kv_tier = i + 1;
+                return 1;
+            }
+        fprintf(stderr, "%s: --kv: '%s' is not one of kv8, kv5, kv4, kv3, kv2\n", cmd, arg);
+        return 0;
+    }
     case VQ_KVOPT_METHOD: o->has_method = 1; return vq_opt_method(cmd, "--method", arg, &o->method);
     case VQ_KVOPT_K_METHOD:
         o->has_k_method = 1;
@@ -198,6 +250,16 @@ int vq_kv_opts_handle(struct vq_kv_opts *o, const char *cmd, int code, const cha
     case VQ_KVOPT_PRINT_CONFIG: o->print_config = 1; return 1;
     case VQ_KVOPT_WINDOW: return vq_opt_int(cmd, "--window", arg, 0, 1 << 24, &o->stream_window);
     case VQ_KVOPT_STREAM_SINKS: return vq_opt_int(cmd, "--sinks", arg, 0, 1024, &o->stream_sinks);
+    case VQ_KVOPT_KEY_SCALES: {
+        static const char *const modes[3] = {"off", "keys", "qk"};
+        for (int i = 0; i < 3; i++)
+            if (!strcmp(arg, modes[i])) {
+                o->key_scales = i;
+                return 1;
+            }
+        fprintf(stderr, "%s: --key-scales: '%s' is not off, keys or qk\n", cmd, arg);
+        return 0;
+    }
     default: return -1;
     }
 }
@@ -246,6 +308,7 @@ int vq_kv_print_config(const char *name, const struct vq_cache_params *cp) {
     cJSON_AddNumberToObject(js, "fp16_last_layers", cp->fp16_last_layers);
     cJSON_AddNumberToObject(js, "stream_window", cp->stream_window);
     cJSON_AddNumberToObject(js, "stream_sinks", cp->stream_sinks);
+    cJSON_AddNumberToObject(js, "key_scales", cp->key_scales);
     char *t = cJSON_PrintUnformatted(js);
     cJSON_Delete(js);
     if (!t) return 1;
@@ -316,6 +379,7 @@ void vq_kv_opts_apply_cache(const struct vq_kv_opts *o, struct vq_cache_params *
     if (o->n_calib_tokens >= 0) cp->n_calib_tokens = o->n_calib_tokens;
     if (o->stream_window >= 0) cp->stream_window = o->stream_window;
     if (o->stream_sinks >= 0) cp->stream_sinks = o->stream_sinks;
+    if (o->key_scales >= 0) cp->key_scales = o->key_scales;
 }
 
 const char *vq_kv_modifier_error(const struct vq_cache_params *cp) {
@@ -345,6 +409,8 @@ const char *vq_kv_modifier_error(const struct vq_cache_params *cp) {
             return "--outlier-channels must be at most head_dim / 2";
     }
     if (cp->stream_sinks > 0 && cp->stream_window == 0) return "--sinks needs --window W > 0";
+    if (cp->key_scales > 0 && !(kf & VQ_METHOD_F_QUANTIZED))
+        return "--key-scales needs a quantized key method (fp16/fp32 keys lose nothing to scale)";
     return NULL;
 }
 
@@ -364,7 +430,10 @@ void vq_kv_config_name_mod(const struct vq_cache_params *cp, char *out, size_t c
         if (cp->stream_sinks > 0)
             snprintf(out + n, cap - n, "+w%ds%d", cp->stream_window, cp->stream_sinks);
         else snprintf(out + n, cap - n, "+w%d", cp->stream_window);
+        n = strlen(out);
     }
+    if (cp->key_scales > 0 && n < cap)
+        snprintf(out + n, cap - n, cp->key_scales == 2 ? "+ks" : "+ksk");
 }
 
 void vq_kv_config_name(const struct vq_codec_params *k, const struct vq_codec_params *v, char *out,
@@ -448,6 +517,8 @@ static int parse_suffixes(const char *s, struct vq_kv_opts *o) {
             o->stream_sinks = l;
         } else if (sscanf(t, "w%d%c", &f, &tail) == 1 && f >= 1 && f <= (1 << 24))
             o->stream_window = f;
+        else if (!strcmp(t, "ks")) o->key_scales = 2;
+        else if (!strcmp(t, "ksk")) o->key_scales = 1;
         else if (!strcmp(t, "rqv_even")) o->rq_values = VQ_RQ_VALUES_EVEN;
         else if (!strcmp(t, "rqv_off")) o->rq_values = VQ_RQ_VALUES_OFF;
         else if (sscanf(t, "rq%lf%c", &b, &tail) == 1 && b >= 1 && b <= 8) o->ratequant = b;
@@ -473,6 +544,9 @@ int vq_kv_opts_from_name(const char *name, struct vq_kv_opts *o) {
         if (!vq_kv_opts_from_name(base, o)) return 0;
         return parse_suffixes(plus, o);
     }
+    for (int i = 0; i < vq_kv_n_tiers; i++) /* --kv presets: their config */
+        if (!strcmp(name, vq_kv_tiers[i].name))
+            return vq_kv_opts_from_name(vq_kv_tiers[i].config, o);
     if (is_rq_preset(name)) { /* ratequant-B: turboquant_mse with --ratequant B */
         char *end;
         const double b = strtod(name + 10, &end);
@@ -597,6 +671,11 @@ void vq_kv_opts_to_argv(const struct vq_kv_opts *o, char **argv, int *argc, int 
     if (o->n_calib_tokens >= 0) PUSHI("--n-calib-tokens", o->n_calib_tokens);
     if (o->stream_window >= 0) PUSHI("--window", o->stream_window);
     if (o->stream_sinks >= 0) PUSHI("--sinks", o->stream_sinks);
+    if (o->key_scales >= 0) {
+        static const char *const modes[3] = {"off", "keys", "qk"};
+        PUSH("--key-scales");
+        PUSH(modes[o->key_scales]);
+    }
 #undef PUSHG
 #undef PUSHI
 #undef PUSH
@@ -668,6 +747,7 @@ void vq_kv_fill_result_config(const char *name, const struct vq_codec_params *k,
             OPTB("stream_window", mo.stream_window);
             OPTB("stream_sinks", mo.stream_sinks > 0 ? mo.stream_sinks : 0);
         }
+        if (mo.key_scales > 0) OPTB("key_scales", mo.key_scales);
 #undef OPTB
     }
 }

@@ -54,6 +54,8 @@ enum {
     VQ_KVOPT_PRINT_CONFIG,
     VQ_KVOPT_WINDOW,
     VQ_KVOPT_STREAM_SINKS,
+    VQ_KVOPT_KEY_SCALES,
+    VQ_KVOPT_KV,
     /* new options: add the code here, just above VQ_KVOPT_LAST */
     VQ_KVOPT_LAST
 };
@@ -82,11 +84,16 @@ enum {
         {"outlier-channels", required_argument, 0, VQ_KVOPT_OUTLIER_CHANNELS}, \
         {"n-calib-tokens", required_argument, 0, VQ_KVOPT_N_CALIB}, \
         {"print-kv-config", no_argument, 0, VQ_KVOPT_PRINT_CONFIG}, \
-        {"window", required_argument, 0, VQ_KVOPT_WINDOW}, { \
-        "sinks", required_argument, 0, VQ_KVOPT_STREAM_SINKS \
+        {"window", required_argument, 0, VQ_KVOPT_WINDOW}, \
+        {"sinks", required_argument, 0, VQ_KVOPT_STREAM_SINKS}, \
+        {"key-scales", required_argument, 0, VQ_KVOPT_KEY_SCALES}, { \
+        "kv", required_argument, 0, VQ_KVOPT_KV \
     }
 
 #define VQ_KV_HELP \
+    "  --kv NAME             a quality-per-bit preset: kv8, kv5, kv4, kv3, kv2 (the lowest KL\n" \
+    "                        measured at <= 8.5, 5.5, 4.5, 3.5, 2.5 bits/elem; `veloxquant\n" \
+    "                        methods`); replaces the options below, so give it alone\n" \
     "  --method M            KV method for keys and values (see `veloxquant methods`)\n" \
     "  --bits B              bits per coordinate for keys and values (default: per method)\n" \
     "  --k-method M, --v-method M, --k-bits B, --v-bits B\n" \
@@ -115,6 +122,9 @@ enum {
     "                        attend to the newest W tokens (+ the sinks), older pages are\n" \
     "                        recycled so KV memory stays bounded (0 = off; suffix +wW)\n" \
     "  --sinks S             with --window: keep the first S tokens forever (suffix +wWsS)\n" \
+    "  --key-scales M       per-channel key scales folded into the query (q.k unchanged):\n" \
+    "                        off, keys (from the keys of the first append; suffix +ksk), qk\n" \
+    "                        (keys and queries of the first batch; suffix +ks)\n" \
     "  --print-kv-config     print the resolved KV config (JSON) and exit without running\n"
 
 #define VQ_KV_MAX_LAYERS 512
@@ -139,6 +149,8 @@ struct vq_kv_opts {
     int n_outlier_channels, n_calib_tokens; /* -1 = not given */
     int print_config;                       /* --print-kv-config */
     int stream_window, stream_sinks;        /* StreamingLLM window / sinks; -1 = not given */
+    int key_scales;                         /* vq_cache_params.key_scales; -1 = not given */
+    int kv_tier;                            /* --kv: 1 + index in vq_kv_tiers; 0 = not given */
 };
 
 /* Empty option set (nothing given). */
@@ -233,7 +245,23 @@ struct vq_kv_preset {
 extern const struct vq_kv_preset vq_kv_presets[];
 extern const int vq_kv_n_presets;
 
-/* Parses a config name into options: a preset name, "METHOD", "METHOD-B", "METHOD-kBvB'",
+/* The --kv presets ("kv8" ... "kv2"): each the config (a name vq_kv_opts_from_name parses)
+ * with the lowest mean KL measured on the default model at <= max_bits bits/elem, K and V
+ * together, side data and windows included (README "Presets": command, commit, table). */
+struct vq_kv_tier {
+    const char *name;
+    double max_bits;
+    const char *config;
+};
+extern const struct vq_kv_tier vq_kv_tiers[];
+extern const int vq_kv_n_tiers;
+/* Exact bits/elem (K and V together: codes, side data, windows, centering and scale vectors;
+ * vq_kv_estimate) of tier t on the default model's geometry (SmolLM2-135M: 30 layers x 3 kv
+ * heads x head_dim 64) after a prefill of ctx tokens. Returns 1, or 0 if the tier's config
+ * does not resolve (a bug). Thread-safe. */
+int vq_kv_tier_bits(const struct vq_kv_tier *t, int64_t ctx, double *bits);
+
+/* Parses a config name into options: a --kv preset name (its config), a preset name, "METHOD", "METHOD-B", "METHOD-kBvB'",
  * or "KMETHOD-B:VMETHOD-B", with optional "+..." suffixes of vq_kv_config_name_opts ("+rqB",
  * "+fp16fAlB", codec options "+gG", "+resR", "+sinkN", "+jlM", "+seedS", outlier modifiers
  * "+ot", "+ot<K>", "+oc<N>", "+oc<N>t<T>"). The "+kbpl" /
