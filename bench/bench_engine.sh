@@ -2,6 +2,7 @@
 # bench_engine.sh — prefill and decode tok/s of `veloxquant generate` at given contexts,
 # threads and KV methods; median of R runs; one Markdown table on stdout.
 #   bench/bench_engine.sh [VQ] [R]     (env: CTXS="512 4096" THREADS="1 2" METHODS="fp16 turboquant_mse:4 kivi:4"
+#                                       (kv:NAME = the --kv preset NAME)
 #                                       MODEL=path.gguf, default: generate's default model)
 # The prompt of a run at context C is the first (C - 64) * 4 bytes of data/corpus_en.txt
 # (about 0.85 (C - 64) tokens); 64 tokens are then generated greedily (no early stop matters:
@@ -25,6 +26,7 @@ for c in $CTXS; do
     for t in $THREADS; do
         for mb in $METHODS; do
             m=${mb%%:*}; b=${mb#*:}; args=(--method "$m"); [ "$b" != "$mb" ] && args+=(--bits "$b")
+            [ "$m" = kv ] && args=(--kv "$b") # a --kv preset: kv:kv4
             for i in $(seq "$R"); do
                 "$VQ" generate "${MODEL_ARGS[@]}" -f "$tmp/p$c.txt" -n 64 -c "$c" -t "$t" "${args[@]}" --json \
                     > "$tmp/r$i.json"

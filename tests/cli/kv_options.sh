@@ -99,7 +99,7 @@ import json, sys
 m = next(x for x in json.load(open(sys.argv[1])) if x["name"] == sys.argv[2])
 c = json.load(open(sys.argv[3]))
 assert m["config"] == c["config"], (m, c)
-assert 0 < m["bits_per_elem_value"] <= m["max_bits"], m
+assert 0 < m["bits_per_elem_value"] <= m["bits_per_elem_mean"] <= m["max_bits"], m
 PY
 done
 for c in generate perplexity sweep bench; do

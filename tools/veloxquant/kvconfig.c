@@ -49,32 +49,42 @@ const struct vq_kv_preset vq_kv_presets[] = {
 const int vq_kv_n_presets = (int)(sizeof vq_kv_presets / sizeof vq_kv_presets[0]);
 
 const struct vq_kv_tier vq_kv_tiers[] = {
-    {"kv8", 8.5, "turboquant_mse-4+ks"}, {"kv5", 5.5, "turboquant_mse-4+ks"},
-    {"kv4", 4.5, "turboquant_mse-4+ks"}, {"kv3", 3.5, "turboquant_mse-3+ks"},
-    {"kv2", 2.5, "turboquant_mse-2+ks"},
+    {"kv8", 8.5, "turboquant_mse-4"},
+    {"kv5", 5.5, "kivi-4:turboquant_mse-4+res0"},
+    {"kv4", 4.5, "kivi-4:turboquant_mse-4+g64+res0"},
+    {"kv3", 3.5, "kivi-3:turboquant_mse-3+g64+res0"},
+    {"kv2", 2.5, "kivi-3:turboquant_mse-1+g64+res0"},
 };
 const int vq_kv_n_tiers = (int)(sizeof vq_kv_tiers / sizeof vq_kv_tiers[0]);
 
-int vq_kv_tier_bits(const struct vq_kv_tier *t, int64_t ctx, double *bits) {
+/* Bits/elem of cache params p holding ctx tokens (vq_kv_estimate); 0 on failure. */
+static double est_bits(const struct vq_cache_params *p, int64_t ctx) {
+    struct vq_cache_memory m;
+    if (vq_kv_estimate(p, ctx, &m) != VQ_STATUS_OK) return 0;
+    return (double)m.total_bytes * 8.0 /
+           (2.0 * (double)p->n_layers * p->n_kv_heads * p->head_dim * (double)ctx);
+}
+
+int vq_kv_tier_bits(const struct vq_kv_tier *t, int64_t ctx, double *bits, double *mean_bits) {
     struct vq_kv_opts o;
     struct vq_cache_params p = vq_cache_params_default();
     p.n_layers = 30;
     p.n_kv_heads = 3;
     p.head_dim = 64;
-    if (!vq_kv_opts_from_name(t->config, &o) || !vq_kv_opts_resolve("kv", &o, &p.key, &p.value))
+    if (ctx < VQ_KV_TIER_CYCLE || !vq_kv_opts_from_name(t->config, &o) ||
+        !vq_kv_opts_resolve("kv", &o, &p.key, &p.value))
         return 0;
     vq_kv_opts_apply_cache(&o, &p);
     struct vq_kv_layers kl;
     if (vq_kv_layers_apply("kv", &o, NULL, NULL, p.n_layers, p.head_dim, &p, &kl,
                            VQ_KV_QUIET | VQ_KV_EQUAL_WEIGHTS) != 1)
         return 0;
-    struct vq_cache_memory m;
-    const vq_status st = vq_kv_estimate(&p, ctx, &m);
+    *bits = est_bits(&p, ctx);
+    double sum = 0;
+    for (int64_t c = ctx - VQ_KV_TIER_CYCLE + 1; c <= ctx; c++) sum += est_bits(&p, c);
+    *mean_bits = sum / VQ_KV_TIER_CYCLE;
     vq_kv_layers_free(&kl);
-    if (st != VQ_STATUS_OK) return 0;
-    *bits = (double)m.total_bytes * 8.0 /
-            (2.0 * (double)p.n_layers * p.n_kv_heads * p.head_dim * (double)ctx);
-    return 1;
+    return *bits > 0 && *mean_bits > 0;
 }
 
 void vq_kv_opts_init(struct vq_kv_opts *o) {

@@ -257,9 +257,12 @@ extern const struct vq_kv_tier vq_kv_tiers[];
 extern const int vq_kv_n_tiers;
 /* Exact bits/elem (K and V together: codes, side data, windows, centering and scale vectors;
  * vq_kv_estimate) of tier t on the default model's geometry (SmolLM2-135M: 30 layers x 3 kv
- * heads x head_dim 64) after a prefill of ctx tokens. Returns 1, or 0 if the tier's config
- * does not resolve (a bug). Thread-safe. */
-int vq_kv_tier_bits(const struct vq_kv_tier *t, int64_t ctx, double *bits);
+ * heads x head_dim 64) after a prefill of ctx tokens (*bits) and averaged over the
+ * VQ_KV_TIER_CYCLE contexts ctx - 255 .. ctx (*mean_bits: KIVI keys wait in fp16 until a group
+ * of G tokens is full, so their bytes depend on ctx mod G; G <= 256). Returns 1, or 0 if the
+ * config does not resolve or ctx < VQ_KV_TIER_CYCLE. Thread-safe. */
+#define VQ_KV_TIER_CYCLE 256
+int vq_kv_tier_bits(const struct vq_kv_tier *t, int64_t ctx, double *bits, double *mean_bits);
 
 /* Parses a config name into options: a --kv preset name (its config), a preset name, "METHOD", "METHOD-B", "METHOD-kBvB'",
  * or "KMETHOD-B:VMETHOD-B", with optional "+..." suffixes of vq_kv_config_name_opts ("+rqB",
