@@ -264,10 +264,11 @@ extern const int vq_kv_n_tiers;
 #define VQ_KV_TIER_CYCLE 256
 int vq_kv_tier_bits(const struct vq_kv_tier *t, int64_t ctx, double *bits, double *mean_bits);
 
-/* Parses a config name into options: a --kv preset name (its config), a preset name, "METHOD", "METHOD-B", "METHOD-kBvB'",
- * or "KMETHOD-B:VMETHOD-B", with optional "+..." suffixes of vq_kv_config_name_opts ("+rqB",
- * "+fp16fAlB", codec options "+gG", "+resR", "+sinkN", "+jlM", "+seedS", outlier modifiers
- * "+ot", "+ot<K>", "+oc<N>", "+oc<N>t<T>"). The "+kbpl" /
+/* Parses a config name into options: a --kv preset name (its config), a preset name,
+ * "METHOD", "METHOD-B", "METHOD-kBvB'", or "KMETHOD-B:VMETHOD-B", with optional "+..."
+ * suffixes of vq_kv_config_name_opts ("+rqB", "+fp16fAlB", codec options "+gG", "+resR",
+ * "+sinkN", "+jlM", "+seedS", outlier modifiers "+ot", "+ot<K>", "+oc<N>", "+oc<N>t<T>", key
+ * scales "+ks", "+ksk"). The "+kbpl" /
  * "+vbpl" suffixes of explicit per-layer lists are display-only (a name cannot carry the list)
  * and are refused here. Only the syntax and method names are checked (bits ranges are
  * checked when codecs are created). Returns 1 on success, 0 on a bad name. */
