@@ -49,11 +49,11 @@ const struct vq_kv_preset vq_kv_presets[] = {
 const int vq_kv_n_presets = (int)(sizeof vq_kv_presets / sizeof vq_kv_presets[0]);
 
 const struct vq_kv_tier vq_kv_tiers[] = {
-    {"kv8", 8.5, "turboquant_mse-4"},
-    {"kv5", 5.5, "kivi-4:turboquant_mse-4+res0"},
+    {"kv8", 8.5, "kivi-4+g64+res0"},
+    {"kv5", 5.5, "kivi-4+g64+res0"},
     {"kv4", 4.5, "kivi-4:turboquant_mse-4+g64+res0"},
     {"kv3", 3.5, "kivi-3:turboquant_mse-3+g64+res0"},
-    {"kv2", 2.5, "kivi-3:turboquant_mse-1+g64+res0"},
+    {"kv2", 2.5, "kivi-2:turboquant_mse-2+g64+res0"},
 };
 const int vq_kv_n_tiers = (int)(sizeof vq_kv_tiers / sizeof vq_kv_tiers[0]);
 
