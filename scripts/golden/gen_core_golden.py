@@ -32,6 +32,9 @@ def main():
     for b in (1, 2, 3, 4):
         c, _, _ = ref.gauss_lloyd(2 ** b)
         lines.append("gauss %d %s" % (b, " ".join("%.10f" % v for v in c)))
+    for b in (5, 6, 7, 8):
+        c, _, _ = ref.gauss_newton(2 ** b)
+        lines.append("gauss %d %s" % (b, " ".join("%.10f" % v for v in c)))
     for b in (1, 2, 3, 4):
         c, _, _ = ref.laplace_lloyd(2 ** b)
         lines.append("laplace %d %s" % (b, " ".join("%.10f" % v for v in c)))

@@ -68,7 +68,7 @@ void vq_fwht(float *v, int n);
 enum vq_law { VQ_LAW_GAUSS = 0, VQ_LAW_LAPLACE = 1, VQ_LAW_SPHERE = 2 };
 /* Returns 2^bits centroids (ascending) and 2^bits - 1 boundaries for the law at unit scale:
  * GAUSS = N(0,1); LAPLACE = Laplace with scale 1 (variance 2); SPHERE = sqrt(d) * coordinate
- * of a random unit vector in R^d (d used only for SPHERE). bits 1..6 (SPHERE 1..4).
+ * of a random unit vector in R^d (d used only for SPHERE). bits 1..8 (LAPLACE 1..6, SPHERE 1..4).
  * Pointers are library-owned, valid for the process lifetime. */
 vq_status vq_lloyd_max(enum vq_law law, int bits, int d, const float **centroids,
                        const float **boundaries);

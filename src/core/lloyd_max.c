@@ -1,8 +1,9 @@
 /* lloyd_max.c — Lloyd-Max scalar codebooks (docs/ALGORITHMS.md §2): N(0,1) and Laplace(0,1) with
  * closed-form cell means, and the rotated-unit-vector coordinate law (Beta, scaled by sqrt(d))
- * by grid integration. Gaussian and Laplace tables for bits 1..6 are computed once on first
- * use (pthread_once); sphere tables are computed per (d, bits) on first request under a mutex
- * and kept for the process lifetime. */
+ * by grid integration. Gaussian tables for bits 1..8 and Laplace tables for bits 1..6 are
+ * computed once on first use (pthread_once; Gaussian 7 and 8 bits by Newton's method, the
+ * plain Lloyd iteration converges too slowly with 64+ cells per half); sphere tables are
+ * computed per (d, bits) on first request under a mutex and kept for the process lifetime. */
 #include <math.h>
 #include <pthread.h>
 #include <stdlib.h>
@@ -10,7 +11,8 @@
 
 #include "core/core.h"
 
-#define LM_MAX_BITS 6
+#define LM_MAX_BITS 8  /* Gaussian */
+#define LAP_MAX_BITS 6 /* Laplace */
 #define LM_MAX_L (1 << LM_MAX_BITS)
 #define SPH_MAX_BITS 4
 #define SPH_MAX_D 4096
@@ -20,7 +22,7 @@ typedef struct lm_table {
     float t[LM_MAX_L - 1];
 } lm_table;
 
-static lm_table g_gauss[LM_MAX_BITS + 1], g_lap[LM_MAX_BITS + 1];
+static lm_table g_gauss[LM_MAX_BITS + 1], g_lap[LAP_MAX_BITS + 1];
 static pthread_once_t g_once = PTHREAD_ONCE_INIT;
 static pthread_mutex_t g_sph_mu = PTHREAD_MUTEX_INITIALIZER;
 static lm_table *g_sph[SPH_MAX_D + 1][SPH_MAX_BITS + 1];
@@ -50,6 +52,54 @@ static void lloyd_gauss(int L, double *cpos) {
             cpos[i] = nc;
         }
         if (delta < 1e-13) break;
+    }
+}
+
+/* Newton's method on the Lloyd-Max fixed point for N(0,1) (L even, L/2 positive centroids
+ * cpos): F_i(c) = m_i(c) - c_i with m_i the mean of cell (t_i, t_{i+1}), t_i the midpoints
+ * (t_0 = 0, t_h = inf). m_i depends on c_{i-1}, c_i, c_{i+1} only, so the Jacobian is
+ * tridiagonal (dm/da = phi(a) (m - a) / P, dm/db = phi(b) (b - m) / P for a cell (a, b) of
+ * mass P) and each step is one Thomas solve. Start: the high-resolution (companding) point
+ * density, proportional to pdf^(1/3), i.e. N(0, 3) quantiles. */
+static void newton_gauss(int L, double *cpos) {
+    const int h = L / 2;
+    for (int i = 0; i < h; i++) {
+        /* N(0,3) quantile of (h + i + 0.5) / L by bisection on Phi */
+        double p = (h + i + 0.5) / L, lo = 0.0, hi = 10.0;
+        for (int it = 0; it < 200; it++) {
+            double mid = 0.5 * (lo + hi);
+            if (Phi_(mid) < p) lo = mid;
+            else hi = mid;
+        }
+        cpos[i] = 0.5 * (lo + hi) * sqrt(3.0);
+    }
+    double t[LM_MAX_L / 2 + 1], lo_[LM_MAX_L / 2], di[LM_MAX_L / 2], up[LM_MAX_L / 2];
+    double rhs[LM_MAX_L / 2];
+    for (int it = 0; it < 100; it++) {
+        t[0] = 0.0;
+        for (int i = 1; i < h; i++) t[i] = 0.5 * (cpos[i - 1] + cpos[i]);
+        t[h] = INFINITY;
+        double delta = 0.0;
+        for (int i = 0; i < h; i++) {
+            const double a = t[i], b = t[i + 1];
+            const double P = Phi_(b) - Phi_(a), m = (phi_(a) - phi_(b)) / P;
+            const double da = i > 0 ? phi_(a) * (m - a) / P : 0.0; /* t_0 = 0 is fixed */
+            const double db = isinf(b) ? 0.0 : phi_(b) * (b - m) / P;
+            lo_[i] = 0.5 * da;
+            up[i] = 0.5 * db;
+            di[i] = 0.5 * (da + db) - 1.0;
+            rhs[i] = -(m - cpos[i]);
+            delta = fmax(delta, fabs(m - cpos[i]));
+        }
+        if (delta < 1e-13) break;
+        for (int i = 1; i < h; i++) { /* Thomas: forward elimination */
+            const double f = lo_[i] / di[i - 1];
+            di[i] -= f * up[i - 1];
+            rhs[i] -= f * rhs[i - 1];
+        }
+        rhs[h - 1] /= di[h - 1];
+        for (int i = h - 2; i >= 0; i--) rhs[i] = (rhs[i] - up[i] * rhs[i + 1]) / di[i];
+        for (int i = 0; i < h; i++) cpos[i] += rhs[i];
     }
 }
 
@@ -98,8 +148,11 @@ static void fill_symmetric(lm_table *tb, int L, const double *cpos) {
 static void init_closed_forms(void) {
     double cpos[LM_MAX_L / 2];
     for (int b = 1; b <= LM_MAX_BITS; b++) {
-        lloyd_gauss(1 << b, cpos);
+        if (b <= 6) lloyd_gauss(1 << b, cpos);
+        else newton_gauss(1 << b, cpos);
         fill_symmetric(&g_gauss[b], 1 << b, cpos);
+    }
+    for (int b = 1; b <= LAP_MAX_BITS; b++) {
         lloyd_laplace(1 << b, cpos);
         fill_symmetric(&g_lap[b], 1 << b, cpos);
     }
@@ -195,7 +248,7 @@ static vq_status sphere_table(int d, int bits, lm_table *out) {
 }
 
 /* Returns library-owned centroids (2^bits, ascending) and boundaries (2^bits - 1) of the
- * Lloyd-Max quantizer for `law` at unit scale (see core.h). GAUSS/LAPLACE: bits 1..6;
+ * Lloyd-Max quantizer for `law` at unit scale (see core.h). GAUSS: bits 1..8; LAPLACE: 1..6;
  * SPHERE: bits 1..4 and 3 <= d <= 4096. INVALID_ARG otherwise, NO_MEMORY if a sphere table
  * cannot be built. Thread-safe; the first sphere request for a d costs a few milliseconds. */
 vq_status vq_lloyd_max(enum vq_law law, int bits, int d, const float **centroids,
@@ -208,7 +261,7 @@ vq_status vq_lloyd_max(enum vq_law law, int bits, int d, const float **centroids
         tb = &g_gauss[bits];
         break;
     case VQ_LAW_LAPLACE:
-        if (bits < 1 || bits > LM_MAX_BITS) return VQ_STATUS_INVALID_ARG;
+        if (bits < 1 || bits > LAP_MAX_BITS) return VQ_STATUS_INVALID_ARG;
         tb = &g_lap[bits];
         break;
     case VQ_LAW_SPHERE: {

@@ -48,7 +48,7 @@ TEST(lloyd_max_golden) {
         n_lines++;
     }
     fclose(f);
-    ASSERT_EQ_INT(n_lines, 4 + 4 + 20);
+    ASSERT_EQ_INT(n_lines, 8 + 4 + 20);
     ASSERT_EQ_INT(bad, 0);
 }
 

@@ -1,6 +1,8 @@
 /* test_core_lloyd.c — Lloyd-Max codebooks against the tables of docs/ALGORITHMS.md §2.2 (N(0,1)),
  * §2.3 (Laplace scale 1) and §2.4 (rotated unit-vector coordinates, sqrt(d)-scaled), to 1e-5;
- * symmetry, ascending order, midpoint boundaries, MSE values and argument checks. */
+ * symmetry, ascending order, midpoint boundaries, MSE values and argument checks; N(0,1) at
+ * 5..8 bits: every centroid is the mean of its cell (the Lloyd-Max fixed point) and the MSE
+ * equals the plain-Python reference (scripts/golden/core_reference.py gauss_newton). */
 #include "test.h"
 #include "core/core.h"
 
@@ -12,7 +14,8 @@ static const double GAUSS[5][8] = {
     {0.245094, 0.756005, 1.343909, 2.151946},
     {0.128395, 0.388048, 0.656759, 0.942340, 1.256231, 1.618046, 2.069017, 2.732590},
 };
-static const double GAUSS_MSE[5] = {0, 0.363380, 0.117482, 0.034548, 0.009501};
+static const double GAUSS_MSE[9] = {0,         0.363380,  0.117482,   0.034548,  0.009501,
+                                    0.0025047, 6.4424e-4, 1.63478e-4, 4.11851e-5};
 static const double LAPLACE[5][8] = {
     {0},
     {1.000000},
@@ -76,10 +79,25 @@ TEST(gauss_tables) {
         }
         ASSERT_NEAR(1.0 - s, GAUSS_MSE[b], 1e-5);
     }
-    for (int b = 5; b <= 6; b++) {
+    for (int b = 5; b <= 8; b++) {
         const float *c, *t;
         ASSERT_STATUS(vq_lloyd_max(VQ_LAW_GAUSS, b, 0, &c, &t), VQ_STATUS_OK);
-        check_shape(c, t, 1 << b);
+        const int L = 1 << b;
+        check_shape(c, t, L);
+        double s = 0.0, worst = 0.0;
+        for (int i = 0; i < L; i++) {
+            const double a = i == 0 ? -INFINITY : t[i - 1], z = i == L - 1 ? INFINITY : t[i];
+            const double P = 0.5 * (erfc(-z / sqrt(2.0)) - erfc(-a / sqrt(2.0)));
+            const double pa = isinf(a) ? 0.0 : exp(-0.5 * a * a),
+                         pz = isinf(z) ? 0.0 : exp(-0.5 * z * z);
+            const double mean = (pa - pz) / sqrt(2.0 * M_PI) / P;
+            worst = fmax(worst, fabs(mean - c[i]));
+            s += (double)c[i] * c[i] * P;
+        }
+        fprintf(stderr, "  gauss b=%d: max |centroid - cell mean| %.2e, MSE %.6e\n", b, worst,
+                1.0 - s);
+        ASSERT(worst < 2e-6); /* float tables: rounding of c and t */
+        ASSERT_NEAR((1.0 - s) / GAUSS_MSE[b], 1.0, 1e-3);
     }
 }
 
@@ -121,7 +139,8 @@ TEST(sphere_tables) {
 TEST(bad_args) {
     const float *c, *t;
     ASSERT_STATUS(vq_lloyd_max(VQ_LAW_GAUSS, 0, 0, &c, &t), VQ_STATUS_INVALID_ARG);
-    ASSERT_STATUS(vq_lloyd_max(VQ_LAW_GAUSS, 7, 0, &c, &t), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_lloyd_max(VQ_LAW_GAUSS, 9, 0, &c, &t), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_lloyd_max(VQ_LAW_LAPLACE, 7, 0, &c, &t), VQ_STATUS_INVALID_ARG);
     ASSERT_STATUS(vq_lloyd_max(VQ_LAW_SPHERE, 5, 128, &c, &t), VQ_STATUS_INVALID_ARG);
     ASSERT_STATUS(vq_lloyd_max(VQ_LAW_SPHERE, 2, 2, &c, &t), VQ_STATUS_INVALID_ARG);
     ASSERT_STATUS(vq_lloyd_max((enum vq_law)9, 2, 0, &c, &t), VQ_STATUS_INVALID_ARG);
