@@ -133,6 +133,7 @@ enum vq_method {
     VQ_METHOD_KIVI_SINK = 8,
     VQ_METHOD_VECINFER = 9,  /* needs calibration (vq_calib_data); see below */
     VQ_METHOD_SPECTRAL = 10, /* needs calibration (vq_calib_data); see below */
+    VQ_METHOD_INT8 = 11,     /* rotated per-token int8 */
     VQ_METHOD_COUNT
 };
 

@@ -33,6 +33,7 @@ extern const struct vq_codec_i vq_codec_turboquant_mse;
 extern const struct vq_codec_i vq_codec_turboquant_rvq;
 extern const struct vq_codec_i vq_codec_vecinfer;
 extern const struct vq_codec_i vq_codec_spectral;
+extern const struct vq_codec_i vq_codec_int8;
 
 static const struct vq_codec_i *const vq_registry_[VQ_METHOD_COUNT] = {
     [VQ_METHOD_FP16] = &vq_codec_fp16,
@@ -46,6 +47,7 @@ static const struct vq_codec_i *const vq_registry_[VQ_METHOD_COUNT] = {
     [VQ_METHOD_TURBOQUANT_RVQ] = &vq_codec_turboquant_rvq,
     [VQ_METHOD_VECINFER] = &vq_codec_vecinfer,
     [VQ_METHOD_SPECTRAL] = &vq_codec_spectral,
+    [VQ_METHOD_INT8] = &vq_codec_int8,
 };
 
 /* Method names; every enum value has one, whether or not it is implemented. */
@@ -61,6 +63,7 @@ static const char *const vq_method_names_[VQ_METHOD_COUNT] = {
     [VQ_METHOD_KIVI_SINK] = "kivi_sink",
     [VQ_METHOD_VECINFER] = "vecinfer",
     [VQ_METHOD_SPECTRAL] = "spectral",
+    [VQ_METHOD_INT8] = "int8",
 };
 
 /* Returns the vtable of method m, or NULL if m is out of range or not built. Thread-safe. */

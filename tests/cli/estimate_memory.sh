@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# CLI tests for `estimate-memory`: exit codes, exact fp16 arithmetic, KIVI windows, presets
-# listed, the GGUF geometry path agrees with the manual geometry, JSON shape.
+# CLI tests for `estimate-memory`: exit codes, exact fp16 / int8 / 7-bit arithmetic, KIVI windows,
+# presets listed, the GGUF geometry path agrees with the manual geometry, JSON shape.
 set -u
 VQ="$1"
 MODEL="${VQ_MODELS:-$HOME/.cache/veloxquant/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -37,6 +37,16 @@ py 'import json,sys; c=json.load(open(sys.argv[1]))["configs"][0]
 assert c["window_bytes"]==(104+128)*128, c
 assert c["total_bytes"]==c["key_bytes"]+c["value_bytes"]+c["window_bytes"]
 assert c["key_bytes"] % 28 == 0 and c["value_bytes"] % 872 == 0' "$OUT" && ok || bad "kivi windows"
+
+# int8 keys (2 + d bytes per token and head) with 3-bit turboquant_mse values (2 + 3d/8)
+expect_exit 0 "$VQ" estimate-memory -c 1000 $GEO --k-method int8 --v-method turboquant_mse --v-bits 3 --json
+py 'import json,sys; c=json.load(open(sys.argv[1]))["configs"][0]
+assert c["k_method"]=="int8" and c["k_bits"]==8 and c["v_bits"]==3, c
+assert c["key_bytes"]==30*3*1000*(2+64) and c["value_bytes"]==30*3*1000*(2+24), c' "$OUT" \
+    && ok || bad "int8 + turboquant_mse-3 bytes"
+expect_exit 0 "$VQ" estimate-memory -c 1000 $GEO --method turboquant_mse --bits 7 --json
+py 'import json,sys; c=json.load(open(sys.argv[1]))["configs"][0]
+assert c["key_bytes"]==c["value_bytes"]==30*3*1000*(2+56), c' "$OUT" && ok || bad "turboquant_mse-7 bytes"
 
 # no method: every preset, in order
 expect_exit 0 "$VQ" estimate-memory -c 4096 $GEO

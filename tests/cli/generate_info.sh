@@ -67,7 +67,7 @@ PY
 expect_exit 2 "$VQ" generate -m "$MODEL" -p hi -n 1 -c 64 -t 1 --method kivi --group-size 48 \
     --residual-length 100
 expect_exit 2 "$VQ" generate -p hi --method turboquant_mse --bits 1.5
-grep -q "turboquant_mse accepts 1..4" "$ERR" && ok || bad "fractional bits message"
+grep -q "turboquant_mse accepts 1..8" "$ERR" && ok || bad "fractional bits message"
 # exact activations: recorded in --json, and "Paris" still comes out greedily
 expect_exit 0 "$VQ" generate -m "$MODEL" -p "The capital of France is" -n 4 -c 64 -t 1 --f32-activations --json
 python3 - "$OUT" <<'PY' && ok || bad "generate --f32-activations"

@@ -60,6 +60,8 @@ if [ -f "$MODEL" ]; then
 fi
 same_config "kivi_sink" --method kivi_sink --n-sink-tokens 3 --kv-seed 7 --bits 4
 same_config "asym" --k-method turboquant_prod --k-bits 4 --v-method kivi --jl-dim 64
+same_config "asym int8 + 3-bit" --k-method int8 --v-method turboquant_mse --v-bits 3
+same_config "turboquant_mse k6 v3" --method turboquant_mse --k-bits 6 --v-bits 3
 same_config "outliers" --method turboquant_mse --bits 3 --outlier-tokens 2 --outlier-channels 4 --n-calib-tokens 100
 same_config "fp16 edges" --method turboquant_mse --keep-fp16-first 1 --keep-fp16-last 2
 # VecInfer 1.5 bits: codebook shape (12, 8) from --bits 1.5 and from the sweep preset

@@ -27,8 +27,8 @@ expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method turboquant_mse --fp16-l
 expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method turboquant_mse --keep-fp16-first 5
 grep -q "the model has 4 layers" "$ERR" && ok || bad "fp16 layers beyond the model"
 expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method vecinfer --ratequant 2
-expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --ratequant 6.5
-grep -q "outside the bit-widths 1..4" "$ERR" && ok || bad "ratequant range message"
+expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method turboquant_rvq --ratequant 3.5
+grep -q "outside the bit-widths 1..2 of turboquant_rvq" "$ERR" && ok || bad "ratequant range message"
 expect_exit 2 "$VQ" perplexity -m x -f y --ratequant-values sometimes
 
 # fp16 edges: layers 0 and 3 cost fp16, layers 1-2 tq_mse 2-bit (centering vectors included)

@@ -1,0 +1,114 @@
+/*
+ * wide_avx2.c — AVX2 score / accumulate kernels of the codecs with 5..8-bit codes in the
+ * rotated domain (turboquant_mse b = 5..8, int8); contract and layout in
+ * codecs/wide_kernels.h.
+ *
+ * One vector holds 8 consecutive coordinates of one token (head dims are multiples of 8, so
+ * there is no tail). int8 codes: VPMOVSXBD + VCVTDQ2PS. LUT codes: 8-bit codes are
+ * zero-extended; 5..7-bit codes (8 codes = b bytes, read with a b-byte copy so no load leaves
+ * the record) are broadcast to both 128-bit lanes, one VPSHUFB puts the two bytes holding code
+ * l into 32-bit lane l, VPSRLVD by (l*b) mod 8 and a mask finish the index; VGATHERDPS looks
+ * the levels up.
+ */
+#include <immintrin.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "codecs/turboquant_kernels.h"
+#include "codecs/wide_kernels.h"
+
+#define VQ_INLINE static inline __attribute__((always_inline))
+
+typedef struct {
+    __m256i ctl, shv, msk;
+} unpack_k;
+
+static unpack_k unpack_init(int b) {
+    int32_t ctl[8], sh[8];
+    for (int l = 0; l < 8; l++) {
+        const int B = (l * b) >> 3;
+        ctl[l] = B | (B + 1) << 8 | (int32_t)0x80800000u;
+        sh[l] = (l * b) & 7;
+    }
+    unpack_k u;
+    u.ctl = _mm256_loadu_si256((const __m256i *)(const void *)ctl);
+    u.shv = _mm256_loadu_si256((const __m256i *)(const void *)sh);
+    u.msk = _mm256_set1_epi32((1 << b) - 1);
+    return u;
+}
+
+/* Levels of coordinates j .. j+7 of the code bytes p. */
+VQ_INLINE __m256 lev8(const vq_wk *k, const unpack_k *u, const uint8_t *p, int j) {
+    if (k->bits == 8) {
+        const __m128i raw = _mm_loadl_epi64((const __m128i *)(const void *)(p + j));
+        if (k->lin) return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(raw));
+        return _mm256_i32gather_ps(k->lut, _mm256_cvtepu8_epi32(raw), 4);
+    }
+    uint64_t w = 0;
+    memcpy(&w, p + j * k->bits / 8, (size_t)k->bits);
+    __m256i x = _mm256_broadcastsi128_si256(_mm_cvtsi64_si128((long long)w));
+    x = _mm256_shuffle_epi8(x, u->ctl);
+    x = _mm256_and_si256(_mm256_srlv_epi32(x, u->shv), u->msk);
+    return _mm256_i32gather_ps(k->lut, x, 4);
+}
+
+VQ_INLINE __m256 hsum8x8(const __m256 *a) {
+    const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+    const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                         _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+VQ_INLINE float hsum1(__m256 a) {
+    __m128 s = _mm_add_ps(_mm256_castps256_ps128(a), _mm256_extractf128_ps(a, 1));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+void vq_wk_score_avx2(const vq_wk *k, const float *qs, const uint8_t *codes, int64_t n,
+                      float *scores) {
+    const unpack_k u = unpack_init(k->bits);
+    const int d = k->d;
+    int64_t t = 0;
+    for (; t + 8 <= n; t += 8) {
+        __m256 acc[8];
+        float sc[8];
+        for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
+        for (int j = 0; j < d; j += 8) {
+            const __m256 q = _mm256_loadu_ps(qs + j);
+            for (int i = 0; i < 8; i++)
+                acc[i] = _mm256_fmadd_ps(lev8(k, &u, codes + (t + i) * k->rec + 2, j), q, acc[i]);
+        }
+        for (int i = 0; i < 8; i++) sc[i] = vq_tq_sf16(codes + (t + i) * k->rec);
+        _mm256_storeu_ps(scores + t, _mm256_mul_ps(hsum8x8(acc), _mm256_loadu_ps(sc)));
+    }
+    for (; t < n; t++) {
+        const uint8_t *rec = codes + t * k->rec;
+        __m256 acc = _mm256_setzero_ps();
+        for (int j = 0; j < d; j += 8)
+            acc = _mm256_fmadd_ps(lev8(k, &u, rec + 2, j), _mm256_loadu_ps(qs + j), acc);
+        scores[t] = vq_tq_sf16(rec) * hsum1(acc);
+    }
+}
+
+void vq_wk_accumulate_avx2(const vq_wk *k, const uint8_t *codes, int64_t n, const float *w,
+                           float *acc) {
+    const unpack_k u = unpack_init(k->bits);
+    const int d = k->d;
+    /* 32 coordinates (4 vectors) of the accumulator stay in registers across all tokens */
+    for (int j0 = 0; j0 < d; j0 += 32) {
+        const int nv = (d - j0) / 8 < 4 ? (d - j0) / 8 : 4;
+        __m256 a[4];
+        for (int v = 0; v < 4; v++)
+            a[v] = v < nv ? _mm256_loadu_ps(acc + j0 + 8 * v) : _mm256_setzero_ps();
+        for (int64_t t = 0; t < n; t++) {
+            const uint8_t *rec = codes + t * k->rec;
+            const __m256 ws = _mm256_set1_ps(w[t] * vq_tq_sf16(rec));
+            for (int v = 0; v < nv; v++)
+                a[v] = _mm256_fmadd_ps(ws, lev8(k, &u, rec + 2, j0 + 8 * v), a[v]);
+        }
+        for (int v = 0; v < nv; v++) _mm256_storeu_ps(acc + j0 + 8 * v, a[v]);
+    }
+}
