@@ -1,9 +1,9 @@
 /*
  * bench_codec.c — per-codec attention kernel timing on one thread: score, softmax and
  * accumulate(+finish) over n tokens of one head (keys and values both in the codec), median
- * of repeats, for fp16, turboquant_mse b=1..4, turboquant_rvq b=1,2, vecinfer b=1,1.5,2,3,4 and
- * spectral b=2,3 (water-filling) on every available ISA (the ISA order is scalar, avx2,
- * avx512; VQ_ISA does not restrict it).
+ * of repeats, for fp16, turboquant_mse b=1..6 and 8, int8, turboquant_rvq b=1,2, vecinfer
+ * b=1,1.5,2,3,4 and spectral b=2,3 (water-filling) on every available ISA (the ISA order is
+ * scalar, avx2, avx512; VQ_ISA does not restrict it).
  * vecinfer and spectral run on their data-free fallback (vecinfer: random N(0,1) codebook,
  * lambda = 1; spectral: U = I, flat spectrum): the kernels' work does not depend on the
  * calibration (same code widths, table sizes and field layout), only the quality would.
@@ -105,10 +105,11 @@ int main(int argc, char **argv) {
         const char *method;
         double bits;
     } cases[] = {{"fp16", 16},          {"turboquant_mse", 1}, {"turboquant_mse", 2},
-                 {"turboquant_mse", 3}, {"turboquant_mse", 4}, {"turboquant_rvq", 1},
-                 {"turboquant_rvq", 2}, {"vecinfer", 1},       {"vecinfer", 1.5},
-                 {"vecinfer", 2},       {"vecinfer", 3},       {"vecinfer", 4},
-                 {"spectral", 2},       {"spectral", 3}};
+                 {"turboquant_mse", 3}, {"turboquant_mse", 4}, {"turboquant_mse", 5},
+                 {"turboquant_mse", 6}, {"turboquant_mse", 8}, {"int8", 8},
+                 {"turboquant_rvq", 1}, {"turboquant_rvq", 2}, {"vecinfer", 1},
+                 {"vecinfer", 1.5},     {"vecinfer", 2},       {"vecinfer", 3},
+                 {"vecinfer", 4},       {"spectral", 2},       {"spectral", 3}};
     fprintf(stderr,
             "bench_codec: vecinfer/spectral use their data-free fallback (no calibration)\n");
     float *k = malloc(sizeof(float) * (size_t)(n * d)),
