@@ -12,9 +12,14 @@
  *
  * Window modes (decided from the stream's codec)
  *   NONE  — no window: tokens are encoded as they arrive (per-token codecs other than KIVI).
- *   FLUSH — KIVI keys (and any codec with block_tokens > 1): tokens collect in fp16 until the
- *           window holds R = residual_length tokens, then all R are encoded as R/G blocks and
- *           the window is emptied (0..R-1 fp16 tokens at any time).
+ *   FLUSH — KIVI keys (and any codec with block_tokens > 1): tokens collect in fp16 in a
+ *           window of up to R = residual_length tokens. A full window is encoded (R/G blocks)
+ *           and emptied only when the next append arrives, before that append's own tokens
+ *           are stored: after t tokens, floor((t - 1) / R) * R are coded and 1..R stay fp16
+ *           (the attention of the append that fills the window still reads it in fp16, so a
+ *           window as long as the context is exactly an fp16 cache). Block codecs without a
+ *           residual window (R = 0, block_tokens B > 1) encode each block as soon as it is
+ *           whole: floor(t / B) * B coded, 0..B-1 fp16.
  *   SLIDE — KIVI values: a sliding window of the newest R tokens in fp16; the oldest token is
  *           encoded when the window would exceed R.
  *   Tokens of windowed streams are rounded to fp16 before they are encoded, so the stored
@@ -104,6 +109,7 @@ struct vq_side {           /* K or V configuration of one layer */
     const vq_codec *codec; /* shared, owned by the cache's codec list */
     int mode;              /* WIN_* */
     int win_cap;           /* R: most tokens the window holds after an append */
+    int lazy;              /* FLUSH: a full window waits for the next append (KIVI R > 0) */
     int buf_rows;          /* rows allocated for the window buffer (R or 2R) */
     int bt;                /* codec block tokens */
     size_t page_bytes;     /* page_tokens / bt * block_bytes */
@@ -123,6 +129,8 @@ struct vq_side {           /* K or V configuration of one layer */
 struct vq_layer {
     struct vq_side k, v;
     int f16_exact;     /* 1: K and V are plain fp16 rows, attended by attend_f16 */
+    int f16_window;    /* 1: K and V are fp16 windows of a codec; while nothing is coded yet
+                        * (KIVI with R >= tokens) attend_f16 reads the windows */
     int win;           /* sliding window W (0 = full attention) */
     int ss_cap;        /* stream sinks S: positions 0..S-1 kept as fp16 rows (0 = none) */
     int64_t keep_from; /* windowed: lowest position a query may still see (0 before any
@@ -314,6 +322,13 @@ static void ks_unit(struct vq_side *sd, size_t nd) {
     }
 }
 
+/* 1 if a side's fp16 window rows are the whole stream until its first encode: a window with
+ * no sink, outlier or centering side data. */
+static int window_f16(const struct vq_side *sd) {
+    return sd->mode != WIN_NONE && sd->win_cap > 0 && !sd->use_sinks && !sd->use_ot &&
+           sd->n_oc == 0 && !sd->mu;
+}
+
 /* Fills one side (K or V) of a layer; allocates the per-head stream array and windows.
  * n_oc: outlier channels of a key side (0 = off); use_ot: keep outlier-token copies. */
 static vq_status side_init(struct vq_cache *c, struct vq_side *sd, const vq_codec *cd, int n_oc,
@@ -332,6 +347,7 @@ static vq_status side_init(struct vq_cache *c, struct vq_side *sd, const vq_code
     if ((vq_method_flags(cp->method) & VQ_METHOD_F_WINDOWED) && cp->residual_length > 0) {
         sd->mode = cp->role == VQ_ROLE_KEY ? WIN_FLUSH : WIN_SLIDE;
         sd->win_cap = cp->residual_length;
+        sd->lazy = sd->mode == WIN_FLUSH;
     } else if (sd->bt > 1) {
         sd->mode = WIN_FLUSH;
         sd->win_cap = sd->bt;
@@ -534,6 +550,7 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
             ks_unit(&L->k, nd);
         }
         L->f16_exact = plain_f16(&L->k) && plain_f16(&L->v) && c->d % 16 == 0;
+        L->f16_window = window_f16(&L->k) && window_f16(&L->v) && c->d % 16 == 0;
         vq_cache_layer_window(p, l, &L->win, &L->ss_cap);
         for (int j = 0; j < 2 && L->ss_cap > 0; j++)
             for (int h = 0; h < c->n_kv; h++) {
@@ -579,7 +596,8 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     c->gg_ws = (size_t)round_up(c->max_tokens, 16);
     c->gg_heads = c->n_slots;
     int any_f16 = 0;
-    for (int l = 0; l < c->n_layers; l++) any_f16 |= c->layers[l].f16_exact;
+    for (int l = 0; l < c->n_layers; l++)
+        any_f16 |= c->layers[l].f16_exact || c->layers[l].f16_window;
     const size_t gg_bytes = (size_t)c->gg_heads * (c->gg_ws + (size_t)c->d * 65) * sizeof(float);
     if (any_f16 && gg_bytes > c->slab_bytes) c->slab_bytes = align64(gg_bytes);
     c->slabs = vq_alloc(c->slab_bytes * (size_t)nt);
@@ -953,7 +971,8 @@ static vq_status stream_encode(struct vq_cache *c, struct vq_layer *L, struct vq
     const int64_t total = s->win_n + n;
     int64_t n_enc;
     if (sd->mode == WIN_NONE) n_enc = n;
-    else if (sd->mode == WIN_FLUSH) n_enc = total / sd->win_cap * sd->win_cap;
+    else if (sd->mode == WIN_FLUSH)
+        n_enc = (sd->lazy ? (total > 0 ? total - 1 : 0) : total) / sd->win_cap * sd->win_cap;
     else n_enc = total > sd->win_cap ? total - sd->win_cap : 0;
     pl->n_enc = n_enc;
     if (n_enc == 0) return VQ_STATUS_OK;
@@ -1539,7 +1558,29 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
 
 /* ---- fp16 layers: llama.cpp's arithmetic ---------------------------------------------- */
 
-/* Attention of n_q queries on a layer whose K and V are plain fp16 rows (L->f16_exact), in
+/* fp16 rows of stream s from position t0 on, and in *cnt how many of them (up to nv - t0) are
+ * contiguous: the window buffer when nothing is coded (f16_window layers), else a page. */
+static const uint16_t *f16_rows(const vq_cache *c, const struct vq_stream *s, int64_t t0,
+                                int64_t nv, int64_t *cnt) {
+    if (s->n_coded == 0 && s->win) {
+        *cnt = nv - t0;
+        return s->win + (size_t)(s->win_start + t0) * (size_t)c->d;
+    }
+    const int64_t PT = c->page_tokens;
+    *cnt = nv - t0 < PT - t0 % PT ? nv - t0 : PT - t0 % PT;
+    return (const uint16_t *)(const void *)page_at(c, s, t0) + (t0 % PT) * c->d;
+}
+
+/* 1 if every row of layer L is in the fp16 windows (f16_window and nothing coded yet). */
+static int layer_all_window(const vq_cache *c, const struct vq_layer *L) {
+    if (!L->f16_window) return 0;
+    for (int h = 0; h < c->n_kv; h++)
+        if (L->k.s[h].n_coded || L->v.s[h].n_coded) return 0;
+    return 1;
+}
+
+/* Attention of n_q queries on a layer whose K and V are plain fp16 rows (L->f16_exact, or
+ * f16_window with every row still in the windows), in
  * llama.cpp's operation order (non-flash CPU path, ggml_attn.h): q rounded to fp16; scores by
  * ggml's F16 product, times scale; softmax with ggml_v_expf and a double sum over 16-wide
  * chunks counted from position 0, times (float)(1 / sum); probabilities rounded to fp16;
@@ -1559,7 +1600,7 @@ static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_hea
     const int d = c->d, nkv = c->n_kv, grp = n_q_heads / nkv, b1 = n_q == 1;
     const int gh = grp < c->gg_heads ? grp : c->gg_heads;
     const int n_ch = (grp + gh - 1) / gh;
-    const int64_t PT = c->page_tokens, items = n_q * nkv * n_ch;
+    const int64_t items = n_q * nkv * n_ch;
     const size_t ws = c->gg_ws, S = b1 ? 64 : 16;
     const int nt = items < c->n_threads ? (int)items : c->n_threads;
     (void)nt;
@@ -1589,8 +1630,8 @@ static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_hea
         gk->scale_round_f16(q16, (int64_t)ng * d, 1.0f);
         if (sh > 0) gk->scores_f16(q16, ng, K->ss, sh, d, b1, scale, w, ws);
         for (int64_t t0 = lo; t0 < nv;) {
-            const int64_t cnt = nv - t0 < PT - t0 % PT ? nv - t0 : PT - t0 % PT;
-            const uint16_t *kp = (const uint16_t *)(const void *)page_at(c, K, t0) + (t0 % PT) * d;
+            int64_t cnt;
+            const uint16_t *kp = f16_rows(c, K, t0, nv, &cnt);
             gk->scores_f16(q16, ng, kp, cnt, d, b1, scale, w + (a_end + t0 - b0), ws);
             t0 += cnt;
         }
@@ -1606,8 +1647,8 @@ static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_hea
         memset(acc, 0, sizeof(float) * (size_t)ng * S * (size_t)d);
         if (sh > 0) gk->pv_f16(acc, ng, V->ss, w, ws, 0, sh, d, b1);
         for (int64_t t0 = lo; t0 < nv;) {
-            const int64_t cnt = nv - t0 < PT - t0 % PT ? nv - t0 : PT - t0 % PT;
-            const uint16_t *vp = (const uint16_t *)(const void *)page_at(c, V, t0) + (t0 % PT) * d;
+            int64_t cnt;
+            const uint16_t *vp = f16_rows(c, V, t0, nv, &cnt);
             gk->pv_f16(acc, ng, vp, w + (a_end + t0 - b0), ws, t0, cnt, d, b1);
             t0 += cnt;
         }
@@ -1622,7 +1663,7 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
     VQ_RETURN_IF_ERR(attend_check(c, layer, q, n_q_heads, n_q, q_pos, scale, out));
     if (n_q == 0) return VQ_STATUS_OK;
     const struct vq_layer *L = &c->layers[layer];
-    if (L->f16_exact) {
+    if (L->f16_exact || layer_all_window(c, L)) {
         attend_f16(c, layer, q, n_q_heads, n_q, q_pos, scale, out);
         return VQ_STATUS_OK;
     }

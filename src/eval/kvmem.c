@@ -24,7 +24,7 @@ struct side_bytes {
 static int64_t coded_at(const struct vq_codec_params *cp, int64_t bt, int64_t t) {
     if (windowed(cp->method) && cp->residual_length > 0) {
         const int64_t r = cp->residual_length;
-        if (cp->role == VQ_ROLE_KEY) return t / r * r;
+        if (cp->role == VQ_ROLE_KEY) return t > 0 ? (t - 1) / r * r : 0;
         return t > r ? t - r : 0;
     }
     return bt > 1 ? t / bt * bt : t;

@@ -6,9 +6,10 @@
  *
  * Window rules mirrored from the cache (src/cache/cache.c):
  *   - per-token codecs (block_tokens 1, not KIVI): every token is encoded;
- *   - KIVI keys with residual_length R > 0: tokens are encoded in whole R-chunks, the
- *     remaining ctx mod R stay fp16; KIVI values with R > 0: the newest min(ctx, R) tokens
- *     stay fp16, the rest are encoded;
+ *   - KIVI keys with residual_length R > 0: tokens are encoded in whole R-chunks, and a full
+ *     window waits for the next append: floor((ctx - 1) / R) * R are coded, the newest
+ *     1..R stay fp16 (all of them when ctx <= R); KIVI values with R > 0: the newest
+ *     min(ctx, R) tokens stay fp16, the rest are encoded;
  *   - any other codec with block_tokens B > 1 (or KIVI with R = 0): whole B-blocks are
  *     encoded, ctx mod B tokens stay fp16;
  *   - kivi_sink: each side that is kivi_sink also keeps min(n_sink_tokens, ctx) fp16 rows per

@@ -114,8 +114,10 @@ TEST(fused_equals_reference) {
                     continue;
                 }
                 double worst = 0;
-                float *k0 = gen(9, n_kv, d, 2.0f), *v0 = gen(9, n_kv, d, 0.0f);
-                ASSERT_STATUS(vq_cache_append(c, 0, k0, v0, VQ_DTYPE_F32, 9), VQ_STATUS_OK);
+                /* 20 > R: KIVI has coded rows in layer 0 too (a KIVI layer whose rows are
+                 * all fp16 is attended like an fp16 layer: kivi_window_covering_context) */
+                float *k0 = gen(20, n_kv, d, 2.0f), *v0 = gen(20, n_kv, d, 0.0f);
+                ASSERT_STATUS(vq_cache_append(c, 0, k0, v0, VQ_DTYPE_F32, 20), VQ_STATUS_OK);
                 free(k0);
                 free(v0);
                 int64_t n = 0;
@@ -144,7 +146,7 @@ TEST(fused_equals_reference) {
                             vq_method_name((enum vq_method)m), vq_isa_name((enum vq_isa)isa), d,
                             worst);
                 ASSERT_LE(worst, tol_of((enum vq_method)m));
-                ASSERT_EQ_INT(vq_cache_n_tokens(c, 0), 9);
+                ASSERT_EQ_INT(vq_cache_n_tokens(c, 0), 20);
                 vq_cache_free(c);
             }
         }
@@ -155,8 +157,10 @@ TEST(fused_equals_reference) {
 static int64_t expect_coded(const struct vq_codec_params *cp, enum vq_role role, int64_t n) {
     if (!is_kivi(cp->method)) return n;
     if (role == VQ_ROLE_KEY) {
-        const int64_t R = cp->residual_length > 0 ? cp->residual_length : cp->group_size;
-        return n / R * R;
+        if (cp->residual_length == 0) return n / cp->group_size * cp->group_size;
+        /* a full window waits for the next append */
+        const int64_t R = cp->residual_length;
+        return n > 0 ? (n - 1) / R * R : 0;
     }
     return n > cp->residual_length ? n - cp->residual_length : 0;
 }
@@ -180,7 +184,8 @@ static void check_memory(enum vq_method km, enum vq_method vm, const int *kbits)
     vq_cache *c = vq_cache_create(&p, NULL);
     ASSERT(c != NULL);
     if (!c) return;
-    const int64_t n_per_layer[2] = {45, 70};
+    /* 64 = 4 R: the last full key window stays fp16 until the next append */
+    const int64_t n_per_layer[2] = {45, 64};
     for (int l = 0; l < 2; l++) {
         int64_t left = n_per_layer[l], ch = 7;
         while (left > 0) {
@@ -222,6 +227,55 @@ static void check_memory(enum vq_method km, enum vq_method vm, const int *kbits)
     ASSERT_EQ_INT(m.fp16_bytes, 2 * f16);
     ASSERT(m.allocated_bytes >= m.total_bytes);
     vq_cache_free(c);
+}
+
+/* A KIVI window as long as the context is an fp16 cache, bit for bit: while no row is coded
+ * the layer is attended with llama.cpp's fp16 arithmetic (as an fp16 layer), including the
+ * append that fills the key window (a full window is encoded only by the next append). */
+TEST(kivi_window_covering_context_is_fp16) {
+    const int d = 64, n_kv = 2, qh = 6, R = 64;
+    struct vq_cache_params pk = mkp(VQ_METHOD_KIVI, VQ_METHOD_KIVI, d, n_kv, VQ_ISA_AUTO);
+    pk.key.residual_length = pk.value.residual_length = R;
+    pk.key.bits = 2;
+    struct vq_cache_params pf = mkp(VQ_METHOD_FP16, VQ_METHOD_FP16, d, n_kv, VQ_ISA_AUTO);
+    vq_cache *ck = vq_cache_create(&pk, NULL), *cf = vq_cache_create(&pf, NULL);
+    ASSERT(ck && cf);
+    const int64_t parts[4] = {25, 1, 38, 1}; /* 25, 26, 64 = R (still fp16), 65 */
+    float *k = gen(65, n_kv, d, 1.0f), *v = gen(65, n_kv, d, 0.0f);
+    float *q = malloc(sizeof(float) * 38 * qh * (size_t)d);
+    float *ok = malloc(sizeof(float) * 38 * qh * (size_t)d);
+    float *of = malloc(sizeof(float) * 38 * qh * (size_t)d);
+    int64_t at = 0;
+    for (int i = 0; i < 4 && ck && cf; i++) {
+        const int64_t n = parts[i];
+        const size_t off = (size_t)(at * n_kv * d);
+        ASSERT_STATUS(vq_cache_append(ck, 0, k + off, v + off, VQ_DTYPE_F32, n), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_cache_append(cf, 0, k + off, v + off, VQ_DTYPE_F32, n), VQ_STATUS_OK);
+        at += n;
+        for (int64_t j = 0; j < n * qh * d; j++) q[j] = nrand();
+        ASSERT_STATUS(vq_cache_attend(ck, 0, q, qh, n, NULL, 0.125f, ok), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_cache_attend(cf, 0, q, qh, n, NULL, 0.125f, of), VQ_STATUS_OK);
+        const int same = !memcmp(ok, of, sizeof(float) * (size_t)(n * qh * d));
+        struct vq_cache_memory m;
+        vq_cache_memory(ck, &m);
+        if (at <= R) {
+            ASSERT(same);
+            ASSERT_EQ_INT(m.key_bytes + m.value_bytes, 0);
+            ASSERT_EQ_INT(m.window_bytes, (size_t)(at * n_kv * d * 2 * 2));
+        } else {
+            /* 65 tokens: the 64 keys of the full window are coded now, values slide by one */
+            ASSERT(!same);
+            ASSERT(m.key_bytes > 0 && m.value_bytes > 0);
+            ASSERT_EQ_INT(m.window_bytes, (size_t)((1 + R) * n_kv * d * 2));
+        }
+    }
+    free(q);
+    free(ok);
+    free(of);
+    free(k);
+    free(v);
+    vq_cache_free(ck);
+    vq_cache_free(cf);
 }
 
 TEST(memory_formula) {
@@ -543,7 +597,9 @@ TEST(attend_argument_checks) {
      * llama.cpp's arithmetic) with many threads */
     ASSERT_LE(check_attend(c, 0, 6, 10, NULL, d), 2e-3);
     vq_cache_free(c);
-    /* long max_tokens: fewer slots per batch (here 1 and 3) */
+    /* long max_tokens: fewer slots per batch (here 1 and 3); KIVI without windows, so that
+     * its 10 tokens are coded and go through the fused codec path */
+    p.key.residual_length = p.value.residual_length = 0;
     for (int big = 0; big < 2; big++) {
         p.max_tokens = big ? 300000 : 90000;
         p.key.method = p.value.method = VQ_METHOD_KIVI;
@@ -719,7 +775,7 @@ TEST(random_operation_sequences) {
         ASSERT(c != NULL);
         if (!c) continue;
         int64_t n = 0;
-        double worst = 0;
+        double worst = 0, worst_f16 = 0;
         float q[2 * 4 * 64];
         for (int i = 0; i < 2 * 4 * 64; i++) q[i] = nrand();
         for (int step = 0; step < 60; step++) {
@@ -765,9 +821,15 @@ TEST(random_operation_sequences) {
             if (n > 0) {
                 const int64_t pos[3] = {0, (int64_t)(urand() * (double)n), n - 1};
                 const double e = check_attend(c, 0, 4, 3, pos, d);
-                if (e > worst) worst = e;
+                /* a KIVI layer with nothing coded is attended like an fp16 layer */
+                struct vq_cache_memory mm;
+                vq_cache_memory(c, &mm);
+                const int as_f16 = ms[mi] == VQ_METHOD_KIVI && mm.key_bytes + mm.value_bytes == 0;
+                if (as_f16 && e > worst_f16) worst_f16 = e;
+                if (!as_f16 && e > worst) worst = e;
             }
         }
+        ASSERT_LE(worst_f16, tol_of(VQ_METHOD_FP16));
         if (worst > tol_of(ms[mi]))
             fprintf(stderr, "  %s: rel err %.3g\n", vq_method_name(ms[mi]), worst);
         ASSERT_LE(worst, tol_of(ms[mi]));
@@ -782,6 +844,7 @@ int main(void) {
     RUN(create_validation);
     RUN(attend_argument_checks);
     RUN(fused_equals_reference);
+    RUN(kivi_window_covering_context_is_fp16);
     RUN(memory_formula);
     RUN(errors_leave_cache_unchanged);
     RUN(dtype_inputs_equal_f32);

@@ -142,6 +142,40 @@ TEST(greedy_generation_deterministic) {
     free(lg);
 }
 
+/* KIVI with a residual window covering the whole context gives the fp16 cache's logits bit
+ * for bit (prefill of 40 tokens, then decode up to R = 64; the append that fills the key window
+ * still reads it in fp16); one token later the full key window is coded and the logits move. */
+TEST(kivi_window_covering_context_equals_fp16) {
+    const int nv = vq_model_info_get(g_m)->n_vocab, R = 64;
+    struct vq_ctx_params cp = vq_ctx_params_default();
+    cp.n_ctx = 96;
+    cp.n_threads = 1;
+    vq_status st;
+    vq_ctx *cf = vq_ctx_create(g_m, &cp, &st);
+    cp.cache.key.method = cp.cache.value.method = VQ_METHOD_KIVI;
+    cp.cache.key.bits = cp.cache.value.bits = 2;
+    cp.cache.key.residual_length = cp.cache.value.residual_length = R;
+    vq_ctx *ck = vq_ctx_create(g_m, &cp, &st);
+    ASSERT(cf && ck);
+    float *lf = malloc(sizeof(float) * (size_t)nv), *lk = malloc(sizeof(float) * (size_t)nv);
+    int32_t toks[R + 1];
+    for (int i = 0; i < R + 1; i++) toks[i] = PROMPT[i % N_PROMPT] + 7 * (i / N_PROMPT);
+    int n = 0;
+    while (cf && ck && n < R + 1) {
+        const int nb = n == 0 ? 40 : 1;
+        ASSERT_STATUS(vq_ctx_eval(cf, toks + n, nb, lf), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_ctx_eval(ck, toks + n, nb, lk), VQ_STATUS_OK);
+        n += nb;
+        const int same = !memcmp(lf, lk, sizeof(float) * (size_t)nv);
+        if (n <= R) ASSERT(same);
+        else ASSERT(!same);
+    }
+    free(lf);
+    free(lk);
+    vq_ctx_free(cf);
+    vq_ctx_free(ck);
+}
+
 TEST(ctx_param_errors) {
     vq_status st;
     struct vq_ctx_params cp = vq_ctx_params_default();
@@ -246,6 +280,7 @@ int main(void) {
     RUN(model_info);
     RUN(paris_and_batch_equals_sequential);
     RUN(greedy_generation_deterministic);
+    RUN(kivi_window_covering_context_equals_fp16);
     RUN(ctx_param_errors);
     RUN(huge_ctx_rope_sized_by_batch);
     RUN(truncated_model_load);
