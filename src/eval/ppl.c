@@ -54,6 +54,104 @@ static int cmp_double(const void *a, const void *b) {
     return (x > y) - (x < y);
 }
 
+vq_status vq_ppl_scorer_init(struct vq_ppl_scorer *s, vq_logits_file *save, vq_logits_file *base,
+                             int64_t capacity) {
+    memset(s, 0, sizeof *s);
+    if (capacity < 0) return VQ_STATUS_INVALID_ARG;
+    s->save = save;
+    s->base = base;
+    s->cap = capacity;
+    s->rec = malloc(sizeof *s->rec);
+    s->kls = base ? malloc((size_t)(capacity ? capacity : 1) * sizeof *s->kls) : NULL;
+    if (!s->rec || (base && !s->kls)) {
+        vq_ppl_scorer_free(s);
+        return VQ_STATUS_NO_MEMORY;
+    }
+    return VQ_STATUS_OK;
+}
+
+vq_status vq_ppl_scorer_add(struct vq_ppl_scorer *s, const float *row, int n_vocab, uint32_t target,
+                            char *err, size_t errlen) {
+    if (s->n_scored >= s->cap || target >= (uint32_t)n_vocab) {
+        seterr(err, errlen,
+               s->n_scored >= s->cap ? "more positions than expected (%lld)"
+                                     : "target id %lld out of the vocabulary",
+               s->n_scored >= s->cap ? (long long)s->cap : (long long)target);
+        return VQ_STATUS_INVALID_ARG;
+    }
+    struct vq_logit_rec *rec = s->rec;
+    vq_status st;
+    double nll;
+    if (s->save) {
+        const double lse = vq_logit_summarize(row, n_vocab, vq_logits_top_k(s->save), target, rec);
+        nll = lse - (double)row[target];
+        if ((st = vq_logits_write(s->save, rec)) != VQ_STATUS_OK) {
+            seterr(err, errlen, "writing logits: %s", vq_status_str(st));
+            return st;
+        }
+    } else {
+        float mx = row[0];
+        for (int v = 1; v < n_vocab; v++) mx = row[v] > mx ? row[v] : mx;
+        double sum = 0;
+        for (int v = 0; v < n_vocab; v++) sum += exp((double)row[v] - (double)mx);
+        nll = (double)mx + log(sum) - (double)row[target];
+    }
+    if (!isfinite(nll)) {
+        seterr(err, errlen, "non-finite logits");
+        return VQ_STATUS_NON_FINITE;
+    }
+    if (s->base) {
+        if ((st = vq_logits_read(s->base, rec)) != VQ_STATUS_OK) {
+            seterr(err, errlen, "reading base logits: %s", vq_status_str(st));
+            return st == VQ_STATUS_NOT_FOUND ? VQ_STATUS_BAD_FORMAT : st;
+        }
+        if (rec->target != target) {
+            seterr(err, errlen, "base logits were computed on another text (token %lld)",
+                   (long long)s->n_scored);
+            return VQ_STATUS_BAD_FORMAT;
+        }
+        int t1 = 0;
+        s->kls[s->n_scored] = vq_logit_kl(rec, row, n_vocab, &t1);
+        s->n_top1 += t1;
+    }
+    s->nll_sum += nll;
+    s->nll_sq += nll * nll;
+    s->n_scored++;
+    return VQ_STATUS_OK;
+}
+
+void vq_ppl_scorer_finish(struct vq_ppl_scorer *s, struct vq_ppl_result *out) {
+    const int64_t n = s->n_scored;
+    out->n_scored = n;
+    out->kld_mean = out->kld_median = out->kld_p99 = out->top1 = NAN;
+    if (n == 0) {
+        out->nll_mean = out->ppl = out->ppl_stderr = NAN;
+        return;
+    }
+    out->nll_mean = s->nll_sum / (double)n;
+    out->ppl = exp(out->nll_mean);
+    const double var = n > 1 ? (s->nll_sq / (double)n - out->nll_mean * out->nll_mean) : 0;
+    out->ppl_stderr = out->ppl * sqrt((var > 0 ? var : 0) / (double)(n > 1 ? n - 1 : 1));
+    if (s->base) {
+        double sum = 0;
+        for (int64_t i = 0; i < n; i++) sum += s->kls[i];
+        out->kld_mean = sum / (double)n;
+        qsort(s->kls, (size_t)n, sizeof *s->kls, cmp_double);
+        out->kld_median = n % 2 ? s->kls[n / 2] : 0.5 * (s->kls[n / 2 - 1] + s->kls[n / 2]);
+        int64_t k99 = (int64_t)ceil(0.99 * (double)n) - 1;
+        out->kld_p99 = s->kls[k99 < 0 ? 0 : k99];
+        out->top1 = (double)s->n_top1 / (double)n;
+    }
+}
+
+void vq_ppl_scorer_free(struct vq_ppl_scorer *s) {
+    if (!s) return;
+    free(s->rec);
+    free(s->kls);
+    s->rec = NULL;
+    s->kls = NULL;
+}
+
 vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tokens,
                      const struct vq_ppl_params *p, vq_logits_file *save, vq_logits_file *base,
                      vq_ppl_progress_fn progress, void *user, struct vq_ppl_result *out, char *err,
@@ -106,17 +204,16 @@ vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tok
         seterr(err, errlen, "context: %s (%s)", vq_status_str(st), vq_engine_last_error());
         return st;
     }
+    struct vq_ppl_scorer sc;
     float *logits = malloc((size_t)n_batch * (size_t)n_vocab * sizeof *logits);
     int32_t *chunk = malloc((size_t)ctx * sizeof *chunk);
-    double *kls = base ? malloc((size_t)(per_chunk * n_chunks) * sizeof *kls) : NULL;
-    struct vq_logit_rec *rec = malloc(sizeof *rec);
-    if (!logits || !chunk || (base && !kls) || !rec) {
+    st = vq_ppl_scorer_init(&sc, save, base, per_chunk * n_chunks);
+    if (!logits || !chunk || st != VQ_STATUS_OK) {
         st = VQ_STATUS_NO_MEMORY;
         seterr(err, errlen, "out of memory");
         goto done;
     }
-    double nll_sum = 0, nll_sq = 0, eval_s = 0;
-    int64_t n_scored = 0, n_top1 = 0;
+    double eval_s = 0;
     for (int ch = 0; ch < n_chunks; ch++) {
         memcpy(chunk, tokens + (int64_t)ch * ctx, (size_t)ctx * sizeof *chunk);
         if (p->bos >= 0) chunk[0] = p->bos;
@@ -133,77 +230,24 @@ vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tok
             const int i0 = off > first ? off : first, i1 = off + nb < ctx - 1 ? off + nb : ctx - 1;
             for (int i = i0; i < i1; i++) {
                 const float *row = logits + (size_t)(i - off) * (size_t)n_vocab;
-                const uint32_t target = (uint32_t)chunk[i + 1];
-                double nll;
-                if (save) {
-                    const double lse = vq_logit_summarize(row, n_vocab, vq_logits_top_k(save),
-                                                          target, rec);
-                    nll = lse - (double)row[target];
-                    if ((st = vq_logits_write(save, rec)) != VQ_STATUS_OK) {
-                        seterr(err, errlen, "writing logits: %s", vq_status_str(st));
-                        goto done;
-                    }
-                } else {
-                    float mx = row[0];
-                    for (int v = 1; v < n_vocab; v++) mx = row[v] > mx ? row[v] : mx;
-                    double s = 0;
-                    for (int v = 0; v < n_vocab; v++) s += exp((double)row[v] - (double)mx);
-                    nll = (double)mx + log(s) - (double)row[target];
-                }
-                if (!isfinite(nll)) {
-                    st = VQ_STATUS_NON_FINITE;
-                    seterr(err, errlen, "non-finite logits in chunk %d at position %d", ch, i);
+                char why[160];
+                st = vq_ppl_scorer_add(&sc, row, n_vocab, (uint32_t)chunk[i + 1], why, sizeof why);
+                if (st != VQ_STATUS_OK) {
+                    seterr(err, errlen, "chunk %d, position %d: %s", ch, i, why);
                     goto done;
                 }
-                if (base) {
-                    if ((st = vq_logits_read(base, rec)) != VQ_STATUS_OK) {
-                        seterr(err, errlen, "reading base logits: %s", vq_status_str(st));
-                        if (st == VQ_STATUS_NOT_FOUND) st = VQ_STATUS_BAD_FORMAT;
-                        goto done;
-                    }
-                    if (rec->target != target) {
-                        st = VQ_STATUS_BAD_FORMAT;
-                        seterr(err, errlen,
-                               "base logits were computed on another text (token %lld)",
-                               (long long)n_scored);
-                        goto done;
-                    }
-                    int t1 = 0;
-                    kls[n_scored] = vq_logit_kl(rec, row, n_vocab, &t1);
-                    n_top1 += t1;
-                }
-                nll_sum += nll;
-                nll_sq += nll * nll;
-                n_scored++;
             }
         }
         if (ch == 0) vq_cache_memory(vq_ctx_cache(c), &out->mem);
-        if (progress) progress(user, ch + 1, n_chunks, exp(nll_sum / (double)n_scored));
+        if (progress) progress(user, ch + 1, n_chunks, exp(sc.nll_sum / (double)sc.n_scored));
     }
     out->n_chunks = n_chunks;
-    out->n_scored = n_scored;
-    out->nll_mean = nll_sum / (double)n_scored;
-    out->ppl = exp(out->nll_mean);
-    const double var = n_scored > 1 ? (nll_sq / n_scored - out->nll_mean * out->nll_mean) : 0;
-    out->ppl_stderr = out->ppl *
-                      sqrt((var > 0 ? var : 0) / (double)(n_scored > 1 ? n_scored - 1 : 1));
+    vq_ppl_scorer_finish(&sc, out);
     out->seconds = eval_s;
     out->prefill_tok_s = eval_s > 0 ? (double)n_chunks * ctx / eval_s : 0;
-    if (base) {
-        double s = 0;
-        for (int64_t i = 0; i < n_scored; i++) s += kls[i];
-        out->kld_mean = s / (double)n_scored;
-        qsort(kls, (size_t)n_scored, sizeof *kls, cmp_double);
-        out->kld_median = n_scored % 2 ? kls[n_scored / 2]
-                                       : 0.5 * (kls[n_scored / 2 - 1] + kls[n_scored / 2]);
-        int64_t k99 = (int64_t)ceil(0.99 * (double)n_scored) - 1;
-        out->kld_p99 = kls[k99 < 0 ? 0 : k99];
-        out->top1 = (double)n_top1 / (double)n_scored;
-    }
     st = VQ_STATUS_OK;
 done:
-    free(rec);
-    free(kls);
+    vq_ppl_scorer_free(&sc);
     free(chunk);
     free(logits);
     vq_ctx_free(c);

@@ -61,6 +61,34 @@ vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tok
                      vq_ppl_progress_fn progress, void *user, struct vq_ppl_result *out, char *err,
                      size_t errlen);
 
+/* Per-position scoring, shared by vq_ppl_run and `veloxquant score-logits` (logits computed
+ * elsewhere, e.g. by llama.cpp): nll = logsumexp(row) - row[target], the summary appended to
+ * save (top_k = vq_logits_top_k(save)) when save != NULL, KL(base || row) and top-1 agreement
+ * against the next record of base when base != NULL (vq_logit_kl). Not thread-safe per
+ * scorer; save and base stay owned by the caller. */
+struct vq_ppl_scorer {
+    vq_logits_file *save, *base;
+    struct vq_logit_rec *rec; /* scratch record */
+    double *kls;              /* (cap) per-position KL, base only */
+    int64_t cap, n_scored, n_top1;
+    double nll_sum, nll_sq;
+};
+
+/* Prepares s for up to capacity positions. NO_MEMORY (s then needs no free), INVALID_ARG for
+ * a negative capacity. */
+vq_status vq_ppl_scorer_init(struct vq_ppl_scorer *s, vq_logits_file *save, vq_logits_file *base,
+                             int64_t capacity);
+/* Scores one position: row holds n_vocab logits, target the next token. INVALID_ARG (more
+ * than capacity positions, target out of range), NON_FINITE (nll not finite), IO (save),
+ * BAD_FORMAT (base exhausted, corrupt, or another target id), with a reason in err. */
+vq_status vq_ppl_scorer_add(struct vq_ppl_scorer *s, const float *row, int n_vocab, uint32_t target,
+                            char *err, size_t errlen);
+/* Fills out's n_scored, nll_mean, ppl, ppl_stderr and, with a base, kld_mean / median / p99
+ * and top1 (NaN without a base; every figure NaN when nothing was scored). Sorts s's KLs. */
+void vq_ppl_scorer_finish(struct vq_ppl_scorer *s, struct vq_ppl_result *out);
+/* Releases s's buffers (not save / base). */
+void vq_ppl_scorer_free(struct vq_ppl_scorer *s);
+
 /* Greedy generation for the reliability probe: resets ctx, evaluates prompt (n_prompt ids) in
  * one prefill, then picks argmax tokens (lowest id on ties) until an end-of-generation token
  * (is_eog(user, id) true; the EOG token is not stored) or max_new tokens. Writes the ids to

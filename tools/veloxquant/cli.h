@@ -25,6 +25,7 @@ int vq_cmd_info(int argc, char **argv);
 int vq_cmd_estimate_memory(int argc, char **argv);
 int vq_cmd_report(int argc, char **argv);
 int vq_cmd_perplexity(int argc, char **argv);
+int vq_cmd_score_logits(int argc, char **argv);
 int vq_cmd_sweep(int argc, char **argv);
 int vq_cmd_sweep_run(int argc, char **argv);
 int vq_cmd_calibrate(int argc, char **argv);

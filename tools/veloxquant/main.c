@@ -19,6 +19,8 @@ static const struct vq_cli_cmd cmds[] = {
     {"bench", vq_cmd_bench, "model-free encode/attend microbenchmark on synthetic keys"},
     {"perplexity", vq_cmd_perplexity,
      "chunked perplexity with a compressed KV cache; KL vs saved logits"},
+    {"score-logits", vq_cmd_score_logits,
+     "perplexity / KL of another engine's logits (a stream) with perplexity's estimator"},
     {"sweep", vq_cmd_sweep, "models x KV configs, each in a child process, into results.json"},
     {"sweep-run", vq_cmd_sweep_run, "(internal) one sweep config; run by `sweep` in a child"},
     {"report", vq_cmd_report, "PNG figures and a Markdown table from results.json files"},
