@@ -45,6 +45,7 @@ static const struct {
     M(kld_median, 0, 0, HUGE_VAL, 0),
     M(kld_p99, 0, 0, HUGE_VAL, 0),
     M(top1, 0, 0, 1, 0),
+    M(kld_full_mean, 0, 0, HUGE_VAL, 0),
     M(cosine_k, 0, -1, 1, 0),
     M(cosine_v, 0, -1, 1, 0),
 #undef M
@@ -169,9 +170,9 @@ static cJSON *result_to_json(const struct vq_result *e) {
     int ok = o && c && opts;
     if (ok) {
         const struct vq_result_config *cf = &e->config;
-        ok = add_str(c, "name", cf->name) && add_str(c, "k_method", cf->k_method) &&
-             add_str(c, "v_method", cf->v_method) && add_num(c, "k_bits", cf->k_bits) &&
-             add_num(c, "v_bits", cf->v_bits);
+        ok = add_str(c, "name", cf->name) && (!cf->engine[0] || add_str(c, "engine", cf->engine)) &&
+             add_str(c, "k_method", cf->k_method) && add_str(c, "v_method", cf->v_method) &&
+             add_num(c, "k_bits", cf->k_bits) && add_num(c, "v_bits", cf->v_bits);
         for (int i = 0; ok && i < cf->n_opts; i++)
             ok = add_num(opts, cf->opts[i].key, (double)cf->opts[i].value);
         if (ok) {
@@ -352,6 +353,9 @@ static void rd_result(struct rd *d, const cJSON *o, int idx, struct vq_result *e
         snprintf(w2, sizeof w2, "%s.config", where);
         struct vq_result_config *cf = &e->config;
         rd_str(d, c, w2, "name", cf->name, sizeof cf->name, 1);
+        rd_str(d, c, w2, "engine", cf->engine, sizeof cf->engine, 0);
+        if (cf->engine[0] && strcmp(cf->engine, "veloxquant") && strcmp(cf->engine, "llama.cpp"))
+            fail(d, "%s.engine: expected \"veloxquant\" or \"llama.cpp\"", w2);
         rd_str(d, c, w2, "k_method", cf->k_method, sizeof cf->k_method, 1);
         rd_str(d, c, w2, "v_method", cf->v_method, sizeof cf->v_method, 1);
         cf->k_bits = rd_num(d, c, w2, "k_bits", 1, 0, 64, 0);

@@ -33,6 +33,8 @@ struct vq_result_opt {
 /* The KV configuration a result was measured with. */
 struct vq_result_config {
     char name[64];     /* preset or label, e.g. "turboquant_mse-3", "asym-k4v2" */
+    char engine[16];   /* "" = veloxquant; "llama.cpp" for rows measured on llama.cpp's cache
+                        * types (scripts/llamacpp_ppl.py: k_method / v_method are its type names) */
     char k_method[32]; /* method name as on the command line (vq_method_name) */
     char v_method[32];
     /* nominal widths (vq_codec_params_bits): 1.5 for vecinfer 1.5. Files written before
@@ -53,6 +55,7 @@ struct vq_result {
     double tokens_generated;  /* mean over the probe prompts of tokens before EOS */
     double fp16_prefix_match; /* mean identical-prefix length vs the fp16-KV greedy output */
     double ppl, kld_mean, kld_median, kld_p99, top1;
+    double kld_full_mean; /* KL over the full vocabulary (kld_* use the base's top-k + rest) */
     double cosine_k, cosine_v;
     char *output_preview; /* owned, may be NULL */
     char *error;          /* owned; non-NULL when the config failed */

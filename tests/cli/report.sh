@@ -102,5 +102,28 @@ grep -q "^| vecinfer-1.5 | vecinfer-1.5 | vecinfer-1.5 |" "$TMP/fig2/table.md" &
 [ "$(grep -c '^## ' "$TMP/fig2/table.md")" -eq 2 ] && ok || bad "two model sections"
 [ -f "$TMP/fig2/Second-Model-report.png" ] && [ -f "$TMP/fig2/$STEM-report.png" ] && ok || bad "per-model figures"
 
+# llama.cpp rows (config.engine, as scripts/llamacpp_ppl.py writes them) merge with a sweep of the
+# same model: drawn in the quality figure (its frontier beside ours), listed in table.md; the
+# picture differs from the one without them
+python3 - "$FIX" "$TMP" <<'EOF'
+import json, sys
+d = json.load(open(sys.argv[1]))
+rows = []
+for name, t, bits, kl in (("q8_0", "q8_0", 8.5, 0.0042), ("q4_0", "q4_0", 4.5, 0.0751),
+                          ("q5_0", "q5_0", 5.5, 0.0212)):
+    rows.append({"config": {"name": "llama.cpp " + name, "engine": "llama.cpp", "k_method": t,
+                            "v_method": t, "k_bits": int(bits), "v_bits": int(bits)},
+                 "bits_per_elem": bits, "kv_bytes": int(92160 * 512 * bits / 8 * 2 / 30),
+                 "ppl": 15.0 + kl, "kld_mean": kl, "kld_full_mean": kl * 1.05, "top1": 0.9})
+d["results"] = rows
+json.dump(d, open(sys.argv[2] + "/llama.json", "w"))
+EOF
+expect_exit 0 "$VQ" report "$FIX" "$TMP/llama.json" -o "$TMP/fig3"
+grep -q "^| llama.cpp q4_0 | q4_0-4 | q4_0-4 | 4.5 |" "$TMP/fig3/table.md" && ok || bad "llama.cpp row in table.md"
+cmp -s "$TMP/fig/$STEM-quality.png" "$TMP/fig3/$STEM-quality.png" && bad "quality figure ignores llama.cpp rows" || ok
+sed 's/"engine": "llama.cpp"/"engine": "vllm"/' "$TMP/llama.json" > "$TMP/llama_bad.json"
+expect_exit 1 "$VQ" report "$TMP/llama_bad.json" -o "$TMP/fig4"
+grep -q "engine" "$ERR" && ok || bad "bad engine message"
+
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -411,6 +411,53 @@ TEST(reader_ranges_are_the_schema) {
     vq_results_clear(&r);
 }
 
+/* config.engine: absent for veloxquant rows, "llama.cpp" for rows measured on llama.cpp's
+ * cache types; the value survives a round trip, validates against the schema, and anything
+ * else is refused; kld_full_mean round-trips like the other metrics. */
+TEST(engine_field) {
+    struct vq_results r, q;
+    sample(&r);
+    struct vq_result e;
+    vq_result_init(&e);
+    strcpy(e.config.name, "llama.cpp q4_0");
+    strcpy(e.config.engine, "llama.cpp");
+    strcpy(e.config.k_method, "q4_0");
+    strcpy(e.config.v_method, "q4_0");
+    e.config.k_bits = e.config.v_bits = 4;
+    e.bits_per_elem = 4.5;
+    e.kld_mean = 0.0751;
+    e.kld_full_mean = 0.0793;
+    ASSERT(vq_results_add(&r, &e) == VQ_STATUS_OK);
+    char *txt = vq_results_to_json(&r);
+    ASSERT(txt != NULL);
+    if (!txt) return;
+    ASSERT_EQ_INT(validate_text(txt), 0);
+    char err[256];
+    ASSERT_STATUS(vq_results_from_json(txt, strlen(txt), &q, err, sizeof err), VQ_STATUS_OK);
+    ASSERT_EQ_INT(q.n_results, 3);
+    if (q.n_results == 3) {
+        ASSERT(!strcmp(q.results[2].config.engine, "llama.cpp"));
+        ASSERT(q.results[0].config.engine[0] == 0);
+        ASSERT(q.results[2].kld_full_mean == 0.0793);
+        ASSERT(isnan(q.results[0].kld_full_mean));
+    }
+    vq_results_clear(&q);
+    /* only the schema's engines */
+    cJSON *doc = cJSON_Parse(txt);
+    cJSON *cfg = cJSON_GetObjectItem(cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "results"), 2),
+                                     "config");
+    cJSON_ReplaceItemInObject(cfg, "engine", cJSON_CreateString("vllm"));
+    char *bad = cJSON_Print(doc);
+    ASSERT_STATUS(vq_results_from_json(bad, strlen(bad), &q, err, sizeof err),
+                  VQ_STATUS_BAD_FORMAT);
+    ASSERT(strstr(err, "results[2].config.engine") != NULL);
+    ASSERT(validate_text(bad) > 0);
+    free(bad);
+    cJSON_Delete(doc);
+    free(txt);
+    vq_results_clear(&r);
+}
+
 TEST(reader_is_strict) {
     struct vq_results q;
     char err[256];
@@ -523,6 +570,7 @@ int main(void) {
     RUN(fractional_bits);
     RUN(validator_catches_errors);
     RUN(reader_is_strict);
+    RUN(engine_field);
     RUN(reader_ranges_are_the_schema);
     RUN(atomic_write);
     RUN(fixture_valid);

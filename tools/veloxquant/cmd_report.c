@@ -263,10 +263,16 @@ static void hbars(struct rect q, const char *title, const char *xlabel, int n,
 }
 
 /* Scatter of y vs x with each point labelled by its config; labels are placed greedily so
- * that they do not overlap each other. */
-static void scatter(struct rect q, const char *title, const char *xlabel, const char *ylabel, int n,
-                    const char *const *labels, const int *cfg_color, const double *x,
-                    const double *y) {
+ * that they do not overlap each other. logy: y on a log10 axis (points with y <= 0 left out);
+ * sym (NULL = all 17, a filled circle): PLplot symbol per point. Leaves the world window set
+ * (in log10 y when logy) and returns 1 when something was drawn. */
+static int scatter(struct rect q, const char *title, const char *xlabel, const char *ylabel, int n,
+                   const char *const *labels, const int *cfg_color, const double *x,
+                   const double *y_in, int logy, const int *sym) {
+    double *ylog = logy ? malloc((size_t)(n ? n : 1) * sizeof *ylog) : NULL;
+    if (logy && !ylog) return 0;
+    for (int i = 0; logy && i < n; i++) ylog[i] = y_in[i] > 0 ? log10(y_in[i]) : NAN;
+    const double *y = logy ? ylog : y_in;
     double xmin = HUGE_VAL, xmax = -HUGE_VAL, ymin = HUGE_VAL, ymax = -HUGE_VAL;
     int any = 0;
     for (int i = 0; i < n; i++) {
@@ -279,7 +285,8 @@ static void scatter(struct rect q, const char *title, const char *xlabel, const 
     }
     if (!any) {
         no_data(q, title);
-        return;
+        free(ylog);
+        return 0;
     }
     double dx = xmax - xmin, dy = ymax - ymin;
     if (dx <= 0) dx = fabs(xmax) > 0 ? fabs(xmax) * 0.2 : 1;
@@ -290,7 +297,8 @@ static void scatter(struct rect q, const char *title, const char *xlabel, const 
     vport(q, 0.16, 0.96, 0.14, 0.88);
     plwind(wx0, wx1, wy0, wy1);
     plcol0(1);
-    plbox("bcnstgf", nice_tick(wx1 - wx0, 5), 0, "bcnstvgf", nice_tick(wy1 - wy0, 5), 0);
+    if (logy) plbox("bcnstgf", nice_tick(wx1 - wx0, 5), 0, "bcnstvgl", 1, 0);
+    else plbox("bcnstgf", nice_tick(wx1 - wx0, 5), 0, "bcnstvgf", nice_tick(wy1 - wy0, 5), 0);
     plmtex("t", 1.2, 0.5, 0.5, title);
     plmtex("b", 3.0, 0.5, 0.5, xlabel);
     plmtex("l", 5.0, 0.5, 0.5, ylabel);
@@ -310,7 +318,8 @@ static void scatter(struct rect q, const char *title, const char *xlabel, const 
         if (!isfinite(x[i]) || !isfinite(y[i])) continue;
         PLFLT px = x[i], py = y[i];
         plcol0(cfg_color[i]);
-        plpoin(1, &px, &py, 17);
+        plssym(0, (sym && sym[i] != 17 ? 0.75 : 1.5) * g_chr); /* Hershey squares draw large */
+        plpoin(1, &px, &py, sym ? sym[i] : 17);
         if (!bx0) continue;
         const double lw = (double)strlen(labels[i]) * 0.62 * cht * wpm_x;
         static const double CAND[][2] = {{1, 0}, {1, 1},  {1, -1}, {-1, 0},  {-1, 1}, {-1, -1},
@@ -337,6 +346,49 @@ static void scatter(struct rect q, const char *title, const char *xlabel, const 
         plptex(best_x, best_y - 0.3 * cht * wpm_y, 1, 0, 0, labels[i]);
     }
     free(bx0);
+    free(ylog);
+    return 1;
+}
+
+/* Draws the lower-left frontier of the points i with sel[i] == want (x ascending; a point is on
+ * it when its y is below every point with x <= its own) as a line in colour col and style sty,
+ * in the current world window (y already in the window's units, e.g. log10). */
+static void frontier(int n, const double *x, const double *y, const int *sel, int want, int col,
+                     int sty) {
+    int *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
+    PLFLT *fx = malloc((size_t)(n ? n : 1) * sizeof *fx),
+          *fy = malloc((size_t)(n ? n : 1) * sizeof *fy);
+    if (!idx || !fx || !fy) goto out;
+    int m = 0;
+    for (int i = 0; i < n; i++)
+        if (sel[i] == want && isfinite(x[i]) && isfinite(y[i])) idx[m++] = i;
+    for (int a = 1; a < m; a++) /* insertion sort by x, then y */
+        for (int b = a; b > 0; b--) {
+            const int u = idx[b - 1], v = idx[b];
+            if (x[u] < x[v] || (x[u] == x[v] && y[u] <= y[v])) break;
+            idx[b - 1] = v;
+            idx[b] = u;
+        }
+    int k = 0;
+    double best = HUGE_VAL;
+    for (int a = 0; a < m; a++)
+        if (y[idx[a]] < best) {
+            best = y[idx[a]];
+            fx[k] = x[idx[a]];
+            fy[k++] = best;
+        }
+    if (k > 1) {
+        plcol0(col);
+        pllsty(sty);
+        plwidth(2.0);
+        plline(k, fx, fy);
+        plwidth(1.0);
+        pllsty(1);
+    }
+out:
+    free(idx);
+    free(fx);
+    free(fy);
 }
 
 /* KV MB at context lengths 256..32768 per config (log-log lines). */
@@ -453,6 +505,8 @@ struct cols {
     int n;
     const char **labels;
     int *color;
+    int *llama; /* 1: a llama.cpp row (config.engine), 0: veloxquant */
+    int *sym;   /* PLplot symbol: 17 (filled circle) veloxquant, 16 (filled square) llama.cpp */
     double *prefill, *decode, *bpe, *cosk, *kld, *tokgen, *prefix;
 };
 
@@ -461,13 +515,16 @@ static int cols_build(const struct model_set *ms, struct cols *c) {
     c->n = n;
     c->labels = calloc((size_t)m, sizeof *c->labels);
     c->color = calloc((size_t)m, sizeof *c->color);
+    c->llama = calloc((size_t)m * 2, sizeof *c->llama);
     double *all = calloc((size_t)m * 7, sizeof *all);
-    if (!c->labels || !c->color || !all) {
+    if (!c->labels || !c->color || !c->llama || !all) {
         free(c->labels);
         free(c->color);
+        free(c->llama);
         free(all);
         return 0;
     }
+    c->sym = c->llama + m;
     c->prefill = all;
     c->decode = all + m;
     c->bpe = all + 2 * m;
@@ -479,6 +536,8 @@ static int cols_build(const struct model_set *ms, struct cols *c) {
         const struct vq_result *e = &ms->r.results[ms->ok[i]];
         c->labels[i] = e->config.name;
         c->color[i] = color_of(i);
+        c->llama[i] = !strcmp(e->config.engine, "llama.cpp");
+        c->sym[i] = c->llama[i] ? 16 : 17;
         c->prefill[i] = e->prefill_tok_s;
         c->decode[i] = e->decode_tok_s;
         c->bpe[i] = e->bits_per_elem;
@@ -493,6 +552,7 @@ static int cols_build(const struct model_set *ms, struct cols *c) {
 static void cols_free(struct cols *c) {
     free(c->labels);
     free(c->color);
+    free(c->llama);
     free(c->prefill);
 }
 
@@ -515,12 +575,33 @@ static void panel(int which, struct rect q, const struct model_set *ms, const st
     }
     case P_COS_BITS:
         scatter(q, "Key reconstruction vs compression", "bits / element (K+V)", "cosine (keys)",
-                c->n, c->labels, c->color, c->bpe, c->cosk);
+                c->n, c->labels, c->color, c->bpe, c->cosk, 0, NULL);
         break;
-    case P_KLD_BITS:
-        scatter(q, "Next-token KL divergence vs compression", "bits / element (K+V)",
-                "KL(fp16 || method), mean", c->n, c->labels, c->color, c->bpe, c->kld);
+    case P_KLD_BITS: {
+        /* log KL; each engine's frontier (lowest KL at <= bits) as a line: veloxquant solid,
+         * llama.cpp dashed (its rows: squares) */
+        if (!scatter(q, "Next-token KL divergence vs compression", "bits / element (K+V)",
+                     "KL(fp16 || method), mean", c->n, c->labels, c->color, c->bpe, c->kld, 1,
+                     c->sym))
+            break;
+        double *lk = malloc((size_t)(c->n ? c->n : 1) * sizeof *lk);
+        if (!lk) break;
+        int any_llama = 0;
+        for (int i = 0; i < c->n; i++) {
+            lk[i] = c->kld[i] > 0 ? log10(c->kld[i]) : NAN;
+            any_llama |= c->llama[i];
+        }
+        frontier(c->n, c->bpe, lk, c->llama, 0, 1, 1);
+        frontier(c->n, c->bpe, lk, c->llama, 1, 1, 2);
+        free(lk);
+        if (any_llama) {
+            plcol0(1);
+            chr(0.62);
+            plmtex("t", -1.3, 0.98, 1.0, "circles, solid: veloxquant");
+            plmtex("t", -2.8, 0.98, 1.0, "squares, dashed: llama.cpp");
+        }
         break;
+    }
     case P_MEMORY: memory_panel(q, ms, c->labels, c->color, sheet); break;
     case P_KLD_BARS: {
         const double *v[1] = {c->kld};
