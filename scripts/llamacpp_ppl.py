@@ -287,11 +287,8 @@ def write_results(path, doc, args, model_sha):
 
 def sha256_file(path):
     import hashlib
-    h = hashlib.sha256()
     with open(path, "rb") as f:
-        for b in iter(lambda: f.read(1 << 20), b""):
-            h.update(b)
-    return h.hexdigest()
+        return hashlib.file_digest(f, "sha256").hexdigest()
 
 
 def main():
