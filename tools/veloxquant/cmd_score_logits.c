@@ -50,9 +50,12 @@ static uint32_t rd32(const unsigned char *p) {
 
 int vq_cmd_score_logits(int argc, char **argv) {
     static const struct option lo[] = {
-        {"input", required_argument, 0, 'i'},   {"save-logits", required_argument, 0, 'S'},
-        {"kl-base", required_argument, 0, 'K'}, {"top-k", required_argument, 0, 'k'},
-        {"json", no_argument, 0, 'j'},          {"help", no_argument, 0, 'h'},
+        {"input", required_argument, 0, 'i'},
+        {"save-logits", required_argument, 0, 'S'},
+        {"kl-base", required_argument, 0, 'K'},
+        {"top-k", required_argument, 0, 'k'},
+        {"json", no_argument, 0, 'j'},
+        {"help", no_argument, 0, 'h'},
         {0, 0, 0, 0},
     };
     const char *in_path = NULL, *save_path = NULL, *base_path = NULL;
@@ -114,8 +117,7 @@ int vq_cmd_score_logits(int argc, char **argv) {
                     "%s: --kl-base %s (n_vocab %d, ctx %d, %llu positions) does not match the "
                     "stream (n_vocab %u, ctx %u, %lld positions)\n",
                     CMD, base_path, vq_logits_n_vocab(base), vq_logits_ctx(base),
-                    (unsigned long long)vq_logits_n_records(base), n_vocab, ctx,
-                    (long long)n_pos);
+                    (unsigned long long)vq_logits_n_records(base), n_vocab, ctx, (long long)n_pos);
             goto out;
         }
     }
