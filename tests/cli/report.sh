@@ -119,8 +119,10 @@ d["results"] = rows
 json.dump(d, open(sys.argv[2] + "/llama.json", "w"))
 EOF
 expect_exit 0 "$VQ" report "$FIX" "$TMP/llama.json" -o "$TMP/fig3"
-grep -q "^| llama.cpp q4_0 | q4_0-4 | q4_0-4 | 4.5 |" "$TMP/fig3/table.md" && ok || bad "llama.cpp row in table.md"
-cmp -s "$TMP/fig/$STEM-quality.png" "$TMP/fig3/$STEM-quality.png" && bad "quality figure ignores llama.cpp rows" || ok
+grep -q "^| llama.cpp q4_0 | q4_0-4 | q4_0-4 | 4.5 |" "$TMP/fig3/table.md" \
+    && ok || bad "llama.cpp row in table.md"
+cmp -s "$TMP/fig/$STEM-quality.png" "$TMP/fig3/$STEM-quality.png" \
+    && bad "quality figure ignores llama.cpp rows" || ok
 sed 's/"engine": "llama.cpp"/"engine": "vllm"/' "$TMP/llama.json" > "$TMP/llama_bad.json"
 expect_exit 1 "$VQ" report "$TMP/llama_bad.json" -o "$TMP/fig4"
 grep -q "engine" "$ERR" && ok || bad "bad engine message"

@@ -15,7 +15,8 @@ OUT="$TMP/out"; ERR="$TMP/err"
 # perplexity (and, with perturb, the expected KL against the unperturbed run's top-5 + rest)
 cat > "$TMP/gen.py" <<'PY'
 import math, random, struct, sys
-path, ctx, chunks, perturb, extra = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4]), sys.argv[5]
+path, extra = sys.argv[1], sys.argv[5]
+ctx, chunks, perturb = int(sys.argv[2]), int(sys.argv[3]), float(sys.argv[4])
 V, K = 40, 5
 rng = random.Random(7)
 n = chunks * (ctx // 2 - 1)
@@ -58,8 +59,12 @@ python3 "$TMP/gen.py" "$TMP/trail" 8 2 0 trailing >/dev/null
 python3 "$TMP/gen.py" "$TMP/badt" 8 2 0 badtarget >/dev/null
 head -c 500 "$TMP/s1" > "$TMP/short"
 printf 'VQRAWLGX%024d' 0 > "$TMP/magic"
-num() { python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$OUT" "$1"; }
-close() { python3 -c "import sys; a,b,t=map(float,sys.argv[1:]); sys.exit(0 if abs(a-b)<=t*max(1,abs(b)) else 1)" "$@"; }
+num() {
+    python3 -c "import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])" "$OUT" "$1"
+}
+close() {  # close A B TOL: |A - B| <= TOL * max(1, |B|)
+    python3 -c "import sys; a,b,t=map(float,sys.argv[1:]); sys.exit(abs(a-b) > t*max(1,abs(b)))" "$@"
+}
 
 # --- the base run: perplexity as computed here, summaries saved
 expect_exit 0 "$VQ" score-logits -i "$TMP/s1" --save-logits "$TMP/b.logits" --top-k 5 --json
@@ -69,7 +74,8 @@ close "$(num ppl)" "$PPL" 1e-9 && ok || bad "ppl $(num ppl) != $PPL"
 expect_exit 0 "$VQ" score-logits -i "$TMP/s1" --kl-base "$TMP/b.logits" --json
 [ "$(num kld_mean)" = 0 ] && [ "$(num top1)" = 1 ] && ok || bad "self KL $(num kld_mean)"
 # --- a perturbed stream from stdin: the top-5 + rest KL computed here
-"$VQ" score-logits --kl-base "$TMP/b.logits" --json < "$TMP/s2" > "$OUT" 2>"$ERR" && ok || bad "stdin run"
+"$VQ" score-logits --kl-base "$TMP/b.logits" --json < "$TMP/s2" > "$OUT" 2>"$ERR" \
+    && ok || bad "stdin run"
 close "$(num kld_mean)" "$KL2" 1e-6 && ok || bad "KL $(num kld_mean) != $KL2"
 close "$(num ppl)" "$PPL2" 1e-9 && ok || bad "ppl2 $(num ppl) != $PPL2"
 expect_exit 0 "$VQ" score-logits -i "$TMP/s2" --kl-base "$TMP/b.logits"
