@@ -23,8 +23,7 @@
 
 #include "veloxquant.h"
 #include "cli.h"
-#include "eval/logits.h"
-#include "eval/ppl.h"
+#include "vq_tools.h"
 #include "opts.h"
 
 static const char *CMD = "score-logits";
