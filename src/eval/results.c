@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <math.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -161,8 +162,58 @@ void vq_results_fill_hardware(struct vq_results *r, int n_threads) {
 static int add_num(cJSON *o, const char *k, double v) {
     return cJSON_AddNumberToObject(o, k, v) != NULL;
 }
+/* A malloc'd copy of s that is valid UTF-8 (JSON text must be): every byte that does not start
+ * a well-formed sequence (RFC 3629: no overlong forms, surrogates or code points above
+ * U+10FFFF) becomes U+FFFD. Model output can hold such bytes: byte-fallback tokens, or text
+ * cut inside a character. NULL when out of memory. */
+static char *utf8_valid_dup(const char *s) {
+    const unsigned char *u = (const unsigned char *)s;
+    const size_t n = strlen(s);
+    char *out = malloc(3 * n + 1), *w = out;
+    if (!out) return NULL;
+    for (size_t i = 0; i < n;) {
+        const unsigned b = u[i];
+        size_t len = b < 0x80               ? 1
+                   : b >= 0xC2 && b <= 0xDF ? 2
+                   : b >= 0xE0 && b <= 0xEF ? 3
+                   : b >= 0xF0 && b <= 0xF4 ? 4
+                                            : 0;
+        uint32_t cp = len == 1 ? b : len ? b & (0x7F >> len) : 0;
+        for (size_t j = 1; j < len; j++) {
+            if (i + j >= n || (u[i + j] & 0xC0) != 0x80) {
+                len = 0;
+                break;
+            }
+            cp = cp << 6 | (u[i + j] & 0x3F);
+        }
+        if ((len == 3 && (cp < 0x800 || (cp >= 0xD800 && cp <= 0xDFFF))) ||
+            (len == 4 && (cp < 0x10000 || cp > 0x10FFFF)))
+            len = 0;
+        if (len) {
+            memcpy(w, u + i, len);
+            w += len;
+            i += len;
+        } else {
+            memcpy(w, "\xEF\xBF\xBD", 3);
+            w += 3;
+            i++;
+        }
+    }
+    *w = 0;
+    return out;
+}
+
+static cJSON *json_str(const char *v) {
+    char *t = utf8_valid_dup(v ? v : "");
+    cJSON *s = t ? cJSON_CreateString(t) : NULL;
+    free(t);
+    return s;
+}
 static int add_str(cJSON *o, const char *k, const char *v) {
-    return cJSON_AddStringToObject(o, k, v ? v : "") != NULL;
+    cJSON *s = json_str(v);
+    if (s && cJSON_AddItemToObject(o, k, s)) return 1;
+    cJSON_Delete(s);
+    return 0;
 }
 
 static cJSON *result_to_json(const struct vq_result *e) {
@@ -217,7 +268,7 @@ char *vq_results_to_json(const struct vq_results *r) {
              add_num(md, "n_kv_heads", r->model.n_kv_heads) &&
              add_num(md, "head_dim", r->model.head_dim);
     for (int i = 0; ok && i < r->protocol.n_prompts; i++) {
-        cJSON *s = cJSON_CreateString(r->protocol.prompts[i]);
+        cJSON *s = json_str(r->protocol.prompts[i]);
         ok = s != NULL;
         if (ok) cJSON_AddItemToArray(prompts, s);
     }

@@ -293,6 +293,44 @@ TEST(fractional_bits) {
     vq_results_clear(&r);
 }
 
+/* Strings are written as valid UTF-8: model output can hold byte-fallback tokens or a cut
+ * character; each byte that does not start a well-formed sequence becomes U+FFFD, valid text
+ * (2-, 3- and 4-byte characters) is kept byte for byte. */
+TEST(strings_written_as_utf8) {
+    struct vq_results r, q;
+    sample(&r);
+    const char *in[] = {
+        "ok \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", /* é € 😀: kept */
+        "a\x86"
+        "b",                                           /* stray continuation byte */
+        "\xe2\x82",                                    /* cut 3-byte sequence */
+        "\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \xff", /* overlong, surrogate, > U+10FFFF, 0xFF */
+    };
+    const char *want[] = {
+        "ok \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
+        "a\xef\xbf\xbd"
+        "b",
+        "\xef\xbf\xbd\xef\xbf\xbd",
+        "\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd"
+        "\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd",
+    };
+    for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
+        ASSERT(vq_str_set(&r.results[0].output_preview, in[i]) == VQ_STATUS_OK);
+        ASSERT(vq_str_set(&r.results[1].error, in[i]) == VQ_STATUS_OK);
+        char *txt = vq_results_to_json(&r), err[256];
+        ASSERT(txt != NULL);
+        if (!txt) continue;
+        ASSERT_STATUS(vq_results_from_json(txt, strlen(txt), &q, err, sizeof err), VQ_STATUS_OK);
+        if (q.n_results == 2) {
+            ASSERT(!strcmp(q.results[0].output_preview, want[i]));
+            ASSERT(!strcmp(q.results[1].error, want[i]));
+        }
+        vq_results_clear(&q);
+        free(txt);
+    }
+    vq_results_clear(&r);
+}
+
 TEST(validator_catches_errors) {
     /* the validator itself must reject bad documents, or the test above proves nothing */
     struct vq_results r;
@@ -568,6 +606,7 @@ TEST(fixture_valid) {
 int main(void) {
     RUN(round_trip);
     RUN(fractional_bits);
+    RUN(strings_written_as_utf8);
     RUN(validator_catches_errors);
     RUN(reader_is_strict);
     RUN(engine_field);
