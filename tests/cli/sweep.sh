@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # CLI test for `sweep`: each config runs in a child process; a config made to fail (bits out of
 # range) becomes an `error` entry while the others are measured and written; a second run
-# keeps finished entries (cached) and retries only the failed one; usage errors. Tiny protocol
+# keeps finished entries (cached) and retries only the failed one; usage errors; two models in
+# one sweep (a folder each) and `report` over that folder. Tiny protocol
 # (ctx 64, 1 chunk, 1 probe prompt x 8 tokens) on the first 6 KiB of the corpus.
 set -u
 VQ="$1"
@@ -76,6 +77,66 @@ grep -q "another protocol" "$ERR" && ok || bad "protocol change not detected"
 # the report reads what the sweep wrote
 expect_exit 0 "$VQ" report "$R" -o "$TMP/fig"
 [ -f "$TMP/fig/table.md" ] && grep -q "turboquant_mse-9" "$TMP/fig/table.md" && ok || bad "report of sweep results"
+
+# two models in one sweep (the second a synthetic qwen3 GGUF with SmolLM2's tokenizer cut to 512
+# tokens): one folder per model, each with its own reference, header and rows; the SmolLM2 rows
+# equal the one-model run above (same protocol); a rerun keeps both; report over the folder
+SYN=tests/golden/synth/qwen3.gguf
+TWO=(-f "$TMP/slice.txt" -c 64 --chunks 1 --max-tokens 8 --prompts 1 -t 1
+     --configs fp16,turboquant_mse-4)
+expect_exit 2 "$VQ" sweep -m "$SYN" -m "$SYN" -o "$TMP/two" "${TWO[@]}"
+grep -q "given twice" "$ERR" && ok || bad "a model given twice is not refused"
+expect_exit 0 "$VQ" sweep -m "$MODEL" -m "$SYN" -o "$TMP/two" "${TWO[@]}"
+grep -q "veloxquant report $TMP/two -o" "$OUT" && ok || bad "sweep does not name the report command"
+python3 - "$TMP/two" "$R" <<'EOF' && ok || bad "two-model sweep results"
+import json, os, sys
+d = sys.argv[1]
+assert sorted(os.listdir(d)) == ["SmolLM2-135M-Instruct.Q4_1", "qwen3"], os.listdir(d)
+a = json.load(open(d + "/SmolLM2-135M-Instruct.Q4_1/results.json"))
+b = json.load(open(d + "/qwen3/results.json"))
+one = {x["config"]["name"]: x for x in json.load(open(sys.argv[2]))["results"]}
+assert a["model"]["arch"] == "llama" and a["model"]["n_layers"] == 30
+assert b["model"]["arch"] == "qwen3" and b["model"]["n_layers"] == 2
+assert b["model"]["head_dim"] == 128
+assert b["model"]["sha256"] == "f59c40c4c1b9df12efa9b1adda01640b98925b06f279d1d80d6c2bba27b8fb5d"
+for r in (a, b):
+    assert [x["config"]["name"] for x in r["results"]] == ["fp16", "turboquant_mse-4"]
+    assert all("error" not in x for x in r["results"])
+ra = {x["config"]["name"]: x for x in a["results"]}
+rb = {x["config"]["name"]: x for x in b["results"]}
+for k in ("ppl", "kld_mean", "top1", "kv_bytes", "fp16_prefix_match"):
+    assert ra["turboquant_mse-4"][k] == one["turboquant_mse-4"][k], k
+assert rb["fp16"]["kv_bytes"] == 2 * 2 * 2 * 1 * 128 * 64
+assert 0 < rb["turboquant_mse-4"]["kv_bytes"] < rb["fp16"]["kv_bytes"]
+assert rb["turboquant_mse-4"]["kld_mean"] > 0 and rb["fp16"]["ppl"] != ra["fp16"]["ppl"]
+for m in ("SmolLM2-135M-Instruct.Q4_1", "qwen3"):
+    for f in ("fp16.logits", "fp16.probe.json"):
+        assert os.path.isfile(os.path.join(d, m, f)), (m, f)
+EOF
+expect_exit 0 "$VQ" sweep -m "$MODEL" -m "$SYN" -o "$TMP/two" "${TWO[@]}"
+[ "$(grep -c ' cached$' "$OUT")" -eq 4 ] && ok || bad "two-model rerun does not keep all four entries"
+expect_exit 0 "$VQ" report "$TMP/two" -o "$TMP/fig2"
+for s in SmolLM2-135M-Instruct.Q4_1 qwen3; do
+    for k in throughput quality memory distortion output report; do
+        [ -s "$TMP/fig2/$s-$k.png" ] && ok || bad "missing $s-$k.png"
+    done
+done
+python3 - "$TMP/fig2/table.md" <<'EOF' && ok || bad "report over the two-model folder"
+import sys
+t = open(sys.argv[1], encoding="utf-8").read()
+secs = t.split("\n## ")[1:]
+assert [s.split("\n")[0] for s in secs] == ["SmolLM2-135M-Instruct.Q4_1", "qwen3"], secs
+for s, arch in zip(secs, ("llama, 30 layers", "qwen3, 2 layers")):
+    assert arch in s and s.count("\n| fp16 |") == 2 and "\n| turboquant_mse-4 |" in s, s
+EOF
+# two model files with one file name: the second one's folder gets a suffix
+mkdir -p "$TMP/b" && cp tests/golden/synth/llama_swa.gguf "$TMP/b/qwen3.gguf"
+expect_exit 0 "$VQ" sweep -m "$SYN" -m "$TMP/b/qwen3.gguf" -o "$TMP/three" "${TWO[@]}"
+[ -f "$TMP/three/qwen3/results.json" ] && [ -f "$TMP/three/qwen3-2/results.json" ] && ok \
+    || bad "models with one file name share a folder"
+grep -qE '"arch":[[:space:]]*"llama"' "$TMP/three/qwen3-2/results.json" && ok || bad "second qwen3.gguf folder"
+expect_exit 1 "$VQ" report "$TMP/b" -o "$TMP/fig3"
+grep -q "no results.json" "$ERR" && ok || bad "report of a folder without results"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -1,5 +1,6 @@
 /* cmd_report.c — `veloxquant report`: PNG figures (PLplot, cairo driver) and a Markdown table
- * from one or more results.json files (docs/EVALUATION.md "Files").
+ * from one or more results.json files (docs/EVALUATION.md "Files"); a folder argument stands
+ * for the results.json files a sweep wrote there (DIR/results.json, DIR/<model>/results.json).
  *
  * Per model (results are grouped by model sha256, else file name; several files of one model
  * are merged, a later entry replacing an earlier one of the same config name) it writes
@@ -17,6 +18,7 @@
  * in this library (a method not built, unknown options) it falls back to kv_bytes scaled
  * linearly from the protocol ctx.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -33,6 +35,7 @@
 #include "cli.h"
 #include "vq_tools.h"
 #include "kvconfig.h"
+#include "opts.h"
 
 static const char *CMD = "report";
 #define MAX_MODELS 16
@@ -41,10 +44,11 @@ static const char *CMD = "report";
 static void usage(FILE *f) {
     fprintf(
         f,
-        "usage: veloxquant report RESULTS.json [MORE.json ...] -o FIGDIR\n\n"
+        "usage: veloxquant report RESULTS [MORE ...] -o FIGDIR\n\n"
         "Draws six PNG figures per model (throughput, quality vs compression, memory at scale,\n"
         "attention distortion, output comparison, full report sheet) and FIGDIR/table.md from\n"
-        "results.json files written by `veloxquant sweep`.\n\n"
+        "results.json files written by `veloxquant sweep`. RESULTS is a results.json or a\n"
+        "sweep's output folder (its results.json and those of its per-model subfolders).\n\n"
         "  -o, --out FIGDIR      output folder (created if missing)\n"
         "  -h, --help            this help\n");
 }
@@ -57,26 +61,6 @@ struct model_set {
     int n_ok;            /* results without error */
     int *ok;             /* indices of results without error */
 };
-
-static void model_stem(const char *file, char *out, size_t cap) {
-    const char *b = strrchr(file, '/');
-    b = b ? b + 1 : file;
-    size_t n = strlen(b);
-    if (n > 5 && !strcmp(b + n - 5, ".gguf")) n -= 5;
-    if (n == 0) {
-        b = "model";
-        n = 5;
-    }
-    size_t j = 0;
-    for (size_t i = 0; i < n && j + 1 < cap; i++) {
-        char c = b[i];
-        out[j++] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-                           c == '.' || c == '-' || c == '_'
-                     ? c
-                     : '_';
-    }
-    out[j] = 0;
-}
 
 static int same_model(const struct vq_results *a, const struct vq_results *b) {
     if (a->model.sha256[0] && b->model.sha256[0]) return !strcmp(a->model.sha256, b->model.sha256);
@@ -810,6 +794,54 @@ static int write_table(struct model_set *ms, int n_models, const char *dir) {
 
 /* ---- command ----------------------------------------------------------------------------- */
 
+static int is_subdir(const struct dirent *d) {
+    return d->d_name[0] != '.' && (d->d_type == DT_DIR || d->d_type == DT_UNKNOWN);
+}
+
+/* Appends a malloc'd copy of path to the list (*list, *n, capacity *cap). 1 ok, 0 no memory. */
+static int path_push(char ***list, int *n, int *cap, const char *path) {
+    if (*n == *cap) {
+        const int nc = *cap ? 2 * *cap : 16;
+        char **l = realloc(*list, (size_t)nc * sizeof *l);
+        if (!l) return 0;
+        *list = l;
+        *cap = nc;
+    }
+    if (!((*list)[*n] = strdup(path))) return 0;
+    ++*n;
+    return 1;
+}
+
+/* The results files an argument names: a file as given; a folder (a sweep's -o DIR) gives
+ * DIR/results.json (one model) and DIR/<sub>/results.json (several models) in name order.
+ * Appends them to the list; 1 ok, 0 after printing why (no results.json in a folder). */
+static int collect_inputs(const char *arg, char ***list, int *n, int *cap) {
+    struct stat sb;
+    if (stat(arg, &sb) != 0 || !S_ISDIR(sb.st_mode)) return path_push(list, n, cap, arg);
+    const int n0 = *n;
+    char path[4400];
+    snprintf(path, sizeof path, "%s/results.json", arg);
+    if (access(path, F_OK) == 0 && !path_push(list, n, cap, path)) return 0;
+    struct dirent **ents = NULL;
+    const int ne = scandir(arg, &ents, is_subdir, alphasort);
+    int ok = 1;
+    for (int i = 0; i < ne; i++) {
+        snprintf(path, sizeof path, "%s/%s/results.json", arg, ents[i]->d_name);
+        if (ok && stat(path, &sb) == 0 && S_ISREG(sb.st_mode)) ok = path_push(list, n, cap, path);
+        free(ents[i]);
+    }
+    free(ents);
+    if (!ok) {
+        fprintf(stderr, "%s: out of memory\n", CMD);
+        return 0;
+    }
+    if (*n == n0) {
+        fprintf(stderr, "%s: %s: no results.json in this folder or its subfolders\n", CMD, arg);
+        return 0;
+    }
+    return 1;
+}
+
 /* 1 if PLplot has the pngcairo device (otherwise plinit would prompt for a device on stdin). */
 static int have_pngcairo(void) {
     const char *menu[256], *names[256];
@@ -882,15 +914,19 @@ int vq_cmd_report(int argc, char **argv) {
         return 1;
     }
     if (!out_dir_ok(dir)) return 1;
-    struct model_set *ms = calloc(MAX_MODELS, sizeof *ms);
-    if (!ms) return 1;
-    int n_models = 0, rc = 0;
-    for (int a = optind; a < argc && rc == 0; a++) {
+    char **in = NULL;
+    int n_in = 0, cap_in = 0, rc = 0;
+    for (int a = optind; a < argc && rc == 0; a++)
+        if (!collect_inputs(argv[a], &in, &n_in, &cap_in)) rc = 1;
+    struct model_set *ms = rc ? NULL : calloc(MAX_MODELS, sizeof *ms);
+    if (!ms) rc = 1;
+    int n_models = 0;
+    for (int a = 0; a < n_in && rc == 0; a++) {
         struct vq_results r;
         char err[512];
-        vq_status st = vq_results_read(argv[a], &r, err, sizeof err);
+        vq_status st = vq_results_read(in[a], &r, err, sizeof err);
         if (st != VQ_STATUS_OK) {
-            fprintf(stderr, "%s: %s: %s\n", CMD, argv[a], err[0] ? err : vq_status_str(st));
+            fprintf(stderr, "%s: %s: %s\n", CMD, in[a], err[0] ? err : vq_status_str(st));
             rc = 1;
             break;
         }
@@ -905,7 +941,7 @@ int vq_cmd_report(int argc, char **argv) {
                 break;
             }
             ms[m].r = r;
-            model_stem(r.model.file ? r.model.file : "model", ms[m].stem, sizeof ms[m].stem);
+            vq_cli_model_stem(r.model.file ? r.model.file : "model", ms[m].stem, sizeof ms[m].stem);
             for (int k = 0; k < m; k++) /* two models with one file name: keep stems distinct */
                 if (!strcmp(ms[k].stem, ms[m].stem)) {
                     size_t l = strlen(ms[m].stem);
@@ -952,5 +988,7 @@ int vq_cmd_report(int argc, char **argv) {
         free(ms[m].ok);
     }
     free(ms);
+    for (int a = 0; a < n_in; a++) free(in[a]);
+    free(in);
     return rc;
 }

@@ -8,7 +8,8 @@
  * identical greedy prefix). A config that crashes, is killed (out of memory) or exits with an
  * error is recorded as an `error` entry and the sweep goes on. Finished entries are kept and
  * skipped on the next run (resume); entries with an error are retried; --force reruns all.
- * Output: DIR/results.json for one model; DIR/<model>/results.json for several.
+ * Output: DIR/results.json for one model; DIR/<model>/results.json for several (<model>: the
+ * file name without .gguf, -2, -3, ... appended to a repeated name), which `report DIR` reads.
  * Exit status: 0 when every config succeeded, 1 when some failed (results still written),
  * 2 on usage errors.
  */
@@ -55,8 +56,8 @@ static void usage(FILE *f) {
         "                        +ks +ksk (key scales); or a --kv preset (kv8 ... kv2)\n"
         "  KV options            (below) spell one more config, as `perplexity` takes them, named\n"
         "                        by its label; with KV options and no --configs, only that one\n"
-        "  -o, --out DIR         output folder (DIR/results.json; DIR/<model>/ for several "
-        "models)\n"
+        "  -o, --out DIR         output folder (DIR/results.json; DIR/<model>/ for\n"
+        "                        several models; `veloxquant report DIR -o FIGDIR` draws them)\n"
         "  --force               rerun configs that already have results\n"
         "  -f, --file TEXT       perplexity text (default data/corpus_en.txt)\n"
         "  -c, --ctx CTX         perplexity chunk tokens (default 512)\n"
@@ -870,6 +871,24 @@ static int sweep_model(const struct sweep_opts *o, const char *exe, const char *
     return 1;
 }
 
+/* The output folder of model m: DIR itself for one model, else DIR/<stem>, where a stem that
+ * an earlier model already has gets the suffix -<m+1> (as `report` names their figures). */
+static void model_dir(const struct sweep_opts *o, int m, char *dir, size_t cap) {
+    if (o->n_models == 1) {
+        snprintf(dir, cap, "%s", o->dir);
+        return;
+    }
+    char stem[256], other[256];
+    vq_cli_model_stem(o->models[m], stem, sizeof stem);
+    int clash = 0;
+    for (int k = 0; k < m; k++) {
+        vq_cli_model_stem(o->models[k], other, sizeof other);
+        clash |= !strcmp(stem, other);
+    }
+    if (clash) snprintf(dir, cap, "%.3000s/%.200s-%d", o->dir, stem, m + 1);
+    else snprintf(dir, cap, "%.3000s/%.200s", o->dir, stem);
+}
+
 /* The config spelled with KV options (the table of kvconfig.h, as perplexity takes them) as
  * one more config of the sweep: its name is its label, which must parse back to the same
  * options (results are keyed by it). 1 ok, 0 printed. */
@@ -928,6 +947,11 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
                 fprintf(stderr, "%s: at most %d models\n", CMD, MAX_MODELS);
                 return 0;
             }
+            for (int i = 0; i < o->n_models; i++)
+                if (!strcmp(o->models[i], optarg)) {
+                    fprintf(stderr, "%s: -m %s given twice\n", CMD, optarg);
+                    return 0;
+                }
             o->models[o->n_models++] = optarg;
             break;
         case 'L': configs = optarg; break;
@@ -1039,17 +1063,7 @@ int vq_cmd_sweep(int argc, char **argv) {
     int n_failed = 0, rc = 0;
     for (int m = 0; m < o.n_models; m++) {
         char dir[4096];
-        if (o.n_models == 1) {
-            snprintf(dir, sizeof dir, "%s", o.dir);
-        } else {
-            const char *b = strrchr(o.models[m], '/');
-            b = b ? b + 1 : o.models[m];
-            char stem[256];
-            snprintf(stem, sizeof stem, "%s", b);
-            size_t n = strlen(stem);
-            if (n > 5 && !strcmp(stem + n - 5, ".gguf")) stem[n - 5] = 0;
-            snprintf(dir, sizeof dir, "%s/%s", o.dir, stem);
-        }
+        model_dir(&o, m, dir, sizeof dir);
         if (!sweep_model(&o, exe, o.models[m], dir, &n_failed)) rc = 1;
     }
     free(o.list);
@@ -1057,5 +1071,6 @@ int vq_cmd_sweep(int argc, char **argv) {
         fprintf(stderr, "%s: %d config(s) failed (recorded as error entries)\n", CMD, n_failed);
         rc = 1;
     }
+    printf("%s: figures and tables: veloxquant report %s -o FIGDIR\n", CMD, o.dir);
     return rc;
 }

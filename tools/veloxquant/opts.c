@@ -136,3 +136,24 @@ void vq_opt_codec_error(const char *cmd, const char *what, enum vq_method m, int
     fprintf(stderr, "%s: %s%s bits=%d head_dim=%d: %s (%s accepts: %s)\n", cmd, what,
             vq_method_name(m), bits, head_dim, vq_status_str(st), vq_method_name(m), params);
 }
+
+void vq_cli_model_stem(const char *file, char *out, size_t cap) {
+    const char *b = strrchr(file, '/');
+    b = b ? b + 1 : file;
+    size_t n = strlen(b);
+    if (n > 5 && !strcmp(b + n - 5, ".gguf")) n -= 5;
+    if (n == 0) {
+        b = "model";
+        n = 5;
+    }
+    size_t j = 0;
+    for (size_t i = 0; i < n && j + 1 < cap; i++) {
+        char c = b[i];
+        out[j++] = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+                           c == '.' || c == '-' || c == '_'
+                     ? c
+                     : '_';
+    }
+    out[j] = 0;
+    if (out[0] == '.') out[0] = '_'; /* no hidden, "." or ".." folder */
+}

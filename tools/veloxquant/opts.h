@@ -2,6 +2,7 @@
  * prints "<cmd>: <option>: <reason>" to stderr and returns 0 on a bad value, 1 on success. */
 #ifndef VQ_OPTS_H
 #define VQ_OPTS_H
+#include <stddef.h>
 #include <stdint.h>
 #include "veloxquant.h"
 
@@ -21,4 +22,9 @@ void vq_opt_codec_error(const char *cmd, const char *what, enum vq_method m, int
 double vq_now_s(void);
 /* Median of n doubles (sorts a copy of at most 256 values). */
 double vq_median(const double *v, int n);
+/* The name a model file goes by in output files and folders (sweep's per-model folders,
+ * report's figures): its file name without folder and ".gguf", characters other than
+ * [A-Za-z0-9._-] replaced by '_', "model" when empty. Writes at most cap bytes (cap >= 6)
+ * including the terminating NUL into out; a leading '.' becomes '_'. Pure; thread-safe. */
+void vq_cli_model_stem(const char *file, char *out, size_t cap);
 #endif
