@@ -47,6 +47,27 @@ assert c["key_bytes"]==30*3*1000*(2+64) and c["value_bytes"]==30*3*1000*(2+24), 
 expect_exit 0 "$VQ" estimate-memory -c 1000 $GEO --method turboquant_mse --bits 7 --json
 py 'import json,sys; c=json.load(open(sys.argv[1]))["configs"][0]
 assert c["key_bytes"]==c["value_bytes"]==30*3*1000*(2+56), c' "$OUT" && ok || bad "turboquant_mse-7 bytes"
+# a model's sliding windows: the synthetic Mistral-style llama (3 layers x 1 kv head x 64,
+# window 32 on every layer) holds what a cache of that geometry with --window 32 holds; fp16 at
+# 4096 keeps the pages from (4096 - 32) // 256 * 256 = 3840 on: 256 tokens per layer. Gemma 3:
+# 3 global layers hold all 32768 tokens, the 15 windowed ones 512 (1024 bytes a token)
+SWA=tests/golden/synth/llama_swa.gguf
+expect_exit 0 "$VQ" estimate-memory --layers 3 --kv-heads 1 --head-dim 64 -c 4096 \
+    --method turboquant_mse --bits 4 --window 32 --json
+cp "$OUT" "$OUT2"
+expect_exit 0 "$VQ" estimate-memory -m "$SWA" -c 4096 --method turboquant_mse --bits 4 --json
+py 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2]))
+assert a["geometry"]["swa_window"]==32 and a["geometry"]["n_swa_layers"]==3, a["geometry"]
+x, y = a["configs"][0], b["configs"][0]
+assert x["total_bytes"]==y["total_bytes"] and x["fullKV_x"]==y["fullKV_x"], (x, y)' "$OUT" "$OUT2" \
+    && ok || bad "model windows differ from the same --window"
+expect_exit 0 "$VQ" estimate-memory -m "$SWA" -c 4096 --method fp16 --json
+py 'import json,sys; c=json.load(open(sys.argv[1]))["configs"][0]
+assert c["total_bytes"]==3*256*64*2*2 and c["bits_per_elem"]==16, c' "$OUT" && ok || bad "fp16 windows"
+GEMMA="${VQ_MODELS:-$HOME/.cache/veloxquant/models}/gemma-3-270m-q4_k_m.gguf"
+expect_exit 0 "$VQ" estimate-memory -m "$GEMMA" -c 32768 --method fp16
+grep -q "sliding window 512 on 15 of 18 layers" "$OUT" && grep -qE "^fp16 .* 108527616 " "$OUT" \
+    && ok || bad "gemma3 windows at 32768"
 
 # no method: every preset, in order
 expect_exit 0 "$VQ" estimate-memory -c 4096 $GEO

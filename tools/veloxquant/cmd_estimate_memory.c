@@ -10,6 +10,7 @@
 #include <cjson/cJSON.h>
 
 #include "veloxquant.h"
+#include "vq_engine.h"
 #include "cli.h"
 #include "vq_tools.h"
 #include "kvconfig.h"
@@ -24,9 +25,11 @@ static void usage(FILE *f) {
         "                                  -c CTX [method options] [--json]\n\n"
         "Exact KV-cache bytes (codes + side data + fp16 windows) a cache of the model's geometry\n"
         "holds after a prefill of CTX tokens, for one configuration or, without method options,\n"
-        "for every sweep preset and every other built method at its default bits. Nothing is\n"
-        "allocated; no model weights are read.\n\n"
-        "  -m, --model FILE      GGUF model: geometry from its metadata\n"
+        "for every sweep preset and every other built method at its default bits. No cache is\n"
+        "allocated. A model's sliding-window layers (gemma3, Mistral-style llama) keep only\n"
+        "their window's pages, as in a run; bits/elem and fullKV_x compare with an fp16 cache\n"
+        "of the same windows.\n\n"
+        "  -m, --model FILE      GGUF model: geometry from its metadata, windows from the model\n"
         "  --layers N, --kv-heads H, --head-dim D\n"
         "                        geometry given directly (instead of -m)\n"
         "  -c, --ctx CTX         context length in tokens (required)\n");
@@ -138,11 +141,41 @@ static int em_parse(int argc, char **argv, struct em_opts *o) {
 /* Everything an estimate holds; rows is freed by the caller. */
 struct em_state {
     struct vq_kv_geometry g;
-    int all; /* no method options: every preset, then every other built method */
+    int *layer_window;     /* (g.n_layers) the model's sliding windows, or NULL: none */
+    int swa_window, n_swa; /* W and how many layers have it (text and JSON output) */
+    int all;               /* no method options: every preset, then every other built method */
     enum vq_method extra[VQ_METHOD_COUNT];
     int n_extra, n_rows, n_bad;
     struct row *rows; /* (n_rows) */
 };
+
+/* The model's sliding windows (gemma3: 5 of every 6 layers; Mistral-style llama: all) into
+ * s->layer_window, as a context of the model passes them to its cache. A model the engine
+ * cannot load (an architecture it does not run) is estimated without windows, with a note.
+ * Returns 1, or 0 when out of memory (printed). */
+static int em_model_windows(const char *path, struct em_state *s) {
+    vq_status st;
+    vq_model *m = vq_model_load(path, &st);
+    if (!m) {
+        fprintf(stderr, "%s: %s: %s; estimating without the model's sliding windows, if any\n", CMD,
+                path, vq_engine_last_error());
+        return 1;
+    }
+    const struct vq_model_info *mi = vq_model_info_get(m);
+    if (mi->n_swa_layers > 0 && mi->n_layers == s->g.n_layers) {
+        s->layer_window = malloc(sizeof *s->layer_window * (size_t)mi->n_layers);
+        if (!s->layer_window) {
+            vq_model_free(m);
+            fprintf(stderr, "%s: out of memory\n", CMD);
+            return 0;
+        }
+        for (int l = 0; l < mi->n_layers; l++) s->layer_window[l] = vq_model_layer_window(m, l);
+        s->swa_window = mi->swa_window;
+        s->n_swa = mi->n_swa_layers;
+    }
+    vq_model_free(m);
+    return 1;
+}
 
 /* Build step: the geometry (from the model or the options) and the rows to estimate.
  * Returns 0 or an exit code (1). */
@@ -155,6 +188,7 @@ static int em_build(const struct em_opts *o, struct em_state *s) {
             fprintf(stderr, "%s: %s\n", CMD, err);
             return 1;
         }
+        if (!em_model_windows(o->model, s)) return 1;
     } else {
         s->g.n_layers = o->layers;
         s->g.n_kv_heads = o->kv;
@@ -214,6 +248,7 @@ static int em_run_row(const struct em_opts *o, struct em_state *s, int i) {
     p.n_kv_heads = g->n_kv_heads;
     p.head_dim = g->head_dim;
     p.page_tokens = o->page;
+    p.layer_window = s->layer_window;
     p.key = r->k;
     p.value = r->v;
     vq_kv_opts_apply_cache(&ko, &p); /* outlier modifiers (in the name already) */
@@ -261,7 +296,7 @@ static int em_run(const struct em_opts *o, struct em_state *s) {
 }
 
 /* JSON print step for one row: a new object for the configs array. */
-static cJSON *em_json_row(const struct row *r, double elems) {
+static cJSON *em_json_row(const struct row *r) {
     cJSON *o = cJSON_CreateObject();
     cJSON_AddStringToObject(o, "name", r->name);
     cJSON_AddStringToObject(o, "k_method", vq_method_name(r->k.method));
@@ -284,13 +319,14 @@ static cJSON *em_json_row(const struct row *r, double elems) {
     if (m->total_bytes) {
         cJSON_AddNumberToObject(o, "key_x", (double)m->fp16_key_bytes / (double)m->key_total_bytes);
         cJSON_AddNumberToObject(o, "fullKV_x", (double)m->fp16_bytes / (double)m->total_bytes);
-        cJSON_AddNumberToObject(o, "bits_per_elem", 8.0 * (double)m->total_bytes / elems);
+        cJSON_AddNumberToObject(o, "bits_per_elem",
+                                16.0 * (double)m->total_bytes / (double)m->fp16_bytes);
     }
     return o;
 }
 
 /* JSON print step: one JSON object on stdout. */
-static void em_print_json(const struct em_opts *o, const struct em_state *s, double elems) {
+static void em_print_json(const struct em_opts *o, const struct em_state *s) {
     const struct vq_kv_geometry *g = &s->g;
     cJSON *root = cJSON_CreateObject(), *geo = cJSON_AddObjectToObject(root, "geometry");
     if (o->model) cJSON_AddStringToObject(root, "model", o->model);
@@ -298,9 +334,13 @@ static void em_print_json(const struct em_opts *o, const struct em_state *s, dou
     cJSON_AddNumberToObject(geo, "n_layers", g->n_layers);
     cJSON_AddNumberToObject(geo, "n_kv_heads", g->n_kv_heads);
     cJSON_AddNumberToObject(geo, "head_dim", g->head_dim);
+    if (s->n_swa) {
+        cJSON_AddNumberToObject(geo, "swa_window", s->swa_window);
+        cJSON_AddNumberToObject(geo, "n_swa_layers", s->n_swa);
+    }
     cJSON_AddNumberToObject(root, "ctx", (double)o->ctx);
     cJSON *arr = cJSON_AddArrayToObject(root, "configs");
-    for (int i = 0; i < s->n_rows; i++) cJSON_AddItemToArray(arr, em_json_row(&s->rows[i], elems));
+    for (int i = 0; i < s->n_rows; i++) cJSON_AddItemToArray(arr, em_json_row(&s->rows[i]));
     char *txt = cJSON_Print(root);
     if (txt) printf("%s\n", txt);
     free(txt);
@@ -308,12 +348,16 @@ static void em_print_json(const struct em_opts *o, const struct em_state *s, dou
 }
 
 /* Text print step: the geometry line, one table row per configuration, the +ot note. */
-static void em_print_text(const struct em_opts *o, const struct em_state *s, double elems) {
+static void em_print_text(const struct em_opts *o, const struct em_state *s) {
     const struct vq_kv_geometry *g = &s->g;
     const struct row *rows = s->rows;
-    printf("geometry: %s%s%d layers x %d kv heads x head_dim %d; ctx %ld tokens\n",
+    printf("geometry: %s%s%d layers x %d kv heads x head_dim %d; ctx %ld tokens",
            g->arch[0] ? g->arch : "", g->arch[0] ? ", " : "", g->n_layers, g->n_kv_heads,
            g->head_dim, o->ctx);
+    if (s->n_swa)
+        printf("; sliding window %d on %d of %d layers (the model's)", s->swa_window, s->n_swa,
+               g->n_layers);
+    printf("\n");
     printf("%-22s %6s %6s %12s %12s %12s %12s %10s %7s %8s %9s\n", "config", "k_bits", "v_bits",
            "key_bytes", "value_bytes", "window_bytes", "total_bytes", "total_MB", "key_x",
            "fullKV_x", "bits/elem");
@@ -335,7 +379,7 @@ static void em_print_text(const struct em_opts *o, const struct em_state *s, dou
                m->value_bytes, m->window_bytes, m->total_bytes, mb(m->total_bytes),
                any ? (double)m->fp16_key_bytes / (double)m->key_total_bytes : 0.0,
                any ? (double)m->fp16_bytes / (double)m->total_bytes : 0.0,
-               any ? 8.0 * (double)m->total_bytes / elems : 0.0);
+               any ? 16.0 * (double)m->total_bytes / (double)m->fp16_bytes : 0.0);
     }
     for (int i = 0; i < s->n_rows; i++)
         if (rows[i].n_ot && rows[i].st == VQ_STATUS_OK) {
@@ -357,12 +401,11 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
     int rc = em_build(&o, &s);
     if (!rc) rc = em_run(&o, &s);
     if (!rc) {
-        const struct vq_kv_geometry *g = &s.g;
-        const double elems = 2.0 * (double)o.ctx * g->n_layers * g->n_kv_heads * g->head_dim;
-        if (o.json) em_print_json(&o, &s, elems);
-        else em_print_text(&o, &s, elems);
+        if (o.json) em_print_json(&o, &s);
+        else em_print_text(&o, &s);
         rc = s.n_bad == s.n_rows ? 1 : 0;
     }
+    free(s.layer_window);
     free(s.rows);
     return rc;
 }
