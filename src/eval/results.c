@@ -79,6 +79,7 @@ void vq_result_clear(struct vq_result *e) {
 void vq_results_clear(struct vq_results *r) {
     if (!r) return;
     free(r->model.file);
+    free(r->model.layer_window);
     for (int i = 0; i < r->protocol.n_prompts; i++) free(r->protocol.prompts[i]);
     free(r->protocol.prompts);
     free(r->protocol.corpus);
@@ -267,6 +268,11 @@ char *vq_results_to_json(const struct vq_results *r) {
              add_str(md, "arch", r->model.arch) && add_num(md, "n_layers", r->model.n_layers) &&
              add_num(md, "n_kv_heads", r->model.n_kv_heads) &&
              add_num(md, "head_dim", r->model.head_dim);
+    if (ok && r->model.layer_window) {
+        cJSON *lw = cJSON_CreateIntArray(r->model.layer_window, r->model.n_layers);
+        ok = lw && cJSON_AddItemToObject(md, "layer_window", lw);
+        if (!ok) cJSON_Delete(lw);
+    }
     for (int i = 0; ok && i < r->protocol.n_prompts; i++) {
         cJSON *s = json_str(r->protocol.prompts[i]);
         ok = s != NULL;
@@ -391,6 +397,30 @@ static const cJSON *rd_obj(struct rd *d, const cJSON *o, const char *where, cons
     return v;
 }
 
+/* model.layer_window: optional; n_layers integers in [0, 2^24] when present. */
+static void rd_layer_window(struct rd *d, const cJSON *md, struct vq_results_model *m) {
+    const cJSON *lw = get(d, md, "model", "layer_window", 0);
+    if (!lw || d->bad) return;
+    if (!cJSON_IsArray(lw) || cJSON_GetArraySize(lw) != m->n_layers) {
+        fail(d, "model.layer_window: expected an array of n_layers (%d) integers", m->n_layers);
+        return;
+    }
+    if (!(m->layer_window = malloc(sizeof *m->layer_window * (size_t)m->n_layers))) {
+        fail(d, "out of memory");
+        return;
+    }
+    int i = 0;
+    const cJSON *it;
+    cJSON_ArrayForEach(it, lw) {
+        const double w = cJSON_IsNumber(it) ? it->valuedouble : -1;
+        if (!(w >= 0 && w <= (1 << 24) && w == floor(w))) {
+            fail(d, "model.layer_window[%d]: expected an integer in [0, %d]", i, 1 << 24);
+            return;
+        }
+        m->layer_window[i++] = (int)w;
+    }
+}
+
 static void rd_result(struct rd *d, const cJSON *o, int idx, struct vq_result *e) {
     char where[48];
     snprintf(where, sizeof where, "results[%d]", idx);
@@ -471,6 +501,7 @@ vq_status vq_results_from_json(const char *text, size_t len, struct vq_results *
         r->model.n_layers = (int)rd_num(&d, md, "model", "n_layers", 1, 1, 1 << 20, 1);
         r->model.n_kv_heads = (int)rd_num(&d, md, "model", "n_kv_heads", 1, 1, 1 << 20, 1);
         r->model.head_dim = (int)rd_num(&d, md, "model", "head_dim", 1, 1, 1 << 20, 1);
+        rd_layer_window(&d, md, &r->model);
     }
     const cJSON *pr = rd_obj(&d, root, "top", "protocol");
     if (pr) {

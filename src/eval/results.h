@@ -73,6 +73,9 @@ struct vq_results_model {
     char sha256[65]; /* lowercase hex, or "" */
     char arch[32];
     int n_layers, n_kv_heads, head_dim;
+    int *layer_window; /* (n_layers) the model's attention window per layer (0: full), as
+                        * vq_model_layer_window gives it; NULL when no layer is windowed.
+                        * Owned (malloc). */
 };
 
 struct vq_results_protocol {

@@ -135,6 +135,17 @@ expect_exit 0 "$VQ" sweep -m "$SYN" -m "$TMP/b/qwen3.gguf" -o "$TMP/three" "${TW
 [ -f "$TMP/three/qwen3/results.json" ] && [ -f "$TMP/three/qwen3-2/results.json" ] && ok \
     || bad "models with one file name share a folder"
 grep -qE '"arch":[[:space:]]*"llama"' "$TMP/three/qwen3-2/results.json" && ok || bad "second qwen3.gguf folder"
+# the windowed model (window 32 on its 3 layers) records its windows; the report's memory
+# figure and table use them (the other model has none)
+python3 - "$TMP/three" <<'EOF' && ok || bad "sliding windows in results.json"
+import json, sys
+a = json.load(open(sys.argv[1] + "/qwen3/results.json"))["model"]
+b = json.load(open(sys.argv[1] + "/qwen3-2/results.json"))["model"]
+assert "layer_window" not in a and b["layer_window"] == [32, 32, 32], (a, b)
+EOF
+expect_exit 0 "$VQ" report "$TMP/three" -o "$TMP/fig4"
+[ "$(grep -c 'sliding window 32 on 3 of 3 layers' "$TMP/fig4/table.md")" -eq 1 ] && ok \
+    || bad "report table names the windows"
 expect_exit 1 "$VQ" report "$TMP/b" -o "$TMP/fig3"
 grep -q "no results.json" "$ERR" && ok || bad "report of a folder without results"
 

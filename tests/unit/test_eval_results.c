@@ -331,6 +331,46 @@ TEST(strings_written_as_utf8) {
     vq_results_clear(&r);
 }
 
+/* model.layer_window (sliding windows per layer) round-trips, validates against the schema,
+ * is absent when NULL, and a wrong length or value is refused. */
+TEST(layer_window) {
+    struct vq_results r, q;
+    sample(&r);
+    char *txt = vq_results_to_json(&r), err[256];
+    ASSERT(txt && !strstr(txt, "layer_window"));
+    free(txt);
+    r.model.n_layers = 6;
+    r.model.layer_window = malloc(6 * sizeof(int));
+    ASSERT(r.model.layer_window != NULL);
+    if (!r.model.layer_window) return;
+    for (int l = 0; l < 6; l++) r.model.layer_window[l] = l == 5 ? 0 : 512;
+    txt = vq_results_to_json(&r);
+    ASSERT(txt != NULL);
+    if (!txt) return;
+    ASSERT_EQ_INT(validate_text(txt), 0);
+    ASSERT_STATUS(vq_results_from_json(txt, strlen(txt), &q, err, sizeof err), VQ_STATUS_OK);
+    ASSERT(q.model.layer_window != NULL);
+    for (int l = 0; q.model.layer_window && l < 6; l++)
+        ASSERT_EQ_INT(q.model.layer_window[l], l == 5 ? 0 : 512);
+    vq_results_clear(&q);
+    static const char *const bad[] = {"[512, 0]", "[512, 512, 512, 512, 512, -1]",
+                                      "[512, 512, 512, 512, 512, 0.5]", "512"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        cJSON *doc = cJSON_Parse(txt);
+        cJSON_ReplaceItemInObject(cJSON_GetObjectItem(doc, "model"), "layer_window",
+                                  cJSON_Parse(bad[i]));
+        char *t2 = cJSON_Print(doc);
+        ASSERT_STATUS(vq_results_from_json(t2, strlen(t2), &q, err, sizeof err),
+                      VQ_STATUS_BAD_FORMAT);
+        ASSERT(strstr(err, "layer_window") != NULL);
+        if (i > 0) ASSERT(validate_text(t2) > 0); /* the length is not in the schema */
+        free(t2);
+        cJSON_Delete(doc);
+    }
+    free(txt);
+    vq_results_clear(&r);
+}
+
 TEST(validator_catches_errors) {
     /* the validator itself must reject bad documents, or the test above proves nothing */
     struct vq_results r;
@@ -607,6 +647,7 @@ int main(void) {
     RUN(round_trip);
     RUN(fractional_bits);
     RUN(strings_written_as_utf8);
+    RUN(layer_window);
     RUN(validator_catches_errors);
     RUN(reader_is_strict);
     RUN(engine_field);

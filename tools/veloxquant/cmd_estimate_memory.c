@@ -10,9 +10,9 @@
 #include <cjson/cJSON.h>
 
 #include "veloxquant.h"
-#include "vq_engine.h"
 #include "cli.h"
 #include "vq_tools.h"
+#include "evalcommon.h"
 #include "kvconfig.h"
 #include "opts.h"
 
@@ -149,34 +149,6 @@ struct em_state {
     struct row *rows; /* (n_rows) */
 };
 
-/* The model's sliding windows (gemma3: 5 of every 6 layers; Mistral-style llama: all) into
- * s->layer_window, as a context of the model passes them to its cache. A model the engine
- * cannot load (an architecture it does not run) is estimated without windows, with a note.
- * Returns 1, or 0 when out of memory (printed). */
-static int em_model_windows(const char *path, struct em_state *s) {
-    vq_status st;
-    vq_model *m = vq_model_load(path, &st);
-    if (!m) {
-        fprintf(stderr, "%s: %s: %s; estimating without the model's sliding windows, if any\n", CMD,
-                path, vq_engine_last_error());
-        return 1;
-    }
-    const struct vq_model_info *mi = vq_model_info_get(m);
-    if (mi->n_swa_layers > 0 && mi->n_layers == s->g.n_layers) {
-        s->layer_window = malloc(sizeof *s->layer_window * (size_t)mi->n_layers);
-        if (!s->layer_window) {
-            vq_model_free(m);
-            fprintf(stderr, "%s: out of memory\n", CMD);
-            return 0;
-        }
-        for (int l = 0; l < mi->n_layers; l++) s->layer_window[l] = vq_model_layer_window(m, l);
-        s->swa_window = mi->swa_window;
-        s->n_swa = mi->n_swa_layers;
-    }
-    vq_model_free(m);
-    return 1;
-}
-
 /* Build step: the geometry (from the model or the options) and the rows to estimate.
  * Returns 0 or an exit code (1). */
 static int em_build(const struct em_opts *o, struct em_state *s) {
@@ -188,7 +160,9 @@ static int em_build(const struct em_opts *o, struct em_state *s) {
             fprintf(stderr, "%s: %s\n", CMD, err);
             return 1;
         }
-        if (!em_model_windows(o->model, s)) return 1;
+        /* the model's sliding windows (gemma3: 5 of every 6 layers; Mistral-style llama: all) */
+        s->layer_window = vq_cli_model_windows(CMD, o->model, s->g.n_layers, &s->swa_window,
+                                               &s->n_swa, 0);
     } else {
         s->g.n_layers = o->layers;
         s->g.n_kv_heads = o->kv;

@@ -396,6 +396,7 @@ static void memory_panel(struct rect q, const struct model_set *ms, const char *
         p.n_layers = r->model.n_layers;
         p.n_kv_heads = r->model.n_kv_heads;
         p.head_dim = r->model.head_dim;
+        p.layer_window = r->model.layer_window; /* sliding windows: bounded layers */
         int ok = p.n_layers > 0 && p.n_kv_heads > 0 && p.head_dim > 0 &&
                  vq_method_from_name(e->config.k_method, &p.key.method) == VQ_STATUS_OK &&
                  vq_method_from_name(e->config.v_method, &p.value.method) == VQ_STATUS_OK;
@@ -706,6 +707,14 @@ static int write_table(struct model_set *ms, int n_models, const char *dir) {
         fprintf(f, "- model: `%s` (%s, %d layers, %d kv heads, head_dim %d), sha256 `%s`\n",
                 r->model.file ? r->model.file : "", r->model.arch, r->model.n_layers,
                 r->model.n_kv_heads, r->model.head_dim, r->model.sha256[0] ? r->model.sha256 : "—");
+        int n_swa = 0, w = 0;
+        for (int l = 0; r->model.layer_window && l < r->model.n_layers; l++)
+            if (r->model.layer_window[l] > 0) n_swa++, w = r->model.layer_window[l];
+        if (n_swa)
+            fprintf(f,
+                    "- sliding window %d on %d of %d layers (memory figure: windowed layers keep"
+                    " only their window)\n",
+                    w, n_swa, r->model.n_layers);
         fprintf(
             f, "- protocol: corpus `%s`, ctx %d, chunks %d, max_tokens %d, seed %llu, %d prompts\n",
             r->protocol.corpus ? r->protocol.corpus : "", r->protocol.ctx, r->protocol.chunks,

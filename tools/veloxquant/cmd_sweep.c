@@ -679,6 +679,9 @@ static void sweep_header(const struct sweep_opts *o, const char *exe, const char
     r->model.n_layers = geo->n_layers;
     r->model.n_kv_heads = geo->n_kv_heads;
     r->model.head_dim = geo->head_dim;
+    int swa_w, n_swa; /* the model's sliding windows, as a run's context uses them */
+    free(r->model.layer_window);
+    r->model.layer_window = vq_cli_model_windows(CMD, model, geo->n_layers, &swa_w, &n_swa, 1);
     for (int i = 0; i < r->protocol.n_prompts; i++) free(r->protocol.prompts[i]);
     free(r->protocol.prompts);
     r->protocol.prompts = calloc((size_t)o->prompts, sizeof(char *));

@@ -179,3 +179,26 @@ double vq_peak_rss_mb(void) {
     if (getrusage(RUSAGE_SELF, &ru) != 0) return 0;
     return (double)ru.ru_maxrss / 1024.0; /* Linux: kilobytes */
 }
+
+int *vq_cli_model_windows(const char *cmd, const char *path, int n_layers, int *swa_window,
+                          int *n_swa, int quiet) {
+    *swa_window = *n_swa = 0;
+    vq_status st;
+    vq_model *m = vq_model_load(path, &st);
+    if (!m) {
+        if (!quiet)
+            fprintf(stderr, "%s: %s: %s; going on without the model's sliding windows, if any\n",
+                    cmd, path, vq_engine_last_error());
+        return NULL;
+    }
+    const struct vq_model_info *mi = vq_model_info_get(m);
+    int *w = NULL;
+    if (mi->n_swa_layers > 0 && mi->n_layers == n_layers &&
+        (w = malloc(sizeof *w * (size_t)n_layers))) {
+        for (int l = 0; l < n_layers; l++) w[l] = vq_model_layer_window(m, l);
+        *swa_window = mi->swa_window;
+        *n_swa = mi->n_swa_layers;
+    }
+    vq_model_free(m);
+    return w;
+}

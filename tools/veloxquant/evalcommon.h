@@ -56,6 +56,14 @@ void vq_progress_done(struct vq_progress *p);
 vq_status vq_eval_probe(const struct vq_eval_model *em, vq_ctx *ctx, int n_prompts, int max_tokens,
                         int32_t *out, int *lens, double *decode_tok_s, struct vq_progress *prog);
 
+/* The sliding windows of the model at path, as a context of it passes them to its cache:
+ * loads the model (mmap), returns a malloc'd array of its n_layers windows (vq_model_layer_window;
+ * caller frees) with the window and the count of windowed layers in *swa_window / *n_swa, or
+ * NULL when no layer is windowed, n_layers differs, or the engine cannot load the model (then
+ * prints "<cmd>: path: reason; ... without ... windows" on stderr unless quiet). */
+int *vq_cli_model_windows(const char *cmd, const char *path, int n_layers, int *swa_window,
+                          int *n_swa, int quiet);
+
 /* Peak resident set size of this process in MB (getrusage). */
 double vq_peak_rss_mb(void);
 
