@@ -837,13 +837,8 @@ static void print_bits(const char *cmd, const char *what, const int *bits, int n
             f || l ? " over the quantized layers; 16 = fp16 edge layer" : "");
 }
 
-int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *model_path,
-                       struct vq_model *model, int n_layers, int head_dim,
-                       struct vq_cache_params *cp, struct vq_kv_layers *out, int flags) {
-    const int quiet = flags & VQ_KV_QUIET;
-    memset(out, 0, sizeof *out);
-    vq_cli_calib_set_tokens(o->calib_tokens);
-    out->n_layers = n_layers;
+/* The per-layer options against the model's n_layers layers. 1 ok, 0 printed. */
+static int layers_check(const char *cmd, const struct vq_kv_opts *o, int n_layers) {
     if (o->n_k_bpl && o->n_k_bpl != n_layers) {
         fprintf(stderr, "%s: --k-bits-per-layer: %d entries, but the model has %d layers\n", cmd,
                 o->n_k_bpl, n_layers);
@@ -863,102 +858,103 @@ int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *
         fprintf(stderr, "%s: --ratequant and --k-bits-per-layer are exclusive\n", cmd);
         return 0;
     }
-    cp->fp16_first_layers = o->fp16_first;
-    cp->fp16_last_layers = o->fp16_last;
-    if (o->n_k_bpl || o->ratequant > 0) out->k_bits = malloc(sizeof(int) * (size_t)n_layers);
-    if (o->n_v_bpl || (o->ratequant > 0 && o->rq_values != VQ_RQ_VALUES_OFF))
-        out->v_bits = malloc(sizeof(int) * (size_t)n_layers);
-    if (((o->n_k_bpl || o->ratequant > 0) && !out->k_bits) ||
-        ((o->n_v_bpl || (o->ratequant > 0 && o->rq_values != VQ_RQ_VALUES_OFF)) && !out->v_bits)) {
-        fprintf(stderr, "%s: out of memory\n", cmd);
-        vq_kv_layers_free(out);
+    return 1;
+}
+
+/* --ratequant-values even: the mean o->ratequant spread evenly over the nq quantized layers
+ * from f0 (2.5 -> 2,3,2,3...) into v_bits (n_layers); RANGE when a width is not one of the value
+ * codec's va[0..nva). */
+static vq_status rq_values_even(const struct vq_kv_opts *o, int n_layers, int f0, int nq,
+                                const int *va, int nva, int *v_bits) {
+    for (int l = 0; l < n_layers; l++) {
+        const int j = l - f0; /* index among the quantized layers */
+        const int b = j < 0 || j >= nq ? (int)o->ratequant
+                                       : (int)floor((j + 1) * o->ratequant + 0.5) -
+                                             (int)floor(j * o->ratequant + 0.5);
+        int okb = 0;
+        for (int a = 0; a < nva; a++) okb |= va[a] == b;
+        if (!okb) return VQ_STATUS_RANGE;
+        v_bits[l] = b;
+    }
+    return VQ_STATUS_OK;
+}
+
+/* --ratequant B: key bits per layer (out->k_bits, allocated) from the layer sensitivities
+ * (the model's, or equal ones with VQ_KV_EQUAL_WEIGHTS) over the widths the key codec accepts;
+ * values (out->v_bits, when allocated) follow o->rq_values unless listed. Returns 1, 0 after
+ * printing a usage problem, -1 on a runtime failure (sensitivities not available). */
+static int layers_ratequant(const char *cmd, const struct vq_kv_opts *o, const char *model_path,
+                            struct vq_model *model, int n_layers, int head_dim,
+                            const struct vq_cache_params *cp, struct vq_kv_layers *out, int flags) {
+    struct vq_method_info mi;
+    int allowed[16];
+    const int na = allowed_bits(&cp->key, head_dim, allowed);
+    if ((vq_method_info_get(cp->key.method, &mi) == VQ_STATUS_OK && mi.needs_calibration) ||
+        na < 2) {
+        fprintf(stderr,
+                "%s: --ratequant needs a key method with a range of bit-widths "
+                "(e.g. turboquant_mse, kivi); %s has %d\n",
+                cmd, vq_method_name(cp->key.method), na);
+        return 0;
+    }
+    if (o->ratequant < allowed[0] || o->ratequant > allowed[na - 1]) {
+        fprintf(stderr, "%s: --ratequant %g: outside the bit-widths %d..%d of %s\n", cmd,
+                o->ratequant, allowed[0], allowed[na - 1], vq_method_name(cp->key.method));
+        return 0;
+    }
+    double *w = malloc(sizeof(double) * (size_t)n_layers);
+    if (!w) return -1;
+    if (flags & VQ_KV_EQUAL_WEIGHTS) {
+        for (int l = 0; l < n_layers; l++) w[l] = 1.0;
+    } else if (!vq_cli_ratequant_sens(cmd, model_path, model, n_layers, head_dim, o->calib_tokens,
+                                      1, w)) {
+        free(w);
         return -1;
     }
-    if (o->n_k_bpl) memcpy(out->k_bits, o->k_bpl, sizeof(int) * (size_t)n_layers);
-    if (o->ratequant > 0) {
-        struct vq_method_info mi;
-        int allowed[16];
-        const int na = allowed_bits(&cp->key, head_dim, allowed);
-        if ((vq_method_info_get(cp->key.method, &mi) == VQ_STATUS_OK && mi.needs_calibration) ||
-            na < 2) {
-            fprintf(stderr,
-                    "%s: --ratequant needs a key method with a range of bit-widths "
-                    "(e.g. turboquant_mse, kivi); %s has %d\n",
-                    cmd, vq_method_name(cp->key.method), na);
-            vq_kv_layers_free(out);
-            return 0;
-        }
-        if (o->ratequant < allowed[0] || o->ratequant > allowed[na - 1]) {
-            fprintf(stderr, "%s: --ratequant %g: outside the bit-widths %d..%d of %s\n", cmd,
-                    o->ratequant, allowed[0], allowed[na - 1], vq_method_name(cp->key.method));
-            vq_kv_layers_free(out);
-            return 0;
-        }
-        double *w = malloc(sizeof(double) * (size_t)n_layers);
-        if (!w) {
-            vq_kv_layers_free(out);
-            return -1;
-        }
-        if (flags & VQ_KV_EQUAL_WEIGHTS) {
-            for (int l = 0; l < n_layers; l++) w[l] = 1.0;
-        } else if (!vq_cli_ratequant_sens(cmd, model_path, model, n_layers, head_dim,
-                                          o->calib_tokens, 1, w)) {
-            free(w);
-            vq_kv_layers_free(out);
-            return -1;
-        }
-        if (!quiet && !(flags & VQ_KV_EQUAL_WEIGHTS)) {
-            fprintf(stderr, "%s: ratequant: layer sensitivities (mean ||k||^2):", cmd);
-            for (int l = 0; l < n_layers; l++) fprintf(stderr, " %.4g", w[l]);
-            fprintf(stderr, "\n");
-        }
-        /* allocate over the quantized layers only (fp16 edge layers keep their bytes) */
-        const int f0 = o->fp16_first < n_layers ? o->fp16_first : n_layers;
-        const int nq = n_layers - o->fp16_first - o->fp16_last;
-        for (int l = 0; l < n_layers; l++) out->k_bits[l] = (int)o->ratequant;
-        vq_status st = nq > 0 ? vq_ratequant_allocate(w + f0, nq, o->ratequant, allowed, na, 0.0,
-                                                      out->k_bits + f0)
-                              : VQ_STATUS_OK;
-        if (st == VQ_STATUS_OK && o->rq_values != VQ_RQ_VALUES_OFF && !o->n_v_bpl) {
-            if (o->rq_values == VQ_RQ_VALUES_KEYS) {
-                memcpy(out->v_bits, out->k_bits, sizeof(int) * (size_t)n_layers);
-            } else { /* even: the same mean spread evenly over the layers (2.5 -> 2,3,2,3...) */
-                int va[16];
-                const int nva = allowed_bits(&cp->value, head_dim, va);
-                st = VQ_STATUS_OK;
-                for (int l = 0; l < n_layers && st == VQ_STATUS_OK; l++) {
-                    const int j = l - f0; /* index among the quantized layers */
-                    const int b = j < 0 || j >= nq ? (int)o->ratequant
-                                                   : (int)floor((j + 1) * o->ratequant + 0.5) -
-                                                         (int)floor(j * o->ratequant + 0.5);
-                    int okb = 0;
-                    for (int a = 0; a < nva; a++) okb |= va[a] == b;
-                    if (!okb) st = VQ_STATUS_RANGE;
-                    out->v_bits[l] = b;
-                }
-            }
-        }
-        free(w);
-        if (st != VQ_STATUS_OK) {
-            fprintf(stderr, "%s: ratequant allocation: %s\n", cmd, vq_status_str(st));
-            vq_kv_layers_free(out);
-            return 0;
-        }
-        out->rq_mean = o->ratequant;
-        if (!quiet) {
-            char what[96];
-            snprintf(what, sizeof what, "ratequant %g: key bits per layer", o->ratequant);
-            print_bits(cmd, what, out->k_bits, n_layers, o->fp16_first, o->fp16_last);
-            if (out->v_bits && !o->n_v_bpl)
-                print_bits(cmd,
-                           o->rq_values == VQ_RQ_VALUES_KEYS ? "value bits per layer (= keys)"
-                                                             : "value bits per layer (even)",
-                           out->v_bits, n_layers, o->fp16_first, o->fp16_last);
+    if (!(flags & (VQ_KV_QUIET | VQ_KV_EQUAL_WEIGHTS))) {
+        fprintf(stderr, "%s: ratequant: layer sensitivities (mean ||k||^2):", cmd);
+        for (int l = 0; l < n_layers; l++) fprintf(stderr, " %.4g", w[l]);
+        fprintf(stderr, "\n");
+    }
+    /* allocate over the quantized layers only (fp16 edge layers keep their bytes) */
+    const int f0 = o->fp16_first < n_layers ? o->fp16_first : n_layers;
+    const int nq = n_layers - o->fp16_first - o->fp16_last;
+    for (int l = 0; l < n_layers; l++) out->k_bits[l] = (int)o->ratequant;
+    vq_status st = nq > 0 ? vq_ratequant_allocate(w + f0, nq, o->ratequant, allowed, na, 0.0,
+                                                  out->k_bits + f0)
+                          : VQ_STATUS_OK;
+    free(w);
+    if (st == VQ_STATUS_OK && o->rq_values != VQ_RQ_VALUES_OFF && !o->n_v_bpl) {
+        if (o->rq_values == VQ_RQ_VALUES_KEYS) {
+            memcpy(out->v_bits, out->k_bits, sizeof(int) * (size_t)n_layers);
+        } else {
+            int va[16];
+            const int nva = allowed_bits(&cp->value, head_dim, va);
+            st = rq_values_even(o, n_layers, f0, nq, va, nva, out->v_bits);
         }
     }
-    if (o->n_v_bpl) memcpy(out->v_bits, o->v_bpl, sizeof(int) * (size_t)n_layers);
-    /* every per-layer width must be accepted by its codec (calibrated codecs are checked when
-     * their calibration is attached) */
+    if (st != VQ_STATUS_OK) {
+        fprintf(stderr, "%s: ratequant allocation: %s\n", cmd, vq_status_str(st));
+        return 0;
+    }
+    out->rq_mean = o->ratequant;
+    if (!(flags & VQ_KV_QUIET)) {
+        char what[96];
+        snprintf(what, sizeof what, "ratequant %g: key bits per layer", o->ratequant);
+        print_bits(cmd, what, out->k_bits, n_layers, o->fp16_first, o->fp16_last);
+        if (out->v_bits && !o->n_v_bpl)
+            print_bits(cmd,
+                       o->rq_values == VQ_RQ_VALUES_KEYS ? "value bits per layer (= keys)"
+                                                         : "value bits per layer (even)",
+                       out->v_bits, n_layers, o->fp16_first, o->fp16_last);
+    }
+    return 1;
+}
+
+/* Every per-layer width of out must be accepted by its codec (calibrated codecs are checked
+ * when their calibration is attached; fp16 edge layers are skipped). 1 ok, 0 printed. */
+static int layers_accepted(const char *cmd, const struct vq_kv_opts *o, int n_layers, int head_dim,
+                           const struct vq_cache_params *cp, const struct vq_kv_layers *out) {
     const int *lists[2] = {out->k_bits, out->v_bits};
     const struct vq_codec_params *cps[2] = {&cp->key, &cp->value};
     for (int s = 0; s < 2; s++) {
@@ -973,10 +969,44 @@ int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *
                 fprintf(stderr, "%s: %s: layer %d: %d bits not accepted by %s (%s)\n", cmd,
                         s == 0 ? "key bits per layer" : "value bits per layer", l, lists[s][l],
                         vq_method_name(cps[s]->method), vq_status_str(st));
-                vq_kv_layers_free(out);
                 return 0;
             }
         }
+    }
+    return 1;
+}
+
+int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *model_path,
+                       struct vq_model *model, int n_layers, int head_dim,
+                       struct vq_cache_params *cp, struct vq_kv_layers *out, int flags) {
+    memset(out, 0, sizeof *out);
+    vq_cli_calib_set_tokens(o->calib_tokens);
+    out->n_layers = n_layers;
+    if (!layers_check(cmd, o, n_layers)) return 0;
+    cp->fp16_first_layers = o->fp16_first;
+    cp->fp16_last_layers = o->fp16_last;
+    const int want_k = o->n_k_bpl || o->ratequant > 0;
+    const int want_v = o->n_v_bpl || (o->ratequant > 0 && o->rq_values != VQ_RQ_VALUES_OFF);
+    if (want_k) out->k_bits = malloc(sizeof(int) * (size_t)n_layers);
+    if (want_v) out->v_bits = malloc(sizeof(int) * (size_t)n_layers);
+    if ((want_k && !out->k_bits) || (want_v && !out->v_bits)) {
+        fprintf(stderr, "%s: out of memory\n", cmd);
+        vq_kv_layers_free(out);
+        return -1;
+    }
+    if (o->n_k_bpl) memcpy(out->k_bits, o->k_bpl, sizeof(int) * (size_t)n_layers);
+    if (o->ratequant > 0) {
+        const int r = layers_ratequant(cmd, o, model_path, model, n_layers, head_dim, cp, out,
+                                       flags);
+        if (r != 1) {
+            vq_kv_layers_free(out);
+            return r;
+        }
+    }
+    if (o->n_v_bpl) memcpy(out->v_bits, o->v_bpl, sizeof(int) * (size_t)n_layers);
+    if (!layers_accepted(cmd, o, n_layers, head_dim, cp, out)) {
+        vq_kv_layers_free(out);
+        return 0;
     }
     cp->key_bits_per_layer = out->k_bits;
     cp->value_bits_per_layer = out->v_bits;
