@@ -91,13 +91,93 @@ static void softmax(float *s, int64_t n, float scale) {
     for (int64_t i = 0; i < n; i++) s[i] *= inv;
 }
 
+/* The inputs of every case: n keys, values (n, d) and one query, plus timing scratch. */
+struct bench {
+    int64_t n;
+    int d, reps;
+    double cold_mib;
+    float *k, *v, *q, *s, *out; /* (n, d), (n, d), (d), (n) scores, (d) */
+    double *ts;                 /* (3, reps) */
+};
+
+/* One pass: score, softmax, accumulate + finish over keys kc and values vc; the three times
+ * in us go to t (when not NULL). */
+static void attend_once(const struct bench *b, const vq_codec *c, const void *qs, const uint8_t *kc,
+                        const uint8_t *vc, float *acc, double *t) {
+    const double t0 = now_us();
+    vq_codec_score(c, qs, kc, b->n, b->s);
+    const double t1 = now_us();
+    softmax(b->s, b->n, 1.0f / sqrtf((float)b->d));
+    const double t2 = now_us();
+    memset(acc, 0, sizeof(float) * vq_codec_acc_floats(c));
+    vq_codec_accumulate(c, vc, b->n, b->s, acc);
+    vq_codec_finish(c, acc, b->out);
+    const double t3 = now_us();
+    if (t) {
+        t[0] = t1 - t0;
+        t[1] = t2 - t1;
+        t[2] = t3 - t2;
+    }
+}
+
+/* Times codec c: med (score, softmax, accumulate medians, warm) and the cold total median
+ * (H copies of the encoded head, >= cold_mib MiB, visited round-robin; 0 when they do not
+ * fit in memory). Returns 0, or 1 when encoding fails. */
+static int time_case(const struct bench *b, const vq_codec *c, double med[3], double *cold) {
+    const int reps = b->reps;
+    const size_t bb = vq_codec_block_bytes(c), hb = bb * (size_t)b->n;
+    uint8_t *kc = alloc64(hb), *vc = alloc64(hb);
+    void *qs = alloc64(vq_codec_query_bytes(c));
+    float *acc = alloc64(sizeof(float) * vq_codec_acc_floats(c));
+    if (vq_codec_encode(c, b->k, b->n, kc) != VQ_STATUS_OK ||
+        vq_codec_encode(c, b->v, b->n, vc) != VQ_STATUS_OK) {
+        fprintf(stderr, "encode failed\n");
+        return 1;
+    }
+    vq_codec_prepare_query(c, b->q, qs);
+    double t[3];
+    for (int r = 0; r < reps + 2; r++) { /* two warm-up passes */
+        attend_once(b, c, qs, kc, vc, acc, t);
+        for (int j = 0; r >= 2 && j < 3; j++) b->ts[j * reps + r - 2] = t[j];
+    }
+    for (int j = 0; j < 3; j++) {
+        qsort(b->ts + j * reps, (size_t)reps, sizeof(double), cmp_d);
+        med[j] = b->ts[j * reps + reps / 2];
+    }
+    const int H = (int)(b->cold_mib * 1048576.0 / (2.0 * (double)hb)) + 1;
+    uint8_t *big = alloc64(2 * hb * (size_t)H);
+    *cold = 0.0;
+    if (big) {
+        for (int h = 0; h < H; h++) {
+            memcpy(big + (size_t)(2 * h) * hb, kc, hb);
+            memcpy(big + (size_t)(2 * h + 1) * hb, vc, hb);
+        }
+        for (int r = 0; r < reps + 2; r++) {
+            const uint8_t *kh = big + (size_t)(2 * (r % H)) * hb;
+            const double t0 = now_us();
+            attend_once(b, c, qs, kh, kh + hb, acc, NULL);
+            if (r >= 2) b->ts[r - 2] = now_us() - t0;
+        }
+        qsort(b->ts, (size_t)reps, sizeof(double), cmp_d);
+        *cold = b->ts[reps / 2];
+        free(big);
+    }
+    free(kc);
+    free(vc);
+    free(qs);
+    free(acc);
+    return 0;
+}
+
 int main(int argc, char **argv) {
-    int64_t n = argc > 1 ? atoll(argv[1]) : 8192;
-    int d = argc > 2 ? atoi(argv[2]) : 128;
-    int reps = argc > 3 ? atoi(argv[3]) : 31;
-    double cold_mib = argc > 4 ? atof(argv[4]) : 256.0;
+    struct bench b = {.n = argc > 1 ? atoll(argv[1]) : 8192,
+                      .d = argc > 2 ? atoi(argv[2]) : 128,
+                      .reps = argc > 3 ? atoi(argv[3]) : 31,
+                      .cold_mib = argc > 4 ? atof(argv[4]) : 256.0};
     const char *filter = argc > 5 ? argv[5] : NULL;
-    if (n < 1 || d < 8 || d > 1024 || reps < 1) {
+    const int64_t n = b.n;
+    const int d = b.d;
+    if (n < 1 || d < 8 || d > 1024 || b.reps < 1) {
         fprintf(stderr, "bad arguments\n");
         return 2;
     }
@@ -112,17 +192,22 @@ int main(int argc, char **argv) {
                  {"vecinfer", 4},       {"spectral", 2},       {"spectral", 3}};
     fprintf(stderr,
             "bench_codec: vecinfer/spectral use their data-free fallback (no calibration)\n");
-    float *k = malloc(sizeof(float) * (size_t)(n * d)),
-          *v = malloc(sizeof(float) * (size_t)(n * d));
-    float *q = malloc(sizeof(float) * (size_t)d), *s = malloc(sizeof(float) * (size_t)n);
-    float *out = malloc(sizeof(float) * (size_t)d);
-    double *ts = malloc(sizeof(double) * (size_t)reps * 3);
+    b.k = malloc(sizeof(float) * (size_t)(n * d));
+    b.v = malloc(sizeof(float) * (size_t)(n * d));
+    b.q = malloc(sizeof(float) * (size_t)d);
+    b.s = malloc(sizeof(float) * (size_t)n);
+    b.out = malloc(sizeof(float) * (size_t)d);
+    b.ts = malloc(sizeof(double) * (size_t)b.reps * 3);
+    if (!b.k || !b.v || !b.q || !b.s || !b.out || !b.ts) {
+        fprintf(stderr, "out of memory\n");
+        return 1;
+    }
     uint64_t g = 1;
     for (int64_t i = 0; i < n * d; i++) {
-        k[i] = (float)normal(&g);
-        v[i] = (float)normal(&g);
+        b.k[i] = (float)normal(&g);
+        b.v[i] = (float)normal(&g);
     }
-    for (int i = 0; i < d; i++) q[i] = (float)normal(&g);
+    for (int i = 0; i < d; i++) b.q[i] = (float)normal(&g);
     printf(
         "codec,bits,isa,d,n,bytes_per_token,score_us,softmax_us,acc_us,total_us,total_vs_fp16,"
         "cold_total_us,cold_vs_fp16\n");
@@ -142,82 +227,27 @@ int main(int argc, char **argv) {
                 if (!ref) fprintf(stderr, "skip %s b=%g\n", cases[ci].method, cases[ci].bits);
                 continue;
             }
-            size_t bb = vq_codec_block_bytes(c);
-            uint8_t *kc = alloc64(bb * (size_t)n), *vc = alloc64(bb * (size_t)n);
-            void *qs = alloc64(vq_codec_query_bytes(c));
-            float *acc = alloc64(sizeof(float) * vq_codec_acc_floats(c));
-            if (vq_codec_encode(c, k, n, kc) != VQ_STATUS_OK ||
-                vq_codec_encode(c, v, n, vc) != VQ_STATUS_OK) {
-                fprintf(stderr, "encode failed\n");
-                return 1;
-            }
-            vq_codec_prepare_query(c, q, qs);
-            for (int r = 0; r < reps + 2; r++) {
-                double t0 = now_us();
-                vq_codec_score(c, qs, kc, n, s);
-                double t1 = now_us();
-                softmax(s, n, 1.0f / sqrtf((float)d));
-                double t2 = now_us();
-                memset(acc, 0, sizeof(float) * vq_codec_acc_floats(c));
-                vq_codec_accumulate(c, vc, n, s, acc);
-                vq_codec_finish(c, acc, out);
-                double t3 = now_us();
-                if (r >= 2) { /* warm-up */
-                    ts[r - 2] = t1 - t0;
-                    ts[reps + r - 2] = t2 - t1;
-                    ts[2 * reps + r - 2] = t3 - t2;
-                }
-            }
-            double med[3];
-            for (int j = 0; j < 3; j++) {
-                qsort(ts + j * reps, (size_t)reps, sizeof(double), cmp_d);
-                med[j] = ts[j * reps + reps / 2];
-            }
-            double total = med[0] + med[1] + med[2];
-            /* cold: H copies of the encoded head, visited round-robin */
-            int H = (int)(cold_mib * 1048576.0 / (2.0 * (double)bb * (double)n)) + 1;
-            uint8_t *big = alloc64(2 * bb * (size_t)n * (size_t)H);
-            double cold = 0.0;
-            if (big) {
-                for (int h = 0; h < H; h++) {
-                    memcpy(big + (size_t)(2 * h) * bb * (size_t)n, kc, bb * (size_t)n);
-                    memcpy(big + (size_t)(2 * h + 1) * bb * (size_t)n, vc, bb * (size_t)n);
-                }
-                for (int r = 0; r < reps + 2; r++) {
-                    const uint8_t *kh = big + (size_t)(2 * (r % H)) * bb * (size_t)n;
-                    double t0 = now_us();
-                    vq_codec_score(c, qs, kh, n, s);
-                    softmax(s, n, 1.0f / sqrtf((float)d));
-                    memset(acc, 0, sizeof(float) * vq_codec_acc_floats(c));
-                    vq_codec_accumulate(c, kh + bb * (size_t)n, n, s, acc);
-                    vq_codec_finish(c, acc, out);
-                    if (r >= 2) ts[r - 2] = now_us() - t0;
-                }
-                qsort(ts, (size_t)reps, sizeof(double), cmp_d);
-                cold = ts[reps / 2];
-                free(big);
-            }
+            double med[3], cold;
+            if (time_case(&b, c, med, &cold)) return 1;
+            const double total = med[0] + med[1] + med[2];
             if (base) {
                 fp16_total = total;
                 fp16_cold = cold;
             }
             printf("%s,%g,%s,%d,%lld,%zu,%.1f,%.1f,%.1f,%.1f,%.3f,%.1f,%.3f\n", cases[ci].method,
-                   cases[ci].bits, ref ? "ref" : vq_isa_name((enum vq_isa)isa), d, (long long)n, bb,
-                   med[0], med[1], med[2], total, fp16_total > 0 ? total / fp16_total : 0.0, cold,
+                   cases[ci].bits, ref ? "ref" : vq_isa_name((enum vq_isa)isa), d, (long long)n,
+                   vq_codec_block_bytes(c), med[0], med[1], med[2], total,
+                   fp16_total > 0 ? total / fp16_total : 0.0, cold,
                    fp16_cold > 0 ? cold / fp16_cold : 0.0);
             fflush(stdout);
-            free(kc);
-            free(vc);
-            free(qs);
-            free(acc);
             vq_codec_free(c);
         }
     }
-    free(k);
-    free(v);
-    free(q);
-    free(s);
-    free(out);
-    free(ts);
+    free(b.k);
+    free(b.v);
+    free(b.q);
+    free(b.s);
+    free(b.out);
+    free(b.ts);
     return 0;
 }
