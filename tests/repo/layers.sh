@@ -109,14 +109,14 @@ printf '#include "veloxquant.h"\n#include "eval/ppl.h"\n' > "$TMP/$TOOLS_HEADER"
 printf '#include <stdio.h>\n#include "vq_tools.h"\n#include "cli.h"\n' > "$TMP/tools/cli/a.c"
 printf '#include "veloxquant.h"\n' > "$TMP/bench/b.c"
 if ! check_edges "$TMP" >/dev/null; then echo "FAIL: self-test rejects clean tools"; exit 1; fi
-printf '#include "codecs/codec_impl.h"\n' >> "$TMP/bench/b.c"
-if check_edges "$TMP" >/dev/null; then echo "FAIL: self-test accepts bench -> src"; exit 1; fi
-sed -i '$d' "$TMP/bench/b.c"
-printf '#include "eval/ppl.h"\n' >> "$TMP/tools/cli/a.c"
-if check_edges "$TMP" >/dev/null; then echo "FAIL: self-test accepts tools -> src"; exit 1; fi
-sed -i '$d' "$TMP/tools/cli/a.c"
-printf '#include "codecs/codec_impl.h"\n' >> "$TMP/$TOOLS_HEADER"
-if check_edges "$TMP" >/dev/null; then echo "FAIL: self-test accepts vq_tools.h -> codecs"; exit 1; fi
+edge_rejects() {  # edge_rejects FILE LINE WHAT: FILE with LINE appended must be refused
+    printf '%s\n' "$2" >> "$TMP/$1"
+    if check_edges "$TMP" >/dev/null; then echo "FAIL: self-test accepts $3"; exit 1; fi
+    sed -i '$d' "$TMP/$1"
+}
+edge_rejects bench/b.c '#include "codecs/codec_impl.h"' "bench -> src"
+edge_rejects tools/cli/a.c '#include "eval/ppl.h"' "tools -> src"
+edge_rejects "$TOOLS_HEADER" '#include "codecs/codec_impl.h"' "vq_tools.h -> codecs"
 
 if ! check_tree "$ROOT/src"; then
     echo "FAIL: src/ folders include against the layer order"; exit 1
