@@ -5,10 +5,12 @@
  *
  * One vector holds 8 consecutive coordinates of one token (head dims are multiples of 8, so
  * there is no tail). int8 codes: VPMOVSXBD + VCVTDQ2PS. LUT codes: 8-bit codes are
- * zero-extended; 5..7-bit codes (8 codes = b bytes, read with a b-byte copy so no load leaves
- * the record) are broadcast to both 128-bit lanes, one VPSHUFB puts the two bytes holding code
- * l into 32-bit lane l, VPSRLVD by (l*b) mod 8 and a mask finish the index; VGATHERDPS looks
- * the levels up.
+ * zero-extended; 5..7-bit codes (8 codes = b bytes, read with one 8-byte load, or a b-byte copy
+ * for the last group of a record so no load leaves the record) are broadcast to both 128-bit
+ * lanes, one VPSHUFB puts the two bytes holding code l into 32-bit lane l, VPSRLVD by (l*b)
+ * mod 8 and a mask finish the index; VGATHERDPS looks the levels up. Each kernel is specialized
+ * per code kind and width (no per-vector branch on them). Accumulate sums even and odd tokens in
+ * separate registers (two FMA chains) and adds them to acc at the end.
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -37,16 +39,27 @@ static unpack_k unpack_init(int b) {
     return u;
 }
 
-/* Levels of coordinates j .. j+7 of the code bytes p. */
-VQ_INLINE __m256 lev8(const vq_wk *k, const unpack_k *u, const uint8_t *p, int j) {
-    if (k->bits == 8) {
+/* Levels of coordinates j .. j+7 of the code bytes p (LIN, B: compile-time constants in the
+ * specialized kernels). */
+VQ_INLINE __m256 lev8(const vq_wk *k, const unpack_k *u, const uint8_t *p, int j, const int LIN,
+                      const int B) {
+    if (B == 8) {
         const __m128i raw = _mm_loadl_epi64((const __m128i *)(const void *)(p + j));
-        if (k->lin) return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(raw));
+        if (LIN) return _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(raw));
         return _mm256_i32gather_ps(k->lut, _mm256_cvtepu8_epi32(raw), 4);
     }
-    uint64_t w = 0;
-    memcpy(&w, p + j * k->bits / 8, (size_t)k->bits);
-    __m256i x = _mm256_broadcastsi128_si256(_mm_cvtsi64_si128((long long)w));
+    /* 8 codes = B bytes; an 8-byte load reads up to 3 bytes of the next group (masked off
+     * below), so the last group of a record is copied instead (the record may end the buffer) */
+    const uint8_t *src = p + j * B / 8;
+    __m128i raw;
+    if (j + 8 < k->d) {
+        raw = _mm_loadl_epi64((const __m128i *)(const void *)src);
+    } else {
+        uint64_t w = 0;
+        memcpy(&w, src, (size_t)B);
+        raw = _mm_cvtsi64_si128((long long)w);
+    }
+    __m256i x = _mm256_broadcastsi128_si256(raw);
     x = _mm256_shuffle_epi8(x, u->ctl);
     x = _mm256_and_si256(_mm256_srlv_epi32(x, u->shv), u->msk);
     return _mm256_i32gather_ps(k->lut, x, 4);
@@ -67,48 +80,87 @@ VQ_INLINE float hsum1(__m256 a) {
     return _mm_cvtss_f32(s);
 }
 
-void vq_wk_score_avx2(const vq_wk *k, const float *qs, const uint8_t *codes, int64_t n,
-                      float *scores) {
-    const unpack_k u = unpack_init(k->bits);
-    const int d = k->d;
+VQ_INLINE void score_t(const vq_wk *k, const float *qs, const uint8_t *codes, int64_t n,
+                       float *scores, const int LIN, const int B) {
+    const unpack_k u = unpack_init(B);
+    const int d = k->d, rec = k->rec;
     int64_t t = 0;
     for (; t + 8 <= n; t += 8) {
+        const uint8_t *r0 = codes + t * rec;
         __m256 acc[8];
         float sc[8];
         for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
         for (int j = 0; j < d; j += 8) {
             const __m256 q = _mm256_loadu_ps(qs + j);
             for (int i = 0; i < 8; i++)
-                acc[i] = _mm256_fmadd_ps(lev8(k, &u, codes + (t + i) * k->rec + 2, j), q, acc[i]);
+                acc[i] = _mm256_fmadd_ps(lev8(k, &u, r0 + i * rec + 2, j, LIN, B), q, acc[i]);
         }
-        for (int i = 0; i < 8; i++) sc[i] = vq_tq_sf16(codes + (t + i) * k->rec);
+        for (int i = 0; i < 8; i++) sc[i] = vq_tq_sf16(r0 + i * rec);
         _mm256_storeu_ps(scores + t, _mm256_mul_ps(hsum8x8(acc), _mm256_loadu_ps(sc)));
     }
     for (; t < n; t++) {
-        const uint8_t *rec = codes + t * k->rec;
+        const uint8_t *r = codes + t * rec;
         __m256 acc = _mm256_setzero_ps();
         for (int j = 0; j < d; j += 8)
-            acc = _mm256_fmadd_ps(lev8(k, &u, rec + 2, j), _mm256_loadu_ps(qs + j), acc);
-        scores[t] = vq_tq_sf16(rec) * hsum1(acc);
+            acc = _mm256_fmadd_ps(lev8(k, &u, r + 2, j, LIN, B), _mm256_loadu_ps(qs + j), acc);
+        scores[t] = vq_tq_sf16(r) * hsum1(acc);
+    }
+}
+
+/* 32 coordinates (4 vectors) of the accumulator stay in registers across all tokens; even and
+ * odd tokens go to separate accumulators (two independent FMA chains), added at the end. */
+VQ_INLINE void acc_t(const vq_wk *k, const uint8_t *codes, int64_t n, const float *w, float *acc,
+                     const int LIN, const int B) {
+    const unpack_k u = unpack_init(B);
+    const int d = k->d, rec = k->rec;
+    for (int j0 = 0; j0 < d; j0 += 32) {
+        const int nv = (d - j0) / 8 < 4 ? (d - j0) / 8 : 4;
+        __m256 a[4], b[4];
+        for (int v = 0; v < 4; v++) {
+            a[v] = _mm256_setzero_ps();
+            b[v] = _mm256_setzero_ps();
+        }
+        int64_t t = 0;
+        for (; t + 2 <= n; t += 2) {
+            const uint8_t *r = codes + t * rec;
+            const __m256 w0 = _mm256_set1_ps(w[t] * vq_tq_sf16(r));
+            const __m256 w1 = _mm256_set1_ps(w[t + 1] * vq_tq_sf16(r + rec));
+            for (int v = 0; v < nv; v++) {
+                a[v] = _mm256_fmadd_ps(w0, lev8(k, &u, r + 2, j0 + 8 * v, LIN, B), a[v]);
+                b[v] = _mm256_fmadd_ps(w1, lev8(k, &u, r + rec + 2, j0 + 8 * v, LIN, B), b[v]);
+            }
+        }
+        if (t < n) {
+            const uint8_t *r = codes + t * rec;
+            const __m256 w0 = _mm256_set1_ps(w[t] * vq_tq_sf16(r));
+            for (int v = 0; v < nv; v++)
+                a[v] = _mm256_fmadd_ps(w0, lev8(k, &u, r + 2, j0 + 8 * v, LIN, B), a[v]);
+        }
+        for (int v = 0; v < nv; v++) {
+            float *p = acc + j0 + 8 * v;
+            _mm256_storeu_ps(p, _mm256_add_ps(_mm256_loadu_ps(p), _mm256_add_ps(a[v], b[v])));
+        }
+    }
+}
+
+void vq_wk_score_avx2(const vq_wk *k, const float *qs, const uint8_t *codes, int64_t n,
+                      float *scores) {
+    switch (k->lin ? 0 : k->bits) {
+    case 0: score_t(k, qs, codes, n, scores, 1, 8); break;
+    case 5: score_t(k, qs, codes, n, scores, 0, 5); break;
+    case 6: score_t(k, qs, codes, n, scores, 0, 6); break;
+    case 7: score_t(k, qs, codes, n, scores, 0, 7); break;
+    default: score_t(k, qs, codes, n, scores, 0, 8); break;
     }
 }
 
 void vq_wk_accumulate_avx2(const vq_wk *k, const uint8_t *codes, int64_t n, const float *w,
                            float *acc) {
-    const unpack_k u = unpack_init(k->bits);
-    const int d = k->d;
-    /* 32 coordinates (4 vectors) of the accumulator stay in registers across all tokens */
-    for (int j0 = 0; j0 < d; j0 += 32) {
-        const int nv = (d - j0) / 8 < 4 ? (d - j0) / 8 : 4;
-        __m256 a[4];
-        for (int v = 0; v < 4; v++)
-            a[v] = v < nv ? _mm256_loadu_ps(acc + j0 + 8 * v) : _mm256_setzero_ps();
-        for (int64_t t = 0; t < n; t++) {
-            const uint8_t *rec = codes + t * k->rec;
-            const __m256 ws = _mm256_set1_ps(w[t] * vq_tq_sf16(rec));
-            for (int v = 0; v < nv; v++)
-                a[v] = _mm256_fmadd_ps(ws, lev8(k, &u, rec + 2, j0 + 8 * v), a[v]);
-        }
-        for (int v = 0; v < nv; v++) _mm256_storeu_ps(acc + j0 + 8 * v, a[v]);
+    switch (k->lin ? 0 : k->bits) {
+    case 0: acc_t(k, codes, n, w, acc, 1, 8); break;
+    case 5: acc_t(k, codes, n, w, acc, 0, 5); break;
+    case 6: acc_t(k, codes, n, w, acc, 0, 6); break;
+    case 7: acc_t(k, codes, n, w, acc, 0, 7); break;
+    default: acc_t(k, codes, n, w, acc, 0, 8); break;
     }
 }
