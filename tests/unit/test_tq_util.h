@@ -144,4 +144,31 @@ static inline int tq_check_fused(vq_codec *c, vq_rng *g, int n) {
     return bad;
 }
 
+/* Encodes the n tokens x (d floats each) with method m at `bits`, seed 77: twice with one codec,
+ * once with the scalar ISA, once with seed 78. Returns the number of broken expectations
+ * (same bytes for the first three, other bytes for the other seed). */
+static inline int tq_check_deterministic(enum vq_method m, int d, int bits, const float *x, int n) {
+    vq_status st;
+    vq_codec *c1 = tq_create(m, d, bits, VQ_ISA_AUTO, 1, 77, &st);
+    vq_codec *c2 = tq_create(m, d, bits, VQ_ISA_SCALAR, 1, 77, &st);
+    vq_codec *c3 = tq_create(m, d, bits, VQ_ISA_AUTO, 1, 78, &st);
+    if (!c1 || !c2 || !c3) return 1;
+    const size_t nb = c1->block_bytes * (size_t)n;
+    uint8_t *a = (uint8_t *)malloc(nb), *b = (uint8_t *)malloc(nb), *c = (uint8_t *)malloc(nb),
+            *e = (uint8_t *)malloc(nb);
+    vq_codec_encode(c1, x, n, a);
+    vq_codec_encode(c1, x, n, b);
+    vq_codec_encode(c2, x, n, c);
+    vq_codec_encode(c3, x, n, e);
+    const int bad = (memcmp(a, b, nb) != 0) + (memcmp(a, c, nb) != 0) + (memcmp(a, e, nb) == 0);
+    free(a);
+    free(b);
+    free(c);
+    free(e);
+    vq_codec_free(c1);
+    vq_codec_free(c2);
+    vq_codec_free(c3);
+    return bad;
+}
+
 #endif
