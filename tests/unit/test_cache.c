@@ -7,18 +7,7 @@
 #include "codecs/codec_impl.h"
 #include "cache/softmax.h"
 
-static uint64_t rng_ = 0x2545F4914F6CDD1Dull;
-static double urand(void) {
-    rng_ ^= rng_ << 13;
-    rng_ ^= rng_ >> 7;
-    rng_ ^= rng_ << 17;
-    return (double)(rng_ >> 11) / 9007199254740992.0;
-}
-static float nrand(void) {
-    double u1 = urand(), u2 = urand();
-    if (u1 < 1e-300) u1 = 1e-300;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
+#include "test_data.h"
 /* (n, n_kv, d) keys/values: Gaussian plus per-channel offsets (key-like). */
 static float *gen(int64_t n, int n_kv, int d, float offset) {
     float *x = malloc((size_t)(n * n_kv * d) * sizeof(float));

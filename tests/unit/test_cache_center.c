@@ -7,18 +7,8 @@
 #include "codecs/codec_impl.h"
 #include "eval/kvmem.h"
 
-static uint64_t rng_ = 0x9E3779B97F4A7C15ull;
-static double urand(void) {
-    rng_ ^= rng_ << 13;
-    rng_ ^= rng_ >> 7;
-    rng_ ^= rng_ << 17;
-    return (double)(rng_ >> 11) / 9007199254740992.0;
-}
-static float nrand(void) {
-    double u1 = urand(), u2 = urand();
-    if (u1 < 1e-300) u1 = 1e-300;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
+#define VQ_TEST_SEED 0x9E3779B97F4A7C15ull
+#include "test_data.h"
 /* (n, n_kv, d): common[h] + noise * N(0, 1) */
 static float *gen(int64_t n, int n_kv, int d, const float *common, float noise) {
     float *x = malloc((size_t)(n * n_kv * d) * sizeof(float));
@@ -39,14 +29,6 @@ static float *common_vec(int n_kv, int d, float norm) {
         for (int i = 0; i < d; i++) c[h * d + i] = (float)(c[h * d + i] * norm / sqrt(s));
     }
     return c;
-}
-static double rel_err(const float *a, const float *b, int64_t n) {
-    double e = 0, r = 0;
-    for (int64_t i = 0; i < n; i++) {
-        e += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        r += (double)b[i] * b[i];
-    }
-    return sqrt(e / (r + 1e-30));
 }
 static struct vq_cache_params mkp(enum vq_method m, int d, int n_kv, int center) {
     struct vq_cache_params p = vq_cache_params_default();
@@ -93,7 +75,7 @@ TEST(fused_equals_reference_centered) {
             ASSERT_STATUS(vq_cache_attend(c, 1, q, nqh, nq, NULL, 0.125f, o1), VQ_STATUS_OK);
             ASSERT_STATUS(vq_cache_attend_ref(c, 1, q, nqh, nq, NULL, 0.125f, o2), VQ_STATUS_OK);
             for (int64_t i = 0; i < nq * nqh; i++) {
-                const double e = rel_err(o1 + i * d, o2 + i * d, d);
+                const double e = rel_l2(o1 + i * d, o2 + i * d, d);
                 if (e > worst) worst = e;
             }
             free(q);
@@ -240,15 +222,15 @@ TEST(quality_gain_common_vector) {
                 float *k1 = malloc((size_t)n * d * sizeof(float));
                 for (int t = 0; t < n; t++)
                     memcpy(k1 + t * d, k + (t * n_kv + 1) * d, (size_t)d * sizeof(float));
-                ASSERT_LE(rel_err(kr, k1, (int64_t)n * d),
+                ASSERT_LE(rel_l2(kr, k1, (int64_t)n * d),
                           0.05); /* decode adds mu back (without: ~1) */
                 free(kr);
                 free(k1);
             }
             vq_cache_free(c);
         }
-        const double e_off = rel_err(o[1], o[0], (int64_t)nq * nqh * d);
-        const double e_on = rel_err(o[2], o[0], (int64_t)nq * nqh * d);
+        const double e_off = rel_l2(o[1], o[0], (int64_t)nq * nqh * d);
+        const double e_on = rel_l2(o[2], o[0], (int64_t)nq * nqh * d);
         fprintf(stderr, "  %s 3-bit: attention rel err off %.4g, centered %.4g\n",
                 vq_method_name(ms[mi]), e_off, e_on);
         ASSERT_LE(e_on * 5.0, e_off);

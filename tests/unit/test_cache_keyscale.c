@@ -10,18 +10,7 @@
 #include "codecs/codec_impl.h"
 #include "eval/kvmem.h"
 
-static uint64_t rng_ = 0x2545F4914F6CDD1Dull;
-static double urand(void) {
-    rng_ ^= rng_ << 13;
-    rng_ ^= rng_ >> 7;
-    rng_ ^= rng_ << 17;
-    return (double)(rng_ >> 11) / 9007199254740992.0;
-}
-static float nrand(void) {
-    double u1 = urand(), u2 = urand();
-    if (u1 < 1e-300) u1 = 1e-300;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
+#include "test_data.h"
 /* (n, heads, d) rows: mean[i] + sd[i] * N(0, 1) per channel i (mean may be NULL). */
 static float *gen(int64_t n, int heads, int d, const float *mean, const float *sd) {
     float *x = malloc((size_t)(n * heads * d) * sizeof(float));
@@ -42,14 +31,6 @@ static float *ones(int d, float v) {
     float *s = malloc((size_t)d * sizeof(float));
     for (int i = 0; i < d; i++) s[i] = v;
     return s;
-}
-static double rel_err(const float *a, const float *b, int64_t n) {
-    double e = 0, r = 0;
-    for (int64_t i = 0; i < n; i++) {
-        e += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        r += (double)b[i] * b[i];
-    }
-    return sqrt(e / (r + 1e-30));
 }
 static struct vq_cache_params mkp(enum vq_method m, int d, int n_kv, int ks) {
     struct vq_cache_params p = vq_cache_params_default();
@@ -102,11 +83,11 @@ TEST(qk_invariant_exact_keys) {
         ASSERT_STATUS(vq_cache_read(c, 0, 1, kr, NULL), VQ_STATUS_OK);
         for (int t = 0; t < n; t++)
             memcpy(k1 + t * d, k + (t * n_kv + 1) * d, (size_t)d * sizeof(float));
-        ASSERT_LE(rel_err(kr, k1, (int64_t)n * d), 1e-6);
+        ASSERT_LE(rel_l2(kr, k1, (int64_t)n * d), 1e-6);
         vq_cache_free(c);
     }
-    ASSERT_LE(rel_err(o[1], o[0], (int64_t)nq * nqh * d), 1e-5);
-    ASSERT_LE(rel_err(o[2], o[0], (int64_t)nq * nqh * d), 1e-5);
+    ASSERT_LE(rel_l2(o[1], o[0], (int64_t)nq * nqh * d), 1e-5);
+    ASSERT_LE(rel_l2(o[2], o[0], (int64_t)nq * nqh * d), 1e-5);
     for (int i = 0; i < 3; i++) free(o[i]);
     free(ksd);
     free(kmean);
@@ -258,7 +239,7 @@ TEST(fused_equals_reference_and_scalar) {
                     ASSERT_STATUS(vq_cache_attend_ref(c, 1, q, (int)nqh, nq, NULL, 0.125f, o2),
                                   VQ_STATUS_OK);
                     for (int64_t i = 0; i < nq * nqh; i++) {
-                        const double e = rel_err(o1 + i * d, o2 + i * d, d);
+                        const double e = rel_l2(o1 + i * d, o2 + i * d, d);
                         if (e > worst) worst = e;
                     }
                     free(o2);
@@ -275,7 +256,7 @@ TEST(fused_equals_reference_and_scalar) {
                 vq_cache_free(c);
             }
             if (out[0] && out[1]) {
-                const double e = rel_err(out[1], out[0], nq * nqh * d);
+                const double e = rel_l2(out[1], out[0], nq * nqh * d);
                 if (e > 1e-4)
                     fprintf(stderr, "  %s mod %d: SIMD vs scalar %.3g\n",
                             vq_method_name((enum vq_method)m), mod, e);
@@ -399,8 +380,8 @@ TEST(quality_gain_outlier_channels) {
         ASSERT_STATUS(vq_cache_attend(c, 0, q, nqh, nq, NULL, 0.125f, o[j]), VQ_STATUS_OK);
         vq_cache_free(c);
     }
-    const double e_off = rel_err(o[1], o[0], (int64_t)nq * nqh * d);
-    const double e_on = rel_err(o[2], o[0], (int64_t)nq * nqh * d);
+    const double e_off = rel_l2(o[1], o[0], (int64_t)nq * nqh * d);
+    const double e_on = rel_l2(o[2], o[0], (int64_t)nq * nqh * d);
     fprintf(stderr, "  turboquant_mse-3 keys: attention rel err off %.4g, key scales %.4g\n", e_off,
             e_on);
     /* score error variance (sum b)(d) -> (sum sqrt b)^2: 856 * 64 / 136^2 = 2.96, i.e. ~1.7x

@@ -10,18 +10,7 @@
 #include "veloxquant.h"
 #include "eval/kvmem.h"
 
-static uint64_t rng_ = 0x2545F4914F6CDD1Dull;
-static double urand(void) {
-    rng_ ^= rng_ << 13;
-    rng_ ^= rng_ >> 7;
-    rng_ ^= rng_ << 17;
-    return (double)(rng_ >> 11) / 9007199254740992.0;
-}
-static float nrand(void) {
-    double u1 = urand(), u2 = urand();
-    if (u1 < 1e-300) u1 = 1e-300;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
+#include "test_data.h"
 
 /* Planted outlier channels (keys): these get std 12 instead of 1. */
 static const int OC[4] = {3, 17, 40, 41};
@@ -44,14 +33,6 @@ static float *gen(int64_t n, int n_kv, int d, int planted_ch, int64_t pos0, int 
     return x;
 }
 
-static double rel_err(const float *a, const float *b, int64_t n) {
-    double e = 0, r = 0;
-    for (int64_t i = 0; i < n; i++) {
-        e += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
-        r += (double)b[i] * b[i];
-    }
-    return sqrt(e / (r + 1e-30));
-}
 
 static struct vq_cache_params mkp(enum vq_method m, int d, int n_kv, float ot_k, int n_oc) {
     struct vq_cache_params p = vq_cache_params_default();
@@ -90,7 +71,7 @@ static double check_attend(vq_cache *c, int n_kv, int d, int64_t n, int nqh_mul,
         worst = 1e9;
     } else {
         for (int64_t i = 0; i < nq * nqh; i++) {
-            const double e = rel_err(o1 + i * d, o2 + i * d, d);
+            const double e = rel_l2(o1 + i * d, o2 + i * d, d);
             if (e > worst) worst = e;
         }
     }
@@ -279,8 +260,8 @@ TEST(detection) {
         ASSERT_STATUS(vq_cache_read(c, 0, h, rk, rv), VQ_STATUS_OK);
         for (int64_t t = 0; t < n; t++) {
             const int is_p = t == 7 || t == 50 || t == 99;
-            const double ek = rel_err(rk + t * d, k + (t * n_kv + h) * d, d);
-            const double ev = rel_err(rv + t * d, v + (t * n_kv + h) * d, d);
+            const double ek = rel_l2(rk + t * d, k + (t * n_kv + h) * d, d);
+            const double ev = rel_l2(rv + t * d, v + (t * n_kv + h) * d, d);
             if (is_p) {
                 ASSERT_LE(ek, 1e-3);
                 ASSERT_LE(ev, 1e-3);

@@ -6,18 +6,8 @@
 #include "codecs/codec_impl.h"
 #include "codecs/kivi.h"
 
-static uint64_t rng_ = 0x853C49E6748FEA9Bull;
-static double urand(void) {
-    rng_ ^= rng_ << 13;
-    rng_ ^= rng_ >> 7;
-    rng_ ^= rng_ << 17;
-    return (double)(rng_ >> 11) / 9007199254740992.0;
-}
-static float nrand(void) {
-    double u1 = urand(), u2 = urand();
-    if (u1 < 1e-300) u1 = 1e-300;
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
+#define VQ_TEST_SEED 0x853C49E6748FEA9Bull
+#include "test_data.h"
 
 static vq_codec *mk(enum vq_method m, enum vq_role role, int d, int bits, int g, int r,
                     vq_status *st) {
