@@ -49,7 +49,7 @@ const struct vq_kv_preset vq_kv_presets[] = {
 const int vq_kv_n_presets = (int)(sizeof vq_kv_presets / sizeof vq_kv_presets[0]);
 
 const struct vq_kv_tier vq_kv_tiers[] = {
-    {"kv8", 8.5, "kivi-4+g64+res0"},
+    {"kv8", 8.5, "int8"},
     {"kv5", 5.5, "kivi-4+g64+res0"},
     {"kv4", 4.5, "kivi-4:turboquant_mse-4+g64+res0"},
     {"kv3", 3.5, "kivi-3:turboquant_mse-3+g64+res0"},
