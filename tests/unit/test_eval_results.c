@@ -300,19 +300,17 @@ TEST(strings_written_as_utf8) {
     struct vq_results r, q;
     sample(&r);
     const char *in[] = {
-        "ok \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80", /* é € 😀: kept */
-        "a\x86"
-        "b",                                           /* stray continuation byte */
+        "ok \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",     /* é € 😀: kept */
+        "a\x86\x62",                                   /* stray continuation byte, "b" */
         "\xe2\x82",                                    /* cut 3-byte sequence */
         "\xc0\xaf \xed\xa0\x80 \xf4\x90\x80\x80 \xff", /* overlong, surrogate, > U+10FFFF, 0xFF */
     };
     const char *want[] = {
         "ok \xc3\xa9\xe2\x82\xac\xf0\x9f\x98\x80",
-        "a\xef\xbf\xbd"
-        "b",
+        "a\xef\xbf\xbd\x62",
         "\xef\xbf\xbd\xef\xbf\xbd",
-        "\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd"
-        "\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd",
+        ("\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd\xef\xbf\xbd"
+         "\xef\xbf\xbd\xef\xbf\xbd \xef\xbf\xbd"),
     };
     for (size_t i = 0; i < sizeof in / sizeof in[0]; i++) {
         ASSERT(vq_str_set(&r.results[0].output_preview, in[i]) == VQ_STATUS_OK);
