@@ -3,7 +3,7 @@
  * registered methods: VQ_METHOD_KIVI and VQ_METHOD_KIVI_SINK (identical blocks; the cache
  * adds fp16 sink tokens for kivi_sink, see src/cache/cache.c).
  *
- * Parameters: bits in {2, 3, 4}; group_size G in 1..1024; residual_length R >= 0, a multiple
+ * Parameters: bits in 2..8; group_size G in 1..1024; residual_length R >= 0, a multiple
  * of G (the cache's fp16 window; 0 = none for values, G for keys); kivi_sink: n_sink_tokens in
  * 0..64. Values need head_dim % G == 0. head_dim d is a multiple of 8.
  *
@@ -14,8 +14,15 @@
  *
  * Code row (the d codes of one token, channel order), rowb = d*b/8 bytes:
  *   b = 2, 4: one LSB-first bit stream, code of channel c at bits [c*b, (c+1)*b).
- *   b = 3:    a 2-bit plane (low two bits of every code, LSB-first, d/4 bytes) followed by a
- *             1-bit plane (bit 2 of every code, LSB-first, d/8 bytes).
+ *   b = 8:    one byte per code (byte c = code of channel c).
+ *   b = 3, 5, 6, 7: bit planes of decreasing width, each an LSB-first stream of d fields in
+ *             channel order, holding successive bits of the code from the LSB:
+ *             3 = 2-bit plane (bits 0-1, d/4 bytes) + 1-bit plane (bit 2, d/8 bytes);
+ *             5 = 4-bit plane (bits 0-3, d/2 bytes) + 1-bit plane (bit 4, d/8 bytes);
+ *             6 = 4-bit plane + 2-bit plane (bits 4-5, d/4 bytes);
+ *             7 = 4-bit plane + 2-bit plane (bits 4-5) + 1-bit plane (bit 6).
+ *   A plane of w bits starts at byte d*(sum of the widths before it)/8 of the row, so a SIMD
+ *   kernel reads each plane's fields for 8 or 16 channels with one small load.
  *
  * Key block (role KEY, per-channel groups along time; block_tokens = G):
  *   [0, 2d)            ŝ_c, sf16 little-endian, channel c = 0..d-1
@@ -41,29 +48,39 @@
 
 /* ---- code rows -------------------------------------------------------------------------- */
 
+/* Plane widths of a code row at `bits` bits, LSB plane first (layout above); returns the
+ * number of planes (1 for bits 2, 4 and 8: a single stream). */
+static int row_planes(int bits, int w[3]) {
+    switch (bits) {
+    case 3: w[0] = 2, w[1] = 1; return 2;
+    case 5: w[0] = 4, w[1] = 1; return 2;
+    case 6: w[0] = 4, w[1] = 2; return 2;
+    case 7: w[0] = 4, w[1] = 2, w[2] = 1; return 3;
+    default: w[0] = bits; return 1;
+    }
+}
+
 void vq_kivi_pack_row(const uint8_t *codes, int d, int bits, uint8_t *row) {
-    if (bits != 3) {
-        vq_pack(codes, d, bits, row);
-        return;
+    int w[3];
+    const int np = row_planes(bits, w);
+    uint8_t part[1024];
+    for (int i = 0, sh = 0; i < np; sh += w[i], i++) {
+        for (int c = 0; c < d; c++) part[c] = (uint8_t)(codes[c] >> sh);
+        vq_pack(part, d, w[i], row); /* vq_pack keeps the low w[i] bits */
+        row += (size_t)d * (size_t)w[i] / 8;
     }
-    uint8_t lo[1024], hi[1024];
-    for (int c = 0; c < d; c++) {
-        lo[c] = codes[c] & 3u;
-        hi[c] = (uint8_t)(codes[c] >> 2);
-    }
-    vq_pack(lo, d, 2, row);
-    vq_pack(hi, d, 1, row + d / 4);
 }
 
 void vq_kivi_unpack_row(const uint8_t *row, int d, int bits, uint8_t *codes) {
-    if (bits != 3) {
-        vq_unpack(row, d, bits, codes);
-        return;
-    }
-    for (int c = 0; c < d; c++) {
-        const unsigned lo = (row[c >> 2] >> ((c & 3) * 2)) & 3u;
-        const unsigned hi = (row[d / 4 + (c >> 3)] >> (c & 7)) & 1u;
-        codes[c] = (uint8_t)(lo | hi << 2);
+    int w[3];
+    const int np = row_planes(bits, w);
+    vq_unpack(row, d, w[0], codes);
+    row += (size_t)d * (size_t)w[0] / 8;
+    uint8_t part[1024];
+    for (int i = 1, sh = w[0]; i < np; sh += w[i], i++) {
+        vq_unpack(row, d, w[i], part);
+        for (int c = 0; c < d; c++) codes[c] = (uint8_t)(codes[c] | part[c] << sh);
+        row += (size_t)d * (size_t)w[i] / 8;
     }
 }
 
@@ -329,7 +346,7 @@ static void kivi_finish(const struct vq_codec *c, const float *acc, float *out) 
 static vq_status kivi_init(struct vq_codec *c) {
     const struct vq_codec_params *p = &c->p;
     const int d = p->head_dim, bits = p->bits, g = p->group_size;
-    if (bits < 2 || bits > 4) return VQ_STATUS_INVALID_ARG;
+    if (bits < 2 || bits > 8) return VQ_STATUS_INVALID_ARG;
     if (g < 1 || g > 1024) return VQ_STATUS_INVALID_ARG;
     if (p->residual_length < 0 || p->residual_length % g != 0 || p->residual_length > (1 << 20))
         return VQ_STATUS_INVALID_ARG;
@@ -386,12 +403,12 @@ static void kivi_destroy(struct vq_codec *c) {
 
 const struct vq_codec_i vq_codec_kivi = {
     .name = "kivi",
-    .params_doc = "bits=2|3|4 group_size=G residual_length=R (multiple of G)",
+    .params_doc = "bits=2..8 group_size=G residual_length=R (multiple of G)",
     .bits_formula = "b + 32/G (+ 16-bit fp16 window of the newest tokens)",
     .needs_calibration = 0,
     .default_bits = 2,
     .min_bits = 2,
-    .max_bits = 4,
+    .max_bits = 8,
     .flags = VQ_METHOD_F_QUANTIZED | VQ_METHOD_F_OUTLIER_TOKENS | VQ_METHOD_F_WINDOWED |
              VQ_METHOD_F_PER_CHANNEL_KEYS,
     .init = kivi_init,
@@ -400,12 +417,12 @@ const struct vq_codec_i vq_codec_kivi = {
 
 const struct vq_codec_i vq_codec_kivi_sink = {
     .name = "kivi_sink",
-    .params_doc = "bits=2|3|4 group_size=G residual_length=R n_sink_tokens=0..64",
+    .params_doc = "bits=2..8 group_size=G residual_length=R n_sink_tokens=0..64",
     .bits_formula = "b + 32/G (+ fp16 window and sink tokens)",
     .needs_calibration = 0,
     .default_bits = 2,
     .min_bits = 2,
-    .max_bits = 4,
+    .max_bits = 8,
     .flags = VQ_METHOD_F_QUANTIZED | VQ_METHOD_F_WINDOWED | VQ_METHOD_F_SINKS |
              VQ_METHOD_F_PER_CHANNEL_KEYS,
     .init = kivi_init,

@@ -1,7 +1,8 @@
 /*
  * kivi.h — kernels of the KIVI codecs (kivi, kivi_sink): scalar reference + x86 variants.
  * A "code row" is the d codes of one token packed as described in kivi.c (bits 2 and 4: one
- * LSB-first stream of d codes; bits 3: a 2-bit plane of d codes followed by a 1-bit plane).
+ * LSB-first stream of d codes; bits 8: one byte per code; bits 3, 5, 6, 7: bit planes of
+ * decreasing width, low bits first: 3 = 2+1, 5 = 4+1, 6 = 4+2, 7 = 4+2+1).
  */
 #ifndef VQ_CODECS_KIVI_H
 #define VQ_CODECS_KIVI_H
@@ -28,7 +29,24 @@ static inline float vq_kivi_sf16(uint16_t h) {
     return r.f;
 }
 
-/* Packs / unpacks one code row (codes in 0 .. 2^bits - 1). */
+/* Runs F(B) with B the compile-time constant equal to bits (2..8): the SIMD kernels are
+ * specialized per width (BITS template arguments). */
+#define VQ_KIVI_WITH_BITS(bits, F) \
+    do { \
+        switch (bits) { \
+        case 2: F(2); break; \
+        case 3: F(3); break; \
+        case 4: F(4); break; \
+        case 5: F(5); break; \
+        case 6: F(6); break; \
+        case 7: F(7); break; \
+        default: F(8); break; \
+        } \
+    } while (0)
+
+/* Packs / unpacks one code row of d codes (d multiple of 8, <= 1024; bits 2..8; codes in
+ * 0 .. 2^bits - 1, higher bits ignored by pack). row: vq_kivi_row_bytes(d, bits) bytes, fully
+ * written by pack. Pure, thread-safe. */
 void vq_kivi_pack_row(const uint8_t *codes, int d, int bits, uint8_t *row);
 void vq_kivi_unpack_row(const uint8_t *row, int d, int bits, uint8_t *codes);
 

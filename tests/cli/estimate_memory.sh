@@ -19,7 +19,7 @@ expect_exit 2 "$VQ" estimate-memory -c 100 --layers 2 --kv-heads 2         # par
 expect_exit 2 "$VQ" estimate-memory -c -4 $GEO
 expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method nope
 grep -q "unknown method 'nope'" "$ERR" && ok || bad "unknown method message"
-expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method kivi --bits 7
+expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method kivi --bits 9
 expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --bogus
 expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --head-dim abc
 expect_exit 1 "$VQ" estimate-memory -c 100 -m /nonexistent/model.gguf

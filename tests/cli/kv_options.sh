@@ -118,7 +118,7 @@ grep -q "key-scales needs a quantized key method" "$ERR" && ok || bad "--key-sca
 # the same refusals everywhere: a half width only where a codec takes one, not a number
 for c in generate perplexity sweep bench; do
     expect_exit 2 "$VQ" $c --method kivi --bits 1.5 --print-kv-config
-    grep -q "kivi accepts 2..4" "$ERR" && ok || bad "$c: message for kivi --bits 1.5"
+    grep -q "kivi accepts 2..8" "$ERR" && ok || bad "$c: message for kivi --bits 1.5"
     expect_exit 2 "$VQ" $c --method vecinfer --bits 1.25 --print-kv-config
     expect_exit 2 "$VQ" $c --group-size x --print-kv-config
 done

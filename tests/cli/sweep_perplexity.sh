@@ -21,7 +21,7 @@ if [ ! -f "$MODEL" ] || [ ! -f "$CORPUS" ]; then
     bad "model or corpus missing (scripts/fetch_models.sh, make bench-data)"
     echo "$pass passed, $fail failed"; exit 1
 fi
-expect_exit 2 "$VQ" perplexity -m "$MODEL" -f "$CORPUS" --method kivi --bits 5
+expect_exit 2 "$VQ" perplexity -m "$MODEL" -f "$CORPUS" --method kivi --bits 9
 expect_exit 1 "$VQ" perplexity -m "$MODEL" -f /nonexistent.txt
 head -c 4096 "$CORPUS" > "$TMP/slice.txt"
 P=(-m "$MODEL" -f "$TMP/slice.txt" -c 64 --chunks 2 -t 1 --json)

@@ -81,64 +81,75 @@ static double check_attend(vq_cache *c, int layer, int n_q_heads, int64_t n_q, c
     return e;
 }
 
-TEST(fused_equals_reference) {
+/* Fused vs reference attention of method m (keys and values; bits 0 = the test default) at
+ * every available ISA, head dims 64 and 80, chunked appends, GQA 1/3/4, position lists. */
+static void fused_vs_ref(enum vq_method m, int bits) {
     const int dims[] = {64, 80};
     const int ratios[] = {1, 3, 4};
     const int64_t chunks[] = {37, 1, 5, 1, 19, 1, 2};
     const int n_kv = 2;
-    for (int m = 0; m < VQ_METHOD_COUNT; m++) {
-        if (!vq_codec_iface((enum vq_method)m)) continue;
-        for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
-            if (!vq_isa_available((enum vq_isa)isa)) continue;
-            for (size_t di = 0; di < 2; di++) {
-                const int d = dims[di];
-                struct vq_cache_params p = mkp((enum vq_method)m, (enum vq_method)m, d, n_kv,
-                                               (enum vq_isa)isa);
-                vq_status st;
-                vq_cache *c = vq_cache_create(&p, &st);
-                if (!c) {
-                    fprintf(stderr, "  %s d=%d: %s\n", vq_method_name((enum vq_method)m), d,
-                            vq_status_str(st));
-                    ASSERT(c != NULL);
-                    continue;
-                }
-                double worst = 0;
-                /* 20 > R: KIVI has coded rows in layer 0 too (a KIVI layer whose rows are
-                 * all fp16 is attended like an fp16 layer: kivi_window_covering_context) */
-                float *k0 = gen(20, n_kv, d, 2.0f), *v0 = gen(20, n_kv, d, 0.0f);
-                ASSERT_STATUS(vq_cache_append(c, 0, k0, v0, VQ_DTYPE_F32, 20), VQ_STATUS_OK);
-                free(k0);
-                free(v0);
-                int64_t n = 0;
-                for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks; ci++) {
-                    float *k = gen(chunks[ci], n_kv, d, 2.0f), *v = gen(chunks[ci], n_kv, d, 0.0f);
-                    ASSERT_STATUS(vq_cache_append(c, 1, k, v, VQ_DTYPE_F32, chunks[ci]),
-                                  VQ_STATUS_OK);
-                    free(k);
-                    free(v);
-                    n += chunks[ci];
-                    ASSERT_EQ_INT(vq_cache_n_tokens(c, 1), n);
-                    const int r = ratios[ci % 3];
-                    const int64_t nq = n < 3 ? n : 3;
-                    double e = check_attend(c, 1, n_kv * r, nq, NULL, d);
-                    if (e > worst) worst = e;
-                }
-                for (size_t ri = 0; ri < 3; ri++) {
-                    const int64_t pos[5] = {0, 7, 33, n - 2, n - 1};
-                    double e = check_attend(c, 1, n_kv * ratios[ri], 5, pos, d);
-                    if (e > worst) worst = e;
-                    e = check_attend(c, 0, n_kv * ratios[ri], 2, NULL, d);
-                    if (e > worst) worst = e;
-                }
-                if (worst > tol_of((enum vq_method)m))
-                    fprintf(stderr, "  %s isa=%s d=%d: rel err %.3g\n",
-                            vq_method_name((enum vq_method)m), vq_isa_name((enum vq_isa)isa), d,
-                            worst);
-                ASSERT_LE(worst, tol_of((enum vq_method)m));
-                ASSERT_EQ_INT(vq_cache_n_tokens(c, 0), 20);
-                vq_cache_free(c);
+    for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
+        if (!vq_isa_available((enum vq_isa)isa)) continue;
+        for (size_t di = 0; di < 2; di++) {
+            const int d = dims[di];
+            struct vq_cache_params p = mkp(m, m, d, n_kv, (enum vq_isa)isa);
+            if (bits) p.key.bits = p.value.bits = bits;
+            vq_status st;
+            vq_cache *c = vq_cache_create(&p, &st);
+            if (!c) {
+                fprintf(stderr, "  %s-%d d=%d: %s\n", vq_method_name(m), bits, d,
+                        vq_status_str(st));
+                ASSERT(c != NULL);
+                continue;
             }
+            double worst = 0;
+            /* 20 > R: KIVI has coded rows in layer 0 too (a KIVI layer whose rows are
+             * all fp16 is attended like an fp16 layer: kivi_window_covering_context) */
+            float *k0 = gen(20, n_kv, d, 2.0f), *v0 = gen(20, n_kv, d, 0.0f);
+            ASSERT_STATUS(vq_cache_append(c, 0, k0, v0, VQ_DTYPE_F32, 20), VQ_STATUS_OK);
+            free(k0);
+            free(v0);
+            int64_t n = 0;
+            for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks; ci++) {
+                float *k = gen(chunks[ci], n_kv, d, 2.0f), *v = gen(chunks[ci], n_kv, d, 0.0f);
+                ASSERT_STATUS(vq_cache_append(c, 1, k, v, VQ_DTYPE_F32, chunks[ci]), VQ_STATUS_OK);
+                free(k);
+                free(v);
+                n += chunks[ci];
+                ASSERT_EQ_INT(vq_cache_n_tokens(c, 1), n);
+                const int r = ratios[ci % 3];
+                const int64_t nq = n < 3 ? n : 3;
+                double e = check_attend(c, 1, n_kv * r, nq, NULL, d);
+                if (e > worst) worst = e;
+            }
+            for (size_t ri = 0; ri < 3; ri++) {
+                const int64_t pos[5] = {0, 7, 33, n - 2, n - 1};
+                double e = check_attend(c, 1, n_kv * ratios[ri], 5, pos, d);
+                if (e > worst) worst = e;
+                e = check_attend(c, 0, n_kv * ratios[ri], 2, NULL, d);
+                if (e > worst) worst = e;
+            }
+            if (worst > tol_of(m))
+                fprintf(stderr, "  %s-%d isa=%s d=%d: rel err %.3g\n", vq_method_name(m), bits,
+                        vq_isa_name((enum vq_isa)isa), d, worst);
+            ASSERT_LE(worst, tol_of(m));
+            ASSERT_EQ_INT(vq_cache_n_tokens(c, 0), 20);
+            vq_cache_free(c);
         }
+    }
+}
+
+TEST(fused_equals_reference) {
+    for (int m = 0; m < VQ_METHOD_COUNT; m++)
+        if (vq_codec_iface((enum vq_method)m)) fused_vs_ref((enum vq_method)m, 0);
+}
+
+/* KIVI's wider widths (5..8: bit planes 4+1, 4+2, 4+2+1 and bytes) through the cache, keys
+ * and values, kivi_sink included (the default test width is 2). */
+TEST(kivi_wide_fused_equals_reference) {
+    for (int b = 5; b <= 8; b++) {
+        fused_vs_ref(VQ_METHOD_KIVI, b);
+        fused_vs_ref(VQ_METHOD_KIVI_SINK, b);
     }
 }
 
@@ -273,9 +284,11 @@ TEST(memory_formula) {
         check_memory((enum vq_method)m, (enum vq_method)m, NULL);
         check_memory((enum vq_method)m, VQ_METHOD_FP16, NULL);
     }
-    const int kb[2] = {2, 4};
+    const int kb[2] = {2, 4}, kbw[2] = {6, 8}, kbm[2] = {7, 3};
     check_memory(VQ_METHOD_KIVI, VQ_METHOD_KIVI, kb);
     check_memory(VQ_METHOD_KIVI_SINK, VQ_METHOD_FP16, kb);
+    check_memory(VQ_METHOD_KIVI, VQ_METHOD_KIVI, kbw);
+    check_memory(VQ_METHOD_KIVI_SINK, VQ_METHOD_KIVI, kbm);
     /* fp16 cache: stored bytes equal the fp16 size */
     struct vq_cache_params p = mkp(VQ_METHOD_FP16, VQ_METHOD_FP16, 64, 1, VQ_ISA_AUTO);
     vq_cache *c = vq_cache_create(&p, NULL);
@@ -661,10 +674,10 @@ TEST(create_validation) {
     ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
     b = p;
     b.value.method = VQ_METHOD_KIVI;
-    b.value.bits = 5;
+    b.value.bits = 9;
     ASSERT(vq_cache_create(&b, &st) == NULL);
     ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
-    const int bits[2] = {2, 7};
+    const int bits[2] = {2, 9};
     b = p;
     b.n_layers = 2;
     b.key.method = VQ_METHOD_KIVI;
@@ -833,6 +846,7 @@ int main(void) {
     RUN(create_validation);
     RUN(attend_argument_checks);
     RUN(fused_equals_reference);
+    RUN(kivi_wide_fused_equals_reference);
     RUN(kivi_window_covering_context_is_fp16);
     RUN(memory_formula);
     RUN(errors_leave_cache_unchanged);

@@ -1,7 +1,9 @@
 /*
  * kivi_avx2.c — AVX2 + FMA kernels of the KIVI codecs (contract in codecs/kivi.h).
- * Codes of 8 channels are expanded with one scalar load, a broadcast and a per-lane variable
- * shift (vpsrlvd), then converted to fp32. dot_rows scores 8 rows at a time (8 independent
+ * Codes of 8 channels are expanded with one scalar load per bit plane, a broadcast and a
+ * per-lane variable shift (vpsrlvd), then converted to fp32 (5..7 bits: the planes' fields
+ * are masked, shifted to their bit position and OR-ed before one conversion; 8 bits:
+ * vpmovzxbd). dot_rows scores 8 rows at a time (8 independent
  * accumulators, hadd-tree reduction); acc_row needs group size % 8 == 0 (else the scalar
  * reference is used).
  */
@@ -14,29 +16,53 @@
 
 #define VQ_INLINE static inline __attribute__((always_inline))
 
+/* The fields of channels c..c+7 in one plane of FW-bit fields (FW = 1, 2, 4; kivi.c layout),
+ * one per lane: one scalar load, a broadcast and a per-lane variable shift (vpsrlvd); lane i
+ * holds field i in its low FW bits (higher bits: the following fields). */
+VQ_INLINE __m256i fields8(const uint8_t *plane, int c, const int FW) {
+    if (FW == 4) {
+        uint32_t w;
+        memcpy(&w, plane + c / 2, 4);
+        return _mm256_srlv_epi32(_mm256_set1_epi32((int)w),
+                                 _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28));
+    }
+    if (FW == 2) {
+        uint16_t w;
+        memcpy(&w, plane + c / 4, 2);
+        return _mm256_srlv_epi32(_mm256_set1_epi32(w),
+                                 _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
+    }
+    return _mm256_srlv_epi32(_mm256_set1_epi32(plane[c / 8]),
+                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
 /* Codes of channels c..c+7 as fp32 (BITS is a compile-time constant). 2-bit planes use
  * vpermps on the shifted words (low 3 bits index a table of i & 3); 4-bit codes need a mask
- * and a conversion. */
+ * and a conversion; 5..7 bits combine the 4-bit plane with the 2-bit and / or 1-bit planes
+ * in integers (mask, shift to the bit position, OR), then convert once; 8 bits: vpmovzxbd. */
 VQ_INLINE __m256 codes8(const uint8_t *row, int d, int c, const int BITS) {
-    if (BITS == 4) {
-        uint32_t w;
-        memcpy(&w, row + c / 2, 4);
-        const __m256i v = _mm256_and_si256(
-            _mm256_srlv_epi32(_mm256_set1_epi32((int)w),
-                              _mm256_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28)),
-            _mm256_set1_epi32(15));
+    if (BITS == 8) {
+        const __m128i b = _mm_loadl_epi64((const __m128i *)(const void *)(row + c));
+        return _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(b));
+    }
+    if (BITS >= 4) {
+        __m256i v = _mm256_and_si256(fields8(row, c, 4), _mm256_set1_epi32(15));
+        const uint8_t *p = row + d / 2; /* the plane after the 4-bit plane */
+        if (BITS == 6 || BITS == 7) {   /* bits 4-5 */
+            const __m256i f = _mm256_and_si256(fields8(p, c, 2), _mm256_set1_epi32(3));
+            v = _mm256_or_si256(v, _mm256_slli_epi32(f, 4));
+            p += d / 4;
+        }
+        if (BITS == 5 || BITS == 7) { /* the top bit (4 or 6) */
+            const __m256i f = _mm256_and_si256(fields8(p, c, 1), _mm256_set1_epi32(1));
+            v = _mm256_or_si256(v, _mm256_slli_epi32(f, BITS - 1));
+        }
         return _mm256_cvtepi32_ps(v);
     }
-    uint16_t w;
-    memcpy(&w, row + c / 4, 2);
-    const __m256i v = _mm256_srlv_epi32(_mm256_set1_epi32(w),
-                                        _mm256_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14));
-    __m256 r = _mm256_permutevar8x32_ps(_mm256_setr_ps(0, 1, 2, 3, 0, 1, 2, 3), v);
-    if (BITS == 3) {
-        const __m256i hv = _mm256_srlv_epi32(_mm256_set1_epi32(row[d / 4 + c / 8]),
-                                             _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-        r = _mm256_add_ps(r, _mm256_permutevar8x32_ps(_mm256_setr_ps(0, 4, 0, 4, 0, 4, 0, 4), hv));
-    }
+    __m256 r = _mm256_permutevar8x32_ps(_mm256_setr_ps(0, 1, 2, 3, 0, 1, 2, 3), fields8(row, c, 2));
+    if (BITS == 3)
+        r = _mm256_add_ps(r, _mm256_permutevar8x32_ps(_mm256_setr_ps(0, 4, 0, 4, 0, 4, 0, 4),
+                                                      fields8(row + d / 4, c, 1)));
     return r;
 }
 
@@ -90,9 +116,9 @@ VQ_INLINE void dot_rows(const float *qp, const uint8_t *rows, int d, int64_t n, 
 
 void vq_kivi_dot_rows_avx2(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
                            float bias, float *out) {
-    if (bits == 2) dot_rows(qp, rows, d, n, bias, out, 2);
-    else if (bits == 3) dot_rows(qp, rows, d, n, bias, out, 3);
-    else dot_rows(qp, rows, d, n, bias, out, 4);
+#define DOT_ROWS(B) dot_rows(qp, rows, d, n, bias, out, B)
+    VQ_KIVI_WITH_BITS(bits, DOT_ROWS);
+#undef DOT_ROWS
 }
 
 VQ_INLINE void acc_row(const uint8_t *row, int d, int g, const float *a, float *acc,
@@ -109,9 +135,9 @@ void vq_kivi_acc_row_avx2(const uint8_t *row, int d, int bits, int g, const floa
         vq_kivi_acc_row_ref(row, d, bits, g, a, acc);
         return;
     }
-    if (bits == 2) acc_row(row, d, g, a, acc, 2);
-    else if (bits == 3) acc_row(row, d, g, a, acc, 3);
-    else acc_row(row, d, g, a, acc, 4);
+#define ACC_ROW(B) acc_row(row, d, g, a, acc, B)
+    VQ_KIVI_WITH_BITS(bits, ACC_ROW);
+#undef ACC_ROW
 }
 
 /* sf16 -> fp32 for 8 values (exact): |h| << 14 read as fp32 is the value times 2^-96 for
@@ -210,8 +236,8 @@ void vq_kivi_acc_vals_avx2(const uint8_t *blocks, size_t block_bytes, int64_t n,
             }
         }
         const uint8_t *rows = b0 + 4 * (size_t)ng;
-        if (bits == 2) acc_chunk(rows, block_bytes, nt, a, ng, d, g, acc, 2);
-        else if (bits == 3) acc_chunk(rows, block_bytes, nt, a, ng, d, g, acc, 3);
-        else acc_chunk(rows, block_bytes, nt, a, ng, d, g, acc, 4);
+#define ACC_CHUNK(B) acc_chunk(rows, block_bytes, nt, a, ng, d, g, acc, B)
+        VQ_KIVI_WITH_BITS(bits, ACC_CHUNK);
+#undef ACC_CHUNK
     }
 }

@@ -1,9 +1,11 @@
 /*
  * kivi_avx512.c — AVX-512 (F, BW, VL, DQ) kernels of the KIVI codecs (contract in
- * codecs/kivi.h). Codes of 16 channels come from one or two scalar loads, broadcasts and a
- * per-lane variable shift; a row tail of 8 channels (d % 16 == 8) reads only its own bytes and
- * multiplies the 8 unused lanes by zero query lanes. dot_rows: 8 rows at a time (8
- * independent zmm accumulators); acc_row needs group size % 8 == 0 (else scalar reference).
+ * codecs/kivi.h). Codes of 16 channels come from one or two scalar loads per bit plane,
+ * broadcasts and a per-lane variable shift (5..7 bits: the planes' fields masked, shifted to
+ * their bit position and OR-ed, then one conversion; 8 bits: vpmovzxbd); a row tail of 8
+ * channels (d % 16 == 8) reads only its own bytes and multiplies the 8 unused lanes by zero
+ * query lanes. dot_rows: 8 rows at a time (8 independent zmm accumulators); acc_row needs
+ * group size % 8 == 0 (else scalar reference).
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -14,45 +16,77 @@
 
 #define VQ_INLINE static inline __attribute__((always_inline))
 
-/* Codes of channels c..c+15 as fp32 (c..c+7 when HALF; the upper lanes are then arbitrary
- * codes). The shifted words go straight into vpermps: it reads the low 4 bits of each lane,
- * and a 16-entry table maps them to the code value (i & 3 for 2-bit planes, i for 4-bit),
- * replacing a mask + int->float conversion. */
-VQ_INLINE __m512 codes16(const uint8_t *row, int d, int c, const int BITS, const int HALF) {
-    const __m512 t2 = _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
-    if (BITS == 4) {
+/* The fields of channels c..c+15 in one plane of FW-bit fields (FW = 1, 2, 4; kivi.c layout),
+ * one per lane (c..c+7 when HALF: only their bytes are read, the upper lanes are then
+ * arbitrary): scalar loads, broadcasts and a per-lane variable shift; lane i holds field i in
+ * its low FW bits (higher bits: the following fields). */
+VQ_INLINE __m512i fields16(const uint8_t *plane, int c, const int FW, const int HALF) {
+    if (FW == 4) {
         uint32_t lo, hi;
-        memcpy(&lo, row + c / 2, 4);
+        memcpy(&lo, plane + c / 2, 4);
         if (HALF) hi = lo;
-        else memcpy(&hi, row + c / 2 + 4, 4);
+        else memcpy(&hi, plane + c / 2 + 4, 4);
         const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32((int)lo)),
                                              _mm256_set1_epi32((int)hi), 1);
-        const __m512i v = _mm512_srlv_epi32(
+        return _mm512_srlv_epi32(
             w, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
-        return _mm512_permutexvar_ps(
-            v, _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
     }
     uint32_t w;
-    if (HALF) {
-        uint16_t h;
-        memcpy(&h, row + c / 4, 2);
-        w = h;
-    } else {
-        memcpy(&w, row + c / 4, 4);
+    if (FW == 2) {
+        if (HALF) {
+            uint16_t h;
+            memcpy(&h, plane + c / 4, 2);
+            w = h;
+        } else {
+            memcpy(&w, plane + c / 4, 4);
+        }
+        return _mm512_srlv_epi32(
+            _mm512_set1_epi32((int)w),
+            _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30));
     }
-    const __m512i v = _mm512_srlv_epi32(
+    w = plane[c / 8];
+    if (!HALF) w |= (uint32_t)plane[c / 8 + 1] << 8;
+    return _mm512_srlv_epi32(
         _mm512_set1_epi32((int)w),
-        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30));
-    __m512 r = _mm512_permutexvar_ps(v, t2);
-    if (BITS == 3) {
-        uint32_t hb = row[d / 4 + c / 8];
-        if (!HALF) hb |= (uint32_t)row[d / 4 + c / 8 + 1] << 8;
-        const __m512i hv = _mm512_srlv_epi32(
-            _mm512_set1_epi32((int)hb),
-            _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-        r = _mm512_add_ps(r, _mm512_permutexvar_ps(hv, _mm512_setr_ps(0, 4, 0, 4, 0, 4, 0, 4, 0, 4,
-                                                                      0, 4, 0, 4, 0, 4)));
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+}
+
+/* Codes of channels c..c+15 as fp32 (c..c+7 when HALF; the upper lanes are then arbitrary
+ * codes, and only the bytes of channels c..c+7 are read). 2..4 bits: the shifted words go
+ * straight into vpermps: it reads the low 4 bits of each lane, and a 16-entry table maps them
+ * to the code value (i & 3 for 2-bit planes, i for 4-bit), replacing a mask + int->float
+ * conversion. 5..7 bits: the planes' fields masked, shifted to their bit position and OR-ed,
+ * then one conversion; 8 bits: vpmovzxbd. */
+VQ_INLINE __m512 codes16(const uint8_t *row, int d, int c, const int BITS, const int HALF) {
+    if (BITS == 8) {
+        const __m128i b = HALF ? _mm_loadl_epi64((const __m128i *)(const void *)(row + c))
+                               : _mm_loadu_si128((const __m128i *)(const void *)(row + c));
+        return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b));
     }
+    if (BITS >= 5) {
+        __m512i v = _mm512_and_si512(fields16(row, c, 4, HALF), _mm512_set1_epi32(15));
+        const uint8_t *p = row + d / 2; /* the plane after the 4-bit plane */
+        if (BITS >= 6) {                /* bits 4-5 */
+            const __m512i f = _mm512_and_si512(fields16(p, c, 2, HALF), _mm512_set1_epi32(3));
+            v = _mm512_or_si512(v, _mm512_slli_epi32(f, 4));
+            p += d / 4;
+        }
+        if (BITS != 6) { /* the top bit (4 or 6) */
+            const __m512i f = _mm512_and_si512(fields16(p, c, 1, HALF), _mm512_set1_epi32(1));
+            v = _mm512_or_si512(v, _mm512_slli_epi32(f, BITS - 1));
+        }
+        return _mm512_cvtepi32_ps(v);
+    }
+    if (BITS == 4)
+        return _mm512_permutexvar_ps(
+            fields16(row, c, 4, HALF),
+            _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    __m512 r = _mm512_permutexvar_ps(
+        fields16(row, c, 2, HALF), _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3));
+    if (BITS == 3)
+        r = _mm512_add_ps(r, _mm512_permutexvar_ps(
+                                 fields16(row + d / 4, c, 1, HALF),
+                                 _mm512_setr_ps(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4)));
     return r;
 }
 
@@ -123,9 +157,9 @@ VQ_INLINE void dot_rows(const float *qp, const uint8_t *rows, int d, int64_t n, 
 
 void vq_kivi_dot_rows_avx512(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
                              float bias, float *out) {
-    if (bits == 2) dot_rows(qp, rows, d, n, bias, out, 2);
-    else if (bits == 3) dot_rows(qp, rows, d, n, bias, out, 3);
-    else dot_rows(qp, rows, d, n, bias, out, 4);
+#define DOT_ROWS(B) dot_rows(qp, rows, d, n, bias, out, B)
+    VQ_KIVI_WITH_BITS(bits, DOT_ROWS);
+#undef DOT_ROWS
 }
 
 VQ_INLINE void acc_row(const uint8_t *row, int d, int g, const float *a, float *acc,
@@ -152,9 +186,9 @@ void vq_kivi_acc_row_avx512(const uint8_t *row, int d, int bits, int g, const fl
         vq_kivi_acc_row_ref(row, d, bits, g, a, acc);
         return;
     }
-    if (bits == 2) acc_row(row, d, g, a, acc, 2);
-    else if (bits == 3) acc_row(row, d, g, a, acc, 3);
-    else acc_row(row, d, g, a, acc, 4);
+#define ACC_ROW(B) acc_row(row, d, g, a, acc, B)
+    VQ_KIVI_WITH_BITS(bits, ACC_ROW);
+#undef ACC_ROW
 }
 
 /* sf16 -> fp32 (exact), see kivi_avx2.c. 16 values / 8 values. */
@@ -295,8 +329,8 @@ void vq_kivi_acc_vals_avx512(const uint8_t *blocks, size_t block_bytes, int64_t 
             }
         }
         const uint8_t *rows = b0 + 4 * (size_t)ng;
-        if (bits == 2) acc_chunk(rows, block_bytes, nt, a, ng, d, g, acc, 2);
-        else if (bits == 3) acc_chunk(rows, block_bytes, nt, a, ng, d, g, acc, 3);
-        else acc_chunk(rows, block_bytes, nt, a, ng, d, g, acc, 4);
+#define ACC_CHUNK(B) acc_chunk(rows, block_bytes, nt, a, ng, d, g, acc, B)
+        VQ_KIVI_WITH_BITS(bits, ACC_CHUNK);
+#undef ACC_CHUNK
     }
 }
