@@ -20,6 +20,7 @@ expect_exit 2 "$VQ" estimate-memory -c -4 $GEO
 expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method nope
 grep -q "unknown method 'nope'" "$ERR" && ok || bad "unknown method message"
 expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method kivi --bits 9
+grep -q "kivi accepts 2..8" "$ERR" && ok || bad "kivi --bits 9 message: $(cat "$ERR")"
 expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --bogus
 expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --head-dim abc
 expect_exit 1 "$VQ" estimate-memory -c 100 -m /nonexistent/model.gguf
@@ -37,6 +38,14 @@ py 'import json,sys; c=json.load(open(sys.argv[1]))["configs"][0]
 assert c["window_bytes"]==(104+128)*128, c
 assert c["total_bytes"]==c["key_bytes"]+c["value_bytes"]+c["window_bytes"]
 assert c["key_bytes"] % 28 == 0 and c["value_bytes"] % 872 == 0' "$OUT" && ok || bad "kivi windows"
+
+# kivi-6 (6-bit planes), d=64, G=32, R=0, ctx 1000: keys 31 blocks of 4*64 + 32*64*6/8 bytes and
+# 8 fp16 keys; values 1000 tokens of 4*64/32 + 64*6/8 bytes
+expect_exit 0 "$VQ" estimate-memory -c 1000 --layers 1 --kv-heads 1 --head-dim 64 --method kivi --bits 6 --residual-length 0 --json
+py 'import json,sys; c=json.load(open(sys.argv[1]))["configs"][0]
+assert c["name"]=="kivi-6+res0" and c["k_bits"]==6 and c["v_bits"]==6, c
+assert c["key_bytes"]==31*(4*64+32*48) and c["value_bytes"]==1000*(8+48) and c["window_bytes"]==8*128, c' \
+    "$OUT" && ok || bad "kivi-6 arithmetic"
 
 # int8 keys (2 + d bytes per token and head) with 3-bit turboquant_mse values (2 + 3d/8)
 expect_exit 0 "$VQ" estimate-memory -c 1000 $GEO --k-method int8 --v-method turboquant_mse --v-bits 3 --json

@@ -119,6 +119,18 @@ grep -q "key-scales needs a quantized key method" "$ERR" && ok || bad "--key-sca
 for c in generate perplexity sweep bench; do
     expect_exit 2 "$VQ" $c --method kivi --bits 1.5 --print-kv-config
     grep -q "kivi accepts 2..8" "$ERR" && ok || bad "$c: message for kivi --bits 1.5"
+done
+# kivi takes every width 2..8 (keys and values), and refuses 9 with its range before any model
+for c in generate perplexity sweep bench; do
+    expect_exit 0 "$VQ" $c --method kivi --bits 6 --print-kv-config
+    grep -q '"config":"kivi-6".*"k_bits":6.*"v_bits":6' "$OUT" && ok || bad "$c: kivi --bits 6: $(cat "$OUT")"
+    expect_exit 0 "$VQ" $c --k-method kivi_sink --k-bits 8 --v-method kivi --v-bits 5 --print-kv-config
+    grep -q '"k_method":"kivi_sink".*"k_bits":8.*"v_method":"kivi".*"v_bits":5' "$OUT" && ok \
+        || bad "$c: kivi_sink-8 / kivi-5: $(cat "$OUT")"
+    expect_exit 2 "$VQ" $c --method kivi --bits 9 --print-kv-config
+    grep -q "key bits 9: kivi accepts 2..8" "$ERR" && ok || bad "$c: message for kivi --bits 9: $(cat "$ERR")"
+    expect_exit 2 "$VQ" $c --k-method turboquant_mse --v-method kivi_sink --v-bits 1 --print-kv-config
+    grep -q "value bits 1: kivi_sink accepts 2..8" "$ERR" && ok || bad "$c: message for kivi_sink --v-bits 1"
     expect_exit 2 "$VQ" $c --method vecinfer --bits 1.25 --print-kv-config
     expect_exit 2 "$VQ" $c --group-size x --print-kv-config
 done

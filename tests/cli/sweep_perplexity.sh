@@ -22,6 +22,7 @@ if [ ! -f "$MODEL" ] || [ ! -f "$CORPUS" ]; then
     echo "$pass passed, $fail failed"; exit 1
 fi
 expect_exit 2 "$VQ" perplexity -m "$MODEL" -f "$CORPUS" --method kivi --bits 9
+grep -q "kivi accepts 2..8" "$ERR" && ok || bad "kivi --bits 9 message: $(cat "$ERR")"
 expect_exit 1 "$VQ" perplexity -m "$MODEL" -f /nonexistent.txt
 head -c 4096 "$CORPUS" > "$TMP/slice.txt"
 P=(-m "$MODEL" -f "$TMP/slice.txt" -c 64 --chunks 2 -t 1 --json)
@@ -45,6 +46,18 @@ import json, sys
 a, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
 assert b["config"] == "turboquant_mse-2" and b["kld_mean"] > 0 and b["top1"] < 1
 assert b["kv_bytes"] < a["kv_bytes"] / 6 and b["fullKV_x"] > 6
+EOF
+# kivi-6 (keys coded in whole groups of 32, every value coded): close to fp16, far better than
+# turboquant_mse-2, at the documented b + 32/G bits on the coded part
+cp "$OUT" "$TMP/tq2.json"
+expect_exit 0 "$VQ" perplexity "${P[@]}" --kl-base "$TMP/base.logits" --method kivi --bits 6 \
+    --residual-length 0
+python3 - "$TMP/fp16.json" "$TMP/tq2.json" "$OUT" <<'EOF' && ok || bad "kivi-6 run"
+import json, sys
+a, t, b = (json.load(open(f)) for f in sys.argv[1:4])
+assert b["config"] == "kivi-6+res0" and 0 < b["kld_mean"] < t["kld_mean"] / 10, (b, t)
+assert b["kld_mean"] < 0.01 and abs(b["ppl"] / a["ppl"] - 1) < 0.03, b
+assert 2 < b["fullKV_x"] <= 16 / 7 + 1e-9, b
 EOF
 # a base from another ctx is refused
 expect_exit 1 "$VQ" perplexity -m "$MODEL" -f "$TMP/slice.txt" -c 128 --chunks 1 -t 1 --kl-base "$TMP/base.logits"

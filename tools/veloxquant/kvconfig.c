@@ -331,17 +331,21 @@ int vq_kv_opts_any_method(const struct vq_kv_opts *o) {
     return o->has_method || o->has_k_method || o->has_v_method;
 }
 
-/* Sets the width of one side: a width the method accepts through vq_codec_params_set_bits;
- * an integer it does not accept is stored as is (vq_codec_create reports it with the method's
- * accepted parameters); a fractional one it does not accept is an error. 1 ok, 0 printed. */
-static int resolve_bits(const char *cmd, struct vq_codec_params *p, double bits, const char *side) {
+/* Sets the width of one side: a width the method accepts through vq_codec_params_set_bits.
+ * A width the user gave (given = 1) outside the range of a method with a range of widths
+ * (min_bits < max_bits) is refused here, with the range; any other integer is stored as is (a
+ * method without a choice, fp16, qjl, polar, int8, ignores it; --ratequant reports its own
+ * range, vq_codec_create the rest); a fractional width the method does not accept is an error.
+ * 1 ok, 0 printed. */
+static int resolve_bits(const char *cmd, struct vq_codec_params *p, double bits, int given,
+                        const char *side) {
     if (vq_codec_params_set_bits(p, bits) == VQ_STATUS_OK) return 1;
-    if (bits == floor(bits)) {
+    struct vq_method_info mi;
+    vq_method_info_get(p->method, &mi);
+    if (bits == floor(bits) && (!given || mi.min_bits == mi.max_bits)) {
         p->bits = (int)bits;
         return 1;
     }
-    struct vq_method_info mi;
-    vq_method_info_get(p->method, &mi);
     fprintf(stderr, "%s: %s bits %g: %s accepts %d..%d", cmd, side, bits, vq_method_name(p->method),
             mi.min_bits, mi.max_bits);
     if (mi.frac_bits > 0) fprintf(stderr, " and %g", mi.frac_bits);
@@ -371,7 +375,9 @@ int vq_kv_opts_resolve(const char *cmd, const struct vq_kv_opts *o, struct vq_co
                     : o->bits   ? o->bits
                     : rq_b      ? rq_b
                                 : vq_kv_default_bits(v->method);
-    if (!resolve_bits(cmd, k, kb, "key") || !resolve_bits(cmd, v, vb, "value")) return 0;
+    if (!resolve_bits(cmd, k, kb, o->k_bits || o->bits, "key") ||
+        !resolve_bits(cmd, v, vb, o->v_bits || o->bits, "value"))
+        return 0;
     struct vq_codec_params *both[2] = {k, v};
     for (int i = 0; i < 2; i++) {
         if (o->group_size >= 0) both[i]->group_size = o->group_size;
