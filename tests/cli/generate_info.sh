@@ -75,6 +75,30 @@ import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["activations"] == "f32" and "Paris" in d["text"], d
 PY
+# --prompt-tokens N keeps the first N prompt tokens; --depth D evaluates D of them untimed and
+# times the rest (bench/llama_bench.sh): the same chunks as -b D, so the same greedy text
+head -c 2000 "$(dirname "$0")/../golden/text_en.txt" > "$TMP/long.txt"
+expect_exit 0 "$VQ" generate -m "$MODEL" -f "$TMP/long.txt" --prompt-tokens 120 --depth 80 -n 9 \
+    -c 256 -t 1 --json
+cp "$OUT" "$TMP/d1"
+expect_exit 0 "$VQ" generate -m "$MODEL" -f "$TMP/long.txt" --prompt-tokens 120 -b 80 -n 9 \
+    -c 256 -t 1 --json
+python3 - "$TMP/d1" "$OUT" <<'PY' && ok || bad "generate --prompt-tokens / --depth"
+import json, sys
+d, b = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+assert d["prompt_tokens"] == 120 and d["depth"] == 80 and d["prefill_tokens"] == 40, d
+assert b["prompt_tokens"] == 120 and b["depth"] == 0 and b["prefill_tokens"] == 120, b
+assert d["tokens_generated"] == 9 and d["decode_tokens"] == 8, d
+assert d["prefill_tok_s"] > 0 and d["decode_tok_s"] > 0, d
+assert d["text"] == b["text"] and len(d["text"]) > 0, (d["text"], b["text"])
+PY
+expect_exit 2 "$VQ" generate -m "$MODEL" -p "a b c" --prompt-tokens 50 -n 1 -c 64 -t 1
+grep -q "fewer than --prompt-tokens 50" "$ERR" && ok || bad "--prompt-tokens too many message"
+expect_exit 2 "$VQ" generate -m "$MODEL" -f "$TMP/long.txt" --prompt-tokens 20 --depth 20 -n 1 \
+    -c 64 -t 1
+grep -q "depth 20 leaves no prompt token" "$ERR" && ok || bad "--depth >= prompt message"
+expect_exit 2 "$VQ" generate -p hi --prompt-tokens 0
+expect_exit 2 "$VQ" generate -p hi --depth -1
 expect_exit 0 "$VQ" generate -m "$MODEL" -p "Hello" --chat -n 4 -c 128 -t 1 -q
 grep -q "decode:" "$ERR" && ok || bad "chat run stats"
 expect_exit 0 "$VQ" generate -m "$MODEL" -p "Hi" -n 4 -c 64 -t 1 --temp 0.8 --top-k 20 --top-p 0.9 --seed 3 --json

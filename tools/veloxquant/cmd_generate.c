@@ -29,6 +29,8 @@ struct gen_opts {
     const char *model, *prompt, *file, *system;
     bool chat, json, quiet, f32_act;
     long n_predict, n_ctx;
+    long prompt_tokens; /* --prompt-tokens: keep the first N prompt tokens (0: all) */
+    long depth;         /* --depth: prompt tokens evaluated untimed before the timed prefill */
     int threads, batch;
     uint64_t seed; /* sampling seed (the codecs' seed is --kv-seed) */
     double temp, top_p;
@@ -61,6 +63,11 @@ static void usage(FILE *f) {
         "  -c, --ctx N           context size in tokens, prompt + generated (default 2048)\n"
         "  -t, --threads N       threads (default: all cores)\n"
         "  -b, --batch N         prefill tokens per forward pass (default 512)\n"
+        "      --prompt-tokens N keep only the first N tokens of the tokenized prompt (error if\n"
+        "                        it has fewer)\n"
+        "      --depth D         evaluate the first D prompt tokens untimed, then time the\n"
+        "                        prefill of the remaining ones at that depth (llama-bench's -d);\n"
+        "                        prefill tok/s counts those; needs a prompt of more than D tokens\n"
         "      --f32-activations exact fp32 matmul inputs instead of llama.cpp's int8 ones\n"
         "                        (prefill ~1.3x, decode ~6x slower; no int8 rounding noise)\n"
         "      --seed S          sampling seed (default 42)\n"
@@ -131,7 +138,9 @@ enum {
     GEN_TOP_P,
     GEN_ISA,
     GEN_OBSERVE,
-    GEN_OBSERVE_Q
+    GEN_OBSERVE_Q,
+    GEN_PROMPT_TOKENS,
+    GEN_DEPTH
 };
 
 static void gen_opts_init(struct gen_opts *o) {
@@ -171,6 +180,8 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
         {"isa", required_argument, 0, GEN_ISA},
         {"observe", required_argument, 0, GEN_OBSERVE},
         {"observe-queries", required_argument, 0, GEN_OBSERVE_Q},
+        {"prompt-tokens", required_argument, 0, GEN_PROMPT_TOKENS},
+        {"depth", required_argument, 0, GEN_DEPTH},
         VQ_KV_LONG_OPTIONS,
         {0, 0, 0, 0},
     };
@@ -205,6 +216,10 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
             break;
         case GEN_ISA: ok = vq_opt_isa(cmd, "--isa", optarg, &o->isa); break;
         case GEN_OBSERVE: o->observe = optarg; break;
+        case GEN_PROMPT_TOKENS:
+            ok = vq_opt_long(cmd, "--prompt-tokens", optarg, 1, 1L << 24, &o->prompt_tokens);
+            break;
+        case GEN_DEPTH: ok = vq_opt_long(cmd, "--depth", optarg, 0, 1L << 24, &o->depth); break;
         case GEN_OBSERVE_Q:
             ok = vq_opt_int(cmd, "--observe-queries", optarg, 1, 4096, &o->observe_queries);
             break;
@@ -451,14 +466,31 @@ static int gen_build_prompt(const struct gen_opts *o, struct gen_state *g) {
         fprintf(stderr, "generate: the prompt is empty after tokenization\n");
         return 1;
     }
+    const int64_t n_all = n;
+    if (o->prompt_tokens) {
+        if (n < o->prompt_tokens) {
+            fprintf(stderr,
+                    "generate: the prompt has %lld tokens, fewer than --prompt-tokens %ld\n",
+                    (long long)n, o->prompt_tokens);
+            return 2;
+        }
+        n = o->prompt_tokens;
+    }
+    if (o->depth >= n) {
+        fprintf(stderr,
+                "generate: --depth %ld leaves no prompt token to time (the prompt has %lld "
+                "tokens)\n",
+                o->depth, (long long)n);
+        return 2;
+    }
     if (n >= o->n_ctx) {
         fprintf(stderr,
                 "generate: the prompt has %lld tokens; --ctx %ld leaves no room to generate\n",
                 (long long)n, o->n_ctx);
         return 2;
     }
-    g->ids = malloc(sizeof(int32_t) * (size_t)(n + 1));
-    if (!g->ids || vq_tok_encode(g->tok, ptext, plen, true, o->chat, g->ids, n) != n) {
+    g->ids = malloc(sizeof(int32_t) * (size_t)(n_all + 1));
+    if (!g->ids || vq_tok_encode(g->tok, ptext, plen, true, o->chat, g->ids, n_all) != n_all) {
         fprintf(stderr, "generate: tokenization failed\n");
         return 1;
     }
@@ -575,8 +607,14 @@ struct gen_stats {
 static int gen_run(const struct gen_opts *o, struct gen_state *g, struct gen_stats *r) {
     memset(r, 0, sizeof *r);
     const bool stream = !o->json && !o->quiet;
+    vq_status st = VQ_STATUS_OK;
+    if (o->depth > 0) st = vq_ctx_eval(g->ctx, g->ids, o->depth, NULL); /* untimed context */
+    if (st != VQ_STATUS_OK) {
+        fprintf(stderr, "generate: prefill of the --depth tokens failed: %s\n", vq_status_str(st));
+        return 1;
+    }
     double t0 = vq_now_s();
-    vq_status st = vq_ctx_eval(g->ctx, g->ids, g->n_prompt, g->logits);
+    st = vq_ctx_eval(g->ctx, g->ids + o->depth, g->n_prompt - o->depth, g->logits);
     r->t_prefill = vq_now_s() - t0;
     if (st != VQ_STATUS_OK) {
         fprintf(stderr, "generate: prefill failed: %s\n", vq_status_str(st));
@@ -652,7 +690,8 @@ static void gen_report(const struct gen_opts *o, const struct gen_state *g,
     double key_x = mem.key_total_bytes ? (double)mem.fp16_key_bytes / (double)mem.key_total_bytes
                                        : 0;
     double full_x = mem.total_bytes ? (double)mem.fp16_bytes / (double)mem.total_bytes : 0;
-    double pre_tps = r->t_prefill > 0 ? (double)g->n_prompt / r->t_prefill : 0;
+    const int64_t n_timed = g->n_prompt - o->depth; /* prompt tokens in the timed prefill */
+    double pre_tps = r->t_prefill > 0 ? (double)n_timed / r->t_prefill : 0;
     double dec_tps = r->t_decode > 0 && r->n_dec_evals > 0 ? (double)r->n_dec_evals / r->t_decode
                                                            : 0;
     const struct vq_cache_params *cpp = vq_ctx_cache_params(g->ctx);
@@ -664,7 +703,10 @@ static void gen_report(const struct gen_opts *o, const struct gen_state *g,
         vq_codec_params_label(&cpp->value, vl, sizeof vl);
         fprintf(stderr, "\n--- %s | K %s | V %s | ctx %ld | threads %d\n", I->arch, kl, vl,
                 o->n_ctx, threads);
-        fprintf(stderr, "prefill: %lld tokens, %.1f tok/s\n", (long long)g->n_prompt, pre_tps);
+        if (o->depth)
+            fprintf(stderr, "prefill: %lld tokens after a depth of %ld untimed ones, %.1f tok/s\n",
+                    (long long)n_timed, o->depth, pre_tps);
+        else fprintf(stderr, "prefill: %lld tokens, %.1f tok/s\n", (long long)g->n_prompt, pre_tps);
         fprintf(stderr, "decode:  %ld tokens generated%s, %.1f tok/s\n", r->n_gen,
                 r->stopped_eog ? " (stopped at end-of-generation)"
                 : r->hit_ctx   ? " (context full)"
@@ -687,6 +729,9 @@ static void gen_report(const struct gen_opts *o, const struct gen_state *g,
     cJSON_AddNumberToObject(js, "seed", (double)o->seed);
     cJSON_AddNumberToObject(js, "kv_seed", (double)cpp->key.seed);
     cJSON_AddNumberToObject(js, "prompt_tokens", (double)g->n_prompt);
+    cJSON_AddNumberToObject(js, "depth", (double)o->depth);
+    cJSON_AddNumberToObject(js, "prefill_tokens", (double)n_timed);
+    cJSON_AddNumberToObject(js, "decode_tokens", (double)r->n_dec_evals);
     cJSON_AddNumberToObject(js, "tokens_generated", (double)r->n_gen);
     cJSON_AddBoolToObject(js, "stopped_at_eog", r->stopped_eog);
     cJSON_AddNumberToObject(js, "prefill_tok_s", pre_tps);
