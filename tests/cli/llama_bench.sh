@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# CLI tests for bench/llama_bench.sh: --help, refused arguments and environment values (clear
+# message, exit 1 or 2, before anything is built), then a tiny veloxquant-only run
+# (LLAMA_KVS="": llama.cpp is neither built nor run) whose table and JSON are checked: one row
+# per depth, thread count and cache, the prefill measured at the depth, fp16 ratios exactly 1.
+# When llama-bench is already built (bench/llama_bench.sh --build-only; never built here), a
+# tiny run of both engines is checked as well. No timing is asserted.
+set -u
+VQ="$1"
+SCRIPT="$(cd "$(dirname "$0")/../.." && pwd)/bench/llama_bench.sh"
+MODEL="${VQ_MODELS:-$HOME/.cache/veloxquant/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
+fail=0; pass=0
+TMP=$(mktemp -d)
+trap 'rm -rf "$TMP"' EXIT
+OUT="$TMP/out"; ERR="$TMP/err"
+. "$(dirname "$0")/lib.sh"
+if [ ! -r "$MODEL" ]; then echo "model $MODEL missing (scripts/fetch_models.sh)" >&2; exit 1; fi
+export OMP_NUM_THREADS=1 MODEL
+# a cache folder without llama-bench: a refused value must fail before any build starts
+export LLAMA_CACHE="$TMP/no-llama-cache"
+
+expect_exit 0 bash "$SCRIPT" --help
+grep -q "LLAMA_KVS" "$OUT" && ok || bad "--help lists LLAMA_KVS"
+expect_exit 2 bash "$SCRIPT" --bogus
+grep -q "unknown argument '--bogus'" "$ERR" && ok || bad "unknown argument message"
+expect_exit 1 bash "$SCRIPT" --out
+DEPTHS="0 x" expect_exit 1 bash "$SCRIPT"
+grep -q "DEPTHS: 'x'" "$ERR" && ok || bad "bad DEPTHS message"
+THREADS=0 expect_exit 1 bash "$SCRIPT"
+REPS=-1 expect_exit 1 bash "$SCRIPT"
+KVS="fp16 kv9" expect_exit 1 bash "$SCRIPT"
+grep -q "KVS: 'kv9'" "$ERR" && ok || bad "bad KVS message"
+LLAMA_KVS="q3_k" expect_exit 1 bash "$SCRIPT"
+grep -q "LLAMA_KVS: 'q3_k'" "$ERR" && ok || bad "bad LLAMA_KVS message"
+KVS="" LLAMA_KVS="" expect_exit 1 bash "$SCRIPT"
+[ ! -e "$LLAMA_CACHE" ] && ok || bad "a refused value started a llama.cpp build"
+LLAMA_KVS="" CORPUS="$TMP/none.txt" expect_exit 1 bash "$SCRIPT" --vq "$VQ"
+grep -q "none.txt missing" "$ERR" && ok || bad "missing corpus message"
+LLAMA_KVS="" expect_exit 1 bash "$SCRIPT" --vq "$TMP/no-vq"
+grep -q "no-vq missing" "$ERR" && ok || bad "missing veloxquant binary message"
+
+# check_json FILE ENGINES...: rows, depths and ratios of a tiny run
+check_json() {
+    python3 - "$@" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+engines = sys.argv[2:]
+assert d["depths"] == [0, 40] and d["threads"] == [1] and d["reps"] == 1, d
+assert d["prefill_tokens"] == 16 and d["decode_tokens"] == 4, d
+rows = d["rows"]
+want = {"veloxquant": ["fp16", "kv4"], "llama.cpp": ["f16", "q4_0"]}
+keys = [(r["depth"], r["engine"], r["kv"]) for r in rows]
+assert keys == [(dd, e, k) for dd in (0, 40) for e in ("llama.cpp", "veloxquant")
+                if e in engines for k in want[e]], keys
+for r in rows:
+    assert r["threads"] == 1 and r["prefill_tok_s"] > 0 and r["decode_tok_s"] > 0, r
+    assert len(r["prefill_samples"]) == len(r["decode_samples"]) == 1, r
+    if r["kv"] == "fp16":
+        assert r["prefill_x_fp16"] == 1.0 and r["decode_x_fp16"] == 1.0, r
+    if "llama.cpp" in engines:
+        assert r["prefill_x_llama_f16"] > 0 and r["decode_x_llama_f16"] > 0, r
+        assert d["llama_cpp"]["commit"] and d["llama_cpp"]["version"], d["llama_cpp"]
+    else:
+        assert r["prefill_x_llama_f16"] is None, r
+PY
+}
+TINY=(env DEPTHS="0 40" THREADS=1 KVS="fp16 kv4" REPS=1 PREFILL=16 GEN=4)
+expect_exit 0 "${TINY[@]}" LLAMA_KVS="" bash "$SCRIPT" --vq "$VQ" --out "$TMP/vq.json"
+check_json "$TMP/vq.json" veloxquant && ok || bad "veloxquant-only JSON"
+[ "$(grep -c '^| [0-9]* | 1 | veloxquant |' "$OUT")" = 4 ] && ok || bad "table rows"
+grep -q "prefill of 16 tokens and 4 decode steps" "$OUT" && ok || bad "table header"
+grep -q "llama.cpp" "$OUT" && bad "a veloxquant-only table names llama.cpp" || ok
+
+BUILT="$HOME/.cache/veloxquant/llama.cpp-0.3.36"
+if [ -x "$BUILT/build/bin/llama-bench" ]; then
+    LLAMA_CACHE="$BUILT" expect_exit 0 "${TINY[@]}" LLAMA_KVS="f16 q4_0" bash "$SCRIPT" \
+        --vq "$VQ" --out "$TMP/both.json"
+    check_json "$TMP/both.json" llama.cpp veloxquant && ok || bad "both engines' JSON"
+    grep -q "^llama.cpp [0-9a-f]* (llama-bench " "$OUT" && ok || bad "table names llama.cpp"
+else
+    echo "llama_bench: llama-bench not built ($BUILT); the two-engine run is not checked"
+fi
+
+echo "llama_bench: $pass passed, $fail failed"
+[ "$fail" -eq 0 ]
