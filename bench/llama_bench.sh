@@ -162,49 +162,43 @@ mkdir -p "$(dirname "$OUT")" || die "cannot create the folder of $OUT"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
-csv() { echo "$*" | tr -s ' ' ','; }
-
-# ---- llama.cpp: one llama-bench run per cache type (every depth and thread count)
+# ---- both engines: per depth and thread count, REPS rounds; each round runs every llama.cpp
+# cache (one llama-bench run, -r 1) and every veloxquant cache, so that load changes on a shared
+# machine hit both engines alike
 LB_VERSION=""
 if [ -n "$LLAMA_KVS" ]; then # "version: 0.5.0-dev (build 1, ...)" -> 0.5.0-dev
     LB_VERSION=$(LD_PRELOAD="$NOAMX" "$LB" --version 2>&1 |
         sed -n 's/^version: *\([^ ]*\).*/\1/p' | head -1)
 fi
-for kv in $LLAMA_KVS; do
-    t=${kv%-fa}
-    fa=off
-    [ "$kv" != f16 ] && fa=on # quantized V needs flash attention
-    echo "llama_bench: llama.cpp $kv" >&2
+run_llama() { # $1 cache, $2 depth, $3 threads, $4 output file
+    local type=${1%-fa} fa=on
+    [ "$1" = f16 ] && fa=off # f16: llama.cpp's default; a quantized V needs flash attention
     LD_PRELOAD="$NOAMX${LD_PRELOAD:+ $LD_PRELOAD}" "$LB" -m "$MODEL" -p "$PREFILL" -n "$GEN" \
-        -d "$(csv "$DEPTHS")" -t "$(csv "$THREADS")" -ctk "$t" -ctv "$t" -fa "$fa" -r "$REPS" \
-        -o json > "$tmp/llama-$kv.json" 2> "$tmp/llama-$kv.err" ||
-        { cat "$tmp/llama-$kv.err" >&2; die "llama-bench failed for $kv"; }
-done
-
-# ---- veloxquant: per depth and threads, REPS rounds over the caches (interleaved)
+        -d "$2" -t "$3" -ctk "$type" -ctv "$type" -fa "$fa" -r 1 -o json > "$4" 2> "$4.err" ||
+        { cat "$4.err" >&2; die "llama-bench failed ($1, depth $2, $3 threads)"; }
+}
 prompt_file() { # $1 tokens -> a file of the corpus' first bytes, ~6 bytes per token
     local f="$tmp/prompt-$1.txt"
     [ -f "$f" ] || head -c $((($1 + 64) * 6)) "$CORPUS" > "$f"
     echo "$f"
 }
+run_vq() { # $1 cache, $2 depth, $3 threads, $4 output prefix (.pp, .tg)
+    local args=(--kv "$1") np=$(($2 > 0 ? $2 : 1))
+    [ "$1" = fp16 ] && args=(--method fp16)
+    "$VQ" generate -m "$MODEL" -f "$(prompt_file $(($2 + PREFILL)))" -t "$3" \
+        --prompt-tokens $(($2 + PREFILL)) --depth "$2" -n 0 -c $(($2 + PREFILL + 1)) \
+        "${args[@]}" --json > "$4.pp" 2> "$4.err" ||
+        { cat "$4.err" >&2; die "veloxquant generate failed (prefill, $1, depth $2)"; }
+    "$VQ" generate -m "$MODEL" -f "$(prompt_file "$np")" -t "$3" --prompt-tokens "$np" \
+        -n $((GEN + 1)) -c $((np + GEN + 1)) "${args[@]}" --json > "$4.tg" 2> "$4.err" ||
+        { cat "$4.err" >&2; die "veloxquant generate failed (decode, $1, depth $2)"; }
+}
 for d in $DEPTHS; do
-    np=$((d > 0 ? d : 1))
     for t in $THREADS; do
         for r in $(seq "$REPS"); do
-            for kv in $KVS; do
-                args=(--kv "$kv")
-                [ "$kv" = fp16 ] && args=(--method fp16)
-                echo "llama_bench: veloxquant $kv depth $d threads $t run $r" >&2
-                f="$tmp/vq-$kv-$d-$t-$r"
-                "$VQ" generate -m "$MODEL" -f "$(prompt_file $((d + PREFILL)))" -t "$t" \
-                    --prompt-tokens $((d + PREFILL)) --depth "$d" -n 0 \
-                    -c $((d + PREFILL + 1)) "${args[@]}" --json > "$f.pp" 2> "$f.err" ||
-                    { cat "$f.err" >&2; die "veloxquant generate failed (prefill, $kv)"; }
-                "$VQ" generate -m "$MODEL" -f "$(prompt_file "$np")" -t "$t" \
-                    --prompt-tokens "$np" -n $((GEN + 1)) -c $((np + GEN + 1)) "${args[@]}" \
-                    --json > "$f.tg" 2> "$f.err" ||
-                    { cat "$f.err" >&2; die "veloxquant generate failed (decode, $kv)"; }
-            done
+            echo "llama_bench: depth $d, $t thread(s), round $r of $REPS" >&2
+            for kv in $LLAMA_KVS; do run_llama "$kv" "$d" "$t" "$tmp/llama-$kv-$d-$t-$r.json"; done
+            for kv in $KVS; do run_vq "$kv" "$d" "$t" "$tmp/vq-$kv-$d-$t-$r"; done
         done
     done
 done
@@ -224,13 +218,17 @@ reps, prefill, gen = int(E["REPS"]), int(E["PREFILL"]), int(E["GEN"])
 lcp = E["LLAMA_CPP_PYTHON_VERSION"]
 cells = {}  # (depth, threads, engine, kv) -> {"pp": [tok/s], "tg": [tok/s]}
 commit = build = None
-for kv in lkvs:
-    for t in json.load(open(os.path.join(tmp, "llama-%s.json" % kv))):
-        commit, build = t.get("build_commit"), t.get("build_number")
-        n = t["n_prompt"] or t["n_gen"]
-        key = (t["n_depth"], t["n_threads"], "llama.cpp", kv)
-        which = "pp" if t["n_prompt"] else "tg"
-        cells.setdefault(key, {})[which] = [n * 1e9 / ns for ns in t["samples_ns"]]
+for d in depths:
+    for th in threads:
+        for kv in lkvs:
+            c = cells.setdefault((d, th, "llama.cpp", kv), {"pp": [], "tg": []})
+            for r in range(1, reps + 1):
+                for t in json.load(open(os.path.join(tmp, "llama-%s-%d-%d-%d.json"
+                                                     % (kv, d, th, r)))):
+                    assert t["n_depth"] == d and t["n_threads"] == th, t
+                    commit, build = t.get("build_commit"), t.get("build_number")
+                    n = t["n_prompt"] or t["n_gen"]
+                    c["pp" if t["n_prompt"] else "tg"] += [n * 1e9 / ns for ns in t["samples_ns"]]
 short = []
 for d in depths:
     for th in threads:

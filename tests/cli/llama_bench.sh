@@ -2,7 +2,8 @@
 # CLI tests for bench/llama_bench.sh: --help, refused arguments and environment values (clear
 # message, exit 1 or 2, before anything is built), then a tiny veloxquant-only run
 # (LLAMA_KVS="": llama.cpp is neither built nor run) whose table and JSON are checked: one row
-# per depth, thread count and cache, the prefill measured at the depth, fp16 ratios exactly 1.
+# per depth, thread count and cache holding one sample per round, the prefill measured at the
+# depth, fp16 ratios exactly 1.
 # When llama-bench is already built (bench/llama_bench.sh --build-only; never built here), a
 # tiny run of both engines is checked as well. No timing is asserted.
 set -u
@@ -45,7 +46,7 @@ check_json() {
 import json, sys
 d = json.load(open(sys.argv[1]))
 engines = sys.argv[2:]
-assert d["depths"] == [0, 40] and d["threads"] == [1] and d["reps"] == 1, d
+assert d["depths"] == [0, 40] and d["threads"] == [1] and d["reps"] == 2, d
 assert d["prefill_tokens"] == 16 and d["decode_tokens"] == 4, d
 rows = d["rows"]
 want = {"veloxquant": ["fp16", "kv4"], "llama.cpp": ["f16", "q4_0"]}
@@ -54,7 +55,7 @@ assert keys == [(dd, e, k) for dd in (0, 40) for e in ("llama.cpp", "veloxquant"
                 if e in engines for k in want[e]], keys
 for r in rows:
     assert r["threads"] == 1 and r["prefill_tok_s"] > 0 and r["decode_tok_s"] > 0, r
-    assert len(r["prefill_samples"]) == len(r["decode_samples"]) == 1, r
+    assert len(r["prefill_samples"]) == len(r["decode_samples"]) == 2, r  # 2 rounds
     if r["kv"] == "fp16":
         assert r["prefill_x_fp16"] == 1.0 and r["decode_x_fp16"] == 1.0, r
     if "llama.cpp" in engines:
@@ -64,7 +65,7 @@ for r in rows:
         assert r["prefill_x_llama_f16"] is None, r
 PY
 }
-TINY=(env DEPTHS="0 40" THREADS=1 KVS="fp16 kv4" REPS=1 PREFILL=16 GEN=4)
+TINY=(env DEPTHS="0 40" THREADS=1 KVS="fp16 kv4" REPS=2 PREFILL=16 GEN=4)
 expect_exit 0 "${TINY[@]}" LLAMA_KVS="" bash "$SCRIPT" --vq "$VQ" --out "$TMP/vq.json"
 check_json "$TMP/vq.json" veloxquant && ok || bad "veloxquant-only JSON"
 [ "$(grep -c '^| [0-9]* | 1 | veloxquant |' "$OUT")" = 4 ] && ok || bad "table rows"
