@@ -4,13 +4,16 @@
  * codecs/wide_kernels.h.
  *
  * One vector holds 16 consecutive coordinates of one token. int8 codes: VPMOVSXBD +
- * VCVTDQ2PS. LUT codes: 8-bit codes are zero-extended (VPMOVZXBD); 5..7-bit codes (16 codes =
- * 2b bytes) are loaded once, broadcast to the four 128-bit lanes, and one VPSHUFB puts the two
- * bytes holding code l into 32-bit lane l; VPSRLVD by (l*b) mod 8 and a mask finish the
- * index; VGATHERDPS looks the levels up. A head dim that is 8 mod 16 ends with a half vector
- * (8 codes; the upper lanes are zero and masked out). Each kernel is specialized for int8,
- * 8-bit LUT and 5..7-bit LUT codes (no per-vector branch on the code kind). Accumulate sums
- * even and odd tokens in separate registers (two FMA chains) and adds them to acc at the end.
+ * VCVTDQ2PS. LUT codes: 5..7-bit codes (16 codes = 2b bytes) are loaded once (a whole 16-byte
+ * broadcast load where it stays inside the record, else a masked load), and one VPSHUFB puts
+ * the two bytes holding code l into 32-bit lane l; VPSRLVD by (l*b) mod 8 leaves the code in
+ * the low b bits (the bits above are ignored by the lookup). The levels live in registers: one
+ * VPERMT2PS per 32 levels, then a VPTESTMD + VBLENDMPS tree on bits 5 and 6 (5 bits: one
+ * permute; 6: two and a blend; 7: four and three blends). 8-bit LUT codes are zero-extended
+ * (VPMOVZXBD) and looked up with VGATHERDPS. A head dim that is 8 mod 16 ends with a half
+ * vector (8 codes; the upper lanes are zeroed). Each kernel is specialized per code kind and
+ * width (no per-vector branch on them). Accumulate sums even and odd tokens in separate
+ * registers (two FMA chains) and adds them to acc at the end.
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -21,40 +24,62 @@
 #define VQ_INLINE static inline __attribute__((always_inline))
 
 typedef struct {
-    __m512i ctl, shv, msk;
+    __m512i ctl, shv;
+    __m512 t[8];      /* LUT codes of 5..7 bits: the levels as 2^b / 16 vectors (lut[16i ..]) */
+    const float *lut; /* LUT codes of 8 bits: the table VGATHERDPS reads */
 } unpack_k;
 
-static unpack_k unpack_init(int b) {
+VQ_INLINE void unpack_init(const vq_wk *k, unpack_k *u, const int LIN, const int B) {
     int32_t ctl[16], sh[16];
     for (int l = 0; l < 16; l++) {
-        const int B = (l * b) >> 3;
-        ctl[l] = B | (B + 1) << 8 | (int32_t)0x80800000u;
-        sh[l] = (l * b) & 7;
+        const int o = (l * B) >> 3;
+        ctl[l] = o | (o + 1) << 8 | (int32_t)0x80800000u;
+        sh[l] = (l * B) & 7;
     }
-    unpack_k u;
-    u.ctl = _mm512_loadu_si512((const void *)ctl);
-    u.shv = _mm512_loadu_si512((const void *)sh);
-    u.msk = _mm512_set1_epi32((1 << b) - 1);
-    return u;
+    u->ctl = _mm512_loadu_si512((const void *)ctl);
+    u->shv = _mm512_loadu_si512((const void *)sh);
+    u->lut = k->lut;
+    for (int i = 0; !LIN && B < 8 && i < (1 << B) / 16; i++)
+        u->t[i] = _mm512_loadu_ps(k->lut + 16 * i);
+}
+
+/* lut[x] for 16 indices whose low B bits are the code (higher bits are ignored; B = 8: none):
+ * 5..7 bits: VPERMT2PS on pairs of table vectors (32 levels each, it reads the low 5 bits),
+ * then a blend tree on bits 5 and 6 (VPTESTMD + VBLENDMPS); 8 bits: VGATHERDPS (measured
+ * faster than the 8-permute, 7-blend tree). */
+VQ_INLINE __m512 lookup(const unpack_k *u, __m512i x, const int B) {
+    if (B == 8) return _mm512_i32gather_ps(x, u->lut, 4);
+    __m512 r[4];
+    for (int i = 0; i < (1 << B) / 32; i++)
+        r[i] = _mm512_permutex2var_ps(u->t[2 * i], x, u->t[2 * i + 1]);
+    for (int b = 5, n = (1 << B) / 32; b < B; b++, n /= 2) {
+        const __mmask16 m = _mm512_test_epi32_mask(x, _mm512_set1_epi32(1 << b));
+        for (int i = 0; i < n / 2; i++) r[i] = _mm512_mask_mov_ps(r[2 * i], m, r[2 * i + 1]);
+    }
+    return r[0];
 }
 
 /* Levels of coordinates j .. j+15 (cnt = 16) or j .. j+7 (cnt = 8, upper lanes 0) of the
- * code bytes p. LIN and B8 are compile-time constants in the specialized kernels below. */
-VQ_INLINE __m512 lev16(const vq_wk *k, const unpack_k *u, const uint8_t *p, int j, int cnt,
-                       const int LIN, const int B8) {
-    const __mmask16 m = cnt == 16 ? (__mmask16)0xffff : (__mmask16)0xff;
-    if (LIN || B8) {
+ * code bytes p of a record of rec bytes. LIN and B are compile-time constants in the
+ * specialized kernels below. */
+VQ_INLINE __m512 lev16(const unpack_k *u, const uint8_t *p, int rec, int j, int cnt, const int LIN,
+                       const int B) {
+    if (B == 8) {
         const __m128i raw = cnt == 16 ? _mm_loadu_si128((const __m128i *)(const void *)(p + j))
                                       : _mm_loadl_epi64((const __m128i *)(const void *)(p + j));
         if (LIN) return _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(raw));
-        return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, _mm512_cvtepu8_epi32(raw), k->lut,
-                                        4);
+        const __m512 v = lookup(u, _mm512_cvtepu8_epi32(raw), 8);
+        return cnt == 16 ? v : _mm512_maskz_mov_ps(0xff, v);
     }
-    const int nb = cnt * k->bits / 8;
-    const __m128i raw = _mm_maskz_loadu_epi8((__mmask16)((1u << nb) - 1u), p + j * k->bits / 8);
+    /* 16 codes = 2B bytes: a whole 16-byte load where it stays inside the record (the bytes
+     * past the group are shuffled away), else a masked load of the group's bytes */
+    const uint8_t *src = p + j * B / 8;
+    const __m128i raw = cnt == 16 && j * B / 8 + 16 <= rec - 2
+                          ? _mm_loadu_si128((const __m128i *)(const void *)src)
+                          : _mm_maskz_loadu_epi8((__mmask16)((1u << (cnt * B / 8)) - 1u), src);
     __m512i x = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(raw), u->ctl);
-    x = _mm512_and_si512(_mm512_srlv_epi32(x, u->shv), u->msk);
-    return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, x, k->lut, 4);
+    const __m512 v = lookup(u, _mm512_srlv_epi32(x, u->shv), B);
+    return cnt == 16 ? v : _mm512_maskz_mov_ps(0xff, v);
 }
 
 VQ_INLINE __m256 fold8(__m512 a) {
@@ -70,8 +95,9 @@ VQ_INLINE __m256 hsum8x8(const __m256 *a) {
 }
 
 VQ_INLINE void score_t(const vq_wk *k, const float *qs, const uint8_t *codes, int64_t n,
-                       float *scores, const int LIN, const int B8) {
-    const unpack_k u = unpack_init(k->bits);
+                       float *scores, const int LIN, const int B) {
+    unpack_k u;
+    unpack_init(k, &u, LIN, B);
     const int d = k->d, dfull = d & ~15, rec = k->rec;
     int64_t t = 0;
     for (; t + 8 <= n; t += 8) {
@@ -83,12 +109,13 @@ VQ_INLINE void score_t(const vq_wk *k, const float *qs, const uint8_t *codes, in
         for (int j = 0; j < dfull; j += 16) {
             const __m512 q = _mm512_loadu_ps(qs + j);
             for (int i = 0; i < 8; i++)
-                acc[i] = _mm512_fmadd_ps(lev16(k, &u, r0 + i * rec + 2, j, 16, LIN, B8), q, acc[i]);
+                acc[i] = _mm512_fmadd_ps(lev16(&u, r0 + i * rec + 2, rec, j, 16, LIN, B), q,
+                                         acc[i]);
         }
         if (dfull < d) {
             const __m512 q = _mm512_loadu_ps(qs + dfull); /* zero beyond d */
             for (int i = 0; i < 8; i++)
-                acc[i] = _mm512_fmadd_ps(lev16(k, &u, r0 + i * rec + 2, dfull, 8, LIN, B8), q,
+                acc[i] = _mm512_fmadd_ps(lev16(&u, r0 + i * rec + 2, rec, dfull, 8, LIN, B), q,
                                          acc[i]);
         }
         for (int i = 0; i < 8; i++) {
@@ -101,10 +128,10 @@ VQ_INLINE void score_t(const vq_wk *k, const float *qs, const uint8_t *codes, in
         const uint8_t *r = codes + t * rec;
         __m512 acc = _mm512_setzero_ps();
         for (int j = 0; j < dfull; j += 16)
-            acc = _mm512_fmadd_ps(lev16(k, &u, r + 2, j, 16, LIN, B8), _mm512_loadu_ps(qs + j),
+            acc = _mm512_fmadd_ps(lev16(&u, r + 2, rec, j, 16, LIN, B), _mm512_loadu_ps(qs + j),
                                   acc);
         if (dfull < d)
-            acc = _mm512_fmadd_ps(lev16(k, &u, r + 2, dfull, 8, LIN, B8),
+            acc = _mm512_fmadd_ps(lev16(&u, r + 2, rec, dfull, 8, LIN, B),
                                   _mm512_loadu_ps(qs + dfull), acc);
         scores[t] = vq_tq_sf16(r) * _mm512_reduce_add_ps(acc);
     }
@@ -113,8 +140,9 @@ VQ_INLINE void score_t(const vq_wk *k, const float *qs, const uint8_t *codes, in
 /* 64 coordinates (4 vectors) of the accumulator stay in registers across all tokens; even and
  * odd tokens go to separate accumulators (two independent FMA chains), added at the end. */
 VQ_INLINE void acc_t(const vq_wk *k, const uint8_t *codes, int64_t n, const float *w, float *acc,
-                     const int LIN, const int B8) {
-    const unpack_k u = unpack_init(k->bits);
+                     const int LIN, const int B) {
+    unpack_k u;
+    unpack_init(k, &u, LIN, B);
     const int d = k->d, rec = k->rec;
     for (int j0 = 0; j0 < d; j0 += 64) {
         const int nv = (d - j0 + 15) / 16 < 4 ? (d - j0 + 15) / 16 : 4;
@@ -131,8 +159,8 @@ VQ_INLINE void acc_t(const vq_wk *k, const uint8_t *codes, int64_t n, const floa
             const __m512 w1 = _mm512_set1_ps(w[t + 1] * vq_tq_sf16(r + rec));
             for (int v = 0; v < nv; v++) {
                 const int cnt = v == nv - 1 ? last : 16;
-                a[v] = _mm512_fmadd_ps(w0, lev16(k, &u, r + 2, j0 + 16 * v, cnt, LIN, B8), a[v]);
-                b[v] = _mm512_fmadd_ps(w1, lev16(k, &u, r + rec + 2, j0 + 16 * v, cnt, LIN, B8),
+                a[v] = _mm512_fmadd_ps(w0, lev16(&u, r + 2, rec, j0 + 16 * v, cnt, LIN, B), a[v]);
+                b[v] = _mm512_fmadd_ps(w1, lev16(&u, r + rec + 2, rec, j0 + 16 * v, cnt, LIN, B),
                                        b[v]);
             }
         }
@@ -141,7 +169,7 @@ VQ_INLINE void acc_t(const vq_wk *k, const uint8_t *codes, int64_t n, const floa
             const __m512 w0 = _mm512_set1_ps(w[t] * vq_tq_sf16(r));
             for (int v = 0; v < nv; v++)
                 a[v] = _mm512_fmadd_ps(
-                    w0, lev16(k, &u, r + 2, j0 + 16 * v, v == nv - 1 ? last : 16, LIN, B8), a[v]);
+                    w0, lev16(&u, r + 2, rec, j0 + 16 * v, v == nv - 1 ? last : 16, LIN, B), a[v]);
         }
         for (int v = 0; v < nv; v++) {
             const __mmask16 m = v == nv - 1 && last == 8 ? 0xff : 0xffff;
@@ -154,14 +182,22 @@ VQ_INLINE void acc_t(const vq_wk *k, const uint8_t *codes, int64_t n, const floa
 
 void vq_wk_score_avx512(const vq_wk *k, const float *qs, const uint8_t *codes, int64_t n,
                         float *scores) {
-    if (k->lin) score_t(k, qs, codes, n, scores, 1, 0);
-    else if (k->bits == 8) score_t(k, qs, codes, n, scores, 0, 1);
-    else score_t(k, qs, codes, n, scores, 0, 0);
+    switch (k->lin ? 0 : k->bits) {
+    case 0: score_t(k, qs, codes, n, scores, 1, 8); break;
+    case 5: score_t(k, qs, codes, n, scores, 0, 5); break;
+    case 6: score_t(k, qs, codes, n, scores, 0, 6); break;
+    case 7: score_t(k, qs, codes, n, scores, 0, 7); break;
+    default: score_t(k, qs, codes, n, scores, 0, 8); break;
+    }
 }
 
 void vq_wk_accumulate_avx512(const vq_wk *k, const uint8_t *codes, int64_t n, const float *w,
                              float *acc) {
-    if (k->lin) acc_t(k, codes, n, w, acc, 1, 0);
-    else if (k->bits == 8) acc_t(k, codes, n, w, acc, 0, 1);
-    else acc_t(k, codes, n, w, acc, 0, 0);
+    switch (k->lin ? 0 : k->bits) {
+    case 0: acc_t(k, codes, n, w, acc, 1, 8); break;
+    case 5: acc_t(k, codes, n, w, acc, 0, 5); break;
+    case 6: acc_t(k, codes, n, w, acc, 0, 6); break;
+    case 7: acc_t(k, codes, n, w, acc, 0, 7); break;
+    default: acc_t(k, codes, n, w, acc, 0, 8); break;
+    }
 }
