@@ -1,11 +1,12 @@
 /*
  * kivi_avx512.c — AVX-512 (F, BW, VL, DQ) kernels of the KIVI codecs (contract in
- * codecs/kivi.h). Codes of 16 channels come from one or two scalar loads per bit plane,
- * broadcasts and a per-lane variable shift (5..7 bits: the planes' fields masked, shifted to
- * their bit position and OR-ed, then one conversion; 8 bits: vpmovzxbd); a row tail of 8
- * channels (d % 16 == 8) reads only its own bytes and multiplies the 8 unused lanes by zero
- * query lanes. dot_rows: 8 rows at a time (8 independent zmm accumulators); acc_row needs
- * group size % 8 == 0 (else scalar reference).
+ * codecs/kivi.h). Codes of 16 channels: each bit plane becomes floats on its own and the
+ * planes are added (2..7 bits): a 4- or 2-bit plane by one load, VPERMD / broadcast, a
+ * per-lane variable shift and a VPERMPS table of the field's value at its bit position; a
+ * 1-bit plane is loaded as a lane mask and adds 2^s where set (masked add); 8 bits: vpmovzxbd.
+ * A row tail of 8 channels (d % 16 == 8) reads only its own bytes and multiplies the 8 unused
+ * lanes by zero query lanes. dot_rows: 8 rows at a time (8 independent zmm accumulators);
+ * acc_row needs group size % 8 == 0 (else scalar reference).
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -16,77 +17,80 @@
 
 #define VQ_INLINE static inline __attribute__((always_inline))
 
-/* The fields of channels c..c+15 in one plane of FW-bit fields (FW = 1, 2, 4; kivi.c layout),
+/* The fields of channels c..c+15 in one plane of FW-bit fields (FW = 2, 4; kivi.c layout),
  * one per lane (c..c+7 when HALF: only their bytes are read, the upper lanes are then
- * arbitrary): scalar loads, broadcasts and a per-lane variable shift; lane i holds field i in
- * its low FW bits (higher bits: the following fields). */
+ * arbitrary): one load (broadcast, or for the 8 bytes of 16 4-bit fields VPERMD of its two
+ * dwords to the two halves) and a per-lane variable shift; lane i holds field i in its low FW
+ * bits (higher bits: the following fields). */
 VQ_INLINE __m512i fields16(const uint8_t *plane, int c, const int FW, const int HALF) {
     if (FW == 4) {
-        uint32_t lo, hi;
-        memcpy(&lo, plane + c / 2, 4);
-        if (HALF) hi = lo;
-        else memcpy(&hi, plane + c / 2 + 4, 4);
-        const __m512i w = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_set1_epi32((int)lo)),
-                                             _mm256_set1_epi32((int)hi), 1);
+        __m512i w;
+        if (HALF) {
+            uint32_t lo;
+            memcpy(&lo, plane + c / 2, 4);
+            w = _mm512_set1_epi32((int)lo);
+        } else {
+            w = _mm512_permutexvar_epi32(
+                _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+                _mm512_castsi128_si512(
+                    _mm_loadl_epi64((const __m128i *)(const void *)(plane + c / 2))));
+        }
         return _mm512_srlv_epi32(
             w, _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
     }
     uint32_t w;
-    if (FW == 2) {
-        if (HALF) {
-            uint16_t h;
-            memcpy(&h, plane + c / 4, 2);
-            w = h;
-        } else {
-            memcpy(&w, plane + c / 4, 4);
-        }
-        return _mm512_srlv_epi32(
-            _mm512_set1_epi32((int)w),
-            _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30));
+    if (HALF) {
+        uint16_t h;
+        memcpy(&h, plane + c / 4, 2);
+        w = h;
+    } else {
+        memcpy(&w, plane + c / 4, 4);
     }
-    w = plane[c / 8];
-    if (!HALF) w |= (uint32_t)plane[c / 8 + 1] << 8;
     return _mm512_srlv_epi32(
         _mm512_set1_epi32((int)w),
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30));
+}
+
+/* The 1-bit fields of channels c..c+15 (c..c+7 when HALF, upper bits 0) as a lane mask. */
+VQ_INLINE __mmask16 bits16(const uint8_t *plane, int c, const int HALF) {
+    if (HALF) return (__mmask16)plane[c / 8];
+    uint16_t m;
+    memcpy(&m, plane + c / 8, 2);
+    return (__mmask16)m;
 }
 
 /* Codes of channels c..c+15 as fp32 (c..c+7 when HALF; the upper lanes are then arbitrary
- * codes, and only the bytes of channels c..c+7 are read). 2..4 bits: the shifted words go
- * straight into vpermps: it reads the low 4 bits of each lane, and a 16-entry table maps them
- * to the code value (i & 3 for 2-bit planes, i for 4-bit), replacing a mask + int->float
- * conversion. 5..7 bits: the planes' fields masked, shifted to their bit position and OR-ed,
- * then one conversion; 8 bits: vpmovzxbd. */
+ * codes, and only the bytes of channels c..c+7 are read). 2..7 bits: every plane is turned
+ * into floats on its own and the planes are added (exact: integers < 128): the shifted words
+ * of a 4- or 2-bit plane go straight into vpermps (it reads the low 4 bits of each lane; a
+ * 16-entry table maps them to the field's value at its bit position: i for the 4-bit plane,
+ * (i & 3) << s for a 2-bit plane of bits s, s+1), which replaces a mask + shift + int->float
+ * conversion; a 1-bit plane is loaded as a lane mask and adds 2^s to its lanes (masked add).
+ * 8 bits: vpmovzxbd. */
 VQ_INLINE __m512 codes16(const uint8_t *row, int d, int c, const int BITS, const int HALF) {
     if (BITS == 8) {
         const __m128i b = HALF ? _mm_loadl_epi64((const __m128i *)(const void *)(row + c))
                                : _mm_loadu_si128((const __m128i *)(const void *)(row + c));
         return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(b));
     }
-    if (BITS >= 5) {
-        __m512i v = _mm512_and_si512(fields16(row, c, 4, HALF), _mm512_set1_epi32(15));
-        const uint8_t *p = row + d / 2; /* the plane after the 4-bit plane */
-        if (BITS >= 6) {                /* bits 4-5 */
-            const __m512i f = _mm512_and_si512(fields16(p, c, 2, HALF), _mm512_set1_epi32(3));
-            v = _mm512_or_si512(v, _mm512_slli_epi32(f, 4));
-            p += d / 4;
-        }
-        if (BITS != 6) { /* the top bit (4 or 6) */
-            const __m512i f = _mm512_and_si512(fields16(p, c, 1, HALF), _mm512_set1_epi32(1));
-            v = _mm512_or_si512(v, _mm512_slli_epi32(f, BITS - 1));
-        }
-        return _mm512_cvtepi32_ps(v);
+    const __m512 f2 = _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
+    if (BITS == 2 || BITS == 3) {
+        __m512 r = _mm512_permutexvar_ps(fields16(row, c, 2, HALF), f2);
+        if (BITS == 3)
+            r = _mm512_mask_add_ps(r, bits16(row + d / 4, c, HALF), r, _mm512_set1_ps(4.0f));
+        return r;
     }
-    if (BITS == 4)
-        return _mm512_permutexvar_ps(
-            fields16(row, c, 4, HALF),
-            _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
     __m512 r = _mm512_permutexvar_ps(
-        fields16(row, c, 2, HALF), _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3));
-    if (BITS == 3)
-        r = _mm512_add_ps(r, _mm512_permutexvar_ps(
-                                 fields16(row + d / 4, c, 1, HALF),
-                                 _mm512_setr_ps(0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4, 0, 4)));
+        fields16(row, c, 4, HALF),
+        _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    const uint8_t *p = row + d / 2; /* the plane after the 4-bit plane */
+    if (BITS == 6 || BITS == 7) {   /* bits 4-5 */
+        r = _mm512_add_ps(r, _mm512_permutexvar_ps(fields16(p, c, 2, HALF),
+                                                   _mm512_mul_ps(f2, _mm512_set1_ps(16.0f))));
+        p += d / 4;
+    }
+    if (BITS == 5 || BITS == 7) /* the top bit (4 or 6) */
+        r = _mm512_mask_add_ps(r, bits16(p, c, HALF), r, _mm512_set1_ps((float)(1 << (BITS - 1))));
     return r;
 }
 
