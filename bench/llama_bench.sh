@@ -27,10 +27,10 @@ usage() {
     cat <<EOF
 usage: bench/llama_bench.sh [--build-only] [--out FILE.json] [--vq PATH]
 
-Builds llama.cpp's llama-bench (first run only: several minutes, cached), then times prefill
-and decode of llama.cpp and of veloxquant at each depth and thread count and prints one
-Markdown table (medians of REPS runs, ratios against llama.cpp's f16 cache and against our fp16
-cache of the same run); the same rows go to a JSON file.
+Builds llama.cpp's llama-bench (first run only, then cached; about half an hour on 2 busy
+cores), then times prefill and decode of llama.cpp and of veloxquant at each depth and thread
+count and prints one Markdown table (medians of REPS runs, ratios against llama.cpp's f16
+cache and against our fp16 cache of the same run); the same rows go to a JSON file.
 
   --build-only    build (or find) llama-bench and print its path, measure nothing
   --out FILE      JSON output (default: bench/results/llama_bench.json)
