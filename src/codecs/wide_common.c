@@ -16,16 +16,30 @@ void vq_wk_init(vq_wk *k, int d, int bits, int lin, const float *levels) {
     k->bits = bits;
     k->lin = lin;
     k->rec = 2 + d * bits / 8;
-    if (!lin)
-        for (int i = 0; i < (1 << bits); i++) k->lut[i] = levels[i];
+    if (lin) return;
+    const int L = 1 << bits;
+    k->sym = 1;
+    for (int i = 0; i < L; i++) {
+        k->lut[i] = levels[i];
+        uint32_t a, b;
+        memcpy(&a, &levels[i], 4);
+        memcpy(&b, &levels[L - 1 - i], 4);
+        if (a != (b ^ 0x80000000u)) k->sym = 0;
+    }
+}
+
+int vq_wk_vbmi_fits(const vq_wk *k) {
+    return !k->lin && (k->bits == 6 || k->bits == 7 || (k->bits == 8 && k->sym));
 }
 
 void vq_wk_select(const vq_wk *k, enum vq_isa isa, vq_wk_score_fn *score, vq_wk_acc_fn *acc) {
-    (void)k;
     *score = vq_wk_score_ref;
     *acc = vq_wk_accumulate_ref;
 #ifdef VQ_HAVE_X86
-    if (isa == VQ_ISA_AVX512) {
+    if (isa == VQ_ISA_AVX512 && vq_wk_vbmi_fits(k) && vq_cpu_avx512vbmi()) {
+        *score = vq_wk_score_avx512vbmi;
+        *acc = vq_wk_accumulate_avx512vbmi;
+    } else if (isa == VQ_ISA_AVX512) {
         *score = vq_wk_score_avx512;
         *acc = vq_wk_accumulate_avx512;
     } else if (isa == VQ_ISA_AVX2) {
@@ -33,6 +47,7 @@ void vq_wk_select(const vq_wk *k, enum vq_isa isa, vq_wk_score_fn *score, vq_wk_
         *acc = vq_wk_accumulate_avx2;
     }
 #else
+    (void)k;
     (void)isa;
 #endif
 }

@@ -39,6 +39,7 @@ typedef struct vq_wk {
     int bits;       /* 5..8 */
     int lin;        /* 1: int8 codes are the levels (bits = 8); 0: codes index lut */
     int rec;        /* record bytes: 2 + d*bits/8 */
+    int sym;        /* LUT codes: 1 if lut[2^bits - 1 - i] is exactly -lut[i] for every i */
     float lut[256]; /* (2^bits) levels, LUT codes only */
 } vq_wk;
 
@@ -62,6 +63,9 @@ void vq_wk_init(vq_wk *k, int d, int bits, int lin, const float *levels);
 /* Picks the score / accumulate kernels of isa (the scalar reference for VQ_ISA_SCALAR or
  * where the isa has none). */
 void vq_wk_select(const vq_wk *k, enum vq_isa isa, vq_wk_score_fn *score, vq_wk_acc_fn *acc);
+/* 1 if the AVX512_VBMI kernels have a path of their own for k: LUT codes of 6 or 7 bits, or
+ * of 8 bits with sym levels. Pure. */
+int vq_wk_vbmi_fits(const vq_wk *k);
 /* Code j of record rec (unsigned index, or the int8 value for lin). */
 int vq_wk_code(const vq_wk *k, const uint8_t *rec, int j);
 /* Writes the d codes (each < 2^bits; lin: int8 values as bytes) into the code bytes of rec
@@ -89,6 +93,12 @@ void vq_wk_score_avx512(const vq_wk *k, const float *qs, const uint8_t *codes, i
                         float *scores);
 void vq_wk_accumulate_avx512(const vq_wk *k, const uint8_t *codes, int64_t n, const float *w,
                              float *acc);
+/* AVX-512 + AVX512_VBMI (callers check vq_cpu_avx512vbmi()): their own kernels where
+ * vq_wk_vbmi_fits(k), the AVX-512 ones otherwise. */
+void vq_wk_score_avx512vbmi(const vq_wk *k, const float *qs, const uint8_t *codes, int64_t n,
+                            float *scores);
+void vq_wk_accumulate_avx512vbmi(const vq_wk *k, const uint8_t *codes, int64_t n, const float *w,
+                                 float *acc);
 #endif
 
 /* Codec slots over c->impl, which must start with a struct vq_wk_base. Thread-safe. */

@@ -33,6 +33,10 @@ void vq_free(void *p);
 /* Resolves VQ_ISA_AUTO to the default variant (honours $VQ_ISA); returns the variant itself
  * if it is available, else VQ_ISA_SCALAR. */
 enum vq_isa vq_isa_resolve(enum vq_isa want);
+/* 1 if VQ_ISA_AVX512 is available and the CPU also has AVX512_VBMI (VPERMB, VPERMI2B,
+ * VPMULTISHIFTQB), for kernels that pick a VBMI variant inside the AVX-512 one; else 0.
+ * Thread-safe (computed once with the ISA detection). */
+int vq_cpu_avx512vbmi(void);
 
 /* ---- seeded RNG: splitmix64-seeded xoshiro256** ---- */
 typedef struct vq_rng {

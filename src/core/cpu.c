@@ -14,6 +14,7 @@
 
 static pthread_once_t g_isa_once = PTHREAD_ONCE_INIT;
 static int g_avail[VQ_ISA_COUNT];
+static int g_vbmi; /* AVX512_VBMI on top of VQ_ISA_AVX512 */
 static enum vq_isa g_default = VQ_ISA_SCALAR;
 
 #ifdef VQ_CPU_X86
@@ -38,7 +39,10 @@ static void detect_x86(void) {
     int f512 = (b >> 16) & 1, dq = (b >> 17) & 1, bw = (b >> 30) & 1, vl = (b >> 31) & 1;
     if (os_avx && avx2 && fma && f16c && bmi2 && popcnt) {
         g_avail[VQ_ISA_AVX2] = 1;
-        if (os_avx512 && f512 && dq && bw && vl) g_avail[VQ_ISA_AVX512] = 1;
+        if (os_avx512 && f512 && dq && bw && vl) {
+            g_avail[VQ_ISA_AVX512] = 1;
+            g_vbmi = (c >> 1) & 1; /* CPUID.(7,0).ECX[1] */
+        }
     }
 }
 #endif
@@ -77,6 +81,11 @@ int vq_isa_available(enum vq_isa isa) {
     if (isa == VQ_ISA_AUTO) return 1;
     if ((int)isa < 0 || isa >= VQ_ISA_COUNT) return 0;
     return g_avail[isa];
+}
+
+int vq_cpu_avx512vbmi(void) {
+    pthread_once(&g_isa_once, isa_init);
+    return g_vbmi;
 }
 
 /* Static name of a variant ("auto", "scalar", "avx2", "avx512"; "unknown" out of range). */

@@ -1,10 +1,12 @@
 /* test_wide_kernels.c — the kernels of the 5..8-bit rotated codecs (wide_kernels.h) directly:
  * for LUT codes of 5, 6, 7, 8 bits and int8 (LIN) codes, head dims with a half-vector tail
  * (d = 8 mod 16) and several accumulator blocks, odd and even token counts, on fresh random
- * code bytes (seed printed) and random (also negative and zero) scales: vq_wk_code against an
- * independent bit-stream reader, then the AVX2 and AVX-512 score and accumulate against the
- * scalar reference, within a bound on float rounding. Accumulator entries past d must stay
- * untouched. */
+ * code bytes (seed printed) and random (also negative and zero) scales, with random levels
+ * and with symmetric ones (lev[2^b - 1 - i] = -lev[i], vq_wk.sym): vq_wk_code against an
+ * independent bit-stream reader, the sym flag, the AVX-512 kernel choice (VBMI kernels exactly
+ * for 6, 7 bits and symmetric 8 bits where the CPU has VBMI), then the AVX2, AVX-512 and
+ * AVX-512 VBMI (where the CPU has it) score and accumulate against the scalar reference,
+ * within a bound on float rounding. Accumulator entries past d must stay untouched. */
 #include "test_tq_util.h"
 #include "codecs/wide_kernels.h"
 
@@ -20,11 +22,34 @@ static int code_slow(const uint8_t *p, int j, int b, int lin) {
     return lin && v >= 128 ? v - 256 : v;
 }
 
-static int run_case(vq_rng *g, int bits, int lin, int d, int n) {
+/* One case; sym: levels with lev[2^bits - 1 - i] = -lev[i] (as the Lloyd-Max tables), which
+ * the VBMI kernels need for 8-bit codes. */
+static int run_case(vq_rng *g, int bits, int lin, int sym, int d, int n) {
     vq_wk k;
     float lev[256];
-    for (int i = 0; i < (1 << bits); i++) lev[i] = (float)vq_rng_normal(g);
+    const int L = 1 << bits;
+    for (int i = 0; i < L; i++) lev[i] = (float)vq_rng_normal(g);
+    for (int i = 0; sym && i < L / 2; i++) lev[L - 1 - i] = -lev[i];
     vq_wk_init(&k, d, bits, lin, lev);
+    int bad = 0;
+    if (!lin && k.sym != sym) {
+        fprintf(stderr, "  b=%d sym=%d: vq_wk_init found sym=%d\n", bits, sym, k.sym);
+        bad++;
+    }
+#ifdef VQ_HAVE_X86
+    { /* the AVX-512 choice: the VBMI kernels exactly where they have a path and the CPU VBMI */
+        vq_wk_score_fn sf;
+        vq_wk_acc_fn af;
+        vq_wk_select(&k, VQ_ISA_AVX512, &sf, &af);
+        const int fits = !lin && (bits == 6 || bits == 7 || (bits == 8 && sym));
+        if (vq_wk_vbmi_fits(&k) != fits ||
+            (sf == vq_wk_score_avx512vbmi) != (fits && vq_cpu_avx512vbmi()) ||
+            (af == vq_wk_accumulate_avx512vbmi) != (sf == vq_wk_score_avx512vbmi)) {
+            fprintf(stderr, "  b=%d lin=%d sym=%d: wrong AVX-512 kernel choice\n", bits, lin, sym);
+            bad++;
+        }
+    }
+#endif
     uint8_t *codes = (uint8_t *)malloc((size_t)k.rec * (size_t)n);
     for (int64_t i = 0; i < (int64_t)k.rec * n; i++) codes[i] = (uint8_t)vq_rng_u64(g);
     float sc[64];
@@ -37,7 +62,6 @@ static int run_case(vq_rng *g, int bits, int lin, int d, int n) {
         codes[(size_t)t * k.rec + 1] = (uint8_t)(h >> 8);
         sc[t] = vq_sf16_to_fp32(h);
     }
-    int bad = 0;
     for (int t = 0; t < n; t++)
         for (int j = 0; j < d; j++)
             if (vq_wk_code(&k, codes + (size_t)t * k.rec, j) !=
@@ -63,17 +87,21 @@ static int run_case(vq_rng *g, int bits, int lin, int d, int n) {
 #ifdef VQ_HAVE_X86
         {"avx2", vq_wk_score_avx2, vq_wk_accumulate_avx2, VQ_ISA_AVX2},
         {"avx512", vq_wk_score_avx512, vq_wk_accumulate_avx512, VQ_ISA_AVX512},
+        {"avx512vbmi", vq_wk_score_avx512vbmi, vq_wk_accumulate_avx512vbmi, VQ_ISA_AVX512},
 #endif
         {"ref", vq_wk_score_ref, vq_wk_accumulate_ref, VQ_ISA_SCALAR},
     };
     for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
         if (!vq_isa_available(v[i].isa)) continue;
+#ifdef VQ_HAVE_X86
+        if (v[i].s == vq_wk_score_avx512vbmi && !vq_cpu_avx512vbmi()) continue;
+#endif
         v[i].s(&k, q, codes, n, s_x);
         for (int t = 0; t < n; t++)
             if (!(fabs(s_x[t] - s_ref[t]) <= 1e-5 * qa * lm * fabs(sc[t]))) {
                 if (bad < 4)
-                    fprintf(stderr, "  score %s b=%d lin=%d d=%d n=%d t=%d: %.8g vs %.8g\n",
-                            v[i].name, bits, lin, d, n, t, s_x[t], s_ref[t]);
+                    fprintf(stderr, "  score %s b=%d lin=%d sym=%d d=%d n=%d t=%d: %.8g vs %.8g\n",
+                            v[i].name, bits, lin, sym, d, n, t, s_x[t], s_ref[t]);
                 bad++;
             }
         for (int j = 0; j < k.dpad; j++) a_x[j] = (float)j * 0.01f;
@@ -82,8 +110,8 @@ static int run_case(vq_rng *g, int bits, int lin, int d, int n) {
             const double tol = j < d ? 1e-5 * (wsum * lm + fabs(a_ref[j])) : 0.0;
             if (!(fabs(a_x[j] - a_ref[j]) <= tol)) {
                 if (bad < 4)
-                    fprintf(stderr, "  acc %s b=%d lin=%d d=%d j=%d: %.8g vs %.8g\n", v[i].name,
-                            bits, lin, d, j, a_x[j], a_ref[j]);
+                    fprintf(stderr, "  acc %s b=%d lin=%d sym=%d d=%d j=%d: %.8g vs %.8g\n",
+                            v[i].name, bits, lin, sym, d, j, a_x[j], a_ref[j]);
                 bad++;
             }
         }
@@ -100,12 +128,18 @@ TEST(all_variants) {
     int bad = 0, cases = 0;
     for (int bits = 5; bits <= 9; bits++) /* 9 = int8 (LIN) */
         for (size_t k = 0; k < sizeof(dims) / sizeof(dims[0]); k++)
-            for (int e = 0; e < 2; e++) {
-                bad += run_case(&g, bits == 9 ? 8 : bits, bits == 9, dims[k],
+            for (int e = 0; e < 3; e++) { /* e = 2: symmetric levels */
+                if (bits == 9 && e == 2) continue;
+                bad += run_case(&g, bits == 9 ? 8 : bits, bits == 9, e == 2, dims[k],
                                 ns[(bits + k + e) % 6]);
                 cases++;
             }
+#ifdef VQ_HAVE_X86
+    fprintf(stderr, "  %d cases (AVX-512 VBMI kernels %s)\n", cases,
+            vq_cpu_avx512vbmi() ? "tested" : "not available");
+#else
     fprintf(stderr, "  %d cases\n", cases);
+#endif
     ASSERT_EQ_INT(bad, 0);
 }
 
