@@ -365,7 +365,11 @@ static vq_status kivi_init(struct vq_codec *c) {
     im->dot_rows = vq_kivi_dot_rows_ref;
     im->acc_vals = vq_kivi_acc_vals_ref;
 #ifdef VQ_HAVE_X86
-    if (c->isa == VQ_ISA_AVX512) {
+    if (c->isa == VQ_ISA_AVX512 && vq_cpu_avx512vbmi()) {
+        im->fold = vq_kivi_fold_avx512vbmi;
+        im->dot_rows = vq_kivi_dot_rows_avx512vbmi;
+        im->acc_vals = vq_kivi_acc_vals_avx512vbmi;
+    } else if (c->isa == VQ_ISA_AVX512) {
         im->fold = vq_kivi_fold_avx512;
         im->dot_rows = vq_kivi_dot_rows_avx512;
         im->acc_vals = vq_kivi_acc_vals_avx512;

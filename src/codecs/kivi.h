@@ -85,6 +85,16 @@ void vq_kivi_acc_row_avx2(const uint8_t *row, int d, int bits, int g, const floa
 void vq_kivi_dot_rows_avx512(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
                              float bias, float *out);
 void vq_kivi_acc_row_avx512(const uint8_t *row, int d, int bits, int g, const float *a, float *acc);
+/* The AVX-512 kernels built with AVX512_VBMI (callers check vq_cpu_avx512vbmi()); same
+ * results as the _avx512 ones. */
+float vq_kivi_fold_avx512vbmi(const float *q, const uint8_t *s16, const uint8_t *z16, int d,
+                              float *qp);
+void vq_kivi_acc_vals_avx512vbmi(const uint8_t *blocks, size_t block_bytes, int64_t n,
+                                 const float *w, int d, int bits, int g, float *acc);
+void vq_kivi_dot_rows_avx512vbmi(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
+                                 float bias, float *out);
+void vq_kivi_acc_row_avx512vbmi(const uint8_t *row, int d, int bits, int g, const float *a,
+                                float *acc);
 #endif
 
 #endif

@@ -386,16 +386,19 @@ TEST(fused_vs_decode) {
 
 #ifdef VQ_HAVE_X86
 TEST(kernels_vs_ref) {
-    const vq_kivi_dot_rows_fn dots[2] = {vq_kivi_dot_rows_avx2, vq_kivi_dot_rows_avx512};
-    const vq_kivi_acc_row_fn accs[2] = {vq_kivi_acc_row_avx2, vq_kivi_acc_row_avx512};
-    const enum vq_isa isas[2] = {VQ_ISA_AVX2, VQ_ISA_AVX512};
+    /* [2]: the AVX-512 kernels built with VBMI, where the CPU has it */
+    const vq_kivi_dot_rows_fn dots[3] = {vq_kivi_dot_rows_avx2, vq_kivi_dot_rows_avx512,
+                                         vq_kivi_dot_rows_avx512vbmi};
+    const vq_kivi_acc_row_fn accs[3] = {vq_kivi_acc_row_avx2, vq_kivi_acc_row_avx512,
+                                        vq_kivi_acc_row_avx512vbmi};
+    const enum vq_isa isas[3] = {VQ_ISA_AVX2, VQ_ISA_AVX512, VQ_ISA_AVX512};
     const int dims[] = {8, 16, 24, 40, 64, 72, 80, 96, 128, 136, 1024};
     const int64_t ns[] = {1, 7, 8, 9, 32, 33};
     const int gs[] = {8, 16, 24, 32, 4};
     uint8_t *rows = malloc(33 * 1024), codes[1024];
     float qp[1024], o_ref[33], o[33], a[256], acc_ref[1024], acc[1024];
-    for (int v = 0; v < 2; v++) {
-        if (!vq_isa_available(isas[v])) continue;
+    for (int v = 0; v < 3; v++) {
+        if (!vq_isa_available(isas[v]) || (v == 2 && !vq_cpu_avx512vbmi())) continue;
         int bad = 0, checks = 0;
         for (int b = 2; b <= 8; b++)
             for (size_t di = 0; di < sizeof dims / sizeof *dims; di++) {
@@ -429,7 +432,8 @@ TEST(kernels_vs_ref) {
             }
         /* fold: scale-folded query is exact (bitwise), bias within rounding; sf16 values
          * include subnormals and negatives */
-        const vq_kivi_fold_fn folds[2] = {vq_kivi_fold_avx2, vq_kivi_fold_avx512};
+        const vq_kivi_fold_fn folds[3] = {vq_kivi_fold_avx2, vq_kivi_fold_avx512,
+                                          vq_kivi_fold_avx512vbmi};
         for (size_t di = 0; di < sizeof dims / sizeof *dims; di++) {
             const int d = dims[di];
             uint8_t hdr[4 * 1024];
@@ -452,7 +456,8 @@ TEST(kernels_vs_ref) {
             bad += fabs((double)b - b_ref) > 1e-5 * mag;
         }
         /* acc_vals: whole value-accumulation path over n blocks */
-        const vq_kivi_acc_vals_fn avs[2] = {vq_kivi_acc_vals_avx2, vq_kivi_acc_vals_avx512};
+        const vq_kivi_acc_vals_fn avs[3] = {vq_kivi_acc_vals_avx2, vq_kivi_acc_vals_avx512,
+                                            vq_kivi_acc_vals_avx512vbmi};
         for (int b = 2; b <= 8; b++)
             for (size_t di = 0; di < sizeof dims / sizeof *dims; di++)
                 for (size_t gi = 0; gi < sizeof gs / sizeof *gs; gi++) {
@@ -483,7 +488,10 @@ TEST(kernels_vs_ref) {
                     free(ar);
                     free(av);
                 }
-        if (bad) fprintf(stderr, "  %s: %d of %d mismatches\n", vq_isa_name(isas[v]), bad, checks);
+        if (bad)
+            fprintf(stderr, "  %s%s: %d of %d mismatches\n", vq_isa_name(isas[v]),
+                    v == 2 ? " vbmi" : "", bad, checks);
+        else if (v == 2) fprintf(stderr, "  avx512 vbmi kernels: %d checks\n", checks);
         ASSERT_EQ_INT(bad, 0);
         ASSERT_GE(checks, 1000);
     }

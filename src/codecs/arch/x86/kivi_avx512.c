@@ -7,6 +7,13 @@
  * A row tail of 8 channels (d % 16 == 8) reads only its own bytes and multiplies the 8 unused
  * lanes by zero query lanes. dot_rows: 8 rows at a time (8 independent zmm accumulators);
  * acc_row needs group size % 8 == 0 (else scalar reference).
+ *
+ * kivi_avx512vbmi.c compiles this file again with AVX512_VBMI (VQ_KIVI_VBMI; the kernels are
+ * then named *_avx512vbmi and chosen at run time where the CPU has VBMI): 5..7-bit rows of
+ * dot_rows and acc_vals then build 64 codes at a time as bytes (nibbles by VPMOVZXBW + shift +
+ * VPTERNLOGD, the 2-bit plane by VPMOVZXBD + VPMULTISHIFTQB, a 1-bit plane by a masked byte
+ * add) and widen 16 of them per zero-masked VPERMB + conversion; the products and their order
+ * are those of the 16-channel path.
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -16,6 +23,14 @@
 #include "veloxquant.h"
 
 #define VQ_INLINE static inline __attribute__((always_inline))
+
+#ifdef VQ_KIVI_VBMI
+#define VQ_KIVI_FN(f) f##_avx512vbmi
+#define VQ_VB 1
+#else
+#define VQ_KIVI_FN(f) f##_avx512
+#define VQ_VB 0
+#endif
 
 /* The fields of channels c..c+15 in one plane of FW-bit fields (FW = 2, 4; kivi.c layout),
  * one per lane (c..c+7 when HALF: only their bytes are read, the upper lanes are then
@@ -94,6 +109,41 @@ VQ_INLINE __m512 codes16(const uint8_t *row, int d, int c, const int BITS, const
     return r;
 }
 
+#if VQ_VB
+/* Codes of channels c..c+63 (c + 64 <= d) of a 5..7-bit row as bytes, channel order. */
+VQ_INLINE __m512i bytes64(const uint8_t *row, int d, int c, const int BITS) {
+    /* word i = byte i of the 4-bit plane; (w | w << 4) & 0x0F0F: its two nibbles as bytes */
+    const __m512i w = _mm512_cvtepu8_epi16(
+        _mm256_loadu_si256((const __m256i *)(const void *)(row + c / 2)));
+    __m512i v = _mm512_ternarylogic_epi32(w, _mm512_slli_epi16(w, 4), _mm512_set1_epi16(0x0F0F),
+                                          0xA8);
+    const uint8_t *p = row + d / 2;
+    if (BITS >= 6) { /* dword j = byte j of the 2-bit plane; byte k of it takes field 4j + k
+                      * into bits 4-5 (bit offset 2k - 4 of the dword, mod 64 in its qword) */
+        const __m512i z = _mm512_cvtepu8_epi32(
+            _mm_loadu_si128((const __m128i *)(const void *)(p + c / 4)));
+        const __m512i sh = _mm512_set1_epi64(0x22201E1C02003E3Cll); /* 60 62 0 2 28 30 32 34 */
+        v = _mm512_ternarylogic_epi32(v, _mm512_multishift_epi64_epi8(sh, z),
+                                      _mm512_set1_epi8(0x30), 0xF8);
+        p += d / 4;
+    }
+    if (BITS != 6) {
+        uint64_t m;
+        memcpy(&m, p + c / 8, 8);
+        v = _mm512_mask_add_epi8(v, (__mmask64)m, v, _mm512_set1_epi8((char)(1 << (BITS - 1))));
+    }
+    return v;
+}
+
+/* Bytes 16i .. 16i + 15 of v as fp32. */
+VQ_INLINE __m512 bytes_f(__m512i v, const int i) {
+    const __m512i idx = _mm512_add_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(16 * i));
+    return _mm512_cvtepi32_ps(_mm512_maskz_permutexvar_epi8(0x1111111111111111ull, idx, v));
+}
+#endif
+
 VQ_INLINE __m256 fold(__m512 a) {
     return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
 }
@@ -126,6 +176,16 @@ VQ_INLINE float hsum1(__m256 a) {
         a7 = _mm512_fmadd_ps(Q, codes16(r + 7 * rb, d, C, BITS, HALF), a7); \
     } while (0)
 
+/* Row K of the 8: channels c..c+63 into accumulator A (the 16-channel path's order). */
+#define STEP64(K, A) \
+    do { \
+        const __m512i v_ = bytes64(r + (K)*rb, d, c, BITS); \
+        A = _mm512_fmadd_ps(q0, bytes_f(v_, 0), A); \
+        A = _mm512_fmadd_ps(q1, bytes_f(v_, 1), A); \
+        A = _mm512_fmadd_ps(q2, bytes_f(v_, 2), A); \
+        A = _mm512_fmadd_ps(q3, bytes_f(v_, 3), A); \
+    } while (0)
+
 VQ_INLINE void dot_rows(const float *qp, const uint8_t *rows, int d, int64_t n, float bias,
                         float *out, const int BITS) {
     const size_t rb = (size_t)d * BITS / 8;
@@ -135,7 +195,23 @@ VQ_INLINE void dot_rows(const float *qp, const uint8_t *rows, int d, int64_t n, 
         const uint8_t *r = rows + (size_t)t * rb;
         __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
                a7 = a0;
-        for (int c = 0; c < d16; c += 16) {
+        int c = 0;
+#if VQ_VB
+        if (BITS >= 5 && BITS <= 7)
+            for (; c + 64 <= d; c += 64) {
+                const __m512 q0 = _mm512_loadu_ps(qp + c), q1 = _mm512_loadu_ps(qp + c + 16);
+                const __m512 q2 = _mm512_loadu_ps(qp + c + 32), q3 = _mm512_loadu_ps(qp + c + 48);
+                STEP64(0, a0);
+                STEP64(1, a1);
+                STEP64(2, a2);
+                STEP64(3, a3);
+                STEP64(4, a4);
+                STEP64(5, a5);
+                STEP64(6, a6);
+                STEP64(7, a7);
+            }
+#endif
+        for (; c < d16; c += 16) {
             const __m512 q = _mm512_loadu_ps(qp + c);
             STEP8(0, q, c);
         }
@@ -159,8 +235,8 @@ VQ_INLINE void dot_rows(const float *qp, const uint8_t *rows, int d, int64_t n, 
     }
 }
 
-void vq_kivi_dot_rows_avx512(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
-                             float bias, float *out) {
+void VQ_KIVI_FN(vq_kivi_dot_rows)(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
+                                  float bias, float *out) {
 #define DOT_ROWS(B) dot_rows(qp, rows, d, n, bias, out, B)
     VQ_KIVI_WITH_BITS(bits, DOT_ROWS);
 #undef DOT_ROWS
@@ -184,8 +260,8 @@ VQ_INLINE void acc_row(const uint8_t *row, int d, int g, const float *a, float *
     }
 }
 
-void vq_kivi_acc_row_avx512(const uint8_t *row, int d, int bits, int g, const float *a,
-                            float *acc) {
+void VQ_KIVI_FN(vq_kivi_acc_row)(const uint8_t *row, int d, int bits, int g, const float *a,
+                                 float *acc) {
     if (g % 8 != 0) {
         vq_kivi_acc_row_ref(row, d, bits, g, a, acc);
         return;
@@ -219,8 +295,8 @@ VQ_INLINE __m256 sf16x8(const uint8_t *p) {
     return _mm256_or_ps(v, _mm256_castsi256_ps(sign));
 }
 
-float vq_kivi_fold_avx512(const float *q, const uint8_t *s16, const uint8_t *z16, int d,
-                          float *qp) {
+float VQ_KIVI_FN(vq_kivi_fold)(const float *q, const uint8_t *s16, const uint8_t *z16, int d,
+                               float *qp) {
     __m512 b = _mm512_setzero_ps();
     int c = 0;
     for (; c + 16 <= d; c += 16) {
@@ -249,6 +325,10 @@ VQ_INLINE void acc_blk(const uint8_t *rows, size_t bb, int nt, const float *a, i
     for (int t = 0; t < nt; t++) {
         const uint8_t *r = rows + (size_t)t * bb;
         const float *at = a + t * ng;
+#if VQ_VB
+        __m512i v64 = _mm512_setzero_si512();
+        if (BITS >= 5 && BITS <= 7 && NR == 4 && !HALF) v64 = bytes64(r, d, cb, BITS);
+#endif
         for (int j = 0; j < NR; j++) {
             const int c = cb + 16 * j;
             const int half = HALF && j == NR - 1;
@@ -256,6 +336,12 @@ VQ_INLINE void acc_blk(const uint8_t *rows, size_t bb, int nt, const float *a, i
                                 ? _mm512_set1_ps(at[c / g])
                                 : _mm512_insertf32x8(_mm512_set1_ps(at[c / g]),
                                                      _mm256_set1_ps(at[(c + 8) / g]), 1);
+#if VQ_VB
+            if (BITS >= 5 && BITS <= 7 && NR == 4 && !HALF) {
+                e[j] = _mm512_fmadd_ps(av, bytes_f(v64, j), e[j]);
+                continue;
+            }
+#endif
             e[j] = _mm512_fmadd_ps(av, half ? codes16(r, d, c, BITS, 1) : codes16(r, d, c, BITS, 0),
                                    e[j]);
         }
@@ -293,8 +379,8 @@ VQ_INLINE void acc_chunk(const uint8_t *rows, size_t bb, int nt, const float *a,
     }
 }
 
-void vq_kivi_acc_vals_avx512(const uint8_t *blocks, size_t block_bytes, int64_t n, const float *w,
-                             int d, int bits, int g, float *acc) {
+void VQ_KIVI_FN(vq_kivi_acc_vals)(const uint8_t *blocks, size_t block_bytes, int64_t n,
+                                  const float *w, int d, int bits, int g, float *acc) {
     const int ng = d / g;
     if (g % 8 != 0 || ng > 128) {
         vq_kivi_acc_vals_ref(blocks, block_bytes, n, w, d, bits, g, acc);
