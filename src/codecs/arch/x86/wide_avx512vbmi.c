@@ -54,7 +54,7 @@ VQ_INLINE void vk_init(const vq_wk *k, vk *u, const int B, const int SYM) {
         }
     }
     const float *lev = k->lut + (SYM ? 1 << (B - 1) : 0); /* SYM: the upper half */
-    const int nt = (SYM ? B - 1 : B) == 6 ? 1 : 2;         /* table registers per plane */
+    const int nt = (SYM ? B - 1 : B) == 6 ? 1 : 2;        /* table registers per plane */
     for (int e = 0; e < 64 * nt; e++) {
         uint32_t v;
         memcpy(&v, &lev[e], 4);
@@ -214,8 +214,8 @@ void vq_wk_score_avx512vbmi(const vq_wk *k, const float *qs, const uint8_t *code
     }
 }
 
-void vq_wk_accumulate_avx512vbmi(const vq_wk *k, const uint8_t *codes, int64_t n,
-                                 const float *w, float *acc) {
+void vq_wk_accumulate_avx512vbmi(const vq_wk *k, const uint8_t *codes, int64_t n, const float *w,
+                                 float *acc) {
     if (!vq_wk_vbmi_fits(k)) {
         vq_wk_accumulate_avx512(k, codes, n, w, acc);
         return;
