@@ -18,8 +18,7 @@
 
 #include "codecs/turboquant_kernels.h"
 #include "codecs/wide_kernels.h"
-
-#define VQ_INLINE static inline __attribute__((always_inline))
+#include "codecs/arch/x86/wide_x86.h"
 
 typedef struct {
     __m256i ctl, shv, msk;
@@ -63,14 +62,6 @@ VQ_INLINE __m256 lev8(const vq_wk *k, const unpack_k *u, const uint8_t *p, int j
     x = _mm256_shuffle_epi8(x, u->ctl);
     x = _mm256_and_si256(_mm256_srlv_epi32(x, u->shv), u->msk);
     return _mm256_i32gather_ps(k->lut, x, 4);
-}
-
-VQ_INLINE __m256 hsum8x8(const __m256 *a) {
-    const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-    const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
-                         _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
 VQ_INLINE float hsum1(__m256 a) {

@@ -20,8 +20,7 @@
 
 #include "codecs/turboquant_kernels.h"
 #include "codecs/wide_kernels.h"
-
-#define VQ_INLINE static inline __attribute__((always_inline))
+#include "codecs/arch/x86/wide_x86.h"
 
 typedef struct {
     __m512i ctl, shv;
@@ -80,18 +79,6 @@ VQ_INLINE __m512 lev16(const unpack_k *u, const uint8_t *p, int rec, int j, int 
     __m512i x = _mm512_shuffle_epi8(_mm512_broadcast_i32x4(raw), u->ctl);
     const __m512 v = lookup(u, _mm512_srlv_epi32(x, u->shv), B);
     return cnt == 16 ? v : _mm512_maskz_mov_ps(0xff, v);
-}
-
-VQ_INLINE __m256 fold8(__m512 a) {
-    return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-}
-
-VQ_INLINE __m256 hsum8x8(const __m256 *a) {
-    const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-    const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
-                         _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
 VQ_INLINE void score_t(const vq_wk *k, const float *qs, const uint8_t *codes, int64_t n,

@@ -32,8 +32,7 @@
 
 #include "codecs/turboquant_kernels.h"
 #include "codecs/wide_kernels.h"
-
-#define VQ_INLINE static inline __attribute__((always_inline))
+#include "codecs/arch/x86/wide_x86.h"
 
 typedef struct {
     __m512i perm;  /* VPERMB control of step 1 */
@@ -94,18 +93,6 @@ VQ_INLINE void lev64(const vk *u, const uint8_t *p, int j0, int nb, int full, __
     f[1] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(a, e));
     f[2] = _mm512_castsi512_ps(_mm512_unpacklo_epi16(b, h));
     f[3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(b, h));
-}
-
-VQ_INLINE __m256 fold8(__m512 a) {
-    return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-}
-
-VQ_INLINE __m256 hsum8x8(const __m256 *a) {
-    const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-    const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
-                         _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
 /* sum_m f[m] * qs[j0 + 16m ..] over the nv vectors of a chunk, added to acc */
