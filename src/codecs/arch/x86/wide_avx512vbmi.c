@@ -77,7 +77,7 @@ VQ_INLINE void lev64(const vk *u, const uint8_t *p, int j0, int nb, int full, __
     __mmask64 neg = 0;
     if (SYM) { /* codes c below half: -lut[2^B - 1 - c] = -U[2^(B-1) - 1 - c] */
         const int h = 1 << (B - 1);
-        neg = ~_mm512_test_epi8_mask(c, _mm512_set1_epi8((char)h));
+        neg = _mm512_testn_epi8_mask(c, _mm512_set1_epi8((char)h));
         c = _mm512_mask_sub_epi8(c, neg, _mm512_set1_epi8((char)(h - 1)), c);
     }
     if ((SYM ? B - 1 : B) == 6) {
@@ -95,15 +95,9 @@ VQ_INLINE void lev64(const vk *u, const uint8_t *p, int j0, int nb, int full, __
     f[3] = _mm512_castsi512_ps(_mm512_unpackhi_epi16(b, h));
 }
 
-/* sum_m f[m] * qs[j0 + 16m ..] over the nv vectors of a chunk, added to acc */
+/* acc + sum_m f[m] * qs[j0 + 16m ..] over the nv vectors of a chunk (one FMA chain: the 8
+ * tokens in flight are independent) */
 VQ_INLINE __m512 dot64(const __m512 f[4], const float *q, int nv, __m512 acc) {
-    if (nv == 4) {
-        const __m512 s01 = _mm512_fmadd_ps(f[1], _mm512_loadu_ps(q + 16),
-                                           _mm512_mul_ps(f[0], _mm512_loadu_ps(q)));
-        const __m512 s23 = _mm512_fmadd_ps(f[3], _mm512_loadu_ps(q + 48),
-                                           _mm512_mul_ps(f[2], _mm512_loadu_ps(q + 32)));
-        return _mm512_add_ps(acc, _mm512_add_ps(s01, s23));
-    }
     for (int m = 0; m < nv; m++) acc = _mm512_fmadd_ps(f[m], _mm512_loadu_ps(q + 16 * m), acc);
     return acc;
 }
@@ -123,6 +117,7 @@ VQ_INLINE void score_t(const vq_wk *k, const float *qs, const uint8_t *codes, in
         for (int j0 = 0; j0 < d; j0 += 64) {
             const int cnt = d - j0 < 64 ? d - j0 : 64, nb = cnt * B / 8;
             const int full = j0 * B / 8 + 64 <= rec - 2;
+#pragma GCC unroll 8
             for (int i = 0; i < 8; i++) {
                 lev64(&u, r0 + i * rec + 2, j0, nb, full, f, B, SYM);
                 acc[i] = dot64(f, qs + j0, (cnt + 15) / 16, acc[i]);
