@@ -100,7 +100,8 @@ PY
 import json, sys
 m = next(x for x in json.load(open(sys.argv[1])) if x["name"] == sys.argv[2])
 c = json.load(open(sys.argv[3]))
-assert m["config"] == c["config"], (m, c)
+assert c["config"] == sys.argv[2], c  # --kv runs are labelled by the preset's name
+assert m["config"] and m["config"] != m["name"], m
 assert 0 < m["bits_per_elem_value"] <= m["bits_per_elem_mean"] <= m["max_bits"], m
 PY
 done

@@ -497,6 +497,25 @@ static int parse_mb(const char *s, size_t n, enum vq_method *m, double *bits) {
 }
 
 /* Parses the "+..." suffixes of a name (see vq_kv_config_name_opts); 1 ok. */
+/* "+kb<digits>" / "+vb<digits>" (side 'k' / 'v'): per-layer bits as one digit 1..9 per entry,
+ * 1 .. 40 entries; spread over the model's depth by vq_kv_layers_apply. 1 ok, 0 not one. */
+static int digit_pattern(const char *d, struct vq_kv_opts *o, char side) {
+    int *out = side == 'k' ? o->k_bpl : o->v_bpl, n = 0;
+    for (; d[n]; n++) {
+        if (d[n] < '1' || d[n] > '9' || n == 40) return 0;
+        out[n] = d[n] - '0';
+    }
+    if (n == 0) return 0;
+    if (side == 'k') {
+        o->n_k_bpl = n;
+        o->k_bpl_pattern = 1;
+    } else {
+        o->n_v_bpl = n;
+        o->v_bpl_pattern = 1;
+    }
+    return 1;
+}
+
 static int parse_suffixes(const char *s, struct vq_kv_opts *o) {
     while (*s == '+') {
         s++;
@@ -519,6 +538,8 @@ static int parse_suffixes(const char *s, struct vq_kv_opts *o) {
             o->n_calib_tokens = l;
         } else if (!strncmp(t, "oc", 2) && sscanf(t, "oc%d%c", &f, &tail) == 1 && f >= 1 && f <= 64)
             o->n_outlier_channels = f;
+        else if ((t[0] == 'k' || t[0] == 'v') && t[1] == 'b' && digit_pattern(t + 2, o, t[0]))
+            ; /* per-layer bits pattern, e.g. kb45 */
         else if (sscanf(t, "g%d%c", &f, &tail) == 1 && f >= 1 && f <= 1024) o->group_size = f;
         else if (sscanf(t, "res%d%c", &f, &tail) == 1 && f >= 0 && f <= (1 << 20))
             o->residual_length = f;
@@ -770,6 +791,10 @@ void vq_kv_fill_result_config(const char *name, const struct vq_codec_params *k,
 
 void vq_kv_config_name_opts(const struct vq_kv_opts *o, const struct vq_codec_params *k,
                             const struct vq_codec_params *v, char *out, size_t cap) {
+    if (o->kv_tier) { /* a --kv preset is labelled by its name (its config may be long) */
+        snprintf(out, cap, "%s", vq_kv_tiers[o->kv_tier - 1].name);
+        return;
+    }
     char base[64];
     if (o->ratequant > 0 && k->method == VQ_KV_RQ_METHOD && v->method == VQ_KV_RQ_METHOD &&
         !o->bits && !o->k_bits && !o->v_bits && o->rq_values == VQ_RQ_VALUES_KEYS) {
@@ -788,8 +813,18 @@ void vq_kv_config_name_opts(const struct vq_kv_opts *o, const struct vq_codec_pa
     if (o->fp16_first || o->fp16_last)
         n += (size_t)snprintf(base + n, n < sizeof base ? sizeof base - n : 0, "+fp16f%dl%d",
                               o->fp16_first, o->fp16_last);
-    if (o->n_k_bpl && n < sizeof base) n += (size_t)snprintf(base + n, sizeof base - n, "+kbpl");
-    if (o->n_v_bpl && n < sizeof base) n += (size_t)snprintf(base + n, sizeof base - n, "+vbpl");
+    for (int side = 0; side < 2; side++) {
+        const int nb = side ? o->n_v_bpl : o->n_k_bpl;
+        const int *l = side ? o->v_bpl : o->k_bpl;
+        if (!nb || n >= sizeof base) continue;
+        if (!(side ? o->v_bpl_pattern : o->k_bpl_pattern)) {
+            n += (size_t)snprintf(base + n, sizeof base - n, side ? "+vbpl" : "+kbpl");
+            continue;
+        }
+        n += (size_t)snprintf(base + n, sizeof base - n, side ? "+vb" : "+kb");
+        for (int i = 0; i < nb && n < sizeof base; i++)
+            n += (size_t)snprintf(base + n, sizeof base - n, "%d", l[i]);
+    }
     /* codec options given (the name must tell configs apart: results are keyed by it) */
     const int co[4] = {o->group_size, o->residual_length, o->n_sink_tokens, o->jl_dim};
     static const char *const cs[4] = {"g", "res", "sink", "jl"};
@@ -845,12 +880,12 @@ static void print_bits(const char *cmd, const char *what, const int *bits, int n
 
 /* The per-layer options against the model's n_layers layers. 1 ok, 0 printed. */
 static int layers_check(const char *cmd, const struct vq_kv_opts *o, int n_layers) {
-    if (o->n_k_bpl && o->n_k_bpl != n_layers) {
+    if (o->n_k_bpl && o->n_k_bpl != n_layers && !o->k_bpl_pattern) {
         fprintf(stderr, "%s: --k-bits-per-layer: %d entries, but the model has %d layers\n", cmd,
                 o->n_k_bpl, n_layers);
         return 0;
     }
-    if (o->n_v_bpl && o->n_v_bpl != n_layers) {
+    if (o->n_v_bpl && o->n_v_bpl != n_layers && !o->v_bpl_pattern) {
         fprintf(stderr, "%s: --v-bits-per-layer: %d entries, but the model has %d layers\n", cmd,
                 o->n_v_bpl, n_layers);
         return 0;
@@ -982,6 +1017,12 @@ static int layers_accepted(const char *cmd, const struct vq_kv_opts *o, int n_la
     return 1;
 }
 
+/* out[i] = l[floor(i * n / n_layers)] for the model's n_layers layers: a list of n_layers entries
+ * is copied as is, a pattern of other length spread over the depth. */
+static void spread_layers(const int *l, int n, int *out, int n_layers) {
+    for (int i = 0; i < n_layers; i++) out[i] = l[(int64_t)i * n / n_layers];
+}
+
 int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *model_path,
                        struct vq_model *model, int n_layers, int head_dim,
                        struct vq_cache_params *cp, struct vq_kv_layers *out, int flags) {
@@ -1000,7 +1041,7 @@ int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *
         vq_kv_layers_free(out);
         return -1;
     }
-    if (o->n_k_bpl) memcpy(out->k_bits, o->k_bpl, sizeof(int) * (size_t)n_layers);
+    if (o->n_k_bpl) spread_layers(o->k_bpl, o->n_k_bpl, out->k_bits, n_layers);
     if (o->ratequant > 0) {
         const int r = layers_ratequant(cmd, o, model_path, model, n_layers, head_dim, cp, out,
                                        flags);
@@ -1009,7 +1050,7 @@ int vq_kv_layers_apply(const char *cmd, const struct vq_kv_opts *o, const char *
             return r;
         }
     }
-    if (o->n_v_bpl) memcpy(out->v_bits, o->v_bpl, sizeof(int) * (size_t)n_layers);
+    if (o->n_v_bpl) spread_layers(o->v_bpl, o->n_v_bpl, out->v_bits, n_layers);
     if (!layers_accepted(cmd, o, n_layers, head_dim, cp, out)) {
         vq_kv_layers_free(out);
         return 0;

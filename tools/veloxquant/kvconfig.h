@@ -140,6 +140,10 @@ struct vq_kv_opts {
     /* mixed precision across layers */
     int n_k_bpl, n_v_bpl; /* 0 = not given */
     int k_bpl[VQ_KV_MAX_LAYERS], v_bpl[VQ_KV_MAX_LAYERS];
+    /* 1 = the list came from a config name's "+kb<digits>" / "+vb<digits>" suffix: a pattern
+     * over the model's depth (layer i of n takes entry floor(i * len / n)), not one entry per
+     * layer */
+    int k_bpl_pattern, v_bpl_pattern;
     int fp16_first, fp16_last; /* 0 = none */
     double ratequant;          /* mean key bits; 0 = off */
     int rq_values;             /* VQ_RQ_VALUES_* */
