@@ -483,6 +483,15 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
     vq_kv_opts_apply_cache(&o->kv, &o->cfg);
     vq_kv_config_name_opts(&o->kv, &o->cfg.key, &o->cfg.value, o->name, sizeof o->name);
     if (o->kv.print_config) return 1;
+    if (o->kv.k_bpl_pattern || o->kv.v_bpl_pattern) {
+        /* a --kv preset's per-layer widths: one synthetic layer at the config's own widths
+         * (the presets name the pattern's mean width, e.g. kivi-4 for kv4) */
+        fprintf(stderr, "bench: %s varies its widths per layer; timing one layer at %s\n", o->name,
+                o->kv.kv_tier ? vq_kv_tiers[o->kv.kv_tier - 1].config : "its base");
+        o->kv.n_k_bpl = o->kv.k_bpl_pattern ? 0 : o->kv.n_k_bpl;
+        o->kv.n_v_bpl = o->kv.v_bpl_pattern ? 0 : o->kv.n_v_bpl;
+        o->kv.k_bpl_pattern = o->kv.v_bpl_pattern = 0;
+    }
     if (vq_kv_opts_any_layers(&o->kv)) {
         fprintf(stderr,
                 "bench: per-layer options (bits lists, fp16 layers, --ratequant) need a model; "
