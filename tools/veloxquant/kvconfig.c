@@ -498,7 +498,6 @@ static int parse_mb(const char *s, size_t n, enum vq_method *m, double *bits) {
     return vq_method_from_name(buf, m) == VQ_STATUS_OK;
 }
 
-/* Parses the "+..." suffixes of a name (see vq_kv_config_name_opts); 1 ok. */
 /* "+kb<digits>" / "+vb<digits>" (side 'k' / 'v'): per-layer bits as one digit 1..9 per entry,
  * 1 .. 40 entries; spread over the model's depth by vq_kv_layers_apply. 1 ok, 0 not one. */
 static int digit_pattern(const char *d, struct vq_kv_opts *o, char side) {
@@ -518,6 +517,7 @@ static int digit_pattern(const char *d, struct vq_kv_opts *o, char side) {
     return 1;
 }
 
+/* Parses the "+..." suffixes of a name (see vq_kv_config_name_opts); 1 ok. */
 static int parse_suffixes(const char *s, struct vq_kv_opts *o) {
     while (*s == '+') {
         s++;
