@@ -37,6 +37,10 @@ enum vq_isa vq_isa_resolve(enum vq_isa want);
  * VPMULTISHIFTQB), for kernels that pick a VBMI variant inside the AVX-512 one; else 0.
  * Thread-safe (computed once with the ISA detection). */
 int vq_cpu_avx512vbmi(void);
+/* 1 if VQ_ISA_AVX512 is available and the CPU also has AVX512_VNNI (VPDPBUSD), for the
+ * engine's int8 weight kernels, which pick a VNNI variant inside the AVX-512 one; else 0.
+ * Thread-safe. */
+int vq_cpu_avx512vnni(void);
 
 /* ---- seeded RNG: splitmix64-seeded xoshiro256** ---- */
 typedef struct vq_rng {

@@ -15,6 +15,7 @@
 static pthread_once_t g_isa_once = PTHREAD_ONCE_INIT;
 static int g_avail[VQ_ISA_COUNT];
 static int g_vbmi; /* AVX512_VBMI on top of VQ_ISA_AVX512 */
+static int g_vnni; /* AVX512_VNNI on top of VQ_ISA_AVX512 */
 static enum vq_isa g_default = VQ_ISA_SCALAR;
 
 #ifdef VQ_CPU_X86
@@ -41,7 +42,8 @@ static void detect_x86(void) {
         g_avail[VQ_ISA_AVX2] = 1;
         if (os_avx512 && f512 && dq && bw && vl) {
             g_avail[VQ_ISA_AVX512] = 1;
-            g_vbmi = (c >> 1) & 1; /* CPUID.(7,0).ECX[1] */
+            g_vbmi = (c >> 1) & 1;  /* CPUID.(7,0).ECX[1] */
+            g_vnni = (c >> 11) & 1; /* CPUID.(7,0).ECX[11] */
         }
     }
 }
@@ -86,6 +88,11 @@ int vq_isa_available(enum vq_isa isa) {
 int vq_cpu_avx512vbmi(void) {
     pthread_once(&g_isa_once, isa_init);
     return g_vbmi;
+}
+
+int vq_cpu_avx512vnni(void) {
+    pthread_once(&g_isa_once, isa_init);
+    return g_vnni;
 }
 
 /* Static name of a variant ("auto", "scalar", "avx2", "avx512"; "unknown" out of range). */

@@ -612,9 +612,11 @@ void vq_ggml_quantize_act(enum vq_ggml_act act, const float *x, void *y, int64_t
 }
 
 #define K_(t, act, deq, dot) \
-    { t, act, deq, dot, NULL }
+    { t, act, deq, dot, NULL, NULL }
 #define K4_(t, act, deq, dot, dot4) \
-    { t, act, deq, dot, dot4 }
+    { t, act, deq, dot, dot4, NULL }
+#define KR_(t, act, deq, dot, dot4, dot_r4) \
+    { t, act, deq, dot, dot4, dot_r4 }
 static const struct vq_ggml_kernels g_ref[] = {
     K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_ref),
     K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_ref),
@@ -669,7 +671,28 @@ static const struct vq_ggml_kernels g_avx512[] = {
     K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref),
     K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2),
 };
-static_assert(sizeof g_avx2 == sizeof g_ref && sizeof g_avx512 == sizeof g_ref, "tables");
+/* AVX-512 with VNNI: the AVX-512 table plus four-row decode kernels. */
+static const struct vq_ggml_kernels g_avx512vnni[] = {
+    K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_avx512),
+    K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_avx2),
+    K_(VQ_GGML_BF16, VQ_ACT_F32, vq_dequantize_row_bf16_ref, vq_vec_dot_bf16_f32_avx2),
+    K4_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx2,
+        vq_vec_dot4_q4_0_q8a_avx2),
+    KR_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx512,
+        vq_vec_dot4_q4_1_q8a_avx512, vq_vec_dotr4_q4_1_q8a_avx512vnni),
+    K4_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2,
+        vq_vec_dot4_q5_0_q8a_avx2),
+    K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_avx2),
+    KR_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2,
+        vq_vec_dot4_q8_0_q8a_avx2, vq_vec_dotr4_q8_0_q8a_avx512vnni),
+    K4_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2,
+        vq_vec_dot4_q4_K_q8_K_avx2),
+    K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref),
+    K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2),
+};
+static_assert(sizeof g_avx2 == sizeof g_ref && sizeof g_avx512 == sizeof g_ref &&
+                  sizeof g_avx512vnni == sizeof g_ref,
+              "tables");
 #endif
 
 const struct vq_ggml_kernels *vq_ggml_kernels(uint32_t type, enum vq_isa isa) {
@@ -678,7 +701,7 @@ const struct vq_ggml_kernels *vq_ggml_kernels(uint32_t type, enum vq_isa isa) {
     const struct vq_ggml_kernels *tab = g_ref;
 #ifdef VQ_HAVE_X86
     if (isa == VQ_ISA_AVX2) tab = g_avx2;
-    if (isa == VQ_ISA_AVX512) tab = g_avx512;
+    if (isa == VQ_ISA_AVX512) tab = vq_cpu_avx512vnni() ? g_avx512vnni : g_avx512;
 #endif
     for (size_t i = 0; i < N_KERNELS; i++)
         if (tab[i].type == type) return &tab[i];
@@ -740,8 +763,12 @@ static void mm_tile(const struct vq_ggml_mm_job *j, int64_t r0, int64_t r1, int6
     for (; t < n_tok; t++) {
         const void *a = ab + (size_t)t * j->act_stride;
         float *o = j->out + t * j->ld_out;
-        for (int64_t r = r0; r < r1; r++)
-            o[r] = j->k->vec_dot(j->n_cols, wb + (size_t)r * j->w_row_bytes, a);
+        int64_t r = r0;
+        if (j->k->vec_dot_r4)
+            for (; r + 4 <= r1; r += 4)
+                j->k->vec_dot_r4(j->n_cols, wb + (size_t)r * j->w_row_bytes, j->w_row_bytes, a,
+                                 o + r);
+        for (; r < r1; r++) o[r] = j->k->vec_dot(j->n_cols, wb + (size_t)r * j->w_row_bytes, a);
     }
 }
 

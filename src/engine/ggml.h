@@ -177,12 +177,19 @@ typedef void (*vq_ggml_from_float_fn)(const float *x, void *y, int64_t n);
 typedef void (*vq_ggml_vec_dot4_fn)(int64_t n, const void *w, const void *a, size_t a_stride,
                                     float *out);
 
+/* Dots of 4 weight rows (w, w + w_stride, ...) with one activation row a into out[0..3] (one
+ * token, decode). Equal to vec_dot on each row bit for bit. The matmuls use it for whole groups
+ * of 4 rows of a tile and vec_dot for the rest. */
+typedef void (*vq_ggml_vec_dot_r4_fn)(int64_t n, const void *w, size_t w_stride, const void *a,
+                                      float *out);
+
 struct vq_ggml_kernels {
     uint32_t type;
     enum vq_ggml_act act;
     vq_ggml_to_float_fn to_float;
     vq_ggml_vec_dot_fn vec_dot;
-    vq_ggml_vec_dot4_fn vec_dot4; /* NULL: vec_dot per row */
+    vq_ggml_vec_dot4_fn vec_dot4;     /* NULL: vec_dot per row */
+    vq_ggml_vec_dot_r4_fn vec_dot_r4; /* NULL: vec_dot per row */
 };
 
 /* Kernels of a weight type for an ISA (VQ_ISA_AUTO resolves to the best available; types with
@@ -329,6 +336,11 @@ void vq_vec_dot4_q4_1_q8a_avx512(int64_t n, const void *w, const void *a, size_t
                                  float *out);
 float vq_vec_dot_f32_f32_avx512(int64_t n, const void *w, const void *a);
 float vq_vec_dot_q4_1_q8a_avx512(int64_t n, const void *w, const void *a);
+/* AVX-512 VNNI (callers check vq_cpu_avx512vnni()) */
+void vq_vec_dotr4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                      float *out);
+void vq_vec_dotr4_q8_0_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                      float *out);
 
 
 /* Matrix product out[t * ld_out + r] = dot(W row r, act row t) for r < n_rows, t < n_tok.

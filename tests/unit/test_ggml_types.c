@@ -7,6 +7,7 @@
 #include <string.h>
 #include <math.h>
 
+#include "core/core.h"
 #include "engine/ggml.h"
 #include "core/sha256.h"
 
@@ -389,6 +390,45 @@ TEST(vec_dot4_bitwise_equals_vec_dot) {
     ASSERT(checked >= 4 * 10 * 3);
 }
 
+/* vec_dot_r4 (4 weight rows x one activation row, decode) equals the scalar vec_dot on each
+ * row bit for bit, for rows at any stride, odd block counts and fresh random blocks (q8_0
+ * weights of -128 included: the bytes are uniform). */
+TEST(vec_dot_r4_bitwise_equals_vec_dot) {
+    enum { NB = 21, STRIDE = 34 * NB + 6 };
+    static uint8_t w[4 * STRIDE];
+    static vq_block_q8a act[NB];
+    static float x[32 * NB];
+    int checked = 0;
+    for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
+        if (!vq_ggml_isa_available((enum vq_isa)isa)) continue;
+        for (size_t k = 0; k < N_TYPES; k++) {
+            const struct vq_ggml_kernels *kv = vq_ggml_kernels(all_types[k], (enum vq_isa)isa);
+            const struct vq_ggml_kernels *kr = vq_ggml_kernels(all_types[k], VQ_ISA_SCALAR);
+            if (!kv->vec_dot_r4) continue;
+            ASSERT(kv->act == VQ_ACT_Q8A);
+            for (int nb = 1; nb <= NB; nb += 2) {
+                const int64_t n = 32 * nb;
+                for (int r = 0; r < 4; r++) fill_random_blocks(all_types[k], w + r * STRIDE, n);
+                for (int64_t i = 0; i < n; i++) x[i] = frand() * 3.0f;
+                vq_quantize_row_q8a_ref(x, act, n);
+                float o4[4];
+                kv->vec_dot_r4(n, w, STRIDE, act, o4);
+                for (int r = 0; r < 4; r++) {
+                    const float o1 = kr->vec_dot(n, w + r * STRIDE, act);
+                    if (memcmp(&o1, &o4[r], 4))
+                        fprintf(stderr, "isa %d %s nb %d row %d: %.9g vs %.9g\n", isa,
+                                vq_ggml_type_name(all_types[k]), nb, r, o1, o4[r]);
+                    ASSERT(!memcmp(&o1, &o4[r], 4));
+                    checked++;
+                }
+            }
+        }
+    }
+    fprintf(stderr, "  vec_dot_r4: %d rows checked%s\n", checked,
+            vq_cpu_avx512vnni() ? "" : " (no AVX512_VNNI here: no r4 kernels)");
+    ASSERT(checked > 0 || !vq_cpu_avx512vnni());
+}
+
 /* Q4_K's four-row kernel follows ggml's repacked gemm (one fma per 64-element chunk), its
  * one-row kernel the gemv (one per super-block): every ISA equals the scalar twins bit for bit,
  * and the two orders agree to float rounding. */
@@ -562,6 +602,7 @@ int main(void) {
     RUN(ref_dot_vs_fp64);
     RUN(isa_variants_match_ref);
     RUN(vec_dot4_bitwise_equals_vec_dot);
+    RUN(vec_dot_r4_bitwise_equals_vec_dot);
     RUN(q4_K_gemm_and_gemv_orders);
     RUN(matmul_odd_shapes);
     RUN(q8a_matches_ggml_q8_1);

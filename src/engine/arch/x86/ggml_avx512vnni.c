@@ -1,0 +1,134 @@
+/*
+ * ggml_avx512vnni.c — AVX-512 VNNI kernels for the int8-activation weight types of decode:
+ * four weight rows against one activation row (ggml.h, vec_dot_r4), two rows per 512-bit
+ * register.
+ *
+ * Each row keeps the exact float sequence of its single-row kernel (ggml's x86 order, see
+ * ggml_avx512.c): per 32-element block, 8 int32 lanes of 4 products each (lanes 0-3 the first
+ * 16 elements, 4-7 the last 16), converted to float and FMA'd into 8 float lanes with the
+ * block's scale d_w * d_a; hsum of the 8 lanes at the end. Only the integer part changes
+ * (VPDPBUSD instead of PMADDUBSW + PMADDWD; integer sums are exact, and PMADDUBSW cannot
+ * saturate on these operands: |w| <= 128, |a| <= 127), and the lanes of rows 2r and 2r + 1
+ * sit side by side in one register, so every result equals vec_dot bit for bit
+ * (tests/unit/test_ggml_types.c).
+ */
+#include <immintrin.h>
+#include <math.h>
+#include <string.h>
+
+#include "engine/ggml.h"
+#include "cache/arch/x86/ggml_x86.h"
+
+#ifndef VQ_PF_ROWS
+#define VQ_PF_ROWS 16
+#endif
+
+static inline const void *row_at(const void *w, size_t stride, int r) {
+    return (const uint8_t *)w + (size_t)r * stride;
+}
+
+static inline void store_rows(__m512 acc01, __m512 acc23, const float add[4], float *out) {
+    out[0] = hsum256(_mm512_castps512_ps256(acc01)) + add[0];
+    out[1] = hsum256(_mm512_extractf32x8_ps(acc01, 1)) + add[1];
+    out[2] = hsum256(_mm512_castps512_ps256(acc23)) + add[2];
+    out[3] = hsum256(_mm512_extractf32x8_ps(acc23, 1)) + add[3];
+}
+
+/* 32-bit words at byte offset off of rows 0..3 as one 128-bit vector (built in registers: four
+ * scalar stores and a vector load would stall on store forwarding). */
+static inline __m128i gather4_u32(const uint8_t *const x[4], size_t off) {
+    uint32_t v[4];
+    for (int r = 0; r < 4; r++) memcpy(&v[r], x[r] + off, 4);
+    return _mm_set_epi32((int)v[3], (int)v[2], (int)v[1], (int)v[0]);
+}
+
+/* ---- Q4_1 -------------------------------------------------------------------------------- */
+
+/* The 32 unsigned weights of block i of rows r and r + 1 as [r low | r high | r+1 low |
+ * r+1 high] nibbles (128 bits each), the layout the activation block broadcast twice matches. */
+static inline __m512i q4_1_pair(const vq_block_q4_1 *a, const vq_block_q4_1 *b) {
+    __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)a->qs));
+    v = _mm512_mask_broadcast_i32x4(v, 0xFF00, _mm_loadu_si128((const __m128i *)b->qs));
+    const __m512i hi = _mm512_srli_epi16(v, 4);
+    return _mm512_and_si512(_mm512_mask_blend_epi64(0xCC, v, hi), _mm512_set1_epi8(15));
+}
+
+void vq_vec_dotr4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                      float *out) {
+    const uint8_t *const x[4] = {w, row_at(w, w_stride, 1), row_at(w, w_stride, 2),
+                                 row_at(w, w_stride, 3)};
+    const vq_block_q8a *y = a;
+    const __m512i lo8 = _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i hi8 = _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4);
+    __m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps();
+    __m256 summ = _mm256_setzero_ps(); /* odd lanes: the m * s chains of rows 0..3 */
+    for (int64_t i = 0; i < n / 32; i++) {
+        const size_t off = (size_t)i * sizeof(vq_block_q4_1);
+        if (VQ_PF_ROWS) {
+            const char *pf = (const char *)x[0] + VQ_PF_ROWS * w_stride + 4 * off;
+            _mm_prefetch(pf, _MM_HINT_T0);
+            _mm_prefetch(pf + 64, _MM_HINT_T0);
+        }
+        const vq_block_q4_1 *b[4];
+        for (int r = 0; r < 4; r++) b[r] = (const vq_block_q4_1 *)(const void *)(x[r] + off);
+        const __m512i act = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y[i].qs));
+        const __m512i p01 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q4_1_pair(b[0], b[1]), act);
+        const __m512i p23 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), q4_1_pair(b[2], b[3]), act);
+        /* (d, m) of rows 0..3 as floats: lanes 2r = d_r, 2r + 1 = m_r */
+        const __m256 dm = _mm256_cvtph_ps(gather4_u32(x, off));
+        const __m256 sc = _mm256_mul_ps(dm, _mm256_set1_ps(y[i].d)); /* even lanes d_r * d_a */
+        summ = _mm256_fmadd_ps(dm, _mm256_set1_ps(y[i].s), summ);   /* odd: fmaf(m_r, s, .) */
+        const __m512 sc512 = _mm512_castps256_ps512(sc);
+        acc01 = _mm512_fmadd_ps(_mm512_permutexvar_ps(lo8, sc512), _mm512_cvtepi32_ps(p01), acc01);
+        acc23 = _mm512_fmadd_ps(_mm512_permutexvar_ps(hi8, sc512), _mm512_cvtepi32_ps(p23), acc23);
+    }
+    float s8[8];
+    _mm256_storeu_ps(s8, summ);
+    const float add[4] = {s8[1], s8[3], s8[5], s8[7]};
+    store_rows(acc01, acc23, add, out);
+}
+
+/* ---- Q8_0 -------------------------------------------------------------------------------- */
+
+/* Integer dots of block i of rows r, r + 1 (signed weights) with the activation block broadcast
+ * twice: |w| x (a with w's sign), as ggml's AVX2 kernel forms them. */
+static inline __m512i q8_0_pair_dot(const vq_block_q8_0 *a, const vq_block_q8_0 *b, __m512i act) {
+    const __m512i q = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a->qs)),
+        _mm256_loadu_si256((const __m256i *)b->qs), 1);
+    const __mmask64 neg = _mm512_movepi8_mask(q);
+    const __m512i sa = _mm512_mask_sub_epi8(act, neg, _mm512_setzero_si512(), act);
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(q), sa);
+}
+
+void vq_vec_dotr4_q8_0_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                      float *out) {
+    const uint8_t *const x[4] = {w, row_at(w, w_stride, 1), row_at(w, w_stride, 2),
+                                 row_at(w, w_stride, 3)};
+    const vq_block_q8a *y = a;
+    const __m512i lo8 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i hi8 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+    __m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / 32; i++) {
+        const size_t off = (size_t)i * sizeof(vq_block_q8_0);
+        if (VQ_PF_ROWS) {
+            const char *pf = (const char *)x[0] + VQ_PF_ROWS * w_stride + 4 * off;
+            _mm_prefetch(pf, _MM_HINT_T0);
+            _mm_prefetch(pf + 64, _MM_HINT_T0);
+            _mm_prefetch(pf + 128, _MM_HINT_T0);
+        }
+        const vq_block_q8_0 *b[4];
+        for (int r = 0; r < 4; r++) b[r] = (const vq_block_q8_0 *)(const void *)(x[r] + off);
+        const __m512i act = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y[i].qs));
+        const __m512i p01 = q8_0_pair_dot(b[0], b[1], act);
+        const __m512i p23 = q8_0_pair_dot(b[2], b[3], act);
+        const __m128 d =
+            _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, (short)b[3]->d, (short)b[2]->d,
+                                       (short)b[1]->d, (short)b[0]->d));
+        const __m512 sc = _mm512_castps128_ps512(_mm_mul_ps(d, _mm_set1_ps(y[i].d)));
+        acc01 = _mm512_fmadd_ps(_mm512_permutexvar_ps(lo8, sc), _mm512_cvtepi32_ps(p01), acc01);
+        acc23 = _mm512_fmadd_ps(_mm512_permutexvar_ps(hi8, sc), _mm512_cvtepi32_ps(p23), acc23);
+    }
+    const float add[4] = {0, 0, 0, 0};
+    store_rows(acc01, acc23, add, out);
+}
