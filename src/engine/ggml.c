@@ -612,11 +612,11 @@ void vq_ggml_quantize_act(enum vq_ggml_act act, const float *x, void *y, int64_t
 }
 
 #define K_(t, act, deq, dot) \
-    { t, act, deq, dot, NULL, NULL }
+    { t, act, deq, dot, NULL, NULL, NULL }
 #define K4_(t, act, deq, dot, dot4) \
-    { t, act, deq, dot, dot4, NULL }
-#define KR_(t, act, deq, dot, dot4, dot_r4) \
-    { t, act, deq, dot, dot4, dot_r4 }
+    { t, act, deq, dot, dot4, NULL, NULL }
+#define KR_(t, act, deq, dot, dot4, dot_r4, dot_r4x4) \
+    { t, act, deq, dot, dot4, dot_r4, dot_r4x4 }
 static const struct vq_ggml_kernels g_ref[] = {
     K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_ref),
     K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_ref),
@@ -679,12 +679,14 @@ static const struct vq_ggml_kernels g_avx512vnni[] = {
     K4_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx2,
         vq_vec_dot4_q4_0_q8a_avx2),
     KR_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx512,
-        vq_vec_dot4_q4_1_q8a_avx512, vq_vec_dotr4_q4_1_q8a_avx512vnni),
+        vq_vec_dot4_q4_1_q8a_avx512, vq_vec_dotr4_q4_1_q8a_avx512vnni,
+        vq_vec_dotr4x4_q4_1_q8a_avx512vnni),
     K4_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2,
         vq_vec_dot4_q5_0_q8a_avx2),
     K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_avx2),
     KR_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2,
-        vq_vec_dot4_q8_0_q8a_avx2, vq_vec_dotr4_q8_0_q8a_avx512vnni),
+        vq_vec_dot4_q8_0_q8a_avx2, vq_vec_dotr4_q8_0_q8a_avx512vnni,
+        vq_vec_dotr4x4_q8_0_q8a_avx512vnni),
     K4_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2,
         vq_vec_dot4_q4_K_q8_K_avx2),
     K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref),
@@ -754,7 +756,13 @@ static void mm_tile(const struct vq_ggml_mm_job *j, int64_t r0, int64_t r1, int6
         float o4[4];
         for (; t + 4 <= n_tok; t += 4) {
             const void *a = ab + (size_t)t * j->act_stride;
-            for (int64_t r = r0; r < r1; r++) {
+            int64_t r = r0;
+            if (j->k->vec_dot_r4x4)
+                for (; r + 4 <= r1; r += 4)
+                    j->k->vec_dot_r4x4(j->n_cols, wb + (size_t)r * j->w_row_bytes, j->w_row_bytes,
+                                       a, j->act_stride, j->out + t * j->ld_out + r,
+                                       (size_t)j->ld_out);
+            for (; r < r1; r++) {
                 j->k->vec_dot4(j->n_cols, wb + (size_t)r * j->w_row_bytes, a, j->act_stride, o4);
                 for (int q = 0; q < 4; q++) j->out[(t + q) * j->ld_out + r] = o4[q];
             }

@@ -183,13 +183,20 @@ typedef void (*vq_ggml_vec_dot4_fn)(int64_t n, const void *w, const void *a, siz
 typedef void (*vq_ggml_vec_dot_r4_fn)(int64_t n, const void *w, size_t w_stride, const void *a,
                                       float *out);
 
+/* Dots of 4 weight rows (w, w + w_stride, ...) with 4 activation rows (a, a + a_stride, ...):
+ * out[t * ld_out + r] for row r and activation row t (batched prefill). Equal to vec_dot on
+ * each pair bit for bit. */
+typedef void (*vq_ggml_vec_dot_r4x4_fn)(int64_t n, const void *w, size_t w_stride, const void *a,
+                                        size_t a_stride, float *out, size_t ld_out);
+
 struct vq_ggml_kernels {
     uint32_t type;
     enum vq_ggml_act act;
     vq_ggml_to_float_fn to_float;
     vq_ggml_vec_dot_fn vec_dot;
-    vq_ggml_vec_dot4_fn vec_dot4;     /* NULL: vec_dot per row */
-    vq_ggml_vec_dot_r4_fn vec_dot_r4; /* NULL: vec_dot per row */
+    vq_ggml_vec_dot4_fn vec_dot4;         /* NULL: vec_dot per row */
+    vq_ggml_vec_dot_r4_fn vec_dot_r4;     /* NULL: vec_dot per row */
+    vq_ggml_vec_dot_r4x4_fn vec_dot_r4x4; /* NULL: vec_dot4 (or vec_dot) per row */
 };
 
 /* Kernels of a weight type for an ISA (VQ_ISA_AUTO resolves to the best available; types with
@@ -341,6 +348,10 @@ void vq_vec_dotr4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride,
                                       float *out);
 void vq_vec_dotr4_q8_0_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
                                       float *out);
+void vq_vec_dotr4x4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                        size_t a_stride, float *out, size_t ld_out);
+void vq_vec_dotr4x4_q8_0_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                        size_t a_stride, float *out, size_t ld_out);
 
 
 /* Matrix product out[t * ld_out + r] = dot(W row r, act row t) for r < n_rows, t < n_tok.

@@ -390,13 +390,14 @@ TEST(vec_dot4_bitwise_equals_vec_dot) {
     ASSERT(checked >= 4 * 10 * 3);
 }
 
-/* vec_dot_r4 (4 weight rows x one activation row, decode) equals the scalar vec_dot on each
- * row bit for bit, for rows at any stride, odd block counts and fresh random blocks (q8_0
- * weights of -128 included: the bytes are uniform). */
+/* vec_dot_r4 (4 weight rows x one activation row, decode) and vec_dot_r4x4 (x 4 activation
+ * rows, prefill) equal the scalar vec_dot on each pair bit for bit, for rows at any stride, odd
+ * block counts and fresh random blocks (q8_0 weights of -128 included: the bytes are
+ * uniform). */
 TEST(vec_dot_r4_bitwise_equals_vec_dot) {
-    enum { NB = 21, STRIDE = 34 * NB + 6 };
+    enum { NB = 21, STRIDE = 34 * NB + 6, LD = 7 };
     static uint8_t w[4 * STRIDE];
-    static vq_block_q8a act[NB];
+    static vq_block_q8a act[4][NB];
     static float x[32 * NB];
     int checked = 0;
     for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
@@ -404,28 +405,47 @@ TEST(vec_dot_r4_bitwise_equals_vec_dot) {
         for (size_t k = 0; k < N_TYPES; k++) {
             const struct vq_ggml_kernels *kv = vq_ggml_kernels(all_types[k], (enum vq_isa)isa);
             const struct vq_ggml_kernels *kr = vq_ggml_kernels(all_types[k], VQ_ISA_SCALAR);
-            if (!kv->vec_dot_r4) continue;
+            if (!kv->vec_dot_r4 && !kv->vec_dot_r4x4) continue;
             ASSERT(kv->act == VQ_ACT_Q8A);
             for (int nb = 1; nb <= NB; nb += 2) {
                 const int64_t n = 32 * nb;
                 for (int r = 0; r < 4; r++) fill_random_blocks(all_types[k], w + r * STRIDE, n);
-                for (int64_t i = 0; i < n; i++) x[i] = frand() * 3.0f;
-                vq_quantize_row_q8a_ref(x, act, n);
-                float o4[4];
-                kv->vec_dot_r4(n, w, STRIDE, act, o4);
-                for (int r = 0; r < 4; r++) {
-                    const float o1 = kr->vec_dot(n, w + r * STRIDE, act);
-                    if (memcmp(&o1, &o4[r], 4))
-                        fprintf(stderr, "isa %d %s nb %d row %d: %.9g vs %.9g\n", isa,
-                                vq_ggml_type_name(all_types[k]), nb, r, o1, o4[r]);
-                    ASSERT(!memcmp(&o1, &o4[r], 4));
-                    checked++;
+                for (int t = 0; t < 4; t++) {
+                    for (int64_t i = 0; i < n; i++) x[i] = frand() * (float)(t + 1);
+                    vq_quantize_row_q8a_ref(x, act[t], n);
+                }
+                float o[4 * LD], want[4 * LD];
+                for (int t = 0; t < 4; t++)
+                    for (int r = 0; r < 4; r++)
+                        want[t * LD + r] = kr->vec_dot(n, w + r * STRIDE, act[t]);
+                if (kv->vec_dot_r4) {
+                    kv->vec_dot_r4(n, w, STRIDE, act[1], o);
+                    for (int r = 0; r < 4; r++) {
+                        if (memcmp(&want[LD + r], &o[r], 4))
+                            fprintf(stderr, "isa %d %s r4 nb %d row %d: %.9g vs %.9g\n", isa,
+                                    vq_ggml_type_name(all_types[k]), nb, r, want[LD + r], o[r]);
+                        ASSERT(!memcmp(&want[LD + r], &o[r], 4));
+                        checked++;
+                    }
+                }
+                if (kv->vec_dot_r4x4) {
+                    kv->vec_dot_r4x4(n, w, STRIDE, act[0], sizeof act[0], o, LD);
+                    for (int t = 0; t < 4; t++)
+                        for (int r = 0; r < 4; r++) {
+                            const int e = t * LD + r;
+                            if (memcmp(&want[e], &o[e], 4))
+                                fprintf(stderr,
+                                        "isa %d %s r4x4 nb %d row %d act %d: %.9g vs %.9g\n", isa,
+                                        vq_ggml_type_name(all_types[k]), nb, r, t, want[e], o[e]);
+                            ASSERT(!memcmp(&want[e], &o[e], 4));
+                            checked++;
+                        }
                 }
             }
         }
     }
-    fprintf(stderr, "  vec_dot_r4: %d rows checked%s\n", checked,
-            vq_cpu_avx512vnni() ? "" : " (no AVX512_VNNI here: no r4 kernels)");
+    fprintf(stderr, "  vec_dot_r4 / r4x4: %d dots checked%s\n", checked,
+            vq_cpu_avx512vnni() ? "" : " (no AVX512_VNNI here: no four-row kernels)");
     ASSERT(checked > 0 || !vq_cpu_avx512vnni());
 }
 

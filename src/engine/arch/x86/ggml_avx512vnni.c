@@ -77,7 +77,7 @@ void vq_vec_dotr4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride,
         /* (d, m) of rows 0..3 as floats: lanes 2r = d_r, 2r + 1 = m_r */
         const __m256 dm = _mm256_cvtph_ps(gather4_u32(x, off));
         const __m256 sc = _mm256_mul_ps(dm, _mm256_set1_ps(y[i].d)); /* even lanes d_r * d_a */
-        summ = _mm256_fmadd_ps(dm, _mm256_set1_ps(y[i].s), summ);   /* odd: fmaf(m_r, s, .) */
+        summ = _mm256_fmadd_ps(dm, _mm256_set1_ps(y[i].s), summ);    /* odd: fmaf(m_r, s, .) */
         const __m512 sc512 = _mm512_castps256_ps512(sc);
         acc01 = _mm512_fmadd_ps(_mm512_permutexvar_ps(lo8, sc512), _mm512_cvtepi32_ps(p01), acc01);
         acc23 = _mm512_fmadd_ps(_mm512_permutexvar_ps(hi8, sc512), _mm512_cvtepi32_ps(p23), acc23);
@@ -90,15 +90,25 @@ void vq_vec_dotr4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride,
 
 /* ---- Q8_0 -------------------------------------------------------------------------------- */
 
-/* Integer dots of block i of rows r, r + 1 (signed weights) with the activation block broadcast
- * twice: |w| x (a with w's sign), as ggml's AVX2 kernel forms them. */
-static inline __m512i q8_0_pair_dot(const vq_block_q8_0 *a, const vq_block_q8_0 *b, __m512i act) {
+/* Block i of rows r, r + 1 (signed weights) as |w| and the sign mask: the integer dots with an
+ * activation block broadcast twice are |w| x (a with w's sign), as ggml's AVX2 kernel forms
+ * them. */
+struct q8_pair {
+    __m512i aq;
+    __mmask64 neg;
+};
+
+static inline struct q8_pair q8_0_pair(const vq_block_q8_0 *a, const vq_block_q8_0 *b) {
     const __m512i q = _mm512_inserti64x4(
         _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a->qs)),
         _mm256_loadu_si256((const __m256i *)b->qs), 1);
-    const __mmask64 neg = _mm512_movepi8_mask(q);
-    const __m512i sa = _mm512_mask_sub_epi8(act, neg, _mm512_setzero_si512(), act);
-    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), _mm512_abs_epi8(q), sa);
+    const struct q8_pair p = {_mm512_abs_epi8(q), _mm512_movepi8_mask(q)};
+    return p;
+}
+
+static inline __m512i q8_0_pair_dot(struct q8_pair p, __m512i act) {
+    const __m512i sa = _mm512_mask_sub_epi8(act, p.neg, _mm512_setzero_si512(), act);
+    return _mm512_dpbusd_epi32(_mm512_setzero_si512(), p.aq, sa);
 }
 
 void vq_vec_dotr4_q8_0_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
@@ -120,15 +130,107 @@ void vq_vec_dotr4_q8_0_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride,
         const vq_block_q8_0 *b[4];
         for (int r = 0; r < 4; r++) b[r] = (const vq_block_q8_0 *)(const void *)(x[r] + off);
         const __m512i act = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y[i].qs));
-        const __m512i p01 = q8_0_pair_dot(b[0], b[1], act);
-        const __m512i p23 = q8_0_pair_dot(b[2], b[3], act);
-        const __m128 d =
-            _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, (short)b[3]->d, (short)b[2]->d,
-                                       (short)b[1]->d, (short)b[0]->d));
+        const __m512i p01 = q8_0_pair_dot(q8_0_pair(b[0], b[1]), act);
+        const __m512i p23 = q8_0_pair_dot(q8_0_pair(b[2], b[3]), act);
+        const __m128 d = _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, (short)b[3]->d, (short)b[2]->d,
+                                                    (short)b[1]->d, (short)b[0]->d));
         const __m512 sc = _mm512_castps128_ps512(_mm_mul_ps(d, _mm_set1_ps(y[i].d)));
         acc01 = _mm512_fmadd_ps(_mm512_permutexvar_ps(lo8, sc), _mm512_cvtepi32_ps(p01), acc01);
         acc23 = _mm512_fmadd_ps(_mm512_permutexvar_ps(hi8, sc), _mm512_cvtepi32_ps(p23), acc23);
     }
     const float add[4] = {0, 0, 0, 0};
     store_rows(acc01, acc23, add, out);
+}
+
+/* ---- 4 weight rows x 4 activation rows (prefill) ------------------------------------------
+ * out[t * ld_out + r] = vec_dot(row r, activation row t), bit for bit: per (row, token) the
+ * same 8-lane FMA chain and m * s chain as the single-row kernels. */
+
+static inline const vq_block_q8a *act_row(const void *a, size_t stride, int t) {
+    return (const vq_block_q8a *)(const void *)((const uint8_t *)a + (size_t)t * stride);
+}
+
+static inline void store_rows4x4(const __m512 acc[2][4], const __m256 summ[4], int has_m,
+                                 float *out, size_t ld_out) {
+    for (int t = 0; t < 4; t++) {
+        float add[4] = {0, 0, 0, 0};
+        if (has_m) {
+            float s8[8];
+            _mm256_storeu_ps(s8, summ[t]);
+            for (int r = 0; r < 4; r++) add[r] = s8[2 * r + 1];
+        }
+        store_rows(acc[0][t], acc[1][t], add, out + (size_t)t * ld_out);
+    }
+}
+
+void vq_vec_dotr4x4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                        size_t a_stride, float *out, size_t ld_out) {
+    const uint8_t *const x[4] = {w, row_at(w, w_stride, 1), row_at(w, w_stride, 2),
+                                 row_at(w, w_stride, 3)};
+    const vq_block_q8a *const y[4] = {act_row(a, a_stride, 0), act_row(a, a_stride, 1),
+                                      act_row(a, a_stride, 2), act_row(a, a_stride, 3)};
+    const __m512i lo8 = _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i hi8 = _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4);
+    __m512 acc[2][4];
+    __m256 summ[4];
+    for (int t = 0; t < 4; t++) {
+        acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+        summ[t] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < n / 32; i++) {
+        const size_t off = (size_t)i * sizeof(vq_block_q4_1);
+        const vq_block_q4_1 *b[4];
+        for (int r = 0; r < 4; r++) b[r] = (const vq_block_q4_1 *)(const void *)(x[r] + off);
+        const __m512i w01 = q4_1_pair(b[0], b[1]), w23 = q4_1_pair(b[2], b[3]);
+        const __m256 dm = _mm256_cvtph_ps(gather4_u32(x, off));
+        const __m512 d01 = _mm512_permutexvar_ps(lo8, _mm512_castps256_ps512(dm));
+        const __m512 d23 = _mm512_permutexvar_ps(hi8, _mm512_castps256_ps512(dm));
+        for (int t = 0; t < 4; t++) {
+            const vq_block_q8a *yb = &y[t][i];
+            const __m512i act = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)yb->qs));
+            const __m512 da = _mm512_set1_ps(yb->d);
+            summ[t] = _mm256_fmadd_ps(dm, _mm256_set1_ps(yb->s), summ[t]);
+            const __m512i p01 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w01, act);
+            const __m512i p23 = _mm512_dpbusd_epi32(_mm512_setzero_si512(), w23, act);
+            acc[0][t] = _mm512_fmadd_ps(_mm512_mul_ps(d01, da), _mm512_cvtepi32_ps(p01), acc[0][t]);
+            acc[1][t] = _mm512_fmadd_ps(_mm512_mul_ps(d23, da), _mm512_cvtepi32_ps(p23), acc[1][t]);
+        }
+    }
+    store_rows4x4((const __m512(*)[4])acc, summ, 1, out, ld_out);
+}
+
+void vq_vec_dotr4x4_q8_0_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                        size_t a_stride, float *out, size_t ld_out) {
+    const uint8_t *const x[4] = {w, row_at(w, w_stride, 1), row_at(w, w_stride, 2),
+                                 row_at(w, w_stride, 3)};
+    const vq_block_q8a *const y[4] = {act_row(a, a_stride, 0), act_row(a, a_stride, 1),
+                                      act_row(a, a_stride, 2), act_row(a, a_stride, 3)};
+    const __m512i lo8 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    const __m512i hi8 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
+    __m512 acc[2][4];
+    __m256 summ[4];
+    for (int t = 0; t < 4; t++) {
+        acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+        summ[t] = _mm256_setzero_ps();
+    }
+    for (int64_t i = 0; i < n / 32; i++) {
+        const size_t off = (size_t)i * sizeof(vq_block_q8_0);
+        const vq_block_q8_0 *b[4];
+        for (int r = 0; r < 4; r++) b[r] = (const vq_block_q8_0 *)(const void *)(x[r] + off);
+        const __m128 d = _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, (short)b[3]->d, (short)b[2]->d,
+                                                    (short)b[1]->d, (short)b[0]->d));
+        const __m512 d01 = _mm512_permutexvar_ps(lo8, _mm512_castps128_ps512(d));
+        const __m512 d23 = _mm512_permutexvar_ps(hi8, _mm512_castps128_ps512(d));
+        const struct q8_pair w01 = q8_0_pair(b[0], b[1]), w23 = q8_0_pair(b[2], b[3]);
+        for (int t = 0; t < 4; t++) {
+            const vq_block_q8a *yb = &y[t][i];
+            const __m512i act = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)yb->qs));
+            const __m512 da = _mm512_set1_ps(yb->d);
+            const __m512i p01 = q8_0_pair_dot(w01, act);
+            const __m512i p23 = q8_0_pair_dot(w23, act);
+            acc[0][t] = _mm512_fmadd_ps(_mm512_mul_ps(d01, da), _mm512_cvtepi32_ps(p01), acc[0][t]);
+            acc[1][t] = _mm512_fmadd_ps(_mm512_mul_ps(d23, da), _mm512_cvtepi32_ps(p23), acc[1][t]);
+        }
+    }
+    store_rows4x4((const __m512(*)[4])acc, summ, 0, out, ld_out);
 }
