@@ -346,11 +346,16 @@ float vq_vec_dot_q4_1_q8a_avx512(int64_t n, const void *w, const void *a);
 /* AVX-512 VNNI (callers check vq_cpu_avx512vnni()) */
 void vq_vec_dotr4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
                                       float *out);
-void vq_vec_dotr4_q8_0_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
-                                      float *out);
+#define VQ_GGML_VNNI_S8(T) \
+    void vq_vec_dotr4_##T##_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, \
+                                           const void *a, float *out); \
+    void vq_vec_dotr4x4_##T##_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, \
+                                             const void *a, size_t a_stride, float *out, \
+                                             size_t ld_out);
+VQ_GGML_VNNI_S8(q4_0)
+VQ_GGML_VNNI_S8(q5_0)
+VQ_GGML_VNNI_S8(q8_0)
 void vq_vec_dotr4x4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
-                                        size_t a_stride, float *out, size_t ld_out);
-void vq_vec_dotr4x4_q8_0_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
                                         size_t a_stride, float *out, size_t ld_out);
 
 

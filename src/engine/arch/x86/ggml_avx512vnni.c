@@ -1,7 +1,7 @@
 /*
- * ggml_avx512vnni.c — AVX-512 VNNI kernels for the int8-activation weight types of decode:
- * four weight rows against one activation row (ggml.h, vec_dot_r4), two rows per 512-bit
- * register.
+ * ggml_avx512vnni.c — AVX-512 VNNI kernels for the weight types with int8 activations (Q4_0,
+ * Q4_1, Q5_0, Q8_0): four weight rows against one activation row (decode, ggml.h vec_dot_r4)
+ * and against four (prefill, vec_dot_r4x4), two weight rows per 512-bit register.
  *
  * Each row keeps the exact float sequence of its single-row kernel (ggml's x86 order, see
  * ggml_avx512.c): per 32-element block, 8 int32 lanes of 4 products each (lanes 0-3 the first
@@ -42,15 +42,28 @@ static inline __m128i gather4_u32(const uint8_t *const x[4], size_t off) {
     return _mm_set_epi32((int)v[3], (int)v[2], (int)v[1], (int)v[0]);
 }
 
+/* The fp16 words at byte offset off of rows 0..3 as 4 floats. */
+static inline __m128 half4(const uint8_t *const x[4], size_t off) {
+    uint16_t h[4];
+    for (int r = 0; r < 4; r++) memcpy(&h[r], x[r] + off, 2);
+    return _mm_cvtph_ps(
+        _mm_set_epi16(0, 0, 0, 0, (short)h[3], (short)h[2], (short)h[1], (short)h[0]));
+}
+
+/* 16 packed bytes of rows r, r + 1 -> [r low | r high | r+1 low | r+1 high] nibbles. */
+static inline __m512i nibble_pair(const uint8_t *qa, const uint8_t *qb) {
+    __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)qa));
+    v = _mm512_mask_broadcast_i32x4(v, 0xFF00, _mm_loadu_si128((const __m128i *)qb));
+    const __m512i hi = _mm512_srli_epi16(v, 4);
+    return _mm512_and_si512(_mm512_mask_blend_epi64(0xCC, v, hi), _mm512_set1_epi8(15));
+}
+
 /* ---- Q4_1 -------------------------------------------------------------------------------- */
 
 /* The 32 unsigned weights of block i of rows r and r + 1 as [r low | r high | r+1 low |
  * r+1 high] nibbles (128 bits each), the layout the activation block broadcast twice matches. */
 static inline __m512i q4_1_pair(const vq_block_q4_1 *a, const vq_block_q4_1 *b) {
-    __m512i v = _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)a->qs));
-    v = _mm512_mask_broadcast_i32x4(v, 0xFF00, _mm_loadu_si128((const __m128i *)b->qs));
-    const __m512i hi = _mm512_srli_epi16(v, 4);
-    return _mm512_and_si512(_mm512_mask_blend_epi64(0xCC, v, hi), _mm512_set1_epi8(15));
+    return nibble_pair(a->qs, b->qs);
 }
 
 void vq_vec_dotr4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
@@ -88,7 +101,7 @@ void vq_vec_dotr4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride,
     store_rows(acc01, acc23, add, out);
 }
 
-/* ---- Q8_0 -------------------------------------------------------------------------------- */
+/* ---- signed weights: Q4_0, Q5_0, Q8_0 ------------------------------------------------------ */
 
 /* Block i of rows r, r + 1 (signed weights) as |w| and the sign mask: the integer dots with an
  * activation block broadcast twice are |w| x (a with w's sign), as ggml's AVX2 kernel forms
@@ -98,12 +111,34 @@ struct q8_pair {
     __mmask64 neg;
 };
 
-static inline struct q8_pair q8_0_pair(const vq_block_q8_0 *a, const vq_block_q8_0 *b) {
-    const __m512i q = _mm512_inserti64x4(
-        _mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a->qs)),
-        _mm256_loadu_si256((const __m256i *)b->qs), 1);
+static inline struct q8_pair s8_pair(__m512i q) {
     const struct q8_pair p = {_mm512_abs_epi8(q), _mm512_movepi8_mask(q)};
     return p;
+}
+
+/* Signed weights of block i of rows r, r + 1, 32 bytes per row, for each type. */
+static inline __m512i q8_0_pair_w(const void *a, const void *b) {
+    const vq_block_q8_0 *x = a, *y = b;
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)x->qs)),
+                              _mm256_loadu_si256((const __m256i *)y->qs), 1);
+}
+
+static inline __m512i q4_0_pair_w(const void *a, const void *b) {
+    const vq_block_q4_0 *x = a, *y = b;
+    return _mm512_sub_epi8(nibble_pair(x->qs, y->qs), _mm512_set1_epi8(8));
+}
+
+/* Q5_0: bit j of qh is the fifth bit of element j, and elements 0..31 of the two rows are
+ * bytes 0..63 of the nibble pair, so the two qh words form the byte mask directly. */
+static inline __m512i q5_0_pair_w(const void *a, const void *b) {
+    const vq_block_q5_0 *x = a, *y = b;
+    uint32_t ha, hb;
+    memcpy(&ha, x->qh, 4);
+    memcpy(&hb, y->qh, 4);
+    const __mmask64 h = _cvtu64_mask64((uint64_t)ha | (uint64_t)hb << 32);
+    const __m512i q = nibble_pair(x->qs, y->qs);
+    return _mm512_sub_epi8(_mm512_mask_add_epi8(q, h, q, _mm512_set1_epi8(16)),
+                           _mm512_set1_epi8(16));
 }
 
 static inline __m512i q8_0_pair_dot(struct q8_pair p, __m512i act) {
@@ -111,8 +146,14 @@ static inline __m512i q8_0_pair_dot(struct q8_pair p, __m512i act) {
     return _mm512_dpbusd_epi32(_mm512_setzero_si512(), p.aq, sa);
 }
 
-void vq_vec_dotr4_q8_0_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
-                                      float *out) {
+typedef __m512i (*pair_loader)(const void *a, const void *b);
+
+/* Types whose block is a fp16 scale d followed by 32 signed weights (Q4_0, Q5_0, Q8_0; `load`
+ * forms the weights of two rows, `bsize` is the block's size): ggml's order as Q8_0's. */
+static inline __attribute__((always_inline)) void dot_r4_s8(int64_t n, const void *w,
+                                                            size_t w_stride, const void *a,
+                                                            float *out, size_t bsize,
+                                                            pair_loader load) {
     const uint8_t *const x[4] = {w, row_at(w, w_stride, 1), row_at(w, w_stride, 2),
                                  row_at(w, w_stride, 3)};
     const vq_block_q8a *y = a;
@@ -120,21 +161,15 @@ void vq_vec_dotr4_q8_0_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride,
     const __m512i hi8 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
     __m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / 32; i++) {
-        const size_t off = (size_t)i * sizeof(vq_block_q8_0);
+        const size_t off = (size_t)i * bsize;
         if (VQ_PF_ROWS) {
             const char *pf = (const char *)x[0] + VQ_PF_ROWS * w_stride + 4 * off;
-            _mm_prefetch(pf, _MM_HINT_T0);
-            _mm_prefetch(pf + 64, _MM_HINT_T0);
-            _mm_prefetch(pf + 128, _MM_HINT_T0);
+            for (size_t k = 0; k < 4 * bsize; k += 64) _mm_prefetch(pf + k, _MM_HINT_T0);
         }
-        const vq_block_q8_0 *b[4];
-        for (int r = 0; r < 4; r++) b[r] = (const vq_block_q8_0 *)(const void *)(x[r] + off);
         const __m512i act = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y[i].qs));
-        const __m512i p01 = q8_0_pair_dot(q8_0_pair(b[0], b[1]), act);
-        const __m512i p23 = q8_0_pair_dot(q8_0_pair(b[2], b[3]), act);
-        const __m128 d = _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, (short)b[3]->d, (short)b[2]->d,
-                                                    (short)b[1]->d, (short)b[0]->d));
-        const __m512 sc = _mm512_castps128_ps512(_mm_mul_ps(d, _mm_set1_ps(y[i].d)));
+        const __m512i p01 = q8_0_pair_dot(s8_pair(load(x[0] + off, x[1] + off)), act);
+        const __m512i p23 = q8_0_pair_dot(s8_pair(load(x[2] + off, x[3] + off)), act);
+        const __m512 sc = _mm512_castps128_ps512(_mm_mul_ps(half4(x, off), _mm_set1_ps(y[i].d)));
         acc01 = _mm512_fmadd_ps(_mm512_permutexvar_ps(lo8, sc), _mm512_cvtepi32_ps(p01), acc01);
         acc23 = _mm512_fmadd_ps(_mm512_permutexvar_ps(hi8, sc), _mm512_cvtepi32_ps(p23), acc23);
     }
@@ -199,8 +234,11 @@ void vq_vec_dotr4x4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_strid
     store_rows4x4((const __m512(*)[4])acc, summ, 1, out, ld_out);
 }
 
-void vq_vec_dotr4x4_q8_0_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
-                                        size_t a_stride, float *out, size_t ld_out) {
+static inline __attribute__((always_inline)) void dot_r4x4_s8(int64_t n, const void *w,
+                                                              size_t w_stride, const void *a,
+                                                              size_t a_stride, float *out,
+                                                              size_t ld_out, size_t bsize,
+                                                              pair_loader load) {
     const uint8_t *const x[4] = {w, row_at(w, w_stride, 1), row_at(w, w_stride, 2),
                                  row_at(w, w_stride, 3)};
     const vq_block_q8a *const y[4] = {act_row(a, a_stride, 0), act_row(a, a_stride, 1),
@@ -214,14 +252,12 @@ void vq_vec_dotr4x4_q8_0_q8a_avx512vnni(int64_t n, const void *w, size_t w_strid
         summ[t] = _mm256_setzero_ps();
     }
     for (int64_t i = 0; i < n / 32; i++) {
-        const size_t off = (size_t)i * sizeof(vq_block_q8_0);
-        const vq_block_q8_0 *b[4];
-        for (int r = 0; r < 4; r++) b[r] = (const vq_block_q8_0 *)(const void *)(x[r] + off);
-        const __m128 d = _mm_cvtph_ps(_mm_set_epi16(0, 0, 0, 0, (short)b[3]->d, (short)b[2]->d,
-                                                    (short)b[1]->d, (short)b[0]->d));
+        const size_t off = (size_t)i * bsize;
+        const __m128 d = half4(x, off);
         const __m512 d01 = _mm512_permutexvar_ps(lo8, _mm512_castps128_ps512(d));
         const __m512 d23 = _mm512_permutexvar_ps(hi8, _mm512_castps128_ps512(d));
-        const struct q8_pair w01 = q8_0_pair(b[0], b[1]), w23 = q8_0_pair(b[2], b[3]);
+        const struct q8_pair w01 = s8_pair(load(x[0] + off, x[1] + off)),
+                             w23 = s8_pair(load(x[2] + off, x[3] + off));
         for (int t = 0; t < 4; t++) {
             const vq_block_q8a *yb = &y[t][i];
             const __m512i act = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)yb->qs));
@@ -234,3 +270,17 @@ void vq_vec_dotr4x4_q8_0_q8a_avx512vnni(int64_t n, const void *w, size_t w_strid
     }
     store_rows4x4((const __m512(*)[4])acc, summ, 0, out, ld_out);
 }
+
+#define S8_KERNELS(T) \
+    void vq_vec_dotr4_##T##_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, \
+                                           const void *a, float *out) { \
+        dot_r4_s8(n, w, w_stride, a, out, sizeof(vq_block_##T), T##_pair_w); \
+    } \
+    void vq_vec_dotr4x4_##T##_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, \
+                                             const void *a, size_t a_stride, float *out, \
+                                             size_t ld_out) { \
+        dot_r4x4_s8(n, w, w_stride, a, a_stride, out, ld_out, sizeof(vq_block_##T), T##_pair_w); \
+    }
+S8_KERNELS(q4_0)
+S8_KERNELS(q5_0)
+S8_KERNELS(q8_0)
