@@ -176,6 +176,12 @@ struct vq_codec_params {
      * eigenvalues (sum of bits = head_dim * bits, each coordinate 0..6 bits); 0 = every
      * coordinate at `bits` bits (the paper's SQ_noQJL configuration). Default 1. */
     int spectral_waterfill;
+    /* kivi / kivi_sink keys: the width of each channel (head_dim entries, each 2..8, summing to
+     * head_dim * bits, every width used by a multiple of 8 channels; docs/ALGORITHMS.md §8.8).
+     * Block bytes and bits/elem are those of `bits`. Borrowed: the codec copies the widths at
+     * create (vq_codec_params_get then points at that copy). NULL = every channel at `bits`
+     * (default). Values, other methods or a bad table: INVALID_ARG. */
+    const uint8_t *channel_bits;
 };
 
 /* Returns the defaults listed above. Thread-safe. */
@@ -431,6 +437,18 @@ struct vq_cache_params {
      * from the model. INVALID_ARG otherwise. */
     int key_scale_pairs;
     int key_scale_rope_dim;
+    /* Per-channel KIVI key widths (docs/ALGORITHMS.md §8.8): 0 = off (default), 1 = on (key
+     * method kivi or kivi_sink, else UNSUPPORTED; INVALID_ARG outside 0..1). Per (layer,
+     * kv-head), at the layer's first append (kept only if it succeeds; cleared by reset /
+     * truncate to 0), each key channel c gets its own width b_c in 2..8 with the layer's key
+     * width as mean (bytes and bits/elem unchanged), water-filled on w_c = a_c R_c^2: R_c^2 the
+     * mean squared range (max - min) of the channel over the append's groups of G tokens, a_c
+     * the mean q_c^2 of the queries given to vq_cache_observe_queries for the kv-head's query
+     * heads (1 when none were observed). A first append of fewer than G tokens, or a layer at
+     * 2 or 8 bits, keeps one width. Applies to every layer except fp16_first/last layers.
+     * Bytes: head_dim per (layer, kv-head) once learned (the widths), counted in
+     * vq_cache_memory.center_bytes. */
+    int key_channel_bits;
 };
 
 /* Defaults: 1 layer, 1 kv head, head_dim 128, max_tokens 4096, page 256, fp16 keys and values. */

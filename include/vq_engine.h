@@ -146,8 +146,8 @@ struct vq_ctx_params {
     /* K/V storage: methods, bits, windows, page size, per-layer bits. The engine overwrites
      * n_layers, n_kv_heads, head_dim, max_tokens (= n_ctx), n_threads, layer_window (the
      * model's sliding windows, vq_model_layer_window) and key_scale_pairs / key_scale_rope_dim
-     * (the model's RoPE pairing); with key_scales = 2 it shows every layer the queries of the
-     * batch before appending it (vq_cache_observe_queries). Default fp16. */
+     * (the model's RoPE pairing); with key_scales = 2 or key_channel_bits it shows every layer
+     * the queries of the batch before appending it (vq_cache_observe_queries). Default fp16. */
     struct vq_cache_params cache;
 };
 

@@ -124,6 +124,10 @@ struct vq_side {           /* K or V configuration of one layer */
     int use_ot;            /* 1 if this side keeps fp16 copies of outlier tokens */
     int n_oc;              /* outlier channels of this (key) side, 0 = off */
     size_t oc_off;         /* byte offset of the outlier-channel records inside a page */
+    /* keys with key_channel_bits: (n_kv_heads) codecs with the per-channel widths learned from
+     * the layer's first append, owned by the side; a NULL entry (or hc NULL) = `codec` */
+    vq_codec **hc;
+    int cw_set; /* 1 once hc was learned from the layer's first append */
 };
 
 struct vq_layer {
@@ -146,7 +150,9 @@ struct vq_layer {
      * that append) is > 0; a truncate back to exactly oc_undo_n swaps them back (how an
      * engine drops a failed batch). <= 0 = no undo (an append started since, or a reset). */
     int64_t oc_undo_n;
-    float *qm;    /* key_scales 2: (n_kv_heads, head_dim) mean q^2 of the observed queries */
+    /* key_scales 2 / key_channel_bits: (n_kv_heads, head_dim) mean q^2 of the observed
+     * queries */
+    float *qm;
     int64_t qm_n; /* queries behind qm (0 = none observed since the layer was emptied) */
 };
 
@@ -209,7 +215,10 @@ static int same_params(const struct vq_codec_params *a, const struct vq_codec_pa
            memcmp(a->polar_bits, b->polar_bits, sizeof a->polar_bits) == 0 && a->isa == b->isa &&
            a->calib == b->calib && a->calib_layer == b->calib_layer &&
            a->pq_codeword_bits == b->pq_codeword_bits && a->pq_subvec_dim == b->pq_subvec_dim &&
-           a->spectral_waterfill == b->spectral_waterfill;
+           a->spectral_waterfill == b->spectral_waterfill &&
+           (a->channel_bits == b->channel_bits ||
+            (a->channel_bits && b->channel_bits &&
+             memcmp(a->channel_bits, b->channel_bits, (size_t)a->head_dim) == 0));
 }
 
 /* The page that holds coded token t of stream s (t >= pg0 * page_tokens, t < n_coded). */
@@ -218,6 +227,11 @@ static inline uint8_t *page_at(const struct vq_cache *c, const struct vq_stream 
 }
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+
+/* The codec of stream (side, head): its learned per-channel-width codec, else the side's. */
+static inline const vq_codec *side_codec(const struct vq_side *sd, int h) {
+    return sd->hc && sd->hc[h] ? sd->hc[h] : sd->codec;
+}
 
 void vq_cache_layer_window(const struct vq_cache_params *p, int layer, int *w, int *s) {
     *w = p->layer_window ? p->layer_window[layer] : 0;
@@ -395,6 +409,10 @@ static void side_free(struct vq_side *sd, int n_kv) {
     }
     free(sd->s);
     sd->s = NULL;
+    if (sd->hc)
+        for (int h = 0; h < n_kv; h++) vq_codec_free(sd->hc[h]);
+    free(sd->hc);
+    sd->hc = NULL;
     free(sd->mu);
     sd->mu = NULL;
     free(sd->ks);
@@ -448,7 +466,7 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
         p->stream_sinks > VQ_MAX_STREAM_SINKS || (p->stream_sinks > 0 && p->stream_window == 0) ||
         p->key_scales < 0 || p->key_scales > 2 || p->key_scale_pairs < 0 ||
         p->key_scale_pairs > 2 || p->key_scale_rope_dim < 0 || p->key_scale_rope_dim % 2 != 0 ||
-        p->key_scale_rope_dim > p->head_dim)
+        p->key_scale_rope_dim > p->head_dim || p->key_channel_bits < 0 || p->key_channel_bits > 1)
         return create_fail(NULL, st, VQ_STATUS_INVALID_ARG);
     if (p->layer_window)
         for (int l = 0; l < p->n_layers; l++)
@@ -457,6 +475,8 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     if (p->outlier_token_k > 0.0f && !vq_cache_ot_supported(p->key.method, p->value.method))
         return create_fail(NULL, st, VQ_STATUS_UNSUPPORTED);
     if (p->n_outlier_channels > 0 && !vq_cache_oc_method(p->key.method))
+        return create_fail(NULL, st, VQ_STATUS_UNSUPPORTED);
+    if (p->key_channel_bits && !(vq_method_flags(p->key.method) & VQ_METHOD_F_PER_CHANNEL_KEYS))
         return create_fail(NULL, st, VQ_STATUS_UNSUPPORTED);
     struct vq_cache *c = calloc(1, sizeof *c);
     if (!c) return create_fail(NULL, st, VQ_STATUS_NO_MEMORY);
@@ -544,10 +564,17 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
             L->k.ks = malloc(nd * sizeof(uint16_t));
             L->k.ks_f = malloc(nd * sizeof(float));
             L->k.ks_inv = malloc(nd * sizeof(float));
-            if (p->key_scales == 2) L->qm = calloc(nd, sizeof(float));
-            if (!L->k.ks || !L->k.ks_f || !L->k.ks_inv || (p->key_scales == 2 && !L->qm))
+            if (!L->k.ks || !L->k.ks_f || !L->k.ks_inv)
                 return create_fail(c, st, VQ_STATUS_NO_MEMORY);
             ks_unit(&L->k, nd);
+        }
+        if (p->key_channel_bits && !fp16_edge) {
+            L->k.hc = calloc((size_t)c->n_kv, sizeof *L->k.hc);
+            if (!L->k.hc) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
+        }
+        if ((p->key_scales == 2 || L->k.hc) && !fp16_edge) {
+            L->qm = calloc((size_t)c->n_kv * (size_t)c->d, sizeof(float));
+            if (!L->qm) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
         }
         L->f16_exact = plain_f16(&L->k) && plain_f16(&L->v) && c->d % 16 == 0;
         L->f16_window = window_f16(&L->k) && window_f16(&L->v) && c->d % 16 == 0;
@@ -733,6 +760,90 @@ static void compute_ks(const struct vq_cache *c, struct vq_layer *L, const void 
         vq_fp16_to_fp32_row(sd->ks + o, sd->ks_f + o, d);
         for (int i = 0; i < d; i++) sd->ks_inv[o + (size_t)i] = 1.0f / sd->ks_f[o + (size_t)i];
     }
+}
+
+/* Per-channel KIVI key widths (vq_cache_params.key_channel_bits, docs/ALGORITHMS.md §8.8)
+ * of channels with weights w (d entries) at mean width `bits`: channels ranked by w
+ * (descending, ties: lower channel) form units of 8; every unit starts at 2 bits and the next
+ * bit goes to the unit of largest W_u (f(b_u) - f(b_u + 1)), f(b) = (2^b - 1)^-2 (a KIVI
+ * channel's error at b bits over its range squared), W_u = sum of w over the unit (ties: lower
+ * unit), until the widths sum to d * bits; no unit above 8. Pure, thread-safe. */
+void vq_cache_channel_widths(const double *w, int d, int bits, uint8_t *out) {
+    int order[1024], ub[128];
+    double wu[128];
+    for (int i = 0; i < d; i++) order[i] = i;
+    for (int i = 1; i < d; i++) { /* insertion sort: stable, descending w */
+        const int x = order[i];
+        int j = i;
+        while (j > 0 && w[order[j - 1]] < w[x]) {
+            order[j] = order[j - 1];
+            j--;
+        }
+        order[j] = x;
+    }
+    const int nu = d / 8;
+    for (int u = 0; u < nu; u++) {
+        wu[u] = 0;
+        for (int i = 0; i < 8; i++) wu[u] += w[order[8 * u + i]];
+        ub[u] = 2;
+    }
+    for (int left = nu * (bits - 2); left > 0; left--) {
+        int best = -1;
+        double gbest = -1;
+        for (int u = 0; u < nu; u++) {
+            if (ub[u] >= 8) continue;
+            const double e0 = (double)((1 << ub[u]) - 1), e1 = (double)((2 << ub[u]) - 1);
+            const double gain = wu[u] * (1.0 / (e0 * e0) - 1.0 / (e1 * e1));
+            if (gain > gbest) best = u, gbest = gain;
+        }
+        ub[best]++;
+    }
+    for (int u = 0; u < nu; u++)
+        for (int i = 0; i < 8; i++) out[order[8 * u + i]] = (uint8_t)ub[u];
+}
+
+/* Learns the key side's per-head codecs (vq_cache_params.key_channel_bits) from the n tokens
+ * of the layer's first append: w_c = a_c R_c^2 with R_c^2 the mean over the append's whole
+ * groups of G tokens of (max - min)^2 of channel c (rows as stored: centered, scaled) and a_c
+ * the observed query moment (1 when none was observed); widths by vq_cache_channel_widths at
+ * the side codec's width. Fewer than G tokens, or widths all equal: the side's codec. */
+static vq_status compute_cw(const struct vq_cache *c, struct vq_layer *L, const void *src,
+                            enum vq_dtype dt, int64_t n) {
+    struct vq_side *sd = &L->k;
+    const int d = c->d, g = sd->bt;
+    const struct vq_codec_params *cp = vq_codec_params_get(sd->codec);
+    for (int h = 0; h < c->n_kv; h++) {
+        vq_codec_free(sd->hc[h]);
+        sd->hc[h] = NULL;
+    }
+    if (n < g || d % 8 != 0 || cp->bits == 2 || cp->bits == 8) return VQ_STATUS_OK;
+    double r2[1024];
+    float row[1024], lo[1024], hi[1024];
+    uint8_t wb[1024];
+    for (int h = 0; h < c->n_kv; h++) {
+        for (int i = 0; i < d; i++) r2[i] = 0;
+        for (int64_t t0 = 0; t0 + g <= n; t0 += g)
+            for (int64_t t = t0; t < t0 + g; t++) {
+                load_row(c, sd, src, dt, h, t, row);
+                for (int i = 0; i < d; i++) {
+                    lo[i] = t == t0 || row[i] < lo[i] ? row[i] : lo[i];
+                    hi[i] = t == t0 || row[i] > hi[i] ? row[i] : hi[i];
+                    if (t == t0 + g - 1) r2[i] += (double)(hi[i] - lo[i]) * (hi[i] - lo[i]);
+                }
+            }
+        for (int i = 0; i < d; i++)
+            if (L->qm_n > 0) r2[i] *= L->qm[(size_t)h * (size_t)d + (size_t)i];
+        vq_cache_channel_widths(r2, d, cp->bits, wb);
+        int uniform = 1;
+        for (int i = 0; i < d; i++) uniform &= wb[i] == cp->bits;
+        if (uniform) continue;
+        struct vq_codec_params hp = *cp;
+        hp.channel_bits = wb;
+        vq_status st;
+        sd->hc[h] = vq_codec_create(&hp, &st);
+        if (!sd->hc[h]) return st;
+    }
+    return VQ_STATUS_OK;
 }
 
 vq_status vq_cache_observe_queries(vq_cache *c, int layer, const float *q, int n_q_heads,
@@ -1005,7 +1116,7 @@ static vq_status stream_encode(struct vq_cache *c, struct vq_layer *L, struct vq
         if (sd->n_oc > 0)
             VQ_RETURN_IF_ERR(oc_split(c, sd, s, pos, rows, c->stage, page_at(c, s, pos), in_page));
         uint8_t *dst = page_at(c, s, pos) + (size_t)(in_page / sd->bt) * bb;
-        VQ_RETURN_IF_ERR(vq_codec_encode(sd->codec, c->stage, rows, dst));
+        VQ_RETURN_IF_ERR(vq_codec_encode(side_codec(sd, h), c->stage, rows, dst));
         i += rows;
     }
     return VQ_STATUS_OK;
@@ -1220,6 +1331,8 @@ vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v, 
     if (set_v) compute_mu(c, &L->v, v, dtype, n_tokens);
     const int set_ks = L->k.ks && !L->k.ks_set;
     if (set_ks) compute_ks(c, L, k, dtype, n_tokens);
+    const int set_cw = L->k.hc && !L->k.cw_set;
+    if (set_cw) VQ_RETURN_IF_ERR(compute_cw(c, L, k, dtype, n_tokens));
     st = scan_centered(c, &L->k, k, dtype, n_tokens);
     if (st == VQ_STATUS_OK) st = scan_centered(c, &L->v, v, dtype, n_tokens);
     if (st != VQ_STATUS_OK) return st;
@@ -1270,6 +1383,7 @@ vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v, 
     if (set_k) L->k.mu_set = 1;
     if (set_v) L->v.mu_set = 1;
     if (set_ks) L->k.ks_set = 1;
+    if (set_cw) L->k.cw_set = 1;
     /* phase B */
     if (first) {
         for (int h = 0; h < c->n_kv; h++)
@@ -1444,7 +1558,8 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
     /* keys: codec pages, sinks, window */
     const struct vq_side *ks = &L->k;
     const struct vq_stream *kst = &ks->s[g];
-    const size_t kbb = vq_codec_block_bytes(ks->codec);
+    const vq_codec *kcd = side_codec(ks, g);
+    const size_t kbb = vq_codec_block_bytes(kcd);
     int64_t kmin = INT64_MAX, kmax = 0;
     for (int j = 0; j < ns; j++) {
         const int64_t vis = kst->n_coded < sl[j].hi ? kst->n_coded : sl[j].hi;
@@ -1460,14 +1575,14 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
             kq[j] = qk;
         }
         vq_codec_prepare_query(c->f16, kq[j], qs16[j]);
-        if (kend[j] > kb[j]) vq_codec_prepare_query(ks->codec, kq[j], qs[j]);
+        if (kend[j] > kb[j]) vq_codec_prepare_query(kcd, kq[j], qs[j]);
     }
     for (int64_t p0 = kmin / PT * PT; p0 < kmax; p0 += PT)
         for (int j = 0; j < ns; j++) {
             const int64_t a = p0 > kb[j] ? p0 : kb[j], b = p0 + PT < kend[j] ? p0 + PT : kend[j];
             if (a >= b) continue;
             const uint8_t *codes = page_at(c, kst, p0) + (size_t)((a - p0) / ks->bt) * kbb;
-            vq_codec_score(ks->codec, qs[j], codes, b - a, sc[j] + a);
+            vq_codec_score(kcd, qs[j], codes, b - a, sc[j] + a);
             if (ks->n_oc > 0) oc_score(c, ks, kst, kq[j], a, b - a, sc[j] + a);
         }
     for (int j = 0; j < ns; j++) {
@@ -1768,7 +1883,7 @@ static void stream_decode(const vq_cache *c, const struct vq_layer *L, const str
     memset(x, 0, (size_t)(nt * d) * sizeof(float));
     for (int64_t p0 = ev; p0 < s->n_coded; p0 += PT) {
         const int64_t p1 = p0 + PT < s->n_coded ? p0 + PT : s->n_coded;
-        vq_codec_decode(sd->codec, page_at(c, s, p0), p1 - p0, x + p0 * d);
+        vq_codec_decode(side_codec(sd, h), page_at(c, s, p0), p1 - p0, x + p0 * d);
         if (sd->n_oc > 0) oc_decode(c, sd, s, p0, p1 - p0, x + p0 * d);
     }
     if (sd->use_ot)
@@ -1893,7 +2008,8 @@ void vq_cache_memory(const vq_cache *c, struct vq_cache_memory *m) {
                 size_t win = (size_t)s->win_n * row16;
                 if (sd->use_sinks) win += (size_t)L->n_sinks * row16;
                 win += (size_t)(L->ss_cap < L->n_tokens ? L->ss_cap : L->n_tokens) * row16;
-                const size_t mu = (sd->mu_set ? row16 : 0) + (sd->ks_set ? row16 : 0);
+                const size_t mu = (sd->mu_set ? row16 : 0) + (sd->ks_set ? row16 : 0) +
+                                  (sd->hc && sd->cw_set ? (size_t)c->d : 0);
                 size_t ob = sd->use_ot ? (size_t)L->n_ot * row16 : 0;
                 if (sd->n_oc > 0)
                     ob += (size_t)live * (size_t)(2 + sd->n_oc) +
@@ -1911,6 +2027,7 @@ void vq_cache_memory(const vq_cache *c, struct vq_cache_memory *m) {
                                       (size_t)sd->buf_rows * row16 +
                                       (sd->use_sinks ? (size_t)L->sink_cap * row16 : 0) +
                                       (sd->mu ? row16 : 0) + (sd->ks ? row16 : 0) +
+                                      (sd->hc ? (size_t)c->d : 0) +
                                       (sd->use_ot ? (size_t)L->ot_cap * row16 : 0) +
                                       (size_t)sd->n_oc * 2 + (size_t)L->ss_cap * row16;
             }
@@ -2012,7 +2129,7 @@ vq_status vq_cache_truncate(vq_cache *c, int64_t n_tokens) {
         L->n_tokens = n_tokens;
         if (n_tokens == 0) {
             L->k.mu_set = L->v.mu_set = 0; /* an emptied layer re-learns mu and the scales */
-            L->k.ks_set = 0;
+            L->k.ks_set = L->k.cw_set = 0;
             L->qm_n = 0;
             oc_reset(&L->k, c->n_kv, c->d);
             L->oc_undo_n = -1;
@@ -2041,7 +2158,7 @@ void vq_cache_reset(vq_cache *c) {
         L->n_sinks = 0;
         L->n_ot = 0;
         L->k.mu_set = L->v.mu_set = 0;
-        L->k.ks_set = 0;
+        L->k.ks_set = L->k.cw_set = 0;
         L->qm_n = 0;
         oc_reset(&L->k, c->n_kv, c->d);
         L->oc_undo_n = -1;

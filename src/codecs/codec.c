@@ -97,6 +97,7 @@ struct vq_codec_params vq_codec_params_default(void) {
     p.pq_codeword_bits = 0;
     p.pq_subvec_dim = 0;
     p.spectral_waterfill = 1;
+    p.channel_bits = NULL;
     return p;
 }
 
@@ -137,6 +138,9 @@ vq_codec *vq_codec_create(const struct vq_codec_params *p, vq_status *st) {
         return vq_codec_fail_(st, VQ_STATUS_UNSUPPORTED);
     const struct vq_codec_i *iface = vq_codec_iface(p->method);
     if (!iface || !iface->init) return vq_codec_fail_(st, VQ_STATUS_UNSUPPORTED);
+    /* per-channel widths: only codecs with per-channel key groups read them (kivi.c) */
+    if (p->channel_bits && !(iface->flags & VQ_METHOD_F_PER_CHANNEL_KEYS))
+        return vq_codec_fail_(st, VQ_STATUS_INVALID_ARG);
 
     struct vq_codec *c = vq_alloc(sizeof *c);
     if (!c) return vq_codec_fail_(st, VQ_STATUS_NO_MEMORY);

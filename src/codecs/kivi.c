@@ -29,6 +29,12 @@
  *   [2d, 4d)           ẑ_c, sf16 little-endian
  *   [4d, 4d + G*rowb)  G code rows, token order
  *   block_bytes = 4d + G*d*b/8; bits/elem = b + 32/G.
+ * Keys with per-channel widths (params.channel_bits, docs/ALGORITHMS.md §8.8): the channels
+ * are ordered by width class (decreasing width, ascending channel within a class; "position"
+ * i holds channel perm[i]); ŝ and ẑ are stored in position order, and each class stores its
+ * own G code rows (n_k channels at b_k bits: n_k*b_k/8 bytes per row, layout above) one class
+ * after the other, widest first. Σ n_k b_k = d*b, so block_bytes and bits/elem are those of b;
+ * without channel_bits this is exactly the layout above (one class, identity order).
  * Value block (role VALUE, per-token groups of G channels; block_tokens = 1), ng = d/G:
  *   [0, 2ng)           ŝ_h, sf16, group h = 0..ng-1 (channels hG .. hG+G-1)
  *   [2ng, 4ng)         ẑ_h, sf16
@@ -36,8 +42,10 @@
  *   block_bytes = 4d/G + d*b/8; bits/elem = b + 32/G.
  *
  * Fused paths (§7.3): keys score a block with the scale-folded query q'_c = q_c ŝ_c and the
- * bias β = Σ_c q_c ẑ_c: score_t = β + Σ_c q'_c code_{t,c}. Values accumulate in
- * acc (d + ng floats): acc[c] += (w ŝ_h) code_c, acc[d + h] += w ẑ_h; finish adds the bias.
+ * bias β = Σ_c q_c ẑ_c: score_t = β + Σ_c q'_c code_{t,c} (with width classes: the query is
+ * permuted once by prepare_query, and each class's partial sum is added to the first's).
+ * Values accumulate in acc (d + ng floats): acc[c] += (w ŝ_h) code_c, acc[d + h] += w ẑ_h;
+ * finish adds the bias.
  * Key-role accumulate and value-role score (not used by the cache) are exact but scalar.
  */
 #include <math.h>
@@ -142,9 +150,21 @@ void vq_kivi_acc_vals_ref(const uint8_t *blocks, size_t block_bytes, int64_t n, 
 
 /* ---- codec state --------------------------------------------------------------------------- */
 
+/* Keys are stored in width classes (one class at `bits` without channel_bits): class k holds
+ * cls_n[k] channels (a multiple of 8) at cls_bits[k] bits, at permuted positions cls_c0[k] ..
+ * cls_c0[k] + cls_n[k] - 1 (perm maps a position to its channel); its G code rows (cls_row[k]
+ * bytes each) start cls_off[k] bytes after the block's scales and zeros. */
+#define KIVI_MAX_CLS 7
+
 struct vq_kivi_impl {
     int d, bits, g, ng; /* ng = d / g for values, 0 for keys */
     size_t rowb;
+    int ncls, identity; /* identity: perm[i] = i */
+    int cls_bits[KIVI_MAX_CLS], cls_n[KIVI_MAX_CLS], cls_c0[KIVI_MAX_CLS];
+    size_t cls_row[KIVI_MAX_CLS], cls_off[KIVI_MAX_CLS];
+    uint16_t perm[1024];
+    uint8_t cbits[1024]; /* width of each permuted position; the caller's table: chan_bits */
+    uint8_t chan_bits[1024];
     vq_kivi_fold_fn fold;
     vq_kivi_dot_rows_fn dot_rows;
     vq_kivi_acc_vals_fn acc_vals;
@@ -191,8 +211,7 @@ static vq_status kivi_encode(const struct vq_codec *c, const float *x, int64_t n
         if (!isfinite(x[i])) return VQ_STATUS_NON_FINITE;
     uint8_t codes[1024];
     if (c->p.role == VQ_ROLE_KEY) {
-        float sh[1024], zh[1024], dv[1024];
-        const float qmax = (float)((1 << bits) - 1);
+        float sh[1024], zh[1024], dv[1024], qm[1024];
         for (int64_t b = 0; b < n_blocks; b++) {
             const float *xb = x + b * g * d;
             uint8_t *blk = dst + (size_t)b * c->block_bytes;
@@ -206,20 +225,25 @@ static vq_status kivi_encode(const struct vq_codec *c, const float *x, int64_t n
                     hi[ch] = xr[ch] > hi[ch] ? xr[ch] : hi[ch];
                 }
             }
-            for (int ch = 0; ch < d; ch++) {
-                const float s = (hi[ch] - lo[ch]) / qmax;
+            for (int i = 0; i < d; i++) { /* position i holds channel perm[i] */
+                const int ch = im->perm[i];
+                qm[i] = (float)((1 << im->cbits[i]) - 1);
+                const float s = (hi[ch] - lo[ch]) / qm[i];
                 if (!vq_sf16_fits(lo[ch]) || !vq_sf16_fits(s)) return VQ_STATUS_RANGE;
                 const uint16_t s16 = vq_fp32_to_sf16(s), z16 = vq_fp32_to_sf16(lo[ch]);
-                wr16(blk + 2 * ch, s16);
-                wr16(blk + 2 * d + 2 * ch, z16);
-                sh[ch] = vq_sf16_to_fp32(s16);
-                zh[ch] = vq_sf16_to_fp32(z16);
-                dv[ch] = sh[ch] > 0.0f ? sh[ch] : INFINITY;
+                wr16(blk + 2 * i, s16);
+                wr16(blk + 2 * d + 2 * i, z16);
+                sh[i] = vq_sf16_to_fp32(s16);
+                zh[i] = vq_sf16_to_fp32(z16);
+                dv[i] = sh[i] > 0.0f ? sh[i] : INFINITY;
             }
+            uint8_t *rows = blk + 4 * (size_t)d;
             for (int t = 0; t < g; t++) {
                 const float *xr = xb + (int64_t)t * d;
-                for (int ch = 0; ch < d; ch++) codes[ch] = quant1(xr[ch], zh[ch], dv[ch], qmax);
-                vq_kivi_pack_row(codes, d, bits, blk + 4 * (size_t)d + (size_t)t * im->rowb);
+                for (int i = 0; i < d; i++) codes[i] = quant1(xr[im->perm[i]], zh[i], dv[i], qm[i]);
+                for (int k = 0; k < im->ncls; k++)
+                    vq_kivi_pack_row(codes + im->cls_c0[k], im->cls_n[k], im->cls_bits[k],
+                                     rows + im->cls_off[k] + (size_t)t * im->cls_row[k]);
             }
         }
         return VQ_STATUS_OK;
@@ -238,6 +262,14 @@ static vq_status kivi_encode(const struct vq_codec *c, const float *x, int64_t n
     return VQ_STATUS_OK;
 }
 
+/* The d codes of row t of a key block, in position order. */
+static void key_codes(const struct vq_kivi_impl *im, const uint8_t *blk, int t, uint8_t *codes) {
+    const uint8_t *rows = blk + 4 * (size_t)im->d;
+    for (int k = 0; k < im->ncls; k++)
+        vq_kivi_unpack_row(rows + im->cls_off[k] + (size_t)t * im->cls_row[k], im->cls_n[k],
+                           im->cls_bits[k], codes + im->cls_c0[k]);
+}
+
 static void kivi_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x) {
     const struct vq_kivi_impl *im = c->impl;
     const int d = im->d, bits = im->bits, g = im->g;
@@ -246,11 +278,11 @@ static void kivi_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_
         for (int64_t b = 0; b < n_blocks; b++) {
             const uint8_t *blk = src + (size_t)b * c->block_bytes;
             for (int t = 0; t < g; t++) {
-                vq_kivi_unpack_row(blk + 4 * (size_t)d + (size_t)t * im->rowb, d, bits, codes);
+                key_codes(im, blk, t, codes);
                 float *xr = x + (b * g + t) * d;
-                for (int ch = 0; ch < d; ch++)
-                    xr[ch] = (float)codes[ch] * vq_sf16_to_fp32(rd16(blk + 2 * ch)) +
-                             vq_sf16_to_fp32(rd16(blk + 2 * d + 2 * ch));
+                for (int i = 0; i < d; i++)
+                    xr[im->perm[i]] = (float)codes[i] * vq_sf16_to_fp32(rd16(blk + 2 * i)) +
+                                      vq_sf16_to_fp32(rd16(blk + 2 * d + 2 * i));
             }
         }
         return;
@@ -267,11 +299,14 @@ static void kivi_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_
     }
 }
 
-/* Prepared query: q (d floats), then for values the per-group sums of q (ng floats). */
+/* Prepared query: q (d floats; keys: in position order, q[perm[i]]), then for values the
+ * per-group sums of q (ng floats). */
 static void kivi_prepare_query(const struct vq_codec *c, const float *q, void *qs) {
     const struct vq_kivi_impl *im = c->impl;
     float *o = qs;
-    memcpy(o, q, (size_t)im->d * sizeof(float));
+    if (im->identity) memcpy(o, q, (size_t)im->d * sizeof(float));
+    else
+        for (int i = 0; i < im->d; i++) o[i] = q[im->perm[i]];
     for (int h = 0; h < im->ng; h++) {
         float s = 0;
         for (int i = 0; i < im->g; i++) s += q[h * im->g + i];
@@ -285,11 +320,18 @@ static void kivi_score(const struct vq_codec *c, const void *qs, const uint8_t *
     const int d = im->d, g = im->g;
     const float *q = qs;
     if (c->p.role == VQ_ROLE_KEY) {
-        float qp[1024];
+        float qp[1024], part[1024];
         for (int64_t b = 0; b < n_tokens / g; b++) {
             const uint8_t *blk = codes + (size_t)b * c->block_bytes;
+            const uint8_t *rows = blk + 4 * (size_t)d;
+            float *out = scores + b * g;
             const float bias = im->fold(q, blk, blk + 2 * d, d, qp);
-            im->dot_rows(qp, blk + 4 * (size_t)d, d, im->bits, g, bias, scores + b * g);
+            im->dot_rows(qp, rows, im->cls_n[0], im->cls_bits[0], g, bias, out);
+            for (int k = 1; k < im->ncls; k++) { /* further width classes: partial sums added */
+                im->dot_rows(qp + im->cls_c0[k], rows + im->cls_off[k], im->cls_n[k],
+                             im->cls_bits[k], g, 0.0f, part);
+                for (int t = 0; t < g; t++) out[t] += part[t];
+            }
         }
         return;
     }
@@ -325,12 +367,12 @@ static void kivi_accumulate(const struct vq_codec *c, const uint8_t *codes, int6
                 const float wt = w[b * g + t];
                 if (wt == 0.0f) continue;
                 wsum += wt;
-                vq_kivi_unpack_row(blk + 4 * (size_t)d + (size_t)t * im->rowb, d, im->bits, cd);
-                for (int ch = 0; ch < d; ch++) tmp[ch] += wt * (float)cd[ch];
+                key_codes(im, blk, t, cd);
+                for (int i = 0; i < d; i++) tmp[i] += wt * (float)cd[i];
             }
-            for (int ch = 0; ch < d; ch++)
-                acc[ch] += vq_sf16_to_fp32(rd16(blk + 2 * ch)) * tmp[ch] +
-                           vq_sf16_to_fp32(rd16(blk + 2 * d + 2 * ch)) * wsum;
+            for (int i = 0; i < d; i++)
+                acc[im->perm[i]] += vq_sf16_to_fp32(rd16(blk + 2 * i)) * tmp[i] +
+                                    vq_sf16_to_fp32(rd16(blk + 2 * d + 2 * i)) * wsum;
         }
         return;
     }
@@ -341,6 +383,44 @@ static void kivi_finish(const struct vq_codec *c, const float *acc, float *out) 
     const struct vq_kivi_impl *im = c->impl;
     for (int ch = 0; ch < im->d; ch++)
         out[ch] = acc[ch] + (im->ng ? acc[im->d + ch / im->g] : 0.0f);
+}
+
+/* Width classes and permutation from the channel widths w (NULL: one class at im->bits):
+ * classes by decreasing width, channels ascending within a class. INVALID_ARG unless every
+ * width is 2..8, each used by a multiple of 8 channels, and the widths sum to d * bits. */
+static vq_status kivi_classes(struct vq_kivi_impl *im, const uint8_t *w) {
+    const int d = im->d;
+    int n_at[9] = {0}, sum = 0;
+    for (int c = 0; c < d; c++) {
+        const int b = w ? w[c] : im->bits;
+        if (b < 2 || b > 8) return VQ_STATUS_INVALID_ARG;
+        n_at[b]++;
+        sum += b;
+        im->chan_bits[c] = (uint8_t)b;
+    }
+    if (sum != d * im->bits) return VQ_STATUS_INVALID_ARG;
+    im->ncls = 0;
+    int pos = 0;
+    size_t off = 0;
+    for (int b = 8; b >= 2; b--) {
+        if (n_at[b] == 0) continue;
+        if (n_at[b] % 8 != 0) return VQ_STATUS_INVALID_ARG;
+        const int k = im->ncls++;
+        im->cls_bits[k] = b;
+        im->cls_n[k] = n_at[b];
+        im->cls_c0[k] = pos;
+        im->cls_row[k] = vq_kivi_row_bytes(n_at[b], b);
+        im->cls_off[k] = off;
+        off += (size_t)im->g * im->cls_row[k];
+        for (int c = 0; c < d; c++)
+            if (im->chan_bits[c] == b) {
+                im->cbits[pos] = (uint8_t)b;
+                im->perm[pos++] = (uint16_t)c;
+            }
+    }
+    im->identity = 1;
+    for (int i = 0; i < d; i++) im->identity &= im->perm[i] == i;
+    return VQ_STATUS_OK;
 }
 
 static vq_status kivi_init(struct vq_codec *c) {
@@ -361,6 +441,12 @@ static vq_status kivi_init(struct vq_codec *c) {
     im->g = g;
     im->ng = p->role == VQ_ROLE_VALUE ? d / g : 0;
     im->rowb = vq_kivi_row_bytes(d, bits);
+    if (kivi_classes(im, p->role == VQ_ROLE_KEY ? p->channel_bits : NULL) != VQ_STATUS_OK ||
+        (p->channel_bits && p->role != VQ_ROLE_KEY)) {
+        vq_free(im);
+        return VQ_STATUS_INVALID_ARG;
+    }
+    if (p->channel_bits) c->p.channel_bits = im->chan_bits;
     im->fold = vq_kivi_fold_ref;
     im->dot_rows = vq_kivi_dot_rows_ref;
     im->acc_vals = vq_kivi_acc_vals_ref;

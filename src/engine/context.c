@@ -410,7 +410,8 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
         rope(c, c->k, n, I->n_kv_heads, ly->rope);
         if (m->q_prescale)
             for (int64_t i = 0; i < n * NQ; i++) c->q[i] *= m->q_scale;
-        if (c->p.cache.key_scales == 2) /* query moments for the layer's key scales */
+        /* query moments for the layer's key scales / per-channel key widths */
+        if (c->p.cache.key_scales == 2 || c->p.cache.key_channel_bits)
             VQ_RETURN_IF_ERR(vq_cache_observe_queries(c->cache, l, c->q, I->n_heads, n));
         VQ_RETURN_IF_ERR(vq_cache_append(c->cache, l, c->k, c->v, VQ_DTYPE_F32, n));
         /* plain fp16 layers: llama.cpp's arithmetic inside the cache (vq_cache_attend), windows

@@ -90,8 +90,11 @@ vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, 
     if (!p || !m || ctx < 0 || n_ot < 0 || p->n_layers < 1 || p->n_kv_heads < 1 ||
         p->page_tokens < 1 || p->fp16_first_layers < 0 || p->fp16_first_layers > p->n_layers ||
         p->fp16_last_layers < 0 || p->fp16_last_layers > p->n_layers || p->stream_window < 0 ||
-        p->stream_sinks < 0 || (p->stream_sinks > 0 && p->stream_window == 0))
+        p->stream_sinks < 0 || (p->stream_sinks > 0 && p->stream_window == 0) ||
+        p->key_channel_bits < 0 || p->key_channel_bits > 1)
         return VQ_STATUS_INVALID_ARG;
+    if (p->key_channel_bits && !(vq_method_flags(p->key.method) & VQ_METHOD_F_PER_CHANNEL_KEYS))
+        return VQ_STATUS_UNSUPPORTED;
     if (p->layer_window)
         for (int l = 0; l < p->n_layers; l++)
             if (p->layer_window[l] < 0) return VQ_STATUS_INVALID_ARG;
@@ -179,7 +182,9 @@ vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, 
         const int kc_on = vq_cache_center_on(p->center_keys, kp.method);
         const int vc_on = vq_cache_center_on(p->center_values, vp.method);
         /* key scales (key_scales): one fp16 vector per kv-head, like mu */
-        const size_t kmu = (kc_on ? mu : 0) + (p->key_scales > 0 && !fp16_edge ? mu : 0);
+        /* per-channel key widths (key_channel_bits): head_dim bytes per kv-head, the same */
+        const size_t kcw = p->key_channel_bits && !fp16_edge ? h * (size_t)d : 0;
+        const size_t kmu = (kc_on ? mu : 0) + (p->key_scales > 0 && !fp16_edge ? mu : 0) + kcw;
         const size_t vmu = vc_on ? mu : 0;
         m->allocated_bytes += kmu + vmu;
         if (ctx > 0) {

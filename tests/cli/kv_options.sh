@@ -81,6 +81,12 @@ grep -q '"config":"turboquant_mse-3+ks".*"key_scales":2' "$TMP/generate.json" \
     && ok || bad "--key-scales qk resolved: $(cat "$TMP/generate.json")"
 same_config "key scales from keys" --k-method turboquant_mse --k-bits 4 --v-method fp16 --key-scales keys
 grep -q '+ksk".*"key_scales":1' "$TMP/generate.json" && ok || bad "--key-scales keys: $(cat "$TMP/generate.json")"
+# per-channel KIVI key widths (+kc): resolved the same everywhere, the name round-trips
+same_config "key channel bits" --k-method kivi --k-bits 4 --v-method turboquant_mse --group-size 64 --residual-length 0 --key-channel-bits on
+grep -q '"config":"kivi-4:turboquant_mse-4+g64+res0+kc".*"key_channel_bits":1' "$TMP/generate.json" \
+    && ok || bad "--key-channel-bits on resolved: $(cat "$TMP/generate.json")"
+expect_exit 0 "$VQ" sweep --configs "kivi-4:turboquant_mse-4+g64+res0+kc" --print-kv-config
+cmp -s "$TMP/generate.json" "$OUT" && ok || bad "kivi-4:turboquant_mse-4+g64+res0+kc round trip"
 label=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["config"])' "$TMP/generate.json")
 expect_exit 0 "$VQ" sweep --configs "$label" --print-kv-config
 cmp -s "$TMP/generate.json" "$OUT" && ok || bad "sweep --configs $label round trip"
@@ -115,6 +121,12 @@ for c in generate perplexity sweep bench; do
 done
 expect_exit 2 "$VQ" estimate-memory --layers 2 --kv-heads 1 --head-dim 64 -c 100 --method fp16 --key-scales qk
 grep -q "key-scales needs a quantized key method" "$ERR" && ok || bad "--key-scales on fp16 keys"
+for c in generate perplexity sweep bench; do
+    expect_exit 2 "$VQ" $c --method kivi --key-channel-bits maybe --print-kv-config
+done
+expect_exit 2 "$VQ" estimate-memory --layers 2 --kv-heads 1 --head-dim 64 -c 100 --method turboquant_mse --key-channel-bits on
+grep -q "key-channel-bits needs per-channel KIVI keys" "$ERR" && ok || bad "--key-channel-bits on turboquant keys"
+expect_exit 0 "$VQ" estimate-memory --layers 2 --kv-heads 1 --head-dim 64 -c 100 --method kivi --group-size 64 --residual-length 0 --key-channel-bits on
 
 # the same refusals everywhere: a half width only where a codec takes one, not a number
 for c in generate perplexity sweep bench; do

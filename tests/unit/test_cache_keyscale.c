@@ -11,15 +11,7 @@
 #include "eval/kvmem.h"
 
 #include "test_data.h"
-/* (n, heads, d) rows: mean[i] + sd[i] * N(0, 1) per channel i (mean may be NULL). */
-static float *gen(int64_t n, int heads, int d, const float *mean, const float *sd) {
-    float *x = malloc((size_t)(n * heads * d) * sizeof(float));
-    for (int64_t t = 0; t < n; t++)
-        for (int h = 0; h < heads; h++)
-            for (int i = 0; i < d; i++)
-                x[(t * heads + h) * d + i] = (mean ? mean[i] : 0.0f) + sd[i] * nrand();
-    return x;
-}
+#include "cache_test_util.h"
 /* Channel spreads of keys with outlier channels: 1, except every 16th channel (and its
  * RoPE partner 2i+1) at `big`. */
 static float *outlier_sd(int d, float big) {
@@ -55,8 +47,8 @@ static struct vq_cache_params mkp(enum vq_method m, int d, int n_kv, int ks) {
 TEST(qk_invariant_exact_keys) {
     const int n_kv = 2, d = 64, nqh = 6, n = 90, nq = 5;
     float *ksd = outlier_sd(d, 12.0f), *kmean = ones(d, 0.5f), *qsd = ones(d, 1.0f);
-    float *k = gen(n, n_kv, d, kmean, ksd), *v = gen(n, n_kv, d, NULL, qsd);
-    float *q = gen(nq, nqh, d, NULL, qsd);
+    float *k = gen_rows(n, n_kv, d, kmean, ksd), *v = gen_rows(n, n_kv, d, NULL, qsd);
+    float *q = gen_rows(nq, nqh, d, NULL, qsd);
     float *o[3];
     for (int ks = 0; ks < 3; ks++) {
         struct vq_cache_params p = mkp(VQ_METHOD_FP32, d, n_kv, ks);
@@ -149,8 +141,8 @@ TEST(scales_follow_the_rule) {
     for (int i = 0; i < d; i++) qsd[i] = i % 5 == 0 ? 4.0f : 1.0f; /* query outliers too */
     ksd[3] = 1e-4f;            /* a dead channel: its pair average keeps it above the floor */
     ksd[20] = ksd[52] = 1e-6f; /* a dead halves-pair: floored, then clamped */
-    float *k = gen(n, n_kv, d, kmean, ksd), *v = gen(n, n_kv, d, NULL, qsd);
-    float *q = gen(nq, nqh, d, NULL, qsd);
+    float *k = gen_rows(n, n_kv, d, kmean, ksd), *v = gen_rows(n, n_kv, d, NULL, qsd);
+    float *q = gen_rows(nq, nqh, d, NULL, qsd);
     const int pairs[3] = {0, 1, 2}, rdim[3] = {0, 64, 48};
     for (int pi = 0; pi < 3; pi++)
         for (int ks = 1; ks <= 2; ks++) {
@@ -223,26 +215,17 @@ TEST(fused_equals_reference_and_scalar) {
                 double worst = 0;
                 n = 0;
                 for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks; ci++) {
-                    float *k = gen(chunks[ci], n_kv, d, kmean, ksd);
-                    float *v = gen(chunks[ci], n_kv, d, NULL, vsd);
+                    float *k = gen_rows(chunks[ci], n_kv, d, kmean, ksd);
+                    float *v = gen_rows(chunks[ci], n_kv, d, NULL, vsd);
                     nqh = n_kv * (int)(1 + ci % 3);
                     n += chunks[ci];
                     nq = ci % 2 ? 1 : n < 3 ? n : 3;
-                    float *q = gen(nq, (int)nqh, d, NULL, vsd);
+                    float *q = gen_rows(nq, (int)nqh, d, NULL, vsd);
                     ASSERT_STATUS(vq_cache_observe_queries(c, 1, q, (int)nqh, nq), VQ_STATUS_OK);
                     ASSERT_STATUS(vq_cache_append(c, 1, k, v, VQ_DTYPE_F32, chunks[ci]),
                                   VQ_STATUS_OK);
-                    const size_t no = (size_t)(nq * nqh * d);
-                    float *o1 = malloc(no * sizeof(float)), *o2 = malloc(no * sizeof(float));
-                    ASSERT_STATUS(vq_cache_attend(c, 1, q, (int)nqh, nq, NULL, 0.125f, o1),
-                                  VQ_STATUS_OK);
-                    ASSERT_STATUS(vq_cache_attend_ref(c, 1, q, (int)nqh, nq, NULL, 0.125f, o2),
-                                  VQ_STATUS_OK);
-                    for (int64_t i = 0; i < nq * nqh; i++) {
-                        const double e = rel_l2(o1 + i * d, o2 + i * d, d);
-                        if (e > worst) worst = e;
-                    }
-                    free(o2);
+                    float *o1 = attend_vs_ref(c, 1, q, (int)nqh, nq, d, &worst);
+                    ASSERT(o1 != NULL);
                     free(out[isa]);
                     out[isa] = o1; /* the last chunk's output */
                     free(q);
@@ -277,7 +260,7 @@ TEST(fused_equals_reference_and_scalar) {
 TEST(memory_and_relearning) {
     const int n_kv = 3, d = 64;
     float *ksd = outlier_sd(d, 8.0f), *vsd = ones(d, 1.0f);
-    float *k = gen(40, n_kv, d, NULL, ksd), *v = gen(40, n_kv, d, NULL, vsd);
+    float *k = gen_rows(40, n_kv, d, NULL, ksd), *v = gen_rows(40, n_kv, d, NULL, vsd);
     struct vq_cache_params p0 = mkp(VQ_METHOD_TURBOQUANT_MSE, d, n_kv, 0);
     struct vq_cache_params p1 = mkp(VQ_METHOD_TURBOQUANT_MSE, d, n_kv, 1);
     p1.fp16_last_layers = 1; /* layer 1: fp16, no scales */
@@ -364,8 +347,8 @@ TEST(bad_arguments) {
 TEST(quality_gain_outlier_channels) {
     const int n_kv = 2, d = 64, n = 200, nqh = 6, nq = 16;
     float *ksd = outlier_sd(d, 10.0f), *qsd = ones(d, 0.15f), *vsd = ones(d, 1.0f);
-    float *k = gen(n, n_kv, d, NULL, ksd), *v = gen(n, n_kv, d, NULL, vsd);
-    float *q = gen(nq, nqh, d, NULL, qsd);
+    float *k = gen_rows(n, n_kv, d, NULL, ksd), *v = gen_rows(n, n_kv, d, NULL, vsd);
+    float *q = gen_rows(nq, nqh, d, NULL, qsd);
     float *o[3];
     for (int j = 0; j < 3; j++) { /* exact, scales off, scales on */
         struct vq_cache_params p = mkp(j == 0 ? VQ_METHOD_FP32 : VQ_METHOD_TURBOQUANT_MSE, d, n_kv,

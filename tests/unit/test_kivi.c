@@ -2,7 +2,8 @@
  * layout), bits/elem, parameter validation, encode errors, reconstruction quality and the
  * per-element round-trip bound, fused score / accumulate against decode-then-dot, code-row
  * pack / unpack of every code value, SIMD kernels against the scalar reference (odd sizes),
- * and kivi_sink protection of planted sink tokens in the cache. */
+ * keys with per-channel widths (channel_bits: validation, layout, per-channel bound, fused vs
+ * decode on every ISA), and kivi_sink protection of planted sink tokens in the cache. */
 #include "test.h"
 #include "veloxquant.h"
 #include "codecs/codec_impl.h"
@@ -320,6 +321,40 @@ TEST(pack_roundtrip) {
     }
 }
 
+/* Runs a codec's fused score (into sc) and accumulate + finish over n encoded tokens (codes)
+ * and counts the mismatches against decode-then-dot on the decoded vectors y (n x d): a score
+ * or output channel off by more than 1e-5 of its sum of |products|. Adds the comparisons made
+ * to *checks. */
+static int fused_mismatches(const vq_codec *c, const uint8_t *codes, const float *y, int n, int d,
+                            const float *q, const float *w, float *sc, int *checks) {
+    float *qs = vq_alloc(vq_codec_query_bytes(c));
+    float *acc = calloc(vq_codec_acc_floats(c), sizeof(float)), out[1024];
+    vq_codec_prepare_query(c, q, qs);
+    vq_codec_score(c, qs, codes, n, sc);
+    vq_codec_accumulate(c, codes, n, w, acc);
+    vq_codec_finish(c, acc, out);
+    int bad = 0;
+    for (int t = 0; t < n; t++, (*checks)++) {
+        double ref = 0, mag = 0;
+        for (int i = 0; i < d; i++) {
+            ref += (double)q[i] * y[t * d + i];
+            mag += fabs((double)q[i] * y[t * d + i]);
+        }
+        bad += fabs(sc[t] - ref) > 1e-5 * mag;
+    }
+    for (int i = 0; i < d; i++, (*checks)++) {
+        double ref = 0, mag = 0;
+        for (int t = 0; t < n; t++) {
+            ref += (double)w[t] * y[t * d + i];
+            mag += fabs((double)w[t] * y[t * d + i]);
+        }
+        bad += fabs(out[i] - ref) > 1e-5 * mag;
+    }
+    vq_free(qs);
+    free(acc);
+    return bad;
+}
+
 /* Fused score / accumulate of a codec (every ISA) against decode-then-dot on the decoded
  * vectors: keys (n = 3 blocks of G tokens) and values (37 tokens), every width. */
 TEST(fused_vs_decode) {
@@ -341,47 +376,148 @@ TEST(fused_vs_decode) {
                 vq_codec *c = vq_codec_create(&p, NULL);
                 ASSERT(c != NULL);
                 if (!c) continue;
-                float x[48 * 72], y[48 * 72], q[72], w[48], sc[48], out[72];
+                float x[48 * 72], y[48 * 72], q[72], w[48], sc[48];
                 for (int i = 0; i < n * d; i++) x[i] = nrand() + (float)(i % d % 5);
                 for (int i = 0; i < d; i++) q[i] = nrand();
                 for (int t = 0; t < n; t++) w[t] = t % 5 == 2 ? 0.0f : (float)urand();
                 uint8_t *codes = malloc(vq_codec_block_bytes(c) * (size_t)n);
-                float *qs = vq_alloc(vq_codec_query_bytes(c));
-                float *acc = calloc(vq_codec_acc_floats(c), sizeof(float));
                 ASSERT_STATUS(vq_codec_encode(c, x, n, codes), VQ_STATUS_OK);
                 ASSERT_STATUS(vq_codec_decode(c, codes, n, y), VQ_STATUS_OK);
-                vq_codec_prepare_query(c, q, qs);
-                vq_codec_score(c, qs, codes, n, sc);
-                vq_codec_accumulate(c, codes, n, w, acc);
-                vq_codec_finish(c, acc, out);
-                int bad = 0;
-                for (int t = 0; t < n; t++, checks++) {
-                    double ref = 0, mag = 0;
-                    for (int i = 0; i < d; i++) {
-                        ref += (double)q[i] * y[t * d + i];
-                        mag += fabs((double)q[i] * y[t * d + i]);
-                    }
-                    bad += fabs(sc[t] - ref) > 1e-5 * mag;
-                }
-                for (int i = 0; i < d; i++, checks++) {
-                    double ref = 0, mag = 0;
-                    for (int t = 0; t < n; t++) {
-                        ref += (double)w[t] * y[t * d + i];
-                        mag += fabs((double)w[t] * y[t * d + i]);
-                    }
-                    bad += fabs(out[i] - ref) > 1e-5 * mag;
-                }
+                const int bad = fused_mismatches(c, codes, y, n, d, q, w, sc, &checks);
                 if (bad)
                     fprintf(stderr, "  %s %d bits role %d: %d mismatches\n",
                             vq_isa_name((enum vq_isa)isa), b, role, bad);
                 ASSERT_EQ_INT(bad, 0);
                 free(codes);
-                vq_free(qs);
-                free(acc);
                 vq_codec_free(c);
             }
     }
     ASSERT_GE(checks, 7 * 2 * 100);
+}
+
+/* Widths of the per-channel test table at d = 64, mean 4: eight channels each at 8, 6, 5, 4
+ * and 3 bits and 24 at 2 (64+48+40+32+24+48 = 256 = 64*4), scattered over the channels. */
+static void scattered_widths(uint8_t *w) {
+    static const uint8_t cls[8] = {8, 6, 5, 4, 3, 2, 2, 2};
+    for (int c = 0; c < 64; c++) w[(c * 37) % 64] = cls[c / 8];
+}
+
+/* Keys with per-channel widths (vq_codec_params.channel_bits): validation; the same block
+ * bytes as the uniform width; an all-equal table gives the uniform codec's bytes; the layout
+ * (position order = decreasing width, ascending channel); every element within half a step
+ * of its own channel's width; fused score / accumulate against decode-then-dot on every ISA
+ * and every ISA's scores equal to the scalar ones. */
+TEST(channel_widths) {
+    const int d = 64, g = 16, n = 3 * g;
+    uint8_t w[64];
+    scattered_widths(w);
+    struct vq_codec_params p = vq_codec_params_default();
+    p.method = VQ_METHOD_KIVI;
+    p.role = VQ_ROLE_KEY;
+    p.head_dim = d;
+    p.bits = 4;
+    p.group_size = g;
+    p.residual_length = 0;
+    vq_status st;
+    /* validation, one fault each: widths 1 (and 7), 9 (and 2, 3), classes of 4 channels, a
+     * wrong sum, values */
+    uint8_t bad[64];
+    for (int k = 0; k < 5; k++) {
+        struct vq_codec_params q = p;
+        memset(bad, 4, sizeof bad);
+        for (int c = 0; c < 32; c++) {
+            if (k == 0 && c < 16) bad[c] = c < 8 ? 1 : 7;
+            if (k == 1) bad[c] = c < 8 ? 9 : c < 24 ? 2 : 3;
+            if (k == 2 && c < 8) bad[c] = c < 4 ? 5 : 3;
+            if (k == 3 && c < 8) bad[c] = 5;
+        }
+        if (k == 4) q.role = VQ_ROLE_VALUE;
+        q.channel_bits = bad;
+        ASSERT(vq_codec_create(&q, &st) == NULL);
+        ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+    }
+    struct vq_codec_params tq = vq_codec_params_default();
+    tq.method = VQ_METHOD_TURBOQUANT_MSE;
+    tq.head_dim = d;
+    tq.channel_bits = w;
+    ASSERT(vq_codec_create(&tq, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
+
+    float x[48 * 64], y[48 * 64];
+    for (int t = 0; t < n; t++)
+        for (int c = 0; c < d; c++) x[t * d + c] = (float)(c % 7) + (1.0f + 0.1f * c) * nrand();
+    /* an all-4 table is the uniform codec, byte for byte */
+    uint8_t four[64];
+    memset(four, 4, sizeof four);
+    struct vq_codec_params pu = p, p4 = p;
+    p4.channel_bits = four;
+    vq_codec *cu = vq_codec_create(&pu, NULL), *c4 = vq_codec_create(&p4, NULL);
+    ASSERT(cu && c4);
+    if (!cu || !c4) return;
+    const size_t bb = vq_codec_block_bytes(cu);
+    uint8_t *b1 = malloc(3 * bb), *b2 = malloc(3 * bb);
+    ASSERT_STATUS(vq_codec_encode(cu, x, n, b1), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_codec_encode(c4, x, n, b2), VQ_STATUS_OK);
+    ASSERT(memcmp(b1, b2, 3 * bb) == 0);
+    vq_codec_free(c4);
+
+    int checks = 0, pos_ok = 1;
+    float sc_scalar[48], q[64], wt[48];
+    for (int i = 0; i < d; i++) q[i] = nrand();
+    for (int t = 0; t < n; t++) wt[t] = t % 5 == 2 ? 0.0f : (float)urand();
+    for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
+        if (!vq_isa_available((enum vq_isa)isa)) continue;
+        struct vq_codec_params pc = p;
+        uint8_t wcopy[64];
+        memcpy(wcopy, w, sizeof wcopy);
+        pc.channel_bits = wcopy;
+        pc.isa = (enum vq_isa)isa;
+        vq_codec *c = vq_codec_create(&pc, &st);
+        ASSERT(c != NULL);
+        if (!c) continue;
+        memset(wcopy, 0, sizeof wcopy); /* the codec keeps its own copy */
+        ASSERT(memcmp(vq_codec_params_get(c)->channel_bits, w, 64) == 0);
+        ASSERT_EQ_INT(vq_codec_block_bytes(c), bb);
+        ASSERT_NEAR(vq_codec_bits_per_elem(c), vq_codec_bits_per_elem(cu), 1e-12);
+        ASSERT_STATUS(vq_codec_encode(c, x, n, b2), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_codec_decode(c, b2, n, y), VQ_STATUS_OK);
+        /* layout: position i's zero is the minimum of channel perm[i] over the block, with
+         * positions in decreasing width, ascending channel within a width */
+        for (int i = 0, b = 8; b >= 2; b--)
+            for (int ch = 0; ch < d; ch++) {
+                if (w[ch] != b) continue;
+                float lo = x[ch];
+                for (int t = 1; t < g; t++) lo = x[t * d + ch] < lo ? x[t * d + ch] : lo;
+                pos_ok &= rd16(b2 + 2 * d + 2 * i) == vq_fp32_to_sf16(lo);
+                i++;
+            }
+        /* bound: |x - x̂| <= ŝ_c / 2 (+ the sf16 rounding slack of the top code) */
+        int over = 0;
+        for (int blk = 0; blk < 3; blk++)
+            for (int ch = 0; ch < d; ch++) {
+                float lo = INFINITY, hi = -INFINITY;
+                for (int t = blk * g; t < (blk + 1) * g; t++) {
+                    lo = x[t * d + ch] < lo ? x[t * d + ch] : lo;
+                    hi = x[t * d + ch] > hi ? x[t * d + ch] : hi;
+                }
+                const double step = (hi - lo) / ((1 << w[ch]) - 1);
+                for (int t = blk * g; t < (blk + 1) * g; t++)
+                    over += fabs(x[t * d + ch] - y[t * d + ch]) > 0.5 * step * 1.01 + 1e-3 * step;
+            }
+        ASSERT_EQ_INT(over, 0);
+        float sc[48];
+        ASSERT_EQ_INT(fused_mismatches(c, b2, y, n, d, q, wt, sc, &checks), 0);
+        if (isa == VQ_ISA_SCALAR) memcpy(sc_scalar, sc, sizeof sc);
+        else
+            for (int t = 0; t < n; t++)
+                ASSERT_LE(fabs(sc[t] - sc_scalar[t]), 1e-5 * (1.0 + fabs(sc_scalar[t])));
+        vq_codec_free(c);
+    }
+    ASSERT(pos_ok);
+    ASSERT_GE(checks, 2 * (48 + 64));
+    vq_codec_free(cu);
+    free(b1);
+    free(b2);
 }
 
 #ifdef VQ_HAVE_X86
@@ -593,6 +729,7 @@ int main(void) {
     RUN(sf16_inline_exact);
     RUN(pack_roundtrip);
     RUN(fused_vs_decode);
+    RUN(channel_widths);
 #ifdef VQ_HAVE_X86
     RUN(kernels_vs_ref);
 #endif

@@ -41,6 +41,12 @@ static const struct vq_method_info planned[] = {
                "folded into the query; docs/ALGORITHMS.md section 8.6); any quantized key codec",
      .bits_formula = "+ 16/T on keys (T tokens; one fp16 vector per layer and kv-head)",
      .implemented = 1},
+    {.name = "key_channel_bits",
+     .params = "modifier: --key-channel-bits on (a KIVI width per key channel, water-filled on "
+               "query energy x squared range at the first append, mean = the layer's width; "
+               "docs/ALGORITHMS.md section 8.8); kivi / kivi_sink keys",
+     .bits_formula = "+ 8/T on keys (T tokens; one width byte per channel, layer and kv-head)",
+     .implemented = 1},
     {.name = "outlier_tokens",
      .params = "modifier: --outlier-tokens K (prefill key norm > mean + K*std kept fp16 K and V); "
                "any codec but kivi_sink",

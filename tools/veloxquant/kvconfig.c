@@ -95,7 +95,7 @@ void vq_kv_opts_init(struct vq_kv_opts *o) {
     o->outlier_token_k = -1.0f;
     o->n_outlier_channels = o->n_calib_tokens = -1;
     o->stream_window = o->stream_sinks = -1;
-    o->key_scales = -1;
+    o->key_scales = o->key_channel_bits = -1;
 }
 
 int vq_kv_default_bits(enum vq_method m) { return vq_method_default_bits(m); }
@@ -272,6 +272,13 @@ int vq_kv_opts_handle(struct vq_kv_opts *o, const char *cmd, int code, const cha
         fprintf(stderr, "%s: --key-scales: '%s' is not off, keys or qk\n", cmd, arg);
         return 0;
     }
+    case VQ_KVOPT_KEY_CHANNEL_BITS:
+        if (!strcmp(arg, "on") || !strcmp(arg, "off")) {
+            o->key_channel_bits = !strcmp(arg, "on");
+            return 1;
+        }
+        fprintf(stderr, "%s: --key-channel-bits: '%s' is not on or off\n", cmd, arg);
+        return 0;
     default: return -1;
     }
 }
@@ -321,6 +328,7 @@ int vq_kv_print_config(const char *name, const struct vq_cache_params *cp) {
     cJSON_AddNumberToObject(js, "stream_window", cp->stream_window);
     cJSON_AddNumberToObject(js, "stream_sinks", cp->stream_sinks);
     cJSON_AddNumberToObject(js, "key_scales", cp->key_scales);
+    cJSON_AddNumberToObject(js, "key_channel_bits", cp->key_channel_bits);
     char *t = cJSON_PrintUnformatted(js);
     cJSON_Delete(js);
     if (!t) return 1;
@@ -398,6 +406,7 @@ void vq_kv_opts_apply_cache(const struct vq_kv_opts *o, struct vq_cache_params *
     if (o->stream_window >= 0) cp->stream_window = o->stream_window;
     if (o->stream_sinks >= 0) cp->stream_sinks = o->stream_sinks;
     if (o->key_scales >= 0) cp->key_scales = o->key_scales;
+    if (o->key_channel_bits >= 0) cp->key_channel_bits = o->key_channel_bits;
 }
 
 const char *vq_kv_modifier_error(const struct vq_cache_params *cp) {
@@ -429,6 +438,8 @@ const char *vq_kv_modifier_error(const struct vq_cache_params *cp) {
     if (cp->stream_sinks > 0 && cp->stream_window == 0) return "--sinks needs --window W > 0";
     if (cp->key_scales > 0 && !(kf & VQ_METHOD_F_QUANTIZED))
         return "--key-scales needs a quantized key method (fp16/fp32 keys lose nothing to scale)";
+    if (cp->key_channel_bits && !(kf & VQ_METHOD_F_PER_CHANNEL_KEYS))
+        return "--key-channel-bits needs per-channel KIVI keys (kivi, kivi_sink)";
     return NULL;
 }
 
@@ -452,6 +463,8 @@ void vq_kv_config_name_mod(const struct vq_cache_params *cp, char *out, size_t c
     }
     if (cp->key_scales > 0 && n < cap)
         snprintf(out + n, cap - n, cp->key_scales == 2 ? "+ks" : "+ksk");
+    n = strlen(out);
+    if (cp->key_channel_bits > 0 && n < cap) snprintf(out + n, cap - n, "+kc");
 }
 
 void vq_kv_config_name(const struct vq_codec_params *k, const struct vq_codec_params *v, char *out,
@@ -558,6 +571,7 @@ static int parse_suffixes(const char *s, struct vq_kv_opts *o) {
             o->stream_window = f;
         else if (!strcmp(t, "ks")) o->key_scales = 2;
         else if (!strcmp(t, "ksk")) o->key_scales = 1;
+        else if (!strcmp(t, "kc")) o->key_channel_bits = 1;
         else if (!strcmp(t, "rqv_even")) o->rq_values = VQ_RQ_VALUES_EVEN;
         else if (!strcmp(t, "rqv_off")) o->rq_values = VQ_RQ_VALUES_OFF;
         else if (sscanf(t, "rq%lf%c", &b, &tail) == 1 && b >= 1 && b <= 8) o->ratequant = b;
@@ -715,6 +729,10 @@ void vq_kv_opts_to_argv(const struct vq_kv_opts *o, char **argv, int *argc, int 
         PUSH("--key-scales");
         PUSH(modes[o->key_scales]);
     }
+    if (o->key_channel_bits >= 0) {
+        PUSH("--key-channel-bits");
+        PUSH(o->key_channel_bits ? "on" : "off");
+    }
 #undef PUSHG
 #undef PUSHI
 #undef PUSH
@@ -787,6 +805,7 @@ void vq_kv_fill_result_config(const char *name, const struct vq_codec_params *k,
             OPTB("stream_sinks", mo.stream_sinks > 0 ? mo.stream_sinks : 0);
         }
         if (mo.key_scales > 0) OPTB("key_scales", mo.key_scales);
+        if (mo.key_channel_bits > 0) OPTB("key_channel_bits", mo.key_channel_bits);
 #undef OPTB
     }
 }

@@ -56,6 +56,7 @@ enum {
     VQ_KVOPT_STREAM_SINKS,
     VQ_KVOPT_KEY_SCALES,
     VQ_KVOPT_KV,
+    VQ_KVOPT_KEY_CHANNEL_BITS,
     /* new options: add the code here, just above VQ_KVOPT_LAST */
     VQ_KVOPT_LAST
 };
@@ -86,8 +87,9 @@ enum {
         {"print-kv-config", no_argument, 0, VQ_KVOPT_PRINT_CONFIG}, \
         {"window", required_argument, 0, VQ_KVOPT_WINDOW}, \
         {"sinks", required_argument, 0, VQ_KVOPT_STREAM_SINKS}, \
-        {"key-scales", required_argument, 0, VQ_KVOPT_KEY_SCALES}, { \
-        "kv", required_argument, 0, VQ_KVOPT_KV \
+        {"key-scales", required_argument, 0, VQ_KVOPT_KEY_SCALES}, \
+        {"kv", required_argument, 0, VQ_KVOPT_KV}, { \
+        "key-channel-bits", required_argument, 0, VQ_KVOPT_KEY_CHANNEL_BITS \
     }
 
 #define VQ_KV_HELP \
@@ -125,6 +127,8 @@ enum {
     "  --key-scales M       per-channel key scales folded into the query (q.k unchanged):\n" \
     "                        off, keys (from the keys of the first append; suffix +ksk), qk\n" \
     "                        (keys and queries of the first batch; suffix +ks)\n" \
+    "  --key-channel-bits M  on: a KIVI width per key channel (mean = the layer's width) from\n" \
+    "                        the first batch's query energy x key range (suffix +kc); off\n" \
     "  --print-kv-config     print the resolved KV config (JSON) and exit without running\n"
 
 #define VQ_KV_MAX_LAYERS 512
@@ -154,6 +158,7 @@ struct vq_kv_opts {
     int print_config;                       /* --print-kv-config */
     int stream_window, stream_sinks;        /* StreamingLLM window / sinks; -1 = not given */
     int key_scales;                         /* vq_cache_params.key_scales; -1 = not given */
+    int key_channel_bits;                   /* vq_cache_params.key_channel_bits; -1 = not given */
     int kv_tier;                            /* --kv: 1 + index in vq_kv_tiers; 0 = not given */
 };
 
