@@ -514,6 +514,14 @@ VQ_API vq_status vq_cache_read(const vq_cache *c, int layer, int kv_head, float 
  * arguments. Thread-safe against other readers. */
 VQ_API vq_status vq_cache_key_scales(const vq_cache *c, int layer, int kv_head, float *s);
 
+/* The per-channel key widths of (layer, kv_head) (vq_cache_params.key_channel_bits) into bits
+ * (head_dim entries). Every entry 0 while the layer has none (option off, an fp16 edge layer,
+ * nothing appended since it was emptied, a first append shorter than G or widths all equal to
+ * the layer's width). Returns INVALID_ARG for a bad layer/head or NULL arguments. Thread-safe
+ * against other readers. */
+VQ_API vq_status vq_cache_key_channel_bits(const vq_cache *c, int layer, int kv_head,
+                                           uint8_t *bits);
+
 /* Positions appended to a layer so far (absolute: windows do not lower it). 0 for a bad
  * layer or NULL cache. */
 VQ_API int64_t vq_cache_n_tokens(const vq_cache *c, int layer);

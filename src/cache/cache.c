@@ -1934,6 +1934,17 @@ vq_status vq_cache_key_scales(const vq_cache *c, int layer, int kv_head, float *
     return VQ_STATUS_OK;
 }
 
+vq_status vq_cache_key_channel_bits(const vq_cache *c, int layer, int kv_head, uint8_t *bits) {
+    if (!c || !bits || layer < 0 || layer >= c->n_layers || kv_head < 0 || kv_head >= c->n_kv)
+        return VQ_STATUS_INVALID_ARG;
+    const struct vq_side *sd = &c->layers[layer].k;
+    const uint8_t *w = sd->hc && sd->cw_set && sd->hc[kv_head]
+                         ? vq_codec_params_get(sd->hc[kv_head])->channel_bits
+                         : NULL;
+    for (int i = 0; i < c->d; i++) bits[i] = w ? w[i] : 0;
+    return VQ_STATUS_OK;
+}
+
 vq_status vq_cache_attend_ref(vq_cache *c, int layer, const float *q, int n_q_heads, int64_t n_q,
                               const int64_t *q_pos, float scale, float *out) {
     VQ_RETURN_IF_ERR(attend_check(c, layer, q, n_q_heads, n_q, q_pos, scale, out));

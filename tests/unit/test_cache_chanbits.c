@@ -1,11 +1,11 @@
 /* test_cache_chanbits.c — per-channel KIVI key widths in vq_cache (key_channel_bits,
  * docs/ALGORITHMS.md §8.8): the allocation rule (vq_cache_channel_widths: sum, range, classes
  * of 8, monotone in the weight, a hand-computed case, equal weights = one width); the widths a
- * cache learns equal the rule applied to w = a R^2 recomputed here (read back through the
- * decoded keys' per-channel error); fused attention equals the decode-then-dot reference and
- * SIMD equals scalar; key bytes unchanged, the width bytes counted exactly (estimate mirror);
- * a short first append, reset and truncate to 0; bad arguments; and a large cut of the
- * attention error when the queries load a few channels. */
+ * cache learns (vq_cache_key_channel_bits) equal the rule applied to w = a R^2 recomputed here
+ * and the codes use them (each decoded channel's error); fused attention equals the
+ * decode-then-dot reference and SIMD equals scalar; key bytes unchanged, the width bytes
+ * counted exactly (estimate mirror); a short first append, reset and truncate to 0; bad
+ * arguments; and a large cut of the attention error when the queries load a few channels. */
 #include "test.h"
 #include "veloxquant.h"
 #include "cache/center.h"
@@ -91,9 +91,9 @@ static void ref_weights(const float *k, const float *q, int64_t n, int64_t nq, i
     }
 }
 
-/* The learned widths follow the rule on w = a R^2: each channel's largest decoding error over
- * the first group is within half a step of its range at the rule's width and above a quarter
- * step at one bit more (so the width is exactly the rule's). */
+/* The learned widths (vq_cache_key_channel_bits) follow the rule on w = a R^2, and the codes
+ * use them: each channel's largest decoding error over the first group is within half a step
+ * of its range at its width and above a quarter step at one bit more. */
 TEST(learned_widths_follow_the_rule) {
     const int n_kv = 2, d = 64, g = 32, nqh = 6, n = 96, nq = 40;
     float ksd[64], qsd[64];
@@ -117,6 +117,11 @@ TEST(learned_widths_follow_the_rule) {
         uint8_t want[64];
         ref_weights(k, q, n, nq, n_kv, nqh, d, g, h, w);
         vq_cache_channel_widths(w, d, 4, want);
+        uint8_t got[64];
+        ASSERT_STATUS(vq_cache_key_channel_bits(c, 1, h, got), VQ_STATUS_OK);
+        ASSERT(memcmp(got, want, sizeof got) == 0);
+        ASSERT_STATUS(vq_cache_key_channel_bits(c, 0, h, got), VQ_STATUS_OK);
+        for (int i = 0; i < d; i++) ASSERT_EQ_INT(got[i], 0); /* layer 0: nothing appended */
         ASSERT_STATUS(vq_cache_read(c, 1, h, kr, NULL), VQ_STATUS_OK);
         for (int i = 0; i < d; i++) {
             float lo = INFINITY, hi = -INFINITY, err = 0;
@@ -250,6 +255,9 @@ TEST(memory_short_append_relearning) {
         ASSERT_STATUS(vq_cache_attend(a, 0, q, nqh, 4, NULL, 0.125f, oa), VQ_STATUS_OK);
         ASSERT_STATUS(vq_cache_attend(b, 0, q, nqh, 4, NULL, 0.125f, ob), VQ_STATUS_OK);
         ASSERT(memcmp(oa, ob, sizeof oa) == 0);
+        uint8_t wb8[64];
+        ASSERT_STATUS(vq_cache_key_channel_bits(b, 0, 1, wb8), VQ_STATUS_OK);
+        for (int i = 0; i < d; i++) ASSERT_EQ_INT(wb8[i], 0);
         /* reset: the next (long) first append learns widths again */
         vq_cache_reset(a);
         vq_cache_reset(b);
@@ -277,6 +285,15 @@ TEST(bad_arguments) {
     ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
     struct vq_cache_memory m;
     ASSERT_STATUS(vq_kv_estimate(&p, 10, &m), VQ_STATUS_INVALID_ARG);
+    p.key_channel_bits = 1;
+    vq_cache *c = vq_cache_create(&p, NULL);
+    ASSERT(c != NULL);
+    uint8_t w[64];
+    ASSERT_STATUS(vq_cache_key_channel_bits(c, 2, 0, w), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_cache_key_channel_bits(c, 0, 1, w), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_cache_key_channel_bits(c, 0, 0, NULL), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_cache_key_channel_bits(NULL, 0, 0, w), VQ_STATUS_INVALID_ARG);
+    vq_cache_free(c);
     p = mkp(64, 1, 4, 32, 1);
     p.key.method = VQ_METHOD_TURBOQUANT_MSE;
     ASSERT(vq_cache_create(&p, &st) == NULL);

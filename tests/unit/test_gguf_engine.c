@@ -3,12 +3,14 @@
  * variant), checked against a naive fp64-free reference forward pass written from the math
  * (dense causal attention over stored K/V, no cache). Also: models with a missing tensor, a
  * wrong shape, an unsupported architecture or tensor type or RoPE frequency factors fail with a
- * status, and vq_model_check lists all of a file's problems at once. Runs under ASan. */
+ * status, and vq_model_check lists all of a file's problems at once; the engine feeds the
+ * cache's per-channel key widths (key_channel_bits) its queries. Runs under ASan. */
 #include "test.h"
 
 #include <stdint.h>
 #include <unistd.h>
 
+#include "cache/center.h"
 #include "engine/ggml.h"
 #include "vq_engine.h"
 
@@ -372,6 +374,97 @@ TEST(rope_mode_matters) {
     ASSERT_GE(d, 0.03 * mv);
 }
 
+/* Layer hook of key_channel_bits_in_the_engine: the widths the cache learned from the first
+ * batch equal vq_cache_channel_widths on w = a R^2 recomputed from the batch's queries and
+ * keys (G = 8: tokens 0..7 make the one whole group); counts the layers checked and those
+ * with more than one width. */
+static int kc_layers, kc_spread, kc_bad;
+static vq_status kc_hook(void *user, const struct vq_layer_event *ev) {
+    (void)user;
+    if (ev->pos0 != 0) return VQ_STATUS_OK;
+    const int d = ev->head_dim, grp = ev->n_heads / ev->n_kv_heads;
+    for (int g = 0; g < ev->n_kv_heads; g++) {
+        double w[HD];
+        uint8_t want[HD], got[HD];
+        int uniform = 1;
+        for (int i = 0; i < d; i++) {
+            float lo = INFINITY, hi = -INFINITY;
+            for (int t = 0; t < 8; t++) {
+                const float x = ev->k[(t * ev->n_kv_heads + g) * d + i];
+                lo = x < lo ? x : lo;
+                hi = x > hi ? x : hi;
+            }
+            double a = 0;
+            for (int64_t t = 0; t < ev->n_tokens; t++)
+                for (int h = g * grp; h < (g + 1) * grp; h++) {
+                    const double x = ev->q[(t * ev->n_heads + h) * d + i];
+                    a += x * x;
+                }
+            w[i] = a * (double)(hi - lo) * (hi - lo);
+        }
+        vq_cache_channel_widths(w, d, 5, want);
+        for (int i = 0; i < d; i++) uniform &= want[i] == 5;
+        if (uniform) memset(want, 0, sizeof want);
+        if (vq_cache_key_channel_bits(ev->cache, ev->layer, g, got) != VQ_STATUS_OK) kc_bad++;
+        kc_bad += memcmp(want, got, sizeof want) != 0;
+        kc_spread += !uniform;
+    }
+    kc_layers++;
+    return VQ_STATUS_OK;
+}
+
+/* Per-channel KIVI key widths through the engine (key_channel_bits): the context shows the
+ * cache each layer's queries before the append, so the widths learned from the first batch
+ * (12 tokens >= G = 8) follow the rule on that batch's queries and keys on every layer; the
+ * query weights of channels 0..7 of every head are scaled up so that the queries load them and
+ * widths spread; head_dim bytes per (layer, kv-head) in center_bytes; logits finite. */
+TEST(key_channel_bits_in_the_engine) {
+    rs = 4321;
+    make_weights(0);
+    for (int l = 0; l < NL; l++) {
+        char nm[48];
+        snprintf(nm, sizeof nm, "blk.%d.attn_q.weight", l);
+        float *wq = (float *)(uintptr_t)get_t(nm);
+        for (int r = 0; r < NH * HD; r++)
+            if (r % HD < 8)
+                for (int e = 0; e < E; e++) wq[r * E + e] *= 6.0f;
+    }
+    write_model(g_path, "llama", VQ_GGML_F32, C_NONE);
+    vq_status st;
+    vq_model *m = vq_model_load(g_path, &st);
+    ASSERT(m != NULL);
+    if (!m) return;
+    int32_t tok[MAXT];
+    for (int i = 0; i < MAXT; i++) tok[i] = (i * 5 + 1) % NV;
+    static float lg[MAXT * NV];
+    struct vq_ctx_params cp = vq_ctx_params_default();
+    cp.n_ctx = MAXT;
+    cp.n_threads = 1;
+    cp.logits_all = 1;
+    cp.cache.key.method = VQ_METHOD_KIVI;
+    cp.cache.key.bits = 5;
+    cp.cache.key.group_size = 8;
+    cp.cache.key.residual_length = 0;
+    cp.cache.value.method = VQ_METHOD_FP32;
+    cp.cache.key_channel_bits = 1;
+    vq_ctx *c = vq_ctx_create(m, &cp, &st);
+    ASSERT(c != NULL);
+    if (c) {
+        kc_layers = kc_spread = kc_bad = 0;
+        vq_ctx_set_layer_hook(c, kc_hook, NULL);
+        ASSERT_STATUS(vq_ctx_eval(c, tok, MAXT, lg), VQ_STATUS_OK);
+        ASSERT_EQ_INT(kc_layers, NL);
+        ASSERT_EQ_INT(kc_bad, 0);
+        ASSERT_GE(kc_spread, 1);
+        struct vq_cache_memory mem;
+        vq_cache_memory(vq_ctx_cache(c), &mem);
+        ASSERT_EQ_INT(mem.center_bytes, (size_t)NL * NKV * HD);
+        for (int i = 0; i < MAXT * NV; i++) ASSERT(isfinite(lg[i]));
+        vq_ctx_free(c);
+    }
+    vq_model_free(m);
+}
+
 TEST(bad_models_fail_cleanly) {
     const struct {
         enum corrupt c;
@@ -511,6 +604,7 @@ int main(void) {
     RUN(qwen2_f32_matches_reference);
     RUN(llama_q8_0_matches_reference);
     RUN(rope_mode_matters);
+    RUN(key_channel_bits_in_the_engine);
     RUN(bad_models_fail_cleanly);
     RUN(model_check_lists_every_problem);
     RUN(sampler);
