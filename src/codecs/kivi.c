@@ -111,6 +111,23 @@ void vq_kivi_dot_rows_ref(const float *qp, const uint8_t *rows, int d, int bits,
     }
 }
 
+void vq_kivi_dot_classes_ref(const float *qp, const uint8_t *rows, int ncls, const int *bits,
+                             const int *nch, const size_t *off, int64_t n, float bias, float *out) {
+    float part[64];
+    vq_kivi_dot_rows_ref(qp, rows + off[0], nch[0], bits[0], n, bias, out);
+    qp += nch[0];
+    for (int k = 1; k < ncls; k++) {
+        for (int64_t t0 = 0; t0 < n; t0 += 64) {
+            const int64_t m = n - t0 < 64 ? n - t0 : 64;
+            const size_t rb = vq_kivi_row_bytes(nch[k], bits[k]);
+            vq_kivi_dot_rows_ref(qp, rows + off[k] + (size_t)t0 * rb, nch[k], bits[k], m, 0.0f,
+                                 part);
+            for (int64_t t = 0; t < m; t++) out[t0 + t] += part[t];
+        }
+        qp += nch[k];
+    }
+}
+
 void vq_kivi_acc_row_ref(const uint8_t *row, int d, int bits, int g, const float *a, float *acc) {
     uint8_t codes[1024];
     vq_kivi_unpack_row(row, d, bits, codes);
@@ -167,6 +184,7 @@ struct vq_kivi_impl {
     uint8_t chan_bits[1024];
     vq_kivi_fold_fn fold;
     vq_kivi_dot_rows_fn dot_rows;
+    vq_kivi_dot_classes_fn dot_classes; /* keys with more than one width class */
     vq_kivi_acc_vals_fn acc_vals;
 };
 
@@ -320,18 +338,16 @@ static void kivi_score(const struct vq_codec *c, const void *qs, const uint8_t *
     const int d = im->d, g = im->g;
     const float *q = qs;
     if (c->p.role == VQ_ROLE_KEY) {
-        float qp[1024], part[1024];
+        float qp[1024];
         for (int64_t b = 0; b < n_tokens / g; b++) {
             const uint8_t *blk = codes + (size_t)b * c->block_bytes;
             const uint8_t *rows = blk + 4 * (size_t)d;
             float *out = scores + b * g;
             const float bias = im->fold(q, blk, blk + 2 * d, d, qp);
-            im->dot_rows(qp, rows, im->cls_n[0], im->cls_bits[0], g, bias, out);
-            for (int k = 1; k < im->ncls; k++) { /* further width classes: partial sums added */
-                im->dot_rows(qp + im->cls_c0[k], rows + im->cls_off[k], im->cls_n[k],
-                             im->cls_bits[k], g, 0.0f, part);
-                for (int t = 0; t < g; t++) out[t] += part[t];
-            }
+            if (im->ncls == 1) im->dot_rows(qp, rows, d, im->bits, g, bias, out);
+            else
+                im->dot_classes(qp, rows, im->ncls, im->cls_bits, im->cls_n, im->cls_off, g, bias,
+                                out);
         }
         return;
     }
@@ -449,19 +465,23 @@ static vq_status kivi_init(struct vq_codec *c) {
     if (p->channel_bits) c->p.channel_bits = im->chan_bits;
     im->fold = vq_kivi_fold_ref;
     im->dot_rows = vq_kivi_dot_rows_ref;
+    im->dot_classes = vq_kivi_dot_classes_ref;
     im->acc_vals = vq_kivi_acc_vals_ref;
 #ifdef VQ_HAVE_X86
     if (c->isa == VQ_ISA_AVX512 && vq_cpu_avx512vbmi()) {
         im->fold = vq_kivi_fold_avx512vbmi;
         im->dot_rows = vq_kivi_dot_rows_avx512vbmi;
+        im->dot_classes = vq_kivi_dot_classes_avx512vbmi;
         im->acc_vals = vq_kivi_acc_vals_avx512vbmi;
     } else if (c->isa == VQ_ISA_AVX512) {
         im->fold = vq_kivi_fold_avx512;
         im->dot_rows = vq_kivi_dot_rows_avx512;
+        im->dot_classes = vq_kivi_dot_classes_avx512;
         im->acc_vals = vq_kivi_acc_vals_avx512;
     } else if (c->isa == VQ_ISA_AVX2) {
         im->fold = vq_kivi_fold_avx2;
         im->dot_rows = vq_kivi_dot_rows_avx2;
+        im->dot_classes = vq_kivi_dot_classes_avx2;
         im->acc_vals = vq_kivi_acc_vals_avx2;
     }
 #endif

@@ -53,6 +53,13 @@ void vq_kivi_unpack_row(const uint8_t *row, int d, int bits, uint8_t *codes);
 /* out[t] = bias + sum_c qp[c] * code_{t,c} for n consecutive code rows. */
 typedef void (*vq_kivi_dot_rows_fn)(const float *qp, const uint8_t *rows, int d, int bits,
                                     int64_t n, float bias, float *out);
+/* Key blocks with width classes (kivi.c, channel_bits): class k has nch[k] channels (a multiple
+ * of 8) at bits[k] bits, its n code rows (nch[k]*bits[k]/8 bytes each) start at rows + off[k],
+ * and its scale-folded query entries follow those of the classes before it in qp.
+ * out[t] = bias + sum over classes of sum_c qp[c] * code_{t,c}. */
+typedef void (*vq_kivi_dot_classes_fn)(const float *qp, const uint8_t *rows, int ncls,
+                                       const int *bits, const int *nch, const size_t *off,
+                                       int64_t n, float bias, float *out);
 /* acc[c] += a[c / g] * code_c for one code row (g = channel group size). */
 typedef void (*vq_kivi_acc_row_fn)(const uint8_t *row, int d, int bits, int g, const float *a,
                                    float *acc);
@@ -72,6 +79,10 @@ void vq_kivi_acc_vals_ref(const uint8_t *blocks, size_t block_bytes, int64_t n, 
 void vq_kivi_dot_rows_ref(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
                           float bias, float *out);
 void vq_kivi_acc_row_ref(const uint8_t *row, int d, int bits, int g, const float *a, float *acc);
+/* Reference: the first class's vq_kivi_dot_rows_ref (with the bias), then each further class's
+ * partial sums added in class order. */
+void vq_kivi_dot_classes_ref(const float *qp, const uint8_t *rows, int ncls, const int *bits,
+                             const int *nch, const size_t *off, int64_t n, float bias, float *out);
 #ifdef VQ_HAVE_X86
 float vq_kivi_fold_avx2(const float *q, const uint8_t *s16, const uint8_t *z16, int d, float *qp);
 float vq_kivi_fold_avx512(const float *q, const uint8_t *s16, const uint8_t *z16, int d, float *qp);
@@ -82,9 +93,16 @@ void vq_kivi_acc_vals_avx512(const uint8_t *blocks, size_t block_bytes, int64_t 
 void vq_kivi_dot_rows_avx2(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
                            float bias, float *out);
 void vq_kivi_acc_row_avx2(const uint8_t *row, int d, int bits, int g, const float *a, float *acc);
+/* One accumulator per row over every class (8 rows at a time, one horizontal sum per row);
+ * the sums are ordered differently from the reference (equal to float rounding). */
+void vq_kivi_dot_classes_avx2(const float *qp, const uint8_t *rows, int ncls, const int *bits,
+                              const int *nch, const size_t *off, int64_t n, float bias, float *out);
 void vq_kivi_dot_rows_avx512(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
                              float bias, float *out);
 void vq_kivi_acc_row_avx512(const uint8_t *row, int d, int bits, int g, const float *a, float *acc);
+void vq_kivi_dot_classes_avx512(const float *qp, const uint8_t *rows, int ncls, const int *bits,
+                                const int *nch, const size_t *off, int64_t n, float bias,
+                                float *out);
 /* The AVX-512 kernels built with AVX512_VBMI (callers check vq_cpu_avx512vbmi()); same
  * results as the _avx512 ones. */
 float vq_kivi_fold_avx512vbmi(const float *q, const uint8_t *s16, const uint8_t *z16, int d,
@@ -95,6 +113,9 @@ void vq_kivi_dot_rows_avx512vbmi(const float *qp, const uint8_t *rows, int d, in
                                  float bias, float *out);
 void vq_kivi_acc_row_avx512vbmi(const uint8_t *row, int d, int bits, int g, const float *a,
                                 float *acc);
+void vq_kivi_dot_classes_avx512vbmi(const float *qp, const uint8_t *rows, int ncls, const int *bits,
+                                    const int *nch, const size_t *off, int64_t n, float bias,
+                                    float *out);
 #endif
 
 #endif

@@ -521,6 +521,47 @@ TEST(channel_widths) {
 }
 
 #ifdef VQ_HAVE_X86
+/* The width-class key kernels (vq_kivi_dot_classes_*) against the reference: random class
+ * layouts (1..7 classes of 8..40 channels, widths 2..8 in any order), 1..33 rows. */
+TEST(dot_classes_vs_ref) {
+    const vq_kivi_dot_classes_fn fns[3] = {vq_kivi_dot_classes_avx2, vq_kivi_dot_classes_avx512,
+                                           vq_kivi_dot_classes_avx512vbmi};
+    const enum vq_isa isas[3] = {VQ_ISA_AVX2, VQ_ISA_AVX512, VQ_ISA_AVX512};
+    uint8_t *rows = malloc(33 * 7 * 40), codes[64];
+    float qp[7 * 40], o_ref[33], o[33];
+    for (int v = 0; v < 3; v++) {
+        if (!vq_isa_available(isas[v]) || (v == 2 && !vq_cpu_avx512vbmi())) continue;
+        int bad = 0, checks = 0;
+        for (int rep = 0; rep < 200; rep++) {
+            const int ncls = 1 + rep % 7;
+            const int64_t n = 1 + (int64_t)(urand() * 33);
+            int bits[7], nch[7], d = 0;
+            size_t off[7], o0 = 0;
+            for (int k = 0; k < ncls; k++) {
+                bits[k] = 2 + (int)(urand() * 7);
+                nch[k] = 8 * (1 + (int)(urand() * 5));
+                off[k] = o0;
+                const size_t rb = vq_kivi_row_bytes(nch[k], bits[k]);
+                for (int64_t t = 0; t < n; t++) {
+                    for (int c = 0; c < nch[k]; c++) codes[c] = (uint8_t)(urand() * (1 << bits[k]));
+                    vq_kivi_pack_row(codes, nch[k], bits[k], rows + o0 + (size_t)t * rb);
+                }
+                o0 += (size_t)n * rb;
+                d += nch[k];
+            }
+            for (int c = 0; c < d; c++) qp[c] = nrand();
+            const float bias = nrand();
+            vq_kivi_dot_classes_ref(qp, rows, ncls, bits, nch, off, n, bias, o_ref);
+            fns[v](qp, rows, ncls, bits, nch, off, n, bias, o);
+            for (int64_t t = 0; t < n; t++, checks++)
+                bad += fabsf(o[t] - o_ref[t]) > 1e-5f * (float)d * 256.0f;
+        }
+        ASSERT_EQ_INT(bad, 0);
+        ASSERT_GE(checks, 200);
+    }
+    free(rows);
+}
+
 TEST(kernels_vs_ref) {
     /* [2]: the AVX-512 kernels built with VBMI, where the CPU has it */
     const vq_kivi_dot_rows_fn dots[3] = {vq_kivi_dot_rows_avx2, vq_kivi_dot_rows_avx512,
@@ -732,6 +773,7 @@ int main(void) {
     RUN(channel_widths);
 #ifdef VQ_HAVE_X86
     RUN(kernels_vs_ref);
+    RUN(dot_classes_vs_ref);
 #endif
     RUN(sink_protection);
     return TEST_REPORT();

@@ -4,7 +4,8 @@
  * per-lane variable shift (vpsrlvd), then converted to fp32 (5..7 bits: the planes' fields
  * are masked, shifted to their bit position and OR-ed before one conversion; 8 bits:
  * vpmovzxbd). dot_rows scores 8 rows at a time (8 independent
- * accumulators, hadd-tree reduction); acc_row needs group size % 8 == 0 (else the scalar
+ * accumulators, hadd-tree reduction); dot_classes (keys with width classes) carries the same 8
+ * accumulators over every class; acc_row needs group size % 8 == 0 (else the scalar
  * reference is used).
  */
 #include <immintrin.h>
@@ -83,33 +84,45 @@ VQ_INLINE float hsum1(__m256 a) {
     return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)));
 }
 
+/* Adds rows r .. r + 7 of one width class (d channels, BITS) times qp to A[0..7]. */
+VQ_INLINE void acc8(const float *qp, const uint8_t *r, int d, __m256 *A, const int BITS) {
+    const size_t rb = (size_t)d * BITS / 8;
+    __m256 a0 = A[0], a1 = A[1], a2 = A[2], a3 = A[3], a4 = A[4], a5 = A[5], a6 = A[6], a7 = A[7];
+    for (int c = 0; c < d; c += 8) {
+        const __m256 q = _mm256_loadu_ps(qp + c);
+        a0 = _mm256_fmadd_ps(q, codes8(r, d, c, BITS), a0);
+        a1 = _mm256_fmadd_ps(q, codes8(r + rb, d, c, BITS), a1);
+        a2 = _mm256_fmadd_ps(q, codes8(r + 2 * rb, d, c, BITS), a2);
+        a3 = _mm256_fmadd_ps(q, codes8(r + 3 * rb, d, c, BITS), a3);
+        a4 = _mm256_fmadd_ps(q, codes8(r + 4 * rb, d, c, BITS), a4);
+        a5 = _mm256_fmadd_ps(q, codes8(r + 5 * rb, d, c, BITS), a5);
+        a6 = _mm256_fmadd_ps(q, codes8(r + 6 * rb, d, c, BITS), a6);
+        a7 = _mm256_fmadd_ps(q, codes8(r + 7 * rb, d, c, BITS), a7);
+    }
+    A[0] = a0, A[1] = a1, A[2] = a2, A[3] = a3, A[4] = a4, A[5] = a5, A[6] = a6, A[7] = a7;
+}
+
+/* Adds one row r of one width class times qp to *A. */
+VQ_INLINE void acc1(const float *qp, const uint8_t *r, int d, __m256 *A, const int BITS) {
+    for (int c = 0; c < d; c += 8)
+        *A = _mm256_fmadd_ps(_mm256_loadu_ps(qp + c), codes8(r, d, c, BITS), *A);
+}
+
 VQ_INLINE void dot_rows(const float *qp, const uint8_t *rows, int d, int64_t n, float bias,
                         float *out, const int BITS) {
     const size_t rb = (size_t)d * BITS / 8;
     int64_t t = 0;
     for (; t + 8 <= n; t += 8) {
-        const uint8_t *r = rows + (size_t)t * rb;
-        __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-               a7 = a0;
-        for (int c = 0; c < d; c += 8) {
-            const __m256 q = _mm256_loadu_ps(qp + c);
-            a0 = _mm256_fmadd_ps(q, codes8(r, d, c, BITS), a0);
-            a1 = _mm256_fmadd_ps(q, codes8(r + rb, d, c, BITS), a1);
-            a2 = _mm256_fmadd_ps(q, codes8(r + 2 * rb, d, c, BITS), a2);
-            a3 = _mm256_fmadd_ps(q, codes8(r + 3 * rb, d, c, BITS), a3);
-            a4 = _mm256_fmadd_ps(q, codes8(r + 4 * rb, d, c, BITS), a4);
-            a5 = _mm256_fmadd_ps(q, codes8(r + 5 * rb, d, c, BITS), a5);
-            a6 = _mm256_fmadd_ps(q, codes8(r + 6 * rb, d, c, BITS), a6);
-            a7 = _mm256_fmadd_ps(q, codes8(r + 7 * rb, d, c, BITS), a7);
-        }
-        _mm256_storeu_ps(
-            out + t, _mm256_add_ps(_mm256_set1_ps(bias), hsum8x8(a0, a1, a2, a3, a4, a5, a6, a7)));
+        __m256 A[8];
+        for (int i = 0; i < 8; i++) A[i] = _mm256_setzero_ps();
+        acc8(qp, rows + (size_t)t * rb, d, A, BITS);
+        _mm256_storeu_ps(out + t,
+                         _mm256_add_ps(_mm256_set1_ps(bias),
+                                       hsum8x8(A[0], A[1], A[2], A[3], A[4], A[5], A[6], A[7])));
     }
     for (; t < n; t++) {
-        const uint8_t *r = rows + (size_t)t * rb;
         __m256 a0 = _mm256_setzero_ps();
-        for (int c = 0; c < d; c += 8)
-            a0 = _mm256_fmadd_ps(_mm256_loadu_ps(qp + c), codes8(r, d, c, BITS), a0);
+        acc1(qp, rows + (size_t)t * rb, d, &a0, BITS);
         out[t] = bias + hsum1(a0);
     }
 }
@@ -119,6 +132,39 @@ void vq_kivi_dot_rows_avx2(const float *qp, const uint8_t *rows, int d, int bits
 #define DOT_ROWS(B) dot_rows(qp, rows, d, n, bias, out, B)
     VQ_KIVI_WITH_BITS(bits, DOT_ROWS);
 #undef DOT_ROWS
+}
+
+void vq_kivi_dot_classes_avx2(const float *qp, const uint8_t *rows, int ncls, const int *bits,
+                              const int *nch, const size_t *off, int64_t n, float bias,
+                              float *out) {
+    int64_t t = 0;
+    for (; t + 8 <= n; t += 8) {
+        __m256 A[8];
+        for (int i = 0; i < 8; i++) A[i] = _mm256_setzero_ps();
+        const float *q = qp;
+        for (int k = 0; k < ncls; k++) {
+            const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
+#define ACC8(B) acc8(q, r, nch[k], A, B)
+            VQ_KIVI_WITH_BITS(bits[k], ACC8);
+#undef ACC8
+            q += nch[k];
+        }
+        _mm256_storeu_ps(out + t,
+                         _mm256_add_ps(_mm256_set1_ps(bias),
+                                       hsum8x8(A[0], A[1], A[2], A[3], A[4], A[5], A[6], A[7])));
+    }
+    for (; t < n; t++) {
+        __m256 a = _mm256_setzero_ps();
+        const float *q = qp;
+        for (int k = 0; k < ncls; k++) {
+            const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
+#define ACC1(B) acc1(q, r, nch[k], &a, B)
+            VQ_KIVI_WITH_BITS(bits[k], ACC1);
+#undef ACC1
+            q += nch[k];
+        }
+        out[t] = bias + hsum1(a);
+    }
 }
 
 VQ_INLINE void acc_row(const uint8_t *row, int d, int g, const float *a, float *acc,

@@ -6,6 +6,8 @@
  * 1-bit plane is loaded as a lane mask and adds 2^s where set (masked add); 8 bits: vpmovzxbd.
  * A row tail of 8 channels (d % 16 == 8) reads only its own bytes and multiplies the 8 unused
  * lanes by zero query lanes. dot_rows: 8 rows at a time (8 independent zmm accumulators);
+ * dot_classes (keys with width classes): the same 8 accumulators carried over every class,
+ * one horizontal sum per row;
  * acc_row needs group size % 8 == 0 (else scalar reference).
  *
  * kivi_avx512vbmi.c compiles this file again with AVX512_VBMI (VQ_KIVI_VBMI; the kernels are
@@ -240,6 +242,67 @@ void VQ_KIVI_FN(vq_kivi_dot_rows)(const float *qp, const uint8_t *rows, int d, i
 #define DOT_ROWS(B) dot_rows(qp, rows, d, n, bias, out, B)
     VQ_KIVI_WITH_BITS(bits, DOT_ROWS);
 #undef DOT_ROWS
+}
+
+/* Adds rows r .. r + 7 (rb bytes apart) of one width class (d channels, BITS) times qp to the
+ * accumulators A[0..7] (the 16-channel path of dot_rows). */
+VQ_INLINE void acc8(const float *qp, const uint8_t *r, int d, __m512 *A, const int BITS) {
+    const size_t rb = (size_t)d * BITS / 8;
+    const int d16 = d & ~15;
+    __m512 a0 = A[0], a1 = A[1], a2 = A[2], a3 = A[3], a4 = A[4], a5 = A[5], a6 = A[6], a7 = A[7];
+    for (int c = 0; c < d16; c += 16) {
+        const __m512 q = _mm512_loadu_ps(qp + c);
+        STEP8(0, q, c);
+    }
+    if (d16 < d) {
+        const __m512 q = _mm512_maskz_loadu_ps(0xFF, qp + d16);
+        STEP8(1, q, d16);
+    }
+    A[0] = a0, A[1] = a1, A[2] = a2, A[3] = a3, A[4] = a4, A[5] = a5, A[6] = a6, A[7] = a7;
+}
+
+/* Adds one row r of one width class times qp to the accumulator *A. */
+VQ_INLINE void acc1(const float *qp, const uint8_t *r, int d, __m512 *A, const int BITS) {
+    const int d16 = d & ~15;
+    for (int c = 0; c < d16; c += 16)
+        *A = _mm512_fmadd_ps(_mm512_loadu_ps(qp + c), codes16(r, d, c, BITS, 0), *A);
+    if (d16 < d)
+        *A = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(0xFF, qp + d16), codes16(r, d, d16, BITS, 1),
+                             *A);
+}
+
+void VQ_KIVI_FN(vq_kivi_dot_classes)(const float *qp, const uint8_t *rows, int ncls,
+                                     const int *bits, const int *nch, const size_t *off, int64_t n,
+                                     float bias, float *out) {
+    int64_t t = 0;
+    for (; t + 8 <= n; t += 8) {
+        __m512 A[8];
+        for (int i = 0; i < 8; i++) A[i] = _mm512_setzero_ps();
+        const float *q = qp;
+        for (int k = 0; k < ncls; k++) {
+            const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
+#define ACC8(B) acc8(q, r, nch[k], A, B)
+            VQ_KIVI_WITH_BITS(bits[k], ACC8);
+#undef ACC8
+            q += nch[k];
+        }
+        _mm256_storeu_ps(out + t,
+                         _mm256_add_ps(_mm256_set1_ps(bias),
+                                       hsum8x8(fold(A[0]), fold(A[1]), fold(A[2]), fold(A[3]),
+                                               fold(A[4]), fold(A[5]), fold(A[6]), fold(A[7]))));
+    }
+    for (; t < n; t++) {
+        __m512 a = _mm512_setzero_ps();
+        const float *q = qp;
+        for (int k = 0; k < ncls; k++) {
+            const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
+#define ACC1(B) acc1(q, r, nch[k], &a, B)
+            VQ_KIVI_WITH_BITS(bits[k], ACC1);
+#undef ACC1
+            q += nch[k];
+        }
+        out[t] = bias + hsum1(fold(a));
+    }
 }
 
 VQ_INLINE void acc_row(const uint8_t *row, int d, int g, const float *a, float *acc,
