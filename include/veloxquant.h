@@ -446,7 +446,8 @@ struct vq_cache_params {
      * the mean q_c^2 of the queries given to vq_cache_observe_queries for the kv-head's query
      * heads (1 when none were observed). A first append of fewer than G tokens, or a layer at
      * 2 or 8 bits, keeps one width. Applies to every layer except fp16_first/last layers.
-     * Bytes: head_dim per (layer, kv-head) once learned (the widths), counted in
+     * Bytes: head_dim per (layer, kv-head) of every layer it applies to once the layer holds
+     * tokens (the width table, whether or not the widths differ), counted in
      * vq_cache_memory.center_bytes. */
     int key_channel_bits;
 };
