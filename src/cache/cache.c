@@ -1713,7 +1713,11 @@ static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_hea
     const struct vq_layer *L = &c->layers[layer];
     const struct vq_ggml_attn_kernels *gk = c->gk;
     const int d = c->d, nkv = c->n_kv, grp = n_q_heads / nkv, b1 = n_q == 1;
-    const int gh = grp < c->gg_heads ? grp : c->gg_heads;
+    int gh = grp < c->gg_heads ? grp : c->gg_heads;
+    /* Few queries (decode): smaller head chunks until every thread has about two items, or
+     * the threads would wait on one another (3 kv heads on 2 threads: 2 + 1 items). Each head's
+     * arithmetic is the same whatever its chunk. */
+    while (gh > 1 && n_q * nkv * ((grp + gh - 1) / gh) < 2 * (int64_t)c->n_threads) gh--;
     const int n_ch = (grp + gh - 1) / gh;
     const int64_t items = n_q * nkv * n_ch;
     const size_t ws = c->gg_ws, S = b1 ? 64 : 16;
@@ -1786,10 +1790,11 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
     const int d = c->d;
     const int64_t PT = c->page_tokens;
     /* The (query, head) pairs of one kv head, ordered query-major, are cut into batches of up
-     * to n_slots; batches shrink when there are fewer of them than threads (decode). */
+     * to n_slots; batches shrink until every thread has about two of them (decode: 3 kv heads
+     * on 2 threads would otherwise run as 2 + 1 items). */
     const int64_t per_g = n_q * grp;
     int64_t bs = per_g < c->n_slots ? per_g : c->n_slots;
-    while (bs > 1 && c->n_kv * ((per_g + bs - 1) / bs) < c->n_threads) bs--;
+    while (bs > 1 && c->n_kv * ((per_g + bs - 1) / bs) < 2 * (int64_t)c->n_threads) bs--;
     const int64_t nb = (per_g + bs - 1) / bs;
     const int64_t n_pairs = n_q * n_q_heads;
     /* Still fewer pairs than threads (decode with few heads): split each pair's window tokens
