@@ -49,10 +49,10 @@ python3 -c 'import json,sys; c=json.load(open(sys.argv[1]))["configs"][0]; asser
 expect_exit 0 "$VQ" estimate-memory -c 256 --layers 30 --kv-heads 3 --head-dim 64
 grep -q "^ratequant-1.5 " "$OUT" && grep -q "^ratequant-2.5 " "$OUT" && ok || bad "ratequant presets listed"
 
-# --- per-layer patterns in config names (+kbDIGITS / +vbDIGITS, used by the --kv presets) ---
+# --- per-layer patterns in config names (+kbDIGITS / +vbDIGITS) ---
 # a pattern round-trips through a config name, and is spread over any depth: layer i of n takes
-# entry floor(i * len / n); estimate-memory of each --kv preset with a pattern equals the same
-# config given with explicit per-layer lists, at the default model's 30 layers and at 7 and 61
+# entry floor(i * len / n); estimate-memory of each --kv preset with a pattern (if any) equals the
+# same config given with explicit per-layer lists, at the default model's 30 layers and at 7 and 61
 expect_exit 0 "$VQ" sweep --configs "kivi-4:turboquant_mse-4+kb45+vb3+g128+res0" --print-kv-config
 grep -q '"config":"kivi-4:turboquant_mse-4+kb45+vb3+g128+res0"' "$OUT" && ok || bad "pattern name round trip: $(cat "$OUT")"
 expect_exit 2 "$VQ" sweep --configs "kivi-4+kb4x5" --print-kv-config
@@ -109,7 +109,9 @@ print(" ".join(o))' "$args" "$L")
         [ "$a" = "$b" ] && ok || bad "--kv $t at $L layers: $a bytes, explicit lists $b ($expl)"
     done
 done
-[ "$npat" -ge 1 ] && ok || bad "no --kv preset uses a per-layer pattern"
+# (no preset carries a pattern since per-channel key widths, +kc, replaced them: the loop
+# covers any that does again; npat counts them)
+echo "presets with a per-layer pattern: $npat"
 
 if [ ! -f "$MODEL" ]; then
     bad "model $MODEL missing (run scripts/fetch_models.sh)"

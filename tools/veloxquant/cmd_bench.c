@@ -492,6 +492,12 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
         o->kv.n_v_bpl = o->kv.v_bpl_pattern ? 0 : o->kv.n_v_bpl;
         o->kv.k_bpl_pattern = o->kv.v_bpl_pattern = 0;
     }
+    if (o->cfg.key_channel_bits > 0)
+        /* the widths are learned from the queries an engine shows the cache; bench has none */
+        fprintf(stderr,
+                "bench: %s learns per-channel key widths from a model's queries; bench has no "
+                "queries, so its keys keep one width (bench_kivi_classes times width classes)\n",
+                o->name);
     if (vq_kv_opts_any_layers(&o->kv)) {
         fprintf(stderr,
                 "bench: per-layer options (bits lists, fp16 layers, --ratequant) need a model; "

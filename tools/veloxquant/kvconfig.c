@@ -50,11 +50,12 @@ const int vq_kv_n_presets = (int)(sizeof vq_kv_presets / sizeof vq_kv_presets[0]
 
 const struct vq_kv_tier vq_kv_tiers[] = {
     {"kv8", 8.5, "int8"},
-    /* kv5, kv4, kv3: KIVI key widths per layer water-filled from each layer's measured
-     * sensitivity on the default model (docs/ALGORITHMS.md §8.7), mean 5 / 4 / 3 bits */
-    {"kv5", 5.5, "kivi-5:turboquant_mse-5+kb365555455555555565665556555544+g64+res0"},
-    {"kv4", 4.5, "kivi-4:turboquant_mse-4+kb254444344444444454554445444433+g64+res0"},
-    {"kv3", 3.5, "kivi-3:turboquant_mse-3+kb243333233333333333443334333322+g64+res0"},
+    /* kv5, kv4, kv3: KIVI keys with per-channel widths learned at the first append
+     * (docs/ALGORITHMS.md §8.8; per-layer widths, §8.7, no longer help on top of them) and
+     * rotated values, mean 5 / 4 / 3 bits */
+    {"kv5", 5.5, "kivi-5:turboquant_mse-5+g64+res0+kc"},
+    {"kv4", 4.5, "kivi-4:turboquant_mse-4+g64+res0+kc"},
+    {"kv3", 3.5, "kivi-3:turboquant_mse-3+g64+res0+kc"},
     {"kv2", 2.5, "kivi-2:turboquant_mse-2+g64+res0"},
 };
 const int vq_kv_n_tiers = (int)(sizeof vq_kv_tiers / sizeof vq_kv_tiers[0]);
