@@ -27,6 +27,11 @@ static inline const void *row_at(const void *w, size_t stride, int r) {
     return (const uint8_t *)w + (size_t)r * stride;
 }
 
+/* Rows 0..3 of a weight matrix whose rows are stride bytes apart. */
+static inline void rows4(const uint8_t *x[4], const void *w, size_t stride) {
+    for (int r = 0; r < 4; r++) x[r] = row_at(w, stride, r);
+}
+
 static inline void store_rows(__m512 acc01, __m512 acc23, const float add[4], float *out) {
     out[0] = hsum256(_mm512_castps512_ps256(acc01)) + add[0];
     out[1] = hsum256(_mm512_extractf32x8_ps(acc01, 1)) + add[1];
@@ -68,8 +73,8 @@ static inline __m512i q4_1_pair(const vq_block_q4_1 *a, const vq_block_q4_1 *b) 
 
 void vq_vec_dotr4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
                                       float *out) {
-    const uint8_t *const x[4] = {w, row_at(w, w_stride, 1), row_at(w, w_stride, 2),
-                                 row_at(w, w_stride, 3)};
+    const uint8_t *x[4];
+    rows4(x, w, w_stride);
     const vq_block_q8a *y = a;
     const __m512i lo8 = _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i hi8 = _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4);
@@ -154,8 +159,8 @@ static inline __attribute__((always_inline)) void dot_r4_s8(int64_t n, const voi
                                                             size_t w_stride, const void *a,
                                                             float *out, size_t bsize,
                                                             pair_loader load) {
-    const uint8_t *const x[4] = {w, row_at(w, w_stride, 1), row_at(w, w_stride, 2),
-                                 row_at(w, w_stride, 3)};
+    const uint8_t *x[4];
+    rows4(x, w, w_stride);
     const vq_block_q8a *y = a;
     const __m512i lo8 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i hi8 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
@@ -185,6 +190,17 @@ static inline const vq_block_q8a *act_row(const void *a, size_t stride, int t) {
     return (const vq_block_q8a *)(const void *)((const uint8_t *)a + (size_t)t * stride);
 }
 
+static inline void acts4(const vq_block_q8a *y[4], const void *a, size_t stride) {
+    for (int t = 0; t < 4; t++) y[t] = act_row(a, stride, t);
+}
+
+static inline void zero4x4(__m512 acc[2][4], __m256 summ[4]) {
+    for (int t = 0; t < 4; t++) {
+        acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+        summ[t] = _mm256_setzero_ps();
+    }
+}
+
 static inline void store_rows4x4(const __m512 acc[2][4], const __m256 summ[4], int has_m,
                                  float *out, size_t ld_out) {
     for (int t = 0; t < 4; t++) {
@@ -200,18 +216,15 @@ static inline void store_rows4x4(const __m512 acc[2][4], const __m256 summ[4], i
 
 void vq_vec_dotr4x4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
                                         size_t a_stride, float *out, size_t ld_out) {
-    const uint8_t *const x[4] = {w, row_at(w, w_stride, 1), row_at(w, w_stride, 2),
-                                 row_at(w, w_stride, 3)};
-    const vq_block_q8a *const y[4] = {act_row(a, a_stride, 0), act_row(a, a_stride, 1),
-                                      act_row(a, a_stride, 2), act_row(a, a_stride, 3)};
+    const uint8_t *x[4];
+    rows4(x, w, w_stride);
+    const vq_block_q8a *y[4];
+    acts4(y, a, a_stride);
     const __m512i lo8 = _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i hi8 = _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4);
     __m512 acc[2][4];
     __m256 summ[4];
-    for (int t = 0; t < 4; t++) {
-        acc[0][t] = acc[1][t] = _mm512_setzero_ps();
-        summ[t] = _mm256_setzero_ps();
-    }
+    zero4x4(acc, summ);
     for (int64_t i = 0; i < n / 32; i++) {
         const size_t off = (size_t)i * sizeof(vq_block_q4_1);
         const vq_block_q4_1 *b[4];
@@ -239,18 +252,15 @@ static inline __attribute__((always_inline)) void dot_r4x4_s8(int64_t n, const v
                                                               size_t a_stride, float *out,
                                                               size_t ld_out, size_t bsize,
                                                               pair_loader load) {
-    const uint8_t *const x[4] = {w, row_at(w, w_stride, 1), row_at(w, w_stride, 2),
-                                 row_at(w, w_stride, 3)};
-    const vq_block_q8a *const y[4] = {act_row(a, a_stride, 0), act_row(a, a_stride, 1),
-                                      act_row(a, a_stride, 2), act_row(a, a_stride, 3)};
+    const uint8_t *x[4];
+    rows4(x, w, w_stride);
+    const vq_block_q8a *y[4];
+    acts4(y, a, a_stride);
     const __m512i lo8 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i hi8 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
     __m512 acc[2][4];
     __m256 summ[4];
-    for (int t = 0; t < 4; t++) {
-        acc[0][t] = acc[1][t] = _mm512_setzero_ps();
-        summ[t] = _mm256_setzero_ps();
-    }
+    zero4x4(acc, summ);
     for (int64_t i = 0; i < n / 32; i++) {
         const size_t off = (size_t)i * bsize;
         const __m128 d = half4(x, off);
