@@ -563,13 +563,13 @@ static int bench_build_codecs(const struct bench_opts *o, struct bench_state *s)
     vq_status st;
     s->kc = vq_codec_create(kp, &st);
     if (!s->kc) {
-        vq_opt_codec_error("bench", "keys ", kp->method, kp->bits, o->head_dim, st);
+        vq_opt_codec_error("bench", "keys", kp->method, kp->bits, o->head_dim, st);
         vq_calib_data_free(s->cd);
         return 2;
     }
     s->vc = vq_codec_create(vp, &st);
     if (!s->vc) {
-        vq_opt_codec_error("bench", "values ", vp->method, vp->bits, o->head_dim, st);
+        vq_opt_codec_error("bench", "values", vp->method, vp->bits, o->head_dim, st);
         vq_codec_free(s->kc);
         vq_calib_data_free(s->cd);
         return 2;

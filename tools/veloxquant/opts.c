@@ -133,7 +133,7 @@ void vq_opt_codec_error(const char *cmd, const char *what, enum vq_method m, int
                         vq_status st) {
     struct vq_method_info mi;
     const char *params = vq_method_info_get(m, &mi) == VQ_STATUS_OK ? mi.params : "";
-    fprintf(stderr, "%s: %s%s bits=%d head_dim=%d: %s (%s accepts: %s)\n", cmd, what,
+    fprintf(stderr, "%s: %s %s bits=%d head_dim=%d: %s (%s accepts: %s)\n", cmd, what,
             vq_method_name(m), bits, head_dim, vq_status_str(st), vq_method_name(m), params);
 }
 
