@@ -652,48 +652,33 @@ static const struct vq_ggml_kernels g_avx2[] = {
     K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref),
     K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2),
 };
-/* AVX-512 variants where they exist; AVX2 otherwise. */
-static const struct vq_ggml_kernels g_avx512[] = {
-    K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_avx512),
-    K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_avx2),
-    K_(VQ_GGML_BF16, VQ_ACT_F32, vq_dequantize_row_bf16_ref, vq_vec_dot_bf16_f32_avx2),
-    K4_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx2,
-        vq_vec_dot4_q4_0_q8a_avx2),
-    K4_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx512,
-        vq_vec_dot4_q4_1_q8a_avx512),
-    K4_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2,
-        vq_vec_dot4_q5_0_q8a_avx2),
-    K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_avx2),
-    K4_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2,
-        vq_vec_dot4_q8_0_q8a_avx2),
-    K4_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2,
-        vq_vec_dot4_q4_K_q8_K_avx2),
-    K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref),
-    K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2),
-};
-/* AVX-512 with VNNI: the AVX-512 table plus four-row decode kernels. */
-static const struct vq_ggml_kernels g_avx512vnni[] = {
-    K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_avx512),
-    K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_avx2),
-    K_(VQ_GGML_BF16, VQ_ACT_F32, vq_dequantize_row_bf16_ref, vq_vec_dot_bf16_f32_avx2),
-    KR_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx2,
-        vq_vec_dot4_q4_0_q8a_avx2, vq_vec_dotr4_q4_0_q8a_avx512vnni,
-        vq_vec_dotr4x4_q4_0_q8a_avx512vnni),
-    KR_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx512,
-        vq_vec_dot4_q4_1_q8a_avx512, vq_vec_dotr4_q4_1_q8a_avx512vnni,
-        vq_vec_dotr4x4_q4_1_q8a_avx512vnni),
-    KR_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2,
-        vq_vec_dot4_q5_0_q8a_avx2, vq_vec_dotr4_q5_0_q8a_avx512vnni,
-        vq_vec_dotr4x4_q5_0_q8a_avx512vnni),
-    K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_avx2),
-    KR_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2,
-        vq_vec_dot4_q8_0_q8a_avx2, vq_vec_dotr4_q8_0_q8a_avx512vnni,
-        vq_vec_dotr4x4_q8_0_q8a_avx512vnni),
-    K4_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2,
-        vq_vec_dot4_q4_K_q8_K_avx2),
-    K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref),
-    K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2),
-};
+/* AVX-512 variants where they exist; AVX2 otherwise. One list for both AVX-512 tables: with
+ * VNNI (g_avx512vnni) the int8-activation types also get the four-row kernels, R4 / R4X4 of
+ * their type name (ggml_avx512vnni.c); without, those entries are NULL. */
+#define NO_R4(t) NULL
+#define VNNI_R4(t) vq_vec_dotr4_##t##_q8a_avx512vnni
+#define VNNI_R4X4(t) vq_vec_dotr4x4_##t##_q8a_avx512vnni
+#define AVX512_TABLE(R4, R4X4) \
+    { \
+        K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_avx512), \
+            K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_avx2), \
+            K_(VQ_GGML_BF16, VQ_ACT_F32, vq_dequantize_row_bf16_ref, vq_vec_dot_bf16_f32_avx2), \
+            KR_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx2, \
+                vq_vec_dot4_q4_0_q8a_avx2, R4(q4_0), R4X4(q4_0)), \
+            KR_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx512, \
+                vq_vec_dot4_q4_1_q8a_avx512, R4(q4_1), R4X4(q4_1)), \
+            KR_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2, \
+                vq_vec_dot4_q5_0_q8a_avx2, R4(q5_0), R4X4(q5_0)), \
+            K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_avx2), \
+            KR_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2, \
+                vq_vec_dot4_q8_0_q8a_avx2, R4(q8_0), R4X4(q8_0)), \
+            K4_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2, \
+                vq_vec_dot4_q4_K_q8_K_avx2), \
+            K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref), \
+            K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2), \
+    }
+static const struct vq_ggml_kernels g_avx512[] = AVX512_TABLE(NO_R4, NO_R4);
+static const struct vq_ggml_kernels g_avx512vnni[] = AVX512_TABLE(VNNI_R4, VNNI_R4X4);
 static_assert(sizeof g_avx2 == sizeof g_ref && sizeof g_avx512 == sizeof g_ref &&
                   sizeof g_avx512vnni == sizeof g_ref,
               "tables");
