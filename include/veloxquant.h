@@ -495,7 +495,12 @@ VQ_API vq_status vq_cache_observe_queries(vq_cache *c, int layer, const float *q
  * its batched kernels (as in llama.cpp, a query's output thus depends on whether it comes
  * alone or in a batch, by float rounding). The result does not depend on q_pos order, page
  * size, threads or how the tokens were appended. Other layers use the codecs' fused kernels
- * (float32 scores and weights). Thread-safety: one caller per cache; OpenMP inside. */
+ * (float32 scores and weights) for few queries (fewer than 16 query heads x queries per kv
+ * head: decode), and for batches (prefill, scoring) decode each page of codes once to fp32
+ * for all queries and run dense fp32 products with an online softmax (the decode-once path;
+ * $VQ_PREFILL_ATTEND=fused at vq_cache_create keeps the fused kernels for batches too); both
+ * equal vq_cache_attend_ref to float rounding. Thread-safety: one caller per cache; OpenMP
+ * inside. */
 VQ_API vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads, int64_t n_q,
                                  const int64_t *q_pos, float scale, float *out);
 /* Same contract, computed by decoding every stored token to fp32 first and doing plain

@@ -57,6 +57,17 @@
  * few heads), each pair's tokens are split into page-aligned chunks attended separately and
  * merged with their softmax max/sum (split decode). Every thread uses its own scratch slab
  * (allocated at create), so attend never allocates.
+ *
+ * Decode-once attention (batched queries)
+ *   With VQ_DENSE_MIN_PAIRS or more (query, query head) pairs per kv head (prefill, scoring),
+ *   the fused kernels would score every page once per pair; instead each page of every kv
+ *   head is decoded once to fp32 (stream_decode_page: vq_cache_read's rows), its keys
+ *   transposed, and blocks of up to VQ_DENSE_PAIRS pairs score it and accumulate its values
+ *   with dense fp32 kernels (cache/dense.h) and an online softmax (running max and sum per
+ *   pair, kept across pages). Pages are visited in order inside one OpenMP region: the
+ *   threads split the page's decode tasks, then its blocks. The page buffers, the pairs'
+ *   state (VQ_DENSE_STATE pairs; larger batches go in super-blocks) and the per-thread block
+ *   scratch are allocated at create. docs/ALGORITHMS.md §9.5.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -66,6 +77,7 @@
 #endif
 
 #include "cache/center.h"
+#include "cache/dense.h"
 #include "cache/ggml_attn.h"
 #include "cache/softmax.h"
 #include "codecs/codec_impl.h"
@@ -78,6 +90,13 @@
  * scored (and its values accumulated) for all of them while it is in cache, so GQA heads and
  * prefill queries share one pass over the cache. */
 #define VQ_SLOT_BATCH 8
+
+/* Decode-once attention (batched queries): pairs per block, and the fewest (query, query head)
+ * pairs per kv head that take it instead of the fused per-pair kernels. */
+#define VQ_DENSE_PAIRS 64
+#define VQ_DENSE_MIN_PAIRS 16
+/* decode-once attention: (query, query head) pairs whose running max / sum it holds at once */
+#define VQ_DENSE_STATE 8192
 
 enum { WIN_NONE = 0, WIN_FLUSH = 1, WIN_SLIDE = 2 };
 
@@ -192,6 +211,12 @@ struct vq_cache {
     int ks_mode, ks_pairs, ks_rope; /* key_scales, key_scale_pairs, key_scale_rope_dim */
     size_t off_qk;                  /* slot scratch: the query times the key scales */
     int n_calib;                    /* outlier-channel calibration tokens */
+    /* decode-once attention: kernels, per-thread scratch (dslab_floats apart; NULL when every
+     * layer is plain fp16 or $VQ_PREFILL_ATTEND=fused), the shared page buffers and state */
+    const struct vq_dense_kernels *dk;
+    float *dslabs;
+    size_t dslab_floats;
+    float *dshared;
 };
 
 /* ---- small helpers ---------------------------------------------------------------------- */
@@ -441,6 +466,8 @@ void vq_cache_free(vq_cache *c) {
     vq_free(c->slabs);
     vq_free(c->stage);
     vq_free(c->split);
+    vq_free(c->dslabs);
+    vq_free(c->dshared);
     free(c->kplan);
     free(c->vplan);
     free(c);
@@ -635,6 +662,22 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     c->split = vq_alloc((size_t)(2 * nt) * (size_t)(c->d + 2) * sizeof(float));
     if (!c->slabs || !c->stage || !c->kplan || !c->vplan || !c->split)
         return create_fail(c, st, VQ_STATUS_NO_MEMORY);
+    /* decode-once attention of batched queries on coded layers: per thread a block's queries,
+     * outputs and score rows and one page of decoded keys; shared: each kv head's transposed
+     * key page and value page, the pairs' running max and sum */
+    int any_coded = 0;
+    for (int l = 0; l < c->n_layers; l++) any_coded |= !c->layers[l].f16_exact;
+    const char *pa = getenv("VQ_PREFILL_ATTEND");
+    c->dk = vq_dense_kernels(p->key.isa);
+    if (any_coded && !(pa && strcmp(pa, "fused") == 0)) {
+        const size_t P = VQ_DENSE_PAIRS, D = (size_t)c->d, PT = (size_t)c->page_tokens;
+        c->dslab_floats = align64((2 * P * D + P * (size_t)round_up(c->page_tokens, 16) + PT * D) *
+                                  sizeof(float)) /
+                          sizeof(float);
+        c->dslabs = vq_alloc(c->dslab_floats * sizeof(float) * (size_t)nt);
+        c->dshared = vq_alloc((2 * (size_t)c->n_kv * PT * D + 2 * VQ_DENSE_STATE) * sizeof(float));
+        if (!c->dslabs || !c->dshared) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
+    }
     if (st) *st = VQ_STATUS_OK;
     return c;
 }
@@ -1777,6 +1820,251 @@ static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_hea
     }
 }
 
+/* Decodes positions [p, t1) of stream (side, head) into rows 0 .. t1 - p of x, fp32: coded
+ * tokens with sink / outlier tokens from their fp16 copies, fp16 window rows, the stream-sink
+ * rows for positions < S, key scales applied and centering undone; rows of freed positions are
+ * zero. p is a multiple of page_tokens, p < t1 <= min(p + page_tokens, n_tokens); x has room for
+ * page_tokens rows (the codec decodes whole blocks). */
+static void stream_decode_page(const vq_cache *c, const struct vq_layer *L,
+                               const struct vq_side *sd, int h, int64_t p, int64_t t1, float *x) {
+    const struct vq_stream *s = &sd->s[h];
+    const int d = c->d;
+    const int64_t PT = c->page_tokens, ev = s->pg0 * PT, nt = s->n_coded + s->win_n;
+    const int64_t ns = L->ss_cap < nt ? L->ss_cap : nt;
+    const int64_t ce = t1 < s->n_coded ? t1 : s->n_coded; /* coded rows end at ce */
+    if (p >= ev && p < ce) {
+        int64_t e = round_up(ce, sd->bt);
+        if (e > p + PT) e = p + PT;
+        vq_codec_decode(side_codec(sd, h), page_at(c, s, p), e - p, x);
+        if (sd->n_oc > 0) oc_decode(c, sd, s, p, e - p, x);
+        if (sd->use_ot)
+            for (int64_t i = ot_lower(L, p); i < L->n_ot && L->ot_pos[i] < ce; i++)
+                vq_fp16_to_fp32_row(s->ot + (size_t)i * (size_t)d, x + (L->ot_pos[i] - p) * d, d);
+        if (sd->use_sinks)
+            for (int i = 0; i < L->n_sinks; i++)
+                if (L->sink_pos[i] >= p && L->sink_pos[i] < ce)
+                    vq_fp16_to_fp32_row(s->sink + (size_t)i * (size_t)d,
+                                        x + (L->sink_pos[i] - p) * d, d);
+    }
+    const int64_t fe = t1 < ev ? t1 : ev; /* freed rows: [max(p, ns), min(t1, ev)) */
+    if (fe > (p > ns ? p : ns)) {
+        const int64_t f0 = p > ns ? p : ns;
+        memset(x + (f0 - p) * d, 0, (size_t)((fe - f0) * d) * sizeof(float));
+    }
+    for (int64_t t = p > s->n_coded ? p : s->n_coded; t < t1; t++)
+        vq_fp16_to_fp32_row(s->win + (size_t)(s->win_start + t - s->n_coded) * (size_t)d,
+                            x + (t - p) * d, d);
+    if (p < ns)
+        vq_fp16_to_fp32_row(s->ss + (size_t)p * (size_t)d, x, ((t1 < ns ? t1 : ns) - p) * d);
+    if (!sd->ks && !sd->mu) return;
+    float mu[1024];
+    if (sd->mu) vq_fp16_to_fp32_row(sd->mu + (size_t)h * (size_t)d, mu, d);
+    const float *sf = sd->ks ? sd->ks_f + (size_t)h * (size_t)d : NULL;
+    for (int64_t t = p; t < t1; t++) {
+        if (t >= ns && t < ev) continue; /* freed */
+        float *r = x + (t - p) * d;
+        if (sf)
+            for (int i = 0; i < d; i++) r[i] *= sf[i];
+        if (sd->mu)
+            for (int i = 0; i < d; i++) r[i] += mu[i];
+    }
+}
+
+/* Decodes stream (side, head) into x (n_tokens, head_dim) fp32, page by page as
+ * stream_decode_page. */
+static void stream_decode(const vq_cache *c, const struct vq_layer *L, const struct vq_side *sd,
+                          int h, float *x) {
+    const struct vq_stream *s = &sd->s[h];
+    const int64_t PT = c->page_tokens, nt = s->n_coded + s->win_n;
+    for (int64_t p = 0; p < nt; p += PT)
+        stream_decode_page(c, L, sd, h, p, p + PT < nt ? p + PT : nt, x + p * c->d);
+}
+
+/* ---- decode-once attention (batched queries) ------------------------------------------- */
+
+/* Slots sl[0, ns) for pairs k0 .. k0 + ns - 1 of kv head g, pairs ordered query-major
+ * (pair k = query k / grp, query head g * grp + k % grp). */
+static void fill_slots(const vq_cache *c, int layer, int g, int64_t k0, int ns, const float *q,
+                       int n_q_heads, int64_t n_q, const int64_t *q_pos, float *out,
+                       struct attend_slot *sl) {
+    const struct vq_layer *L = &c->layers[layer];
+    const int grp = n_q_heads / c->n_kv;
+    for (int j = 0; j < ns; j++) {
+        const int64_t k = k0 + j, i = k / grp;
+        const int h = g * grp + (int)(k % grp);
+        const size_t off = ((size_t)i * (size_t)n_q_heads + (size_t)h) * (size_t)c->d;
+        sl[j].q = q + off;
+        sl[j].out = out + off;
+        sl[j].hi = query_pos(c, layer, n_q, q_pos, i) + 1;
+        visible(L, sl[j].hi - 1, &sl[j].sh, &sl[j].lo);
+        sl[j].stats = NULL;
+    }
+}
+
+/* Visible-token hull of one page [p, p + page_tokens) for slots with stream sinks [0, shmax)
+ * and tokens [lomin, himax): [*ta, *tb), empty when *ta >= *tb. */
+static void page_hull(int64_t p, int64_t PT, int64_t shmax, int64_t lomin, int64_t himax,
+                      int64_t *ta, int64_t *tb) {
+    *ta = INT64_MAX;
+    *tb = p;
+    if (p < shmax) {
+        *ta = p;
+        *tb = shmax < p + PT ? shmax : p + PT;
+    }
+    if (lomin < p + PT && himax > p) {
+        const int64_t a = lomin > p ? lomin : p;
+        if (a < *ta) *ta = a;
+        *tb = himax < p + PT ? himax : p + PT;
+    }
+}
+
+/* One block of np (<= VQ_DENSE_PAIRS) slots of kv head g against one decoded page: kt holds
+ * the keys of tokens [ta, tb) transposed (row stride page_tokens), v the values of tokens
+ * [ta, ...) as rows. The block's scores are masked to each slot's visible tokens [0, sh) and
+ * [lo, hi) (sh <= lo <= hi) and folded into its running max m[j], sum l[j] and unnormalized
+ * output (online softmax; exp by ggml_v_expf, which gives 0 for the masked -inf). The outputs
+ * are gathered from and scattered back to the slots' out rows. ws: the thread's scratch. */
+static void dense_block(const vq_cache *c, int np, const struct attend_slot *sl, float scale,
+                        const float *kt, const float *v, int64_t ta, int64_t tb, float *m, float *l,
+                        float *ws) {
+    const int d = c->d;
+    const size_t lds = (size_t)round_up(c->page_tokens, 16), P = VQ_DENSE_PAIRS, D = (size_t)d;
+    float *Q = ws, *A = Q + P * D, *S = A + P * D;
+    int64_t sa = INT64_MAX, sb = 0; /* the block's own hull inside [ta, tb) */
+    for (int j = 0; j < np; j++) {
+        int64_t a, b;
+        page_hull(ta / c->page_tokens * c->page_tokens, c->page_tokens, sl[j].sh,
+                  sl[j].hi > sl[j].lo ? sl[j].lo : INT64_MAX, sl[j].hi, &a, &b);
+        if (a < ta) a = ta;
+        if (b > tb) b = tb;
+        if (a >= b) continue;
+        if (a < sa) sa = a;
+        if (b > sb) sb = b;
+    }
+    if (sa >= sb) return;
+    const int64_t n = sb - sa, n16 = round_up(n, 16);
+    for (int j = 0; j < np; j++) memcpy(Q + (size_t)j * D, sl[j].q, D * sizeof(float));
+    c->dk->scores(Q, np, d, kt + (sa - ta), (size_t)c->page_tokens, n, scale, S, lds);
+    for (int j = 0; j < np; j++) {
+        float *sj = S + (size_t)j * lds, *aj = A + (size_t)j * D;
+        memcpy(aj, sl[j].out, D * sizeof(float));
+        const int64_t m0 = sl[j].sh > sa ? sl[j].sh : sa, m1 = sl[j].lo < sb ? sl[j].lo : sb;
+        for (int64_t t = m0; t < m1; t++) sj[t - sa] = -INFINITY;
+        for (int64_t t = sl[j].hi > sa ? sl[j].hi : sa; t < sb; t++) sj[t - sa] = -INFINITY;
+        for (int64_t t = n; t < n16; t++) sj[t] = -INFINITY;
+        float mx = -INFINITY;
+        for (int64_t t = 0; t < n; t++) mx = sj[t] > mx ? sj[t] : mx;
+        if (mx == -INFINITY) { /* sees nothing here */
+            memset(sj, 0, (size_t)n * sizeof(float));
+            continue;
+        }
+        const float mn = m[j] > mx ? m[j] : mx;
+        const double sum = c->gk->softmax_exp(sj, n16, mn);
+        if (m[j] != -INFINITY && m[j] != mn) {
+            const float al = vq_ggml_expf_ref(m[j] - mn);
+            for (int i = 0; i < d; i++) aj[i] *= al;
+            l[j] *= al;
+        }
+        l[j] += (float)sum;
+        m[j] = mn;
+    }
+    c->dk->pv(A, np, d, S, lds, v + (sa - ta) * d, n);
+    for (int j = 0; j < np; j++) memcpy(sl[j].out, A + (size_t)j * D, D * sizeof(float));
+}
+
+/* Decode-once attention of n_q queries (batched: prefill, scoring). Pages are visited in
+ * order; each page of every kv head is decoded once (stream_decode_page: exactly what
+ * vq_cache_read returns; keys transposed) into the shared page buffers, then every block of
+ * up to VQ_DENSE_PAIRS (query, head) pairs that sees part of it scores it and accumulates its
+ * values (dense_block), with the pairs' running max / sum kept across pages; out = acc / sum.
+ * Queries are taken in super-blocks of at most VQ_DENSE_STATE pairs (the state's size). One
+ * OpenMP region; the threads split the decode tasks (kv head, K or V) and then the blocks of
+ * each page. Equals vq_cache_attend_ref up to float rounding. */
+static void attend_dense_all(vq_cache *c, int layer, const float *q, int n_q_heads, int64_t n_q,
+                             const int64_t *q_pos, float scale, float *out) {
+    const struct vq_layer *L = &c->layers[layer];
+    const int d = c->d, nkv = c->n_kv, grp = n_q_heads / nkv;
+    const int64_t PT = c->page_tokens;
+    const size_t D = (size_t)d, pg = (size_t)PT * D;
+    float *KT = c->dshared, *VB = KT + (size_t)nkv * pg, *M = VB + (size_t)nkv * pg;
+    float *Ls = M + VQ_DENSE_STATE;
+    const int64_t qsb = VQ_DENSE_STATE / n_q_heads;
+    for (int64_t i0 = 0; i0 < n_q; i0 += qsb) {
+        const int64_t nq = n_q - i0 < qsb ? n_q - i0 : qsb, per_g = nq * grp;
+        int64_t bs = per_g < VQ_DENSE_PAIRS ? per_g : VQ_DENSE_PAIRS;
+        while (bs > 4 && nkv * ((per_g + bs - 1) / bs) < 2 * (int64_t)c->n_threads)
+            bs = (bs + 1) / 2;
+        const int64_t nb = (per_g + bs - 1) / bs, n_items = nkv * nb;
+        int64_t shmax = 0, lomin = INT64_MAX, himax = 0;
+        for (int64_t i = i0; i < i0 + nq; i++) {
+            int64_t sh, lo;
+            const int64_t pos = query_pos(c, layer, n_q, q_pos, i);
+            visible(L, pos, &sh, &lo);
+            if (sh > shmax) shmax = sh;
+            if (lo <= pos && lo < lomin) lomin = lo;
+            if (pos + 1 > himax) himax = pos + 1;
+        }
+        for (int64_t k = 0; k < nkv * per_g; k++) {
+            M[k] = -INFINITY;
+            Ls[k] = 0.0f;
+        }
+        memset(out + (size_t)(i0 * n_q_heads) * D, 0, (size_t)(nq * n_q_heads) * D * sizeof(float));
+#ifdef _OPENMP
+#pragma omp parallel num_threads(c->n_threads)
+#endif
+        {
+            int tid = 0;
+#ifdef _OPENMP
+            tid = omp_get_thread_num();
+#endif
+            float *ws = c->dslabs + (size_t)tid * c->dslab_floats;
+            for (int64_t p = 0; p < himax; p += PT) {
+                int64_t ta, tb;
+                page_hull(p, PT, shmax, lomin, himax, &ta, &tb);
+                if (ta >= tb) continue;
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+                for (int task = 0; task < 2 * nkv; task++) {
+                    const int g = task / 2;
+                    if (task % 2) {
+                        stream_decode_page(c, L, &L->v, g, p, tb, VB + (size_t)g * pg);
+                        continue;
+                    }
+                    float *X = ws + c->dslab_floats - pg; /* the slab's last page of rows */
+                    stream_decode_page(c, L, &L->k, g, p, tb, X);
+                    float *kt = KT + (size_t)g * pg;
+                    for (int64_t t = ta; t < tb; t++)
+                        for (int i = 0; i < d; i++)
+                            kt[(size_t)i * (size_t)PT + (size_t)(t - ta)] = X[(t - p) * d + i];
+                }
+#ifdef _OPENMP
+#pragma omp for schedule(dynamic, 1)
+#endif
+                for (int64_t it = 0; it < n_items; it++) {
+                    struct attend_slot sl[VQ_DENSE_PAIRS];
+                    const int g = (int)(it / nb);
+                    const int64_t k0 = (it % nb) * bs;
+                    const int ns = (int)(per_g - k0 < bs ? per_g - k0 : bs);
+                    fill_slots(c, layer, g, i0 * grp + k0, ns, q, n_q_heads, n_q, q_pos, out, sl);
+                    const size_t st = (size_t)(g * per_g + k0);
+                    dense_block(c, ns, sl, scale, KT + (size_t)g * pg,
+                                VB + (size_t)g * pg + (size_t)(ta - p) * D, ta, tb, M + st, Ls + st,
+                                ws);
+                }
+            }
+        }
+        for (int64_t i = i0; i < i0 + nq; i++)
+            for (int g = 0; g < nkv; g++)
+                for (int h = 0; h < grp; h++) {
+                    const size_t st = (size_t)(g * per_g + (i - i0) * grp + h);
+                    float *o = out + ((size_t)i * (size_t)n_q_heads + (size_t)(g * grp + h)) * D;
+                    const float inv = 1.0f / Ls[st];
+                    for (int e = 0; e < d; e++) o[e] *= inv;
+                }
+    }
+}
+
 vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads, int64_t n_q,
                           const int64_t *q_pos, float scale, float *out) {
     VQ_RETURN_IF_ERR(attend_check(c, layer, q, n_q_heads, n_q, q_pos, scale, out));
@@ -1787,6 +2075,10 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
         return VQ_STATUS_OK;
     }
     const int grp = n_q_heads / c->n_kv;
+    if (c->dslabs && n_q * grp >= VQ_DENSE_MIN_PAIRS && n_q_heads <= VQ_DENSE_STATE) {
+        attend_dense_all(c, layer, q, n_q_heads, n_q, q_pos, scale, out);
+        return VQ_STATUS_OK;
+    }
     const int d = c->d;
     const int64_t PT = c->page_tokens;
     /* The (query, head) pairs of one kv head, ordered query-major, are cut into batches of up
@@ -1840,16 +2132,7 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
         const int g = (int)(it / nb);
         const int64_t k0 = (it % nb) * bs;
         const int ns = (int)(per_g - k0 < bs ? per_g - k0 : bs);
-        for (int j = 0; j < ns; j++) {
-            const int64_t k = k0 + j, i = k / grp;
-            const int h = g * grp + (int)(k % grp);
-            const size_t off = ((size_t)i * (size_t)n_q_heads + (size_t)h) * (size_t)d;
-            sl[j].q = q + off;
-            sl[j].out = out + off;
-            sl[j].hi = query_pos(c, layer, n_q, q_pos, i) + 1;
-            visible(L, sl[j].hi - 1, &sl[j].sh, &sl[j].lo);
-            sl[j].stats = NULL;
-        }
+        fill_slots(c, layer, g, k0, ns, q, n_q_heads, n_q, q_pos, out, sl);
         attend_batch(c, L, g, ns, sl, scale, slab);
     }
     if (cpp > 1) {
@@ -1875,50 +2158,6 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
         }
     }
     return VQ_STATUS_OK;
-}
-
-/* Decodes stream (side, head) into x (n_tokens, head_dim) fp32: coded tokens still held, with
- * sink / outlier tokens from their fp16 copies, the fp16 window, the stream-sink rows for
- * positions < S; rows of freed positions are zero. */
-static void stream_decode(const vq_cache *c, const struct vq_layer *L, const struct vq_side *sd,
-                          int h, float *x) {
-    const struct vq_stream *s = &sd->s[h];
-    const int d = c->d;
-    const int64_t PT = c->page_tokens, ev = s->pg0 * PT, nt = s->n_coded + s->win_n;
-    memset(x, 0, (size_t)(nt * d) * sizeof(float));
-    for (int64_t p0 = ev; p0 < s->n_coded; p0 += PT) {
-        const int64_t p1 = p0 + PT < s->n_coded ? p0 + PT : s->n_coded;
-        vq_codec_decode(side_codec(sd, h), page_at(c, s, p0), p1 - p0, x + p0 * d);
-        if (sd->n_oc > 0) oc_decode(c, sd, s, p0, p1 - p0, x + p0 * d);
-    }
-    if (sd->use_ot)
-        for (int64_t i = ot_lower(L, ev); i < L->n_ot && L->ot_pos[i] < s->n_coded; i++)
-            vq_fp16_to_fp32_row(s->ot + (size_t)i * (size_t)d, x + L->ot_pos[i] * d, d);
-    if (sd->use_sinks)
-        for (int i = 0; i < L->n_sinks; i++)
-            if (L->sink_pos[i] >= ev && L->sink_pos[i] < s->n_coded)
-                vq_fp16_to_fp32_row(s->sink + (size_t)i * (size_t)d, x + L->sink_pos[i] * d, d);
-    for (int j = 0; j < s->win_n; j++) {
-        const int r = s->win_start + j;
-        vq_fp16_to_fp32_row(s->win + (size_t)r * (size_t)d, x + (s->n_coded + j) * d, d);
-    }
-    const int64_t ns = L->ss_cap < nt ? L->ss_cap : nt;
-    if (ns > 0) vq_fp16_to_fp32_row(s->ss, x, ns * d);
-    if (sd->ks) {
-        const float *sf = sd->ks_f + (size_t)h * (size_t)d;
-        for (int64_t t = 0; t < nt; t++) {
-            if (t >= ns && t < ev) continue; /* freed */
-            for (int i = 0; i < d; i++) x[t * d + i] *= sf[i];
-        }
-    }
-    if (sd->mu) {
-        float mu[1024];
-        vq_fp16_to_fp32_row(sd->mu + (size_t)h * (size_t)d, mu, d);
-        for (int64_t t = 0; t < nt; t++) {
-            if (t >= ns && t < ev) continue; /* freed */
-            for (int i = 0; i < d; i++) x[t * d + i] += mu[i];
-        }
-    }
 }
 
 vq_status vq_cache_read(const vq_cache *c, int layer, int kv_head, float *k, float *v) {

