@@ -1952,8 +1952,7 @@ static void dense_block(const vq_cache *c, int np, const struct attend_slot *sl,
         for (int64_t t = m0; t < m1; t++) sj[t - sa] = -INFINITY;
         for (int64_t t = sl[j].hi > sa ? sl[j].hi : sa; t < sb; t++) sj[t - sa] = -INFINITY;
         for (int64_t t = n; t < n16; t++) sj[t] = -INFINITY;
-        float mx = -INFINITY;
-        for (int64_t t = 0; t < n; t++) mx = sj[t] > mx ? sj[t] : mx;
+        const float mx = c->dk->max(sj, n);
         if (mx == -INFINITY) { /* sees nothing here */
             memset(sj, 0, (size_t)n * sizeof(float));
             continue;
@@ -2034,9 +2033,12 @@ static void attend_dense_all(vq_cache *c, int layer, const float *q, int n_q_hea
                     float *X = ws + c->dslab_floats - pg; /* the slab's last page of rows */
                     stream_decode_page(c, L, &L->k, g, p, tb, X);
                     float *kt = KT + (size_t)g * pg;
-                    for (int64_t t = ta; t < tb; t++)
+                    for (int64_t t0 = ta; t0 < tb; t0 += 16) { /* 16-token tiles */
+                        const int64_t t1 = t0 + 16 < tb ? t0 + 16 : tb;
                         for (int i = 0; i < d; i++)
-                            kt[(size_t)i * (size_t)PT + (size_t)(t - ta)] = X[(t - p) * d + i];
+                            for (int64_t t = t0; t < t1; t++)
+                                kt[(size_t)i * (size_t)PT + (size_t)(t - ta)] = X[(t - p) * d + i];
+                    }
                 }
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)

@@ -25,6 +25,8 @@ struct vq_dense_kernels {
     /* acc[j*d + i] += sum over t < n of p[j*ldp + t] * v[t*d + i], for j < nq and i < d:
      * nq weight rows applied to n value rows of d floats. */
     void (*pv)(float *acc, int nq, int d, const float *p, size_t ldp, const float *v, int64_t n);
+    /* The largest of x[0, n) (n >= 1; -inf entries allowed, no NaN): exact. */
+    float (*max)(const float *x, int64_t n);
 };
 
 /* The kernels for isa (AUTO: the library default, $VQ_ISA honoured; an unavailable ISA falls
@@ -35,16 +37,19 @@ void vq_dense_scores_ref(const float *q, int nq, int d, const float *kt, size_t 
                          float scale, float *s, size_t lds);
 void vq_dense_pv_ref(float *acc, int nq, int d, const float *p, size_t ldp, const float *v,
                      int64_t n);
+float vq_dense_max_ref(const float *x, int64_t n);
 #ifdef VQ_HAVE_X86
 /* src/cache/arch/x86/; only called after the ISA check of vq_dense_kernels. */
 void vq_dense_scores_avx2(const float *q, int nq, int d, const float *kt, size_t ldk, int64_t n,
                           float scale, float *s, size_t lds);
 void vq_dense_pv_avx2(float *acc, int nq, int d, const float *p, size_t ldp, const float *v,
                       int64_t n);
-void vq_dense_scores_avx512(const float *q, int nq, int d, const float *kt, size_t ldk,
-                            int64_t n, float scale, float *s, size_t lds);
+void vq_dense_scores_avx512(const float *q, int nq, int d, const float *kt, size_t ldk, int64_t n,
+                            float scale, float *s, size_t lds);
 void vq_dense_pv_avx512(float *acc, int nq, int d, const float *p, size_t ldp, const float *v,
                         int64_t n);
+float vq_dense_max_avx2(const float *x, int64_t n);
+float vq_dense_max_avx512(const float *x, int64_t n);
 #endif
 
 #endif

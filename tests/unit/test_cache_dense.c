@@ -61,6 +61,10 @@ TEST(kernels_match_reference) {
                     vq_dense_pv_ref(a2, nq, d, s1, lds, v, n);
                     w = worst_rel(a1, a2, (size_t)nq * (size_t)d);
                     if (w > wp) wp = w;
+                    /* max: exact, with -inf entries */
+                    for (int64_t t = 0; t < n; t += 3) s2[t] = -INFINITY;
+                    ASSERT(k->max(s2, n) == vq_dense_max_ref(s2, n));
+                    ASSERT(k->max(s2 + 1, n - (n > 1)) == vq_dense_max_ref(s2 + 1, n - (n > 1)));
                     free(q), free(kt), free(s1), free(s2), free(v), free(a1), free(a2);
                 }
         fprintf(stderr, "  %s: scores %.2g, pv %.2g\n", vq_isa_name((enum vq_isa)isa), ws, wp);
@@ -179,8 +183,8 @@ static void compare(const struct cfg *f, enum vq_isa isa) {
         n += m;
     }
     if (wr > 1e-4 || wf > 1e-4)
-        fprintf(stderr, "  %s isa=%s: vs ref %.3g, vs fused %.3g\n", f->name,
-                vq_isa_name(isa), wr, wf);
+        fprintf(stderr, "  %s isa=%s: vs ref %.3g, vs fused %.3g\n", f->name, vq_isa_name(isa), wr,
+                wf);
     ASSERT_LE(wr, 1e-4);
     ASSERT_LE(wf, 1e-4);
     free(q), free(o1), free(o2), free(o3);
@@ -192,27 +196,74 @@ TEST(dense_equals_reference_and_fused) {
     const struct cfg cfgs[] = {
 #define TQ VQ_METHOD_TURBOQUANT_MSE
         {.name = "turboquant_mse-4", .km = TQ, .vm = TQ, .kbits = 4, .vbits = 4, .d = 64},
-        {.name = "turboquant_mse-3 d80 centered", .km = TQ, .vm = TQ, .kbits = 3, .vbits = 3,
-         .d = 80, .center = 1},
-        {.name = "kivi-4 R16 sinks", .km = VQ_METHOD_KIVI, .vm = VQ_METHOD_KIVI, .kbits = 4,
-         .vbits = 4, .d = 64, .resid = 16, .sinks = 3},
-        {.name = "kivi_sink-2 R0", .km = VQ_METHOD_KIVI_SINK, .vm = VQ_METHOD_KIVI_SINK,
-         .kbits = 2, .vbits = 2, .d = 64, .sinks = 2},
-        {.name = "kivi-4:tq4 +kc", .km = VQ_METHOD_KIVI, .vm = TQ, .kbits = 4, .vbits = 4,
-         .d = 64, .kc = 1},
+        {.name = "turboquant_mse-3 d80 centered",
+         .km = TQ,
+         .vm = TQ,
+         .kbits = 3,
+         .vbits = 3,
+         .d = 80,
+         .center = 1},
+        {.name = "kivi-4 R16 sinks",
+         .km = VQ_METHOD_KIVI,
+         .vm = VQ_METHOD_KIVI,
+         .kbits = 4,
+         .vbits = 4,
+         .d = 64,
+         .resid = 16,
+         .sinks = 3},
+        {.name = "kivi_sink-2 R0",
+         .km = VQ_METHOD_KIVI_SINK,
+         .vm = VQ_METHOD_KIVI_SINK,
+         .kbits = 2,
+         .vbits = 2,
+         .d = 64,
+         .sinks = 2},
+        {.name = "kivi-4:tq4 +kc",
+         .km = VQ_METHOD_KIVI,
+         .vm = TQ,
+         .kbits = 4,
+         .vbits = 4,
+         .d = 64,
+         .kc = 1},
         {.name = "tq4 key scales", .km = TQ, .vm = TQ, .kbits = 4, .vbits = 4, .d = 64, .ks = 1},
-        {.name = "tq4 outlier tokens+channels", .km = TQ, .vm = TQ, .kbits = 4, .vbits = 4,
-         .d = 64, .ot = 4, .oc = 4},
+        {.name = "tq4 outlier tokens+channels",
+         .km = TQ,
+         .vm = TQ,
+         .kbits = 4,
+         .vbits = 4,
+         .d = 64,
+         .ot = 4,
+         .oc = 4},
         {.name = "polar", .km = VQ_METHOD_POLAR, .vm = VQ_METHOD_POLAR, .d = 64},
         {.name = "qjl:int8", .km = VQ_METHOD_QJL, .vm = VQ_METHOD_INT8, .d = 64},
-        {.name = "turboquant_prod:fp16", .km = VQ_METHOD_TURBOQUANT_PROD, .vm = VQ_METHOD_FP16,
+        {.name = "turboquant_prod:fp16",
+         .km = VQ_METHOD_TURBOQUANT_PROD,
+         .vm = VQ_METHOD_FP16,
          .d = 64},
-        {.name = "turboquant_rvq:tq4 layer window", .km = VQ_METHOD_TURBOQUANT_RVQ, .vm = TQ,
-         .kbits = 1, .vbits = 4, .d = 64, .window = 1},
-        {.name = "kivi-4 R16 stream window", .km = VQ_METHOD_KIVI, .vm = VQ_METHOD_KIVI,
-         .kbits = 4, .vbits = 4, .d = 64, .resid = 16, .s_win = 40, .s_sinks = 4},
-        {.name = "tq2 stream window", .km = TQ, .vm = TQ, .kbits = 2, .vbits = 2, .d = 64,
-         .s_win = 56, .s_sinks = 8},
+        {.name = "turboquant_rvq:tq4 layer window",
+         .km = VQ_METHOD_TURBOQUANT_RVQ,
+         .vm = TQ,
+         .kbits = 1,
+         .vbits = 4,
+         .d = 64,
+         .window = 1},
+        {.name = "kivi-4 R16 stream window",
+         .km = VQ_METHOD_KIVI,
+         .vm = VQ_METHOD_KIVI,
+         .kbits = 4,
+         .vbits = 4,
+         .d = 64,
+         .resid = 16,
+         .s_win = 40,
+         .s_sinks = 4},
+        {.name = "tq2 stream window",
+         .km = TQ,
+         .vm = TQ,
+         .kbits = 2,
+         .vbits = 2,
+         .d = 64,
+         .s_win = 56,
+         .s_sinks = 8},
 #undef TQ
     };
     for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {

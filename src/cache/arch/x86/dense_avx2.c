@@ -4,6 +4,7 @@
  * channels over the value rows; masked tails.
  */
 #include <immintrin.h>
+#include <math.h>
 
 #include "cache/dense.h"
 
@@ -13,9 +14,9 @@ static inline __m256i tail8(int64_t left) {
 }
 
 static inline __attribute__((always_inline)) void sc_block(const float *q, int jn, int d,
-                                                           const float *kt, size_t ldk,
-                                                           __m256i m0, __m256i m1, float scale,
-                                                           float *s, size_t lds) {
+                                                           const float *kt, size_t ldk, __m256i m0,
+                                                           __m256i m1, float scale, float *s,
+                                                           size_t lds) {
     __m256 a0[4], a1[4];
     for (int j = 0; j < 4; j++) a0[j] = a1[j] = _mm256_setzero_ps();
     for (int i = 0; i < d; i++) {
@@ -51,8 +52,8 @@ void vq_dense_scores_avx2(const float *q, int nq, int d, const float *kt, size_t
 
 static inline __attribute__((always_inline)) void pv_block(float *acc, int jn, int d,
                                                            const float *p, size_t ldp,
-                                                           const float *v, int64_t n,
-                                                           __m256i m0, __m256i m1) {
+                                                           const float *v, int64_t n, __m256i m0,
+                                                           __m256i m1) {
     __m256 a0[4], a1[4];
     for (int j = 0; j < 4; j++) {
         a0[j] = j < jn ? _mm256_maskload_ps(acc + (size_t)j * (size_t)d, m0) : _mm256_setzero_ps();
@@ -87,4 +88,17 @@ void vq_dense_pv_avx2(float *acc, int nq, int d, const float *p, size_t ldp, con
             pv_block(acc + (size_t)j * (size_t)d + (size_t)i0, 1, d, p + (size_t)j * ldp, ldp,
                      v + i0, n, m0, m1);
     }
+}
+
+float vq_dense_max_avx2(const float *x, int64_t n) {
+    __m256 m = _mm256_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
+    float r = -INFINITY;
+    for (; i < n; i++) r = x[i] > r ? x[i] : r;
+    __m128 h = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+    h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+    h = _mm_max_ss(h, _mm_shuffle_ps(h, h, 1));
+    const float v = _mm_cvtss_f32(h);
+    return v > r ? v : r;
 }

@@ -4,6 +4,7 @@
  * 64 channels of broadcast-FMA over the value rows; masked tails.
  */
 #include <immintrin.h>
+#include <math.h>
 
 #include "cache/dense.h"
 
@@ -15,8 +16,8 @@ static inline __mmask16 tail16(int64_t left) {
  * m0 / m1. */
 static inline __attribute__((always_inline)) void sc_block(const float *q, int jn, int d,
                                                            const float *kt, size_t ldk,
-                                                           __mmask16 m0, __mmask16 m1,
-                                                           float scale, float *s, size_t lds) {
+                                                           __mmask16 m0, __mmask16 m1, float scale,
+                                                           float *s, size_t lds) {
     __m512 a0[4], a1[4];
     for (int j = 0; j < 4; j++) a0[j] = a1[j] = _mm512_setzero_ps();
     for (int i = 0; i < d; i++) {
@@ -36,8 +37,8 @@ static inline __attribute__((always_inline)) void sc_block(const float *q, int j
     }
 }
 
-void vq_dense_scores_avx512(const float *q, int nq, int d, const float *kt, size_t ldk,
-                            int64_t n, float scale, float *s, size_t lds) {
+void vq_dense_scores_avx512(const float *q, int nq, int d, const float *kt, size_t ldk, int64_t n,
+                            float scale, float *s, size_t lds) {
     for (int64_t t = 0; t < n; t += 32) {
         const __mmask16 m0 = tail16(n - t), m1 = tail16(n - t - 16);
         int j = 0;
@@ -88,4 +89,13 @@ void vq_dense_pv_avx512(float *acc, int nq, int d, const float *p, size_t ldp, c
             pv_block(acc + (size_t)j * (size_t)d + (size_t)i0, 1, d, p + (size_t)j * ldp, ldp,
                      v + i0, n, m);
     }
+}
+
+float vq_dense_max_avx512(const float *x, int64_t n) {
+    __m512 m = _mm512_set1_ps(-INFINITY);
+    int64_t i = 0;
+    for (; i + 16 <= n; i += 16) m = _mm512_max_ps(m, _mm512_loadu_ps(x + i));
+    if (i < n)
+        m = _mm512_mask_max_ps(m, tail16(n - i), m, _mm512_maskz_loadu_ps(tail16(n - i), x + i));
+    return _mm512_reduce_max_ps(m);
 }
