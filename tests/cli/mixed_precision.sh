@@ -17,6 +17,7 @@ GEO="--layers 4 --kv-heads 2 --head-dim 64"
 # --- option validation (no model needed) ---
 expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method turboquant_mse --k-bits-per-layer 2,3
 grep -q "2 entries, but the model has 4 layers" "$ERR" && ok || bad "bad list length message"
+[ "$(wc -l < "$ERR")" = 1 ] && ok || bad "bad list length: one message, not two"
 expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method turboquant_mse --v-bits-per-layer 2,3,4,1,2
 grep -q -- "--v-bits-per-layer: 5 entries" "$ERR" && ok || bad "bad value list length message"
 expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method turboquant_mse --k-bits-per-layer 2,x,3,4

@@ -55,6 +55,7 @@ struct row {
     struct vq_cache_memory m;
     vq_status st;
     const char *why; /* modifier combination refused, or NULL */
+    int printed;     /* the failure was already reported (per-layer options) */
     int64_t n_ot;    /* outlier tokens assumed per layer (configs with +ot) */
 };
 
@@ -246,6 +247,7 @@ static int em_run_row(const struct em_opts *o, struct em_state *s, int i) {
         vq_kv_layers_free(&kl);
     } else {
         r->st = la == 0 ? VQ_STATUS_INVALID_ARG : VQ_STATUS_NOT_FOUND;
+        r->printed = la == 0; /* vq_kv_layers_apply said why */
     }
     if (r->st != VQ_STATUS_OK) s->n_bad++;
     return 1;
@@ -258,6 +260,7 @@ static int em_run(const struct em_opts *o, struct em_state *s) {
         if (!em_run_row(o, s, i)) return 2;
     const struct row *rows = s->rows;
     if (s->n_rows == 1 && rows[0].st != VQ_STATUS_OK) {
+        if (rows[0].printed) return 2;
         if (rows[0].why) fprintf(stderr, "%s: %s: %s\n", CMD, rows[0].name, rows[0].why);
         else
             fprintf(stderr,
