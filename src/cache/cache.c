@@ -1621,12 +1621,28 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
         if (kend[j] > kb[j]) vq_codec_prepare_query(kcd, kq[j], qs[j]);
     }
     for (int64_t p0 = kmin / PT * PT; p0 < kmax; p0 += PT)
-        for (int j = 0; j < ns; j++) {
+        for (int j = 0; j < ns;) {
             const int64_t a = p0 > kb[j] ? p0 : kb[j], b = p0 + PT < kend[j] ? p0 + PT : kend[j];
-            if (a >= b) continue;
+            if (a >= b) {
+                j++;
+                continue;
+            }
+            /* slots j .. j + m - 1 with the same range here (GQA heads of one query) are scored
+             * in one pass where the codec can (vq_codec_score_multi: the same bits) */
+            int m = 1;
+            const void *qm[VQ_SLOT_BATCH] = {qs[j]};
+            float *sm[VQ_SLOT_BATCH] = {sc[j] + a};
+            while (j + m < ns && (p0 > kb[j + m] ? p0 : kb[j + m]) == a &&
+                   (p0 + PT < kend[j + m] ? p0 + PT : kend[j + m]) == b) {
+                qm[m] = qs[j + m];
+                sm[m] = sc[j + m] + a;
+                m++;
+            }
             const uint8_t *codes = page_at(c, kst, p0) + (size_t)((a - p0) / ks->bt) * kbb;
-            vq_codec_score(kcd, qs[j], codes, b - a, sc[j] + a);
-            if (ks->n_oc > 0) oc_score(c, ks, kst, kq[j], a, b - a, sc[j] + a);
+            vq_codec_score_multi(kcd, qm, m, codes, b - a, sm);
+            if (ks->n_oc > 0)
+                for (int i = 0; i < m; i++) oc_score(c, ks, kst, kq[j + i], a, b - a, sm[i]);
+            j += m;
         }
     for (int j = 0; j < ns; j++) {
         const int64_t lo = sl[j].lo, hi = sl[j].hi;
@@ -1691,11 +1707,24 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
         memset(acc[j], 0, vq_codec_acc_floats(vs->codec) * sizeof(float));
     }
     for (int64_t p0 = vmin / PT * PT; p0 < vmax; p0 += PT)
-        for (int j = 0; j < ns; j++) {
+        for (int j = 0; j < ns;) {
             const int64_t a = p0 > vb[j] ? p0 : vb[j], b = p0 + PT < vend[j] ? p0 + PT : vend[j];
-            if (a >= b) continue;
+            if (a >= b) {
+                j++;
+                continue;
+            }
+            int m = 1; /* slots with the same range here: one pass (same bits) */
+            const float *wm[VQ_SLOT_BATCH] = {sc[j] + a};
+            float *am[VQ_SLOT_BATCH] = {acc[j]};
+            while (j + m < ns && (p0 > vb[j + m] ? p0 : vb[j + m]) == a &&
+                   (p0 + PT < vend[j + m] ? p0 + PT : vend[j + m]) == b) {
+                wm[m] = sc[j + m] + a;
+                am[m] = acc[j + m];
+                m++;
+            }
             const uint8_t *codes = page_at(c, vst, p0) + (size_t)((a - p0) / vs->bt) * vbb;
-            vq_codec_accumulate(vs->codec, codes, b - a, sc[j] + a, acc[j]);
+            vq_codec_accumulate_multi(vs->codec, codes, b - a, wm, m, am);
+            j += m;
         }
     for (int j = 0; j < ns; j++) {
         const int64_t lo = sl[j].lo, hi = sl[j].hi;

@@ -148,6 +148,8 @@ vq_codec *vq_codec_create(const struct vq_codec_params *p, vq_status *st) {
     c->iface = iface;
     c->isa = vq_isa_resolve(p->isa);
     c->p.isa = c->isa;
+    c->score_multi = NULL; /* optional kernels: init sets them where it has them */
+    c->accumulate_multi = NULL;
     vq_status s = iface->init(c);
     if (s != VQ_STATUS_OK) {
         vq_free(c);
@@ -218,12 +220,42 @@ void vq_codec_score(const vq_codec *c, const void *qs, const void *codes, int64_
     c->score(c, qs, (const uint8_t *)codes, n_tokens, scores);
 }
 
+void vq_codec_score_multi(const vq_codec *c, const void *const *qs, int nq, const void *codes,
+                          int64_t n_tokens, float *const *scores) {
+    VQ_ASSERT(c && nq >= 1 && n_tokens >= 0 && n_tokens % c->block_tokens == 0);
+    if (n_tokens == 0) return;
+    VQ_ASSERT(qs && codes && scores);
+    if (!c->score_multi || nq == 1) {
+        for (int j = 0; j < nq; j++)
+            c->score(c, qs[j], (const uint8_t *)codes, n_tokens, scores[j]);
+        return;
+    }
+    for (int j = 0; j < nq; j += 4)
+        c->score_multi(c, qs + j, nq - j < 4 ? nq - j : 4, (const uint8_t *)codes, n_tokens,
+                       scores + j);
+}
+
 void vq_codec_accumulate(const vq_codec *c, const void *codes, int64_t n_tokens, const float *w,
                          float *acc) {
     VQ_ASSERT(c && n_tokens >= 0 && n_tokens % c->block_tokens == 0);
     if (n_tokens == 0) return;
     VQ_ASSERT(codes && w && acc);
     c->accumulate(c, (const uint8_t *)codes, n_tokens, w, acc);
+}
+
+void vq_codec_accumulate_multi(const vq_codec *c, const void *codes, int64_t n_tokens,
+                               const float *const *w, int nq, float *const *acc) {
+    VQ_ASSERT(c && nq >= 1 && n_tokens >= 0 && n_tokens % c->block_tokens == 0);
+    if (n_tokens == 0) return;
+    VQ_ASSERT(codes && w && acc);
+    if (!c->accumulate_multi || nq == 1) {
+        for (int j = 0; j < nq; j++)
+            c->accumulate(c, (const uint8_t *)codes, n_tokens, w[j], acc[j]);
+        return;
+    }
+    for (int j = 0; j < nq; j += 4)
+        c->accumulate_multi(c, (const uint8_t *)codes, n_tokens, w + j, nq - j < 4 ? nq - j : 4,
+                            acc + j);
 }
 
 void vq_codec_finish(const vq_codec *c, const float *acc, float *out) {

@@ -184,7 +184,8 @@ struct vq_kivi_impl {
     uint8_t chan_bits[1024];
     vq_kivi_fold_fn fold;
     vq_kivi_dot_rows_fn dot_rows;
-    vq_kivi_dot_classes_fn dot_classes; /* keys with more than one width class */
+    vq_kivi_dot_classes_fn dot_classes;             /* keys with more than one width class */
+    vq_kivi_dot_classes_multi_fn dot_classes_multi; /* the same for up to 4 queries, or NULL */
     vq_kivi_acc_vals_fn acc_vals;
 };
 
@@ -332,6 +333,25 @@ static void kivi_prepare_query(const struct vq_codec *c, const float *q, void *q
     }
 }
 
+/* Keys with width classes, up to 4 queries: each block's scale-folded queries, then one pass
+ * of dot_classes_multi over its rows (same bits as kivi_score per query). */
+static void kivi_score_multi(const struct vq_codec *c, const void *const *qs, int nq,
+                             const uint8_t *codes, int64_t n_tokens, float *const *scores) {
+    const struct vq_kivi_impl *im = c->impl;
+    const int d = im->d, g = im->g;
+    float qpb[4][1024], bias[4], *out[4];
+    const float *qp[4] = {qpb[0], qpb[1], qpb[2], qpb[3]};
+    for (int64_t b = 0; b < n_tokens / g; b++) {
+        const uint8_t *blk = codes + (size_t)b * c->block_bytes;
+        for (int j = 0; j < nq; j++) {
+            bias[j] = im->fold(qs[j], blk, blk + 2 * d, d, qpb[j]);
+            out[j] = scores[j] + b * g;
+        }
+        im->dot_classes_multi(qp, nq, blk + 4 * (size_t)d, im->ncls, im->cls_bits, im->cls_n,
+                              im->cls_off, g, bias, out);
+    }
+}
+
 static void kivi_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
                        int64_t n_tokens, float *scores) {
     const struct vq_kivi_impl *im = c->impl;
@@ -466,17 +486,20 @@ static vq_status kivi_init(struct vq_codec *c) {
     im->fold = vq_kivi_fold_ref;
     im->dot_rows = vq_kivi_dot_rows_ref;
     im->dot_classes = vq_kivi_dot_classes_ref;
+    im->dot_classes_multi = NULL;
     im->acc_vals = vq_kivi_acc_vals_ref;
 #ifdef VQ_HAVE_X86
     if (c->isa == VQ_ISA_AVX512 && vq_cpu_avx512vbmi()) {
         im->fold = vq_kivi_fold_avx512vbmi;
         im->dot_rows = vq_kivi_dot_rows_avx512vbmi;
         im->dot_classes = vq_kivi_dot_classes_avx512vbmi;
+        im->dot_classes_multi = vq_kivi_dot_classes_multi_avx512vbmi;
         im->acc_vals = vq_kivi_acc_vals_avx512vbmi;
     } else if (c->isa == VQ_ISA_AVX512) {
         im->fold = vq_kivi_fold_avx512;
         im->dot_rows = vq_kivi_dot_rows_avx512;
         im->dot_classes = vq_kivi_dot_classes_avx512;
+        im->dot_classes_multi = vq_kivi_dot_classes_multi_avx512;
         im->acc_vals = vq_kivi_acc_vals_avx512;
     } else if (c->isa == VQ_ISA_AVX2) {
         im->fold = vq_kivi_fold_avx2;
@@ -501,6 +524,9 @@ static vq_status kivi_init(struct vq_codec *c) {
     c->decode = kivi_decode;
     c->prepare_query = kivi_prepare_query;
     c->score = kivi_score;
+    c->score_multi = p->role == VQ_ROLE_KEY && im->ncls > 1 && im->dot_classes_multi
+                       ? kivi_score_multi
+                       : NULL;
     c->accumulate = kivi_accumulate;
     c->finish = kivi_finish;
     return VQ_STATUS_OK;

@@ -60,6 +60,13 @@ typedef void (*vq_kivi_dot_rows_fn)(const float *qp, const uint8_t *rows, int d,
 typedef void (*vq_kivi_dot_classes_fn)(const float *qp, const uint8_t *rows, int ncls,
                                        const int *bits, const int *nch, const size_t *off,
                                        int64_t n, float bias, float *out);
+/* dot_classes for nq (1..4) queries at once: out[j][t] = bias[j] + sum over classes of
+ * sum_c qp[j][c] * code_{t,c}; every score bit-identical to dot_classes' (the same kernel
+ * family's) for that query alone; the codes are unpacked once for all queries. */
+typedef void (*vq_kivi_dot_classes_multi_fn)(const float *const *qp, int nq, const uint8_t *rows,
+                                             int ncls, const int *bits, const int *nch,
+                                             const size_t *off, int64_t n, const float *bias,
+                                             float *const *out);
 /* acc[c] += a[c / g] * code_c for one code row (g = channel group size). */
 typedef void (*vq_kivi_acc_row_fn)(const uint8_t *row, int d, int bits, int g, const float *a,
                                    float *acc);
@@ -116,6 +123,13 @@ void vq_kivi_acc_row_avx512vbmi(const uint8_t *row, int d, int bits, int g, cons
 void vq_kivi_dot_classes_avx512vbmi(const float *qp, const uint8_t *rows, int ncls, const int *bits,
                                     const int *nch, const size_t *off, int64_t n, float bias,
                                     float *out);
+void vq_kivi_dot_classes_multi_avx512(const float *const *qp, int nq, const uint8_t *rows, int ncls,
+                                      const int *bits, const int *nch, const size_t *off, int64_t n,
+                                      const float *bias, float *const *out);
+void vq_kivi_dot_classes_multi_avx512vbmi(const float *const *qp, int nq, const uint8_t *rows,
+                                          int ncls, const int *bits, const int *nch,
+                                          const size_t *off, int64_t n, const float *bias,
+                                          float *const *out);
 #endif
 
 #endif

@@ -242,6 +242,27 @@ void vq_tq_codec_accumulate(const struct vq_codec *c, const uint8_t *codes, int6
     m->acc(&m->k, codes, n_tokens, w, acc);
 }
 
+#ifdef VQ_HAVE_X86
+static void tq_codec_accumulate_multi(const struct vq_codec *c, const uint8_t *codes,
+                                      int64_t n_tokens, const float *const *w, int nq,
+                                      float *const *acc) {
+    const struct vq_tq_base *m = (const struct vq_tq_base *)c->impl;
+    vq_tq_accumulate_multi_avx512(&m->k, codes, n_tokens, w, nq, acc);
+}
+#endif
+
+void vq_tq_codec_set_multi(struct vq_codec *c, const vq_tq_kern *k) {
+    c->accumulate_multi = NULL;
+#ifdef VQ_HAVE_X86
+    const int lay = k->bits_a * 4 + k->bits_b;
+    if (c->isa == VQ_ISA_AVX512 && k->d <= 64 &&
+        (lay == 4 || lay == 8 || lay == 16 || lay == 9 || lay == 5 || lay == 10))
+        c->accumulate_multi = tq_codec_accumulate_multi;
+#else
+    (void)k;
+#endif
+}
+
 void vq_tq_codec_finish(const struct vq_codec *c, const float *acc, float *out) {
     const struct vq_tq_base *m = (const struct vq_tq_base *)c->impl;
     vq_tq_finish(&m->k, &m->rht, acc, out);

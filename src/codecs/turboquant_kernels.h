@@ -81,6 +81,9 @@ void vq_tq_codec_score(const struct vq_codec *c, const void *qs, const uint8_t *
 void vq_tq_codec_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
                             const float *w, float *acc);
 void vq_tq_codec_finish(const struct vq_codec *c, const float *acc, float *out);
+/* Sets c->accumulate_multi where the AVX-512 multi-weight kernel applies (isa AVX-512,
+ * d <= 64, the bit layouts of vq_tq_accumulate_avx512), else leaves it NULL. */
+void vq_tq_codec_set_multi(struct vq_codec *c, const vq_tq_kern *k);
 /* Frees the rotation and the impl (vq_alloc'd); NULL impl is a no-op. */
 void vq_tq_codec_destroy(struct vq_codec *c);
 
@@ -127,6 +130,8 @@ void vq_tq_accumulate_avx2(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
                            float *acc);
 void vq_tq_score_avx512(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
                         float *scores);
+void vq_tq_accumulate_multi_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                                   const float *const *w, int nq, float *const *acc);
 void vq_tq_accumulate_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
                              float *acc);
 #endif

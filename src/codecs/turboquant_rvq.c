@@ -115,6 +115,7 @@ static vq_status rvq_init(struct vq_codec *c) {
     c->prepare_query = vq_tq_codec_prepare_query;
     c->score = vq_tq_codec_score;
     c->accumulate = vq_tq_codec_accumulate;
+    vq_tq_codec_set_multi(c, &m->b.k);
     c->finish = vq_tq_codec_finish;
     return VQ_STATUS_OK;
 }

@@ -427,6 +427,85 @@ TEST(use_ref_kernels) {
     }
 }
 
+/* vq_codec_score_multi / vq_codec_accumulate_multi (the optional multi-query kernels: KIVI keys
+ * with width classes, turboquant_mse / _rvq values at d <= 64 on AVX-512; the loop elsewhere)
+ * give each query the same bits as its own score / accumulate call, for 1..6 queries and
+ * odd token counts, on every ISA. */
+TEST(multi_query_kernels_bitwise) {
+    const int d = 64;
+    uint8_t cb[64];
+    for (int i = 0; i < 64; i++)
+        cb[i] = i < 8 ? 6 : i < 16 ? 4 : i < 48 ? 4 : i < 56 ? 3 : 3; /* mean 4, 3 classes */
+    struct {
+        enum vq_method m;
+        int bits, role;
+        const uint8_t *cbits;
+    } cs[] = {{VQ_METHOD_KIVI, 4, VQ_ROLE_KEY, cb},
+              {VQ_METHOD_KIVI, 4, VQ_ROLE_KEY, NULL},
+              {VQ_METHOD_TURBOQUANT_MSE, 4, VQ_ROLE_VALUE, NULL},
+              {VQ_METHOD_TURBOQUANT_MSE, 3, VQ_ROLE_VALUE, NULL},
+              {VQ_METHOD_TURBOQUANT_MSE, 2, VQ_ROLE_VALUE, NULL},
+              {VQ_METHOD_TURBOQUANT_RVQ, 1, VQ_ROLE_VALUE, NULL},
+              {VQ_METHOD_INT8, 8, VQ_ROLE_VALUE, NULL}};
+    const int64_t ns[] = {1, 2, 7, 64, 129};
+    int multi_paths = 0;
+    for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
+        if (!vq_isa_available((enum vq_isa)isa)) continue;
+        for (size_t ci = 0; ci < sizeof cs / sizeof *cs; ci++) {
+            struct vq_codec_params p = vq_codec_params_default();
+            p.method = cs[ci].m;
+            p.bits = cs[ci].bits;
+            p.role = (enum vq_role)cs[ci].role;
+            p.head_dim = d;
+            p.group_size = 64;
+            p.channel_bits = cs[ci].cbits;
+            p.isa = (enum vq_isa)isa;
+            vq_status st;
+            vq_codec *c = vq_codec_create(&p, &st);
+            if (!c) fprintf(stderr, "  case %zu: %s\n", ci, vq_status_str(st));
+            ASSERT(c != NULL);
+            if (!c) continue;
+            multi_paths += c->score_multi != NULL || c->accumulate_multi != NULL;
+            const int bt = vq_codec_block_tokens(c);
+            for (size_t ni = 0; ni < 5; ni++) {
+                const int64_t n = (ns[ni] + bt - 1) / bt * bt;
+                float *x = malloc((size_t)(n * d) * sizeof(float));
+                for (int64_t i = 0; i < n * d; i++) x[i] = nrand() + (float)(i % d % 5);
+                uint8_t *codes = malloc(vq_codec_block_bytes(c) * (size_t)(n / bt));
+                ASSERT_STATUS(vq_codec_encode(c, x, n, codes), VQ_STATUS_OK);
+                const int nq = 1 + (int)((ni + ci) % 6);
+                void *qs[6];
+                float *s1[6], *s2[6], *w[6], *a1[6], *a2[6];
+                for (int j = 0; j < nq; j++) {
+                    float q[64];
+                    for (int i = 0; i < d; i++) q[i] = nrand();
+                    qs[j] = malloc(vq_codec_query_bytes(c));
+                    vq_codec_prepare_query(c, q, qs[j]);
+                    s1[j] = malloc((size_t)n * sizeof(float));
+                    s2[j] = malloc((size_t)n * sizeof(float));
+                    w[j] = malloc((size_t)n * sizeof(float));
+                    for (int64_t t = 0; t < n; t++) w[j][t] = (float)urand();
+                    a1[j] = calloc(vq_codec_acc_floats(c), sizeof(float));
+                    a2[j] = calloc(vq_codec_acc_floats(c), sizeof(float));
+                    vq_codec_score(c, qs[j], codes, n, s1[j]);
+                    vq_codec_accumulate(c, codes, n, w[j], a1[j]);
+                }
+                vq_codec_score_multi(c, (const void *const *)qs, nq, codes, n, s2);
+                vq_codec_accumulate_multi(c, codes, n, (const float *const *)w, nq, a2);
+                for (int j = 0; j < nq; j++) {
+                    ASSERT(memcmp(s1[j], s2[j], (size_t)n * sizeof(float)) == 0);
+                    ASSERT(memcmp(a1[j], a2[j], vq_codec_acc_floats(c) * sizeof(float)) == 0);
+                    free(qs[j]), free(s1[j]), free(s2[j]), free(w[j]), free(a1[j]), free(a2[j]);
+                }
+                free(x);
+                free(codes);
+            }
+            vq_codec_free(c);
+        }
+    }
+    if (vq_isa_available(VQ_ISA_AVX512)) ASSERT_GE(multi_paths, 4);
+}
+
 int main(void) {
     RUN(defaults_and_names);
     RUN(method_traits);
@@ -435,6 +514,7 @@ int main(void) {
     RUN(encode_errors);
     RUN(registry_contract);
     RUN(use_ref_kernels);
+    RUN(multi_query_kernels_bitwise);
 #ifdef VQ_HAVE_X86
     RUN(fp16_kernels_vs_ref);
 #endif

@@ -522,7 +522,8 @@ TEST(channel_widths) {
 
 #ifdef VQ_HAVE_X86
 /* The width-class key kernels (vq_kivi_dot_classes_*) against the reference: random class
- * layouts (1..7 classes of 8..40 channels, widths 2..8 in any order), 1..33 rows. */
+ * layouts (1..7 classes of 8..40 channels, widths 2..8 in any order), 1..33 rows; the AVX-512
+ * multi-query kernels (1..4 queries) bit-identical to the single-query ones. */
 TEST(dot_classes_vs_ref) {
     const vq_kivi_dot_classes_fn fns[3] = {vq_kivi_dot_classes_avx2, vq_kivi_dot_classes_avx512,
                                            vq_kivi_dot_classes_avx512vbmi};
@@ -531,7 +532,7 @@ TEST(dot_classes_vs_ref) {
     float qp[7 * 40], o_ref[33], o[33];
     for (int v = 0; v < 3; v++) {
         if (!vq_isa_available(isas[v]) || (v == 2 && !vq_cpu_avx512vbmi())) continue;
-        int bad = 0, checks = 0;
+        int bad = 0, checks = 0, multi_bad = 0;
         for (int rep = 0; rep < 200; rep++) {
             const int ncls = 1 + rep % 7;
             const int64_t n = 1 + (int64_t)(urand() * 33);
@@ -555,7 +556,24 @@ TEST(dot_classes_vs_ref) {
             fns[v](qp, rows, ncls, bits, nch, off, n, bias, o);
             for (int64_t t = 0; t < n; t++, checks++)
                 bad += fabsf(o[t] - o_ref[t]) > 1e-5f * (float)d * 256.0f;
+            /* the AVX-512 multi-query kernel: each query's scores the same bits as alone */
+            if (v == 0) continue;
+            const int nq = 1 + rep % 4;
+            float qm[4][7 * 40], om[4][33], o1[33], bm[4];
+            const float *qpm[4] = {qm[0], qm[1], qm[2], qm[3]};
+            float *opm[4] = {om[0], om[1], om[2], om[3]};
+            for (int j = 0; j < nq; j++) {
+                for (int c = 0; c < d; c++) qm[j][c] = nrand();
+                bm[j] = nrand();
+            }
+            (v == 1 ? vq_kivi_dot_classes_multi_avx512 : vq_kivi_dot_classes_multi_avx512vbmi)(
+                qpm, nq, rows, ncls, bits, nch, off, n, bm, opm);
+            for (int j = 0; j < nq; j++) {
+                fns[v](qm[j], rows, ncls, bits, nch, off, n, bm[j], o1);
+                multi_bad += memcmp(o1, om[j], (size_t)n * sizeof(float)) != 0;
+            }
         }
+        ASSERT_EQ_INT(multi_bad, 0);
         ASSERT_EQ_INT(bad, 0);
         ASSERT_GE(checks, 200);
     }

@@ -305,6 +305,89 @@ void VQ_KIVI_FN(vq_kivi_dot_classes)(const float *qp, const uint8_t *rows, int n
     }
 }
 
+/* Adds rows r .. r + 3 (rb bytes apart) of one width class times each of the NQ queries
+ * qp[j] to A[j][0..3]: the codes are unpacked once for all queries; each row's fma sequence is
+ * dot_classes' (acc8 / acc1). */
+VQ_INLINE void acc4m(const float *const *qp, const int NQ, size_t qo, const uint8_t *r, int d,
+                     __m512 A[][4], const int BITS) {
+    const size_t rb = (size_t)d * BITS / 8;
+    const int d16 = d & ~15;
+    for (int c = 0; c < d16; c += 16) {
+        const __m512 k0 = codes16(r, d, c, BITS, 0), k1 = codes16(r + rb, d, c, BITS, 0);
+        const __m512 k2 = codes16(r + 2 * rb, d, c, BITS, 0);
+        const __m512 k3 = codes16(r + 3 * rb, d, c, BITS, 0);
+        for (int j = 0; j < NQ; j++) {
+            const __m512 q = _mm512_loadu_ps(qp[j] + qo + c);
+            A[j][0] = _mm512_fmadd_ps(q, k0, A[j][0]);
+            A[j][1] = _mm512_fmadd_ps(q, k1, A[j][1]);
+            A[j][2] = _mm512_fmadd_ps(q, k2, A[j][2]);
+            A[j][3] = _mm512_fmadd_ps(q, k3, A[j][3]);
+        }
+    }
+    if (d16 < d) {
+        const __m512 k0 = codes16(r, d, d16, BITS, 1), k1 = codes16(r + rb, d, d16, BITS, 1);
+        const __m512 k2 = codes16(r + 2 * rb, d, d16, BITS, 1);
+        const __m512 k3 = codes16(r + 3 * rb, d, d16, BITS, 1);
+        for (int j = 0; j < NQ; j++) {
+            const __m512 q = _mm512_maskz_loadu_ps(0xFF, qp[j] + qo + d16);
+            A[j][0] = _mm512_fmadd_ps(q, k0, A[j][0]);
+            A[j][1] = _mm512_fmadd_ps(q, k1, A[j][1]);
+            A[j][2] = _mm512_fmadd_ps(q, k2, A[j][2]);
+            A[j][3] = _mm512_fmadd_ps(q, k3, A[j][3]);
+        }
+    }
+}
+
+VQ_INLINE void dot_classes_m(const float *const *qp, const int NQ, const uint8_t *rows, int ncls,
+                             const int *bits, const int *nch, const size_t *off, int64_t n,
+                             const float *bias, float *const *out) {
+    int64_t t = 0;
+    for (; t + 4 <= n; t += 4) {
+        __m512 A[4][4];
+        for (int j = 0; j < NQ; j++)
+            for (int i = 0; i < 4; i++) A[j][i] = _mm512_setzero_ps();
+        size_t qo = 0;
+        for (int k = 0; k < ncls; k++) {
+            const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
+#define ACC4M(B) acc4m(qp, NQ, qo, r, nch[k], A, B)
+            VQ_KIVI_WITH_BITS(bits[k], ACC4M);
+#undef ACC4M
+            qo += (size_t)nch[k];
+        }
+        const __m256 z = _mm256_setzero_ps();
+        for (int j = 0; j < NQ; j++) { /* lanes 0..3 of hsum8x8: dot_classes' order */
+            const __m256 h = hsum8x8(fold(A[j][0]), fold(A[j][1]), fold(A[j][2]), fold(A[j][3]), z,
+                                     z, z, z);
+            _mm_storeu_ps(out[j] + t, _mm_add_ps(_mm_set1_ps(bias[j]), _mm256_castps256_ps128(h)));
+        }
+    }
+    for (; t < n; t++)
+        for (int j = 0; j < NQ; j++) {
+            __m512 a = _mm512_setzero_ps();
+            const float *q = qp[j];
+            for (int k = 0; k < ncls; k++) {
+                const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
+#define ACC1(B) acc1(q, r, nch[k], &a, B)
+                VQ_KIVI_WITH_BITS(bits[k], ACC1);
+#undef ACC1
+                q += nch[k];
+            }
+            out[j][t] = bias[j] + hsum1(fold(a));
+        }
+}
+
+void VQ_KIVI_FN(vq_kivi_dot_classes_multi)(const float *const *qp, int nq, const uint8_t *rows,
+                                           int ncls, const int *bits, const int *nch,
+                                           const size_t *off, int64_t n, const float *bias,
+                                           float *const *out) {
+    switch (nq) {
+    case 1: dot_classes_m(qp, 1, rows, ncls, bits, nch, off, n, bias, out); break;
+    case 2: dot_classes_m(qp, 2, rows, ncls, bits, nch, off, n, bias, out); break;
+    case 3: dot_classes_m(qp, 3, rows, ncls, bits, nch, off, n, bias, out); break;
+    default: dot_classes_m(qp, 4, rows, ncls, bits, nch, off, n, bias, out); break;
+    }
+}
+
 VQ_INLINE void acc_row(const uint8_t *row, int d, int g, const float *a, float *acc,
                        const int BITS) {
     const int d16 = d & ~15;

@@ -218,6 +218,63 @@ VQ_INLINE void acc_pair_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, 
     }
 }
 
+/* acc_pair_t for NQ weight vectors w[j] into acc[j]: each pair of records is unpacked and
+ * looked up once; every accumulator's fma sequence is acc_pair_t's for that w[j] alone. */
+VQ_INLINE void acc_pair_tm(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                           const float *const *w, const int NQ, float *const *acc, int BA, int BB) {
+    const __m512 lut = _mm512_loadu_ps(k->lut);
+    const int rl = k->rec;
+    const __mmask16 m8 = (__mmask16)((1u << (k->d / 8)) - 1u);
+    __m512 v[4][8];
+    for (int j = 0; j < NQ; j++)
+        for (int kk = 0; kk < 8; kk++) v[j][kk] = _mm512_setzero_ps();
+    int64_t t = 0;
+    for (; t + 2 <= n; t += 2) {
+        const uint8_t *ra = codes + t * rl, *rb = ra + rl;
+        const float sa = vq_tq_sf16(ra), sb = vq_tq_sf16(rb);
+        __m512 ws[4];
+        for (int j = 0; j < NQ; j++)
+            ws[j] = _mm512_insertf32x8(_mm512_set1_ps(w[j][t] * sa),
+                                       _mm256_set1_ps(w[j][t + 1] * sb), 1);
+        __m512i X, Bs;
+        pair_src(k, ra, rb, m8, BA, BB, &X, &Bs);
+        for (int kk = 0; kk < 8; kk++) {
+            const __m512 lv = _mm512_permutexvar_ps(code_idx(X, Bs, kk, BA, BB), lut);
+            for (int j = 0; j < NQ; j++) v[j][kk] = _mm512_fmadd_ps(lv, ws[j], v[j][kk]);
+        }
+    }
+    if (t < n) { /* odd last token: lanes 0..7 only */
+        const uint8_t *ra = codes + t * rl;
+        const float sa = vq_tq_sf16(ra);
+        __m512i X, Bs;
+        chunk_src(k, ra, 0, 0, m8, BA, BB, &X, &Bs);
+        for (int kk = 0; kk < 8; kk++) {
+            const __m512 lv = _mm512_permutexvar_ps(code_idx(X, Bs, kk, BA, BB), lut);
+            for (int j = 0; j < NQ; j++)
+                v[j][kk] = _mm512_fmadd_ps(
+                    lv, _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(w[j][t] * sa)), v[j][kk]);
+        }
+    }
+    const __mmask8 m = (__mmask8)m8;
+    for (int j = 0; j < NQ; j++)
+        for (int kk = 0; kk < 8; kk++) {
+            const __m256 f = _mm256_add_ps(_mm512_castps512_ps256(v[j][kk]),
+                                           _mm512_extractf32x8_ps(v[j][kk], 1));
+            float *ac = acc[j] + 16 * kk;
+            _mm256_mask_storeu_ps(ac, m, _mm256_add_ps(_mm256_maskz_loadu_ps(m, ac), f));
+        }
+}
+
+VQ_INLINE void acc_pair_tq(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                           const float *const *w, int nq, float *const *acc, int BA, int BB) {
+    switch (nq) {
+    case 1: acc_pair_tm(k, codes, n, w, 1, acc, BA, BB); break;
+    case 2: acc_pair_tm(k, codes, n, w, 2, acc, BA, BB); break;
+    case 3: acc_pair_tm(k, codes, n, w, 3, acc, BA, BB); break;
+    default: acc_pair_tm(k, codes, n, w, 4, acc, BA, BB); break;
+    }
+}
+
 /* 8 tokens per step: 8 independent FMA chains, one hadd tree for the 8 scores; the scales
  * are converted on the scalar ports. */
 VQ_INLINE void score_t(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
@@ -388,6 +445,21 @@ void vq_tq_accumulate_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t 
     case 5: acc_t(k, codes, n, w, acc, 1, 1); break;
     case 10: acc_t(k, codes, n, w, acc, 2, 2); break;
     default: vq_tq_accumulate_ref(k, codes, n, w, acc); break;
+    }
+}
+
+/* nq (1..4) weight vectors over the same records; d <= 64 and the bit layouts of
+ * vq_tq_accumulate_avx512 only (vq_tq_accumulate_multi_ok); each acc[j] the same bits as
+ * vq_tq_accumulate_avx512 with w[j]. */
+void vq_tq_accumulate_multi_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                                   const float *const *w, int nq, float *const *acc) {
+    switch (k->bits_a * 4 + k->bits_b) {
+    case 4: acc_pair_tq(k, codes, n, w, nq, acc, 1, 0); break;
+    case 8: acc_pair_tq(k, codes, n, w, nq, acc, 2, 0); break;
+    case 16: acc_pair_tq(k, codes, n, w, nq, acc, 4, 0); break;
+    case 9: acc_pair_tq(k, codes, n, w, nq, acc, 2, 1); break;
+    case 5: acc_pair_tq(k, codes, n, w, nq, acc, 1, 1); break;
+    default: acc_pair_tq(k, codes, n, w, nq, acc, 2, 2); break;
     }
 }
 
