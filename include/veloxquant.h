@@ -410,7 +410,10 @@ struct vq_cache_params {
      * Positions are not re-assigned: keys keep their original RoPE rotation (a "rolling cache
      * without re-rotation"), so a query sees its sinks at their true distance; within the
      * model's trained context this is exactly windowed attention plus sinks. stream_sinks in
-     * 0..1024 (INVALID_ARG otherwise); stream_sinks > 0 with stream_window 0 is INVALID_ARG. */
+     * 0..1024 (INVALID_ARG otherwise). stream_sinks S > 0 with stream_window 0: sinks alone,
+     * full attention, the first S positions of those layers attended from their fp16 rows
+     * instead of their codes (attention-sink protection: the first tokens draw much of the
+     * attention mass, so their code error weighs most; docs/ALGORITHMS.md §8.9). */
     int stream_window;
     int stream_sinks;
     /* Per-channel key scales (docs/ALGORITHMS.md §8.6); keys only. 0 = off (default), 1 = from

@@ -261,7 +261,7 @@ static inline const vq_codec *side_codec(const struct vq_side *sd, int h) {
 void vq_cache_layer_window(const struct vq_cache_params *p, int layer, int *w, int *s) {
     *w = p->layer_window ? p->layer_window[layer] : 0;
     *s = 0;
-    if (*w == 0 && p->stream_window > 0) {
+    if (*w == 0 && (p->stream_window > 0 || p->stream_sinks > 0)) { /* sinks alone: W = 0 */
         *w = p->stream_window;
         *s = p->stream_sinks;
     }
@@ -490,7 +490,7 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
         (p->n_outlier_channels > 0 && p->n_calib_tokens < 1) || p->fp16_first_layers < 0 ||
         p->fp16_first_layers > p->n_layers || p->fp16_last_layers < 0 ||
         p->fp16_last_layers > p->n_layers || p->stream_window < 0 || p->stream_sinks < 0 ||
-        p->stream_sinks > VQ_MAX_STREAM_SINKS || (p->stream_sinks > 0 && p->stream_window == 0) ||
+        p->stream_sinks > VQ_MAX_STREAM_SINKS ||
         p->key_scales < 0 || p->key_scales > 2 || p->key_scale_pairs < 0 ||
         p->key_scale_pairs > 2 || p->key_scale_rope_dim < 0 || p->key_scale_rope_dim % 2 != 0 ||
         p->key_scale_rope_dim > p->head_dim || p->key_channel_bits < 0 || p->key_channel_bits > 1)

@@ -3,7 +3,8 @@
 # stream_sinks): one KV-table entry, so every KV command resolves them the same; the config
 # label carries +wWsS and parses back; estimate-memory bounds the bytes at any context; a real
 # generate run with a window far below the context runs and reports fewer KV bytes than the
-# same run without it; --sinks alone and out-of-range values are refused with a message.
+# same run without it; out-of-range values are refused with a message; --sinks alone keeps
+# full attention with fp16 sink rows (suffix +sS, parsed back).
 set -u
 VQ="$1"
 MODEL="${VQ_MODELS:-$HOME/.cache/veloxquant/models}/SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -22,6 +23,12 @@ done
 # the label parses back (sweep --configs takes config names)
 expect_exit 0 "$VQ" sweep --configs turboquant_mse-4+w64s4 --print-kv-config
 grep -q '"stream_window":64,"stream_sinks":4' "$OUT" && ok || bad "label +w64s4 does not parse back: $(cat "$OUT")"
+expect_exit 0 "$VQ" generate --method turboquant_mse --bits 4 --sinks 4 --print-kv-config
+grep -q '"config":"turboquant_mse-4+s4"' "$OUT" && grep -q '"stream_window":0,"stream_sinks":4' "$OUT" \
+    && ok || bad "--sinks alone not in the resolved config: $(cat "$OUT")"
+expect_exit 0 "$VQ" sweep --configs kivi-4:turboquant_mse-4+g64+res0+s4+kc --print-kv-config
+grep -q '"stream_window":0,"stream_sinks":4' "$OUT" && grep -q '"config":"kivi-4:turboquant_mse-4+g64+res0+s4+kc"' "$OUT" \
+    && ok || bad "label +s4 does not parse back: $(cat "$OUT")"
 expect_exit 0 "$VQ" sweep --configs kivi-2+w128 --print-kv-config
 grep -q '"stream_window":128,"stream_sinks":0' "$OUT" && ok || bad "label +w128 does not parse back: $(cat "$OUT")"
 # bad values
@@ -54,8 +61,11 @@ if [ -f "$MODEL" ]; then
     kf=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["kv_bytes"])' "$OUT" 2>/dev/null)
     if [ -n "$kw" ] && [ -n "$kf" ] && [ "$kw" -lt "$kf" ] && [ "${nw:-0}" -gt 0 ]; then ok
     else bad "generate --window 32 --sinks 4: kv_bytes $kw (full: $kf), generated $nw"; fi
-    expect_exit 2 "$VQ" generate -m "$MODEL" -p Hi -n 2 -c 64 --method turboquant_mse --sinks 4
-    grep -q -- "--sinks needs --window" "$ERR" && ok || bad "--sinks without --window: $(cat "$ERR")"
+    # --sinks alone: a real run, full attention, the sink rows on top of the full cache's codes
+    expect_exit 0 run --sinks 4
+    ks=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["kv_bytes"])' "$OUT" 2>/dev/null)
+    if [ -n "$ks" ] && [ "$ks" -gt "$kf" ] && [ "$ks" -le $((kf + 2 * 4 * 64 * 2 * 3 * 30)) ]; then ok
+    else bad "generate --sinks 4 alone: kv_bytes $ks (full: $kf), want above"; fi
 fi
 
 echo "stream_window: $pass passed, $fail failed"

@@ -3,7 +3,8 @@
  * and vq_cache_attend on batches large enough to take it, against the decode-everything
  * reference and against the fused per-pair path ($VQ_PREFILL_ATTEND=fused) for every codec,
  * with fp16 windows, sinks, centering, key scales, outlier tokens and channels, per-channel
- * KIVI key widths, model and StreamingLLM windows. */
+ * KIVI key widths, model and StreamingLLM windows, stream sinks alone (decode checked too);
+ * the bytes of stream sinks alone. */
 #include "test.h"
 #include "veloxquant.h"
 #include "cache/dense.h"
@@ -177,6 +178,11 @@ static void compare(const struct cfg *f, enum vq_isa isa) {
             if (e > wr) wr = e;
             e = rel_err(o1, o2, m * nqh, d);
             if (e > wf) wf = e;
+            /* decode: the last query alone takes the fused kernels in both caches */
+            ASSERT_STATUS(vq_cache_attend(cd, l, q, nqh, 1, NULL, sc, o1), VQ_STATUS_OK);
+            ASSERT_STATUS(vq_cache_attend_ref(cd, l, q, nqh, 1, NULL, sc, o3), VQ_STATUS_OK);
+            e = rel_err(o1, o3, nqh, d);
+            if (e > wr) wr = e;
         }
         free(k);
         free(v);
@@ -264,6 +270,10 @@ TEST(dense_equals_reference_and_fused) {
          .d = 64,
          .s_win = 56,
          .s_sinks = 8},
+        {.name = "kivi-4:tq4 +kc, sinks alone", .km = VQ_METHOD_KIVI, .vm = TQ, .kbits = 4,
+         .vbits = 4, .d = 64, .kc = 1, .s_sinks = 4},
+        {.name = "tq3 sinks alone, layer window", .km = TQ, .vm = TQ, .kbits = 3, .vbits = 3,
+         .d = 64, .window = 1, .s_sinks = 2},
 #undef TQ
     };
     for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
@@ -272,8 +282,40 @@ TEST(dense_equals_reference_and_fused) {
     }
 }
 
+/* stream_sinks S without a window: full attention, S fp16 rows per stream on top of the codes
+ * (positions < S keep their codes too) */
+TEST(sinks_alone_bytes) {
+    const struct cfg a = {.name = "tq4", .km = VQ_METHOD_TURBOQUANT_MSE,
+                          .vm = VQ_METHOD_TURBOQUANT_MSE, .kbits = 4, .vbits = 4, .d = 64};
+    struct cfg b = a;
+    b.s_sinks = 5;
+    vq_cache *ca = mk(&a, VQ_ISA_AUTO, 0), *cb = mk(&b, VQ_ISA_AUTO, 0);
+    ASSERT(ca && cb);
+    if (!ca || !cb) return;
+    const int64_t n = 70;
+    float *k = malloc((size_t)(n * NKV * 64) * sizeof(float));
+    float *v = malloc((size_t)(n * NKV * 64) * sizeof(float));
+    fill(k, (size_t)(n * NKV * 64));
+    fill(v, (size_t)(n * NKV * 64));
+    for (int l = 0; l < NL; l++) {
+        ASSERT_STATUS(vq_cache_append(ca, l, k, v, VQ_DTYPE_F32, n), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_cache_append(cb, l, k, v, VQ_DTYPE_F32, n), VQ_STATUS_OK);
+    }
+    struct vq_cache_memory ma, mb;
+    vq_cache_memory(ca, &ma);
+    vq_cache_memory(cb, &mb);
+    ASSERT_EQ_INT((int64_t)(mb.total_bytes - ma.total_bytes), 5 * 64 * 2 * 2 * NKV * NL);
+    ASSERT_EQ_INT((int64_t)mb.key_bytes, (int64_t)ma.key_bytes);
+    ASSERT_EQ_INT(vq_cache_n_tokens(cb, 0), n);
+    free(k);
+    free(v);
+    vq_cache_free(ca);
+    vq_cache_free(cb);
+}
+
 int main(void) {
     RUN(kernels_match_reference);
     RUN(dense_equals_reference_and_fused);
+    RUN(sinks_alone_bytes);
     return TEST_REPORT();
 }

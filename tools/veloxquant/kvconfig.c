@@ -52,11 +52,12 @@ const struct vq_kv_tier vq_kv_tiers[] = {
     {"kv8", 8.5, "int8"},
     /* kv5, kv4, kv3: KIVI keys with per-channel widths learned at the first append
      * (docs/ALGORITHMS.md §8.8; per-layer widths, §8.7, no longer help on top of them) and
-     * rotated values, mean 5 / 4 / 3 bits */
-    {"kv5", 5.5, "kivi-5:turboquant_mse-5+g64+res0+kc"},
-    {"kv4", 4.5, "kivi-4:turboquant_mse-4+g64+res0+kc"},
-    {"kv3", 3.5, "kivi-3:turboquant_mse-3+g64+res0+kc"},
-    {"kv2", 2.5, "kivi-2:turboquant_mse-2+g64+res0"},
+     * rotated values, mean 5 / 4 / 3 bits; kv5..kv2 attend to the first token (the
+     * attention sinks) from fp16 rows (§8.9) */
+    {"kv5", 5.5, "kivi-5:turboquant_mse-5+g64+res0+s1+kc"},
+    {"kv4", 4.5, "kivi-4:turboquant_mse-4+g64+res0+s1+kc"},
+    {"kv3", 3.5, "kivi-3:turboquant_mse-3+g64+res0+s1+kc"},
+    {"kv2", 2.5, "kivi-2:turboquant_mse-2+g64+res0+s1"},
 };
 const int vq_kv_n_tiers = (int)(sizeof vq_kv_tiers / sizeof vq_kv_tiers[0]);
 
@@ -436,7 +437,6 @@ const char *vq_kv_modifier_error(const struct vq_cache_params *cp) {
         if (cp->n_outlier_channels > cp->head_dim / 2)
             return "--outlier-channels must be at most head_dim / 2";
     }
-    if (cp->stream_sinks > 0 && cp->stream_window == 0) return "--sinks needs --window W > 0";
     if (cp->key_scales > 0 && !(kf & VQ_METHOD_F_QUANTIZED))
         return "--key-scales needs a quantized key method (fp16/fp32 keys lose nothing to scale)";
     if (cp->key_channel_bits && !(kf & VQ_METHOD_F_PER_CHANNEL_KEYS))
@@ -460,6 +460,8 @@ void vq_kv_config_name_mod(const struct vq_cache_params *cp, char *out, size_t c
         if (cp->stream_sinks > 0)
             snprintf(out + n, cap - n, "+w%ds%d", cp->stream_window, cp->stream_sinks);
         else snprintf(out + n, cap - n, "+w%d", cp->stream_window);
+    } else if (cp->stream_sinks > 0 && n < cap) { /* sinks alone, full attention */
+        snprintf(out + n, cap - n, "+s%d", cp->stream_sinks);
         n = strlen(out);
     }
     if (cp->key_scales > 0 && n < cap)
@@ -570,6 +572,9 @@ static int parse_suffixes(const char *s, struct vq_kv_opts *o) {
             o->stream_sinks = l;
         } else if (sscanf(t, "w%d%c", &f, &tail) == 1 && f >= 1 && f <= (1 << 24))
             o->stream_window = f;
+        else if (sscanf(t, "s%d%c", &f, &tail) == 1 && t[1] >= '0' && t[1] <= '9' && f >= 1 &&
+                 f <= 1024)
+            o->stream_sinks = f; /* sinks alone: full attention, positions 0..f-1 in fp16 */
         else if (!strcmp(t, "ks")) o->key_scales = 2;
         else if (!strcmp(t, "ksk")) o->key_scales = 1;
         else if (!strcmp(t, "kc")) o->key_channel_bits = 1;
@@ -801,8 +806,8 @@ void vq_kv_fill_result_config(const char *name, const struct vq_codec_params *k,
             OPTB("n_outlier_channels", mo.n_outlier_channels);
             OPTB("n_calib_tokens", mo.n_calib_tokens > 0 ? mo.n_calib_tokens : 200);
         }
-        if (mo.stream_window > 0) {
-            OPTB("stream_window", mo.stream_window);
+        if (mo.stream_window > 0 || mo.stream_sinks > 0) {
+            OPTB("stream_window", mo.stream_window > 0 ? mo.stream_window : 0);
             OPTB("stream_sinks", mo.stream_sinks > 0 ? mo.stream_sinks : 0);
         }
         if (mo.key_scales > 0) OPTB("key_scales", mo.key_scales);

@@ -123,7 +123,9 @@ enum {
     "  --window W            StreamingLLM eviction on every layer without a window of its own:\n" \
     "                        attend to the newest W tokens (+ the sinks), older pages are\n" \
     "                        recycled so KV memory stays bounded (0 = off; suffix +wW)\n" \
-    "  --sinks S             with --window: keep the first S tokens forever (suffix +wWsS)\n" \
+    "  --sinks S             with --window: keep the first S tokens forever (suffix +wWsS);\n" \
+    "                        alone: full attention, the first S tokens' K/V attended from\n" \
+    "                        fp16 rows instead of codes (attention sinks; suffix +sS)\n" \
     "  --key-scales M       per-channel key scales folded into the query (q.k unchanged):\n" \
     "                        off, keys (from the keys of the first append; suffix +ksk), qk\n" \
     "                        (keys and queries of the first batch; suffix +ks)\n" \
