@@ -490,10 +490,10 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
         (p->n_outlier_channels > 0 && p->n_calib_tokens < 1) || p->fp16_first_layers < 0 ||
         p->fp16_first_layers > p->n_layers || p->fp16_last_layers < 0 ||
         p->fp16_last_layers > p->n_layers || p->stream_window < 0 || p->stream_sinks < 0 ||
-        p->stream_sinks > VQ_MAX_STREAM_SINKS ||
-        p->key_scales < 0 || p->key_scales > 2 || p->key_scale_pairs < 0 ||
-        p->key_scale_pairs > 2 || p->key_scale_rope_dim < 0 || p->key_scale_rope_dim % 2 != 0 ||
-        p->key_scale_rope_dim > p->head_dim || p->key_channel_bits < 0 || p->key_channel_bits > 1)
+        p->stream_sinks > VQ_MAX_STREAM_SINKS || p->key_scales < 0 || p->key_scales > 2 ||
+        p->key_scale_pairs < 0 || p->key_scale_pairs > 2 || p->key_scale_rope_dim < 0 ||
+        p->key_scale_rope_dim % 2 != 0 || p->key_scale_rope_dim > p->head_dim ||
+        p->key_channel_bits < 0 || p->key_channel_bits > 1)
         return create_fail(NULL, st, VQ_STATUS_INVALID_ARG);
     if (p->layer_window)
         for (int l = 0; l < p->n_layers; l++)

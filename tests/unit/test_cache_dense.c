@@ -270,10 +270,22 @@ TEST(dense_equals_reference_and_fused) {
          .d = 64,
          .s_win = 56,
          .s_sinks = 8},
-        {.name = "kivi-4:tq4 +kc, sinks alone", .km = VQ_METHOD_KIVI, .vm = TQ, .kbits = 4,
-         .vbits = 4, .d = 64, .kc = 1, .s_sinks = 4},
-        {.name = "tq3 sinks alone, layer window", .km = TQ, .vm = TQ, .kbits = 3, .vbits = 3,
-         .d = 64, .window = 1, .s_sinks = 2},
+        {.name = "kivi-4:tq4 +kc, sinks alone",
+         .km = VQ_METHOD_KIVI,
+         .vm = TQ,
+         .kbits = 4,
+         .vbits = 4,
+         .d = 64,
+         .kc = 1,
+         .s_sinks = 4},
+        {.name = "tq3 sinks alone, layer window",
+         .km = TQ,
+         .vm = TQ,
+         .kbits = 3,
+         .vbits = 3,
+         .d = 64,
+         .window = 1,
+         .s_sinks = 2},
 #undef TQ
     };
     for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
@@ -285,8 +297,12 @@ TEST(dense_equals_reference_and_fused) {
 /* stream_sinks S without a window: full attention, S fp16 rows per stream on top of the codes
  * (positions < S keep their codes too) */
 TEST(sinks_alone_bytes) {
-    const struct cfg a = {.name = "tq4", .km = VQ_METHOD_TURBOQUANT_MSE,
-                          .vm = VQ_METHOD_TURBOQUANT_MSE, .kbits = 4, .vbits = 4, .d = 64};
+    const struct cfg a = {.name = "tq4",
+                          .km = VQ_METHOD_TURBOQUANT_MSE,
+                          .vm = VQ_METHOD_TURBOQUANT_MSE,
+                          .kbits = 4,
+                          .vbits = 4,
+                          .d = 64};
     struct cfg b = a;
     b.s_sinks = 5;
     vq_cache *ca = mk(&a, VQ_ISA_AUTO, 0), *cb = mk(&b, VQ_ISA_AUTO, 0);
