@@ -118,6 +118,15 @@ void vq_wk_codec_accumulate(const struct vq_codec *c, const uint8_t *codes, int6
     m->acc(&m->k, codes, n_tokens, w, acc);
 }
 
+#ifdef VQ_HAVE_X86
+static void wk_codec_accumulate_multi(const struct vq_codec *c, const uint8_t *codes,
+                                      int64_t n_tokens, const float *const *w, int nq,
+                                      float *const *acc) {
+    const struct vq_wk_base *m = (const struct vq_wk_base *)c->impl;
+    vq_wk_accumulate_multi_avx512(&m->k, codes, n_tokens, w, nq, acc);
+}
+#endif
+
 void vq_wk_codec_finish(const struct vq_codec *c, const float *acc, float *out) {
     const struct vq_wk_base *m = (const struct vq_wk_base *)c->impl;
     vq_rht_inverse(&m->rht, acc, out);
@@ -135,6 +144,10 @@ void vq_wk_codec_setup(struct vq_codec *c) {
     c->score = vq_wk_codec_score;
     c->accumulate = vq_wk_codec_accumulate;
     c->finish = vq_wk_codec_finish;
+#ifdef VQ_HAVE_X86
+    /* the AVX-512 (non-VBMI) kernels have a multi-weight twin: one lookup for every query */
+    if (m->acc == vq_wk_accumulate_avx512) c->accumulate_multi = wk_codec_accumulate_multi;
+#endif
 }
 
 void vq_wk_codec_destroy(struct vq_codec *c) {

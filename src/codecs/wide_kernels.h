@@ -99,6 +99,8 @@ void vq_wk_accumulate_avx2(const vq_wk *k, const uint8_t *codes, int64_t n, cons
                            float *acc);
 void vq_wk_score_avx512(const vq_wk *k, const float *qs, const uint8_t *codes, int64_t n,
                         float *scores);
+void vq_wk_accumulate_multi_avx512(const vq_wk *k, const uint8_t *codes, int64_t n,
+                                   const float *const *w, int nq, float *const *acc);
 void vq_wk_accumulate_avx512(const vq_wk *k, const uint8_t *codes, int64_t n, const float *w,
                              float *acc);
 /* AVX-512 + AVX512_VBMI (callers check vq_cpu_avx512vbmi()): their own kernels where

@@ -428,7 +428,8 @@ TEST(use_ref_kernels) {
 }
 
 /* vq_codec_score_multi / vq_codec_accumulate_multi (the optional multi-query kernels: KIVI keys
- * with width classes, turboquant_mse / _rvq values at d <= 64 on AVX-512; the loop elsewhere)
+ * with width classes, turboquant_mse / _rvq values at d <= 64 and 5..8-bit values on AVX-512
+ * without VBMI's kernels; the loop elsewhere)
  * give each query the same bits as its own score / accumulate call, for 1..6 queries and
  * odd token counts, on every ISA. */
 TEST(multi_query_kernels_bitwise) {
@@ -445,6 +446,8 @@ TEST(multi_query_kernels_bitwise) {
               {VQ_METHOD_TURBOQUANT_MSE, 4, VQ_ROLE_VALUE, NULL},
               {VQ_METHOD_TURBOQUANT_MSE, 3, VQ_ROLE_VALUE, NULL},
               {VQ_METHOD_TURBOQUANT_MSE, 2, VQ_ROLE_VALUE, NULL},
+              {VQ_METHOD_TURBOQUANT_MSE, 5, VQ_ROLE_VALUE, NULL},
+              {VQ_METHOD_TURBOQUANT_MSE, 6, VQ_ROLE_VALUE, NULL},
               {VQ_METHOD_TURBOQUANT_RVQ, 1, VQ_ROLE_VALUE, NULL},
               {VQ_METHOD_INT8, 8, VQ_ROLE_VALUE, NULL}};
     const int64_t ns[] = {1, 2, 7, 64, 129};

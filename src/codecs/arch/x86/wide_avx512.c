@@ -167,6 +167,86 @@ VQ_INLINE void acc_t(const vq_wk *k, const uint8_t *codes, int64_t n, const floa
     }
 }
 
+/* acc_t for NQ (1..3) weight vectors w[j] into acc[j]: each level vector is looked up once
+ * and used by every query; each accumulator's fma sequence (even / odd tokens apart) is
+ * acc_t's for that w[j] alone. */
+VQ_INLINE void acc_tm(const vq_wk *k, const uint8_t *codes, int64_t n, const float *const *w,
+                      const int NQ, float *const *acc, const int LIN, const int B) {
+    unpack_k u;
+    unpack_init(k, &u, LIN, B);
+    const int d = k->d, rec = k->rec;
+    for (int j0 = 0; j0 < d; j0 += 64) {
+        const int nv = (d - j0 + 15) / 16 < 4 ? (d - j0 + 15) / 16 : 4;
+        const int last = j0 + 16 * nv > d ? 8 : 16; /* codes in the last vector */
+        __m512 a[3][4], b[3][4];
+        for (int j = 0; j < NQ; j++)
+            for (int v = 0; v < 4; v++) {
+                a[j][v] = _mm512_setzero_ps();
+                b[j][v] = _mm512_setzero_ps();
+            }
+        int64_t t = 0;
+        for (; t + 2 <= n; t += 2) {
+            const uint8_t *r = codes + t * rec;
+            const float s0 = vq_tq_sf16(r), s1 = vq_tq_sf16(r + rec);
+            __m512 w0[3], w1[3];
+            for (int j = 0; j < NQ; j++) {
+                w0[j] = _mm512_set1_ps(w[j][t] * s0);
+                w1[j] = _mm512_set1_ps(w[j][t + 1] * s1);
+            }
+            for (int v = 0; v < nv; v++) {
+                const int cnt = v == nv - 1 ? last : 16;
+                const __m512 l0 = lev16(&u, r + 2, rec, j0 + 16 * v, cnt, LIN, B);
+                const __m512 l1 = lev16(&u, r + rec + 2, rec, j0 + 16 * v, cnt, LIN, B);
+                for (int j = 0; j < NQ; j++) {
+                    a[j][v] = _mm512_fmadd_ps(w0[j], l0, a[j][v]);
+                    b[j][v] = _mm512_fmadd_ps(w1[j], l1, b[j][v]);
+                }
+            }
+        }
+        if (t < n) {
+            const uint8_t *r = codes + t * rec;
+            const float s0 = vq_tq_sf16(r);
+            for (int v = 0; v < nv; v++) {
+                const __m512 l0 = lev16(&u, r + 2, rec, j0 + 16 * v, v == nv - 1 ? last : 16, LIN,
+                                        B);
+                for (int j = 0; j < NQ; j++)
+                    a[j][v] = _mm512_fmadd_ps(_mm512_set1_ps(w[j][t] * s0), l0, a[j][v]);
+            }
+        }
+        for (int j = 0; j < NQ; j++)
+            for (int v = 0; v < nv; v++) {
+                const __mmask16 m = v == nv - 1 && last == 8 ? 0xff : 0xffff;
+                float *p = acc[j] + j0 + 16 * v;
+                _mm512_mask_storeu_ps(
+                    p, m,
+                    _mm512_add_ps(_mm512_maskz_loadu_ps(m, p), _mm512_add_ps(a[j][v], b[j][v])));
+            }
+    }
+}
+
+VQ_INLINE void acc_tq(const vq_wk *k, const uint8_t *codes, int64_t n, const float *const *w,
+                      int nq, float *const *acc, const int LIN, const int B) {
+    for (int j = 0; j < nq; j += 3) { /* at most 3 at a time: 24 accumulators in registers */
+        const int m = nq - j < 3 ? nq - j : 3;
+        if (m == 1) acc_tm(k, codes, n, w + j, 1, acc + j, LIN, B);
+        else if (m == 2) acc_tm(k, codes, n, w + j, 2, acc + j, LIN, B);
+        else acc_tm(k, codes, n, w + j, 3, acc + j, LIN, B);
+    }
+}
+
+/* nq weight vectors over the same records (any nq >= 1); each acc[j] the same bits as
+ * vq_wk_accumulate_avx512 with w[j]. */
+void vq_wk_accumulate_multi_avx512(const vq_wk *k, const uint8_t *codes, int64_t n,
+                                   const float *const *w, int nq, float *const *acc) {
+    switch (k->lin ? 0 : k->bits) {
+    case 0: acc_tq(k, codes, n, w, nq, acc, 1, 8); break;
+    case 5: acc_tq(k, codes, n, w, nq, acc, 0, 5); break;
+    case 6: acc_tq(k, codes, n, w, nq, acc, 0, 6); break;
+    case 7: acc_tq(k, codes, n, w, nq, acc, 0, 7); break;
+    default: acc_tq(k, codes, n, w, nq, acc, 0, 8); break;
+    }
+}
+
 void vq_wk_score_avx512(const vq_wk *k, const float *qs, const uint8_t *codes, int64_t n,
                         float *scores) {
     switch (k->lin ? 0 : k->bits) {
