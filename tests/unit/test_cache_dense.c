@@ -149,7 +149,6 @@ static void compare(const struct cfg *f, enum vq_isa isa) {
     float *o1 = malloc((size_t)(N0 * nqh * d) * sizeof(float));
     float *o2 = malloc((size_t)(N0 * nqh * d) * sizeof(float));
     float *o3 = malloc((size_t)(N0 * nqh * d) * sizeof(float));
-    int64_t n = 0;
     for (size_t ci = 0; ci < sizeof chunks / sizeof *chunks; ci++) {
         const int64_t m = chunks[ci];
         float *k = malloc((size_t)(m * NKV * d) * sizeof(float));
@@ -186,7 +185,6 @@ static void compare(const struct cfg *f, enum vq_isa isa) {
         }
         free(k);
         free(v);
-        n += m;
     }
     if (wr > 1e-4 || wf > 1e-4)
         fprintf(stderr, "  %s isa=%s: vs ref %.3g, vs fused %.3g\n", f->name, vq_isa_name(isa), wr,
