@@ -124,52 +124,10 @@ VQ_INLINE void score_t(const vq_wk *k, const float *qs, const uint8_t *codes, in
     }
 }
 
-/* 64 coordinates (4 vectors) of the accumulator stay in registers across all tokens; even and
- * odd tokens go to separate accumulators (two independent FMA chains), added at the end. */
-VQ_INLINE void acc_t(const vq_wk *k, const uint8_t *codes, int64_t n, const float *w, float *acc,
-                     const int LIN, const int B) {
-    unpack_k u;
-    unpack_init(k, &u, LIN, B);
-    const int d = k->d, rec = k->rec;
-    for (int j0 = 0; j0 < d; j0 += 64) {
-        const int nv = (d - j0 + 15) / 16 < 4 ? (d - j0 + 15) / 16 : 4;
-        const int last = j0 + 16 * nv > d ? 8 : 16; /* codes in the last vector */
-        __m512 a[4], b[4];
-        for (int v = 0; v < 4; v++) {
-            a[v] = _mm512_setzero_ps();
-            b[v] = _mm512_setzero_ps();
-        }
-        int64_t t = 0;
-        for (; t + 2 <= n; t += 2) {
-            const uint8_t *r = codes + t * rec;
-            const __m512 w0 = _mm512_set1_ps(w[t] * vq_tq_sf16(r));
-            const __m512 w1 = _mm512_set1_ps(w[t + 1] * vq_tq_sf16(r + rec));
-            for (int v = 0; v < nv; v++) {
-                const int cnt = v == nv - 1 ? last : 16;
-                a[v] = _mm512_fmadd_ps(w0, lev16(&u, r + 2, rec, j0 + 16 * v, cnt, LIN, B), a[v]);
-                b[v] = _mm512_fmadd_ps(w1, lev16(&u, r + rec + 2, rec, j0 + 16 * v, cnt, LIN, B),
-                                       b[v]);
-            }
-        }
-        if (t < n) {
-            const uint8_t *r = codes + t * rec;
-            const __m512 w0 = _mm512_set1_ps(w[t] * vq_tq_sf16(r));
-            for (int v = 0; v < nv; v++)
-                a[v] = _mm512_fmadd_ps(
-                    w0, lev16(&u, r + 2, rec, j0 + 16 * v, v == nv - 1 ? last : 16, LIN, B), a[v]);
-        }
-        for (int v = 0; v < nv; v++) {
-            const __mmask16 m = v == nv - 1 && last == 8 ? 0xff : 0xffff;
-            float *p = acc + j0 + 16 * v;
-            _mm512_mask_storeu_ps(
-                p, m, _mm512_add_ps(_mm512_maskz_loadu_ps(m, p), _mm512_add_ps(a[v], b[v])));
-        }
-    }
-}
-
-/* acc_t for NQ (1..3) weight vectors w[j] into acc[j]: each level vector is looked up once
- * and used by every query; each accumulator's fma sequence (even / odd tokens apart) is
- * acc_t's for that w[j] alone. */
+/* NQ (1..3) weight vectors w[j] into acc[j]; 64 coordinates (4 vectors) of each accumulator
+ * stay in registers across all tokens, even and odd tokens in separate accumulators (two
+ * independent FMA chains) added at the end; each level vector is looked up once for every
+ * query, so each acc[j] gets the same bits as with NQ = 1. */
 VQ_INLINE void acc_tm(const vq_wk *k, const uint8_t *codes, int64_t n, const float *const *w,
                       const int NQ, float *const *acc, const int LIN, const int B) {
     unpack_k u;
@@ -222,6 +180,12 @@ VQ_INLINE void acc_tm(const vq_wk *k, const uint8_t *codes, int64_t n, const flo
                     _mm512_add_ps(_mm512_maskz_loadu_ps(m, p), _mm512_add_ps(a[j][v], b[j][v])));
             }
     }
+}
+
+/* One weight vector: acc_tm with NQ = 1. */
+VQ_INLINE void acc_t(const vq_wk *k, const uint8_t *codes, int64_t n, const float *w, float *acc,
+                     const int LIN, const int B) {
+    acc_tm(k, codes, n, &w, 1, &acc, LIN, B);
 }
 
 VQ_INLINE void acc_tq(const vq_wk *k, const uint8_t *codes, int64_t n, const float *const *w,
