@@ -440,15 +440,17 @@ struct vq_cache_params {
      * from the model. INVALID_ARG otherwise. */
     int key_scale_pairs;
     int key_scale_rope_dim;
-    /* Per-channel KIVI key widths (docs/ALGORITHMS.md §8.8): 0 = off (default), 1 = on (key
-     * method kivi or kivi_sink, else UNSUPPORTED; INVALID_ARG outside 0..1). Per (layer,
-     * kv-head), at the layer's first append (kept only if it succeeds; cleared by reset /
-     * truncate to 0), each key channel c gets its own width b_c in 2..8 with the layer's key
-     * width as mean (bytes and bits/elem unchanged), water-filled on w_c = a_c R_c^2: R_c^2 the
-     * mean squared range (max - min) of the channel over the append's groups of G tokens, a_c
-     * the mean q_c^2 of the queries given to vq_cache_observe_queries for the kv-head's query
-     * heads (1 when none were observed). A first append of fewer than G tokens, or a layer at
-     * 2 or 8 bits, keeps one width. Applies to every layer except fp16_first/last layers.
+    /* Per-channel KIVI key widths (docs/ALGORITHMS.md §8.8): 0 = off (default), 1 = on, 2 = on
+     * with 0-bit channels (key method kivi or kivi_sink, else UNSUPPORTED; INVALID_ARG outside
+     * 0..2). Per (layer, kv-head), at the layer's first append (kept only if it succeeds;
+     * cleared by reset / truncate to 0), each key channel c gets its own width b_c in 2..8
+     * (mode 2: 0 or 2..8; a 0-bit channel stores its group's mean and no code) with the
+     * layer's key width as mean (bytes and bits/elem unchanged), water-filled on
+     * w_c = a_c R_c^2: R_c^2 the mean squared range (max - min) of the channel over the
+     * append's groups of G tokens, a_c the mean q_c^2 of the queries given to
+     * vq_cache_observe_queries for the kv-head's query heads (1 when none were observed). A
+     * first append of fewer than G tokens, a layer at 8 bits, or (mode 1) at 2 bits, keeps
+     * one width. Applies to every layer except fp16_first/last layers.
      * Bytes: head_dim per (layer, kv-head) of every layer it applies to once the layer holds
      * tokens (the width table, whether or not the widths differ), counted in
      * vq_cache_memory.center_bytes. */

@@ -209,6 +209,7 @@ struct vq_cache {
     float *split;                   /* (2 * n_threads, head_dim + 2) split-decode partial results */
     float ot_k;                     /* outlier-token threshold k (0 = off) */
     int ks_mode, ks_pairs, ks_rope; /* key_scales, key_scale_pairs, key_scale_rope_dim */
+    int kc_mode;                    /* key_channel_bits */
     size_t off_qk;                  /* slot scratch: the query times the key scales */
     int n_calib;                    /* outlier-channel calibration tokens */
     /* decode-once attention: kernels, per-thread scratch (dslab_floats apart; NULL when every
@@ -493,7 +494,7 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
         p->stream_sinks > VQ_MAX_STREAM_SINKS || p->key_scales < 0 || p->key_scales > 2 ||
         p->key_scale_pairs < 0 || p->key_scale_pairs > 2 || p->key_scale_rope_dim < 0 ||
         p->key_scale_rope_dim % 2 != 0 || p->key_scale_rope_dim > p->head_dim ||
-        p->key_channel_bits < 0 || p->key_channel_bits > 1)
+        p->key_channel_bits < 0 || p->key_channel_bits > 2)
         return create_fail(NULL, st, VQ_STATUS_INVALID_ARG);
     if (p->layer_window)
         for (int l = 0; l < p->n_layers; l++)
@@ -515,6 +516,7 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     c->ot_k = p->outlier_token_k;
     c->n_calib = p->n_calib_tokens;
     c->ks_mode = p->key_scales;
+    c->kc_mode = p->key_channel_bits;
     c->ks_pairs = p->key_scale_pairs;
     c->ks_rope = p->key_scale_rope_dim > 0 ? p->key_scale_rope_dim : p->head_dim;
     c->codecs = calloc((size_t)p->n_layers * 2, sizeof *c->codecs);
@@ -807,11 +809,22 @@ static void compute_ks(const struct vq_cache *c, struct vq_layer *L, const void 
 
 /* Per-channel KIVI key widths (vq_cache_params.key_channel_bits, docs/ALGORITHMS.md §8.8)
  * of channels with weights w (d entries) at mean width `bits`: channels ranked by w
- * (descending, ties: lower channel) form units of 8; every unit starts at 2 bits and the next
- * bit goes to the unit of largest W_u (f(b_u) - f(b_u + 1)), f(b) = (2^b - 1)^-2 (a KIVI
- * channel's error at b bits over its range squared), W_u = sum of w over the unit (ties: lower
- * unit), until the widths sum to d * bits; no unit above 8. Pure, thread-safe. */
-void vq_cache_channel_widths(const double *w, int d, int bits, uint8_t *out) {
+ * (descending, ties: lower channel) form units of 8. Without `zero` every unit starts at 2 bits
+ * and the next bit goes to the unit of largest W_u (f(b_u) - f(b_u + 1)), f(b) = (2^b - 1)^-2
+ * (a KIVI channel's error at b bits over its range squared), W_u = sum of w over the unit
+ * (ties: lower unit), until the widths sum to d * bits; no unit above 8. With `zero` every unit
+ * starts at 0 bits (the group mean alone, f(0) = VQ_KC_F0 = 1/2: a channel's variance over its
+ * range squared, as a fraction of the uniform quantizer's 1/12 scale) and the step 0 -> 2 costs
+ * two bits: each step goes to the largest gain per bit that fits in what is left. Pure,
+ * thread-safe. */
+#define VQ_KC_F0 1.5
+static double kc_f(int b) {
+    if (b == 0) return VQ_KC_F0;
+    const double e = (double)((1 << b) - 1);
+    return 1.0 / (e * e);
+}
+
+void vq_cache_channel_widths(const double *w, int d, int bits, int zero, uint8_t *out) {
     int order[1024], ub[128];
     double wu[128];
     for (int i = 0; i < d; i++) order[i] = i;
@@ -824,22 +837,25 @@ void vq_cache_channel_widths(const double *w, int d, int bits, uint8_t *out) {
         }
         order[j] = x;
     }
-    const int nu = d / 8;
+    const int nu = d / 8, b0 = zero ? 0 : 2;
     for (int u = 0; u < nu; u++) {
         wu[u] = 0;
         for (int i = 0; i < 8; i++) wu[u] += w[order[8 * u + i]];
-        ub[u] = 2;
+        ub[u] = b0;
     }
-    for (int left = nu * (bits - 2); left > 0; left--) {
-        int best = -1;
+    for (int left = nu * (bits - b0); left > 0;) {
+        int best = -1, bcost = 0;
         double gbest = -1;
         for (int u = 0; u < nu; u++) {
             if (ub[u] >= 8) continue;
-            const double e0 = (double)((1 << ub[u]) - 1), e1 = (double)((2 << ub[u]) - 1);
-            const double gain = wu[u] * (1.0 / (e0 * e0) - 1.0 / (e1 * e1));
-            if (gain > gbest) best = u, gbest = gain;
+            const int step = ub[u] == 0 ? 2 : 1;
+            if (step > left) continue;
+            const double gain = wu[u] * (kc_f(ub[u]) - kc_f(ub[u] + step)) / step;
+            if (gain > gbest) best = u, gbest = gain, bcost = step;
         }
-        ub[best]++;
+        if (best < 0) break; /* cannot happen for bits in 2..8 */
+        ub[best] += bcost;
+        left -= bcost;
     }
     for (int u = 0; u < nu; u++)
         for (int i = 0; i < 8; i++) out[order[8 * u + i]] = (uint8_t)ub[u];
@@ -859,7 +875,8 @@ static vq_status compute_cw(const struct vq_cache *c, struct vq_layer *L, const 
         vq_codec_free(sd->hc[h]);
         sd->hc[h] = NULL;
     }
-    if (n < g || d % 8 != 0 || cp->bits == 2 || cp->bits == 8) return VQ_STATUS_OK;
+    const int zero = c->kc_mode == 2;
+    if (n < g || d % 8 != 0 || (cp->bits == 2 && !zero) || cp->bits == 8) return VQ_STATUS_OK;
     double r2[1024];
     float row[1024], lo[1024], hi[1024];
     uint8_t wb[1024];
@@ -876,7 +893,7 @@ static vq_status compute_cw(const struct vq_cache *c, struct vq_layer *L, const 
             }
         for (int i = 0; i < d; i++)
             if (L->qm_n > 0) r2[i] *= L->qm[(size_t)h * (size_t)d + (size_t)i];
-        vq_cache_channel_widths(r2, d, cp->bits, wb);
+        vq_cache_channel_widths(r2, d, cp->bits, zero, wb);
         int uniform = 1;
         for (int i = 0; i < d; i++) uniform &= wb[i] == cp->bits;
         if (uniform) continue;

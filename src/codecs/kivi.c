@@ -171,12 +171,13 @@ void vq_kivi_acc_vals_ref(const uint8_t *blocks, size_t block_bytes, int64_t n, 
  * cls_n[k] channels (a multiple of 8) at cls_bits[k] bits, at permuted positions cls_c0[k] ..
  * cls_c0[k] + cls_n[k] - 1 (perm maps a position to its channel); its G code rows (cls_row[k]
  * bytes each) start cls_off[k] bytes after the block's scales and zeros. */
-#define KIVI_MAX_CLS 7
+#define KIVI_MAX_CLS 8
 
 struct vq_kivi_impl {
     int d, bits, g, ng; /* ng = d / g for values, 0 for keys */
     size_t rowb;
     int ncls, identity; /* identity: perm[i] = i */
+    int ncz;            /* classes with codes: ncls, or ncls - 1 when the last is 0-bit */
     int cls_bits[KIVI_MAX_CLS], cls_n[KIVI_MAX_CLS], cls_c0[KIVI_MAX_CLS];
     size_t cls_row[KIVI_MAX_CLS], cls_off[KIVI_MAX_CLS];
     uint16_t perm[1024];
@@ -247,9 +248,14 @@ static vq_status kivi_encode(const struct vq_codec *c, const float *x, int64_t n
             for (int i = 0; i < d; i++) { /* position i holds channel perm[i] */
                 const int ch = im->perm[i];
                 qm[i] = (float)((1 << im->cbits[i]) - 1);
-                const float s = (hi[ch] - lo[ch]) / qm[i];
-                if (!vq_sf16_fits(lo[ch]) || !vq_sf16_fits(s)) return VQ_STATUS_RANGE;
-                const uint16_t s16 = vq_fp32_to_sf16(s), z16 = vq_fp32_to_sf16(lo[ch]);
+                float s = 0.0f, z = lo[ch];
+                if (im->cbits[i] > 0) s = (hi[ch] - lo[ch]) / qm[i];
+                else { /* 0-bit channel: the group's mean, no codes */ double m = 0;
+                    for (int t = 0; t < g; t++) m += xb[(int64_t)t * d + ch];
+                    z = (float)(m / g);
+                }
+                if (!vq_sf16_fits(z) || !vq_sf16_fits(s)) return VQ_STATUS_RANGE;
+                const uint16_t s16 = vq_fp32_to_sf16(s), z16 = vq_fp32_to_sf16(z);
                 wr16(blk + 2 * i, s16);
                 wr16(blk + 2 * d + 2 * i, z16);
                 sh[i] = vq_sf16_to_fp32(s16);
@@ -260,7 +266,7 @@ static vq_status kivi_encode(const struct vq_codec *c, const float *x, int64_t n
             for (int t = 0; t < g; t++) {
                 const float *xr = xb + (int64_t)t * d;
                 for (int i = 0; i < d; i++) codes[i] = quant1(xr[im->perm[i]], zh[i], dv[i], qm[i]);
-                for (int k = 0; k < im->ncls; k++)
+                for (int k = 0; k < im->ncz; k++)
                     vq_kivi_pack_row(codes + im->cls_c0[k], im->cls_n[k], im->cls_bits[k],
                                      rows + im->cls_off[k] + (size_t)t * im->cls_row[k]);
             }
@@ -284,9 +290,11 @@ static vq_status kivi_encode(const struct vq_codec *c, const float *x, int64_t n
 /* The d codes of row t of a key block, in position order. */
 static void key_codes(const struct vq_kivi_impl *im, const uint8_t *blk, int t, uint8_t *codes) {
     const uint8_t *rows = blk + 4 * (size_t)im->d;
-    for (int k = 0; k < im->ncls; k++)
+    for (int k = 0; k < im->ncz; k++)
         vq_kivi_unpack_row(rows + im->cls_off[k] + (size_t)t * im->cls_row[k], im->cls_n[k],
                            im->cls_bits[k], codes + im->cls_c0[k]);
+    if (im->ncz < im->ncls) /* the 0-bit class: code 0 (its scale is 0) */
+        memset(codes + im->cls_c0[im->ncz], 0, (size_t)im->cls_n[im->ncz]);
 }
 
 static void kivi_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x) {
@@ -347,7 +355,7 @@ static void kivi_score_multi(const struct vq_codec *c, const void *const *qs, in
             bias[j] = im->fold(qs[j], blk, blk + 2 * d, d, qpb[j]);
             out[j] = scores[j] + b * g;
         }
-        im->dot_classes_multi(qp, nq, blk + 4 * (size_t)d, im->ncls, im->cls_bits, im->cls_n,
+        im->dot_classes_multi(qp, nq, blk + 4 * (size_t)d, im->ncz, im->cls_bits, im->cls_n,
                               im->cls_off, g, bias, out);
     }
 }
@@ -366,7 +374,7 @@ static void kivi_score(const struct vq_codec *c, const void *qs, const uint8_t *
             const float bias = im->fold(q, blk, blk + 2 * d, d, qp);
             if (im->ncls == 1) im->dot_rows(qp, rows, d, im->bits, g, bias, out);
             else
-                im->dot_classes(qp, rows, im->ncls, im->cls_bits, im->cls_n, im->cls_off, g, bias,
+                im->dot_classes(qp, rows, im->ncz, im->cls_bits, im->cls_n, im->cls_off, g, bias,
                                 out);
         }
         return;
@@ -422,14 +430,15 @@ static void kivi_finish(const struct vq_codec *c, const float *acc, float *out) 
 }
 
 /* Width classes and permutation from the channel widths w (NULL: one class at im->bits):
- * classes by decreasing width, channels ascending within a class. INVALID_ARG unless every
- * width is 2..8, each used by a multiple of 8 channels, and the widths sum to d * bits. */
+ * classes by decreasing width, channels ascending within a class (a 0-bit class, if any, is
+ * last). INVALID_ARG unless every width is 0 or 2..8, each used by a multiple of 8 channels,
+ * at least one is nonzero, and the widths sum to d * bits. */
 static vq_status kivi_classes(struct vq_kivi_impl *im, const uint8_t *w) {
     const int d = im->d;
     int n_at[9] = {0}, sum = 0;
     for (int c = 0; c < d; c++) {
         const int b = w ? w[c] : im->bits;
-        if (b < 2 || b > 8) return VQ_STATUS_INVALID_ARG;
+        if ((b < 2 && b != 0) || b > 8) return VQ_STATUS_INVALID_ARG;
         n_at[b]++;
         sum += b;
         im->chan_bits[c] = (uint8_t)b;
@@ -438,8 +447,8 @@ static vq_status kivi_classes(struct vq_kivi_impl *im, const uint8_t *w) {
     im->ncls = 0;
     int pos = 0;
     size_t off = 0;
-    for (int b = 8; b >= 2; b--) {
-        if (n_at[b] == 0) continue;
+    for (int b = 8; b >= 0; b--) {
+        if (n_at[b] == 0 || b == 1) continue;
         if (n_at[b] % 8 != 0) return VQ_STATUS_INVALID_ARG;
         const int k = im->ncls++;
         im->cls_bits[k] = b;
@@ -454,6 +463,8 @@ static vq_status kivi_classes(struct vq_kivi_impl *im, const uint8_t *w) {
                 im->perm[pos++] = (uint16_t)c;
             }
     }
+    im->ncz = im->ncls - (im->cls_bits[im->ncls - 1] == 0);
+    if (im->ncz == 0) return VQ_STATUS_INVALID_ARG;
     im->identity = 1;
     for (int i = 0; i < d; i++) im->identity &= im->perm[i] == i;
     return VQ_STATUS_OK;

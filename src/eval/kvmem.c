@@ -90,7 +90,7 @@ vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, 
     if (!p || !m || ctx < 0 || n_ot < 0 || p->n_layers < 1 || p->n_kv_heads < 1 ||
         p->page_tokens < 1 || p->fp16_first_layers < 0 || p->fp16_first_layers > p->n_layers ||
         p->fp16_last_layers < 0 || p->fp16_last_layers > p->n_layers || p->stream_window < 0 ||
-        p->stream_sinks < 0 || p->key_channel_bits < 0 || p->key_channel_bits > 1)
+        p->stream_sinks < 0 || p->key_channel_bits < 0 || p->key_channel_bits > 2)
         return VQ_STATUS_INVALID_ARG;
     if (p->key_channel_bits && !(vq_method_flags(p->key.method) & VQ_METHOD_F_PER_CHANNEL_KEYS))
         return VQ_STATUS_UNSUPPORTED;

@@ -87,6 +87,12 @@ grep -q '"config":"kivi-4:turboquant_mse-4+g64+res0+kc".*"key_channel_bits":1' "
     && ok || bad "--key-channel-bits on resolved: $(cat "$TMP/generate.json")"
 expect_exit 0 "$VQ" sweep --configs "kivi-4:turboquant_mse-4+g64+res0+kc" --print-kv-config
 cmp -s "$TMP/generate.json" "$OUT" && ok || bad "kivi-4:turboquant_mse-4+g64+res0+kc round trip"
+# ... and with 0-bit channels (+kcz, the kv2 preset's keys)
+same_config "key channel bits zero" --k-method kivi --k-bits 2 --v-method turboquant_mse --v-bits 2 --group-size 64 --residual-length 0 --key-channel-bits zero
+grep -q '"config":"kivi-2:turboquant_mse-2+g64+res0+kcz".*"key_channel_bits":2' "$TMP/generate.json" \
+    && ok || bad "--key-channel-bits zero resolved: $(cat "$TMP/generate.json")"
+expect_exit 0 "$VQ" sweep --configs "kivi-2:turboquant_mse-2+g64+res0+kcz" --print-kv-config
+cmp -s "$TMP/generate.json" "$OUT" && ok || bad "kivi-2:turboquant_mse-2+g64+res0+kcz round trip"
 label=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["config"])' "$TMP/generate.json")
 expect_exit 0 "$VQ" sweep --configs "$label" --print-kv-config
 cmp -s "$TMP/generate.json" "$OUT" && ok || bad "sweep --configs $label round trip"

@@ -39,12 +39,12 @@ TEST(allocation_rule) {
      * (channels 0..7, w 0.125: W 1). Gains of the two spare unit-bits: A 2->3 100 (1/9 - 1/49)
      * = 8.84, then A 3->4 100 (1/49 - 1/225) = 1.60 > B 2->3 0.088: A at 4, B at 2. */
     for (int i = 0; i < 16; i++) w[i] = i < 8 ? 0.125 : 12.5;
-    vq_cache_channel_widths(w, 16, 3, b);
+    vq_cache_channel_widths(w, 16, 3, 0, b);
     for (int i = 0; i < 16; i++) ASSERT_EQ_INT(b[i], i < 8 ? 2 : 4);
     /* equal weights: one width */
     for (int bits = 2; bits <= 8; bits++) {
         for (int i = 0; i < 64; i++) w[i] = 3.0;
-        vq_cache_channel_widths(w, 64, bits, b);
+        vq_cache_channel_widths(w, 64, bits, 0, b);
         for (int i = 0; i < 64; i++) ASSERT_EQ_INT(b[i], bits);
     }
     /* random weights over 6 decades: sum, range, classes of 8, monotone */
@@ -52,7 +52,7 @@ TEST(allocation_rule) {
         for (int bits = 2; bits <= 8; bits++) {
             const int d = rep % 2 ? 128 : 72;
             for (int i = 0; i < d; i++) w[i] = pow(10.0, 6.0 * urand());
-            vq_cache_channel_widths(w, d, bits, b);
+            vq_cache_channel_widths(w, d, bits, 0, b);
             int sum = 0, n_at[9] = {0}, mono = 1;
             for (int i = 0; i < d; i++) {
                 ASSERT(b[i] >= 2 && b[i] <= 8);
@@ -64,6 +64,36 @@ TEST(allocation_rule) {
             for (int k = 2; k <= 8; k++) ASSERT_EQ_INT(n_at[k] % 8, 0);
             ASSERT(mono);
         }
+    /* zero (key_channel_bits = 2): hand case d = 16 at 2 bits, unit A (W 100) and B (W 1)
+     * from 0: A 0->2 (gain per bit 100 (1.5 - 1/9) / 2 = 69.4), A 2->3 (9.07 > B's 0.69), then
+     * one bit left: A 3->4 (B's step costs two): A at 4, B at 0 (the group mean alone). */
+    for (int i = 0; i < 16; i++) w[i] = i < 8 ? 0.01 : 12.5;
+    vq_cache_channel_widths(w, 16, 2, 1, b);
+    for (int i = 0; i < 16; i++) ASSERT_EQ_INT(b[i], i < 8 ? 0 : 4);
+    for (int bits = 2; bits <= 8; bits++) { /* equal weights: still one width */
+        for (int i = 0; i < 64; i++) w[i] = 3.0;
+        vq_cache_channel_widths(w, 64, bits, 1, b);
+        for (int i = 0; i < 64; i++) ASSERT_EQ_INT(b[i], bits);
+    }
+    int zeros = 0;
+    for (int rep = 0; rep < 20; rep++)
+        for (int bits = 2; bits <= 8; bits++) {
+            const int d = rep % 2 ? 128 : 72;
+            for (int i = 0; i < d; i++) w[i] = pow(10.0, 6.0 * urand());
+            vq_cache_channel_widths(w, d, bits, 1, b);
+            int sum = 0, n_at[9] = {0}, mono = 1;
+            for (int i = 0; i < d; i++) {
+                ASSERT(b[i] == 0 || (b[i] >= 2 && b[i] <= 8));
+                sum += b[i];
+                n_at[b[i]]++;
+                for (int j = 0; j < d; j++) mono &= !(w[i] > w[j] && b[i] < b[j]);
+            }
+            zeros += n_at[0];
+            ASSERT_EQ_INT(sum, d * bits);
+            for (int k = 0; k <= 8; k++) ASSERT_EQ_INT(n_at[k] % 8, 0);
+            ASSERT(mono);
+        }
+    ASSERT_GE(zeros, 1); /* six decades of weights: some channels are worth no bits */
 }
 
 /* Squared range of channel i of head h over whole groups of g tokens, and the query moment,
@@ -116,7 +146,7 @@ TEST(learned_widths_follow_the_rule) {
         double w[64];
         uint8_t want[64];
         ref_weights(k, q, n, nq, n_kv, nqh, d, g, h, w);
-        vq_cache_channel_widths(w, d, 4, want);
+        vq_cache_channel_widths(w, d, 4, 0, want);
         uint8_t got[64];
         ASSERT_STATUS(vq_cache_key_channel_bits(c, 1, h, got), VQ_STATUS_OK);
         ASSERT(memcmp(got, want, sizeof got) == 0);
@@ -142,6 +172,62 @@ TEST(learned_widths_follow_the_rule) {
         }
     }
     ASSERT(spread != (1 << 4)); /* not one width */
+    free(kr);
+    vq_cache_free(c);
+    free(k);
+    free(v);
+    free(q);
+}
+
+/* key_channel_bits = 2 on a 2-bit KIVI layer: the learned widths are the zero rule's on
+ * w = a R^2 (some channels at 0 bits), a 0-bit channel reads back as its group's mean (not
+ * its minimum: the tolerance is a few fp16 steps, the channel's spread is ksd), and
+ * attention on the codes equals vq_cache_attend_ref. */
+TEST(zero_width_channels) {
+    const int n_kv = 2, d = 64, g = 32, nqh = 6, n = 96, nq = 40;
+    float ksd[64], qsd[64];
+    for (int i = 0; i < d; i++) {
+        ksd[i] = 0.2f + (float)(i % 9);
+        qsd[i] = i % 11 == 3 ? 3.0f : i % 4 == 0 ? 0.01f : 0.3f;
+    }
+    float *k = gen_rows(n, n_kv, d, NULL, ksd), *v = gen_rows(n, n_kv, d, NULL, ksd);
+    float *q = gen_rows(nq, nqh, d, NULL, qsd);
+    struct vq_cache_params p = mkp(d, n_kv, 2, g, 2);
+    vq_cache *c = vq_cache_create(&p, NULL);
+    ASSERT(c != NULL);
+    if (!c) return;
+    ASSERT_STATUS(vq_cache_observe_queries(c, 1, q, nqh, nq), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_cache_append(c, 1, k, v, VQ_DTYPE_F32, n), VQ_STATUS_OK);
+    float *kr = malloc((size_t)n * d * sizeof(float));
+    int zeros = 0, mean_bad = 0;
+    for (int h = 0; h < n_kv; h++) {
+        double w[64];
+        uint8_t want[64], got[64];
+        ref_weights(k, q, n, nq, n_kv, nqh, d, g, h, w);
+        vq_cache_channel_widths(w, d, 2, 1, want);
+        ASSERT_STATUS(vq_cache_key_channel_bits(c, 1, h, got), VQ_STATUS_OK);
+        ASSERT(memcmp(got, want, sizeof got) == 0);
+        ASSERT_STATUS(vq_cache_read(c, 1, h, kr, NULL), VQ_STATUS_OK);
+        for (int i = 0; i < d; i++) {
+            if (got[i] != 0) continue;
+            zeros++;
+            for (int t0 = 0; t0 < n; t0 += g) {
+                double m = 0;
+                for (int t = t0; t < t0 + g; t++) m += k[(t * n_kv + h) * d + i];
+                /* the group waits in fp16 until it is full: its mean within fp16 rounding */
+                const double tol = 2e-3 * (fabs(m / g) + ksd[i]);
+                for (int t = t0; t < t0 + g; t++) mean_bad += fabs(kr[t * d + i] - m / g) > tol;
+            }
+        }
+    }
+    ASSERT_GE(zeros, 8);
+    ASSERT_EQ_INT(mean_bad, 0);
+    float *qa = gen_rows(3, nqh, d, NULL, qsd), oa[3 * 6 * 64], ob[3 * 6 * 64];
+    ASSERT_STATUS(vq_cache_attend(c, 1, qa, nqh, 3, NULL, 0.125f, oa), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_cache_attend_ref(c, 1, qa, nqh, 3, NULL, 0.125f, ob), VQ_STATUS_OK);
+    for (int i = 0; i < 3 * nqh * d; i++)
+        ASSERT_LE(fabsf(oa[i] - ob[i]), 1e-4f * (1.0f + fabsf(ob[i])));
+    free(qa);
     free(kr);
     vq_cache_free(c);
     free(k);
@@ -277,7 +363,7 @@ TEST(memory_short_append_relearning) {
 
 TEST(bad_arguments) {
     vq_status st = VQ_STATUS_OK;
-    struct vq_cache_params p = mkp(64, 1, 4, 32, 2);
+    struct vq_cache_params p = mkp(64, 1, 4, 32, 3);
     ASSERT(vq_cache_create(&p, &st) == NULL);
     ASSERT_STATUS(st, VQ_STATUS_INVALID_ARG);
     p.key_channel_bits = -1;
@@ -340,6 +426,7 @@ TEST(quality_gain_query_heavy_channels) {
 int main(void) {
     RUN(allocation_rule);
     RUN(learned_widths_follow_the_rule);
+    RUN(zero_width_channels);
     RUN(fused_equals_reference_and_scalar);
     RUN(memory_short_append_relearning);
     RUN(bad_arguments);

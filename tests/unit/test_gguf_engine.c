@@ -402,7 +402,7 @@ static vq_status kc_hook(void *user, const struct vq_layer_event *ev) {
                 }
             w[i] = a * (double)(hi - lo) * (hi - lo);
         }
-        vq_cache_channel_widths(w, d, 5, want);
+        vq_cache_channel_widths(w, d, 5, 0, want);
         for (int i = 0; i < d; i++) uniform &= want[i] == 5;
         if (uniform) memset(want, 0, sizeof want);
         if (vq_cache_key_channel_bits(ev->cache, ev->layer, g, got) != VQ_STATUS_OK) kc_bad++;

@@ -520,6 +520,105 @@ TEST(channel_widths) {
     free(b2);
 }
 
+/* Keys with 0-bit channels (key_channel_bits = 2, docs/ALGORITHMS.md §8.8): a table of widths
+ * 4, 2 and 0 at mean 2 is valid (an all-0 one is not); a 0-bit channel decodes to its group's
+ * mean (sf16) and stores no code; the others stay within half a step; fused score / accumulate
+ * against decode-then-dot on every ISA, every ISA's scores equal to the scalar ones, and the
+ * multi-query score equal to one query at a time. */
+TEST(channel_widths_zero) {
+    const int d = 64, g = 16, n = 3 * g;
+    uint8_t w[64], zeros[64] = {0};
+    for (int c = 0; c < d; c++) w[(c * 37) % 64] = c < 24 ? 4 : c < 40 ? 2 : 0;
+    struct vq_codec_params p = vq_codec_params_default();
+    p.method = VQ_METHOD_KIVI;
+    p.role = VQ_ROLE_KEY;
+    p.head_dim = d;
+    p.bits = 2;
+    p.group_size = g;
+    p.residual_length = 0;
+    vq_status st;
+    struct vq_codec_params pz = p;
+    pz.channel_bits = zeros;
+    pz.bits = 0;
+    ASSERT(vq_codec_create(&pz, &st) == NULL);
+    memset(zeros, 0, sizeof zeros);
+    for (int c = 0; c < 16; c++) zeros[c] = 8; /* sums to d * 2, but 48 channels carry nothing */
+    pz = p;
+    pz.channel_bits = zeros;
+    vq_codec *cz = vq_codec_create(&pz, &st);
+    ASSERT(cz != NULL); /* valid: one coded class */
+    vq_codec_free(cz);
+
+    float x[48 * 64], y[48 * 64];
+    for (int t = 0; t < n; t++)
+        for (int c = 0; c < d; c++) x[t * d + c] = (float)(c % 5) + (0.5f + 0.05f * c) * nrand();
+    int checks = 0, over = 0, mean_bad = 0;
+    float sc_scalar[48], q[4][64], wt[48];
+    for (int j = 0; j < 4; j++)
+        for (int i = 0; i < d; i++) q[j][i] = nrand();
+    for (int t = 0; t < n; t++) wt[t] = t % 5 == 2 ? 0.0f : (float)urand();
+    for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
+        if (!vq_isa_available((enum vq_isa)isa)) continue;
+        struct vq_codec_params pc = p;
+        pc.channel_bits = w;
+        pc.isa = (enum vq_isa)isa;
+        vq_codec *c = vq_codec_create(&pc, &st);
+        ASSERT(c != NULL);
+        if (!c) continue;
+        const size_t bb = vq_codec_block_bytes(c);
+        ASSERT_EQ_INT(bb, 4 * (size_t)d + (size_t)g * (size_t)d * 2 / 8);
+        uint8_t *b2 = malloc(3 * bb);
+        ASSERT_STATUS(vq_codec_encode(c, x, n, b2), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_codec_decode(c, b2, n, y), VQ_STATUS_OK);
+        for (int blk = 0; blk < 3; blk++)
+            for (int ch = 0; ch < d; ch++) {
+                float lo = INFINITY, hi = -INFINITY;
+                double m = 0;
+                for (int t = blk * g; t < (blk + 1) * g; t++) {
+                    lo = x[t * d + ch] < lo ? x[t * d + ch] : lo;
+                    hi = x[t * d + ch] > hi ? x[t * d + ch] : hi;
+                    m += x[t * d + ch];
+                }
+                m /= g;
+                if (w[ch] == 0) {
+                    for (int t = blk * g; t < (blk + 1) * g; t++)
+                        mean_bad += y[t * d + ch] != vq_sf16_to_fp32(vq_fp32_to_sf16((float)m));
+                    continue;
+                }
+                const double step = (hi - lo) / ((1 << w[ch]) - 1);
+                for (int t = blk * g; t < (blk + 1) * g; t++)
+                    over += fabs(x[t * d + ch] - y[t * d + ch]) > 0.5 * step * 1.01 + 1e-3 * step;
+            }
+        float sc[48];
+        ASSERT_EQ_INT(fused_mismatches(c, b2, y, n, d, q[0], wt, sc, &checks), 0);
+        if (isa == VQ_ISA_SCALAR) memcpy(sc_scalar, sc, sizeof sc);
+        else
+            for (int t = 0; t < n; t++)
+                ASSERT_LE(fabs(sc[t] - sc_scalar[t]), 1e-5 * (1.0 + fabs(sc_scalar[t])));
+        /* up to 4 queries at once: each the bits of its own single-query score */
+        for (int nq = 1; nq <= 4; nq++) {
+            void *qs[4];
+            float one[4][48], many[4][48], *outs[4];
+            for (int j = 0; j < nq; j++) {
+                qs[j] = vq_alloc(vq_codec_query_bytes(c));
+                vq_codec_prepare_query(c, q[j], qs[j]);
+                vq_codec_score(c, qs[j], b2, n, one[j]);
+                outs[j] = many[j];
+            }
+            vq_codec_score_multi(c, (const void *const *)qs, nq, b2, n, outs);
+            for (int j = 0; j < nq; j++) {
+                ASSERT(memcmp(one[j], many[j], (size_t)n * sizeof(float)) == 0);
+                vq_free(qs[j]);
+            }
+        }
+        free(b2);
+        vq_codec_free(c);
+    }
+    ASSERT_EQ_INT(over, 0);
+    ASSERT_EQ_INT(mean_bad, 0);
+    ASSERT_GE(checks, 2 * (48 + 64));
+}
+
 #ifdef VQ_HAVE_X86
 /* The width-class key kernels (vq_kivi_dot_classes_*) against the reference: random class
  * layouts (1..7 classes of 8..40 channels, widths 2..8 in any order), 1..33 rows; the AVX-512
@@ -789,6 +888,7 @@ int main(void) {
     RUN(pack_roundtrip);
     RUN(fused_vs_decode);
     RUN(channel_widths);
+    RUN(channel_widths_zero);
 #ifdef VQ_HAVE_X86
     RUN(kernels_vs_ref);
     RUN(dot_classes_vs_ref);

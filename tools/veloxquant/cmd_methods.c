@@ -44,7 +44,8 @@ static const struct vq_method_info planned[] = {
     {.name = "key_channel_bits",
      .params = "modifier: --key-channel-bits on (a KIVI width per key channel, water-filled on "
                "query energy x squared range at the first append, mean = the layer's width; "
-               "docs/ALGORITHMS.md section 8.8); kivi / kivi_sink keys",
+               "docs/ALGORITHMS.md section 8.8); --key-channel-bits zero: the same with 0-bit "
+               "channels allowed (the group mean alone); kivi / kivi_sink keys",
      .bits_formula = "+ 8/T on keys (T tokens; one width byte per channel, layer and kv-head)",
      .implemented = 1},
     {.name = "outlier_tokens",

@@ -52,12 +52,13 @@ const struct vq_kv_tier vq_kv_tiers[] = {
     {"kv8", 8.5, "int8"},
     /* kv5, kv4, kv3: KIVI keys with per-channel widths learned at the first append
      * (docs/ALGORITHMS.md §8.8; per-layer widths, §8.7, no longer help on top of them) and
-     * rotated values, mean 5 / 4 / 3 bits; kv5..kv2 attend to the first token (the
-     * attention sinks) from fp16 rows (§8.9) */
+     * rotated values, mean 5 / 4 / 3 bits; kv2: the same at mean 2 with 0-bit channels
+     * allowed (+kcz: a channel worth less than 2 bits keeps its group mean alone); kv5..kv2
+     * attend to the first token (the attention sinks) from fp16 rows (§8.9) */
     {"kv5", 5.5, "kivi-5:turboquant_mse-5+g64+res0+s1+kc"},
     {"kv4", 4.5, "kivi-4:turboquant_mse-4+g64+res0+s1+kc"},
     {"kv3", 3.5, "kivi-3:turboquant_mse-3+g64+res0+s1+kc"},
-    {"kv2", 2.5, "kivi-2:turboquant_mse-2+g64+res0+s1"},
+    {"kv2", 2.5, "kivi-2:turboquant_mse-2+g64+res0+s1+kcz"},
 };
 const int vq_kv_n_tiers = (int)(sizeof vq_kv_tiers / sizeof vq_kv_tiers[0]);
 
@@ -275,11 +276,11 @@ int vq_kv_opts_handle(struct vq_kv_opts *o, const char *cmd, int code, const cha
         return 0;
     }
     case VQ_KVOPT_KEY_CHANNEL_BITS:
-        if (!strcmp(arg, "on") || !strcmp(arg, "off")) {
-            o->key_channel_bits = !strcmp(arg, "on");
+        if (!strcmp(arg, "on") || !strcmp(arg, "off") || !strcmp(arg, "zero")) {
+            o->key_channel_bits = !strcmp(arg, "on") ? 1 : !strcmp(arg, "zero") ? 2 : 0;
             return 1;
         }
-        fprintf(stderr, "%s: --key-channel-bits: '%s' is not on or off\n", cmd, arg);
+        fprintf(stderr, "%s: --key-channel-bits: '%s' is not on, zero or off\n", cmd, arg);
         return 0;
     default: return -1;
     }
@@ -467,7 +468,8 @@ void vq_kv_config_name_mod(const struct vq_cache_params *cp, char *out, size_t c
     if (cp->key_scales > 0 && n < cap)
         snprintf(out + n, cap - n, cp->key_scales == 2 ? "+ks" : "+ksk");
     n = strlen(out);
-    if (cp->key_channel_bits > 0 && n < cap) snprintf(out + n, cap - n, "+kc");
+    if (cp->key_channel_bits > 0 && n < cap)
+        snprintf(out + n, cap - n, cp->key_channel_bits == 2 ? "+kcz" : "+kc");
 }
 
 void vq_kv_config_name(const struct vq_codec_params *k, const struct vq_codec_params *v, char *out,
@@ -578,6 +580,7 @@ static int parse_suffixes(const char *s, struct vq_kv_opts *o) {
         else if (!strcmp(t, "ks")) o->key_scales = 2;
         else if (!strcmp(t, "ksk")) o->key_scales = 1;
         else if (!strcmp(t, "kc")) o->key_channel_bits = 1;
+        else if (!strcmp(t, "kcz")) o->key_channel_bits = 2;
         else if (!strcmp(t, "rqv_even")) o->rq_values = VQ_RQ_VALUES_EVEN;
         else if (!strcmp(t, "rqv_off")) o->rq_values = VQ_RQ_VALUES_OFF;
         else if (sscanf(t, "rq%lf%c", &b, &tail) == 1 && b >= 1 && b <= 8) o->ratequant = b;
@@ -737,7 +740,7 @@ void vq_kv_opts_to_argv(const struct vq_kv_opts *o, char **argv, int *argc, int 
     }
     if (o->key_channel_bits >= 0) {
         PUSH("--key-channel-bits");
-        PUSH(o->key_channel_bits ? "on" : "off");
+        PUSH(o->key_channel_bits == 2 ? "zero" : o->key_channel_bits ? "on" : "off");
     }
 #undef PUSHG
 #undef PUSHI

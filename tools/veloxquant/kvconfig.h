@@ -130,7 +130,8 @@ enum {
     "                        off, keys (from the keys of the first append; suffix +ksk), qk\n" \
     "                        (keys and queries of the first batch; suffix +ks)\n" \
     "  --key-channel-bits M  on: a KIVI width per key channel (mean = the layer's width) from\n" \
-    "                        the first batch's query energy x key range (suffix +kc); off\n" \
+    "                        the first batch's query energy x key range (suffix +kc); zero:\n" \
+    "                        the same with 0-bit channels (group mean only; suffix +kcz); off\n" \
     "  --print-kv-config     print the resolved KV config (JSON) and exit without running\n"
 
 #define VQ_KV_MAX_LAYERS 512
