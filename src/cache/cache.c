@@ -210,6 +210,7 @@ struct vq_cache {
     float ot_k;                     /* outlier-token threshold k (0 = off) */
     int ks_mode, ks_pairs, ks_rope; /* key_scales, key_scale_pairs, key_scale_rope_dim */
     int kc_mode;                    /* key_channel_bits */
+    int f16_mt;                     /* attend_f16_mt for one query ($VQ_F16_DECODE_HEADS unset) */
     size_t off_qk;                  /* slot scratch: the query times the key scales */
     int n_calib;                    /* outlier-channel calibration tokens */
     /* decode-once attention: kernels, per-thread scratch (dslab_floats apart; NULL when every
@@ -517,6 +518,7 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     c->n_calib = p->n_calib_tokens;
     c->ks_mode = p->key_scales;
     c->kc_mode = p->key_channel_bits;
+    c->f16_mt = getenv("VQ_F16_DECODE_HEADS") == NULL;
     c->ks_pairs = p->key_scale_pairs;
     c->ks_rope = p->key_scale_rope_dim > 0 ? p->key_scale_rope_dim : p->head_dim;
     c->codecs = calloc((size_t)p->n_layers * 2, sizeof *c->codecs);
@@ -1853,16 +1855,113 @@ static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_hea
             gk->scale_round_f16(wh, inv_, inv);
         }
         memset(acc, 0, sizeof(float) * (size_t)ng * S * (size_t)d);
-        if (sh > 0) gk->pv_f16(acc, ng, V->ss, w, ws, 0, sh, d, b1);
+        if (sh > 0) gk->pv_f16(acc, ng, V->ss, w, ws, 0, sh, d, b1, 0, (int)S);
         for (int64_t t0 = lo; t0 < nv;) {
             int64_t cnt;
             const uint16_t *vp = f16_rows(c, V, t0, nv, &cnt);
-            gk->pv_f16(acc, ng, vp, w + (a_end + t0 - b0), ws, t0, cnt, d, b1);
+            gk->pv_f16(acc, ng, vp, w + (a_end + t0 - b0), ws, t0, cnt, d, b1, 0, (int)S);
             t0 += cnt;
         }
         for (int h = 0; h < ng; h++)
             vq_ggml_pv_finish(acc + (size_t)h * S * (size_t)d, d, b1,
                               out + (size_t)(i * n_q_heads + h0 + h) * (size_t)d);
+    }
+}
+
+/* Most query-head floats (n_q_heads * head_dim) the threads of attend_f16_mt round on their
+ * stacks. */
+#define VQ_F16_MT_QMAX 8192
+
+/* attend_f16 for one query (decode) on a layer without windows or stream sinks, by all
+ * n_threads threads together, in three phases with a barrier after each: (A) every thread
+ * scores a contiguous range of the positions for every query head; (B) the softmax of each
+ * head (heads round-robin over the threads); (C) every thread accumulates V^T P into its own
+ * range of the 64 lane slots of every head (each slot a separate chain, pv_f16), then (D) the
+ * lanes are reduced per head. Each step is attend_f16's arithmetic on the same values, so the
+ * result is the same bits; the work is split evenly whatever the number of heads (attend_f16
+ * splits whole heads: 3 kv heads on 2 threads leave one waiting). Kv head g's grp score rows
+ * and lane blocks live in slab g / gps at rows (g % gps) * grp (gps = gg_heads / grp, the caller
+ * checks n_kv <= n_threads * gps). */
+static void attend_f16_mt(const vq_cache *c, int layer, const float *q, int n_q_heads,
+                          const int64_t *q_pos, float scale, float *out) {
+    const struct vq_layer *L = &c->layers[layer];
+    const struct vq_ggml_attn_kernels *gk = c->gk;
+    const int d = c->d, nkv = c->n_kv, grp = n_q_heads / nkv, gps = c->gg_heads / grp;
+    const size_t ws = c->gg_ws, S = 64;
+    const int64_t pos = query_pos(c, layer, 1, q_pos, 0), nv = pos + 1, np = round_up(nv, 16);
+    const int nt = c->n_threads;
+#ifdef _OPENMP
+#pragma omp parallel num_threads(nt)
+#endif
+    {
+        int tid = 0, T = 1;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+        T = omp_get_num_threads();
+#endif
+        float q16[VQ_F16_MT_QMAX];
+        memcpy(q16, q, sizeof(float) * (size_t)n_q_heads * (size_t)d);
+        gk->scale_round_f16(q16, (int64_t)n_q_heads * d, 1.0f);
+        /* (A) scores of positions [a0, a1), multiples of 64 */
+        const int64_t per = round_up((nv + T - 1) / T, 64);
+        const int64_t a0 = (int64_t)tid * per < nv ? (int64_t)tid * per : nv;
+        const int64_t a1 = a0 + per < nv ? a0 + per : nv;
+        for (int g = 0; g < nkv; g++) {
+            float *w = (float *)(void *)(c->slabs + (size_t)(g / gps) * c->slab_bytes) +
+                       (size_t)(g % gps) * (size_t)grp * ws;
+            for (int64_t t0 = a0; t0 < a1;) {
+                int64_t cnt;
+                const uint16_t *kp = f16_rows(c, &L->k.s[g], t0, a1, &cnt);
+                gk->scores_f16(q16 + (size_t)g * (size_t)grp * (size_t)d, grp, kp, cnt, d, 1, scale,
+                               w + t0, ws);
+                t0 += cnt;
+            }
+        }
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+        /* (B) softmax per head; clear its lane blocks */
+        for (int h = tid; h < n_q_heads; h += T) {
+            const int g = h / grp, r = (g % gps) * grp + h % grp;
+            float *sl = (float *)(void *)(c->slabs + (size_t)(g / gps) * c->slab_bytes);
+            float *wh = sl + (size_t)r * ws, mx = -INFINITY;
+            for (int64_t t = 0; t < nv; t++) mx = wh[t] > mx ? wh[t] : mx;
+            for (int64_t t = nv; t < np; t++) wh[t] = -INFINITY;
+            const float inv = (float)(1.0 / gk->softmax_exp(wh, np, mx));
+            gk->scale_round_f16(wh, nv, inv);
+            memset(sl + (size_t)c->gg_heads * (ws + (size_t)d) + (size_t)r * S * (size_t)d, 0,
+                   sizeof(float) * S * (size_t)d);
+        }
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+        /* (C) V^T P into slots [s0, s1) of every head */
+        const int s0 = (int)(S * (size_t)tid / (size_t)T),
+                  s1 = (int)(S * (size_t)(tid + 1) / (size_t)T);
+        for (int g = 0; g < nkv && s0 < s1; g++) {
+            float *sl = (float *)(void *)(c->slabs + (size_t)(g / gps) * c->slab_bytes);
+            float *w = sl + (size_t)(g % gps) * (size_t)grp * ws;
+            float *acc = sl + (size_t)c->gg_heads * (ws + (size_t)d) +
+                         (size_t)(g % gps) * (size_t)grp * S * (size_t)d;
+            for (int64_t t0 = 0; t0 < nv;) {
+                int64_t cnt;
+                const uint16_t *vp = f16_rows(c, &L->v.s[g], t0, nv, &cnt);
+                gk->pv_f16(acc, grp, vp, w + t0, ws, t0, cnt, d, 1, s0, s1);
+                t0 += cnt;
+            }
+        }
+#ifdef _OPENMP
+#pragma omp barrier
+#endif
+        /* (D) the lane reduction of each head */
+        for (int h = tid; h < n_q_heads; h += T) {
+            const int g = h / grp, r = (g % gps) * grp + h % grp;
+            const float *sl = (const float *)(const void *)(c->slabs +
+                                                            (size_t)(g / gps) * c->slab_bytes);
+            vq_ggml_pv_finish(
+                sl + (size_t)c->gg_heads * (ws + (size_t)d) + (size_t)r * S * (size_t)d, d, 1,
+                out + (size_t)h * (size_t)d);
+        }
     }
 }
 
@@ -2119,7 +2218,12 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
     if (n_q == 0) return VQ_STATUS_OK;
     const struct vq_layer *L = &c->layers[layer];
     if (L->f16_exact || layer_all_window(c, L)) {
-        attend_f16(c, layer, q, n_q_heads, n_q, q_pos, scale, out);
+        const int grp = n_q_heads / c->n_kv, gps = c->gg_heads / grp;
+        if (n_q == 1 && c->n_threads > 1 && L->win == 0 && L->ss_cap == 0 && gps > 0 &&
+            c->n_kv <= c->n_threads * gps && (int64_t)n_q_heads * c->d <= VQ_F16_MT_QMAX &&
+            c->f16_mt)
+            attend_f16_mt(c, layer, q, n_q_heads, q_pos, scale, out);
+        else attend_f16(c, layer, q, n_q_heads, n_q, q_pos, scale, out);
         return VQ_STATUS_OK;
     }
     const int grp = n_q_heads / c->n_kv;

@@ -98,10 +98,12 @@ double vq_ggml_softmax_exp_ref(float *w, int64_t n, float max) {
 }
 
 void vq_ggml_pv_f16_ref(float *acc, int G, const uint16_t *v, const float *p, size_t ps, int64_t t0,
-                        int64_t n, int d, int b1) {
+                        int64_t n, int d, int b1, int s0, int s1) {
     const int S = b1 ? 64 : 16;
     for (int64_t t = 0; t < n; t++)
         for (int h = 0; h < G; h++) {
+            const int slot = (int)((t0 + t) & (S - 1));
+            if (slot < s0 || slot >= s1) continue;
             float *a = acc + ((size_t)h * (size_t)S + (size_t)((t0 + t) & (S - 1))) * (size_t)d;
             const float pt = p[(size_t)h * ps + (size_t)t];
             for (int j = 0; j < d; j++) a[j] = fmaf(vq_fp16_to_fp32(v[t * d + j]), pt, a[j]);

@@ -39,12 +39,14 @@ struct vq_ggml_attn_kernels {
      * of the 16-element chunk reductions, accumulated in double (ggml_vec_soft_max_f32). */
     double (*softmax_exp)(float *w, int64_t n, float max);
     /* acc is G blocks of (S, d), S = 16 (b1 = 0) or 64 (b1 = 1): for each token t in
-     * [t0, t0 + n), ascending,
+     * [t0, t0 + n), ascending, whose slot t mod S is in [s0, s1),
      *     acc[h][t mod S][j] = fma(v_t[j], p[h*ps + t - t0], acc[h][t mod S][j])
      * for h < G, j < d; v holds n rows of d fp16 values. With vq_ggml_pv_finish this is
-     * ggml's V^T P product (tinyBLAS, or vec_dot_f16 over tokens when b1). d % 16 == 0. */
+     * ggml's V^T P product (tinyBLAS, or vec_dot_f16 over tokens when b1). d % 16 == 0.
+     * Each slot is its own chain, so threads may share the slots of one head
+     * (0 <= s0 <= s1 <= S; the whole product: 0, S). */
     void (*pv_f16)(float *acc, int G, const uint16_t *v, const float *p, size_t ps, int64_t t0,
-                   int64_t n, int d, int b1);
+                   int64_t n, int d, int b1, int s0, int s1);
 };
 
 /* The kernels for isa (AUTO: the library default, $VQ_ISA honoured; an unavailable ISA falls
@@ -67,21 +69,21 @@ void vq_ggml_scores_f16_ref(const float *q, int G, const uint16_t *k, int64_t n,
 void vq_ggml_scale_round_f16_ref(float *x, int64_t n, float scale);
 double vq_ggml_softmax_exp_ref(float *w, int64_t n, float max);
 void vq_ggml_pv_f16_ref(float *acc, int G, const uint16_t *v, const float *p, size_t ps, int64_t t0,
-                        int64_t n, int d, int b1);
+                        int64_t n, int d, int b1, int s0, int s1);
 #ifdef VQ_HAVE_X86
 /* src/cache/arch/x86/; only called after the ISA check of vq_ggml_attn_kernels. */
 void vq_ggml_dot_f16_avx2(const float *q, int G, const uint16_t *k, int d, int b1, float *out);
 void vq_ggml_scale_round_f16_avx2(float *x, int64_t n, float scale);
 double vq_ggml_softmax_exp_avx2(float *w, int64_t n, float max);
 void vq_ggml_pv_f16_avx2(float *acc, int G, const uint16_t *v, const float *p, size_t ps,
-                         int64_t t0, int64_t n, int d, int b1);
+                         int64_t t0, int64_t n, int d, int b1, int s0, int s1);
 void vq_ggml_dot_f16_avx512(const float *q, int G, const uint16_t *k, int d, int b1, float *out);
 void vq_ggml_scores_f16_avx512(const float *q, int G, const uint16_t *k, int64_t n, int d, int b1,
                                float scale, float *w, size_t ws);
 void vq_ggml_scale_round_f16_avx512(float *x, int64_t n, float scale);
 double vq_ggml_softmax_exp_avx512(float *w, int64_t n, float max);
 void vq_ggml_pv_f16_avx512(float *acc, int G, const uint16_t *v, const float *p, size_t ps,
-                           int64_t t0, int64_t n, int d, int b1);
+                           int64_t t0, int64_t n, int d, int b1, int s0, int s1);
 #endif
 
 #endif

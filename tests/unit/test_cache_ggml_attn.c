@@ -91,10 +91,15 @@ TEST(kernels_bitwise) {
             memset(acc1, 0, sizeof acc1);
             for (int t = 0; t < G * NT; t++) p[t] = F(H(fabsf(frand())));
             const int dv = d == 80 ? 64 : d;
-            r->pv_f16(acc0, g, kv, p, NT, 0, 37, dv, b1); /* two page-like segments, odd lengths */
-            r->pv_f16(acc0, g, kv + 37 * dv, p + 37, NT, 37, NT - 37, dv, b1);
-            v->pv_f16(acc1, g, kv, p, NT, 0, 37, dv, b1);
-            v->pv_f16(acc1, g, kv + 37 * dv, p + 37, NT, 37, NT - 37, dv, b1);
+            /* two page-like segments, odd lengths; the SIMD side as two slot ranges (what
+             * threads sharing a head do), the upper range first: the same bits */
+            const int Sl = b1 ? 64 : 16, ks = 1 + rep % (Sl - 1);
+            r->pv_f16(acc0, g, kv, p, NT, 0, 37, dv, b1, 0, Sl);
+            r->pv_f16(acc0, g, kv + 37 * dv, p + 37, NT, 37, NT - 37, dv, b1, 0, Sl);
+            v->pv_f16(acc1, g, kv, p, NT, 0, 37, dv, b1, ks, Sl);
+            v->pv_f16(acc1, g, kv + 37 * dv, p + 37, NT, 37, NT - 37, dv, b1, ks, Sl);
+            v->pv_f16(acc1, g, kv, p, NT, 0, 37, dv, b1, 0, ks);
+            v->pv_f16(acc1, g, kv + 37 * dv, p + 37, NT, 37, NT - 37, dv, b1, 0, ks);
             ASSERT(!memcmp(acc0, acc1, sizeof acc0));
             const size_t S = b1 ? 64 : 16;
             vq_ggml_pv_finish(acc0, dv, b1, o0);
@@ -133,7 +138,7 @@ static void flat_reference(const uint16_t *K, const uint16_t *V, const float *q,
         for (int64_t t = nv; t < np; t++) wh[t] = -INFINITY;
         r->scale_round_f16(wh, nv, (float)(1.0 / r->softmax_exp(wh, np, mx)));
     }
-    r->pv_f16(acc, G, V, w, (size_t)np, 0, nv, d, b1);
+    r->pv_f16(acc, G, V, w, (size_t)np, 0, nv, d, b1, 0, b1 ? 64 : 16);
     for (int h = 0; h < G; h++)
         vq_ggml_pv_finish(acc + (size_t)h * S * (size_t)d, d, b1, out + h * d);
     free(q16);

@@ -264,7 +264,7 @@ static void flat_masked(const uint16_t *K, const uint16_t *V, const float *q, in
         }
         r->scale_round_f16(wh, nv, (float)(1.0 / r->softmax_exp(wh, np, mx)));
     }
-    r->pv_f16(acc, G, V, w, (size_t)np, 0, nv, D_, b1);
+    r->pv_f16(acc, G, V, w, (size_t)np, 0, nv, D_, b1, 0, b1 ? 64 : 16);
     for (int h = 0; h < G; h++) vq_ggml_pv_finish(acc + (size_t)h * S * D_, D_, b1, out + h * D_);
     free(q16);
     free(w);

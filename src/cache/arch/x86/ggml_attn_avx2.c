@@ -76,9 +76,9 @@ double vq_ggml_softmax_exp_avx2(float *w, int64_t n, float max) {
 
 /* Slot-major, as the AVX-512 twin: every lane chain in registers, tokens ascending. */
 void vq_ggml_pv_f16_avx2(float *acc, int G, const uint16_t *v, const float *p, size_t ps,
-                         int64_t t0, int64_t n, int d, int b1) {
+                         int64_t t0, int64_t n, int d, int b1, int s0, int s1) {
     const int S = b1 ? 64 : 16;
-    for (int slot = 0; slot < S; slot++) {
+    for (int slot = s0; slot < s1; slot++) {
         const int64_t first = (int64_t)((slot - (t0 & (S - 1)) + S) & (S - 1));
         if (first >= n) continue;
         for (int j0 = 0; j0 < d; j0 += 16) {
