@@ -132,9 +132,36 @@ double vq_ggml_softmax_exp_avx512(float *w, int64_t n, float max) {
     return sum;
 }
 
+/* One slot's chain for heads h0 .. h0 + NG - 1 and channels j0 .. j0 + 16 NJ - 1 over the
+ * tokens first, first + S, ... < n (NG, NJ compile-time: the accumulators stay in registers). */
+static inline __attribute__((always_inline)) void pv_slot(float *acc, const uint16_t *v,
+                                                          const float *p, size_t ps, int64_t first,
+                                                          int64_t n, int d, int S, int slot, int j0,
+                                                          int h0, const int NG, const int NJ) {
+    __m512 a[4][4];
+    for (int h = 0; h < NG; h++)
+        for (int j = 0; j < NJ; j++)
+            a[h][j] = _mm512_loadu_ps(acc + ((size_t)(h0 + h) * (size_t)S + (size_t)slot) * (size_t)d +
+                                      j0 + 16 * j);
+    for (int64_t t = first; t < n; t += S) {
+        __m512 vv[4];
+        for (int j = 0; j < NJ; j++)
+            vv[j] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(v + t * d + j0 + 16 * j)));
+        for (int h = 0; h < NG; h++) {
+            const __m512 pt = _mm512_set1_ps(p[(size_t)(h0 + h) * ps + (size_t)t]);
+            for (int j = 0; j < NJ; j++) a[h][j] = _mm512_fmadd_ps(vv[j], pt, a[h][j]);
+        }
+    }
+    for (int h = 0; h < NG; h++)
+        for (int j = 0; j < NJ; j++)
+            _mm512_storeu_ps(acc + ((size_t)(h0 + h) * (size_t)S + (size_t)slot) * (size_t)d + j0 +
+                                 16 * j,
+                             a[h][j]);
+}
+
 /* Slot-major: each of the S lane chains (tokens t = slot mod S) runs in registers over the
  * tokens of this call, in ascending order, so every chain sees exactly the fma sequence of the
- * token-major reference. */
+ * token-major reference. Blocks of up to 4 heads x 64 channels, specialized by size. */
 void vq_ggml_pv_f16_avx512(float *acc, int G, const uint16_t *v, const float *p, size_t ps,
                            int64_t t0, int64_t n, int d, int b1, int s0, int s1) {
     const int S = b1 ? 64 : 16;
@@ -145,28 +172,24 @@ void vq_ggml_pv_f16_avx512(float *acc, int G, const uint16_t *v, const float *p,
             const int nj = d - j0 < 64 ? (d - j0) / 16 : 4;
             for (int h0 = 0; h0 < G; h0 += 4) {
                 const int g = G - h0 < 4 ? G - h0 : 4;
-                __m512 a[4][4];
-                for (int h = 0; h < g; h++)
-                    for (int j = 0; j < nj; j++)
-                        a[h][j] = _mm512_loadu_ps(
-                            acc + ((size_t)(h0 + h) * (size_t)S + (size_t)slot) * (size_t)d + j0 +
-                            16 * j);
-                for (int64_t t = first; t < n; t += S) {
-                    __m512 vv[4];
-                    for (int j = 0; j < nj; j++)
-                        vv[j] = _mm512_cvtph_ps(
-                            _mm256_loadu_si256((const __m256i *)(v + t * d + j0 + 16 * j)));
-                    for (int h = 0; h < g; h++) {
-                        const __m512 pt = _mm512_set1_ps(p[(size_t)(h0 + h) * ps + (size_t)t]);
-                        for (int j = 0; j < nj; j++) a[h][j] = _mm512_fmadd_ps(vv[j], pt, a[h][j]);
-                    }
+#define PV_SLOT(NG, NJ) pv_slot(acc, v, p, ps, first, n, d, S, slot, j0, h0, NG, NJ)
+#define PV_NJ(NG) \
+    do { \
+        switch (nj) { \
+        case 1: PV_SLOT(NG, 1); break; \
+        case 2: PV_SLOT(NG, 2); break; \
+        case 3: PV_SLOT(NG, 3); break; \
+        default: PV_SLOT(NG, 4); break; \
+        } \
+    } while (0)
+                switch (g) {
+                case 1: PV_NJ(1); break;
+                case 2: PV_NJ(2); break;
+                case 3: PV_NJ(3); break;
+                default: PV_NJ(4); break;
                 }
-                for (int h = 0; h < g; h++)
-                    for (int j = 0; j < nj; j++)
-                        _mm512_storeu_ps(
-                            acc + ((size_t)(h0 + h) * (size_t)S + (size_t)slot) * (size_t)d + j0 +
-                                16 * j,
-                            a[h][j]);
+#undef PV_NJ
+#undef PV_SLOT
             }
         }
     }
