@@ -40,7 +40,8 @@ void vq_cache_layer_window(const struct vq_cache_params *p, int layer, int *w, i
 /* Per-channel KIVI key widths (vq_cache_params.key_channel_bits, docs/ALGORITHMS.md §8.8):
  * out[c] in 2..8 (zero: 0 or 2..8) for the d (multiple of 8, <= 1024) channels of weights w
  * (>= 0; w_c = a_c R_c^2), summing to d * bits (bits 2..8), every width used by a multiple of
- * 8 channels (the table vq_codec_params.channel_bits accepts). Rule in cache.c. Pure, thread-safe. */
+ * 8 channels (the table vq_codec_params.channel_bits accepts). Rule in cache.c. Pure,
+ * thread-safe. */
 void vq_cache_channel_widths(const double *w, int d, int bits, int zero, uint8_t *out);
 
 #endif

@@ -139,10 +139,10 @@ static inline __attribute__((always_inline)) void pv_slot(float *acc, const uint
                                                           int64_t n, int d, int S, int slot, int j0,
                                                           int h0, const int NG, const int NJ) {
     __m512 a[4][4];
+    float *const blk = acc + (size_t)slot * (size_t)d + (size_t)j0; /* head h: + h S d */
     for (int h = 0; h < NG; h++)
         for (int j = 0; j < NJ; j++)
-            a[h][j] = _mm512_loadu_ps(acc + ((size_t)(h0 + h) * (size_t)S + (size_t)slot) * (size_t)d +
-                                      j0 + 16 * j);
+            a[h][j] = _mm512_loadu_ps(blk + (size_t)(h0 + h) * (size_t)S * (size_t)d + 16 * j);
     for (int64_t t = first; t < n; t += S) {
         __m512 vv[4];
         for (int j = 0; j < NJ; j++)
@@ -154,9 +154,7 @@ static inline __attribute__((always_inline)) void pv_slot(float *acc, const uint
     }
     for (int h = 0; h < NG; h++)
         for (int j = 0; j < NJ; j++)
-            _mm512_storeu_ps(acc + ((size_t)(h0 + h) * (size_t)S + (size_t)slot) * (size_t)d + j0 +
-                                 16 * j,
-                             a[h][j]);
+            _mm512_storeu_ps(blk + (size_t)(h0 + h) * (size_t)S * (size_t)d + 16 * j, a[h][j]);
 }
 
 /* Slot-major: each of the S lane chains (tokens t = slot mod S) runs in registers over the
