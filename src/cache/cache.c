@@ -1889,9 +1889,8 @@ static void attend_f16_mt(const vq_cache *c, int layer, const float *q, int n_q_
     const int d = c->d, nkv = c->n_kv, grp = n_q_heads / nkv, gps = c->gg_heads / grp;
     const size_t ws = c->gg_ws, S = 64;
     const int64_t pos = query_pos(c, layer, 1, q_pos, 0), nv = pos + 1, np = round_up(nv, 16);
-    const int nt = c->n_threads;
 #ifdef _OPENMP
-#pragma omp parallel num_threads(nt)
+#pragma omp parallel num_threads(c->n_threads)
 #endif
     {
         int tid = 0, T = 1;
