@@ -1872,6 +1872,25 @@ static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_hea
  * stacks. */
 #define VQ_F16_MT_QMAX 8192
 
+/* attend_f16_mt's storage of query head h (kv head g = h / grp, gps groups per slab): its
+ * score row (ws floats) and its 64 lane blocks (64 * d floats); a group's heads are
+ * consecutive rows, so head g * grp's pointers serve the whole group. */
+static float *mt_slab_row(const vq_cache *c, int h, int grp, int gps, int *r) {
+    const int g = h / grp;
+    *r = (g % gps) * grp + h % grp;
+    return (float *)(void *)(c->slabs + (size_t)(g / gps) * c->slab_bytes);
+}
+static float *mt_scores(const vq_cache *c, int h, int grp, int gps) {
+    int r;
+    float *sl = mt_slab_row(c, h, grp, gps, &r);
+    return sl + (size_t)r * c->gg_ws;
+}
+static float *mt_lanes(const vq_cache *c, int h, int grp, int gps) {
+    int r;
+    float *sl = mt_slab_row(c, h, grp, gps, &r);
+    return sl + (size_t)c->gg_heads * (c->gg_ws + (size_t)c->d) + (size_t)r * 64 * (size_t)c->d;
+}
+
 /* attend_f16 for one query (decode) on a layer without windows or stream sinks, by all
  * n_threads threads together, in three phases with a barrier after each: (A) every thread
  * scores a contiguous range of the positions for every query head; (B) the softmax of each
@@ -1906,8 +1925,7 @@ static void attend_f16_mt(const vq_cache *c, int layer, const float *q, int n_q_
         const int64_t a0 = (int64_t)tid * per < nv ? (int64_t)tid * per : nv;
         const int64_t a1 = a0 + per < nv ? a0 + per : nv;
         for (int g = 0; g < nkv; g++) {
-            float *w = (float *)(void *)(c->slabs + (size_t)(g / gps) * c->slab_bytes) +
-                       (size_t)(g % gps) * (size_t)grp * ws;
+            float *w = mt_scores(c, g * grp, grp, gps);
             for (int64_t t0 = a0; t0 < a1;) {
                 int64_t cnt;
                 const uint16_t *kp = f16_rows(c, &L->k.s[g], t0, a1, &cnt);
@@ -1921,15 +1939,12 @@ static void attend_f16_mt(const vq_cache *c, int layer, const float *q, int n_q_
 #endif
         /* (B) softmax per head; clear its lane blocks */
         for (int h = tid; h < n_q_heads; h += T) {
-            const int g = h / grp, r = (g % gps) * grp + h % grp;
-            float *sl = (float *)(void *)(c->slabs + (size_t)(g / gps) * c->slab_bytes);
-            float *wh = sl + (size_t)r * ws, mx = -INFINITY;
+            float *wh = mt_scores(c, h, grp, gps), mx = -INFINITY;
             for (int64_t t = 0; t < nv; t++) mx = wh[t] > mx ? wh[t] : mx;
             for (int64_t t = nv; t < np; t++) wh[t] = -INFINITY;
             const float inv = (float)(1.0 / gk->softmax_exp(wh, np, mx));
             gk->scale_round_f16(wh, nv, inv);
-            memset(sl + (size_t)c->gg_heads * (ws + (size_t)d) + (size_t)r * S * (size_t)d, 0,
-                   sizeof(float) * S * (size_t)d);
+            memset(mt_lanes(c, h, grp, gps), 0, sizeof(float) * S * (size_t)d);
         }
 #ifdef _OPENMP
 #pragma omp barrier
@@ -1938,10 +1953,7 @@ static void attend_f16_mt(const vq_cache *c, int layer, const float *q, int n_q_
         const int s0 = (int)(S * (size_t)tid / (size_t)T),
                   s1 = (int)(S * (size_t)(tid + 1) / (size_t)T);
         for (int g = 0; g < nkv && s0 < s1; g++) {
-            float *sl = (float *)(void *)(c->slabs + (size_t)(g / gps) * c->slab_bytes);
-            float *w = sl + (size_t)(g % gps) * (size_t)grp * ws;
-            float *acc = sl + (size_t)c->gg_heads * (ws + (size_t)d) +
-                         (size_t)(g % gps) * (size_t)grp * S * (size_t)d;
+            float *w = mt_scores(c, g * grp, grp, gps), *acc = mt_lanes(c, g * grp, grp, gps);
             for (int64_t t0 = 0; t0 < nv;) {
                 int64_t cnt;
                 const uint16_t *vp = f16_rows(c, &L->v.s[g], t0, nv, &cnt);
@@ -1953,14 +1965,8 @@ static void attend_f16_mt(const vq_cache *c, int layer, const float *q, int n_q_
 #pragma omp barrier
 #endif
         /* (D) the lane reduction of each head */
-        for (int h = tid; h < n_q_heads; h += T) {
-            const int g = h / grp, r = (g % gps) * grp + h % grp;
-            const float *sl = (const float *)(const void *)(c->slabs +
-                                                            (size_t)(g / gps) * c->slab_bytes);
-            vq_ggml_pv_finish(
-                sl + (size_t)c->gg_heads * (ws + (size_t)d) + (size_t)r * S * (size_t)d, d, 1,
-                out + (size_t)h * (size_t)d);
-        }
+        for (int h = tid; h < n_q_heads; h += T)
+            vq_ggml_pv_finish(mt_lanes(c, h, grp, gps), d, 1, out + (size_t)h * (size_t)d);
     }
 }
 

@@ -42,57 +42,39 @@ TEST(allocation_rule) {
     vq_cache_channel_widths(w, 16, 3, 0, b);
     for (int i = 0; i < 16; i++) ASSERT_EQ_INT(b[i], i < 8 ? 2 : 4);
     /* equal weights: one width */
-    for (int bits = 2; bits <= 8; bits++) {
-        for (int i = 0; i < 64; i++) w[i] = 3.0;
-        vq_cache_channel_widths(w, 64, bits, 0, b);
-        for (int i = 0; i < 64; i++) ASSERT_EQ_INT(b[i], bits);
-    }
-    /* random weights over 6 decades: sum, range, classes of 8, monotone */
-    for (int rep = 0; rep < 20; rep++)
-        for (int bits = 2; bits <= 8; bits++) {
-            const int d = rep % 2 ? 128 : 72;
-            for (int i = 0; i < d; i++) w[i] = pow(10.0, 6.0 * urand());
-            vq_cache_channel_widths(w, d, bits, 0, b);
-            int sum = 0, n_at[9] = {0}, mono = 1;
-            for (int i = 0; i < d; i++) {
-                ASSERT(b[i] >= 2 && b[i] <= 8);
-                sum += b[i];
-                n_at[b[i]]++;
-                for (int j = 0; j < d; j++) mono &= !(w[i] > w[j] && b[i] < b[j]);
-            }
-            ASSERT_EQ_INT(sum, d * bits);
-            for (int k = 2; k <= 8; k++) ASSERT_EQ_INT(n_at[k] % 8, 0);
-            ASSERT(mono);
-        }
     /* zero (key_channel_bits = 2): hand case d = 16 at 2 bits, unit A (W 100) and B (W 1)
      * from 0: A 0->2 (gain per bit 100 (1.5 - 1/9) / 2 = 69.4), A 2->3 (9.07 > B's 0.69), then
      * one bit left: A 3->4 (B's step costs two): A at 4, B at 0 (the group mean alone). */
     for (int i = 0; i < 16; i++) w[i] = i < 8 ? 0.01 : 12.5;
     vq_cache_channel_widths(w, 16, 2, 1, b);
     for (int i = 0; i < 16; i++) ASSERT_EQ_INT(b[i], i < 8 ? 0 : 4);
-    for (int bits = 2; bits <= 8; bits++) { /* equal weights: still one width */
-        for (int i = 0; i < 64; i++) w[i] = 3.0;
-        vq_cache_channel_widths(w, 64, bits, 1, b);
-        for (int i = 0; i < 64; i++) ASSERT_EQ_INT(b[i], bits);
-    }
     int zeros = 0;
-    for (int rep = 0; rep < 20; rep++)
-        for (int bits = 2; bits <= 8; bits++) {
-            const int d = rep % 2 ? 128 : 72;
-            for (int i = 0; i < d; i++) w[i] = pow(10.0, 6.0 * urand());
-            vq_cache_channel_widths(w, d, bits, 1, b);
-            int sum = 0, n_at[9] = {0}, mono = 1;
-            for (int i = 0; i < d; i++) {
-                ASSERT(b[i] == 0 || (b[i] >= 2 && b[i] <= 8));
-                sum += b[i];
-                n_at[b[i]]++;
-                for (int j = 0; j < d; j++) mono &= !(w[i] > w[j] && b[i] < b[j]);
-            }
-            zeros += n_at[0];
-            ASSERT_EQ_INT(sum, d * bits);
-            for (int k = 0; k <= 8; k++) ASSERT_EQ_INT(n_at[k] % 8, 0);
-            ASSERT(mono);
+    for (int zero = 0; zero < 2; zero++) {
+        for (int bits = 2; bits <= 8; bits++) { /* equal weights: one width */
+            for (int i = 0; i < 64; i++) w[i] = 3.0;
+            vq_cache_channel_widths(w, 64, bits, zero, b);
+            for (int i = 0; i < 64; i++) ASSERT_EQ_INT(b[i], bits);
         }
+        /* random weights over 6 decades: sum, range (0 only with zero), classes of 8,
+         * monotone */
+        for (int rep = 0; rep < 20; rep++)
+            for (int bits = 2; bits <= 8; bits++) {
+                const int d = rep % 2 ? 128 : 72;
+                for (int i = 0; i < d; i++) w[i] = pow(10.0, 6.0 * urand());
+                vq_cache_channel_widths(w, d, bits, zero, b);
+                int sum = 0, n_at[9] = {0}, mono = 1;
+                for (int i = 0; i < d; i++) {
+                    ASSERT((zero && b[i] == 0) || (b[i] >= 2 && b[i] <= 8));
+                    sum += b[i];
+                    n_at[b[i]]++;
+                    for (int j = 0; j < d; j++) mono &= !(w[i] > w[j] && b[i] < b[j]);
+                }
+                zeros += zero ? n_at[0] : 0;
+                ASSERT_EQ_INT(sum, d * bits);
+                for (int k = 0; k <= 8; k++) ASSERT_EQ_INT(n_at[k] % 8, 0);
+                ASSERT(mono);
+            }
+    }
     ASSERT_GE(zeros, 1); /* six decades of weights: some channels are worth no bits */
 }
 
