@@ -7,7 +7,9 @@
  * A row tail of 8 channels (d % 16 == 8) reads only its own bytes and multiplies the 8 unused
  * lanes by zero query lanes. dot_rows: 8 rows at a time (8 independent zmm accumulators);
  * dot_classes (keys with width classes): the same 8 accumulators carried over every class,
- * one horizontal sum per row;
+ * one horizontal sum per row, and the last 8 channels of a class of 8 mod 16 channels taken
+ * for two rows at once (codes_pair: one row per half of the vector, into an accumulator per
+ * row pair) instead of a half-empty vector per row;
  * acc_row needs group size % 8 == 0 (else scalar reference).
  *
  * kivi_avx512vbmi.c compiles this file again with AVX512_VBMI (VQ_KIVI_VBMI; the kernels are
@@ -110,6 +112,65 @@ VQ_INLINE __m512 codes16(const uint8_t *row, int d, int c, const int BITS, const
         r = _mm512_mask_add_ps(r, bits16(p, c, HALF), r, _mm512_set1_ps((float)(1 << (BITS - 1))));
     return r;
 }
+
+/* Channels c..c+7 of two rows of one class (width classes whose channel count is 8 mod 16):
+ * row ra in lanes 0-7, row rb in lanes 8-15, the values of codes16(.., HALF) of each row; only
+ * those channels' bytes are read. A 4-bit plane: each row's 4 bytes broadcast to its half; a
+ * 2-bit plane: the two rows' 2 bytes as one word; a 1-bit plane: their bytes as one mask. */
+VQ_INLINE __m512i fields_pair(const uint8_t *pa, const uint8_t *pb, int c, const int FW) {
+    if (FW == 4) {
+        uint32_t a, b;
+        memcpy(&a, pa + c / 2, 4);
+        memcpy(&b, pb + c / 2, 4);
+        return _mm512_srlv_epi32(
+            _mm512_mask_set1_epi32(_mm512_set1_epi32((int)a), 0xFF00, (int)b),
+            _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
+    }
+    uint16_t a, b;
+    memcpy(&a, pa + c / 4, 2);
+    memcpy(&b, pb + c / 4, 2);
+    return _mm512_srlv_epi32(
+        _mm512_set1_epi32((int)((uint32_t)a | (uint32_t)b << 16)),
+        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30));
+}
+
+VQ_INLINE __mmask16 bits_pair(const uint8_t *pa, const uint8_t *pb, int c) {
+    return (__mmask16)(pa[c / 8] | pb[c / 8] << 8);
+}
+
+VQ_INLINE __m512 codes_pair(const uint8_t *ra, const uint8_t *rb, int d, int c, const int BITS) {
+    if (BITS == 8) {
+        uint64_t a, b;
+        memcpy(&a, ra + c, 8);
+        memcpy(&b, rb + c, 8);
+        return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x((long long)b, (long long)a)));
+    }
+    const __m512 f2 = _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
+    if (BITS == 2 || BITS == 3) {
+        __m512 r = _mm512_permutexvar_ps(fields_pair(ra, rb, c, 2), f2);
+        if (BITS == 3)
+            r = _mm512_mask_add_ps(r, bits_pair(ra + d / 4, rb + d / 4, c), r,
+                                   _mm512_set1_ps(4.0f));
+        return r;
+    }
+    __m512 r = _mm512_permutexvar_ps(
+        fields_pair(ra, rb, c, 4),
+        _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
+    const uint8_t *pa = ra + d / 2, *pb = rb + d / 2; /* the planes after the 4-bit plane */
+    if (BITS == 6 || BITS == 7) {
+        r = _mm512_add_ps(r, _mm512_permutexvar_ps(fields_pair(pa, pb, c, 2),
+                                                   _mm512_mul_ps(f2, _mm512_set1_ps(16.0f))));
+        pa += d / 4;
+        pb += d / 4;
+    }
+    if (BITS == 5 || BITS == 7)
+        r = _mm512_mask_add_ps(r, bits_pair(pa, pb, c), r,
+                               _mm512_set1_ps((float)(1 << (BITS - 1))));
+    return r;
+}
+
+/* The 8 query floats at p in both halves (the pair path's query). */
+VQ_INLINE __m512 q_pair(const float *p) { return _mm512_broadcast_f32x8(_mm256_loadu_ps(p)); }
 
 #if VQ_VB
 /* Codes of channels c..c+63 (c + 64 <= d) of a 5..7-bit row as bytes, channel order. */
@@ -244,9 +305,22 @@ void VQ_KIVI_FN(vq_kivi_dot_rows)(const float *qp, const uint8_t *rows, int d, i
 #undef DOT_ROWS
 }
 
-/* Adds rows r .. r + 7 (rb bytes apart) of one width class (d channels, BITS) times qp to the
- * accumulators A[0..7] (the 16-channel path of dot_rows). */
-VQ_INLINE void acc8(const float *qp, const uint8_t *r, int d, __m512 *A, const int BITS) {
+/* A row's accumulator with its pair accumulator's half added (lanes 0-7: the pair's first row,
+ * 8-15: its second), folded to 8 lanes: the one order every path of the class kernels uses. */
+VQ_INLINE __m256 row_lo(__m512 a, __m512 p) { return fold(_mm512_mask_add_ps(a, 0x00FF, a, p)); }
+VQ_INLINE __m256 row_hi(__m512 a, __m512 p) { return fold(_mm512_mask_add_ps(a, 0xFF00, a, p)); }
+
+/* Width classes (dot_classes, dot_classes_multi): each row's full 16-channel vectors of every
+ * class go into its own accumulator, the last 8 channels of a class of 8 mod 16 channels into
+ * the accumulator of its row pair (rows 2i, 2i + 1 of the call: lanes 0-7 / 8-15, codes_pair),
+ * so a class of 8 or 24 channels costs whole vectors instead of a half-empty one per row. A
+ * row's result: bias + hsum of row_lo / row_hi of the two; the same sequence for a row
+ * whichever path (8, 4, 2 rows or a lone last row paired with itself) computes it. */
+
+/* Adds rows r .. r + 7 (rb bytes apart) of one width class (d channels, BITS) times qp: the
+ * full vectors into A[0..7] (the 16-channel path of dot_rows), a tail into P[0..3]. */
+VQ_INLINE void acc8(const float *qp, const uint8_t *r, int d, __m512 *A, __m512 *P,
+                    const int BITS) {
     const size_t rb = (size_t)d * BITS / 8;
     const int d16 = d & ~15;
     __m512 a0 = A[0], a1 = A[1], a2 = A[2], a3 = A[3], a4 = A[4], a5 = A[5], a6 = A[6], a7 = A[7];
@@ -254,21 +328,53 @@ VQ_INLINE void acc8(const float *qp, const uint8_t *r, int d, __m512 *A, const i
         const __m512 q = _mm512_loadu_ps(qp + c);
         STEP8(0, q, c);
     }
-    if (d16 < d) {
-        const __m512 q = _mm512_maskz_loadu_ps(0xFF, qp + d16);
-        STEP8(1, q, d16);
-    }
     A[0] = a0, A[1] = a1, A[2] = a2, A[3] = a3, A[4] = a4, A[5] = a5, A[6] = a6, A[7] = a7;
+    if (d16 < d) {
+        const __m512 q = q_pair(qp + d16);
+        for (int i = 0; i < 4; i++)
+            P[i] = _mm512_fmadd_ps(
+                q, codes_pair(r + 2 * i * rb, r + (2 * i + 1) * rb, d, d16, BITS), P[i]);
+    }
 }
 
-/* Adds one row r of one width class times qp to the accumulator *A. */
-VQ_INLINE void acc1(const float *qp, const uint8_t *r, int d, __m512 *A, const int BITS) {
+/* Adds row ra (and rb when TWO; else the tail pairs ra with itself) of one width class times
+ * qp: full vectors into *a0 (and *a1), the tail into *p. */
+VQ_INLINE void acc2(const float *qp, const uint8_t *ra, const uint8_t *rb, int d, __m512 *a0,
+                    __m512 *a1, __m512 *p, const int TWO, const int BITS) {
     const int d16 = d & ~15;
-    for (int c = 0; c < d16; c += 16)
-        *A = _mm512_fmadd_ps(_mm512_loadu_ps(qp + c), codes16(r, d, c, BITS, 0), *A);
+    for (int c = 0; c < d16; c += 16) {
+        const __m512 q = _mm512_loadu_ps(qp + c);
+        *a0 = _mm512_fmadd_ps(q, codes16(ra, d, c, BITS, 0), *a0);
+        if (TWO) *a1 = _mm512_fmadd_ps(q, codes16(rb, d, c, BITS, 0), *a1);
+    }
     if (d16 < d)
-        *A = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(0xFF, qp + d16), codes16(r, d, d16, BITS, 1),
-                             *A);
+        *p = _mm512_fmadd_ps(q_pair(qp + d16), codes_pair(ra, TWO ? rb : ra, d, d16, BITS), *p);
+}
+
+/* Rows t, t + 1 (TWO) or t alone of every class for query qp: out[t] (and out[t + 1]). */
+VQ_INLINE void rows2(const float *qp, const uint8_t *rows, int ncls, const int *bits,
+                     const int *nch, const size_t *off, int64_t t, float bias, float *out,
+                     const int TWO) {
+    __m512 a0 = _mm512_setzero_ps(), a1 = a0, p = a0;
+    const float *q = qp;
+    for (int k = 0; k < ncls; k++) {
+        const size_t rb = (size_t)nch[k] * (size_t)bits[k] / 8;
+        const uint8_t *r = rows + off[k] + (size_t)t * rb;
+#define ACC2(B) acc2(q, r, r + rb, nch[k], &a0, &a1, &p, TWO, B)
+        VQ_KIVI_WITH_BITS(bits[k], ACC2);
+#undef ACC2
+        q += nch[k];
+    }
+    out[t] = bias + hsum1(row_lo(a0, p));
+    if (TWO) out[t + 1] = bias + hsum1(row_hi(a1, p));
+}
+
+/* The rows from t on, two at a time, then a lone last row. */
+VQ_INLINE void rows_rest(const float *qp, const uint8_t *rows, int ncls, const int *bits,
+                         const int *nch, const size_t *off, int64_t t, int64_t n, float bias,
+                         float *out) {
+    for (; t + 2 <= n; t += 2) rows2(qp, rows, ncls, bits, nch, off, t, bias, out, 1);
+    if (t < n) rows2(qp, rows, ncls, bits, nch, off, t, bias, out, 0);
 }
 
 void VQ_KIVI_FN(vq_kivi_dot_classes)(const float *qp, const uint8_t *rows, int ncls,
@@ -276,40 +382,31 @@ void VQ_KIVI_FN(vq_kivi_dot_classes)(const float *qp, const uint8_t *rows, int n
                                      float bias, float *out) {
     int64_t t = 0;
     for (; t + 8 <= n; t += 8) {
-        __m512 A[8];
+        __m512 A[8], P[4];
         for (int i = 0; i < 8; i++) A[i] = _mm512_setzero_ps();
+        for (int i = 0; i < 4; i++) P[i] = _mm512_setzero_ps();
         const float *q = qp;
         for (int k = 0; k < ncls; k++) {
             const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
-#define ACC8(B) acc8(q, r, nch[k], A, B)
+#define ACC8(B) acc8(q, r, nch[k], A, P, B)
             VQ_KIVI_WITH_BITS(bits[k], ACC8);
 #undef ACC8
             q += nch[k];
         }
-        _mm256_storeu_ps(out + t,
-                         _mm256_add_ps(_mm256_set1_ps(bias),
-                                       hsum8x8(fold(A[0]), fold(A[1]), fold(A[2]), fold(A[3]),
-                                               fold(A[4]), fold(A[5]), fold(A[6]), fold(A[7]))));
+        _mm256_storeu_ps(out + t, _mm256_add_ps(_mm256_set1_ps(bias),
+                                                hsum8x8(row_lo(A[0], P[0]), row_hi(A[1], P[0]),
+                                                        row_lo(A[2], P[1]), row_hi(A[3], P[1]),
+                                                        row_lo(A[4], P[2]), row_hi(A[5], P[2]),
+                                                        row_lo(A[6], P[3]), row_hi(A[7], P[3]))));
     }
-    for (; t < n; t++) {
-        __m512 a = _mm512_setzero_ps();
-        const float *q = qp;
-        for (int k = 0; k < ncls; k++) {
-            const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
-#define ACC1(B) acc1(q, r, nch[k], &a, B)
-            VQ_KIVI_WITH_BITS(bits[k], ACC1);
-#undef ACC1
-            q += nch[k];
-        }
-        out[t] = bias + hsum1(fold(a));
-    }
+    rows_rest(qp, rows, ncls, bits, nch, off, t, n, bias, out);
 }
 
 /* Adds rows r .. r + 3 (rb bytes apart) of one width class times each of the NQ queries
- * qp[j] to A[j][0..3]: the codes are unpacked once for all queries; each row's fma sequence is
- * dot_classes' (acc8 / acc1). */
+ * qp[j] to A[j][0..3] and the tails to P[j][0..1]: the codes are unpacked once for all
+ * queries; each row's fma sequence is dot_classes' (acc8 / acc2). */
 VQ_INLINE void acc4m(const float *const *qp, const int NQ, size_t qo, const uint8_t *r, int d,
-                     __m512 A[][4], const int BITS) {
+                     __m512 A[][4], __m512 P[][2], const int BITS) {
     const size_t rb = (size_t)d * BITS / 8;
     const int d16 = d & ~15;
     for (int c = 0; c < d16; c += 16) {
@@ -325,15 +422,12 @@ VQ_INLINE void acc4m(const float *const *qp, const int NQ, size_t qo, const uint
         }
     }
     if (d16 < d) {
-        const __m512 k0 = codes16(r, d, d16, BITS, 1), k1 = codes16(r + rb, d, d16, BITS, 1);
-        const __m512 k2 = codes16(r + 2 * rb, d, d16, BITS, 1);
-        const __m512 k3 = codes16(r + 3 * rb, d, d16, BITS, 1);
+        const __m512 k01 = codes_pair(r, r + rb, d, d16, BITS);
+        const __m512 k23 = codes_pair(r + 2 * rb, r + 3 * rb, d, d16, BITS);
         for (int j = 0; j < NQ; j++) {
-            const __m512 q = _mm512_maskz_loadu_ps(0xFF, qp[j] + qo + d16);
-            A[j][0] = _mm512_fmadd_ps(q, k0, A[j][0]);
-            A[j][1] = _mm512_fmadd_ps(q, k1, A[j][1]);
-            A[j][2] = _mm512_fmadd_ps(q, k2, A[j][2]);
-            A[j][3] = _mm512_fmadd_ps(q, k3, A[j][3]);
+            const __m512 q = q_pair(qp[j] + qo + d16);
+            P[j][0] = _mm512_fmadd_ps(q, k01, P[j][0]);
+            P[j][1] = _mm512_fmadd_ps(q, k23, P[j][1]);
         }
     }
 }
@@ -343,37 +437,29 @@ VQ_INLINE void dot_classes_m(const float *const *qp, const int NQ, const uint8_t
                              const float *bias, float *const *out) {
     int64_t t = 0;
     for (; t + 4 <= n; t += 4) {
-        __m512 A[4][4];
-        for (int j = 0; j < NQ; j++)
+        __m512 A[4][4], P[4][2];
+        for (int j = 0; j < NQ; j++) {
             for (int i = 0; i < 4; i++) A[j][i] = _mm512_setzero_ps();
+            P[j][0] = P[j][1] = _mm512_setzero_ps();
+        }
         size_t qo = 0;
         for (int k = 0; k < ncls; k++) {
             const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
-#define ACC4M(B) acc4m(qp, NQ, qo, r, nch[k], A, B)
+#define ACC4M(B) acc4m(qp, NQ, qo, r, nch[k], A, P, B)
             VQ_KIVI_WITH_BITS(bits[k], ACC4M);
 #undef ACC4M
             qo += (size_t)nch[k];
         }
         const __m256 z = _mm256_setzero_ps();
         for (int j = 0; j < NQ; j++) { /* lanes 0..3 of hsum8x8: dot_classes' order */
-            const __m256 h = hsum8x8(fold(A[j][0]), fold(A[j][1]), fold(A[j][2]), fold(A[j][3]), z,
-                                     z, z, z);
+            const __m256 h = hsum8x8(row_lo(A[j][0], P[j][0]), row_hi(A[j][1], P[j][0]),
+                                     row_lo(A[j][2], P[j][1]), row_hi(A[j][3], P[j][1]), z, z, z,
+                                     z);
             _mm_storeu_ps(out[j] + t, _mm_add_ps(_mm_set1_ps(bias[j]), _mm256_castps256_ps128(h)));
         }
     }
-    for (; t < n; t++)
-        for (int j = 0; j < NQ; j++) {
-            __m512 a = _mm512_setzero_ps();
-            const float *q = qp[j];
-            for (int k = 0; k < ncls; k++) {
-                const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
-#define ACC1(B) acc1(q, r, nch[k], &a, B)
-                VQ_KIVI_WITH_BITS(bits[k], ACC1);
-#undef ACC1
-                q += nch[k];
-            }
-            out[j][t] = bias[j] + hsum1(fold(a));
-        }
+    for (int j = 0; j < NQ; j++)
+        rows_rest(qp[j], rows, ncls, bits, nch, off, t, n, bias[j], out[j]);
 }
 
 void VQ_KIVI_FN(vq_kivi_dot_classes_multi)(const float *const *qp, int nq, const uint8_t *rows,
