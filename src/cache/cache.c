@@ -52,10 +52,12 @@
  * Threads: vq_cache_attend cuts the (query, query head) pairs of each kv head into batches of
  * up to n_slots (8; fewer when max_tokens > 32K, keeping score rows near 1 MiB per thread)
  * and runs the batches in an OpenMP loop; a batch visits every page once, scoring and
- * accumulating it for all its pairs while it is in cache. Batches shrink when there are
- * fewer of them than threads; when even single pairs are fewer than threads (decode with
- * few heads), each pair's tokens are split into page-aligned chunks attended separately and
- * merged with their softmax max/sum (split decode). Every thread uses its own scratch slab
+ * accumulating it for all its pairs while it is in cache. One query (decode) with fewer
+ * batches than two per thread: each batch's tokens are split into page-aligned chunks
+ * attended separately with the whole batch and merged with their softmax max/sum (split
+ * decode, attend_split). Several queries: batches shrink when there are fewer of them than
+ * threads; when even single pairs are fewer than threads, each pair's tokens are split into
+ * chunks the same way. Every thread uses its own scratch slab
  * (allocated at create), so attend never allocates.
  *
  * Decode-once attention (batched queries)
@@ -662,8 +664,10 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     c->stage = vq_alloc((size_t)c->page_tokens * (size_t)c->d * sizeof(float));
     c->kplan = calloc((size_t)c->n_kv, sizeof *c->kplan);
     c->vplan = calloc((size_t)c->n_kv, sizeof *c->vplan);
-    /* split decode: n_pairs < nt pairs x ceil(nt / n_pairs) chunks < 2 nt items */
-    c->split = vq_alloc((size_t)(2 * nt) * (size_t)(c->d + 2) * sizeof(float));
+    /* split decode: n_pairs < nt pairs x ceil(nt / n_pairs) chunks < 2 nt items of one pair;
+     * one query: n_kv * nb < 2 nt batches x ceil(2 nt / (n_kv * nb)) chunks < 4 nt items of up
+     * to n_slots pairs (attend_split) */
+    c->split = vq_alloc((size_t)(4 * nt) * (size_t)c->n_slots * (size_t)(c->d + 2) * sizeof(float));
     if (!c->slabs || !c->stage || !c->kplan || !c->vplan || !c->split)
         return create_fail(c, st, VQ_STATUS_NO_MEMORY);
     /* decode-once attention of batched queries on coded layers: per thread a block's queries,
@@ -2217,6 +2221,74 @@ static void attend_dense_all(vq_cache *c, int layer, const float *q, int n_q_hea
     }
 }
 
+/* One query (decode) on several threads when the kv heads' batches are fewer than two per
+ * thread: each batch of bs query heads (nb batches per kv head) is cut into cpp page-aligned
+ * chunks of its visible tokens, every (kv head, batch, chunk) an item attended with the whole
+ * batch (the codecs' multi-query kernels unpack each code once for all of its heads), and the
+ * chunks of a head merged by their softmax max / sum: weight s_k exp(m_k - M) on each chunk's
+ * normalized output. Splitting heads instead would unpack a kv head's codes once per group of
+ * heads (3 heads on 2 threads: batches of 2 + 1). */
+static void attend_split(vq_cache *c, int layer, const float *q, int n_q_heads,
+                         const int64_t *q_pos, float scale, float *out, int bs, int nb, int cpp) {
+    const struct vq_layer *L = &c->layers[layer];
+    const int d = c->d, grp = n_q_heads / c->n_kv;
+    const int64_t PT = c->page_tokens, n_items = (int64_t)c->n_kv * nb * cpp;
+    const size_t part = (size_t)(d + 2);
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(c->n_threads)
+#endif
+    for (int64_t it = 0; it < n_items; it++) {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        const int k = (int)(it % cpp), b = (int)(it / cpp % nb), g = (int)(it / cpp / nb);
+        const int ns = grp - b * bs < bs ? grp - b * bs : bs;
+        struct attend_slot sl[VQ_SLOT_BATCH];
+        fill_slots(c, layer, g, (int64_t)b * bs, ns, q, n_q_heads, 1, q_pos, out, sl);
+        const int64_t lo = sl[0].lo, nv = sl[0].hi, sh = sl[0].sh;
+        const int64_t base = lo / PT * PT, pages = (nv - base + PT - 1) / PT;
+        const int64_t ppc = (pages + cpp - 1) / cpp;
+        const int64_t clo = base + k * ppc * PT, chi = base + (k + 1) * ppc * PT;
+        float *parts = c->split + (size_t)it * (size_t)bs * part;
+        for (int j = 0; j < ns; j++) {
+            sl[j].out = parts + (size_t)j * part + 2;
+            sl[j].stats = parts + (size_t)j * part;
+            sl[j].sh = k == 0 ? sh : 0;
+            sl[j].lo = clo > lo ? clo : lo;
+            sl[j].hi = chi < nv ? chi : nv;
+            if (sl[j].hi < sl[j].lo) sl[j].hi = sl[j].lo;
+        }
+        if (sl[0].lo >= sl[0].hi && sl[0].sh == 0) { /* empty chunk */
+            for (int j = 0; j < ns; j++) sl[j].stats[1] = 0.0f;
+            continue;
+        }
+        attend_batch(c, L, g, ns, sl, scale, c->slabs + (size_t)tid * c->slab_bytes);
+    }
+    for (int h = 0; h < n_q_heads; h++) {
+        const int g = h / grp, b = h % grp / bs, j = h % grp % bs;
+        const float *p0 = c->split +
+                          ((size_t)((int64_t)g * nb + b) * (size_t)cpp * (size_t)bs + (size_t)j) *
+                              part;
+        const size_t step = (size_t)bs * part; /* chunk k + 1 of the same head */
+        float M = -INFINITY;
+        for (int k = 0; k < cpp; k++) {
+            const float *pk = p0 + (size_t)k * step;
+            if (pk[1] > 0.0f && pk[0] > M) M = pk[0];
+        }
+        double wsum = 0, o[1024] = {0};
+        for (int k = 0; k < cpp; k++) {
+            const float *pk = p0 + (size_t)k * step;
+            if (!(pk[1] > 0.0f)) continue;
+            const double w = (double)pk[1] * exp((double)pk[0] - M);
+            wsum += w;
+            for (int i = 0; i < d; i++) o[i] += w * pk[2 + i];
+        }
+        float *op = out + (size_t)h * (size_t)d;
+        for (int i = 0; i < d; i++) op[i] = (float)(o[i] / wsum);
+    }
+}
+
 vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads, int64_t n_q,
                           const int64_t *q_pos, float scale, float *out) {
     VQ_RETURN_IF_ERR(attend_check(c, layer, q, n_q_heads, n_q, q_pos, scale, out));
@@ -2236,11 +2308,18 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
         attend_dense_all(c, layer, q, n_q_heads, n_q, q_pos, scale, out);
         return VQ_STATUS_OK;
     }
+    if (n_q == 1 && c->n_threads > 1) {
+        const int bs = grp < c->n_slots ? grp : c->n_slots, nb = (grp + bs - 1) / bs;
+        if (c->n_kv * nb < 2 * c->n_threads) {
+            attend_split(c, layer, q, n_q_heads, q_pos, scale, out, bs, nb,
+                         (2 * c->n_threads + c->n_kv * nb - 1) / (c->n_kv * nb));
+            return VQ_STATUS_OK;
+        }
+    }
     const int d = c->d;
     const int64_t PT = c->page_tokens;
     /* The (query, head) pairs of one kv head, ordered query-major, are cut into batches of up
-     * to n_slots; batches shrink until every thread has about two of them (decode: 3 kv heads
-     * on 2 threads would otherwise run as 2 + 1 items). */
+     * to n_slots; batches shrink until every thread has about two of them. */
     const int64_t per_g = n_q * grp;
     int64_t bs = per_g < c->n_slots ? per_g : c->n_slots;
     while (bs > 1 && c->n_kv * ((per_g + bs - 1) / bs) < 2 * (int64_t)c->n_threads) bs--;
