@@ -80,6 +80,7 @@ void vq_ggml_pv_f16_avx2(float *acc, int G, const uint16_t *v, const float *p, s
     const int S = b1 ? 64 : 16;
     for (int slot = s0; slot < s1; slot++) {
         const int64_t first = (int64_t)((slot - (t0 & (S - 1)) + S) & (S - 1));
+        if (slot + VQ_PV_PF_SLOTS < s1) pv_prefetch_slot(v, t0, n, d, S, slot + VQ_PV_PF_SLOTS);
         if (first >= n) continue;
         for (int j0 = 0; j0 < d; j0 += 16) {
             for (int h0 = 0; h0 < G; h0 += 4) {

@@ -7,6 +7,10 @@
 #include "cache/ggml_attn.h"
 #include "cache/arch/x86/ggml_x86.h"
 
+/* Score rows asked for this many rows ahead (4 KB at head_dim 64): pages are separate
+ * allocations and the hardware prefetchers restart at every 4 KB boundary. */
+#define VQ_PF_ROWS 32
+
 void vq_ggml_dot_f16_avx512(const float *q, int G, const uint16_t *k, int d, int b1, float *out) {
     if (!b1) {
         enum { GM = 8 };
@@ -87,6 +91,9 @@ void vq_ggml_scores_f16_avx512(const float *q, int G, const uint16_t *k, int64_t
     if (b1 && d % 64 == 0 && G <= 4) {
         const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
         for (; t + 4 <= n; t += 4) {
+            if (t + VQ_PF_ROWS + 4 <= n) /* 4 rows, VQ_PF_ROWS ahead */
+                for (int64_t o = 0; o < 4 * (int64_t)d; o += 32)
+                    _mm_prefetch((const char *)(k + (t + VQ_PF_ROWS) * d + o), _MM_HINT_T0);
             for (int h = 0; h < G; h++) {
                 const float *qh = q + (size_t)h * (size_t)d;
                 __m512 y[4];
@@ -165,6 +172,7 @@ void vq_ggml_pv_f16_avx512(float *acc, int G, const uint16_t *v, const float *p,
     const int S = b1 ? 64 : 16;
     for (int slot = s0; slot < s1; slot++) {
         const int64_t first = (int64_t)((slot - (t0 & (S - 1)) + S) & (S - 1));
+        if (slot + VQ_PV_PF_SLOTS < s1) pv_prefetch_slot(v, t0, n, d, S, slot + VQ_PV_PF_SLOTS);
         if (first >= n) continue;
         for (int j0 = 0; j0 < d; j0 += 64) {
             const int nj = d - j0 < 64 ? (d - j0) / 16 : 4;

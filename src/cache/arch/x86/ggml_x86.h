@@ -9,6 +9,7 @@
 
 #include <immintrin.h>
 #include <math.h>
+#include <stdint.h>
 
 /* Sum of 8 floats: (lo128 + hi128), then pairs, then the last two. */
 static inline float hsum256(__m256 v) {
@@ -16,6 +17,18 @@ static inline float hsum256(__m256 v) {
     lo = _mm_add_ps(lo, _mm_movehl_ps(lo, lo));
     lo = _mm_add_ss(lo, _mm_movehdup_ps(lo));
     return _mm_cvtss_f32(lo);
+}
+
+/* Software prefetch for the slot-major V^T P (pv_f16 of ggml_attn_*.c): the rows of `slot`
+ * (tokens t0 + t with t = slot mod S, every S-th row of this call's n rows: 8 KB apart at
+ * head_dim 64, a stride the hardware prefetchers do not follow), asked for a few slots before
+ * their chain runs (VQ_PV_PF_SLOTS). */
+#define VQ_PV_PF_SLOTS 4
+static inline void pv_prefetch_slot(const uint16_t *v, int64_t t0, int64_t n, int d, int S,
+                                    int slot) {
+    const int64_t f = (int64_t)((slot - (t0 & (S - 1)) + S) & (S - 1));
+    for (int64_t t = f; t < n; t += S)
+        for (int o = 0; o < d; o += 32) _mm_prefetch((const char *)(v + t * d + o), _MM_HINT_T0);
 }
 
 /* ---- ggml_v_expf on 8 lanes (AVX2): ggml's AVX-512 sequence, bit-identical to
