@@ -162,6 +162,13 @@ mkdir -p "$(dirname "$OUT")" || die "cannot create the folder of $OUT"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
+# the commit measured: HEAD when the runs start (a commit made while they run must not be
+# recorded), "+dirty" when the sources differ from it
+LB_VQ_COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo unknown)
+if [ -n "$(git -C "$ROOT" status --porcelain -- src include tools CMakeLists.txt 2>&1)" ]; then
+    LB_VQ_COMMIT="$LB_VQ_COMMIT+dirty"
+fi
+
 # ---- both engines: per depth and thread count, REPS rounds; each round runs every llama.cpp
 # cache (one llama-bench run, -r 1) and every veloxquant cache, so that load changes on a shared
 # machine hit both engines alike
@@ -205,7 +212,6 @@ done
 
 export DEPTHS THREADS KVS LLAMA_KVS REPS PREFILL GEN MODEL LLAMA_CPP_PYTHON_VERSION
 LB_CPU=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
-LB_VQ_COMMIT=$(git -C "$ROOT" rev-parse --short HEAD 2> /dev/null || echo unknown)
 export LB_CPU LB_VQ_COMMIT LB_VERSION
 python3 - "$tmp" "$OUT" <<'PY'
 import datetime, json, os, statistics, sys
