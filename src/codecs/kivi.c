@@ -516,6 +516,7 @@ static vq_status kivi_init(struct vq_codec *c) {
         im->fold = vq_kivi_fold_avx2;
         im->dot_rows = vq_kivi_dot_rows_avx2;
         im->dot_classes = vq_kivi_dot_classes_avx2;
+        im->dot_classes_multi = vq_kivi_dot_classes_multi_avx2;
         im->acc_vals = vq_kivi_acc_vals_avx2;
     }
 #endif

@@ -104,6 +104,11 @@ void vq_kivi_acc_row_avx2(const uint8_t *row, int d, int bits, int g, const floa
  * the sums are ordered differently from the reference (equal to float rounding). */
 void vq_kivi_dot_classes_avx2(const float *qp, const uint8_t *rows, int ncls, const int *bits,
                               const int *nch, const size_t *off, int64_t n, float bias, float *out);
+/* Up to 4 queries over the same rows (the GQA heads of a decode step): each query's scores
+ * bit-identical to vq_kivi_dot_classes_avx2 for it alone. */
+void vq_kivi_dot_classes_multi_avx2(const float *const *qp, int nq, const uint8_t *rows, int ncls,
+                                    const int *bits, const int *nch, const size_t *off, int64_t n,
+                                    const float *bias, float *const *out);
 void vq_kivi_dot_rows_avx512(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
                              float bias, float *out);
 void vq_kivi_acc_row_avx512(const uint8_t *row, int d, int bits, int g, const float *a, float *acc);

@@ -621,7 +621,7 @@ TEST(channel_widths_zero) {
 
 #ifdef VQ_HAVE_X86
 /* The width-class key kernels (vq_kivi_dot_classes_*) against the reference: random class
- * layouts (1..7 classes of 8..40 channels, widths 2..8 in any order), 1..33 rows; the AVX-512
+ * layouts (1..7 classes of 8..40 channels, widths 2..8 in any order), 1..33 rows; the
  * multi-query kernels (1..4 queries) bit-identical to the single-query ones. */
 TEST(dot_classes_vs_ref) {
     const vq_kivi_dot_classes_fn fns[3] = {vq_kivi_dot_classes_avx2, vq_kivi_dot_classes_avx512,
@@ -655,8 +655,7 @@ TEST(dot_classes_vs_ref) {
             fns[v](qp, rows, ncls, bits, nch, off, n, bias, o);
             for (int64_t t = 0; t < n; t++, checks++)
                 bad += fabsf(o[t] - o_ref[t]) > 1e-5f * (float)d * 256.0f;
-            /* the AVX-512 multi-query kernel: each query's scores the same bits as alone */
-            if (v == 0) continue;
+            /* the multi-query kernels: each query's scores the same bits as alone */
             const int nq = 1 + rep % 4;
             float qm[4][7 * 40], om[4][33], o1[33], bm[4];
             const float *qpm[4] = {qm[0], qm[1], qm[2], qm[3]};
@@ -665,8 +664,10 @@ TEST(dot_classes_vs_ref) {
                 for (int c = 0; c < d; c++) qm[j][c] = nrand();
                 bm[j] = nrand();
             }
-            (v == 1 ? vq_kivi_dot_classes_multi_avx512 : vq_kivi_dot_classes_multi_avx512vbmi)(
-                qpm, nq, rows, ncls, bits, nch, off, n, bm, opm);
+            const vq_kivi_dot_classes_multi_fn multi[3] = {vq_kivi_dot_classes_multi_avx2,
+                                                           vq_kivi_dot_classes_multi_avx512,
+                                                           vq_kivi_dot_classes_multi_avx512vbmi};
+            multi[v](qpm, nq, rows, ncls, bits, nch, off, n, bm, opm);
             for (int j = 0; j < nq; j++) {
                 fns[v](qm[j], rows, ncls, bits, nch, off, n, bm[j], o1);
                 multi_bad += memcmp(o1, om[j], (size_t)n * sizeof(float)) != 0;

@@ -3,9 +3,10 @@
  * Codes of 8 channels are expanded with one scalar load per bit plane, a broadcast and a
  * per-lane variable shift (vpsrlvd), then converted to fp32 (5..7 bits: the planes' fields
  * are masked, shifted to their bit position and OR-ed before one conversion; 8 bits:
- * vpmovzxbd). dot_rows scores 8 rows at a time (8 independent
- * accumulators, hadd-tree reduction); dot_classes (keys with width classes) carries the same 8
- * accumulators over every class; acc_row needs group size % 8 == 0 (else the scalar
+ * vpmovzxbd). dot_rows scores 8 rows at a time (8 independent accumulators, hadd-tree
+ * reduction); dot_classes (keys with width classes) carries the same 8 accumulators over every
+ * class, dot_classes_multi two rows of up to 4 queries (each code unpacked once for all, every
+ * score the bits of its query alone); acc_row needs group size % 8 == 0 (else the scalar
  * reference is used).
  */
 #include <immintrin.h>
@@ -164,6 +165,73 @@ void vq_kivi_dot_classes_avx2(const float *qp, const uint8_t *rows, int ncls, co
             q += nch[k];
         }
         out[t] = bias + hsum1(a);
+    }
+}
+
+/* Adds rows r and r + rb of one width class times each of the NQ queries qp[j] (channels from
+ * qo) to A[j][0..1]: the codes are unpacked once for all queries; each row's fma sequence is
+ * dot_classes' (acc8 / acc1). */
+VQ_INLINE void acc2m(const float *const *qp, const int NQ, size_t qo, const uint8_t *r, int d,
+                     __m256 A[][2], const int BITS) {
+    const size_t rb = (size_t)d * BITS / 8;
+    for (int c = 0; c < d; c += 8) {
+        const __m256 k0 = codes8(r, d, c, BITS), k1 = codes8(r + rb, d, c, BITS);
+        for (int j = 0; j < NQ; j++) {
+            const __m256 q = _mm256_loadu_ps(qp[j] + qo + c);
+            A[j][0] = _mm256_fmadd_ps(q, k0, A[j][0]);
+            A[j][1] = _mm256_fmadd_ps(q, k1, A[j][1]);
+        }
+    }
+}
+
+/* Two rows at a time for up to 4 queries; the 2 NQ row sums come out of one hsum8x8, whose
+ * lanes are hsum1's order, so every score is the bits of dot_classes for that query alone. */
+VQ_INLINE void dot_classes_m(const float *const *qp, const int NQ, const uint8_t *rows, int ncls,
+                             const int *bits, const int *nch, const size_t *off, int64_t n,
+                             const float *bias, float *const *out) {
+    int64_t t = 0;
+    for (; t + 2 <= n; t += 2) {
+        __m256 A[4][2];
+        for (int j = 0; j < 4; j++) A[j][0] = A[j][1] = _mm256_setzero_ps();
+        size_t qo = 0;
+        for (int k = 0; k < ncls; k++) {
+            const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
+#define ACC2M(B) acc2m(qp, NQ, qo, r, nch[k], A, B)
+            VQ_KIVI_WITH_BITS(bits[k], ACC2M);
+#undef ACC2M
+            qo += (size_t)nch[k];
+        }
+        float h[8];
+        _mm256_storeu_ps(
+            h, hsum8x8(A[0][0], A[0][1], A[1][0], A[1][1], A[2][0], A[2][1], A[3][0], A[3][1]));
+        for (int j = 0; j < NQ; j++) {
+            out[j][t] = bias[j] + h[2 * j];
+            out[j][t + 1] = bias[j] + h[2 * j + 1];
+        }
+    }
+    if (t < n)
+        for (int j = 0; j < NQ; j++) {
+            __m256 a = _mm256_setzero_ps();
+            const float *q = qp[j];
+            for (int k = 0; k < ncls; k++) {
+                const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
+#define ACC1(B) acc1(q, r, nch[k], &a, B)
+                VQ_KIVI_WITH_BITS(bits[k], ACC1);
+#undef ACC1
+                q += nch[k];
+            }
+            out[j][t] = bias[j] + hsum1(a);
+        }
+}
+
+void vq_kivi_dot_classes_multi_avx2(const float *const *qp, int nq, const uint8_t *rows, int ncls,
+                                    const int *bits, const int *nch, const size_t *off, int64_t n,
+                                    const float *bias, float *const *out) {
+    switch (nq) {
+    case 1: dot_classes_m(qp, 1, rows, ncls, bits, nch, off, n, bias, out); break;
+    case 2: dot_classes_m(qp, 2, rows, ncls, bits, nch, off, n, bias, out); break;
+    case 3: dot_classes_m(qp, 3, rows, ncls, bits, nch, off, n, bias, out); break;
+    default: dot_classes_m(qp, 4, rows, ncls, bits, nch, off, n, bias, out); break;
     }
 }
 
