@@ -306,15 +306,31 @@ void VQ_KIVI_FN(vq_kivi_dot_rows)(const float *qp, const uint8_t *rows, int d, i
 }
 
 /* A row's accumulator with its pair accumulator's half added (lanes 0-7: the pair's first row,
- * 8-15: its second), folded to 8 lanes: the one order every path of the class kernels uses. */
-VQ_INLINE __m256 row_lo(__m512 a, __m512 p) { return fold(_mm512_mask_add_ps(a, 0x00FF, a, p)); }
-VQ_INLINE __m256 row_hi(__m512 a, __m512 p) { return fold(_mm512_mask_add_ps(a, 0xFF00, a, p)); }
+ * 8-15: its second): the one order every path of the class kernels uses. */
+VQ_INLINE __m512 row_lo(__m512 a, __m512 p) { return _mm512_mask_add_ps(a, 0x00FF, a, p); }
+VQ_INLINE __m512 row_hi(__m512 a, __m512 p) { return _mm512_mask_add_ps(a, 0xFF00, a, p); }
+
+/* The lane sums of four rows' accumulators in lanes 0..3, each by one fixed tree of its own
+ * lanes whatever the other three hold (blocks of 4 lanes: 2 + 0 and 3 + 1, then their sum,
+ * then pairs inside the block), so a row sums to the same bits in a group of 4 or alone. */
+VQ_INLINE __m128 hsum16x4(__m512 a, __m512 b, __m512 c, __m512 d) {
+    const __m512 tab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0xEE),
+                                     _mm512_shuffle_f32x4(a, b, 0x44));
+    const __m512 tcd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0xEE),
+                                     _mm512_shuffle_f32x4(c, d, 0x44));
+    const __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(tab, tcd, 0xDD),
+                                   _mm512_shuffle_f32x4(tab, tcd, 0x88));
+    const __m512 x = _mm512_add_ps(u, _mm512_permute_ps(u, 0x4E));
+    const __m512 y = _mm512_add_ps(x, _mm512_permute_ps(x, 0xB1));
+    return _mm512_castps512_ps128(_mm512_permutexvar_ps(
+        _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), y));
+}
 
 /* Width classes (dot_classes, dot_classes_multi): each row's full 16-channel vectors of every
  * class go into its own accumulator, the last 8 channels of a class of 8 mod 16 channels into
  * the accumulator of its row pair (rows 2i, 2i + 1 of the call: lanes 0-7 / 8-15, codes_pair),
  * so a class of 8 or 24 channels costs whole vectors instead of a half-empty one per row. A
- * row's result: bias + hsum of row_lo / row_hi of the two; the same sequence for a row
+ * row's result: bias + hsum16x4 of row_lo / row_hi of the two; the same sequence for a row
  * whichever path (8, 4, 2 rows or a lone last row paired with itself) computes it. */
 
 /* Adds rows r .. r + 7 (rb bytes apart) of one width class (d channels, BITS) times qp: the
@@ -365,8 +381,11 @@ VQ_INLINE void rows2(const float *qp, const uint8_t *rows, int ncls, const int *
 #undef ACC2
         q += nch[k];
     }
-    out[t] = bias + hsum1(row_lo(a0, p));
-    if (TWO) out[t + 1] = bias + hsum1(row_hi(a1, p));
+    const __m512 z = _mm512_setzero_ps();
+    float h[4];
+    _mm_storeu_ps(h, hsum16x4(row_lo(a0, p), TWO ? row_hi(a1, p) : z, z, z));
+    out[t] = bias + h[0];
+    if (TWO) out[t + 1] = bias + h[1];
 }
 
 /* The rows from t on, two at a time, then a lone last row. */
@@ -393,11 +412,12 @@ void VQ_KIVI_FN(vq_kivi_dot_classes)(const float *qp, const uint8_t *rows, int n
 #undef ACC8
             q += nch[k];
         }
-        _mm256_storeu_ps(out + t, _mm256_add_ps(_mm256_set1_ps(bias),
-                                                hsum8x8(row_lo(A[0], P[0]), row_hi(A[1], P[0]),
-                                                        row_lo(A[2], P[1]), row_hi(A[3], P[1]),
-                                                        row_lo(A[4], P[2]), row_hi(A[5], P[2]),
-                                                        row_lo(A[6], P[3]), row_hi(A[7], P[3]))));
+        const __m128 b4 = _mm_set1_ps(bias);
+        _mm_storeu_ps(out + t, _mm_add_ps(b4, hsum16x4(row_lo(A[0], P[0]), row_hi(A[1], P[0]),
+                                                       row_lo(A[2], P[1]), row_hi(A[3], P[1]))));
+        _mm_storeu_ps(out + t + 4,
+                      _mm_add_ps(b4, hsum16x4(row_lo(A[4], P[2]), row_hi(A[5], P[2]),
+                                              row_lo(A[6], P[3]), row_hi(A[7], P[3]))));
     }
     rows_rest(qp, rows, ncls, bits, nch, off, t, n, bias, out);
 }
@@ -450,13 +470,11 @@ VQ_INLINE void dot_classes_m(const float *const *qp, const int NQ, const uint8_t
 #undef ACC4M
             qo += (size_t)nch[k];
         }
-        const __m256 z = _mm256_setzero_ps();
-        for (int j = 0; j < NQ; j++) { /* lanes 0..3 of hsum8x8: dot_classes' order */
-            const __m256 h = hsum8x8(row_lo(A[j][0], P[j][0]), row_hi(A[j][1], P[j][0]),
-                                     row_lo(A[j][2], P[j][1]), row_hi(A[j][3], P[j][1]), z, z, z,
-                                     z);
-            _mm_storeu_ps(out[j] + t, _mm_add_ps(_mm_set1_ps(bias[j]), _mm256_castps256_ps128(h)));
-        }
+        for (int j = 0; j < NQ; j++)
+            _mm_storeu_ps(out[j] + t,
+                          _mm_add_ps(_mm_set1_ps(bias[j]),
+                                     hsum16x4(row_lo(A[j][0], P[j][0]), row_hi(A[j][1], P[j][0]),
+                                              row_lo(A[j][2], P[j][1]), row_hi(A[j][3], P[j][1]))));
     }
     for (int j = 0; j < NQ; j++)
         rows_rest(qp[j], rows, ncls, bits, nch, off, t, n, bias[j], out[j]);
