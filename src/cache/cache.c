@@ -177,6 +177,9 @@ struct vq_layer {
     int64_t qm_n; /* queries behind qm (0 = none observed since the layer was emptied) */
 };
 
+/* Most (query, head) rows of one attend_f16 item of batched queries (vq_cache.gg_tile). */
+#define VQ_F16_TILE_MAX 24
+
 /* Per-stream plan of one append (phase A computes it, phase B commits it). */
 struct plan {
     int64_t n_enc;     /* virtual rows [0, n_enc) of (window ++ new) get encoded */
@@ -199,6 +202,7 @@ struct vq_cache {
     const struct vq_ggml_attn_kernels *gk; /* fp16 layers' llama.cpp-identical kernels */
     size_t gg_ws; /* fp16 layers: score row stride in floats (max_tokens rounded to 16) */
     int gg_heads; /* fp16 layers: query heads per work item (fit in one slab) */
+    int gg_tile;  /* fp16 layers, batched queries: (query, head) rows per item (attend_f16) */
     /* per-thread attend scratch: one slab each, slab_bytes apart */
     uint8_t *slabs;
     size_t slab_bytes; /* n_slots slots of slot_bytes */
@@ -670,7 +674,14 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     int any_f16 = 0;
     for (int l = 0; l < c->n_layers; l++)
         any_f16 |= c->layers[l].f16_exact || c->layers[l].f16_window;
-    const size_t gg_bytes = (size_t)c->gg_heads * (c->gg_ws + (size_t)c->d * 65) * sizeof(float);
+    /* batched queries (16 lanes): rows of a score row, a query and 16 lane blocks, as many as
+     * fit about 2 MiB (at most 24) */
+    const size_t row16 = (c->gg_ws + (size_t)c->d * 17) * sizeof(float);
+    c->gg_tile = (int)((2u << 20) / row16);
+    if (c->gg_tile > VQ_F16_TILE_MAX) c->gg_tile = VQ_F16_TILE_MAX;
+    if (c->gg_tile < c->gg_heads) c->gg_tile = c->gg_heads;
+    size_t gg_bytes = (size_t)c->gg_heads * (c->gg_ws + (size_t)c->d * 65) * sizeof(float);
+    if ((size_t)c->gg_tile * row16 > gg_bytes) gg_bytes = (size_t)c->gg_tile * row16;
     if (any_f16 && gg_bytes > c->slab_bytes) c->slab_bytes = align64(gg_bytes);
     c->slabs = vq_alloc(c->slab_bytes * (size_t)nt);
     c->stage = vq_alloc((size_t)c->page_tokens * (size_t)c->d * sizeof(float));
@@ -1830,7 +1841,14 @@ static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_hea
      * arithmetic is the same whatever its chunk. */
     while (gh > 1 && n_q * nkv * ((grp + gh - 1) / gh) < 2 * (int64_t)c->n_threads) gh--;
     const int n_ch = (grp + gh - 1) / gh;
-    const int64_t items = n_q * nkv * n_ch;
+    /* Batched queries: qb consecutive queries per item, so that each K / V page is read from
+     * memory once for all of them (its rows then come from the core's caches) instead of once
+     * per query; every score, softmax and lane chain is the same arithmetic on the same values
+     * whatever the tile, so the bits do not change. */
+    int qb = b1 ? 1 : c->gg_tile / gh;
+    if (qb < 1) qb = 1;
+    while (qb > 1 && (n_q + qb - 1) / qb * nkv * n_ch < 2 * (int64_t)c->n_threads) qb--;
+    const int64_t nqb = (n_q + qb - 1) / qb, items = nqb * nkv * n_ch;
     const size_t ws = c->gg_ws, S = b1 ? 64 : 16;
     const int nt = items < c->n_threads ? (int)items : c->n_threads;
     (void)nt;
@@ -1843,48 +1861,84 @@ static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_hea
         tid = omp_get_thread_num();
 #endif
         float *w = (float *)(void *)(c->slabs + (size_t)tid * c->slab_bytes);
-        const int64_t i = it / (nkv * n_ch);
+        const int64_t i0 = it / (nkv * n_ch) * qb;
+        const int nb = n_q - i0 < qb ? (int)(n_q - i0) : qb;
         const int g = (int)(it / n_ch % nkv), h0 = g * grp + (int)(it % n_ch) * gh;
         const int ng = g * grp + grp - h0 < gh ? g * grp + grp - h0 : gh;
         const struct vq_stream *K = &L->k.s[g], *V = &L->v.s[g];
-        const int64_t pos = query_pos(c, layer, n_q, q_pos, i), nv = pos + 1, np = round_up(nv, 16);
-        int64_t sh, lo;
-        visible(L, pos, &sh, &lo);
-        /* row index of position t: t in segment A (t < a_end), else a_end + t - b0 */
-        int64_t a_end = round_up(sh, 16), b0 = lo / 16 * 16;
-        if (a_end > b0) a_end = b0 = 0; /* the segments touch: one row from position 0 */
-        const int64_t len = a_end + np - b0, ilo = a_end + lo - b0, inv_ = a_end + nv - b0;
-        float *q16 = w + (size_t)gh * ws, *acc = q16 + (size_t)gh * (size_t)d;
-        memcpy(q16, q + (size_t)(i * n_q_heads + h0) * (size_t)d,
-               sizeof(float) * (size_t)ng * (size_t)d);
-        gk->scale_round_f16(q16, (int64_t)ng * d, 1.0f);
-        if (sh > 0) gk->scores_f16(q16, ng, K->ss, sh, d, b1, scale, w, ws);
-        for (int64_t t0 = lo; t0 < nv;) {
+        /* query j of the tile: score rows w + j gh ws, query rows q16 + j gh d, lane blocks
+         * acc + j gh S d; the row index of position t: t in segment A (t < a_end), else
+         * a_end + t - b0 (stream sinks [0, sh) as segment A, the window [lo, pos] as B) */
+        float *q16 = w + (size_t)qb * (size_t)gh * ws;
+        float *acc = q16 + (size_t)qb * (size_t)gh * (size_t)d;
+        int64_t nv[VQ_F16_TILE_MAX], sh[VQ_F16_TILE_MAX], lo[VQ_F16_TILE_MAX];
+        int64_t a_end[VQ_F16_TILE_MAX], b0[VQ_F16_TILE_MAX];
+        int64_t tmin = INT64_MAX, tmax = 0;
+        for (int j = 0; j < nb; j++) {
+            const int64_t pos = query_pos(c, layer, n_q, q_pos, i0 + j);
+            nv[j] = pos + 1;
+            visible(L, pos, &sh[j], &lo[j]);
+            a_end[j] = round_up(sh[j], 16), b0[j] = lo[j] / 16 * 16;
+            if (a_end[j] > b0[j]) a_end[j] = b0[j] = 0; /* the segments touch: one row from 0 */
+            if (lo[j] < tmin) tmin = lo[j];
+            if (nv[j] > tmax) tmax = nv[j];
+            float *qj = q16 + (size_t)j * (size_t)gh * (size_t)d;
+            memcpy(qj, q + (size_t)((i0 + j) * n_q_heads + h0) * (size_t)d,
+                   sizeof(float) * (size_t)ng * (size_t)d);
+            gk->scale_round_f16(qj, (int64_t)ng * d, 1.0f);
+            if (sh[j] > 0)
+                gk->scores_f16(qj, ng, K->ss, sh[j], d, b1, scale, w + (size_t)j * gh * ws, ws);
+        }
+        for (int64_t t0 = tmin; t0 < tmax;) { /* each page once for the whole tile */
             int64_t cnt;
-            const uint16_t *kp = f16_rows(c, K, t0, nv, &cnt);
-            gk->scores_f16(q16, ng, kp, cnt, d, b1, scale, w + (a_end + t0 - b0), ws);
+            const uint16_t *kp = f16_rows(c, K, t0, tmax, &cnt);
+            for (int j = 0; j < nb; j++) {
+                const int64_t ta = t0 > lo[j] ? t0 : lo[j];
+                const int64_t tb = t0 + cnt < nv[j] ? t0 + cnt : nv[j];
+                if (ta < tb)
+                    gk->scores_f16(q16 + (size_t)j * (size_t)gh * (size_t)d, ng, kp + (ta - t0) * d,
+                                   tb - ta, d, b1, scale,
+                                   w + (size_t)j * gh * ws + (a_end[j] + ta - b0[j]), ws);
+            }
             t0 += cnt;
         }
-        for (int h = 0; h < ng; h++) {
-            float *wh = w + (size_t)h * ws, mx = -INFINITY;
-            for (int64_t t = 0; t < sh; t++) mx = wh[t] > mx ? wh[t] : mx;
-            for (int64_t t = ilo; t < inv_; t++) mx = wh[t] > mx ? wh[t] : mx;
-            for (int64_t t = sh; t < ilo; t++) wh[t] = -INFINITY;
-            for (int64_t t = inv_; t < len; t++) wh[t] = -INFINITY;
-            const float inv = (float)(1.0 / gk->softmax_exp(wh, len, mx));
-            gk->scale_round_f16(wh, inv_, inv);
+        for (int j = 0; j < nb; j++) {
+            const int64_t np = round_up(nv[j], 16), len = a_end[j] + np - b0[j];
+            const int64_t ilo = a_end[j] + lo[j] - b0[j], inv_ = a_end[j] + nv[j] - b0[j];
+            for (int h = 0; h < ng; h++) {
+                float *wh = w + (size_t)(j * gh + h) * ws, mx = -INFINITY;
+                if (sh[j] > 0) mx = c->dk->max(wh, sh[j]); /* the max is exact in any order */
+                if (inv_ > ilo) {
+                    const float m2 = c->dk->max(wh + ilo, inv_ - ilo);
+                    mx = m2 > mx ? m2 : mx;
+                }
+                for (int64_t t = sh[j]; t < ilo; t++) wh[t] = -INFINITY;
+                for (int64_t t = inv_; t < len; t++) wh[t] = -INFINITY;
+                const float inv = (float)(1.0 / gk->softmax_exp(wh, len, mx));
+                gk->scale_round_f16(wh, inv_, inv);
+            }
+            float *aj = acc + (size_t)j * (size_t)gh * S * (size_t)d;
+            memset(aj, 0, sizeof(float) * (size_t)ng * S * (size_t)d);
+            if (sh[j] > 0)
+                gk->pv_f16(aj, ng, V->ss, w + (size_t)j * gh * ws, ws, 0, sh[j], d, b1, 0, (int)S);
         }
-        memset(acc, 0, sizeof(float) * (size_t)ng * S * (size_t)d);
-        if (sh > 0) gk->pv_f16(acc, ng, V->ss, w, ws, 0, sh, d, b1, 0, (int)S);
-        for (int64_t t0 = lo; t0 < nv;) {
+        for (int64_t t0 = tmin; t0 < tmax;) {
             int64_t cnt;
-            const uint16_t *vp = f16_rows(c, V, t0, nv, &cnt);
-            gk->pv_f16(acc, ng, vp, w + (a_end + t0 - b0), ws, t0, cnt, d, b1, 0, (int)S);
+            const uint16_t *vp = f16_rows(c, V, t0, tmax, &cnt);
+            for (int j = 0; j < nb; j++) {
+                const int64_t ta = t0 > lo[j] ? t0 : lo[j];
+                const int64_t tb = t0 + cnt < nv[j] ? t0 + cnt : nv[j];
+                if (ta < tb)
+                    gk->pv_f16(acc + (size_t)j * (size_t)gh * S * (size_t)d, ng, vp + (ta - t0) * d,
+                               w + (size_t)j * gh * ws + (a_end[j] + ta - b0[j]), ws, ta, tb - ta,
+                               d, b1, 0, (int)S);
+            }
             t0 += cnt;
         }
-        for (int h = 0; h < ng; h++)
-            vq_ggml_pv_finish(acc + (size_t)h * S * (size_t)d, d, b1,
-                              out + (size_t)(i * n_q_heads + h0 + h) * (size_t)d);
+        for (int j = 0; j < nb; j++)
+            for (int h = 0; h < ng; h++)
+                vq_ggml_pv_finish(acc + (size_t)(j * gh + h) * S * (size_t)d, d, b1,
+                                  out + (size_t)((i0 + j) * n_q_heads + h0 + h) * (size_t)d);
     }
 }
 
@@ -1959,8 +2013,8 @@ static void attend_f16_mt(const vq_cache *c, int layer, const float *q, int n_q_
 #endif
         /* (B) softmax per head; clear its lane blocks */
         for (int h = tid; h < n_q_heads; h += T) {
-            float *wh = mt_scores(c, h, grp, gps), mx = -INFINITY;
-            for (int64_t t = 0; t < nv; t++) mx = wh[t] > mx ? wh[t] : mx;
+            float *wh = mt_scores(c, h, grp, gps);
+            const float mx = c->dk->max(wh, nv); /* exact in any order */
             for (int64_t t = nv; t < np; t++) wh[t] = -INFINITY;
             const float inv = (float)(1.0 / gk->softmax_exp(wh, np, mx));
             gk->scale_round_f16(wh, nv, inv);
