@@ -1822,8 +1822,10 @@ static int layer_all_window(const vq_cache *c, const struct vq_layer *L) {
  * ggml's F16 product, times scale; softmax with ggml_v_expf and a double sum over 16-wide
  * chunks counted from position 0, times (float)(1 / sum); probabilities rounded to fp16;
  * V^T P with lane t mod S for token t. b1 (n_q == 1) selects the single-query vec_dot_f16
- * order, else the tinyBLAS order of the batched kernels. Work items are (query, kv head,
- * chunk of up to gg_heads query heads), each with its own thread's slab.
+ * order, else the tinyBLAS order of the batched kernels. Work items are (tile of up to
+ * gg_tile / chunk consecutive queries (1 in decode), kv head, chunk of up to gg_heads query
+ * heads), each with its own thread's slab; a tile reads every K / V page once for all its
+ * queries.
  * Windows: the score row holds only the 16-chunks that contain visible positions (stream
  * sinks [0, sh) as segment A = chunks [0, a_end), the window [lo, p] as segment B = chunks
  * [b0, np)), masked positions inside them are -inf. Chunks left out are all -inf in a full
