@@ -2293,6 +2293,26 @@ static void attend_dense_all(vq_cache *c, int layer, const float *q, int n_q_hea
     }
 }
 
+/* Merges the cpp chunk results of one (query, head) pair, chunk k at p0 + k step floats as
+ * {max scaled score m_k, sum of exp s_k, normalized output (d)}: out = sum_k w_k o_k / sum_k w_k
+ * with w_k = s_k exp(m_k - M) in double; empty chunks (s_k = 0) are skipped. */
+static void merge_chunks(const float *p0, size_t step, int64_t cpp, int d, float *out) {
+    float M = -INFINITY;
+    for (int64_t k = 0; k < cpp; k++) {
+        const float *pk = p0 + (size_t)k * step;
+        if (pk[1] > 0.0f && pk[0] > M) M = pk[0];
+    }
+    double wsum = 0, o[1024] = {0};
+    for (int64_t k = 0; k < cpp; k++) {
+        const float *pk = p0 + (size_t)k * step;
+        if (!(pk[1] > 0.0f)) continue;
+        const double w = (double)pk[1] * exp((double)pk[0] - M);
+        wsum += w;
+        for (int i = 0; i < d; i++) o[i] += w * pk[2 + i];
+    }
+    for (int i = 0; i < d; i++) out[i] = (float)(o[i] / wsum);
+}
+
 /* One query (decode) on several threads when the kv heads' batches are fewer than two per
  * thread: each batch of bs query heads (nb batches per kv head) is cut into cpp page-aligned
  * chunks of its visible tokens, every (kv head, batch, chunk) an item attended with the whole
@@ -2342,22 +2362,8 @@ static void attend_split(vq_cache *c, int layer, const float *q, int n_q_heads,
         const float *p0 = c->split +
                           ((size_t)((int64_t)g * nb + b) * (size_t)cpp * (size_t)bs + (size_t)j) *
                               part;
-        const size_t step = (size_t)bs * part; /* chunk k + 1 of the same head */
-        float M = -INFINITY;
-        for (int k = 0; k < cpp; k++) {
-            const float *pk = p0 + (size_t)k * step;
-            if (pk[1] > 0.0f && pk[0] > M) M = pk[0];
-        }
-        double wsum = 0, o[1024] = {0};
-        for (int k = 0; k < cpp; k++) {
-            const float *pk = p0 + (size_t)k * step;
-            if (!(pk[1] > 0.0f)) continue;
-            const double w = (double)pk[1] * exp((double)pk[0] - M);
-            wsum += w;
-            for (int i = 0; i < d; i++) o[i] += w * pk[2 + i];
-        }
-        float *op = out + (size_t)h * (size_t)d;
-        for (int i = 0; i < d; i++) op[i] = (float)(o[i] / wsum);
+        /* chunk k + 1 of the same head is bs parts further */
+        merge_chunks(p0, (size_t)bs * part, cpp, d, out + (size_t)h * (size_t)d);
     }
 }
 
@@ -2444,26 +2450,9 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
         attend_batch(c, L, g, ns, sl, scale, slab);
     }
     if (cpp > 1) {
-        /* merge chunk k of pair p: weight s_k * exp(m_k - M) on its normalized output */
-        for (int64_t pi = 0; pi < n_pairs; pi++) {
-            const float *parts = c->split + (size_t)(pi * cpp) * (size_t)(d + 2);
-            float M = -INFINITY;
-            for (int64_t k = 0; k < cpp; k++) {
-                const float *pk = parts + (size_t)k * (size_t)(d + 2);
-                if (pk[1] > 0.0f && pk[0] > M) M = pk[0];
-            }
-            double wsum = 0;
-            double o[1024] = {0};
-            for (int64_t k = 0; k < cpp; k++) {
-                const float *pk = parts + (size_t)k * (size_t)(d + 2);
-                if (!(pk[1] > 0.0f)) continue;
-                const double w = (double)pk[1] * exp((double)pk[0] - M);
-                wsum += w;
-                for (int i = 0; i < d; i++) o[i] += w * pk[2 + i];
-            }
-            float *op = out + (size_t)pi * (size_t)d;
-            for (int i = 0; i < d; i++) op[i] = (float)(o[i] / wsum);
-        }
+        for (int64_t pi = 0; pi < n_pairs; pi++) /* pair pi's chunks are consecutive parts */
+            merge_chunks(c->split + (size_t)(pi * cpp) * (size_t)(d + 2), (size_t)(d + 2), cpp, d,
+                         out + (size_t)pi * (size_t)d);
     }
     return VQ_STATUS_OK;
 }

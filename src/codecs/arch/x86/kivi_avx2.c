@@ -135,6 +135,20 @@ void vq_kivi_dot_rows_avx2(const float *qp, const uint8_t *rows, int d, int bits
 #undef DOT_ROWS
 }
 
+/* Row t of every class for query qp, alone: bias + hsum1 (one lane of hsum8x8's order). */
+VQ_INLINE float row1(const float *qp, const uint8_t *rows, int ncls, const int *bits,
+                     const int *nch, const size_t *off, int64_t t, float bias) {
+    __m256 a = _mm256_setzero_ps();
+    for (int k = 0; k < ncls; k++) {
+        const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
+#define ACC1(B) acc1(qp, r, nch[k], &a, B)
+        VQ_KIVI_WITH_BITS(bits[k], ACC1);
+#undef ACC1
+        qp += nch[k];
+    }
+    return bias + hsum1(a);
+}
+
 void vq_kivi_dot_classes_avx2(const float *qp, const uint8_t *rows, int ncls, const int *bits,
                               const int *nch, const size_t *off, int64_t n, float bias,
                               float *out) {
@@ -154,18 +168,7 @@ void vq_kivi_dot_classes_avx2(const float *qp, const uint8_t *rows, int ncls, co
                          _mm256_add_ps(_mm256_set1_ps(bias),
                                        hsum8x8(A[0], A[1], A[2], A[3], A[4], A[5], A[6], A[7])));
     }
-    for (; t < n; t++) {
-        __m256 a = _mm256_setzero_ps();
-        const float *q = qp;
-        for (int k = 0; k < ncls; k++) {
-            const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
-#define ACC1(B) acc1(q, r, nch[k], &a, B)
-            VQ_KIVI_WITH_BITS(bits[k], ACC1);
-#undef ACC1
-            q += nch[k];
-        }
-        out[t] = bias + hsum1(a);
-    }
+    for (; t < n; t++) out[t] = row1(qp, rows, ncls, bits, nch, off, t, bias);
 }
 
 /* Adds rows r and r + rb of one width class times each of the NQ queries qp[j] (channels from
@@ -210,18 +213,8 @@ VQ_INLINE void dot_classes_m(const float *const *qp, const int NQ, const uint8_t
         }
     }
     if (t < n)
-        for (int j = 0; j < NQ; j++) {
-            __m256 a = _mm256_setzero_ps();
-            const float *q = qp[j];
-            for (int k = 0; k < ncls; k++) {
-                const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
-#define ACC1(B) acc1(q, r, nch[k], &a, B)
-                VQ_KIVI_WITH_BITS(bits[k], ACC1);
-#undef ACC1
-                q += nch[k];
-            }
-            out[j][t] = bias[j] + hsum1(a);
-        }
+        for (int j = 0; j < NQ; j++)
+            out[j][t] = row1(qp[j], rows, ncls, bits, nch, off, t, bias[j]);
 }
 
 void vq_kivi_dot_classes_multi_avx2(const float *const *qp, int nq, const uint8_t *rows, int ncls,
