@@ -658,7 +658,8 @@ static const struct vq_ggml_kernels g_avx2[] = {
 #define NO_R4(t) NULL
 #define VNNI_R4(t) vq_vec_dotr4_##t##_q8a_avx512vnni
 #define VNNI_R4X4(t) vq_vec_dotr4x4_##t##_q8a_avx512vnni
-#define AVX512_TABLE(R4, R4X4) \
+#define VNNI_R4X4K(t) vq_vec_dotr4x4_##t##_q8_K_avx512vnni
+#define AVX512_TABLE(R4, R4X4, R4X4K) \
     { \
         K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_avx512), \
             K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_avx2), \
@@ -672,13 +673,14 @@ static const struct vq_ggml_kernels g_avx2[] = {
             K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_avx2), \
             KR_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2, \
                 vq_vec_dot4_q8_0_q8a_avx2, R4(q8_0), R4X4(q8_0)), \
-            K4_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2, \
-                vq_vec_dot4_q4_K_q8_K_avx2), \
+            KR_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2, \
+                vq_vec_dot4_q4_K_q8_K_avx2, NULL, R4X4K(q4_K)), \
             K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref), \
-            K_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2), \
+            KR_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2, \
+                NULL, NULL, R4X4K(q6_K)), \
     }
-static const struct vq_ggml_kernels g_avx512[] = AVX512_TABLE(NO_R4, NO_R4);
-static const struct vq_ggml_kernels g_avx512vnni[] = AVX512_TABLE(VNNI_R4, VNNI_R4X4);
+static const struct vq_ggml_kernels g_avx512[] = AVX512_TABLE(NO_R4, NO_R4, NO_R4);
+static const struct vq_ggml_kernels g_avx512vnni[] = AVX512_TABLE(VNNI_R4, VNNI_R4X4, VNNI_R4X4K);
 static_assert(sizeof g_avx2 == sizeof g_ref && sizeof g_avx512 == sizeof g_ref &&
                   sizeof g_avx512vnni == sizeof g_ref,
               "tables");
@@ -739,7 +741,7 @@ void vq_ggml_matmul(const struct vq_ggml_kernels *k, const void *w, size_t w_row
 static void mm_tile(const struct vq_ggml_mm_job *j, int64_t r0, int64_t r1, int64_t n_tok) {
     const uint8_t *wb = j->w, *ab = j->act;
     int64_t t = 0;
-    if (j->k->vec_dot4) {
+    if (j->k->vec_dot4 || j->k->vec_dot_r4x4) {
         float o4[4];
         for (; t + 4 <= n_tok; t += 4) {
             const void *a = ab + (size_t)t * j->act_stride;
@@ -750,7 +752,12 @@ static void mm_tile(const struct vq_ggml_mm_job *j, int64_t r0, int64_t r1, int6
                                        a, j->act_stride, j->out + t * j->ld_out + r,
                                        (size_t)j->ld_out);
             for (; r < r1; r++) {
-                j->k->vec_dot4(j->n_cols, wb + (size_t)r * j->w_row_bytes, a, j->act_stride, o4);
+                const void *wr = wb + (size_t)r * j->w_row_bytes;
+                if (j->k->vec_dot4) j->k->vec_dot4(j->n_cols, wr, a, j->act_stride, o4);
+                else /* r4x4 without a one-row batched twin: it equals vec_dot per token */
+                    for (int q = 0; q < 4; q++)
+                        o4[q] = j->k->vec_dot(j->n_cols, wr,
+                                              (const uint8_t *)a + (size_t)q * j->act_stride);
                 for (int q = 0; q < 4; q++) j->out[(t + q) * j->ld_out + r] = o4[q];
             }
         }

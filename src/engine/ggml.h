@@ -185,7 +185,7 @@ typedef void (*vq_ggml_vec_dot_r4_fn)(int64_t n, const void *w, size_t w_stride,
 
 /* Dots of 4 weight rows (w, w + w_stride, ...) with 4 activation rows (a, a + a_stride, ...):
  * out[t * ld_out + r] for row r and activation row t (batched prefill). Equal to vec_dot on
- * each pair bit for bit. */
+ * each pair bit for bit (Q4_K: to vec_dot4 on each row, its four-row order). */
 typedef void (*vq_ggml_vec_dot_r4x4_fn)(int64_t n, const void *w, size_t w_stride, const void *a,
                                         size_t a_stride, float *out, size_t ld_out);
 
@@ -357,6 +357,12 @@ VQ_GGML_VNNI_S8(q5_0)
 VQ_GGML_VNNI_S8(q8_0)
 void vq_vec_dotr4x4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
                                         size_t a_stride, float *out, size_t ld_out);
+/* K-quants x Q8_K (ggml_kquant_avx512vnni.c): Q4_K in its four-row (gemm) order, Q6_K in
+ * vec_dot's */
+void vq_vec_dotr4x4_q4_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                         size_t a_stride, float *out, size_t ld_out);
+void vq_vec_dotr4x4_q6_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                         size_t a_stride, float *out, size_t ld_out);
 
 
 /* Matrix product out[t * ld_out + r] = dot(W row r, act row t) for r < n_rows, t < n_tok.

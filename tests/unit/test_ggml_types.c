@@ -406,7 +406,7 @@ TEST(vec_dot_r4_bitwise_equals_vec_dot) {
             const struct vq_ggml_kernels *kv = vq_ggml_kernels(all_types[k], (enum vq_isa)isa);
             const struct vq_ggml_kernels *kr = vq_ggml_kernels(all_types[k], VQ_ISA_SCALAR);
             if (!kv->vec_dot_r4 && !kv->vec_dot_r4x4) continue;
-            ASSERT(kv->act == VQ_ACT_Q8A);
+            if (kv->act == VQ_ACT_Q8K) continue; /* K-quants: test below */
             for (int nb = 1; nb <= NB; nb += 2) {
                 const int64_t n = 32 * nb;
                 for (int r = 0; r < 4; r++) fill_random_blocks(all_types[k], w + r * STRIDE, n);
@@ -447,6 +447,56 @@ TEST(vec_dot_r4_bitwise_equals_vec_dot) {
     fprintf(stderr, "  vec_dot_r4 / r4x4: %d dots checked%s\n", checked,
             vq_cpu_avx512vnni() ? "" : " (no AVX512_VNNI here: no four-row kernels)");
     ASSERT(checked > 0 || !vq_cpu_avx512vnni());
+}
+
+/* The K-quant four-row kernels (4 weight rows x 4 Q8_K activation rows) equal the scalar
+ * twins bit for bit: Q4_K its four-row kernel (vec_dot4, the gemm order), Q6_K vec_dot; rows at
+ * an odd stride, 1..7 super-blocks, fresh random blocks and activations. */
+TEST(kquant_r4x4_bitwise_equals_scalar) {
+    enum { NB = 7, STRIDE = 210 * NB + 10, LD = 9 };
+    static uint8_t w[4 * STRIDE];
+    static vq_block_q8_K act[4][NB];
+    static float x[256 * NB];
+    const uint32_t types[] = {VQ_GGML_Q4_K, VQ_GGML_Q6_K};
+    int checked = 0;
+    for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
+        if (!vq_ggml_isa_available((enum vq_isa)isa)) continue;
+        for (size_t k = 0; k < 2; k++) {
+            const struct vq_ggml_kernels *kv = vq_ggml_kernels(types[k], (enum vq_isa)isa);
+            const struct vq_ggml_kernels *kr = vq_ggml_kernels(types[k], VQ_ISA_SCALAR);
+            if (!kv->vec_dot_r4x4) continue;
+            for (int nb = 1; nb <= NB; nb += 2) {
+                const int64_t n = 256 * nb;
+                for (int r = 0; r < 4; r++) fill_random_blocks(types[k], w + r * STRIDE, n);
+                for (int t = 0; t < 4; t++) {
+                    for (int64_t i = 0; i < n; i++) x[i] = frand() * (float)(t + 1);
+                    vq_quantize_row_q8_K_ref(x, act[t], n);
+                }
+                float o[4 * LD], want[4 * LD];
+                for (int r = 0; r < 4; r++) {
+                    float o4[4];
+                    if (types[k] == VQ_GGML_Q4_K)
+                        kr->vec_dot4(n, w + r * STRIDE, act[0], sizeof act[0], o4);
+                    else
+                        for (int t = 0; t < 4; t++) o4[t] = kr->vec_dot(n, w + r * STRIDE, act[t]);
+                    for (int t = 0; t < 4; t++) want[t * LD + r] = o4[t];
+                }
+                kv->vec_dot_r4x4(n, w, STRIDE, act[0], sizeof act[0], o, LD);
+                for (int t = 0; t < 4; t++)
+                    for (int r = 0; r < 4; r++) {
+                        const int e = t * LD + r;
+                        if (memcmp(&want[e], &o[e], 4))
+                            fprintf(stderr, "isa %d %s r4x4 nb %d row %d act %d: %.9g vs %.9g\n",
+                                    isa, vq_ggml_type_name(types[k]), nb, r, t, want[e], o[e]);
+                        ASSERT(!memcmp(&want[e], &o[e], 4));
+                        checked++;
+                    }
+            }
+        }
+    }
+    fprintf(stderr, "  K-quant r4x4: %d dots checked%s\n", checked,
+            vq_cpu_avx512vnni() ? "" : " (no AVX512_VNNI here: no four-row kernels)");
+    ASSERT(checked >= 2 * 4 * 16 || !vq_cpu_avx512vnni());
 }
 
 /* Q4_K's four-row kernel follows ggml's repacked gemm (one fma per 64-element chunk), its
@@ -623,6 +673,7 @@ int main(void) {
     RUN(isa_variants_match_ref);
     RUN(vec_dot4_bitwise_equals_vec_dot);
     RUN(vec_dot_r4_bitwise_equals_vec_dot);
+    RUN(kquant_r4x4_bitwise_equals_scalar);
     RUN(q4_K_gemm_and_gemv_orders);
     RUN(matmul_odd_shapes);
     RUN(q8a_matches_ggml_q8_1);

@@ -1,0 +1,233 @@
+/*
+ * ggml_kquant_avx512vnni.c — AVX-512 VNNI prefill kernels for the K-quants with Q8_K
+ * activations (Q4_K, Q6_K): four weight rows against four activation rows (ggml.h
+ * vec_dot_r4x4), the weight blocks unpacked once for the four tokens. Gemma 3's Q4_K_M files
+ * hold their attention and FFN matrices in these two types.
+ *
+ * Every result equals its scalar twin bit for bit (tests/unit/test_ggml_types.c): the integer
+ * parts are exact whatever the order, and the float steps are those of the twin, lane by lane.
+ *   - Q4_K follows the four-row kernel vq_vec_dot4_q4_K_q8_K_ref (ggml's repacked gemm): per
+ *     64-element chunk p, acc = fma(isum_p, d_w d_a, acc) and accm = fma(imin_p, dmin_w d_a,
+ *     accm); result acc - accm. The 16 (row, token) chains sit in the 16 float lanes.
+ *   - Q6_K follows vq_vec_dot_q6_K_q8_K_ref (ggml's AVX2 single-row sequence): 8 int32 lanes
+ *     per super-block, one fma per super-block into 8 float lanes, hsum256 at the end; two
+ *     weight rows per 512-bit register as in ggml_avx512vnni.c.
+ * docs/ALGORITHMS.md §9.4 describes the lane layouts.
+ */
+#include <immintrin.h>
+#include <string.h>
+
+#include "engine/ggml.h"
+#include "cache/arch/x86/ggml_x86.h"
+
+static inline const uint8_t *row_at(const void *w, size_t stride, int r) {
+    return (const uint8_t *)w + (size_t)r * stride;
+}
+
+static inline const vq_block_q8_K *act_at(const void *a, size_t stride, int t) {
+    return (const vq_block_q8_K *)(const void *)row_at(a, stride, t);
+}
+
+/* Four 16-byte pieces (rows or tokens 0..3) as the 128-bit lanes of one register. */
+static inline __m512i lanes4(const void *p0, const void *p1, const void *p2, const void *p3) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128((const __m128i *)p0));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)p1), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)p2), 2);
+    return _mm512_inserti32x4(v, _mm_loadu_si128((const __m128i *)p3), 3);
+}
+
+/* ---- Q4_K ---------------------------------------------------------------------------------
+ * Lane layout: 128-bit lane r holds weight row r; the activation register is rotated by j
+ * 128-bit lanes (j = 0..3) so that lane r meets token (r + j) mod 4. After the four-way
+ * reduction over the 32-bit words of a lane, word j of lane r is the pair (row r,
+ * token (r + j) mod 4), and the 16 float chains run in those lanes. */
+
+/* The 6-bit scales and mins of a Q4_K super-block as bytes sc[0..7], m[0..7] (ggml's
+ * utmp unpacking; equal to get_scale_min_k4 for every sub-block). */
+static inline __m128i q4_K_scales_mins(const uint8_t *q) {
+    uint32_t u[4];
+    memcpy(u, q, 12);
+    const uint32_t k1 = 0x3f3f3f3f, k2 = 0x0f0f0f0f, k3 = 0x03030303;
+    u[3] = ((u[2] >> 4) & k2) | (((u[1] >> 6) & k3) << 4);
+    const uint32_t mins_lo = u[1] & k1;
+    u[1] = (u[2] & k2) | (((u[0] >> 6) & k3) << 4);
+    u[2] = mins_lo;
+    u[0] &= k1;
+    return _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
+}
+
+/* Sum over the four 32-bit words of each 128-bit lane of a[0..3]: word j of lane r of the
+ * result is the sum of lane r of a[j]. */
+static inline __m512i reduce4x4(const __m512i a[4]) {
+    const __m512i s01 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[0], a[1]),
+                                         _mm512_unpackhi_epi32(a[0], a[1]));
+    const __m512i s23 = _mm512_add_epi32(_mm512_unpacklo_epi32(a[2], a[3]),
+                                         _mm512_unpackhi_epi32(a[2], a[3]));
+    return _mm512_add_epi32(_mm512_unpacklo_epi64(s01, s23), _mm512_unpackhi_epi64(s01, s23));
+}
+
+/* Rotation j of the 128-bit lanes: lane r of the result is lane (r + j) mod 4 of v. */
+#define ROT(v, j) \
+    ((j) == 0 ? (v) \
+              : _mm512_shuffle_i32x4((v), (v), \
+                                     ((j) | (((j) + 1) & 3) << 2 | (((j) + 2) & 3) << 4 | \
+                                      (((j) + 3) & 3) << 6)))
+
+void vq_vec_dotr4x4_q4_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                         size_t a_stride, float *out, size_t ld_out) {
+    const vq_block_q4_K *x[4];
+    const vq_block_q8_K *y[4];
+    for (int r = 0; r < 4; r++) x[r] = (const vq_block_q4_K *)(const void *)row_at(w, w_stride, r);
+    for (int t = 0; t < 4; t++) y[t] = act_at(a, a_stride, t);
+    /* word j of lane r -> row r (weight scales), token (r + j) mod 4 (activation values) */
+    const __m512i rowsel = _mm512_set_epi32(3, 3, 3, 3, 2, 2, 2, 2, 1, 1, 1, 1, 0, 0, 0, 0);
+    const __m512i toksel = _mm512_set_epi32(2, 1, 0, 3, 1, 0, 3, 2, 0, 3, 2, 1, 3, 2, 1, 0);
+    /* out lanes: lane (t, r) <- word (t - r) mod 4 of lane r */
+    const __m512i unrot = _mm512_set_epi32(12, 9, 6, 3, 15, 8, 5, 2, 14, 11, 4, 1, 13, 10, 7, 0);
+    const __m512i m15 = _mm512_set1_epi8(15);
+    /* int16 mins m[0..7] of each row from bytes 8..15 of its lane */
+    const __m512i mins16 = _mm512_broadcast_i32x4(
+        _mm_set_epi8(-128, 15, -128, 14, -128, 13, -128, 12, -128, 11, -128, 10, -128, 9, -128, 8));
+    __m512 acc = _mm512_setzero_ps(), accm = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / VQ_QK_K; i++) {
+        __m512i scm = _mm512_castsi128_si512(q4_K_scales_mins(x[0][i].scales));
+        scm = _mm512_inserti32x4(scm, q4_K_scales_mins(x[1][i].scales), 1);
+        scm = _mm512_inserti32x4(scm, q4_K_scales_mins(x[2][i].scales), 2);
+        scm = _mm512_inserti32x4(scm, q4_K_scales_mins(x[3][i].scales), 3);
+        const __m512i mins = _mm512_shuffle_epi8(scm, mins16);
+        /* block sums per 32-element sub-block of each token: int16 pairs (BS[2p], BS[2p+1]) */
+        __m128i bs[4];
+        float yd[4];
+        for (int t = 0; t < 4; t++) {
+            const __m256i b = _mm256_loadu_si256((const __m256i *)y[t][i].bsums);
+            bs[t] = _mm256_castsi256_si128(
+                _mm256_permute4x64_epi64(_mm256_hadd_epi16(b, b), 0x08));
+            yd[t] = y[t][i].d;
+        }
+        __m512i bsv = _mm512_castsi128_si512(bs[0]);
+        bsv = _mm512_inserti32x4(bsv, bs[1], 1);
+        bsv = _mm512_inserti32x4(bsv, bs[2], 2);
+        bsv = _mm512_inserti32x4(bsv, bs[3], 3);
+        uint16_t dh[8];
+        for (int r = 0; r < 4; r++) {
+            memcpy(&dh[r], &x[r][i].d, 2);
+            memcpy(&dh[4 + r], &x[r][i].dmin, 2);
+        }
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dh));
+        const __m512 ya = _mm512_permutexvar_ps(toksel, _mm512_castps128_ps512(_mm_loadu_ps(yd)));
+        const __m512 d = _mm512_mul_ps(_mm512_permutexvar_ps(rowsel, _mm512_castps256_ps512(dw)),
+                                       ya);
+        const __m512i rowsel_m = _mm512_add_epi32(rowsel, _mm512_set1_epi32(4));
+        const __m512 dm = _mm512_mul_ps(
+            _mm512_permutexvar_ps(rowsel_m, _mm512_castps256_ps512(dw)), ya);
+        for (int p = 0; p < 4; p++) {
+            __m512i isum = _mm512_setzero_si512();
+            for (int nib = 0; nib < 2; nib++) {
+                const int s = 2 * p + nib;
+                __m512i part[4] = {_mm512_setzero_si512(), _mm512_setzero_si512(),
+                                   _mm512_setzero_si512(), _mm512_setzero_si512()};
+                for (int h = 0; h < 2; h++) {
+                    const size_t wo = 32 * (size_t)p + 16 * (size_t)h;
+                    __m512i q = lanes4(x[0][i].qs + wo, x[1][i].qs + wo, x[2][i].qs + wo,
+                                       x[3][i].qs + wo);
+                    q = _mm512_and_si512(nib ? _mm512_srli_epi16(q, 4) : q, m15);
+                    const size_t ao = 32 * (size_t)s + 16 * (size_t)h;
+                    const __m512i v = lanes4(y[0][i].qs + ao, y[1][i].qs + ao, y[2][i].qs + ao,
+                                             y[3][i].qs + ao);
+                    part[0] = _mm512_dpbusd_epi32(part[0], q, v);
+                    part[1] = _mm512_dpbusd_epi32(part[1], q, ROT(v, 1));
+                    part[2] = _mm512_dpbusd_epi32(part[2], q, ROT(v, 2));
+                    part[3] = _mm512_dpbusd_epi32(part[3], q, ROT(v, 3));
+                }
+                /* scale of sub-block s of row r, zero-extended into every word of lane r */
+                const __m512i sc = _mm512_shuffle_epi8(
+                    scm, _mm512_set1_epi32((int)(0x80808000u | (uint32_t)s)));
+                isum = _mm512_add_epi32(isum, _mm512_mullo_epi32(reduce4x4(part), sc));
+            }
+            /* (m[2p], m[2p+1]) of row r times (BS[2p], BS[2p+1]) of token (r + j) mod 4 */
+            const __m512i pv = _mm512_set1_epi32(p);
+            const __m512i imin = _mm512_madd_epi16(
+                _mm512_permutexvar_epi32(_mm512_add_epi32(_mm512_slli_epi32(rowsel, 2), pv), mins),
+                _mm512_permutexvar_epi32(_mm512_add_epi32(_mm512_slli_epi32(toksel, 2), pv), bsv));
+            acc = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), d, acc);
+            accm = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), dm, accm);
+        }
+    }
+    const __m512 o = _mm512_permutexvar_ps(unrot, _mm512_sub_ps(acc, accm));
+    _mm_storeu_ps(out, _mm512_castps512_ps128(o));
+    _mm_storeu_ps(out + ld_out, _mm512_extractf32x4_ps(o, 1));
+    _mm_storeu_ps(out + 2 * ld_out, _mm512_extractf32x4_ps(o, 2));
+    _mm_storeu_ps(out + 3 * ld_out, _mm512_extractf32x4_ps(o, 3));
+}
+
+/* ---- Q6_K ---------------------------------------------------------------------------------
+ * Rows 2q and 2q + 1 in the two 256-bit halves; per (half, token) the 8 int32 lanes of ggml's
+ * AVX2 kernel. */
+
+/* 32 bytes of row a and of row b (byte offset off in their blocks) as one register. */
+static inline __m512i halves(const uint8_t *a, const uint8_t *b) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)a)),
+                              _mm256_loadu_si256((const __m256i *)b), 1);
+}
+
+void vq_vec_dotr4x4_q6_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                         size_t a_stride, float *out, size_t ld_out) {
+    const vq_block_q6_K *x[4];
+    const vq_block_q8_K *y[4];
+    for (int r = 0; r < 4; r++) x[r] = (const vq_block_q6_K *)(const void *)row_at(w, w_stride, r);
+    for (int t = 0; t < 4; t++) y[t] = act_at(a, a_stride, t);
+    const __m512i m3 = _mm512_set1_epi8(3), m15 = _mm512_set1_epi8(15);
+    /* int16 word index of scale k of row a (lane 0, words 0..15) and row b (16..31) */
+    const __m512i scsel = _mm512_set_epi16(17, 17, 17, 17, 17, 17, 17, 17, 16, 16, 16, 16, 16, 16,
+                                           16, 16, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512 acc[2][4];
+    for (int q = 0; q < 2; q++)
+        for (int t = 0; t < 4; t++) acc[q][t] = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / VQ_QK_K; i++) {
+        for (int q = 0; q < 2; q++) {
+            const vq_block_q6_K *xa = &x[2 * q][i], *xb = &x[2 * q + 1][i];
+            const __m512i scw = _mm512_inserti64x4(
+                _mm512_castsi256_si512(
+                    _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)xa->scales))),
+                _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)xb->scales)), 1);
+            __m512i sumi[4];
+            for (int t = 0; t < 4; t++) {
+                const __m512i b =
+                    _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y[t][i].bsums));
+                sumi[t] = _mm512_sub_epi32(_mm512_setzero_si512(),
+                                           _mm512_slli_epi32(_mm512_madd_epi16(b, scw), 5));
+            }
+            for (int h = 0; h < 2; h++) {
+                const __m512i ql0 = halves(xa->ql + 64 * h, xb->ql + 64 * h);
+                const __m512i ql1 = halves(xa->ql + 64 * h + 32, xb->ql + 64 * h + 32);
+                const __m512i qh = halves(xa->qh + 32 * h, xb->qh + 32 * h);
+                for (int g = 0; g < 4; g++) {
+                    const __m512i ql = (g & 1) ? ql1 : ql0;
+                    const __m512i low4 = _mm512_and_si512(g < 2 ? ql : _mm512_srli_epi16(ql, 4),
+                                                          m15);
+                    const __m512i hi2 = _mm512_and_si512(_mm512_srli_epi16(qh, 2 * g), m3);
+                    const __m512i qv = _mm512_or_si512(low4, _mm512_slli_epi16(hi2, 4));
+                    const int e0 = 128 * h + 32 * g;
+                    const __m512i sc = _mm512_permutexvar_epi16(
+                        _mm512_add_epi16(scsel, _mm512_set1_epi16((short)(e0 / 16))), scw);
+                    for (int t = 0; t < 4; t++) {
+                        const __m512i av = _mm512_broadcast_i64x4(
+                            _mm256_loadu_si256((const __m256i *)(y[t][i].qs + e0)));
+                        sumi[t] = _mm512_add_epi32(
+                            sumi[t], _mm512_madd_epi16(sc, _mm512_maddubs_epi16(qv, av)));
+                    }
+                }
+            }
+            const __m512 dw = _mm512_insertf32x8(_mm512_set1_ps(_cvtsh_ss(xa->d)),
+                                                 _mm256_set1_ps(_cvtsh_ss(xb->d)), 1);
+            for (int t = 0; t < 4; t++)
+                acc[q][t] = _mm512_fmadd_ps(_mm512_mul_ps(_mm512_set1_ps(y[t][i].d), dw),
+                                            _mm512_cvtepi32_ps(sumi[t]), acc[q][t]);
+        }
+    }
+    for (int t = 0; t < 4; t++)
+        for (int q = 0; q < 2; q++) {
+            out[(size_t)t * ld_out + 2 * q] = hsum256(_mm512_castps512_ps256(acc[q][t]));
+            out[(size_t)t * ld_out + 2 * q + 1] = hsum256(_mm512_extractf32x8_ps(acc[q][t], 1));
+        }
+}
