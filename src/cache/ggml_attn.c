@@ -16,18 +16,32 @@ static float red16_(const float *v) {
     return (u[0] + u[2]) + (u[1] + u[3]);
 }
 
+/* Row l of the 16 reduced rows of column j (b1: rows l, l + 32, l + 16, l + 48 summed as
+ * ggml's 4-accumulator reduce). */
+static inline float pv_row(const float *acc, int d, int b1, int l, int j) {
+    if (!b1) return acc[l * d + j];
+    const float x0 = acc[l * d + j] + acc[(32 + l) * d + j];
+    const float x1 = acc[(16 + l) * d + j] + acc[(48 + l) * d + j];
+    return x0 + x1;
+}
+
+/* Columns in blocks of 16 with the reduction steps as loops over the block, which the
+ * compiler vectorizes; each column keeps red16_'s order, so the result is the same. */
 void vq_ggml_pv_finish(const float *acc, int d, int b1, float *out) {
-    for (int j = 0; j < d; j++) {
+    int j0 = 0;
+    for (; j0 + 16 <= d; j0 += 16) {
+        float v[16][16], t[8][16], u[4][16];
+        for (int l = 0; l < 16; l++)
+            for (int c = 0; c < 16; c++) v[l][c] = pv_row(acc, d, b1, l, j0 + c);
+        for (int i = 0; i < 8; i++)
+            for (int c = 0; c < 16; c++) t[i][c] = v[i + 8][c] + v[i][c];
+        for (int i = 0; i < 4; i++)
+            for (int c = 0; c < 16; c++) u[i][c] = t[i + 4][c] + t[i][c];
+        for (int c = 0; c < 16; c++) out[j0 + c] = (u[0][c] + u[2][c]) + (u[1][c] + u[3][c]);
+    }
+    for (int j = j0; j < d; j++) {
         float v[16];
-        for (int l = 0; l < 16; l++) {
-            if (b1) {
-                const float x0 = acc[l * d + j] + acc[(32 + l) * d + j];
-                const float x1 = acc[(16 + l) * d + j] + acc[(48 + l) * d + j];
-                v[l] = x0 + x1;
-            } else {
-                v[l] = acc[l * d + j];
-            }
-        }
+        for (int l = 0; l < 16; l++) v[l] = pv_row(acc, d, b1, l, j);
         out[j] = red16_(v);
     }
 }

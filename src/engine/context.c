@@ -366,8 +366,7 @@ static void ffn_gate_act(const vq_ctx *c, float *g, const float *u, int64_t n_to
     (void)nt;
 #endif
     for (int64_t t = 0; t < n_tok; t++) {
-        if (m->ffn_act == VQ_FFN_GELU)
-            vq_ggml_geglu_ref(m->gelu_f16, g + t * n_ff, u + t * n_ff, n_ff);
+        if (m->ffn_act == VQ_FFN_GELU) c->nn->geglu(m->gelu_f16, g + t * n_ff, u + t * n_ff, n_ff);
         else c->nn->swiglu(g + t * n_ff, u + t * n_ff, n_ff);
     }
 }

@@ -562,6 +562,7 @@ void vq_ggml_gelu_table_init(uint16_t *table) {
         const float y = 0.5f * x * (1.0f + tanhf(sqrt_2_over_pi * x * fmaf(coef_a * x, x, 1.0f)));
         table[h] = vq_ggml_f2h(y);
     }
+    table[65536] = 0;
 }
 
 void vq_ggml_geglu_ref(const uint16_t *table, float *g, const float *u, int64_t n) {
@@ -586,6 +587,13 @@ size_t vq_ggml_act_row_bytes(enum vq_ggml_act act, int64_t n) {
 void vq_ggml_quantize_act_isa(enum vq_isa isa, enum vq_ggml_act act, const float *x, void *y,
                               int64_t n) {
 #ifdef VQ_HAVE_X86
+    if (act == VQ_ACT_Q8K) {
+        if (isa == VQ_ISA_AUTO) isa = vq_ggml_isa_default();
+        if (isa == VQ_ISA_AVX512 && vq_ggml_isa_available(isa)) {
+            vq_quantize_row_q8_K_avx512(x, y, n);
+            return;
+        }
+    }
     if (act == VQ_ACT_Q8A) {
         if (isa == VQ_ISA_AUTO) isa = vq_ggml_isa_default();
         if (isa == VQ_ISA_AVX512 && vq_ggml_isa_available(isa)) {
@@ -709,10 +717,10 @@ void vq_ggml_swiglu_ref(float *g, const float *u, int64_t n) {
     for (; i < n; i++) g[i] = (g[i] / (1.0f + expf(-g[i]))) * u[i];
 }
 
-static const struct vq_ggml_nn_kernels g_nn_ref = {vq_ggml_swiglu_ref};
+static const struct vq_ggml_nn_kernels g_nn_ref = {vq_ggml_swiglu_ref, vq_ggml_geglu_ref};
 #ifdef VQ_HAVE_X86
-static const struct vq_ggml_nn_kernels g_nn_avx2 = {vq_ggml_swiglu_avx2};
-static const struct vq_ggml_nn_kernels g_nn_avx512 = {vq_ggml_swiglu_avx512};
+static const struct vq_ggml_nn_kernels g_nn_avx2 = {vq_ggml_swiglu_avx2, vq_ggml_geglu_ref};
+static const struct vq_ggml_nn_kernels g_nn_avx512 = {vq_ggml_swiglu_avx512, vq_ggml_geglu_avx512};
 #endif
 
 const struct vq_ggml_nn_kernels *vq_ggml_nn_kernels(enum vq_isa isa) {

@@ -213,6 +213,7 @@ void vq_ggml_quantize_act_isa(enum vq_isa isa, enum vq_ggml_act act, const float
                               int64_t n);
 void vq_quantize_row_q8a_avx2(const float *x, void *y, int64_t n);
 void vq_quantize_row_q8a_avx512(const float *x, void *y, int64_t n);
+void vq_quantize_row_q8_K_avx512(const float *x, void *y, int64_t n);
 /* Returns the ISA the engine uses for VQ_ISA_AUTO: $VQ_ISA if set and available, else the best
  * of avx512 / avx2 / scalar this CPU and build support. Thread-safe. */
 enum vq_isa vq_ggml_isa_default(void);
@@ -227,13 +228,20 @@ struct vq_ggml_nn_kernels {
     /* g[i] = silu(g[i]) * u[i] for one row of n values: ggml_vec_swiglu_f32 (16-wide ggml_v_silu,
      * tail x / (1 + expf(-x)) with libm expf). */
     void (*swiglu)(float *g, const float *u, int64_t n);
+    /* g[i] = gelu(g[i]) * u[i] through ggml's fp16 GELU table (vq_ggml_geglu_ref's contract;
+     * table from vq_ggml_gelu_table_init, VQ_GELU_TABLE_LEN entries). */
+    void (*geglu)(const uint16_t *table, float *g, const float *u, int64_t n);
 };
 /* The kernels for isa (AUTO: vq_ggml_isa_default(); an unavailable ISA falls back to scalar).
  * Static table, thread-safe. */
 const struct vq_ggml_nn_kernels *vq_ggml_nn_kernels(enum vq_isa isa);
+/* Entries of a GELU table: one per fp16 bit pattern and one of padding (zero), which lets the
+ * vector kernels read 32 bits at any entry. */
+#define VQ_GELU_TABLE_LEN 65537
 /* ggml's GELU table (GGML_GELU_FP16): table[h] = fp16(gelu(h2f(h))) for every fp16 bit
  * pattern h, gelu(x) = 0.5 x (1 + tanhf(sqrt(2/pi) x (1 + 0.044715 x^2))) with the one FMA gcc
- * forms in ggml's build. table holds 65536 entries (caller-owned). Thread-safe. */
+ * forms in ggml's build; table[65536] = 0. table holds VQ_GELU_TABLE_LEN entries
+ * (caller-owned). Thread-safe. */
 void vq_ggml_gelu_table_init(uint16_t *table);
 /* g[i] = gelu(g[i]) * u[i] for one row of n values as ggml_vec_geglu_f32 computes it: 0 for
  * g <= -10, g * u for g >= 10, else h2f(table[f2h(g)]) * u. Thread-safe. */
@@ -241,6 +249,7 @@ void vq_ggml_geglu_ref(const uint16_t *table, float *g, const float *u, int64_t 
 void vq_ggml_swiglu_ref(float *g, const float *u, int64_t n);
 void vq_ggml_swiglu_avx2(float *g, const float *u, int64_t n);
 void vq_ggml_swiglu_avx512(float *g, const float *u, int64_t n);
+void vq_ggml_geglu_avx512(const uint16_t *table, float *g, const float *u, int64_t n);
 
 /* Q4_K float chains over one super-block's exact integer parts per 64-element chunk p
  * (ints: isum[p] = sum of scale x (q . a), imin[p] = sum of min x block sum), in the orders of

@@ -413,7 +413,7 @@ static vq_status load_tensors(struct loader *L, enum vq_isa isa) {
     }
     if (ad && I->swa_window) VQ_RETURN_IF_ERR(load_swa(m, ad));
     if (m->ffn_act == VQ_FFN_GELU) {
-        m->gelu_f16 = malloc(65536 * sizeof *m->gelu_f16);
+        m->gelu_f16 = malloc(VQ_GELU_TABLE_LEN * sizeof *m->gelu_f16);
         if (!m->gelu_f16) {
             vq_engine_set_error("model: out of memory");
             return VQ_STATUS_NO_MEMORY;

@@ -59,7 +59,7 @@ struct vq_model {
     int n_rope;                 /* rope configs in use (1 or 2) */
     float embd_scale;           /* token embeddings multiplied by this (1: none) */
     enum vq_ffn_act ffn_act;
-    uint16_t *gelu_f16; /* (65536) ggml's GELU table for VQ_FFN_GELU, else NULL */
+    uint16_t *gelu_f16; /* (VQ_GELU_TABLE_LEN) ggml's GELU table for VQ_FFN_GELU, else NULL */
     int *layer_window;  /* (n_layers) attention window W per layer (0: full),
                                             * NULL when no layer has one; the cache's
                                             * vq_cache_params.layer_window */

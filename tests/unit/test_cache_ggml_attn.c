@@ -103,6 +103,17 @@ TEST(kernels_bitwise) {
             ASSERT(!memcmp(acc0, acc1, sizeof acc0));
             const size_t S = b1 ? 64 : 16;
             vq_ggml_pv_finish(acc0, dv, b1, o0);
+            for (int j = 0; j < dv; j++) { /* the documented order, column by column */
+                float v16[16], t8[8], u4[4];
+                for (int l = 0; l < 16; l++)
+                    v16[l] = b1 ? (acc0[l * dv + j] + acc0[(32 + l) * dv + j]) +
+                                      (acc0[(16 + l) * dv + j] + acc0[(48 + l) * dv + j])
+                                : acc0[l * dv + j];
+                for (int i = 0; i < 8; i++) t8[i] = v16[i + 8] + v16[i];
+                for (int i = 0; i < 4; i++) u4[i] = t8[i + 4] + t8[i];
+                const float want = (u4[0] + u4[2]) + (u4[1] + u4[3]);
+                ASSERT(!memcmp(&want, &o0[j], 4));
+            }
             for (int j = 0; j < dv; j++) { /* the finished product vs a double sum */
                 double ex = 0, mag = 0;
                 for (int t = 0; t < NT; t++) {

@@ -644,12 +644,12 @@ TEST(swiglu_bitwise) {
  * project's machine); one of the 65536 entries (x = -1.999) depends on the FMA gcc forms in
  * ggml's build. GEGLU applies it as ggml_vec_geglu_f32 does, with its cut-offs at +-10. */
 TEST(gelu_table_equals_ggml) {
-    static uint16_t t[65536];
+    static uint16_t t[VQ_GELU_TABLE_LEN];
     vq_ggml_gelu_table_init(t);
     uint8_t h[32], want[32];
     struct vq_sha256 s;
     vq_sha256_init(&s);
-    vq_sha256_update(&s, t, sizeof t);
+    vq_sha256_update(&s, t, 65536 * sizeof t[0]); /* the padding entry is not ggml's */
     vq_sha256_final(&s, h);
     ASSERT(vq_sha256_from_hex("5eceda6f287dec9dc0bcfa24516d6744a031a5c52d1984688b4558aeb1daf909",
                               want));
@@ -662,6 +662,56 @@ TEST(gelu_table_equals_ggml) {
     ASSERT_NEAR(g[2], 2 * 0.8411920071, 2e-3); /* tanh-GELU(1) through fp16 */
     ASSERT_NEAR(g[3], -0.1542859972, 2e-4);
     ASSERT_NEAR(g[4], 0.0, 0);
+    /* every ISA's GEGLU equals the scalar one bit for bit: values across the cut-offs (+-10
+     * exactly), tiny and subnormal values, rows with and without a tail */
+    static float g0[211], g1[211], uu[211];
+    int checked = 0;
+    for (int isa = VQ_ISA_AVX2; isa < VQ_ISA_COUNT; isa++) {
+        if (!vq_ggml_isa_available((enum vq_isa)isa)) continue;
+        const struct vq_ggml_nn_kernels *v = vq_ggml_nn_kernels((enum vq_isa)isa);
+        for (int rep = 0; rep < 20; rep++) {
+            const int nf = rep % 2 ? 211 : 192;
+            for (int i = 0; i < nf; i++) {
+                g0[i] = g1[i] = frand() * (rep < 10 ? 12.0f : 3.0f);
+                uu[i] = frand();
+            }
+            g0[3] = g1[3] = 10.0f;
+            g0[4] = g1[4] = -10.0f;
+            g0[5] = g1[5] = 1e-40f;
+            g0[6] = g1[6] = -3e-6f;
+            vq_ggml_geglu_ref(t, g0, uu, nf);
+            v->geglu(t, g1, uu, nf);
+            ASSERT(!memcmp(g0, g1, sizeof(float) * (size_t)nf));
+            checked++;
+        }
+    }
+    fprintf(stderr, "  geglu: %d ISA cases bit-identical to scalar\n", checked);
+}
+
+/* The vector Q8_K quantizers equal the reference byte for byte: the first element of largest
+ * magnitude sets the sign of the scale (ties of +-amax), all-zero blocks, .5 boundaries. */
+TEST(q8_K_quantizers_match_ref) {
+    enum { NB = 5 };
+    static float xs[256 * NB];
+    static vq_block_q8_K r[NB], v[NB];
+    int checked = 0;
+    for (int isa = VQ_ISA_AVX2; isa < VQ_ISA_COUNT; isa++) {
+        if (!vq_ggml_isa_available((enum vq_isa)isa)) continue;
+        for (int rep = 0; rep < 40; rep++) {
+            for (int i = 0; i < 256 * NB; i++) xs[i] = frand() * (float)(1 + rep);
+            for (int i = 256; i < 512; i++) xs[i] = 0.0f;
+            for (int i = 512; i < 768; i++) xs[i] = (float)(i - 640) * 0.5f; /* .5 steps */
+            xs[768 + 7] = -50.0f; /* a tie: -amax first, +amax later */
+            xs[768 + 200] = 50.0f;
+            xs[1024 + 9] = 60.0f; /* +amax first, -amax later */
+            xs[1024 + 100] = -60.0f;
+            vq_quantize_row_q8_K_ref(xs, r, 256 * NB);
+            vq_ggml_quantize_act_isa((enum vq_isa)isa, VQ_ACT_Q8K, xs, v, 256 * NB);
+            ASSERT(!memcmp(r, v, sizeof r));
+            checked++;
+        }
+    }
+    fprintf(stderr, "  q8_K: %d ISA cases byte-identical to the reference\n", checked);
 }
 
 int main(void) {
@@ -679,5 +729,6 @@ int main(void) {
     RUN(q8a_matches_ggml_q8_1);
     RUN(swiglu_bitwise);
     RUN(gelu_table_equals_ggml);
+    RUN(q8_K_quantizers_match_ref);
     return TEST_REPORT();
 }

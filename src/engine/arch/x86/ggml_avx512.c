@@ -120,3 +120,59 @@ void vq_quantize_row_q8a_avx512(const float *x, void *y, int64_t n) {
         b[i].s = vq_ggml_h2f(vq_ggml_f2h(d * (float)sum));
     }
 }
+
+/* ggml's quantize_row_q8_K_ref per 256-element block (see vq_quantize_row_q8_K_ref): max is
+ * the first element of largest magnitude, every element is rounded independently (nearest,
+ * ties to even: the 1.5 * 2^23 trick of the reference for |q| <= 127) and the 16-element sums
+ * are exact, so this equals the reference byte for byte. */
+void vq_quantize_row_q8_K_avx512(const float *x, void *y, int64_t n) {
+    vq_block_q8_K *b = y;
+    const __m512 sign = _mm512_set1_ps(-0.0f);
+    for (int64_t i = 0; i < n / VQ_QK_K; i++, x += VQ_QK_K) {
+        __m512 mx = _mm512_setzero_ps();
+        for (int g = 0; g < 16; g++)
+            mx = _mm512_max_ps(mx, _mm512_andnot_ps(sign, _mm512_loadu_ps(x + 16 * g)));
+        const float amax = _mm512_reduce_max_ps(mx);
+        memset(&b[i], 0, sizeof b[i]);
+        if (!(amax > 0)) continue; /* all zero (the reference skips NaN too) */
+        float max = 0;
+        for (int g = 0; g < 16; g++) {
+            const __mmask16 hit = _mm512_cmp_ps_mask(
+                _mm512_andnot_ps(sign, _mm512_loadu_ps(x + 16 * g)), _mm512_set1_ps(amax),
+                _CMP_EQ_OQ);
+            if (hit) {
+                max = x[16 * g + __builtin_ctz(hit)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m512 s = _mm512_set1_ps(iscale);
+        for (int g = 0; g < 16; g++) {
+            const __m512i q = _mm512_min_epi32(
+                _mm512_cvtps_epi32(_mm512_mul_ps(s, _mm512_loadu_ps(x + 16 * g))),
+                _mm512_set1_epi32(127));
+            _mm_storeu_si128((__m128i *)(b[i].qs + 16 * g), _mm512_cvtsepi32_epi8(q));
+            b[i].bsums[g] = (int16_t)_mm512_reduce_add_epi32(q);
+        }
+        b[i].d = 1 / iscale;
+    }
+}
+
+/* ggml_vec_geglu_f32 (see vq_ggml_geglu_ref): the fp16 index by VCVTPS2PH (round to nearest
+ * even, as vq_ggml_f2h), 16 table entries per gather (32-bit reads at 2-byte steps: the table
+ * has one entry of padding), VCVTPH2PS back (exact); the cut-offs at +-10 as masks. */
+void vq_ggml_geglu_avx512(const uint16_t *table, float *g, const float *u, int64_t n) {
+    int64_t i = 0;
+    for (; i + 15 < n; i += 16) {
+        const __m512 x = _mm512_loadu_ps(g + i), uv = _mm512_loadu_ps(u + i);
+        const __m512i h = _mm512_cvtepu16_epi32(
+            _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        const __m512i e = _mm512_i32gather_epi32(h, (const void *)table, 2);
+        __m512 r = _mm512_mul_ps(_mm512_cvtph_ps(_mm512_cvtepi32_epi16(e)), uv);
+        r = _mm512_mask_mul_ps(r, _mm512_cmp_ps_mask(x, _mm512_set1_ps(10.0f), _CMP_GE_OQ), x, uv);
+        r = _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, _mm512_set1_ps(-10.0f), _CMP_LE_OQ),
+                               _mm512_setzero_ps());
+        _mm512_storeu_ps(g + i, r);
+    }
+    if (i < n) vq_ggml_geglu_ref(table, g + i, u + i, n - i);
+}

@@ -69,9 +69,9 @@ static inline __m512i reduce4x4(const __m512i a[4]) {
 /* Rotation j of the 128-bit lanes: lane r of the result is lane (r + j) mod 4 of v. */
 #define ROT(v, j) \
     ((j) == 0 ? (v) \
-              : _mm512_shuffle_i32x4((v), (v), \
-                                     ((j) | (((j) + 1) & 3) << 2 | (((j) + 2) & 3) << 4 | \
-                                      (((j) + 3) & 3) << 6)))
+              : _mm512_shuffle_i32x4( \
+                    (v), (v), \
+                    ((j) | (((j) + 1) & 3) << 2 | (((j) + 2) & 3) << 4 | (((j) + 3) & 3) << 6)))
 
 void vq_vec_dotr4x4_q4_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
                                          size_t a_stride, float *out, size_t ld_out) {
@@ -100,8 +100,7 @@ void vq_vec_dotr4x4_q4_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stri
         float yd[4];
         for (int t = 0; t < 4; t++) {
             const __m256i b = _mm256_loadu_si256((const __m256i *)y[t][i].bsums);
-            bs[t] = _mm256_castsi256_si128(
-                _mm256_permute4x64_epi64(_mm256_hadd_epi16(b, b), 0x08));
+            bs[t] = _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_hadd_epi16(b, b), 0x08));
             yd[t] = y[t][i].d;
         }
         __m512i bsv = _mm512_castsi128_si512(bs[0]);
@@ -118,8 +117,8 @@ void vq_vec_dotr4x4_q4_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stri
         const __m512 d = _mm512_mul_ps(_mm512_permutexvar_ps(rowsel, _mm512_castps256_ps512(dw)),
                                        ya);
         const __m512i rowsel_m = _mm512_add_epi32(rowsel, _mm512_set1_epi32(4));
-        const __m512 dm = _mm512_mul_ps(
-            _mm512_permutexvar_ps(rowsel_m, _mm512_castps256_ps512(dw)), ya);
+        const __m512 dm = _mm512_mul_ps(_mm512_permutexvar_ps(rowsel_m, _mm512_castps256_ps512(dw)),
+                                        ya);
         for (int p = 0; p < 4; p++) {
             __m512i isum = _mm512_setzero_si512();
             for (int nib = 0; nib < 2; nib++) {
@@ -192,8 +191,8 @@ void vq_vec_dotr4x4_q6_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stri
                 _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)xb->scales)), 1);
             __m512i sumi[4];
             for (int t = 0; t < 4; t++) {
-                const __m512i b =
-                    _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y[t][i].bsums));
+                const __m512i b = _mm512_broadcast_i64x4(
+                    _mm256_loadu_si256((const __m256i *)y[t][i].bsums));
                 sumi[t] = _mm512_sub_epi32(_mm512_setzero_si512(),
                                            _mm512_slli_epi32(_mm512_madd_epi16(b, scw), 5));
             }
