@@ -620,11 +620,11 @@ void vq_ggml_quantize_act(enum vq_ggml_act act, const float *x, void *y, int64_t
 }
 
 #define K_(t, act, deq, dot) \
-    { t, act, deq, dot, NULL, NULL, NULL }
+    { t, act, deq, dot, NULL, NULL, NULL, NULL }
 #define K4_(t, act, deq, dot, dot4) \
-    { t, act, deq, dot, dot4, NULL, NULL }
-#define KR_(t, act, deq, dot, dot4, dot_r4, dot_r4x4) \
-    { t, act, deq, dot, dot4, dot_r4, dot_r4x4 }
+    { t, act, deq, dot, dot4, NULL, NULL, NULL }
+#define KR_(t, act, deq, dot, dot4, dot_r4, dot_r4x4, dot_r4x8) \
+    { t, act, deq, dot, dot4, dot_r4, dot_r4x4, dot_r4x8 }
 static const struct vq_ggml_kernels g_ref[] = {
     K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_ref),
     K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_ref),
@@ -666,29 +666,31 @@ static const struct vq_ggml_kernels g_avx2[] = {
 #define NO_R4(t) NULL
 #define VNNI_R4(t) vq_vec_dotr4_##t##_q8a_avx512vnni
 #define VNNI_R4X4(t) vq_vec_dotr4x4_##t##_q8a_avx512vnni
+#define VNNI_R4X8(t) vq_vec_dotr4x8_##t##_q8a_avx512vnni
 #define VNNI_R4X4K(t) vq_vec_dotr4x4_##t##_q8_K_avx512vnni
-#define AVX512_TABLE(R4, R4X4, R4X4K) \
+#define AVX512_TABLE(R4, R4X4, R4X8, R4X4K) \
     { \
         K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_avx512), \
             K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_avx2), \
             K_(VQ_GGML_BF16, VQ_ACT_F32, vq_dequantize_row_bf16_ref, vq_vec_dot_bf16_f32_avx2), \
             KR_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx2, \
-                vq_vec_dot4_q4_0_q8a_avx2, R4(q4_0), R4X4(q4_0)), \
+                vq_vec_dot4_q4_0_q8a_avx2, R4(q4_0), R4X4(q4_0), R4X8(q4_0)), \
             KR_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx512, \
-                vq_vec_dot4_q4_1_q8a_avx512, R4(q4_1), R4X4(q4_1)), \
+                vq_vec_dot4_q4_1_q8a_avx512, R4(q4_1), R4X4(q4_1), R4X8(q4_1)), \
             KR_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2, \
-                vq_vec_dot4_q5_0_q8a_avx2, R4(q5_0), R4X4(q5_0)), \
+                vq_vec_dot4_q5_0_q8a_avx2, R4(q5_0), R4X4(q5_0), R4X8(q5_0)), \
             K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_avx2), \
             KR_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2, \
-                vq_vec_dot4_q8_0_q8a_avx2, R4(q8_0), R4X4(q8_0)), \
+                vq_vec_dot4_q8_0_q8a_avx2, R4(q8_0), R4X4(q8_0), R4X8(q8_0)), \
             KR_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2, \
-                vq_vec_dot4_q4_K_q8_K_avx2, NULL, R4X4K(q4_K)), \
+                vq_vec_dot4_q4_K_q8_K_avx2, NULL, R4X4K(q4_K), NULL), \
             K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref), \
             KR_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2, \
-                NULL, NULL, R4X4K(q6_K)), \
+                NULL, NULL, R4X4K(q6_K), NULL), \
     }
-static const struct vq_ggml_kernels g_avx512[] = AVX512_TABLE(NO_R4, NO_R4, NO_R4);
-static const struct vq_ggml_kernels g_avx512vnni[] = AVX512_TABLE(VNNI_R4, VNNI_R4X4, VNNI_R4X4K);
+static const struct vq_ggml_kernels g_avx512[] = AVX512_TABLE(NO_R4, NO_R4, NO_R4, NO_R4);
+static const struct vq_ggml_kernels g_avx512vnni[] = AVX512_TABLE(VNNI_R4, VNNI_R4X4, VNNI_R4X8,
+                                                                  VNNI_R4X4K);
 static_assert(sizeof g_avx2 == sizeof g_ref && sizeof g_avx512 == sizeof g_ref &&
                   sizeof g_avx512vnni == sizeof g_ref,
               "tables");
@@ -745,29 +747,37 @@ void vq_ggml_matmul(const struct vq_ggml_kernels *k, const void *w, size_t w_row
     vq_ggml_matmul_multi(&j, 1, n_tok, n_threads);
 }
 
-/* Computes rows [r0, r1) of one job for every token. */
+/* Row r of one job against the 4 tokens t..t+3: vec_dot4, or vec_dot per token for a type
+ * whose four-row kernels equal vec_dot (no one-row batched twin). */
+static void mm_row_x4(const struct vq_ggml_mm_job *j, int64_t r, int64_t t) {
+    const uint8_t *wr = (const uint8_t *)j->w + (size_t)r * j->w_row_bytes;
+    const uint8_t *a = (const uint8_t *)j->act + (size_t)t * j->act_stride;
+    float o4[4];
+    if (j->k->vec_dot4) j->k->vec_dot4(j->n_cols, wr, a, j->act_stride, o4);
+    else
+        for (int q = 0; q < 4; q++)
+            o4[q] = j->k->vec_dot(j->n_cols, wr, a + (size_t)q * j->act_stride);
+    for (int q = 0; q < 4; q++) j->out[(t + q) * j->ld_out + r] = o4[q];
+}
+
+/* Computes rows [r0, r1) of one job for every token: tokens in groups of 8 (vec_dot_r4x8) or
+ * 4 (vec_dot_r4x4 / vec_dot4) while they last, as ggml's gemm, the rest one by one (gemv). */
 static void mm_tile(const struct vq_ggml_mm_job *j, int64_t r0, int64_t r1, int64_t n_tok) {
     const uint8_t *wb = j->w, *ab = j->act;
     int64_t t = 0;
     if (j->k->vec_dot4 || j->k->vec_dot_r4x4) {
-        float o4[4];
-        for (; t + 4 <= n_tok; t += 4) {
-            const void *a = ab + (size_t)t * j->act_stride;
+        while (t + 4 <= n_tok) {
+            const int nt = j->k->vec_dot_r4x8 && t + 8 <= n_tok ? 8 : 4;
+            const vq_ggml_vec_dot_r4x4_fn f = nt == 8 ? j->k->vec_dot_r4x8 : j->k->vec_dot_r4x4;
             int64_t r = r0;
-            if (j->k->vec_dot_r4x4)
+            if (f)
                 for (; r + 4 <= r1; r += 4)
-                    j->k->vec_dot_r4x4(j->n_cols, wb + (size_t)r * j->w_row_bytes, j->w_row_bytes,
-                                       a, j->act_stride, j->out + t * j->ld_out + r,
-                                       (size_t)j->ld_out);
-            for (; r < r1; r++) {
-                const void *wr = wb + (size_t)r * j->w_row_bytes;
-                if (j->k->vec_dot4) j->k->vec_dot4(j->n_cols, wr, a, j->act_stride, o4);
-                else /* r4x4 without a one-row batched twin: it equals vec_dot per token */
-                    for (int q = 0; q < 4; q++)
-                        o4[q] = j->k->vec_dot(j->n_cols, wr,
-                                              (const uint8_t *)a + (size_t)q * j->act_stride);
-                for (int q = 0; q < 4; q++) j->out[(t + q) * j->ld_out + r] = o4[q];
-            }
+                    f(j->n_cols, wb + (size_t)r * j->w_row_bytes, j->w_row_bytes,
+                      ab + (size_t)t * j->act_stride, j->act_stride, j->out + t * j->ld_out + r,
+                      (size_t)j->ld_out);
+            for (; r < r1; r++)
+                for (int q = 0; q < nt; q += 4) mm_row_x4(j, r, t + q);
+            t += nt;
         }
     }
     for (; t < n_tok; t++) {

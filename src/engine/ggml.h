@@ -197,6 +197,9 @@ struct vq_ggml_kernels {
     vq_ggml_vec_dot4_fn vec_dot4;         /* NULL: vec_dot per row */
     vq_ggml_vec_dot_r4_fn vec_dot_r4;     /* NULL: vec_dot per row */
     vq_ggml_vec_dot_r4x4_fn vec_dot_r4x4; /* NULL: vec_dot4 (or vec_dot) per row */
+    /* vec_dot_r4x4's contract for 8 activation rows (t < 8), the weights unpacked once for
+     * the 8; NULL: vec_dot_r4x4 twice */
+    vq_ggml_vec_dot_r4x4_fn vec_dot_r4x8;
 };
 
 /* Kernels of a weight type for an ISA (VQ_ISA_AUTO resolves to the best available; types with
@@ -355,10 +358,15 @@ float vq_vec_dot_q4_1_q8a_avx512(int64_t n, const void *w, const void *a);
 /* AVX-512 VNNI (callers check vq_cpu_avx512vnni()) */
 void vq_vec_dotr4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
                                       float *out);
+void vq_vec_dotr4x8_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                        size_t a_stride, float *out, size_t ld_out);
 #define VQ_GGML_VNNI_S8(T) \
     void vq_vec_dotr4_##T##_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, \
                                            const void *a, float *out); \
     void vq_vec_dotr4x4_##T##_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, \
+                                             const void *a, size_t a_stride, float *out, \
+                                             size_t ld_out); \
+    void vq_vec_dotr4x8_##T##_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, \
                                              const void *a, size_t a_stride, float *out, \
                                              size_t ld_out);
 VQ_GGML_VNNI_S8(q4_0)

@@ -390,14 +390,14 @@ TEST(vec_dot4_bitwise_equals_vec_dot) {
     ASSERT(checked >= 4 * 10 * 3);
 }
 
-/* vec_dot_r4 (4 weight rows x one activation row, decode) and vec_dot_r4x4 (x 4 activation
- * rows, prefill) equal the scalar vec_dot on each pair bit for bit, for rows at any stride, odd
- * block counts and fresh random blocks (q8_0 weights of -128 included: the bytes are
- * uniform). */
+/* vec_dot_r4 (4 weight rows x one activation row, decode), vec_dot_r4x4 and vec_dot_r4x8
+ * (x 4 or 8 activation rows, prefill) equal the scalar vec_dot on each pair bit for bit, for
+ * rows at any stride, odd block counts and fresh random blocks (q8_0 weights of -128
+ * included: the bytes are uniform). */
 TEST(vec_dot_r4_bitwise_equals_vec_dot) {
     enum { NB = 21, STRIDE = 34 * NB + 6, LD = 7 };
     static uint8_t w[4 * STRIDE];
-    static vq_block_q8a act[4][NB];
+    static vq_block_q8a act[8][NB];
     static float x[32 * NB];
     int checked = 0;
     for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
@@ -410,12 +410,12 @@ TEST(vec_dot_r4_bitwise_equals_vec_dot) {
             for (int nb = 1; nb <= NB; nb += 2) {
                 const int64_t n = 32 * nb;
                 for (int r = 0; r < 4; r++) fill_random_blocks(all_types[k], w + r * STRIDE, n);
-                for (int t = 0; t < 4; t++) {
+                for (int t = 0; t < 8; t++) {
                     for (int64_t i = 0; i < n; i++) x[i] = frand() * (float)(t + 1);
                     vq_quantize_row_q8a_ref(x, act[t], n);
                 }
-                float o[4 * LD], want[4 * LD];
-                for (int t = 0; t < 4; t++)
+                float o[8 * LD], want[8 * LD];
+                for (int t = 0; t < 8; t++)
                     for (int r = 0; r < 4; r++)
                         want[t * LD + r] = kr->vec_dot(n, w + r * STRIDE, act[t]);
                 if (kv->vec_dot_r4) {
@@ -428,15 +428,18 @@ TEST(vec_dot_r4_bitwise_equals_vec_dot) {
                         checked++;
                     }
                 }
-                if (kv->vec_dot_r4x4) {
-                    kv->vec_dot_r4x4(n, w, STRIDE, act[0], sizeof act[0], o, LD);
-                    for (int t = 0; t < 4; t++)
+                for (int nt = 4; nt <= 8; nt += 4) {
+                    const vq_ggml_vec_dot_r4x4_fn f = nt == 4 ? kv->vec_dot_r4x4 : kv->vec_dot_r4x8;
+                    if (!f) continue;
+                    f(n, w, STRIDE, act[0], sizeof act[0], o, LD);
+                    for (int t = 0; t < nt; t++)
                         for (int r = 0; r < 4; r++) {
                             const int e = t * LD + r;
                             if (memcmp(&want[e], &o[e], 4))
                                 fprintf(stderr,
-                                        "isa %d %s r4x4 nb %d row %d act %d: %.9g vs %.9g\n", isa,
-                                        vq_ggml_type_name(all_types[k]), nb, r, t, want[e], o[e]);
+                                        "isa %d %s r4x%d nb %d row %d act %d: %.9g vs %.9g\n", isa,
+                                        vq_ggml_type_name(all_types[k]), nt, nb, r, t, want[e],
+                                        o[e]);
                             ASSERT(!memcmp(&want[e], &o[e], 4));
                             checked++;
                         }
@@ -444,7 +447,7 @@ TEST(vec_dot_r4_bitwise_equals_vec_dot) {
             }
         }
     }
-    fprintf(stderr, "  vec_dot_r4 / r4x4: %d dots checked%s\n", checked,
+    fprintf(stderr, "  vec_dot_r4 / r4x4 / r4x8: %d dots checked%s\n", checked,
             vq_cpu_avx512vnni() ? "" : " (no AVX512_VNNI here: no four-row kernels)");
     ASSERT(checked > 0 || !vq_cpu_avx512vnni());
 }
@@ -542,8 +545,10 @@ TEST(q4_K_gemm_and_gemv_orders) {
 
 /* Matrix product with odd rows/tokens equals per-row reference dots. */
 TEST(matmul_odd_shapes) {
-    enum { COLS = 96, ROWS = 37, TOK = 5 };
-    const uint32_t types[] = {VQ_GGML_Q4_1, VQ_GGML_Q8_0, VQ_GGML_F32, VQ_GGML_Q4_0};
+    /* 13 tokens: one group of 8, one of 4, one alone; 37 rows: tiles of 16 with a tail of 5 */
+    enum { COLS = 256, ROWS = 37, TOK = 13 };
+    const uint32_t types[] = {VQ_GGML_Q4_1, VQ_GGML_Q8_0, VQ_GGML_F32, VQ_GGML_Q4_0,
+                              VQ_GGML_Q5_0, VQ_GGML_Q4_K, VQ_GGML_Q6_K};
     static uint8_t w[ROWS * COLS * 4], act[TOK * COLS * 4];
     static float x[TOK * COLS], out[TOK * 41];
     for (size_t k = 0; k < sizeof types / sizeof types[0]; k++) {

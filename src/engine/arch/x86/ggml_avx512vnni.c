@@ -1,7 +1,8 @@
 /*
  * ggml_avx512vnni.c — AVX-512 VNNI kernels for the weight types with int8 activations (Q4_0,
  * Q4_1, Q5_0, Q8_0): four weight rows against one activation row (decode, ggml.h vec_dot_r4)
- * and against four (prefill, vec_dot_r4x4), two weight rows per 512-bit register.
+ * and against four or eight (prefill, vec_dot_r4x4 / r4x8), two weight rows per 512-bit
+ * register.
  *
  * Each row keeps the exact float sequence of its single-row kernel (ggml's x86 order, see
  * ggml_avx512.c): per 32-element block, 8 int32 lanes of 4 products each (lanes 0-3 the first
@@ -182,28 +183,23 @@ static inline __attribute__((always_inline)) void dot_r4_s8(int64_t n, const voi
     store_rows(acc01, acc23, add, out);
 }
 
-/* ---- 4 weight rows x 4 activation rows (prefill) ------------------------------------------
+/* ---- 4 weight rows x 4 or 8 activation rows (prefill) -------------------------------------
  * out[t * ld_out + r] = vec_dot(row r, activation row t), bit for bit: per (row, token) the
- * same 8-lane FMA chain and m * s chain as the single-row kernels. */
+ * same 8-lane FMA chain and m * s chain as the single-row kernels. nt (4 or 8) is a
+ * compile-time constant of each instance; the weight blocks are unpacked once for the nt
+ * tokens. */
+
+#define NT_MAX 8
 
 static inline const vq_block_q8a *act_row(const void *a, size_t stride, int t) {
     return (const vq_block_q8a *)(const void *)((const uint8_t *)a + (size_t)t * stride);
 }
 
-static inline void acts4(const vq_block_q8a *y[4], const void *a, size_t stride) {
-    for (int t = 0; t < 4; t++) y[t] = act_row(a, stride, t);
-}
-
-static inline void zero4x4(__m512 acc[2][4], __m256 summ[4]) {
-    for (int t = 0; t < 4; t++) {
-        acc[0][t] = acc[1][t] = _mm512_setzero_ps();
-        summ[t] = _mm256_setzero_ps();
-    }
-}
-
-static inline void store_rows4x4(const __m512 acc[2][4], const __m256 summ[4], int has_m,
-                                 float *out, size_t ld_out) {
-    for (int t = 0; t < 4; t++) {
+static inline __attribute__((always_inline)) void store_rows_nt(const __m512 acc[2][NT_MAX],
+                                                                const __m256 summ[NT_MAX],
+                                                                int has_m, int nt, float *out,
+                                                                size_t ld_out) {
+    for (int t = 0; t < nt; t++) {
         float add[4] = {0, 0, 0, 0};
         if (has_m) {
             float s8[8];
@@ -214,17 +210,22 @@ static inline void store_rows4x4(const __m512 acc[2][4], const __m256 summ[4], i
     }
 }
 
-void vq_vec_dotr4x4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
-                                        size_t a_stride, float *out, size_t ld_out) {
+static inline __attribute__((always_inline)) void dot_r4xn_q4_1(int64_t n, const void *w,
+                                                                size_t w_stride, const void *a,
+                                                                size_t a_stride, float *out,
+                                                                size_t ld_out, int nt) {
     const uint8_t *x[4];
     rows4(x, w, w_stride);
-    const vq_block_q8a *y[4];
-    acts4(y, a, a_stride);
+    const vq_block_q8a *y[NT_MAX];
+    for (int t = 0; t < nt; t++) y[t] = act_row(a, a_stride, t);
     const __m512i lo8 = _mm512_set_epi32(2, 2, 2, 2, 2, 2, 2, 2, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i hi8 = _mm512_set_epi32(6, 6, 6, 6, 6, 6, 6, 6, 4, 4, 4, 4, 4, 4, 4, 4);
-    __m512 acc[2][4];
-    __m256 summ[4];
-    zero4x4(acc, summ);
+    __m512 acc[2][NT_MAX];
+    __m256 summ[NT_MAX];
+    for (int t = 0; t < nt; t++) {
+        acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+        summ[t] = _mm256_setzero_ps();
+    }
     for (int64_t i = 0; i < n / 32; i++) {
         const size_t off = (size_t)i * sizeof(vq_block_q4_1);
         const vq_block_q4_1 *b[4];
@@ -233,7 +234,7 @@ void vq_vec_dotr4x4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_strid
         const __m256 dm = _mm256_cvtph_ps(gather4_u32(x, off));
         const __m512 d01 = _mm512_permutexvar_ps(lo8, _mm512_castps256_ps512(dm));
         const __m512 d23 = _mm512_permutexvar_ps(hi8, _mm512_castps256_ps512(dm));
-        for (int t = 0; t < 4; t++) {
+        for (int t = 0; t < nt; t++) {
             const vq_block_q8a *yb = &y[t][i];
             const __m512i act = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)yb->qs));
             const __m512 da = _mm512_set1_ps(yb->d);
@@ -244,23 +245,36 @@ void vq_vec_dotr4x4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_strid
             acc[1][t] = _mm512_fmadd_ps(_mm512_mul_ps(d23, da), _mm512_cvtepi32_ps(p23), acc[1][t]);
         }
     }
-    store_rows4x4((const __m512(*)[4])acc, summ, 1, out, ld_out);
+    store_rows_nt((const __m512(*)[NT_MAX])acc, summ, 1, nt, out, ld_out);
 }
 
-static inline __attribute__((always_inline)) void dot_r4x4_s8(int64_t n, const void *w,
+void vq_vec_dotr4x4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                        size_t a_stride, float *out, size_t ld_out) {
+    dot_r4xn_q4_1(n, w, w_stride, a, a_stride, out, ld_out, 4);
+}
+
+void vq_vec_dotr4x8_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                        size_t a_stride, float *out, size_t ld_out) {
+    dot_r4xn_q4_1(n, w, w_stride, a, a_stride, out, ld_out, 8);
+}
+
+static inline __attribute__((always_inline)) void dot_r4xn_s8(int64_t n, const void *w,
                                                               size_t w_stride, const void *a,
                                                               size_t a_stride, float *out,
                                                               size_t ld_out, size_t bsize,
-                                                              pair_loader load) {
+                                                              pair_loader load, int nt) {
     const uint8_t *x[4];
     rows4(x, w, w_stride);
-    const vq_block_q8a *y[4];
-    acts4(y, a, a_stride);
+    const vq_block_q8a *y[NT_MAX];
+    for (int t = 0; t < nt; t++) y[t] = act_row(a, a_stride, t);
     const __m512i lo8 = _mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     const __m512i hi8 = _mm512_set_epi32(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2);
-    __m512 acc[2][4];
-    __m256 summ[4];
-    zero4x4(acc, summ);
+    __m512 acc[2][NT_MAX];
+    __m256 summ[NT_MAX];
+    for (int t = 0; t < nt; t++) {
+        acc[0][t] = acc[1][t] = _mm512_setzero_ps();
+        summ[t] = _mm256_setzero_ps(); /* no m * s chain for these types */
+    }
     for (int64_t i = 0; i < n / 32; i++) {
         const size_t off = (size_t)i * bsize;
         const __m128 d = half4(x, off);
@@ -268,7 +282,7 @@ static inline __attribute__((always_inline)) void dot_r4x4_s8(int64_t n, const v
         const __m512 d23 = _mm512_permutexvar_ps(hi8, _mm512_castps128_ps512(d));
         const struct q8_pair w01 = s8_pair(load(x[0] + off, x[1] + off)),
                              w23 = s8_pair(load(x[2] + off, x[3] + off));
-        for (int t = 0; t < 4; t++) {
+        for (int t = 0; t < nt; t++) {
             const vq_block_q8a *yb = &y[t][i];
             const __m512i act = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)yb->qs));
             const __m512 da = _mm512_set1_ps(yb->d);
@@ -278,7 +292,7 @@ static inline __attribute__((always_inline)) void dot_r4x4_s8(int64_t n, const v
             acc[1][t] = _mm512_fmadd_ps(_mm512_mul_ps(d23, da), _mm512_cvtepi32_ps(p23), acc[1][t]);
         }
     }
-    store_rows4x4((const __m512(*)[4])acc, summ, 0, out, ld_out);
+    store_rows_nt((const __m512(*)[NT_MAX])acc, summ, 0, nt, out, ld_out);
 }
 
 #define S8_KERNELS(T) \
@@ -289,7 +303,14 @@ static inline __attribute__((always_inline)) void dot_r4x4_s8(int64_t n, const v
     void vq_vec_dotr4x4_##T##_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, \
                                              const void *a, size_t a_stride, float *out, \
                                              size_t ld_out) { \
-        dot_r4x4_s8(n, w, w_stride, a, a_stride, out, ld_out, sizeof(vq_block_##T), T##_pair_w); \
+        dot_r4xn_s8(n, w, w_stride, a, a_stride, out, ld_out, sizeof(vq_block_##T), T##_pair_w, \
+                    4); \
+    } \
+    void vq_vec_dotr4x8_##T##_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, \
+                                             const void *a, size_t a_stride, float *out, \
+                                             size_t ld_out) { \
+        dot_r4xn_s8(n, w, w_stride, a, a_stride, out, ld_out, sizeof(vq_block_##T), T##_pair_w, \
+                    8); \
     }
 S8_KERNELS(q4_0)
 S8_KERNELS(q5_0)
