@@ -1854,10 +1854,14 @@ static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_hea
     const size_t ws = c->gg_ws, S = b1 ? 64 : 16;
     const int nt = items < c->n_threads ? (int)items : c->n_threads;
     (void)nt;
+    /* Causal rows: a later tile sees more positions, so the items go out one by one, the
+     * latest (largest) tiles first; every item has its own slab and output rows, so the
+     * order does not change the bits. */
 #ifdef _OPENMP
-#pragma omp parallel for num_threads(nt) schedule(static)
+#pragma omp parallel for num_threads(nt) schedule(dynamic, 1)
 #endif
-    for (int64_t it = 0; it < items; it++) {
+    for (int64_t ir = 0; ir < items; ir++) {
+        const int64_t it = items - 1 - ir;
         int tid = 0;
 #ifdef _OPENMP
         tid = omp_get_thread_num();

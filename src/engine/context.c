@@ -217,8 +217,19 @@ size_t vq_ctx_scratch_bytes(const vq_ctx *c) { return c->scratch_bytes; }
 
 /* ---- building blocks ----------------------------------------------------------------- */
 
-static void rmsnorm(const float *x, const float *w, float *y, int64_t n_rows, int64_t n,
-                    float eps) {
+/* Threads for a row-parallel step of `work` floats: the context's above 64 Ki floats (a
+ * prefill batch), else 1 (decode: a fork would cost more than the work). Rows are independent,
+ * so the split never changes the bits. */
+static int row_threads(const vq_ctx *c, int64_t work) { return work < 65536 ? 1 : c->n_threads; }
+
+static void rmsnorm(const vq_ctx *c, const float *x, const float *w, float *y, int64_t n_rows,
+                    int64_t n, float eps) {
+    int nt = row_threads(c, n_rows * n);
+#ifdef VQ_OMP_FOR
+    VQ_OMP_FOR(nt)
+#else
+    (void)nt;
+#endif
     for (int64_t r = 0; r < n_rows; r++) {
         const float *xr = x + r * n;
         float *yr = y + r * n;
@@ -252,15 +263,27 @@ static void matmul_f32(vq_ctx *c, const struct vq_weight *w, const float *x, int
     }
 }
 
+/* The n_tok rows of x in w's activation format, one per c->act_stride bytes from dst. */
+static void quantize_rows(const vq_ctx *c, const struct vq_weight *w, const float *x, int64_t n_tok,
+                          void *dst) {
+    int nt = row_threads(c, n_tok * w->cols);
+#ifdef VQ_OMP_FOR
+    VQ_OMP_FOR(nt)
+#else
+    (void)nt;
+#endif
+    for (int64_t t = 0; t < n_tok; t++)
+        vq_ggml_quantize_act_isa(c->p.isa, w->k->act, x + t * w->cols,
+                                 (uint8_t *)dst + (size_t)t * c->act_stride, w->cols);
+}
+
 /* y (n_tok, w->rows) = x (n_tok, w->cols) W^T, quantizing x into c->act first. */
 static void matmul(vq_ctx *c, const struct vq_weight *w, const float *x, int64_t n_tok, float *y) {
     if (c->p.f32_activations) {
         matmul_f32(c, w, x, n_tok, y);
         return;
     }
-    for (int64_t t = 0; t < n_tok; t++)
-        vq_ggml_quantize_act_isa(c->p.isa, w->k->act, x + t * w->cols,
-                                 (uint8_t *)c->act + (size_t)t * c->act_stride, w->cols);
+    quantize_rows(c, w, x, n_tok, c->act);
     vq_ggml_matmul(w->k, w->data, w->row_bytes, w->rows, w->cols, c->act, c->act_stride, n_tok, y,
                    w->rows, c->n_threads);
 }
@@ -285,9 +308,7 @@ static void matmul_shared(vq_ctx *c, const struct vq_weight *const *ws, float *c
             /* a second format goes to the second half of each row slot */
             uint8_t *base = (uint8_t *)c->act + (n_fmt ? c->act_stride / 2 : 0);
             VQ_ASSERT(n_fmt < 2 && vq_ggml_act_row_bytes(w->k->act, w->cols) <= c->act_stride / 2);
-            for (int64_t t = 0; t < n_tok; t++)
-                vq_ggml_quantize_act_isa(c->p.isa, w->k->act, x + t * w->cols,
-                                         base + (size_t)t * c->act_stride, w->cols);
+            quantize_rows(c, w, x, n_tok, base);
             fmt_done[a] = 1;
             fmt_buf[a] = base;
             n_fmt++;
@@ -332,6 +353,12 @@ static void rope_tables(vq_ctx *c, int64_t p0, int64_t n) {
 static void rope(const vq_ctx *c, float *x, int64_t n_tok, int n_heads, int r) {
     const struct vq_model_info *I = &c->m->info;
     const int hd = I->head_dim, half = I->rope_dim / 2;
+    int nt = row_threads(c, n_tok * n_heads * hd);
+#ifdef VQ_OMP_FOR
+    VQ_OMP_FOR(nt)
+#else
+    (void)nt;
+#endif
     for (int64_t t = 0; t < n_tok; t++) {
         const size_t row = ((size_t)r * (size_t)c->p.n_batch + (size_t)t) * (size_t)half;
         const float *cs = c->rope_cos + row, *sn = c->rope_sin + row;
@@ -394,7 +421,7 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
 
     for (int l = 0; l < I->n_layers; l++) {
         const struct vq_layer *ly = &m->layers[l];
-        rmsnorm(c->x, ly->attn_norm, c->h, n, E, I->rms_eps);
+        rmsnorm(c, c->x, ly->attn_norm, c->h, n, E, I->rms_eps);
         const struct vq_weight *qkv[3] = {&ly->wq, &ly->wk, &ly->wv};
         float *const outs[3] = {c->q, c->k, c->v};
         matmul_shared(c, qkv, outs, 3, c->h, n);
@@ -402,8 +429,8 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
         add_bias(c->k, ly->bk, n, NK);
         add_bias(c->v, ly->bv, n, NK);
         if (ly->q_norm) { /* per head, in place: rows of head_dim */
-            rmsnorm(c->q, ly->q_norm, c->q, n * I->n_heads, HD, I->rms_eps);
-            rmsnorm(c->k, ly->k_norm, c->k, n * I->n_kv_heads, HD, I->rms_eps);
+            rmsnorm(c, c->q, ly->q_norm, c->q, n * I->n_heads, HD, I->rms_eps);
+            rmsnorm(c, c->k, ly->k_norm, c->k, n * I->n_kv_heads, HD, I->rms_eps);
         }
         rope(c, c->q, n, I->n_heads, ly->rope);
         rope(c, c->k, n, I->n_kv_heads, ly->rope);
@@ -433,21 +460,21 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
             memmove(c->x, c->x + (n - 1) * E, sizeof(float) * (size_t)E);
             nr = 1;
         }
-        if (ly->attn_post_norm) rmsnorm(c->h, ly->attn_post_norm, c->h, nr, E, I->rms_eps);
+        if (ly->attn_post_norm) rmsnorm(c, c->h, ly->attn_post_norm, c->h, nr, E, I->rms_eps);
         for (int64_t i = 0; i < nr * E; i++) c->x[i] += c->h[i];
 
-        rmsnorm(c->x, ly->ffn_norm, c->h, nr, E, I->rms_eps);
+        rmsnorm(c, c->x, ly->ffn_norm, c->h, nr, E, I->rms_eps);
         const struct vq_weight *gu[2] = {&ly->w_gate, &ly->w_up};
         float *const gu_out[2] = {c->g, c->u};
         matmul_shared(c, gu, gu_out, 2, c->h, nr);
         ffn_gate_act(c, c->g, c->u, nr, I->n_ff);
         matmul(c, &ly->w_down, c->g, nr, c->h);
-        if (ly->ffn_post_norm) rmsnorm(c->h, ly->ffn_post_norm, c->h, nr, E, I->rms_eps);
+        if (ly->ffn_post_norm) rmsnorm(c, c->h, ly->ffn_post_norm, c->h, nr, E, I->rms_eps);
         for (int64_t i = 0; i < nr * E; i++) c->x[i] += c->h[i];
     }
     if (!logits) return VQ_STATUS_OK;
     /* nr rows of logits: all n (logits_all) or the last token's */
-    rmsnorm(c->x, m->output_norm, c->h, nr, E, I->rms_eps);
+    rmsnorm(c, c->x, m->output_norm, c->h, nr, E, I->rms_eps);
     matmul(c, &m->output, c->h, nr, logits);
     return VQ_STATUS_OK;
 }
