@@ -260,18 +260,6 @@ static inline uint8_t *page_at(const struct vq_cache *c, const struct vq_stream 
 }
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
-static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
-
-/* Asks for the codes of stream s's positions [t0, t1) (whole blocks of bt tokens, bb bytes,
- * one page) to be brought into the cache while the previous page is scored: pages are
- * separate allocations, so the hardware prefetchers start cold on each. */
-static void prefetch_page(const struct vq_cache *c, const struct vq_stream *s, int64_t t0,
-                          int64_t t1, int bt, size_t bb) {
-    if (t1 <= t0) return;
-    const char *p = (const char *)page_at(c, s, t0) + (size_t)(t0 % c->page_tokens / bt) * bb;
-    const size_t n = (size_t)((t1 - t0 + bt - 1) / bt) * bb;
-    for (size_t o = 0; o < n; o += 64) __builtin_prefetch(p + o, 0, 2);
-}
 
 /* The codec of stream (side, head): its learned per-channel-width codec, else the side's. */
 static inline const vq_codec *side_codec(const struct vq_side *sd, int h) {
@@ -1667,7 +1655,6 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
         if (kend[j] > kb[j]) vq_codec_prepare_query(kcd, kq[j], qs[j]);
     }
     for (int64_t p0 = kmin / PT * PT; p0 < kmax; p0 += PT) {
-        if (p0 + PT < kmax) prefetch_page(c, kst, p0 + PT, min64(p0 + 2 * PT, kmax), ks->bt, kbb);
         for (int j = 0; j < ns;) {
             const int64_t a = p0 > kb[j] ? p0 : kb[j], b = p0 + PT < kend[j] ? p0 + PT : kend[j];
             if (a >= b) {
@@ -1755,7 +1742,6 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
         memset(acc[j], 0, vq_codec_acc_floats(vs->codec) * sizeof(float));
     }
     for (int64_t p0 = vmin / PT * PT; p0 < vmax; p0 += PT) {
-        if (p0 + PT < vmax) prefetch_page(c, vst, p0 + PT, min64(p0 + 2 * PT, vmax), vs->bt, vbb);
         for (int j = 0; j < ns;) {
             const int64_t a = p0 > vb[j] ? p0 : vb[j], b = p0 + PT < vend[j] ? p0 + PT : vend[j];
             if (a >= b) {

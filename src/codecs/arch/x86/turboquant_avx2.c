@@ -13,6 +13,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "codecs/arch/x86/stream_pf.h"
 #include "codecs/turboquant_kernels.h"
 
 #define VQ_INLINE static inline __attribute__((always_inline))
@@ -144,6 +145,7 @@ VQ_INLINE void acc_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const
             for (int kk = 0; kk < 8; kk++) v[kk] = _mm256_loadu_ps(ac + 16 * kk);
             for (int64_t t = 0; t < n; t++) {
                 const uint8_t *r = codes + t * rl;
+                vq_pf_span(r + VQ_PF_RECS * (size_t)rl, (size_t)rl);
                 const __m256 ws = _mm256_set1_ps(w[t] * vq_tq_sf16(r));
                 __m256i A, B;
                 half_src(ld_lanes8(r + k->off_a + (c * 16 + h * 8) * BA, BA, nv),

@@ -25,6 +25,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "codecs/arch/x86/stream_pf.h"
 #include "codecs/turboquant_kernels.h"
 
 #define VQ_INLINE static inline __attribute__((always_inline))
@@ -192,6 +193,7 @@ VQ_INLINE void acc_pair_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, 
     int64_t t = 0;
     for (; t + 2 <= n; t += 2) {
         const uint8_t *ra = codes + t * rl, *rb = ra + rl;
+        vq_pf_span(ra + VQ_PF_RECS * (size_t)rl, 2 * (size_t)rl);
         const __m512 ws = _mm512_insertf32x8(_mm512_set1_ps(w[t] * vq_tq_sf16(ra)),
                                              _mm256_set1_ps(w[t + 1] * vq_tq_sf16(rb)), 1);
         __m512i X, Bs;
@@ -231,6 +233,7 @@ VQ_INLINE void acc_pair_tm(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
     int64_t t = 0;
     for (; t + 2 <= n; t += 2) {
         const uint8_t *ra = codes + t * rl, *rb = ra + rl;
+        vq_pf_span(ra + VQ_PF_RECS * (size_t)rl, 2 * (size_t)rl);
         const float sa = vq_tq_sf16(ra), sb = vq_tq_sf16(rb);
         __m512 ws[4];
         for (int j = 0; j < NQ; j++)
@@ -354,6 +357,7 @@ VQ_INLINE void acc2x_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, con
         int64_t t = 0;
         for (; t + 2 <= n; t += 2) {
             const size_t o = (size_t)t * (size_t)rl;
+            vq_pf_span(codes + o + VQ_PF_RECS * (size_t)rl, 2 * (size_t)rl);
             const float w0 = w[t] * vq_tq_sf16(codes + o),
                         w1 = w[t + 1] * vq_tq_sf16(codes + o + rl);
             const __m512 T = _mm512_fmadd_ps(_mm512_set1_ps(w1), lhi,
@@ -407,6 +411,7 @@ VQ_INLINE void acc_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const
         for (int kk = 0; kk < 8; kk++) v[kk] = _mm512_loadu_ps(ac + 16 * kk);
         for (int64_t t = 0; t < n; t++) {
             const uint8_t *r = codes + t * rl;
+            vq_pf_span(r + VQ_PF_RECS * (size_t)rl, (size_t)rl);
             const __m512 ws = _mm512_set1_ps(w[t] * vq_tq_sf16(r));
             __m512i X, Bs;
             chunk_src(k, r, c, full, m, BA, BB, &X, &Bs);

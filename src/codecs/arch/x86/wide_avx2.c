@@ -16,6 +16,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "codecs/arch/x86/stream_pf.h"
 #include "codecs/turboquant_kernels.h"
 #include "codecs/wide_kernels.h"
 #include "codecs/arch/x86/wide_x86.h"
@@ -114,6 +115,7 @@ VQ_INLINE void acc_t(const vq_wk *k, const uint8_t *codes, int64_t n, const floa
         int64_t t = 0;
         for (; t + 2 <= n; t += 2) {
             const uint8_t *r = codes + t * rec;
+            vq_pf_span(r + VQ_PF_RECS * (size_t)rec, 2 * (size_t)rec);
             const __m256 w0 = _mm256_set1_ps(w[t] * vq_tq_sf16(r));
             const __m256 w1 = _mm256_set1_ps(w[t + 1] * vq_tq_sf16(r + rec));
             for (int v = 0; v < nv; v++) {

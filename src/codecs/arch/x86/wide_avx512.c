@@ -18,6 +18,7 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+#include "codecs/arch/x86/stream_pf.h"
 #include "codecs/turboquant_kernels.h"
 #include "codecs/wide_kernels.h"
 #include "codecs/arch/x86/wide_x86.h"
@@ -145,6 +146,7 @@ VQ_INLINE void acc_tm(const vq_wk *k, const uint8_t *codes, int64_t n, const flo
         int64_t t = 0;
         for (; t + 2 <= n; t += 2) {
             const uint8_t *r = codes + t * rec;
+            vq_pf_span(r + VQ_PF_RECS * (size_t)rec, 2 * (size_t)rec);
             const float s0 = vq_tq_sf16(r), s1 = vq_tq_sf16(r + rec);
             __m512 w0[3], w1[3];
             for (int j = 0; j < NQ; j++) {
