@@ -255,7 +255,7 @@ void vq_tq_codec_set_multi(struct vq_codec *c, const vq_tq_kern *k) {
     c->accumulate_multi = NULL;
 #ifdef VQ_HAVE_X86
     const int lay = k->bits_a * 4 + k->bits_b;
-    if (c->isa == VQ_ISA_AVX512 && k->d <= 64 &&
+    if (c->isa == VQ_ISA_AVX512 &&
         (lay == 4 || lay == 8 || lay == 16 || lay == 9 || lay == 5 || lay == 10))
         c->accumulate_multi = tq_codec_accumulate_multi;
 #else

@@ -425,6 +425,54 @@ VQ_INLINE void acc_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const
     }
 }
 
+/* acc_t's general path (d > 64) for two weight vectors over the same records: each record is
+ * unpacked and looked up once; each accumulator's fma sequence is acc_t's for its w alone. */
+VQ_INLINE void acc_t2(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w0,
+                      const float *w1, float *acc0, float *acc1, int BA, int BB) {
+    const __m512 lut = _mm512_loadu_ps(k->lut);
+    const int nc = k->n_chunks, rl = k->rec;
+    const int last_lanes = (k->d - (nc - 1) * VQ_TQ_CHUNK) / 8;
+    for (int c = 0; c < nc; c++) {
+        const int full = c < nc - 1 || last_lanes == 16;
+        const __mmask16 m = (__mmask16)(full ? 0xFFFF : (1u << last_lanes) - 1u);
+        float *a0 = acc0 + c * VQ_TQ_CHUNK, *a1 = acc1 + c * VQ_TQ_CHUNK;
+        __m512 v0[8], v1[8];
+        for (int kk = 0; kk < 8; kk++) {
+            v0[kk] = _mm512_loadu_ps(a0 + 16 * kk);
+            v1[kk] = _mm512_loadu_ps(a1 + 16 * kk);
+        }
+        for (int64_t t = 0; t < n; t++) {
+            const uint8_t *r = codes + t * rl;
+            vq_pf_span(r + VQ_PF_RECS * (size_t)rl, (size_t)rl);
+            const float sf = vq_tq_sf16(r);
+            const __m512 ws0 = _mm512_set1_ps(w0[t] * sf), ws1 = _mm512_set1_ps(w1[t] * sf);
+            __m512i X, Bs;
+            chunk_src(k, r, c, full, m, BA, BB, &X, &Bs);
+            for (int kk = 0; kk < 8; kk++) {
+                const __m512 lv = _mm512_permutexvar_ps(code_idx(X, Bs, kk, BA, BB), lut);
+                v0[kk] = full ? _mm512_fmadd_ps(lv, ws0, v0[kk])
+                              : _mm512_mask3_fmadd_ps(lv, ws0, v0[kk], m);
+                v1[kk] = full ? _mm512_fmadd_ps(lv, ws1, v1[kk])
+                              : _mm512_mask3_fmadd_ps(lv, ws1, v1[kk], m);
+            }
+        }
+        for (int kk = 0; kk < 8; kk++) {
+            _mm512_storeu_ps(a0 + 16 * kk, v0[kk]);
+            _mm512_storeu_ps(a1 + 16 * kk, v1[kk]);
+        }
+    }
+}
+
+/* d > 64: the queries in pairs through acc_t2 (a last odd one, and the 2-bit layout with its
+ * own kernel, through acc_t). */
+VQ_INLINE void acc_wide_multi(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                              const float *const *w, int nq, float *const *acc, int BA, int BB) {
+    int j = 0;
+    if (!(BA == 2 && BB == 0))
+        for (; j + 2 <= nq; j += 2) acc_t2(k, codes, n, w[j], w[j + 1], acc[j], acc[j + 1], BA, BB);
+    for (; j < nq; j++) acc_t(k, codes, n, w[j], acc[j], BA, BB);
+}
+
 /* AVX-512 score; same result as vq_tq_score_ref up to summation order. */
 void vq_tq_score_avx512(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
                         float *scores) {
@@ -453,11 +501,22 @@ void vq_tq_accumulate_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t 
     }
 }
 
-/* nq (1..4) weight vectors over the same records; d <= 64 and the bit layouts of
- * vq_tq_accumulate_avx512 only (vq_tq_accumulate_multi_ok); each acc[j] the same bits as
- * vq_tq_accumulate_avx512 with w[j]. */
+/* nq (1..4) weight vectors over the same records; the bit layouts of vq_tq_accumulate_avx512
+ * only (vq_tq_codec_set_multi); each acc[j] the same bits as vq_tq_accumulate_avx512 with
+ * w[j]. d <= 64: every record pair unpacked once for all; d > 64: once per pair of queries. */
 void vq_tq_accumulate_multi_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
                                    const float *const *w, int nq, float *const *acc) {
+    if (k->d > 64) {
+        switch (k->bits_a * 4 + k->bits_b) {
+        case 4: acc_wide_multi(k, codes, n, w, nq, acc, 1, 0); break;
+        case 8: acc_wide_multi(k, codes, n, w, nq, acc, 2, 0); break;
+        case 16: acc_wide_multi(k, codes, n, w, nq, acc, 4, 0); break;
+        case 9: acc_wide_multi(k, codes, n, w, nq, acc, 2, 1); break;
+        case 5: acc_wide_multi(k, codes, n, w, nq, acc, 1, 1); break;
+        default: acc_wide_multi(k, codes, n, w, nq, acc, 2, 2); break;
+        }
+        return;
+    }
     switch (k->bits_a * 4 + k->bits_b) {
     case 4: acc_pair_tq(k, codes, n, w, nq, acc, 1, 0); break;
     case 8: acc_pair_tq(k, codes, n, w, nq, acc, 2, 0); break;
