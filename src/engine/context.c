@@ -23,6 +23,8 @@
 #ifdef _OPENMP
 #include <omp.h>
 #define VQ_OMP_FOR(nt) _Pragma("omp parallel for num_threads(nt) schedule(static)")
+#else
+#define VQ_OMP_FOR(nt) (void)(nt); /* serial build: the loop that follows runs as is */
 #endif
 
 struct vq_ctx {
@@ -224,12 +226,8 @@ static int row_threads(const vq_ctx *c, int64_t work) { return work < 65536 ? 1 
 
 static void rmsnorm(const vq_ctx *c, const float *x, const float *w, float *y, int64_t n_rows,
                     int64_t n, float eps) {
-    int nt = row_threads(c, n_rows * n);
-#ifdef VQ_OMP_FOR
+    const int nt = row_threads(c, n_rows * n);
     VQ_OMP_FOR(nt)
-#else
-    (void)nt;
-#endif
     for (int64_t r = 0; r < n_rows; r++) {
         const float *xr = x + r * n;
         float *yr = y + r * n;
@@ -266,12 +264,8 @@ static void matmul_f32(vq_ctx *c, const struct vq_weight *w, const float *x, int
 /* The n_tok rows of x in w's activation format, one per c->act_stride bytes from dst. */
 static void quantize_rows(const vq_ctx *c, const struct vq_weight *w, const float *x, int64_t n_tok,
                           void *dst) {
-    int nt = row_threads(c, n_tok * w->cols);
-#ifdef VQ_OMP_FOR
+    const int nt = row_threads(c, n_tok * w->cols);
     VQ_OMP_FOR(nt)
-#else
-    (void)nt;
-#endif
     for (int64_t t = 0; t < n_tok; t++)
         vq_ggml_quantize_act_isa(c->p.isa, w->k->act, x + t * w->cols,
                                  (uint8_t *)dst + (size_t)t * c->act_stride, w->cols);
@@ -353,12 +347,8 @@ static void rope_tables(vq_ctx *c, int64_t p0, int64_t n) {
 static void rope(const vq_ctx *c, float *x, int64_t n_tok, int n_heads, int r) {
     const struct vq_model_info *I = &c->m->info;
     const int hd = I->head_dim, half = I->rope_dim / 2;
-    int nt = row_threads(c, n_tok * n_heads * hd);
-#ifdef VQ_OMP_FOR
+    const int nt = row_threads(c, n_tok * n_heads * hd);
     VQ_OMP_FOR(nt)
-#else
-    (void)nt;
-#endif
     for (int64_t t = 0; t < n_tok; t++) {
         const size_t row = ((size_t)r * (size_t)c->p.n_batch + (size_t)t) * (size_t)half;
         const float *cs = c->rope_cos + row, *sn = c->rope_sin + row;
@@ -386,12 +376,8 @@ static void rope(const vq_ctx *c, float *x, int64_t n_tok, int n_heads, int r) {
  * or ggml_vec_geglu_f32 (GELU through the fp16 table). */
 static void ffn_gate_act(const vq_ctx *c, float *g, const float *u, int64_t n_tok, int64_t n_ff) {
     const vq_model *m = c->m;
-    int nt = n_tok * n_ff < 65536 ? 1 : c->n_threads;
-#ifdef VQ_OMP_FOR
+    const int nt = row_threads(c, n_tok * n_ff);
     VQ_OMP_FOR(nt)
-#else
-    (void)nt;
-#endif
     for (int64_t t = 0; t < n_tok; t++) {
         if (m->ffn_act == VQ_FFN_GELU) c->nn->geglu(m->gelu_f16, g + t * n_ff, u + t * n_ff, n_ff);
         else c->nn->swiglu(g + t * n_ff, u + t * n_ff, n_ff);

@@ -473,6 +473,13 @@ VQ_INLINE void acc_wide_multi(const vq_tq_kern *k, const uint8_t *codes, int64_t
     for (; j < nq; j++) acc_t(k, codes, n, w[j], acc[j], BA, BB);
 }
 
+/* The multi-query accumulate of one bit layout: record pairs for d <= 64, query pairs above. */
+VQ_INLINE void acc_multi(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                         const float *const *w, int nq, float *const *acc, int BA, int BB) {
+    if (k->d > 64) acc_wide_multi(k, codes, n, w, nq, acc, BA, BB);
+    else acc_pair_tq(k, codes, n, w, nq, acc, BA, BB);
+}
+
 /* AVX-512 score; same result as vq_tq_score_ref up to summation order. */
 void vq_tq_score_avx512(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
                         float *scores) {
@@ -506,24 +513,13 @@ void vq_tq_accumulate_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t 
  * w[j]. d <= 64: every record pair unpacked once for all; d > 64: once per pair of queries. */
 void vq_tq_accumulate_multi_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
                                    const float *const *w, int nq, float *const *acc) {
-    if (k->d > 64) {
-        switch (k->bits_a * 4 + k->bits_b) {
-        case 4: acc_wide_multi(k, codes, n, w, nq, acc, 1, 0); break;
-        case 8: acc_wide_multi(k, codes, n, w, nq, acc, 2, 0); break;
-        case 16: acc_wide_multi(k, codes, n, w, nq, acc, 4, 0); break;
-        case 9: acc_wide_multi(k, codes, n, w, nq, acc, 2, 1); break;
-        case 5: acc_wide_multi(k, codes, n, w, nq, acc, 1, 1); break;
-        default: acc_wide_multi(k, codes, n, w, nq, acc, 2, 2); break;
-        }
-        return;
-    }
     switch (k->bits_a * 4 + k->bits_b) {
-    case 4: acc_pair_tq(k, codes, n, w, nq, acc, 1, 0); break;
-    case 8: acc_pair_tq(k, codes, n, w, nq, acc, 2, 0); break;
-    case 16: acc_pair_tq(k, codes, n, w, nq, acc, 4, 0); break;
-    case 9: acc_pair_tq(k, codes, n, w, nq, acc, 2, 1); break;
-    case 5: acc_pair_tq(k, codes, n, w, nq, acc, 1, 1); break;
-    default: acc_pair_tq(k, codes, n, w, nq, acc, 2, 2); break;
+    case 4: acc_multi(k, codes, n, w, nq, acc, 1, 0); break;
+    case 8: acc_multi(k, codes, n, w, nq, acc, 2, 0); break;
+    case 16: acc_multi(k, codes, n, w, nq, acc, 4, 0); break;
+    case 9: acc_multi(k, codes, n, w, nq, acc, 2, 1); break;
+    case 5: acc_multi(k, codes, n, w, nq, acc, 1, 1); break;
+    default: acc_multi(k, codes, n, w, nq, acc, 2, 2); break;
     }
 }
 
