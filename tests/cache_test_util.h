@@ -1,11 +1,13 @@
 /* cache_test_util.h — helpers shared by the cache modifier tests (test_cache_keyscale.c,
- * test_cache_chanbits.c): Gaussian rows with per-channel spreads and the fused-vs-reference
- * attention comparison. Include after test_data.h (uses nrand and rel_l2). One test thread. */
+ * test_cache_chanbits.c, test_cache.c, test_cache_outlier.c): Gaussian rows with per-channel
+ * spreads and the fused-vs-reference attention comparison (tolerance: fused_tol.h). Include
+ * after test_data.h (uses nrand and rel_l2). One test thread. */
 #ifndef VQ_CACHE_TEST_UTIL_H
 #define VQ_CACHE_TEST_UTIL_H
 
 #include <stdlib.h>
 
+#include "fused_tol.h"
 #include "veloxquant.h"
 
 /* (n, heads, d) rows: mean[i] + sd[i] * N(0, 1) per channel i (mean may be NULL). Caller frees

@@ -27,13 +27,22 @@
  * Key block (role KEY, per-channel groups along time; block_tokens = G):
  *   [0, 2d)            ŝ_c, sf16 little-endian, channel c = 0..d-1
  *   [2d, 4d)           ẑ_c, sf16 little-endian
- *   [4d, 4d + G*rowb)  G code rows, token order
+ *   [4d, 4d + G*d*b/8) the codes in tiles of 16 tokens (the last tile: G mod 16 tokens when
+ *                      G % 16 != 0), tile after tile
  *   block_bytes = 4d + G*d*b/8; bits/elem = b + 32/G.
+ * Tile of m tokens (m*d*b/8 bytes): the bit planes of b (as in a code row: 2, 4, 8 one plane;
+ * 3 = 2+1, 5 = 4+1, 6 = 4+2, 7 = 4+2+1, low bits first), one after another, a plane of width
+ * w taking m*d*w/8 bytes; each plane an LSB-first stream of the tile's m*d fields in the order
+ * (channel pair p, token t, channel 2p + e): field index 2mp + 2t + e. So for a full tile the
+ * two codes of one token and pair are 2w adjacent bits at bit 32pw + 4tw: a 16-token tile's
+ * pair widens to sixteen 32-bit lanes (token t: channel 2p in the low 16 bits, 2p + 1 in the
+ * high) with one small load (w = 4: VPMOVZXBD, 8: VPMOVZXBW, 2: a dword per lane and a shift,
+ * 1: a 32-bit lane mask), and scores with one VPMADDWD / VPDPWSSD per pair and query.
  * Keys with per-channel widths (params.channel_bits, docs/ALGORITHMS.md §8.8): the channels
  * are ordered by width class (decreasing width, ascending channel within a class; "position"
  * i holds channel perm[i]); ŝ and ẑ are stored in position order, and each class stores its
- * own G code rows (n_k channels at b_k bits: n_k*b_k/8 bytes per row, layout above) one class
- * after the other, widest first. Σ n_k b_k = d*b, so block_bytes and bits/elem are those of b;
+ * own ceil(G/16) tiles (n_k channels at b_k bits, layout above with d = n_k) one class after
+ * the other, widest first. Σ n_k b_k = d*b, so block_bytes and bits/elem are those of b;
  * without channel_bits this is exactly the layout above (one class, identity order).
  * Value block (role VALUE, per-token groups of G channels; block_tokens = 1), ng = d/G:
  *   [0, 2ng)           ŝ_h, sf16, group h = 0..ng-1 (channels hG .. hG+G-1)
@@ -42,12 +51,15 @@
  *   block_bytes = 4d/G + d*b/8; bits/elem = b + 32/G.
  *
  * Fused paths (§7.3): keys score a block with the scale-folded query q'_c = q_c ŝ_c and the
- * bias β = Σ_c q_c ẑ_c: score_t = β + Σ_c q'_c code_{t,c} (with width classes: the query is
- * permuted once by prepare_query, and each class's partial sum is added to the first's).
+ * bias β = Σ_c q_c ẑ_c: score_t = β + Σ_c q'_c code_{t,c}, computed per width class k in
+ * integers: q' quantized to int16 per class (qi = rint(q' / Δ_k), Δ_k = max |q'| / qmax_k,
+ * vq_kivi_qmax keeps the int32 sums exact), score_t = β + Σ_k Δ_k Σ_{c in k} qi_c code_{t,c}
+ * (relative error of a term ~ 2^-16 of the class's largest, far below the key's own rounding).
  * Values accumulate in acc (d + ng floats): acc[c] += (w ŝ_h) code_c, acc[d + h] += w ẑ_h;
  * finish adds the bias.
  * Key-role accumulate and value-role score (not used by the cache) are exact but scalar.
  */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
@@ -94,38 +106,95 @@ void vq_kivi_unpack_row(const uint8_t *row, int d, int bits, uint8_t *codes) {
 
 /* ---- scalar reference kernels ---------------------------------------------------------- */
 
-void vq_kivi_dot_rows_ref(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
-                          float bias, float *out) {
-    const size_t rb = vq_kivi_row_bytes(d, bits);
-    uint8_t codes[1024];
-    for (int64_t t = 0; t < n; t++) {
-        vq_kivi_unpack_row(rows + (size_t)t * rb, d, bits, codes);
-        float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
-        for (int c = 0; c < d; c += 4) {
-            s0 += qp[c] * (float)codes[c];
-            s1 += qp[c + 1] * (float)codes[c + 1];
-            s2 += qp[c + 2] * (float)codes[c + 2];
-            s3 += qp[c + 3] * (float)codes[c + 3];
-        }
-        out[t] = bias + ((s0 + s1) + (s2 + s3));
+void vq_kivi_pack_tile(const uint8_t *codes, size_t stride, int m, int n, int bits, uint8_t *tile) {
+    int w[3];
+    const int np = row_planes(bits, w);
+    uint8_t f[VQ_KIVI_TILE * 1024], part[VQ_KIVI_TILE * 1024];
+    for (int p = 0; p < n / 2; p++)
+        for (int t = 0; t < m; t++)
+            for (int e = 0; e < 2; e++)
+                f[2 * m * p + 2 * t + e] = codes[(size_t)t * stride + 2 * p + e];
+    for (int i = 0, sh = 0; i < np; sh += w[i], i++) {
+        for (int k = 0; k < m * n; k++) part[k] = (uint8_t)(f[k] >> sh);
+        vq_pack(part, (int64_t)m * n, w[i], tile);
+        tile += vq_kivi_tile_bytes(m, n, w[i]);
     }
 }
 
-void vq_kivi_dot_classes_ref(const float *qp, const uint8_t *rows, int ncls, const int *bits,
-                             const int *nch, const size_t *off, int64_t n, float bias, float *out) {
-    float part[64];
-    vq_kivi_dot_rows_ref(qp, rows + off[0], nch[0], bits[0], n, bias, out);
-    qp += nch[0];
-    for (int k = 1; k < ncls; k++) {
-        for (int64_t t0 = 0; t0 < n; t0 += 64) {
-            const int64_t m = n - t0 < 64 ? n - t0 : 64;
-            const size_t rb = vq_kivi_row_bytes(nch[k], bits[k]);
-            vq_kivi_dot_rows_ref(qp, rows + off[k] + (size_t)t0 * rb, nch[k], bits[k], m, 0.0f,
-                                 part);
-            for (int64_t t = 0; t < m; t++) out[t0 + t] += part[t];
-        }
-        qp += nch[k];
+void vq_kivi_unpack_tile(const uint8_t *tile, int m, int n, int bits, uint8_t *codes,
+                         size_t stride) {
+    int w[3];
+    const int np = row_planes(bits, w);
+    uint8_t f[VQ_KIVI_TILE * 1024], part[VQ_KIVI_TILE * 1024];
+    memset(f, 0, (size_t)m * (size_t)n);
+    for (int i = 0, sh = 0; i < np; sh += w[i], i++) {
+        vq_unpack(tile, (int64_t)m * n, w[i], part);
+        for (int k = 0; k < m * n; k++) f[k] = (uint8_t)(f[k] | part[k] << sh);
+        tile += vq_kivi_tile_bytes(m, n, w[i]);
     }
+    for (int p = 0; p < n / 2; p++)
+        for (int t = 0; t < m; t++)
+            for (int e = 0; e < 2; e++)
+                codes[(size_t)t * stride + 2 * p + e] = f[2 * m * p + 2 * t + e];
+}
+
+float vq_kivi_quant16_ref(const float *qp, int n, int qmax, int16_t *qi) {
+    float mx = 0.0f;
+    int bad = 0;
+    for (int c = 0; c < n; c++) {
+        const float a = fabsf(qp[c]);
+        bad |= !(a <= FLT_MAX);
+        mx = a > mx ? a : mx;
+    }
+    if (bad || mx == 0.0f) {
+        memset(qi, 0, (size_t)n * sizeof *qi);
+        return bad ? NAN : 0.0f;
+    }
+    const float inv = (float)qmax / mx;
+    for (int c = 0; c < n; c++) qi[c] = (int16_t)lrintf(qp[c] * inv);
+    return mx / (float)qmax;
+}
+
+void vq_kivi_prep_ref(const float *const *q, int nq, const uint8_t *s16, const uint8_t *z16, int d,
+                      int ncls, const int *nch, const int *qmax, int16_t *const *qi,
+                      float *const *delta, float *bias) {
+    float qp[1024];
+    for (int j = 0; j < nq; j++) {
+        bias[j] = vq_kivi_fold_ref(q[j], s16, z16, d, qp);
+        for (int k = 0, c0 = 0; k < ncls; c0 += nch[k], k++)
+            delta[j][k] = vq_kivi_quant16_ref(qp + c0, nch[k], qmax[k], qi[j] + c0);
+    }
+}
+
+void vq_kivi_score_tile_ref(const int16_t *const *qi, const float *const *delta, int nq,
+                            const uint8_t *area, int ncls, const int *bits, const int *nch,
+                            const size_t *off, int g, int i, const float *bias, float *const *out) {
+    const int t0 = i * VQ_KIVI_TILE, m = g - t0 < VQ_KIVI_TILE ? g - t0 : VQ_KIVI_TILE;
+    uint8_t codes[VQ_KIVI_TILE * 1024];
+    for (int j = 0; j < nq; j++)
+        for (int t = 0; t < m; t++) out[j][t0 + t] = bias[j];
+    for (int k = 0, c0 = 0; k < ncls; c0 += nch[k], k++) {
+        const int n = nch[k];
+        vq_kivi_unpack_tile(
+            area + off[k] + (size_t)i * vq_kivi_tile_bytes(VQ_KIVI_TILE, n, bits[k]), m, n, bits[k],
+            codes, (size_t)n);
+        for (int j = 0; j < nq; j++)
+            for (int t = 0; t < m; t++) {
+                int32_t sum = 0;
+                for (int c = 0; c < n; c++) sum += (int32_t)qi[j][c0 + c] * codes[t * n + c];
+                const float p = delta[j][k] * (float)sum;
+                out[j][t0 + t] += p;
+            }
+    }
+}
+
+void vq_kivi_score_tiles_ref(const int16_t *const *qi, const float *const *delta, int nq,
+                             const uint8_t *area, int ncls, const int *bits, const int *nch,
+                             const size_t *off, int g, const float *bias, float *const *out,
+                             const uint8_t *pf, size_t pf_bytes) {
+    (void)pf, (void)pf_bytes;
+    for (int i = 0; i * VQ_KIVI_TILE < g; i++)
+        vq_kivi_score_tile_ref(qi, delta, nq, area, ncls, bits, nch, off, g, i, bias, out);
 }
 
 void vq_kivi_acc_row_ref(const uint8_t *row, int d, int bits, int g, const float *a, float *acc) {
@@ -169,8 +238,8 @@ void vq_kivi_acc_vals_ref(const uint8_t *blocks, size_t block_bytes, int64_t n, 
 
 /* Keys are stored in width classes (one class at `bits` without channel_bits): class k holds
  * cls_n[k] channels (a multiple of 8) at cls_bits[k] bits, at permuted positions cls_c0[k] ..
- * cls_c0[k] + cls_n[k] - 1 (perm maps a position to its channel); its G code rows (cls_row[k]
- * bytes each) start cls_off[k] bytes after the block's scales and zeros. */
+ * cls_c0[k] + cls_n[k] - 1 (perm maps a position to its channel); its tiles (cls_tile[k] bytes
+ * each when full) start cls_off[k] bytes after the block's scales and zeros. */
 #define KIVI_MAX_CLS 8
 
 struct vq_kivi_impl {
@@ -179,14 +248,13 @@ struct vq_kivi_impl {
     int ncls, identity; /* identity: perm[i] = i */
     int ncz;            /* classes with codes: ncls, or ncls - 1 when the last is 0-bit */
     int cls_bits[KIVI_MAX_CLS], cls_n[KIVI_MAX_CLS], cls_c0[KIVI_MAX_CLS];
-    size_t cls_row[KIVI_MAX_CLS], cls_off[KIVI_MAX_CLS];
+    int cls_qmax[KIVI_MAX_CLS]; /* vq_kivi_qmax of the class */
+    size_t cls_tile[KIVI_MAX_CLS], cls_off[KIVI_MAX_CLS];
     uint16_t perm[1024];
     uint8_t cbits[1024]; /* width of each permuted position; the caller's table: chan_bits */
     uint8_t chan_bits[1024];
-    vq_kivi_fold_fn fold;
-    vq_kivi_dot_rows_fn dot_rows;
-    vq_kivi_dot_classes_fn dot_classes;             /* keys with more than one width class */
-    vq_kivi_dot_classes_multi_fn dot_classes_multi; /* the same for up to 4 queries, or NULL */
+    vq_kivi_prep_fn prep;
+    vq_kivi_score_tiles_fn score_tiles;
     vq_kivi_acc_vals_fn acc_vals;
 };
 
@@ -232,6 +300,7 @@ static vq_status kivi_encode(const struct vq_codec *c, const float *x, int64_t n
     uint8_t codes[1024];
     if (c->p.role == VQ_ROLE_KEY) {
         float sh[1024], zh[1024], dv[1024], qm[1024];
+        uint8_t tc[VQ_KIVI_TILE * 1024];
         for (int64_t b = 0; b < n_blocks; b++) {
             const float *xb = x + b * g * d;
             uint8_t *blk = dst + (size_t)b * c->block_bytes;
@@ -262,13 +331,18 @@ static vq_status kivi_encode(const struct vq_codec *c, const float *x, int64_t n
                 zh[i] = vq_sf16_to_fp32(z16);
                 dv[i] = sh[i] > 0.0f ? sh[i] : INFINITY;
             }
-            uint8_t *rows = blk + 4 * (size_t)d;
-            for (int t = 0; t < g; t++) {
-                const float *xr = xb + (int64_t)t * d;
-                for (int i = 0; i < d; i++) codes[i] = quant1(xr[im->perm[i]], zh[i], dv[i], qm[i]);
+            uint8_t *area = blk + 4 * (size_t)d;
+            for (int t0 = 0; t0 < g; t0 += VQ_KIVI_TILE) {
+                const int m = g - t0 < VQ_KIVI_TILE ? g - t0 : VQ_KIVI_TILE;
+                for (int t = 0; t < m; t++) {
+                    const float *xr = xb + (int64_t)(t0 + t) * d;
+                    for (int i = 0; i < d; i++)
+                        tc[t * d + i] = quant1(xr[im->perm[i]], zh[i], dv[i], qm[i]);
+                }
                 for (int k = 0; k < im->ncz; k++)
-                    vq_kivi_pack_row(codes + im->cls_c0[k], im->cls_n[k], im->cls_bits[k],
-                                     rows + im->cls_off[k] + (size_t)t * im->cls_row[k]);
+                    vq_kivi_pack_tile(
+                        tc + im->cls_c0[k], (size_t)d, m, im->cls_n[k], im->cls_bits[k],
+                        area + im->cls_off[k] + (size_t)(t0 / VQ_KIVI_TILE) * im->cls_tile[k]);
             }
         }
         return VQ_STATUS_OK;
@@ -287,14 +361,16 @@ static vq_status kivi_encode(const struct vq_codec *c, const float *x, int64_t n
     return VQ_STATUS_OK;
 }
 
-/* The d codes of row t of a key block, in position order. */
-static void key_codes(const struct vq_kivi_impl *im, const uint8_t *blk, int t, uint8_t *codes) {
-    const uint8_t *rows = blk + 4 * (size_t)im->d;
+/* The codes of tile i of a key block (m tokens), position order: codes[t * d + pos]. */
+static void tile_codes(const struct vq_kivi_impl *im, const uint8_t *blk, int i, int m,
+                       uint8_t *codes) {
+    const uint8_t *area = blk + 4 * (size_t)im->d;
     for (int k = 0; k < im->ncz; k++)
-        vq_kivi_unpack_row(rows + im->cls_off[k] + (size_t)t * im->cls_row[k], im->cls_n[k],
-                           im->cls_bits[k], codes + im->cls_c0[k]);
+        vq_kivi_unpack_tile(area + im->cls_off[k] + (size_t)i * im->cls_tile[k], m, im->cls_n[k],
+                            im->cls_bits[k], codes + im->cls_c0[k], (size_t)im->d);
     if (im->ncz < im->ncls) /* the 0-bit class: code 0 (its scale is 0) */
-        memset(codes + im->cls_c0[im->ncz], 0, (size_t)im->cls_n[im->ncz]);
+        for (int t = 0; t < m; t++)
+            memset(codes + (size_t)t * im->d + im->cls_c0[im->ncz], 0, (size_t)im->cls_n[im->ncz]);
 }
 
 static void kivi_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_blocks, float *x) {
@@ -302,14 +378,19 @@ static void kivi_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_
     const int d = im->d, bits = im->bits, g = im->g;
     uint8_t codes[1024];
     if (c->p.role == VQ_ROLE_KEY) {
+        uint8_t tc[VQ_KIVI_TILE * 1024];
         for (int64_t b = 0; b < n_blocks; b++) {
             const uint8_t *blk = src + (size_t)b * c->block_bytes;
-            for (int t = 0; t < g; t++) {
-                key_codes(im, blk, t, codes);
-                float *xr = x + (b * g + t) * d;
-                for (int i = 0; i < d; i++)
-                    xr[im->perm[i]] = (float)codes[i] * vq_sf16_to_fp32(rd16(blk + 2 * i)) +
-                                      vq_sf16_to_fp32(rd16(blk + 2 * d + 2 * i));
+            for (int t0 = 0; t0 < g; t0 += VQ_KIVI_TILE) {
+                const int m = g - t0 < VQ_KIVI_TILE ? g - t0 : VQ_KIVI_TILE;
+                tile_codes(im, blk, t0 / VQ_KIVI_TILE, m, tc);
+                for (int t = 0; t < m; t++) {
+                    float *xr = x + (b * g + t0 + t) * d;
+                    for (int i = 0; i < d; i++)
+                        xr[im->perm[i]] = (float)tc[t * d + i] *
+                                              vq_sf16_to_fp32(rd16(blk + 2 * i)) +
+                                          vq_sf16_to_fp32(rd16(blk + 2 * d + 2 * i));
+                }
             }
         }
         return;
@@ -341,38 +422,29 @@ static void kivi_prepare_query(const struct vq_codec *c, const float *q, void *q
     }
 }
 
-/* Keys with width classes, up to 4 queries: each block's scale-folded queries, then one pass
- * of dot_classes_multi over its rows (same bits as kivi_score per query). */
+/* Keys, up to 4 queries: per block the integer queries (prep: each query folded with the
+ * block's scales and quantized per width class), then one score_tiles pass over the tiles
+ * (the codes unpacked once for all queries), which prefetches the next block as it goes. */
 static void kivi_score_multi(const struct vq_codec *c, const void *const *qs, int nq,
                              const uint8_t *codes, int64_t n_tokens, float *const *scores) {
     const struct vq_kivi_impl *im = c->impl;
     const int d = im->d, g = im->g;
-    float qpb[4][1024], bias[4], *out[4];
-    const float *qp[4] = {qpb[0], qpb[1], qpb[2], qpb[3]};
-    for (int64_t b = 0; b < n_tokens / g; b++) {
+    float bias[4], dl[4][KIVI_MAX_CLS], *out[4];
+    int16_t qb[4][1024];
+    int16_t *qw[4] = {qb[0], qb[1], qb[2], qb[3]};
+    const int16_t *qi[4] = {qb[0], qb[1], qb[2], qb[3]};
+    float *dw[4] = {dl[0], dl[1], dl[2], dl[3]};
+    const float *dp[4] = {dl[0], dl[1], dl[2], dl[3]};
+    const float *q[4];
+    for (int j = 0; j < nq; j++) q[j] = qs[j];
+    const int64_t nb = n_tokens / g;
+    for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = codes + (size_t)b * c->block_bytes;
-        for (int j = 0; j < nq; j++) {
-            bias[j] = im->fold(qs[j], blk, blk + 2 * d, d, qpb[j]);
-            out[j] = scores[j] + b * g;
-        }
-        /* the rows in quarters, each after asking for a quarter of the next block's bytes: a
-         * steady stream of prefetches (the kernel waited on its loads; one burst per block
-         * only moved the wait). Per-row arithmetic is unchanged: the same bits. */
-        const uint8_t *rows = blk + 4 * (size_t)d, *next = blk + c->block_bytes;
-        const int nsub = g % 64 == 0 ? 4 : 1, gs = g / nsub;
-        const size_t qb = (c->block_bytes + (size_t)nsub - 1) / (size_t)nsub;
-        for (int s = 0; s < nsub; s++) {
-            if (b + 1 < n_tokens / g)
-                for (size_t o = (size_t)s * qb; o < (size_t)(s + 1) * qb; o += 64)
-                    vq_prefetch(next + o);
-            size_t off[KIVI_MAX_CLS];
-            float *os[4];
-            for (int k = 0; k < im->ncz; k++)
-                off[k] = im->cls_off[k] + (size_t)(s * gs) * im->cls_row[k];
-            for (int j = 0; j < nq; j++) os[j] = out[j] + s * gs;
-            im->dot_classes_multi(qp, nq, rows, im->ncz, im->cls_bits, im->cls_n, off, gs, bias,
-                                  os);
-        }
+        im->prep(q, nq, blk, blk + 2 * d, d, im->ncz, im->cls_n, im->cls_qmax, qw, dw, bias);
+        for (int j = 0; j < nq; j++) out[j] = scores[j] + b * g;
+        im->score_tiles(qi, dp, nq, blk + 4 * (size_t)d, im->ncz, im->cls_bits, im->cls_n,
+                        im->cls_off, g, bias, out, b + 1 < nb ? blk + c->block_bytes : NULL,
+                        c->block_bytes);
     }
 }
 
@@ -382,17 +454,9 @@ static void kivi_score(const struct vq_codec *c, const void *qs, const uint8_t *
     const int d = im->d, g = im->g;
     const float *q = qs;
     if (c->p.role == VQ_ROLE_KEY) {
-        float qp[1024];
-        for (int64_t b = 0; b < n_tokens / g; b++) {
-            const uint8_t *blk = codes + (size_t)b * c->block_bytes;
-            const uint8_t *rows = blk + 4 * (size_t)d;
-            float *out = scores + b * g;
-            const float bias = im->fold(q, blk, blk + 2 * d, d, qp);
-            if (im->ncls == 1) im->dot_rows(qp, rows, d, im->bits, g, bias, out);
-            else
-                im->dot_classes(qp, rows, im->ncz, im->cls_bits, im->cls_n, im->cls_off, g, bias,
-                                out);
-        }
+        const void *q1[1] = {qs};
+        float *s1[1] = {scores};
+        kivi_score_multi(c, q1, 1, codes, n_tokens, s1);
         return;
     }
     uint8_t cd[1024];
@@ -417,18 +481,21 @@ static void kivi_accumulate(const struct vq_codec *c, const uint8_t *codes, int6
     const struct vq_kivi_impl *im = c->impl;
     const int d = im->d, g = im->g;
     if (c->p.role == VQ_ROLE_KEY) {
-        uint8_t cd[1024];
+        uint8_t cd[VQ_KIVI_TILE * 1024];
         float tmp[1024];
         for (int64_t b = 0; b < n_tokens / g; b++) {
             const uint8_t *blk = codes + (size_t)b * c->block_bytes;
             float wsum = 0;
             memset(tmp, 0, (size_t)d * sizeof(float));
-            for (int t = 0; t < g; t++) {
-                const float wt = w[b * g + t];
-                if (wt == 0.0f) continue;
-                wsum += wt;
-                key_codes(im, blk, t, cd);
-                for (int i = 0; i < d; i++) tmp[i] += wt * (float)cd[i];
+            for (int t0 = 0; t0 < g; t0 += VQ_KIVI_TILE) {
+                const int m = g - t0 < VQ_KIVI_TILE ? g - t0 : VQ_KIVI_TILE;
+                tile_codes(im, blk, t0 / VQ_KIVI_TILE, m, cd);
+                for (int t = 0; t < m; t++) {
+                    const float wt = w[b * g + t0 + t];
+                    if (wt == 0.0f) continue;
+                    wsum += wt;
+                    for (int i = 0; i < d; i++) tmp[i] += wt * (float)cd[t * d + i];
+                }
             }
             for (int i = 0; i < d; i++)
                 acc[im->perm[i]] += vq_sf16_to_fp32(rd16(blk + 2 * i)) * tmp[i] +
@@ -470,9 +537,10 @@ static vq_status kivi_classes(struct vq_kivi_impl *im, const uint8_t *w) {
         im->cls_bits[k] = b;
         im->cls_n[k] = n_at[b];
         im->cls_c0[k] = pos;
-        im->cls_row[k] = vq_kivi_row_bytes(n_at[b], b);
+        im->cls_qmax[k] = b ? vq_kivi_qmax(n_at[b], b) : 0;
+        im->cls_tile[k] = vq_kivi_tile_bytes(VQ_KIVI_TILE, n_at[b], b);
         im->cls_off[k] = off;
-        off += (size_t)im->g * im->cls_row[k];
+        off += vq_kivi_tile_bytes(im->g, n_at[b], b);
         for (int c = 0; c < d; c++)
             if (im->chan_bits[c] == b) {
                 im->cbits[pos] = (uint8_t)b;
@@ -510,29 +578,19 @@ static vq_status kivi_init(struct vq_codec *c) {
         return VQ_STATUS_INVALID_ARG;
     }
     if (p->channel_bits) c->p.channel_bits = im->chan_bits;
-    im->fold = vq_kivi_fold_ref;
-    im->dot_rows = vq_kivi_dot_rows_ref;
-    im->dot_classes = vq_kivi_dot_classes_ref;
-    im->dot_classes_multi = NULL;
+    im->prep = vq_kivi_prep_ref;
+    im->score_tiles = vq_kivi_score_tiles_ref;
     im->acc_vals = vq_kivi_acc_vals_ref;
 #ifdef VQ_HAVE_X86
-    if (c->isa == VQ_ISA_AVX512 && vq_cpu_avx512vbmi()) {
-        im->fold = vq_kivi_fold_avx512vbmi;
-        im->dot_rows = vq_kivi_dot_rows_avx512vbmi;
-        im->dot_classes = vq_kivi_dot_classes_avx512vbmi;
-        im->dot_classes_multi = vq_kivi_dot_classes_multi_avx512vbmi;
-        im->acc_vals = vq_kivi_acc_vals_avx512vbmi;
-    } else if (c->isa == VQ_ISA_AVX512) {
-        im->fold = vq_kivi_fold_avx512;
-        im->dot_rows = vq_kivi_dot_rows_avx512;
-        im->dot_classes = vq_kivi_dot_classes_avx512;
-        im->dot_classes_multi = vq_kivi_dot_classes_multi_avx512;
-        im->acc_vals = vq_kivi_acc_vals_avx512;
+    if (c->isa == VQ_ISA_AVX512) {
+        const int vb = vq_cpu_avx512vbmi();
+        im->acc_vals = vb ? vq_kivi_acc_vals_avx512vbmi : vq_kivi_acc_vals_avx512;
+        im->prep = vb ? vq_kivi_prep_avx512vbmi : vq_kivi_prep_avx512;
+        im->score_tiles = vq_cpu_avx512vnni() ? vq_kivi_score_tiles_avx512vnni
+                                              : vq_kivi_score_tiles_avx512;
     } else if (c->isa == VQ_ISA_AVX2) {
-        im->fold = vq_kivi_fold_avx2;
-        im->dot_rows = vq_kivi_dot_rows_avx2;
-        im->dot_classes = vq_kivi_dot_classes_avx2;
-        im->dot_classes_multi = vq_kivi_dot_classes_multi_avx2;
+        im->prep = vq_kivi_prep_avx2;
+        im->score_tiles = vq_kivi_score_tiles_avx2;
         im->acc_vals = vq_kivi_acc_vals_avx2;
     }
 #endif
@@ -552,9 +610,7 @@ static vq_status kivi_init(struct vq_codec *c) {
     c->decode = kivi_decode;
     c->prepare_query = kivi_prepare_query;
     c->score = kivi_score;
-    c->score_multi = p->role == VQ_ROLE_KEY && im->ncls > 1 && im->dot_classes_multi
-                       ? kivi_score_multi
-                       : NULL;
+    c->score_multi = p->role == VQ_ROLE_KEY ? kivi_score_multi : NULL;
     c->accumulate = kivi_accumulate;
     c->finish = kivi_finish;
     return VQ_STATUS_OK;

@@ -45,28 +45,67 @@ static inline float vq_kivi_sf16(uint16_t h) {
     } while (0)
 
 /* Packs / unpacks one code row of d codes (d multiple of 8, <= 1024; bits 2..8; codes in
- * 0 .. 2^bits - 1, higher bits ignored by pack). row: vq_kivi_row_bytes(d, bits) bytes, fully
- * written by pack. Pure, thread-safe. */
+ * 0 .. 2^bits - 1, higher bits ignored by pack); the layout of value blocks. row:
+ * vq_kivi_row_bytes(d, bits) bytes, fully written by pack. Pure, thread-safe. */
 void vq_kivi_pack_row(const uint8_t *codes, int d, int bits, uint8_t *row);
 void vq_kivi_unpack_row(const uint8_t *row, int d, int bits, uint8_t *codes);
 
-/* out[t] = bias + sum_c qp[c] * code_{t,c} for n consecutive code rows. */
-typedef void (*vq_kivi_dot_rows_fn)(const float *qp, const uint8_t *rows, int d, int bits,
-                                    int64_t n, float bias, float *out);
-/* Key blocks with width classes (kivi.c, channel_bits): class k has nch[k] channels (a multiple
- * of 8) at bits[k] bits, its n code rows (nch[k]*bits[k]/8 bytes each) start at rows + off[k],
- * and its scale-folded query entries follow those of the classes before it in qp.
- * out[t] = bias + sum over classes of sum_c qp[c] * code_{t,c}. */
-typedef void (*vq_kivi_dot_classes_fn)(const float *qp, const uint8_t *rows, int ncls,
-                                       const int *bits, const int *nch, const size_t *off,
-                                       int64_t n, float bias, float *out);
-/* dot_classes for nq (1..4) queries at once: out[j][t] = bias[j] + sum over classes of
- * sum_c qp[j][c] * code_{t,c}; every score bit-identical to dot_classes' (the same kernel
- * family's) for that query alone; the codes are unpacked once for all queries. */
-typedef void (*vq_kivi_dot_classes_multi_fn)(const float *const *qp, int nq, const uint8_t *rows,
-                                             int ncls, const int *bits, const int *nch,
-                                             const size_t *off, int64_t n, const float *bias,
-                                             float *const *out);
+/* Key tiles (kivi.c): a width class's codes of VQ_KIVI_TILE consecutive tokens (fewer in a
+ * block's last tile when G % 16 != 0), stored channel pair by channel pair so that one vector
+ * lane holds one token's two codes of a pair. */
+#define VQ_KIVI_TILE 16
+
+/* Bytes of a tile of m tokens x n channels (n a multiple of 8) at `bits` bits: m*n*bits/8. */
+static inline size_t vq_kivi_tile_bytes(int m, int n, int bits) {
+    return (size_t)m * (size_t)n * (size_t)bits / 8;
+}
+
+/* Largest |integer query| of a width class of n channels at `bits` bits: 32767, or less where
+ * n * (2^bits - 1) * 32767 would overflow an int32 sum (so every class sum is exact). */
+static inline int vq_kivi_qmax(int n, int bits) {
+    const long long lim = 2147483647LL / ((long long)n * ((1 << bits) - 1));
+    return lim < 32767 ? (int)lim : 32767;
+}
+
+/* Packs / unpacks one key tile of m (1..16) tokens x n channels (n a multiple of 8, <= 1024)
+ * at `bits` (2..8): codes[t * stride + i] is token t's code of the class's channel i (higher
+ * bits ignored by pack). tile: vq_kivi_tile_bytes(m, n, bits) bytes, fully written by pack.
+ * Pure, thread-safe. */
+void vq_kivi_pack_tile(const uint8_t *codes, size_t stride, int m, int n, int bits, uint8_t *tile);
+void vq_kivi_unpack_tile(const uint8_t *tile, int m, int n, int bits, uint8_t *codes,
+                         size_t stride);
+
+/* Integer query of one width class (reference): with M = max_c |qp[c]| over n entries, qi[c] =
+ * rint(qp[c] * (qmax / M)) (round to nearest even; |qi| <= qmax); returns delta = M / qmax, so
+ * qp[c] ~ delta * qi[c]. M = 0: every qi 0, returns 0; a non-finite qp: every qi 0, returns NaN
+ * (the block's scores become NaN, as with the float query). Pure. */
+float vq_kivi_quant16_ref(const float *qp, int n, int qmax, int16_t *qi);
+
+/* The integer queries of one key block for nq (1..4) queries q[j] (d floats, position order):
+ * the fold (qp = q * ŝ, bias[j] = sum q * ẑ over the block's d sf16 scales s16 and zeros z16)
+ * and, per width class k (nch[k] entries after those of the classes before it, bound
+ * qmax[k]), qi[j] and delta[j][k] as vq_kivi_quant16_ref of its qp. qi and delta are the same
+ * bits in every kernel family (qp is an exact product); bias is the family's fold (the
+ * reference's within float rounding). Pure. */
+typedef void (*vq_kivi_prep_fn)(const float *const *q, int nq, const uint8_t *s16,
+                                const uint8_t *z16, int d, int ncls, const int *nch,
+                                const int *qmax, int16_t *const *qi, float *const *delta,
+                                float *bias);
+
+/* Scores of one key block's tiles for nq (1..4) queries. The block's code area (after the
+ * scales and zeros) holds ncls width classes; class k (nch[k] channels, a multiple of 8, at
+ * bits[k] in 2..8) starts at area + off[k] with its ceil(g / 16) tiles one after another; its
+ * integer query entries follow those of the classes before it in qi[j], and delta[j][k] is
+ * their scale. For token t < g:
+ *   out[j][t] = bias[j] + delta[j][0] * S_0 + delta[j][1] * S_1 + ...   (left to right, each
+ *   product rounded to float before its add), S_k = sum over the class of qi * code (int32,
+ *   exact, as float by round to nearest).
+ * Every kernel gives the same bits. pf: NULL, or pf_bytes bytes (the next block) the kernel
+ * prefetches a part of per tile. */
+typedef void (*vq_kivi_score_tiles_fn)(const int16_t *const *qi, const float *const *delta, int nq,
+                                       const uint8_t *area, int ncls, const int *bits,
+                                       const int *nch, const size_t *off, int g, const float *bias,
+                                       float *const *out, const uint8_t *pf, size_t pf_bytes);
 /* acc[c] += a[c / g] * code_c for one code row (g = channel group size). */
 typedef void (*vq_kivi_acc_row_fn)(const uint8_t *row, int d, int bits, int g, const float *a,
                                    float *acc);
@@ -83,13 +122,19 @@ typedef void (*vq_kivi_acc_vals_fn)(const uint8_t *blocks, size_t block_bytes, i
 float vq_kivi_fold_ref(const float *q, const uint8_t *s16, const uint8_t *z16, int d, float *qp);
 void vq_kivi_acc_vals_ref(const uint8_t *blocks, size_t block_bytes, int64_t n, const float *w,
                           int d, int bits, int g, float *acc);
-void vq_kivi_dot_rows_ref(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
-                          float bias, float *out);
 void vq_kivi_acc_row_ref(const uint8_t *row, int d, int bits, int g, const float *a, float *acc);
-/* Reference: the first class's vq_kivi_dot_rows_ref (with the bias), then each further class's
- * partial sums added in class order. */
-void vq_kivi_dot_classes_ref(const float *qp, const uint8_t *rows, int ncls, const int *bits,
-                             const int *nch, const size_t *off, int64_t n, float bias, float *out);
+void vq_kivi_prep_ref(const float *const *q, int nq, const uint8_t *s16, const uint8_t *z16, int d,
+                      int ncls, const int *nch, const int *qmax, int16_t *const *qi,
+                      float *const *delta, float *bias);
+void vq_kivi_score_tiles_ref(const int16_t *const *qi, const float *const *delta, int nq,
+                             const uint8_t *area, int ncls, const int *bits, const int *nch,
+                             const size_t *off, int g, const float *bias, float *const *out,
+                             const uint8_t *pf, size_t pf_bytes);
+/* Tile i of the block only (tokens 16i .. min(16i + 16, g) - 1; same bits as the whole-block
+ * reference): the SIMD kernels' tail. */
+void vq_kivi_score_tile_ref(const int16_t *const *qi, const float *const *delta, int nq,
+                            const uint8_t *area, int ncls, const int *bits, const int *nch,
+                            const size_t *off, int g, int i, const float *bias, float *const *out);
 #ifdef VQ_HAVE_X86
 float vq_kivi_fold_avx2(const float *q, const uint8_t *s16, const uint8_t *z16, int d, float *qp);
 float vq_kivi_fold_avx512(const float *q, const uint8_t *s16, const uint8_t *z16, int d, float *qp);
@@ -97,44 +142,39 @@ void vq_kivi_acc_vals_avx2(const uint8_t *blocks, size_t block_bytes, int64_t n,
                            int d, int bits, int g, float *acc);
 void vq_kivi_acc_vals_avx512(const uint8_t *blocks, size_t block_bytes, int64_t n, const float *w,
                              int d, int bits, int g, float *acc);
-void vq_kivi_dot_rows_avx2(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
-                           float bias, float *out);
 void vq_kivi_acc_row_avx2(const uint8_t *row, int d, int bits, int g, const float *a, float *acc);
-/* One accumulator per row over every class (8 rows at a time, one horizontal sum per row);
- * the sums are ordered differently from the reference (equal to float rounding). */
-void vq_kivi_dot_classes_avx2(const float *qp, const uint8_t *rows, int ncls, const int *bits,
-                              const int *nch, const size_t *off, int64_t n, float bias, float *out);
-/* Up to 4 queries over the same rows (the GQA heads of a decode step): each query's scores
- * bit-identical to vq_kivi_dot_classes_avx2 for it alone. */
-void vq_kivi_dot_classes_multi_avx2(const float *const *qp, int nq, const uint8_t *rows, int ncls,
-                                    const int *bits, const int *nch, const size_t *off, int64_t n,
-                                    const float *bias, float *const *out);
-void vq_kivi_dot_rows_avx512(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
-                             float bias, float *out);
 void vq_kivi_acc_row_avx512(const uint8_t *row, int d, int bits, int g, const float *a, float *acc);
-void vq_kivi_dot_classes_avx512(const float *qp, const uint8_t *rows, int ncls, const int *bits,
-                                const int *nch, const size_t *off, int64_t n, float bias,
-                                float *out);
 /* The AVX-512 kernels built with AVX512_VBMI (callers check vq_cpu_avx512vbmi()); same
  * results as the _avx512 ones. */
 float vq_kivi_fold_avx512vbmi(const float *q, const uint8_t *s16, const uint8_t *z16, int d,
                               float *qp);
 void vq_kivi_acc_vals_avx512vbmi(const uint8_t *blocks, size_t block_bytes, int64_t n,
                                  const float *w, int d, int bits, int g, float *acc);
-void vq_kivi_dot_rows_avx512vbmi(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
-                                 float bias, float *out);
 void vq_kivi_acc_row_avx512vbmi(const uint8_t *row, int d, int bits, int g, const float *a,
                                 float *acc);
-void vq_kivi_dot_classes_avx512vbmi(const float *qp, const uint8_t *rows, int ncls, const int *bits,
-                                    const int *nch, const size_t *off, int64_t n, float bias,
-                                    float *out);
-void vq_kivi_dot_classes_multi_avx512(const float *const *qp, int nq, const uint8_t *rows, int ncls,
-                                      const int *bits, const int *nch, const size_t *off, int64_t n,
-                                      const float *bias, float *const *out);
-void vq_kivi_dot_classes_multi_avx512vbmi(const float *const *qp, int nq, const uint8_t *rows,
-                                          int ncls, const int *bits, const int *nch,
-                                          const size_t *off, int64_t n, const float *bias,
-                                          float *const *out);
+void vq_kivi_prep_avx2(const float *const *q, int nq, const uint8_t *s16, const uint8_t *z16, int d,
+                       int ncls, const int *nch, const int *qmax, int16_t *const *qi,
+                       float *const *delta, float *bias);
+void vq_kivi_prep_avx512(const float *const *q, int nq, const uint8_t *s16, const uint8_t *z16,
+                         int d, int ncls, const int *nch, const int *qmax, int16_t *const *qi,
+                         float *const *delta, float *bias);
+void vq_kivi_prep_avx512vbmi(const float *const *q, int nq, const uint8_t *s16, const uint8_t *z16,
+                             int d, int ncls, const int *nch, const int *qmax, int16_t *const *qi,
+                             float *const *delta, float *bias);
+/* Key tiles (kivi_tiles_*.c), the reference's bits. AVX2: VPMADDWD over 8 tokens; AVX-512:
+ * VPMADDWD over 16; the _avx512vnni kernel (callers check vq_cpu_avx512vnni()) VPDPWSSD. */
+void vq_kivi_score_tiles_avx2(const int16_t *const *qi, const float *const *delta, int nq,
+                              const uint8_t *area, int ncls, const int *bits, const int *nch,
+                              const size_t *off, int g, const float *bias, float *const *out,
+                              const uint8_t *pf, size_t pf_bytes);
+void vq_kivi_score_tiles_avx512(const int16_t *const *qi, const float *const *delta, int nq,
+                                const uint8_t *area, int ncls, const int *bits, const int *nch,
+                                const size_t *off, int g, const float *bias, float *const *out,
+                                const uint8_t *pf, size_t pf_bytes);
+void vq_kivi_score_tiles_avx512vnni(const int16_t *const *qi, const float *const *delta, int nq,
+                                    const uint8_t *area, int ncls, const int *bits, const int *nch,
+                                    const size_t *off, int g, const float *bias, float *const *out,
+                                    const uint8_t *pf, size_t pf_bytes);
 #endif
 
 #endif

@@ -8,6 +8,7 @@
 #include "cache/softmax.h"
 
 #include "test_data.h"
+#include "cache_test_util.h"
 /* (n, n_kv, d) keys/values: Gaussian plus per-channel offsets (key-like). */
 static float *gen(int64_t n, int n_kv, int d, float offset) {
     float *x = malloc((size_t)(n * n_kv * d) * sizeof(float));
@@ -63,7 +64,6 @@ static double rel_err(const float *a, const float *b, int64_t n_vec, int d) {
 /* Fused-vs-reference bound on rel_err: plain fp16 layers compute llama.cpp's arithmetic (q and
  * the softmax weights rounded to fp16, ~5e-4 relative each), the codecs' fused paths match
  * their own decode-then-dot reference to float rounding. */
-static double tol_of(enum vq_method m) { return m == VQ_METHOD_FP16 ? 5e-3 : 1e-4; }
 
 static double check_attend(vq_cache *c, int layer, int n_q_heads, int64_t n_q, const int64_t *pos,
                            int d) {
@@ -129,10 +129,10 @@ static void fused_vs_ref(enum vq_method m, int bits) {
                 e = check_attend(c, 0, n_kv * ratios[ri], 2, NULL, d);
                 if (e > worst) worst = e;
             }
-            if (worst > tol_of(m))
+            if (worst > fused_tol(m))
                 fprintf(stderr, "  %s-%d isa=%s d=%d: rel err %.3g\n", vq_method_name(m), bits,
                         vq_isa_name((enum vq_isa)isa), d, worst);
-            ASSERT_LE(worst, tol_of(m));
+            ASSERT_LE(worst, fused_tol(m));
             ASSERT_EQ_INT(vq_cache_n_tokens(c, 0), 20);
             vq_cache_free(c);
         }
@@ -753,10 +753,10 @@ TEST(split_decode) {
                 VQ_STATUS_OK);
             e = check_attend(c, 0, 2 * n_kv, 1, NULL, d);
             worst = e > worst ? e : worst;
-            if (worst > tol_of((enum vq_method)m))
+            if (worst > fused_tol((enum vq_method)m))
                 fprintf(stderr, "  %s n_kv=%d: rel err %.3g\n", vq_method_name((enum vq_method)m),
                         n_kv, worst);
-            ASSERT_LE(worst, tol_of((enum vq_method)m));
+            ASSERT_LE(worst, fused_tol((enum vq_method)m));
             free(k);
             free(v);
             vq_cache_free(c);
@@ -831,10 +831,10 @@ TEST(random_operation_sequences) {
                 if (!as_f16 && e > worst) worst = e;
             }
         }
-        ASSERT_LE(worst_f16, tol_of(VQ_METHOD_FP16));
-        if (worst > tol_of(ms[mi]))
+        ASSERT_LE(worst_f16, fused_tol(VQ_METHOD_FP16));
+        if (worst > fused_tol(ms[mi]))
             fprintf(stderr, "  %s: rel err %.3g\n", vq_method_name(ms[mi]), worst);
-        ASSERT_LE(worst, tol_of(ms[mi]));
+        ASSERT_LE(worst, fused_tol(ms[mi]));
         vq_cache_free(c);
     }
 }

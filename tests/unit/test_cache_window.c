@@ -16,6 +16,7 @@
 #include "cache/ggml_attn.h"
 #include "codecs/codec_impl.h"
 #include "eval/kvmem.h"
+#include "fused_tol.h"
 
 static uint64_t rng_ = 0x5851F42D4C957F2Dull;
 static double urand(void) {
@@ -79,7 +80,6 @@ static double rel_err(const float *a, const float *b, int64_t n_vec) {
 
 /* fp16 layers compute llama.cpp's roundings (q and weights in fp16), codecs their own float
  * math: bound of the fused-vs-reference error. */
-static double tol_of(enum vq_method m) { return m == VQ_METHOD_FP16 ? 5e-3 : 1e-4; }
 
 /* Fused vs masked reference for n_q queries (NULL positions or pos); returns rel_err. */
 static double check(vq_cache *c, int layer, int64_t n_q, const int64_t *pos) {
@@ -209,11 +209,11 @@ static void windowed_vs_reference(int sinks, int ot, int oc, int center) {
                     worst = e > worst ? e : worst;
                 }
             }
-            if (worst > tol_of((enum vq_method)m))
+            if (worst > fused_tol((enum vq_method)m))
                 fprintf(stderr, "  %s isa=%s sinks=%d ot=%d oc=%d center=%d: rel err %.3g\n",
                         vq_method_name((enum vq_method)m), vq_isa_name((enum vq_isa)isa), sinks, ot,
                         oc, center, worst);
-            ASSERT_LE(worst, tol_of((enum vq_method)m));
+            ASSERT_LE(worst, fused_tol((enum vq_method)m));
             /* split decode: more threads than (query, head) pairs */
             vq_cache_free(c);
             p.n_threads = 7;
@@ -226,7 +226,7 @@ static void windowed_vs_reference(int sinks, int ot, int oc, int center) {
             for (int i = 0; i < H_ * D_; i++) q[i] = nrand();
             ASSERT_STATUS(vq_cache_attend(c, 0, q, H_, 1, NULL, 0.125f, o1), VQ_STATUS_OK);
             ASSERT_STATUS(vq_cache_attend_ref(c, 0, q, H_, 1, NULL, 0.125f, o2), VQ_STATUS_OK);
-            ASSERT_LE(rel_err(o1, o2, H_), tol_of((enum vq_method)m));
+            ASSERT_LE(rel_err(o1, o2, H_), fused_tol((enum vq_method)m));
             free(k);
             free(v);
             vq_cache_free(c);
@@ -460,7 +460,7 @@ TEST(refusals_and_truncate) {
         ASSERT_STATUS(vq_cache_truncate(c, 0), VQ_STATUS_OK);
         ASSERT_EQ_INT(vq_cache_n_stored(c, 0), 0);
         ASSERT_STATUS(vq_cache_append(c, 0, k, v, VQ_DTYPE_F32, 30), VQ_STATUS_OK);
-        ASSERT_LE(check(c, 0, 3, NULL), tol_of(ms[mi]));
+        ASSERT_LE(check(c, 0, 3, NULL), fused_tol(ms[mi]));
         /* freed positions read back as zero rows, held ones as stored */
         float *kr = calloc((size_t)150 * D_, sizeof(float));
         ASSERT_STATUS(vq_cache_append(c, 0, k + 30 * H_ * D_, v + 30 * H_ * D_, VQ_DTYPE_F32, 60),

@@ -3,13 +3,12 @@
  * Codes of 8 channels are expanded with one scalar load per bit plane, a broadcast and a
  * per-lane variable shift (vpsrlvd), then converted to fp32 (5..7 bits: the planes' fields
  * are masked, shifted to their bit position and OR-ed before one conversion; 8 bits:
- * vpmovzxbd). dot_rows scores 8 rows at a time (8 independent accumulators, hadd-tree
- * reduction); dot_classes (keys with width classes) carries the same 8 accumulators over every
- * class, dot_classes_multi two rows of up to 4 queries (each code unpacked once for all, every
- * score the bits of its query alone); acc_row needs group size % 8 == 0 (else the scalar
- * reference is used).
+ * vpmovzxbd): the value accumulation (acc_row needs group size % 8 == 0, else the scalar
+ * reference is used) and the scale fold of key blocks; the key tiles' integer scores are in
+ * kivi_tiles_avx2.c.
  */
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -68,164 +67,11 @@ VQ_INLINE __m256 codes8(const uint8_t *row, int d, int c, const int BITS) {
     return r;
 }
 
-VQ_INLINE __m256 hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5,
-                         __m256 a6, __m256 a7) {
-    const __m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
-    const __m256 t2 = _mm256_hadd_ps(a4, a5), t3 = _mm256_hadd_ps(a6, a7);
-    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
-                         _mm256_permute2f128_ps(u0, u1, 0x31));
-}
-
-/* Sum of the 8 lanes in the same order as one lane of hsum8x8, so a token scores bit-identically
- * whether it is reduced alone or in a group of 8. */
+/* Horizontal sum of 8 lanes (the fold's bias). */
 VQ_INLINE float hsum1(__m256 a) {
     const __m256 t = _mm256_hadd_ps(a, a);
     const __m256 u = _mm256_hadd_ps(t, t);
     return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)));
-}
-
-/* Adds rows r .. r + 7 of one width class (d channels, BITS) times qp to A[0..7]. */
-VQ_INLINE void acc8(const float *qp, const uint8_t *r, int d, __m256 *A, const int BITS) {
-    const size_t rb = (size_t)d * BITS / 8;
-    __m256 a0 = A[0], a1 = A[1], a2 = A[2], a3 = A[3], a4 = A[4], a5 = A[5], a6 = A[6], a7 = A[7];
-    for (int c = 0; c < d; c += 8) {
-        const __m256 q = _mm256_loadu_ps(qp + c);
-        a0 = _mm256_fmadd_ps(q, codes8(r, d, c, BITS), a0);
-        a1 = _mm256_fmadd_ps(q, codes8(r + rb, d, c, BITS), a1);
-        a2 = _mm256_fmadd_ps(q, codes8(r + 2 * rb, d, c, BITS), a2);
-        a3 = _mm256_fmadd_ps(q, codes8(r + 3 * rb, d, c, BITS), a3);
-        a4 = _mm256_fmadd_ps(q, codes8(r + 4 * rb, d, c, BITS), a4);
-        a5 = _mm256_fmadd_ps(q, codes8(r + 5 * rb, d, c, BITS), a5);
-        a6 = _mm256_fmadd_ps(q, codes8(r + 6 * rb, d, c, BITS), a6);
-        a7 = _mm256_fmadd_ps(q, codes8(r + 7 * rb, d, c, BITS), a7);
-    }
-    A[0] = a0, A[1] = a1, A[2] = a2, A[3] = a3, A[4] = a4, A[5] = a5, A[6] = a6, A[7] = a7;
-}
-
-/* Adds one row r of one width class times qp to *A. */
-VQ_INLINE void acc1(const float *qp, const uint8_t *r, int d, __m256 *A, const int BITS) {
-    for (int c = 0; c < d; c += 8)
-        *A = _mm256_fmadd_ps(_mm256_loadu_ps(qp + c), codes8(r, d, c, BITS), *A);
-}
-
-VQ_INLINE void dot_rows(const float *qp, const uint8_t *rows, int d, int64_t n, float bias,
-                        float *out, const int BITS) {
-    const size_t rb = (size_t)d * BITS / 8;
-    int64_t t = 0;
-    for (; t + 8 <= n; t += 8) {
-        __m256 A[8];
-        for (int i = 0; i < 8; i++) A[i] = _mm256_setzero_ps();
-        acc8(qp, rows + (size_t)t * rb, d, A, BITS);
-        _mm256_storeu_ps(out + t,
-                         _mm256_add_ps(_mm256_set1_ps(bias),
-                                       hsum8x8(A[0], A[1], A[2], A[3], A[4], A[5], A[6], A[7])));
-    }
-    for (; t < n; t++) {
-        __m256 a0 = _mm256_setzero_ps();
-        acc1(qp, rows + (size_t)t * rb, d, &a0, BITS);
-        out[t] = bias + hsum1(a0);
-    }
-}
-
-void vq_kivi_dot_rows_avx2(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
-                           float bias, float *out) {
-#define DOT_ROWS(B) dot_rows(qp, rows, d, n, bias, out, B)
-    VQ_KIVI_WITH_BITS(bits, DOT_ROWS);
-#undef DOT_ROWS
-}
-
-/* Row t of every class for query qp, alone: bias + hsum1 (one lane of hsum8x8's order). */
-VQ_INLINE float row1(const float *qp, const uint8_t *rows, int ncls, const int *bits,
-                     const int *nch, const size_t *off, int64_t t, float bias) {
-    __m256 a = _mm256_setzero_ps();
-    for (int k = 0; k < ncls; k++) {
-        const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
-#define ACC1(B) acc1(qp, r, nch[k], &a, B)
-        VQ_KIVI_WITH_BITS(bits[k], ACC1);
-#undef ACC1
-        qp += nch[k];
-    }
-    return bias + hsum1(a);
-}
-
-void vq_kivi_dot_classes_avx2(const float *qp, const uint8_t *rows, int ncls, const int *bits,
-                              const int *nch, const size_t *off, int64_t n, float bias,
-                              float *out) {
-    int64_t t = 0;
-    for (; t + 8 <= n; t += 8) {
-        __m256 A[8];
-        for (int i = 0; i < 8; i++) A[i] = _mm256_setzero_ps();
-        const float *q = qp;
-        for (int k = 0; k < ncls; k++) {
-            const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
-#define ACC8(B) acc8(q, r, nch[k], A, B)
-            VQ_KIVI_WITH_BITS(bits[k], ACC8);
-#undef ACC8
-            q += nch[k];
-        }
-        _mm256_storeu_ps(out + t,
-                         _mm256_add_ps(_mm256_set1_ps(bias),
-                                       hsum8x8(A[0], A[1], A[2], A[3], A[4], A[5], A[6], A[7])));
-    }
-    for (; t < n; t++) out[t] = row1(qp, rows, ncls, bits, nch, off, t, bias);
-}
-
-/* Adds rows r and r + rb of one width class times each of the NQ queries qp[j] (channels from
- * qo) to A[j][0..1]: the codes are unpacked once for all queries; each row's fma sequence is
- * dot_classes' (acc8 / acc1). */
-VQ_INLINE void acc2m(const float *const *qp, const int NQ, size_t qo, const uint8_t *r, int d,
-                     __m256 A[][2], const int BITS) {
-    const size_t rb = (size_t)d * BITS / 8;
-    for (int c = 0; c < d; c += 8) {
-        const __m256 k0 = codes8(r, d, c, BITS), k1 = codes8(r + rb, d, c, BITS);
-        for (int j = 0; j < NQ; j++) {
-            const __m256 q = _mm256_loadu_ps(qp[j] + qo + c);
-            A[j][0] = _mm256_fmadd_ps(q, k0, A[j][0]);
-            A[j][1] = _mm256_fmadd_ps(q, k1, A[j][1]);
-        }
-    }
-}
-
-/* Two rows at a time for up to 4 queries; the 2 NQ row sums come out of one hsum8x8, whose
- * lanes are hsum1's order, so every score is the bits of dot_classes for that query alone. */
-VQ_INLINE void dot_classes_m(const float *const *qp, const int NQ, const uint8_t *rows, int ncls,
-                             const int *bits, const int *nch, const size_t *off, int64_t n,
-                             const float *bias, float *const *out) {
-    int64_t t = 0;
-    for (; t + 2 <= n; t += 2) {
-        __m256 A[4][2];
-        for (int j = 0; j < 4; j++) A[j][0] = A[j][1] = _mm256_setzero_ps();
-        size_t qo = 0;
-        for (int k = 0; k < ncls; k++) {
-            const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
-#define ACC2M(B) acc2m(qp, NQ, qo, r, nch[k], A, B)
-            VQ_KIVI_WITH_BITS(bits[k], ACC2M);
-#undef ACC2M
-            qo += (size_t)nch[k];
-        }
-        float h[8];
-        _mm256_storeu_ps(
-            h, hsum8x8(A[0][0], A[0][1], A[1][0], A[1][1], A[2][0], A[2][1], A[3][0], A[3][1]));
-        for (int j = 0; j < NQ; j++) {
-            out[j][t] = bias[j] + h[2 * j];
-            out[j][t + 1] = bias[j] + h[2 * j + 1];
-        }
-    }
-    if (t < n)
-        for (int j = 0; j < NQ; j++)
-            out[j][t] = row1(qp[j], rows, ncls, bits, nch, off, t, bias[j]);
-}
-
-void vq_kivi_dot_classes_multi_avx2(const float *const *qp, int nq, const uint8_t *rows, int ncls,
-                                    const int *bits, const int *nch, const size_t *off, int64_t n,
-                                    const float *bias, float *const *out) {
-    switch (nq) {
-    case 1: dot_classes_m(qp, 1, rows, ncls, bits, nch, off, n, bias, out); break;
-    case 2: dot_classes_m(qp, 2, rows, ncls, bits, nch, off, n, bias, out); break;
-    case 3: dot_classes_m(qp, 3, rows, ncls, bits, nch, off, n, bias, out); break;
-    default: dot_classes_m(qp, 4, rows, ncls, bits, nch, off, n, bias, out); break;
-    }
 }
 
 VQ_INLINE void acc_row(const uint8_t *row, int d, int g, const float *a, float *acc,
@@ -265,6 +111,56 @@ float vq_kivi_fold_avx2(const float *q, const uint8_t *s16, const uint8_t *z16, 
         b = _mm256_fmadd_ps(qv, sf16x8(z16 + 2 * c), b);
     }
     return hsum1(b);
+}
+
+/* quant16 of one class (vq_kivi_quant16_ref's results) on 8 lanes: the max is exact in any
+ * order; VCVTPS2DQ rounds to nearest even; entries past a multiple of 8 by lrintf. */
+VQ_INLINE float quant16(const float *qp, int n, int qmax, int16_t *qi) {
+    const __m256 absm = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
+    const __m256 fmax = _mm256_set1_ps(3.40282347e38f);
+    __m256 mx = _mm256_setzero_ps();
+    int bad = 0, c = 0;
+    for (; c + 8 <= n; c += 8) {
+        const __m256 a = _mm256_and_ps(_mm256_loadu_ps(qp + c), absm);
+        bad |= _mm256_movemask_ps(_mm256_cmp_ps(a, fmax, _CMP_NLE_UQ));
+        mx = _mm256_max_ps(mx, a);
+    }
+    __m128 m4 = _mm_max_ps(_mm256_castps256_ps128(mx), _mm256_extractf128_ps(mx, 1));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_shuffle_ps(m4, m4, 1));
+    float m = _mm_cvtss_f32(m4);
+    for (int i = c; i < n; i++) {
+        const float a = fabsf(qp[i]);
+        bad |= !(a <= 3.40282347e38f);
+        m = a > m ? a : m;
+    }
+    if (bad || m == 0.0f) {
+        memset(qi, 0, (size_t)n * sizeof *qi);
+        return bad ? NAN : 0.0f;
+    }
+    const float invs = (float)qmax / m;
+    const __m256 inv = _mm256_set1_ps(invs);
+    for (c = 0; c + 8 <= n; c += 8) {
+        const __m256i v = _mm256_cvtps_epi32(_mm256_mul_ps(_mm256_loadu_ps(qp + c), inv));
+        _mm_storeu_si128(
+            (__m128i *)(void *)(qi + c),
+            _mm_packs_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1)));
+    }
+    for (; c < n; c++) qi[c] = (int16_t)lrintf(qp[c] * invs);
+    return m / (float)qmax;
+}
+
+/* The integer queries of one key block (vq_kivi_prep_fn): each query folded exactly as
+ * vq_kivi_fold_avx2, then quant16 per class. */
+void vq_kivi_prep_avx2(const float *const *q, int nq, const uint8_t *s16, const uint8_t *z16, int d,
+                       int ncls, const int *nch, const int *qmax, int16_t *const *qi,
+                       float *const *delta, float *bias) {
+    float qp[1024];
+    for (int j = 0; j < nq; j++) {
+        bias[j] = vq_kivi_fold_avx2(q[j], s16, z16, d, qp);
+        for (int k = 0, c0 = 0; k < ncls; c0 += nch[k], k++)
+            delta[j][k] = quant16(qp + c0, nch[k], qmax[k], qi[j] + c0);
+    }
 }
 
 /* acc[cb .. cb + 8*NR) += sum_t a[t][c/g] code_{t,c} over nt rows (block_bytes apart). */

@@ -1,25 +1,22 @@
 /*
  * kivi_avx512.c — AVX-512 (F, BW, VL, DQ) kernels of the KIVI codecs (contract in
- * codecs/kivi.h). Codes of 16 channels: each bit plane becomes floats on its own and the
- * planes are added (2..7 bits): a 4- or 2-bit plane by one load, VPERMD / broadcast, a
- * per-lane variable shift and a VPERMPS table of the field's value at its bit position; a
- * 1-bit plane is loaded as a lane mask and adds 2^s where set (masked add); 8 bits: vpmovzxbd.
- * A row tail of 8 channels (d % 16 == 8) reads only its own bytes and multiplies the 8 unused
- * lanes by zero query lanes. dot_rows: 8 rows at a time (8 independent zmm accumulators);
- * dot_classes (keys with width classes): the same 8 accumulators carried over every class,
- * one horizontal sum per row, and the last 8 channels of a class of 8 mod 16 channels taken
- * for two rows at once (codes_pair: one row per half of the vector, into an accumulator per
- * row pair) instead of a half-empty vector per row;
- * acc_row needs group size % 8 == 0 (else scalar reference).
+ * codecs/kivi.h): the scale fold of key blocks and the value accumulation (the key tiles'
+ * integer scores are in kivi_tiles_avx512.c). Codes of 16 channels of a value row: each bit
+ * plane becomes floats on its own and the planes are added (2..7 bits): a 4- or 2-bit plane by
+ * one load, VPERMD / broadcast, a per-lane variable shift and a VPERMPS table of the field's
+ * value at its bit position; a 1-bit plane is loaded as a lane mask and adds 2^s where set
+ * (masked add); 8 bits: vpmovzxbd. A row tail of 8 channels (d % 16 == 8) reads only its own
+ * bytes; acc_row needs group size % 8 == 0 (else scalar reference).
  *
  * kivi_avx512vbmi.c compiles this file again with AVX512_VBMI (VQ_KIVI_VBMI; the kernels are
  * then named *_avx512vbmi and chosen at run time where the CPU has VBMI): 5..7-bit rows of
- * dot_rows and acc_vals then build 64 codes at a time as bytes (nibbles by VPMOVZXBW + shift +
+ * acc_vals then build 64 codes at a time as bytes (nibbles by VPMOVZXBW + shift +
  * VPTERNLOGD, the 2-bit plane by VPMOVZXBD + VPMULTISHIFTQB, a 1-bit plane by a masked byte
  * add) and widen 16 of them per zero-masked VPERMB + conversion; the products and their order
  * are those of the 16-channel path.
  */
 #include <immintrin.h>
+#include <math.h>
 #include <stdint.h>
 #include <string.h>
 
@@ -113,65 +110,6 @@ VQ_INLINE __m512 codes16(const uint8_t *row, int d, int c, const int BITS, const
     return r;
 }
 
-/* Channels c..c+7 of two rows of one class (width classes whose channel count is 8 mod 16):
- * row ra in lanes 0-7, row rb in lanes 8-15, the values of codes16(.., HALF) of each row; only
- * those channels' bytes are read. A 4-bit plane: each row's 4 bytes broadcast to its half; a
- * 2-bit plane: the two rows' 2 bytes as one word; a 1-bit plane: their bytes as one mask. */
-VQ_INLINE __m512i fields_pair(const uint8_t *pa, const uint8_t *pb, int c, const int FW) {
-    if (FW == 4) {
-        uint32_t a, b;
-        memcpy(&a, pa + c / 2, 4);
-        memcpy(&b, pb + c / 2, 4);
-        return _mm512_srlv_epi32(
-            _mm512_mask_set1_epi32(_mm512_set1_epi32((int)a), 0xFF00, (int)b),
-            _mm512_setr_epi32(0, 4, 8, 12, 16, 20, 24, 28, 0, 4, 8, 12, 16, 20, 24, 28));
-    }
-    uint16_t a, b;
-    memcpy(&a, pa + c / 4, 2);
-    memcpy(&b, pb + c / 4, 2);
-    return _mm512_srlv_epi32(
-        _mm512_set1_epi32((int)((uint32_t)a | (uint32_t)b << 16)),
-        _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30));
-}
-
-VQ_INLINE __mmask16 bits_pair(const uint8_t *pa, const uint8_t *pb, int c) {
-    return (__mmask16)(pa[c / 8] | pb[c / 8] << 8);
-}
-
-VQ_INLINE __m512 codes_pair(const uint8_t *ra, const uint8_t *rb, int d, int c, const int BITS) {
-    if (BITS == 8) {
-        uint64_t a, b;
-        memcpy(&a, ra + c, 8);
-        memcpy(&b, rb + c, 8);
-        return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_set_epi64x((long long)b, (long long)a)));
-    }
-    const __m512 f2 = _mm512_setr_ps(0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3, 0, 1, 2, 3);
-    if (BITS == 2 || BITS == 3) {
-        __m512 r = _mm512_permutexvar_ps(fields_pair(ra, rb, c, 2), f2);
-        if (BITS == 3)
-            r = _mm512_mask_add_ps(r, bits_pair(ra + d / 4, rb + d / 4, c), r,
-                                   _mm512_set1_ps(4.0f));
-        return r;
-    }
-    __m512 r = _mm512_permutexvar_ps(
-        fields_pair(ra, rb, c, 4),
-        _mm512_setr_ps(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15));
-    const uint8_t *pa = ra + d / 2, *pb = rb + d / 2; /* the planes after the 4-bit plane */
-    if (BITS == 6 || BITS == 7) {
-        r = _mm512_add_ps(r, _mm512_permutexvar_ps(fields_pair(pa, pb, c, 2),
-                                                   _mm512_mul_ps(f2, _mm512_set1_ps(16.0f))));
-        pa += d / 4;
-        pb += d / 4;
-    }
-    if (BITS == 5 || BITS == 7)
-        r = _mm512_mask_add_ps(r, bits_pair(pa, pb, c), r,
-                               _mm512_set1_ps((float)(1 << (BITS - 1))));
-    return r;
-}
-
-/* The 8 query floats at p in both halves (the pair path's query). */
-VQ_INLINE __m512 q_pair(const float *p) { return _mm512_broadcast_f32x8(_mm256_loadu_ps(p)); }
-
 #if VQ_VB
 /* Codes of channels c..c+63 (c + 64 <= d) of a 5..7-bit row as bytes, channel order. */
 VQ_INLINE __m512i bytes64(const uint8_t *row, int d, int c, const int BITS) {
@@ -211,285 +149,11 @@ VQ_INLINE __m256 fold(__m512 a) {
     return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
 }
 
-VQ_INLINE __m256 hsum8x8(__m256 a0, __m256 a1, __m256 a2, __m256 a3, __m256 a4, __m256 a5,
-                         __m256 a6, __m256 a7) {
-    const __m256 t0 = _mm256_hadd_ps(a0, a1), t1 = _mm256_hadd_ps(a2, a3);
-    const __m256 t2 = _mm256_hadd_ps(a4, a5), t3 = _mm256_hadd_ps(a6, a7);
-    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
-                         _mm256_permute2f128_ps(u0, u1, 0x31));
-}
-
-/* Same lane order as one lane of hsum8x8 (bit-identical scores for leftover rows). */
+/* Horizontal sum of 8 lanes (the fold's bias). */
 VQ_INLINE float hsum1(__m256 a) {
     const __m256 t = _mm256_hadd_ps(a, a);
     const __m256 u = _mm256_hadd_ps(t, t);
     return _mm_cvtss_f32(_mm_add_ss(_mm256_castps256_ps128(u), _mm256_extractf128_ps(u, 1)));
-}
-
-#define STEP8(HALF, Q, C) \
-    do { \
-        a0 = _mm512_fmadd_ps(Q, codes16(r, d, C, BITS, HALF), a0); \
-        a1 = _mm512_fmadd_ps(Q, codes16(r + rb, d, C, BITS, HALF), a1); \
-        a2 = _mm512_fmadd_ps(Q, codes16(r + 2 * rb, d, C, BITS, HALF), a2); \
-        a3 = _mm512_fmadd_ps(Q, codes16(r + 3 * rb, d, C, BITS, HALF), a3); \
-        a4 = _mm512_fmadd_ps(Q, codes16(r + 4 * rb, d, C, BITS, HALF), a4); \
-        a5 = _mm512_fmadd_ps(Q, codes16(r + 5 * rb, d, C, BITS, HALF), a5); \
-        a6 = _mm512_fmadd_ps(Q, codes16(r + 6 * rb, d, C, BITS, HALF), a6); \
-        a7 = _mm512_fmadd_ps(Q, codes16(r + 7 * rb, d, C, BITS, HALF), a7); \
-    } while (0)
-
-/* Row K of the 8: channels c..c+63 into accumulator A (the 16-channel path's order). */
-#define STEP64(K, A) \
-    do { \
-        const __m512i v_ = bytes64(r + (K)*rb, d, c, BITS); \
-        A = _mm512_fmadd_ps(q0, bytes_f(v_, 0), A); \
-        A = _mm512_fmadd_ps(q1, bytes_f(v_, 1), A); \
-        A = _mm512_fmadd_ps(q2, bytes_f(v_, 2), A); \
-        A = _mm512_fmadd_ps(q3, bytes_f(v_, 3), A); \
-    } while (0)
-
-VQ_INLINE void dot_rows(const float *qp, const uint8_t *rows, int d, int64_t n, float bias,
-                        float *out, const int BITS) {
-    const size_t rb = (size_t)d * BITS / 8;
-    const int d16 = d & ~15;
-    int64_t t = 0;
-    for (; t + 8 <= n; t += 8) {
-        const uint8_t *r = rows + (size_t)t * rb;
-        __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0, a4 = a0, a5 = a0, a6 = a0,
-               a7 = a0;
-        int c = 0;
-#if VQ_VB
-        if (BITS >= 5 && BITS <= 7)
-            for (; c + 64 <= d; c += 64) {
-                const __m512 q0 = _mm512_loadu_ps(qp + c), q1 = _mm512_loadu_ps(qp + c + 16);
-                const __m512 q2 = _mm512_loadu_ps(qp + c + 32), q3 = _mm512_loadu_ps(qp + c + 48);
-                STEP64(0, a0);
-                STEP64(1, a1);
-                STEP64(2, a2);
-                STEP64(3, a3);
-                STEP64(4, a4);
-                STEP64(5, a5);
-                STEP64(6, a6);
-                STEP64(7, a7);
-            }
-#endif
-        for (; c < d16; c += 16) {
-            const __m512 q = _mm512_loadu_ps(qp + c);
-            STEP8(0, q, c);
-        }
-        if (d16 < d) {
-            const __m512 q = _mm512_maskz_loadu_ps(0xFF, qp + d16);
-            STEP8(1, q, d16);
-        }
-        _mm256_storeu_ps(out + t, _mm256_add_ps(_mm256_set1_ps(bias),
-                                                hsum8x8(fold(a0), fold(a1), fold(a2), fold(a3),
-                                                        fold(a4), fold(a5), fold(a6), fold(a7))));
-    }
-    for (; t < n; t++) {
-        const uint8_t *r = rows + (size_t)t * rb;
-        __m512 a0 = _mm512_setzero_ps();
-        for (int c = 0; c < d16; c += 16)
-            a0 = _mm512_fmadd_ps(_mm512_loadu_ps(qp + c), codes16(r, d, c, BITS, 0), a0);
-        if (d16 < d)
-            a0 = _mm512_fmadd_ps(_mm512_maskz_loadu_ps(0xFF, qp + d16), codes16(r, d, d16, BITS, 1),
-                                 a0);
-        out[t] = bias + hsum1(fold(a0));
-    }
-}
-
-void VQ_KIVI_FN(vq_kivi_dot_rows)(const float *qp, const uint8_t *rows, int d, int bits, int64_t n,
-                                  float bias, float *out) {
-#define DOT_ROWS(B) dot_rows(qp, rows, d, n, bias, out, B)
-    VQ_KIVI_WITH_BITS(bits, DOT_ROWS);
-#undef DOT_ROWS
-}
-
-/* A row's accumulator with its pair accumulator's half added (lanes 0-7: the pair's first row,
- * 8-15: its second): the one order every path of the class kernels uses. */
-VQ_INLINE __m512 row_lo(__m512 a, __m512 p) { return _mm512_mask_add_ps(a, 0x00FF, a, p); }
-VQ_INLINE __m512 row_hi(__m512 a, __m512 p) { return _mm512_mask_add_ps(a, 0xFF00, a, p); }
-
-/* The lane sums of four rows' accumulators in lanes 0..3, each by one fixed tree of its own
- * lanes whatever the other three hold (blocks of 4 lanes: 2 + 0 and 3 + 1, then their sum,
- * then pairs inside the block), so a row sums to the same bits in a group of 4 or alone. */
-VQ_INLINE __m128 hsum16x4(__m512 a, __m512 b, __m512 c, __m512 d) {
-    const __m512 tab = _mm512_add_ps(_mm512_shuffle_f32x4(a, b, 0xEE),
-                                     _mm512_shuffle_f32x4(a, b, 0x44));
-    const __m512 tcd = _mm512_add_ps(_mm512_shuffle_f32x4(c, d, 0xEE),
-                                     _mm512_shuffle_f32x4(c, d, 0x44));
-    const __m512 u = _mm512_add_ps(_mm512_shuffle_f32x4(tab, tcd, 0xDD),
-                                   _mm512_shuffle_f32x4(tab, tcd, 0x88));
-    const __m512 x = _mm512_add_ps(u, _mm512_permute_ps(u, 0x4E));
-    const __m512 y = _mm512_add_ps(x, _mm512_permute_ps(x, 0xB1));
-    return _mm512_castps512_ps128(_mm512_permutexvar_ps(
-        _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0), y));
-}
-
-/* Width classes (dot_classes, dot_classes_multi): each row's full 16-channel vectors of every
- * class go into its own accumulator, the last 8 channels of a class of 8 mod 16 channels into
- * the accumulator of its row pair (rows 2i, 2i + 1 of the call: lanes 0-7 / 8-15, codes_pair),
- * so a class of 8 or 24 channels costs whole vectors instead of a half-empty one per row. A
- * row's result: bias + hsum16x4 of row_lo / row_hi of the two; the same sequence for a row
- * whichever path (8, 4, 2 rows or a lone last row paired with itself) computes it. */
-
-/* Adds rows r .. r + 7 (rb bytes apart) of one width class (d channels, BITS) times qp: the
- * full vectors into A[0..7] (the 16-channel path of dot_rows), a tail into P[0..3]. */
-VQ_INLINE void acc8(const float *qp, const uint8_t *r, int d, __m512 *A, __m512 *P,
-                    const int BITS) {
-    const size_t rb = (size_t)d * BITS / 8;
-    const int d16 = d & ~15;
-    __m512 a0 = A[0], a1 = A[1], a2 = A[2], a3 = A[3], a4 = A[4], a5 = A[5], a6 = A[6], a7 = A[7];
-    for (int c = 0; c < d16; c += 16) {
-        const __m512 q = _mm512_loadu_ps(qp + c);
-        STEP8(0, q, c);
-    }
-    A[0] = a0, A[1] = a1, A[2] = a2, A[3] = a3, A[4] = a4, A[5] = a5, A[6] = a6, A[7] = a7;
-    if (d16 < d) {
-        const __m512 q = q_pair(qp + d16);
-        for (int i = 0; i < 4; i++)
-            P[i] = _mm512_fmadd_ps(
-                q, codes_pair(r + 2 * i * rb, r + (2 * i + 1) * rb, d, d16, BITS), P[i]);
-    }
-}
-
-/* Adds row ra (and rb when TWO; else the tail pairs ra with itself) of one width class times
- * qp: full vectors into *a0 (and *a1), the tail into *p. */
-VQ_INLINE void acc2(const float *qp, const uint8_t *ra, const uint8_t *rb, int d, __m512 *a0,
-                    __m512 *a1, __m512 *p, const int TWO, const int BITS) {
-    const int d16 = d & ~15;
-    for (int c = 0; c < d16; c += 16) {
-        const __m512 q = _mm512_loadu_ps(qp + c);
-        *a0 = _mm512_fmadd_ps(q, codes16(ra, d, c, BITS, 0), *a0);
-        if (TWO) *a1 = _mm512_fmadd_ps(q, codes16(rb, d, c, BITS, 0), *a1);
-    }
-    if (d16 < d)
-        *p = _mm512_fmadd_ps(q_pair(qp + d16), codes_pair(ra, TWO ? rb : ra, d, d16, BITS), *p);
-}
-
-/* Rows t, t + 1 (TWO) or t alone of every class for query qp: out[t] (and out[t + 1]). */
-VQ_INLINE void rows2(const float *qp, const uint8_t *rows, int ncls, const int *bits,
-                     const int *nch, const size_t *off, int64_t t, float bias, float *out,
-                     const int TWO) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, p = a0;
-    const float *q = qp;
-    for (int k = 0; k < ncls; k++) {
-        const size_t rb = (size_t)nch[k] * (size_t)bits[k] / 8;
-        const uint8_t *r = rows + off[k] + (size_t)t * rb;
-#define ACC2(B) acc2(q, r, r + rb, nch[k], &a0, &a1, &p, TWO, B)
-        VQ_KIVI_WITH_BITS(bits[k], ACC2);
-#undef ACC2
-        q += nch[k];
-    }
-    const __m512 z = _mm512_setzero_ps();
-    float h[4];
-    _mm_storeu_ps(h, hsum16x4(row_lo(a0, p), TWO ? row_hi(a1, p) : z, z, z));
-    out[t] = bias + h[0];
-    if (TWO) out[t + 1] = bias + h[1];
-}
-
-/* The rows from t on, two at a time, then a lone last row. */
-VQ_INLINE void rows_rest(const float *qp, const uint8_t *rows, int ncls, const int *bits,
-                         const int *nch, const size_t *off, int64_t t, int64_t n, float bias,
-                         float *out) {
-    for (; t + 2 <= n; t += 2) rows2(qp, rows, ncls, bits, nch, off, t, bias, out, 1);
-    if (t < n) rows2(qp, rows, ncls, bits, nch, off, t, bias, out, 0);
-}
-
-void VQ_KIVI_FN(vq_kivi_dot_classes)(const float *qp, const uint8_t *rows, int ncls,
-                                     const int *bits, const int *nch, const size_t *off, int64_t n,
-                                     float bias, float *out) {
-    int64_t t = 0;
-    for (; t + 8 <= n; t += 8) {
-        __m512 A[8], P[4];
-        for (int i = 0; i < 8; i++) A[i] = _mm512_setzero_ps();
-        for (int i = 0; i < 4; i++) P[i] = _mm512_setzero_ps();
-        const float *q = qp;
-        for (int k = 0; k < ncls; k++) {
-            const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
-#define ACC8(B) acc8(q, r, nch[k], A, P, B)
-            VQ_KIVI_WITH_BITS(bits[k], ACC8);
-#undef ACC8
-            q += nch[k];
-        }
-        const __m128 b4 = _mm_set1_ps(bias);
-        _mm_storeu_ps(out + t, _mm_add_ps(b4, hsum16x4(row_lo(A[0], P[0]), row_hi(A[1], P[0]),
-                                                       row_lo(A[2], P[1]), row_hi(A[3], P[1]))));
-        _mm_storeu_ps(out + t + 4,
-                      _mm_add_ps(b4, hsum16x4(row_lo(A[4], P[2]), row_hi(A[5], P[2]),
-                                              row_lo(A[6], P[3]), row_hi(A[7], P[3]))));
-    }
-    rows_rest(qp, rows, ncls, bits, nch, off, t, n, bias, out);
-}
-
-/* Adds rows r .. r + 3 (rb bytes apart) of one width class times each of the NQ queries
- * qp[j] to A[j][0..3] and the tails to P[j][0..1]: the codes are unpacked once for all
- * queries; each row's fma sequence is dot_classes' (acc8 / acc2). */
-VQ_INLINE void acc4m(const float *const *qp, const int NQ, size_t qo, const uint8_t *r, int d,
-                     __m512 A[][4], __m512 P[][2], const int BITS) {
-    const size_t rb = (size_t)d * BITS / 8;
-    const int d16 = d & ~15;
-    for (int c = 0; c < d16; c += 16) {
-        const __m512 k0 = codes16(r, d, c, BITS, 0), k1 = codes16(r + rb, d, c, BITS, 0);
-        const __m512 k2 = codes16(r + 2 * rb, d, c, BITS, 0);
-        const __m512 k3 = codes16(r + 3 * rb, d, c, BITS, 0);
-        for (int j = 0; j < NQ; j++) {
-            const __m512 q = _mm512_loadu_ps(qp[j] + qo + c);
-            A[j][0] = _mm512_fmadd_ps(q, k0, A[j][0]);
-            A[j][1] = _mm512_fmadd_ps(q, k1, A[j][1]);
-            A[j][2] = _mm512_fmadd_ps(q, k2, A[j][2]);
-            A[j][3] = _mm512_fmadd_ps(q, k3, A[j][3]);
-        }
-    }
-    if (d16 < d) {
-        const __m512 k01 = codes_pair(r, r + rb, d, d16, BITS);
-        const __m512 k23 = codes_pair(r + 2 * rb, r + 3 * rb, d, d16, BITS);
-        for (int j = 0; j < NQ; j++) {
-            const __m512 q = q_pair(qp[j] + qo + d16);
-            P[j][0] = _mm512_fmadd_ps(q, k01, P[j][0]);
-            P[j][1] = _mm512_fmadd_ps(q, k23, P[j][1]);
-        }
-    }
-}
-
-VQ_INLINE void dot_classes_m(const float *const *qp, const int NQ, const uint8_t *rows, int ncls,
-                             const int *bits, const int *nch, const size_t *off, int64_t n,
-                             const float *bias, float *const *out) {
-    int64_t t = 0;
-    for (; t + 4 <= n; t += 4) {
-        __m512 A[4][4], P[4][2];
-        for (int j = 0; j < NQ; j++) {
-            for (int i = 0; i < 4; i++) A[j][i] = _mm512_setzero_ps();
-            P[j][0] = P[j][1] = _mm512_setzero_ps();
-        }
-        size_t qo = 0;
-        for (int k = 0; k < ncls; k++) {
-            const uint8_t *r = rows + off[k] + (size_t)t * (size_t)nch[k] * (size_t)bits[k] / 8;
-#define ACC4M(B) acc4m(qp, NQ, qo, r, nch[k], A, P, B)
-            VQ_KIVI_WITH_BITS(bits[k], ACC4M);
-#undef ACC4M
-            qo += (size_t)nch[k];
-        }
-        for (int j = 0; j < NQ; j++)
-            _mm_storeu_ps(out[j] + t,
-                          _mm_add_ps(_mm_set1_ps(bias[j]),
-                                     hsum16x4(row_lo(A[j][0], P[j][0]), row_hi(A[j][1], P[j][0]),
-                                              row_lo(A[j][2], P[j][1]), row_hi(A[j][3], P[j][1]))));
-    }
-    for (int j = 0; j < NQ; j++)
-        rows_rest(qp[j], rows, ncls, bits, nch, off, t, n, bias[j], out[j]);
-}
-
-void VQ_KIVI_FN(vq_kivi_dot_classes_multi)(const float *const *qp, int nq, const uint8_t *rows,
-                                           int ncls, const int *bits, const int *nch,
-                                           const size_t *off, int64_t n, const float *bias,
-                                           float *const *out) {
-    switch (nq) {
-    case 1: dot_classes_m(qp, 1, rows, ncls, bits, nch, off, n, bias, out); break;
-    case 2: dot_classes_m(qp, 2, rows, ncls, bits, nch, off, n, bias, out); break;
-    case 3: dot_classes_m(qp, 3, rows, ncls, bits, nch, off, n, bias, out); break;
-    default: dot_classes_m(qp, 4, rows, ncls, bits, nch, off, n, bias, out); break;
-    }
 }
 
 VQ_INLINE void acc_row(const uint8_t *row, int d, int g, const float *a, float *acc,
@@ -561,6 +225,79 @@ float VQ_KIVI_FN(vq_kivi_fold)(const float *q, const uint8_t *s16, const uint8_t
         bt = _mm256_fmadd_ps(qv, sf16x8(z16 + 2 * c), bt);
     }
     return hsum1(bt);
+}
+
+/* max |qp| over n entries by 16-lane max (exact in any order), a lane mask of non-finite
+ * entries alongside; then qi = cvt(qp * inv) (VCVTPS2DQ rounds to nearest even, as lrintf in
+ * the default mode) narrowed to int16 (|qi| <= qmax, no saturation). */
+VQ_INLINE float quant16(const float *qp, int n, int qmax, int16_t *qi) {
+    __m512 mx = _mm512_setzero_ps();
+    __mmask16 bad = 0;
+    const __m512 fmax = _mm512_set1_ps(3.40282347e38f);
+    int c = 0;
+    for (; c + 16 <= n; c += 16) {
+        const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(qp + c));
+        bad |= _mm512_cmp_ps_mask(a, fmax, _CMP_NLE_UQ);
+        mx = _mm512_max_ps(mx, a);
+    }
+    if (c < n) {
+        const __mmask16 m = (__mmask16)((1u << (n - c)) - 1);
+        const __m512 a = _mm512_abs_ps(_mm512_maskz_loadu_ps(m, qp + c));
+        bad |= _mm512_cmp_ps_mask(a, fmax, _CMP_NLE_UQ);
+        mx = _mm512_max_ps(mx, a);
+    }
+    const float m = _mm512_reduce_max_ps(mx);
+    if (bad || m == 0.0f) {
+        memset(qi, 0, (size_t)n * sizeof *qi);
+        return bad ? NAN : 0.0f;
+    }
+    const __m512 inv = _mm512_set1_ps((float)qmax / m);
+    for (c = 0; c + 16 <= n; c += 16)
+        _mm256_storeu_si256(
+            (__m256i *)(void *)(qi + c),
+            _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(qp + c), inv))));
+    if (c < n) {
+        const __mmask16 mk = (__mmask16)((1u << (n - c)) - 1);
+        _mm256_mask_storeu_epi16(qi + c, mk,
+                                 _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(
+                                     _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, qp + c), inv))));
+    }
+    return m / (float)qmax;
+}
+
+/* The integer queries of one key block (vq_kivi_prep_fn): ŝ and ẑ widened once for all the
+ * queries, each query folded exactly as VQ_KIVI_FN(vq_kivi_fold) (the same products and bias)
+ * and quantized per class (quant16). */
+void VQ_KIVI_FN(vq_kivi_prep)(const float *const *q, int nq, const uint8_t *s16, const uint8_t *z16,
+                              int d, int ncls, const int *nch, const int *qmax, int16_t *const *qi,
+                              float *const *delta, float *bias) {
+    float sf[1024], zf[1024], qp[1024];
+    const int d16 = d & ~15;
+    for (int c = 0; c < d16; c += 16) {
+        _mm512_storeu_ps(sf + c, sf16x16(s16 + 2 * c));
+        _mm512_storeu_ps(zf + c, sf16x16(z16 + 2 * c));
+    }
+    if (d16 < d) {
+        _mm256_storeu_ps(sf + d16, sf16x8(s16 + 2 * d16));
+        _mm256_storeu_ps(zf + d16, sf16x8(z16 + 2 * d16));
+    }
+    for (int j = 0; j < nq; j++) {
+        __m512 b = _mm512_setzero_ps();
+        for (int c = 0; c < d16; c += 16) {
+            const __m512 qv = _mm512_loadu_ps(q[j] + c);
+            _mm512_storeu_ps(qp + c, _mm512_mul_ps(qv, _mm512_loadu_ps(sf + c)));
+            b = _mm512_fmadd_ps(qv, _mm512_loadu_ps(zf + c), b);
+        }
+        __m256 bt = fold(b);
+        if (d16 < d) {
+            const __m256 qv = _mm256_loadu_ps(q[j] + d16);
+            _mm256_storeu_ps(qp + d16, _mm256_mul_ps(qv, _mm256_loadu_ps(sf + d16)));
+            bt = _mm256_fmadd_ps(qv, _mm256_loadu_ps(zf + d16), bt);
+        }
+        bias[j] = hsum1(bt);
+        for (int k = 0, c0 = 0; k < ncls; c0 += nch[k], k++)
+            delta[j][k] = quant16(qp + c0, nch[k], qmax[k], qi[j] + c0);
+    }
 }
 
 /* acc[cb .. cb + 16*NR) += sum_t a[t][c/g] code_{t,c} over nt rows (block_bytes apart); the
