@@ -6,10 +6,10 @@
  * As kivi_tiles_avx512.c on half a tile at a time: channel pair p of tokens 8h .. 8h + 7 widens
  * to eight 32-bit lanes (token t: channel 2p in the low word, 2p + 1 in the high), a 4-bit
  * plane's 8 bytes by VPMOVZXBD + shift / OR / AND, an 8-bit plane's 16 bytes by VPMOVZXBW, a
- * 2-bit plane's dword broadcast, shifted per lane and split by a word blend, a 1-bit plane's 16 bits compared per word
- * against its bit; VPMADDWD + VPADDD per pair and query give the exact int32 class sums, which
- * become the score in the reference's order (the same bits). A last partial tile takes the
- * reference.
+ * 2-bit plane's dword broadcast, shifted per lane and split by a word blend, a 1-bit plane's
+ * 16 bits compared per word against its bit; VPMADDWD + VPADDD per pair and query give the
+ * exact int32 class sums, which become the score in the reference's order (the same bits). A
+ * last partial tile takes the reference.
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -67,10 +67,9 @@ VQ_INLINE __m256i pair_codes(const uint8_t *tile, int n, int p, int h, const int
         memcpy(&m, pl + 4 * p + 2 * h, 2);
         const __m256i sel = _mm256_setr_epi16(1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048,
                                               4096, 8192, 16384, (short)0x8000);
-        const __m256i set =
-            _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16((short)m), sel), sel);
-        v = _mm256_add_epi16(
-            v, _mm256_and_si256(set, _mm256_set1_epi16((short)(1 << (BITS - 1)))));
+        const __m256i set = _mm256_cmpeq_epi16(_mm256_and_si256(_mm256_set1_epi16((short)m), sel),
+                                               sel);
+        v = _mm256_add_epi16(v, _mm256_and_si256(set, _mm256_set1_epi16((short)(1 << (BITS - 1)))));
     }
     return v;
 }
@@ -103,15 +102,16 @@ VQ_INLINE void tiles(const int16_t *const *qi, const float *const *delta, const 
         __m256 f[8];
         for (int j = 0; j < NQ; j++) f[2 * j] = f[2 * j + 1] = _mm256_set1_ps(bias[j]);
         for (int k = 0, c0 = 0; k < ncls; c0 += nch[k], k++) {
-            const uint8_t *tile = area + off[k] + (size_t)i * vq_kivi_tile_bytes(16, nch[k], bits[k]);
+            const uint8_t *tile = area + off[k] +
+                                  (size_t)i * vq_kivi_tile_bytes(16, nch[k], bits[k]);
             __m256i a[8];
             for (int j = 0; j < 2 * NQ; j++) a[j] = _mm256_setzero_si256();
 #define CLASS_TILE(B) class_tile(qi, NQ, c0, tile, nch[k], a, B)
             VQ_KIVI_WITH_BITS(bits[k], CLASS_TILE);
 #undef CLASS_TILE
             for (int j = 0; j < 2 * NQ; j++)
-                f[j] = _mm256_add_ps(f[j], _mm256_mul_ps(_mm256_set1_ps(delta[j / 2][k]),
-                                                         _mm256_cvtepi32_ps(a[j])));
+                f[j] = _mm256_add_ps(
+                    f[j], _mm256_mul_ps(_mm256_set1_ps(delta[j / 2][k]), _mm256_cvtepi32_ps(a[j])));
         }
         for (int j = 0; j < NQ; j++) {
             _mm256_storeu_ps(out[j] + i * VQ_KIVI_TILE, f[2 * j]);

@@ -7,7 +7,8 @@
  * of channel 2p in its low 16 bits and of 2p + 1 in its high 16 bits, straight from the planes:
  * a 4-bit plane's 16 bytes by VPMOVZXBD (byte t = the two nibbles) and one shift + VPTERNLOGD
  * that moves the high nibble to the high word; an 8-bit plane's 32 bytes by VPMOVZXBW; a 2-bit
- * plane's 8 bytes by VPERMW (word t / 4 to lane t) and a per-word shift (VPSRLVW); a 1-bit plane's 32 bits are a word mask that adds 2^s (VPADDW masked).
+ * plane's 8 bytes by VPERMW (word t / 4 to lane t) and a per-word shift (VPSRLVW); a 1-bit
+ * plane's 32 bits are a word mask that adds 2^s (VPADDW masked).
  * Each pair then meets each query's two int16 entries (one dword broadcast) in VPMADDWD +
  * VPADDD, exact int32 class sums per token; per class the sums become floats once, times the
  * class's delta, added to the score in class order: the reference's bits. A last partial tile
@@ -114,15 +115,16 @@ VQ_INLINE void tiles(const int16_t *const *qi, const float *const *delta, const 
         __m512 f[4];
         for (int j = 0; j < NQ; j++) f[j] = _mm512_set1_ps(bias[j]);
         for (int k = 0, c0 = 0; k < ncls; c0 += nch[k], k++) {
-            const uint8_t *tile = area + off[k] + (size_t)i * vq_kivi_tile_bytes(16, nch[k], bits[k]);
+            const uint8_t *tile = area + off[k] +
+                                  (size_t)i * vq_kivi_tile_bytes(16, nch[k], bits[k]);
             __m512i a[4];
             for (int j = 0; j < NQ; j++) a[j] = _mm512_setzero_si512();
 #define CLASS_TILE(B) class_tile(qi, NQ, c0, tile, nch[k], a, B)
             VQ_KIVI_WITH_BITS(bits[k], CLASS_TILE);
 #undef CLASS_TILE
             for (int j = 0; j < NQ; j++)
-                f[j] = _mm512_add_ps(f[j], _mm512_mul_ps(_mm512_set1_ps(delta[j][k]),
-                                                         _mm512_cvtepi32_ps(a[j])));
+                f[j] = _mm512_add_ps(
+                    f[j], _mm512_mul_ps(_mm512_set1_ps(delta[j][k]), _mm512_cvtepi32_ps(a[j])));
         }
         for (int j = 0; j < NQ; j++) _mm512_storeu_ps(out[j] + i * VQ_KIVI_TILE, f[j]);
     }
