@@ -71,10 +71,12 @@ static vq_status mse_encode(const struct vq_codec *c, const float *x, int64_t n_
         float inv = (float)(1.0 / n);
         for (int j = 0; j < d; j++) y[j] = xt[j] * inv;
         vq_rht_forward(&m->b.t.rht, y, y);
-        /* index = number of boundaries strictly below y_j; b <= 4 boundary-major so the inner
-         * loop vectorizes, b >= 5 by binary search (same count: the boundaries ascend) */
+        /* index = number of boundaries strictly below y_j; b <= 6 boundary-major so the inner
+         * loop vectorizes (at b = 5 about 4x faster than the branchy search, which took 1.8 %
+         * of a kv5 decode step at depth 512), b >= 7 by binary search (same count: the
+         * boundaries ascend) */
         int32_t ii[1024];
-        if (b <= 4) {
+        if (b <= 6) {
             for (int j = 0; j < d; j++) ii[j] = 0;
             for (int i = 0; i < L - 1; i++) {
                 const float bd = m->bnd[i];
