@@ -119,6 +119,12 @@ void vq_wk_codec_accumulate(const struct vq_codec *c, const uint8_t *codes, int6
 }
 
 #ifdef VQ_HAVE_X86
+static void wk_codec_score_multi(const struct vq_codec *c, const void *const *qs, int nq,
+                                 const uint8_t *codes, int64_t n_tokens, float *const *scores) {
+    const struct vq_wk_base *m = (const struct vq_wk_base *)c->impl;
+    vq_wk_score_multi_avx512(&m->k, (const float *const *)qs, nq, codes, n_tokens, scores);
+}
+
 static void wk_codec_accumulate_multi(const struct vq_codec *c, const uint8_t *codes,
                                       int64_t n_tokens, const float *const *w, int nq,
                                       float *const *acc) {
@@ -145,8 +151,9 @@ void vq_wk_codec_setup(struct vq_codec *c) {
     c->accumulate = vq_wk_codec_accumulate;
     c->finish = vq_wk_codec_finish;
 #ifdef VQ_HAVE_X86
-    /* the AVX-512 (non-VBMI) kernels have a multi-weight twin: one lookup for every query */
+    /* the AVX-512 (non-VBMI) kernels have multi-query twins: one lookup for every query */
     if (m->acc == vq_wk_accumulate_avx512) c->accumulate_multi = wk_codec_accumulate_multi;
+    if (m->score == vq_wk_score_avx512) c->score_multi = wk_codec_score_multi;
 #endif
 }
 

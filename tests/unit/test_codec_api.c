@@ -430,8 +430,8 @@ TEST(use_ref_kernels) {
 static void multi_query_case(int d);
 
 /* vq_codec_score_multi / vq_codec_accumulate_multi (the optional multi-query kernels: KIVI keys
- * with width classes, turboquant_mse / _rvq values (d = 64, 256 and 96) and 5..8-bit values
- * on AVX-512 without VBMI's kernels; the loop elsewhere)
+ * (every ISA), turboquant_mse / _rvq values (d = 64, 256 and 96) and 5..8-bit and int8 scores
+ * and values on AVX-512 without VBMI's kernels; the loop elsewhere)
  * give each query the same bits as its own score / accumulate call, for 1..6 queries and
  * odd token counts, on every ISA. */
 TEST(multi_query_kernels_bitwise) {

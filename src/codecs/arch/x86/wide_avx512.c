@@ -125,6 +125,61 @@ VQ_INLINE void score_t(const vq_wk *k, const float *qs, const uint8_t *codes, in
     }
 }
 
+/* NQ (1..4) queries qs[j] over the same records: the codes of 8 tokens are unpacked once for
+ * every query and each query's 8 accumulators follow score_t's order (the same FMAs, fold and
+ * sum tree, the same scale product), so every scores[j] has the bits of score_t alone. */
+VQ_INLINE void score_tm(const vq_wk *k, const float *const *qs, const int NQ, const uint8_t *codes,
+                        int64_t n, float *const *scores, const int LIN, const int B) {
+    unpack_k u;
+    unpack_init(k, &u, LIN, B);
+    const int d = k->d, dfull = d & ~15, rec = k->rec;
+    int64_t t = 0;
+    for (; t + 8 <= n; t += 8) {
+        const uint8_t *r0 = codes + t * rec;
+        __m512 acc[4][8];
+        for (int j = 0; j < NQ; j++)
+            for (int i = 0; i < 8; i++) acc[j][i] = _mm512_setzero_ps();
+        for (int c = 0; c < d; c += 16) {
+            const int cnt = c < dfull ? 16 : 8;
+            __m512 q[4];
+            for (int j = 0; j < NQ; j++) q[j] = _mm512_loadu_ps(qs[j] + c); /* zero beyond d */
+            for (int i = 0; i < 8; i++) {
+                const __m512 l = lev16(&u, r0 + i * rec + 2, rec, c, cnt, LIN, B);
+                for (int j = 0; j < NQ; j++) acc[j][i] = _mm512_fmadd_ps(l, q[j], acc[j][i]);
+            }
+        }
+        float sc[8];
+        for (int i = 0; i < 8; i++) sc[i] = vq_tq_sf16(r0 + i * rec);
+        const __m256 scv = _mm256_loadu_ps(sc);
+        for (int j = 0; j < NQ; j++) {
+            __m256 h[8];
+            for (int i = 0; i < 8; i++) h[i] = fold8(acc[j][i]);
+            _mm256_storeu_ps(scores[j] + t, _mm256_mul_ps(hsum8x8(h), scv));
+        }
+    }
+    for (; t < n; t++) {
+        const uint8_t *r = codes + t * rec;
+        __m512 acc[4];
+        for (int j = 0; j < NQ; j++) acc[j] = _mm512_setzero_ps();
+        for (int c = 0; c < d; c += 16) {
+            const __m512 l = lev16(&u, r + 2, rec, c, c < dfull ? 16 : 8, LIN, B);
+            for (int j = 0; j < NQ; j++)
+                acc[j] = _mm512_fmadd_ps(l, _mm512_loadu_ps(qs[j] + c), acc[j]);
+        }
+        for (int j = 0; j < NQ; j++) scores[j][t] = vq_tq_sf16(r) * _mm512_reduce_add_ps(acc[j]);
+    }
+}
+
+VQ_INLINE void score_tq(const vq_wk *k, const float *const *qs, int nq, const uint8_t *codes,
+                        int64_t n, float *const *scores, const int LIN, const int B) {
+    switch (nq) {
+    case 1: score_tm(k, qs, 1, codes, n, scores, LIN, B); break;
+    case 2: score_tm(k, qs, 2, codes, n, scores, LIN, B); break;
+    case 3: score_tm(k, qs, 3, codes, n, scores, LIN, B); break;
+    default: score_tm(k, qs, 4, codes, n, scores, LIN, B); break;
+    }
+}
+
 /* NQ (1..3) weight vectors w[j] into acc[j]; 64 coordinates (4 vectors) of each accumulator
  * stay in registers across all tokens, even and odd tokens in separate accumulators (two
  * independent FMA chains) added at the end; each level vector is looked up once for every
@@ -210,6 +265,19 @@ void vq_wk_accumulate_multi_avx512(const vq_wk *k, const uint8_t *codes, int64_t
     case 6: acc_tq(k, codes, n, w, nq, acc, 0, 6); break;
     case 7: acc_tq(k, codes, n, w, nq, acc, 0, 7); break;
     default: acc_tq(k, codes, n, w, nq, acc, 0, 8); break;
+    }
+}
+
+/* nq (1..4) queries over the same records; each scores[j] the same bits as vq_wk_score_avx512
+ * with qs[j]. */
+void vq_wk_score_multi_avx512(const vq_wk *k, const float *const *qs, int nq, const uint8_t *codes,
+                              int64_t n, float *const *scores) {
+    switch (k->lin ? 0 : k->bits) {
+    case 0: score_tq(k, qs, nq, codes, n, scores, 1, 8); break;
+    case 5: score_tq(k, qs, nq, codes, n, scores, 0, 5); break;
+    case 6: score_tq(k, qs, nq, codes, n, scores, 0, 6); break;
+    case 7: score_tq(k, qs, nq, codes, n, scores, 0, 7); break;
+    default: score_tq(k, qs, nq, codes, n, scores, 0, 8); break;
     }
 }
 
