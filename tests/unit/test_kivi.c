@@ -686,7 +686,7 @@ TEST(tiles_vs_ref) {
         for (int rep = 0; rep < 300; rep++) {
             const int ncls = 1 + rep % 7, g = rep % 5 == 0 ? 64 : 1 + (int)(urand() * 70);
             const int nq = 1 + rep % 4;
-            int bits[7], nch[7], d = 0;
+            int bits[7], nch[7];
             size_t off[7], o0 = 0;
             for (int k = 0; k < ncls; k++) {
                 bits[k] = 2 + (int)(urand() * 7);
@@ -703,7 +703,6 @@ TEST(tiles_vs_ref) {
                                           (size_t)(t0 / VQ_KIVI_TILE) *
                                               vq_kivi_tile_bytes(VQ_KIVI_TILE, nch[k], bits[k]));
                 o0 += vq_kivi_tile_bytes(g, nch[k], bits[k]);
-                d += nch[k];
             }
             int16_t qb[4][7 * 40];
             float db[4][7], bias[4], ob[4][70], rb[4][70];
