@@ -442,17 +442,18 @@ struct vq_cache_params {
     int key_scale_rope_dim;
     /* Per-channel KIVI key widths (docs/ALGORITHMS.md §8.8): 0 = off (default), 1 = on, 2 = on
      * with 0-bit channels (key method kivi or kivi_sink, else UNSUPPORTED; INVALID_ARG outside
-     * 0..2). Per (layer, kv-head), at the layer's first append (kept only if it succeeds;
-     * cleared by reset / truncate to 0), each key channel c gets its own width b_c in 2..8
+     * 0..2). Per (layer, kv-head), at the append that brings the layer to G tokens or more
+     * (kept only if it succeeds; cleared by reset / truncate to 0), each key channel c gets its
+     * own width b_c in 2..8
      * (mode 2: 0 or 2..8; a 0-bit channel stores its group's mean and no code) with the
      * layer's key width as mean (bytes and bits/elem unchanged), water-filled on
      * w_c = a_c R_c^2: R_c^2 the mean squared range (max - min) of the channel over the
-     * append's groups of G tokens, a_c the mean q_c^2 of the queries given to
-     * vq_cache_observe_queries for the kv-head's query heads (1 when none were observed). A
-     * first append of fewer than G tokens, a layer at 8 bits, or (mode 1) at 2 bits, keeps
-     * one width. Applies to every layer except fp16_first/last layers.
+     * whole groups of G tokens the layer holds then, a_c the mean q_c^2 of the queries given
+     * to vq_cache_observe_queries for the kv-head's query heads since the layer was emptied
+     * (1 when none were observed). A layer at 8 bits, or (mode 1) at 2 bits, keeps one width.
+     * Applies to every layer except fp16_first/last layers.
      * Bytes: head_dim per (layer, kv-head) of every layer it applies to once the layer holds
-     * tokens (the width table, whether or not the widths differ), counted in
+     * G tokens (the width table, whether or not the widths differ), counted in
      * vq_cache_memory.center_bytes. */
     int key_channel_bits;
 };
@@ -476,11 +477,12 @@ VQ_API vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const vo
                                  enum vq_dtype dtype, int64_t n_tokens);
 
 /* Shows the cache the queries of a batch before that batch is appended to a layer, for
- * key_scales = 2: while the layer is empty, the per-channel means of q^2 over these queries
- * (per kv-head, over its query heads: head h belongs to kv-head h / (n_q_heads / n_kv_heads))
- * replace the ones kept for the layer's first append; otherwise (layer holds tokens, or
- * key_scales != 2) a no-op. q is (n_q, n_q_heads, head_dim) fp32 as in vq_cache_attend.
- * Returns INVALID_ARG (bad layer, NULL q with n_q > 0, n_q_heads not a multiple of
+ * key_scales = 2 and key_channel_bits: the per-channel means of q^2 (per kv-head, over its
+ * query heads: head h belongs to kv-head h / (n_q_heads / n_kv_heads)) are kept over the
+ * queries shown while the layer is empty (each call on an empty layer starts over) and, with
+ * key_channel_bits, also while its key widths wait for the first G tokens (the calls add up);
+ * otherwise (or with neither option) a no-op. q is (n_q, n_q_heads, head_dim) fp32 as in
+ * vq_cache_attend. Returns INVALID_ARG (bad layer, NULL q with n_q > 0, n_q_heads not a multiple of
  * n_kv_heads) or NON_FINITE; the cache is unchanged on error. One caller per cache. */
 VQ_API vq_status vq_cache_observe_queries(vq_cache *c, int layer, const float *q, int n_q_heads,
                                           int64_t n_q);
@@ -527,8 +529,8 @@ VQ_API vq_status vq_cache_key_scales(const vq_cache *c, int layer, int kv_head, 
 
 /* The per-channel key widths of (layer, kv_head) (vq_cache_params.key_channel_bits) into bits
  * (head_dim entries). Every entry 0 while the layer has none (option off, an fp16 edge layer,
- * nothing appended since it was emptied, a first append shorter than G or widths all equal to
- * the layer's width). Returns INVALID_ARG for a bad layer/head or NULL arguments. Thread-safe
+ * fewer than G tokens appended since it was emptied, or widths all equal to the layer's
+ * width). Returns INVALID_ARG for a bad layer/head or NULL arguments. Thread-safe
  * against other readers. */
 VQ_API vq_status vq_cache_key_channel_bits(const vq_cache *c, int layer, int kv_head,
                                            uint8_t *bits);

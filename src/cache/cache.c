@@ -148,7 +148,7 @@ struct vq_side {           /* K or V configuration of one layer */
     /* keys with key_channel_bits: (n_kv_heads) codecs with the per-channel widths learned from
      * the layer's first append, owned by the side; a NULL entry (or hc NULL) = `codec` */
     vq_codec **hc;
-    int cw_set; /* 1 once hc was learned from the layer's first append */
+    int cw_set; /* 1 once hc was learned (the append that completed the first G tokens) */
 };
 
 struct vq_layer {
@@ -172,8 +172,9 @@ struct vq_layer {
      * engine drops a failed batch). <= 0 = no undo (an append started since, or a reset). */
     int64_t oc_undo_n;
     /* key_scales 2 / key_channel_bits: (n_kv_heads, head_dim) mean q^2 of the observed
-     * queries */
+     * queries (qsum: their sums of q^2 over the query heads, in observation order) */
     float *qm;
+    double *qsum;
     int64_t qm_n; /* queries behind qm (0 = none observed since the layer was emptied) */
 };
 
@@ -463,6 +464,7 @@ void vq_cache_free(vq_cache *c) {
             side_free(&c->layers[l].v, c->n_kv);
             free(c->layers[l].ot_pos);
             free(c->layers[l].qm);
+            free(c->layers[l].qsum);
         }
         free(c->layers);
     }
@@ -611,7 +613,8 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
         }
         if ((p->key_scales == 2 || L->k.hc) && !fp16_edge) {
             L->qm = calloc((size_t)c->n_kv * (size_t)c->d, sizeof(float));
-            if (!L->qm) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
+            L->qsum = calloc((size_t)c->n_kv * (size_t)c->d, sizeof(double));
+            if (!L->qm || !L->qsum) return create_fail(c, st, VQ_STATUS_NO_MEMORY);
         }
         L->f16_exact = plain_f16(&L->k) && plain_f16(&L->v) && c->d % 16 == 0;
         L->f16_window = window_f16(&L->k) && window_f16(&L->v) && c->d % 16 == 0;
@@ -878,30 +881,38 @@ void vq_cache_channel_widths(const double *w, int d, int bits, int zero, uint8_t
         for (int i = 0; i < 8; i++) out[order[8 * u + i]] = (uint8_t)ub[u];
 }
 
-/* Learns the key side's per-head codecs (vq_cache_params.key_channel_bits) from the n tokens
- * of the layer's first append: w_c = a_c R_c^2 with R_c^2 the mean over the append's whole
- * groups of G tokens of (max - min)^2 of channel c (rows as stored: centered, scaled) and a_c
- * the observed query moment (1 when none was observed); widths by vq_cache_channel_widths at
- * the side codec's width. Fewer than G tokens, or widths all equal: the side's codec. */
+/* Learns the key side's per-head codecs (vq_cache_params.key_channel_bits) at the append of
+ * n tokens that brings the layer to G tokens or more (none is coded before it: KIVI keys wait
+ * for a whole group): w_c = a_c R_c^2 with R_c^2 the mean over the whole groups of G among
+ * the layer's tokens so far (the held rows, then the append's; rows as stored: centered,
+ * scaled, the held ones as their fp16 window rows) of (max - min)^2 of channel c and a_c the
+ * observed query moment (1 when none was observed); widths by vq_cache_channel_widths at the
+ * side codec's width. Widths all equal, or a stream whose rows are not all in its window: the
+ * side's codec. */
 static vq_status compute_cw(const struct vq_cache *c, struct vq_layer *L, const void *src,
                             enum vq_dtype dt, int64_t n) {
     struct vq_side *sd = &L->k;
     const int d = c->d, g = sd->bt;
+    const int64_t n0 = L->n_tokens;
     const struct vq_codec_params *cp = vq_codec_params_get(sd->codec);
     for (int h = 0; h < c->n_kv; h++) {
         vq_codec_free(sd->hc[h]);
         sd->hc[h] = NULL;
     }
     const int zero = c->kc_mode == 2;
-    if (n < g || d % 8 != 0 || (cp->bits == 2 && !zero) || cp->bits == 8) return VQ_STATUS_OK;
+    if (n0 + n < g || d % 8 != 0 || (cp->bits == 2 && !zero) || cp->bits == 8) return VQ_STATUS_OK;
     double r2[1024];
     float row[1024], lo[1024], hi[1024];
     uint8_t wb[1024];
     for (int h = 0; h < c->n_kv; h++) {
+        const struct vq_stream *s = &sd->s[h];
+        if (n0 > 0 && (s->n_coded != 0 || s->win_n != n0 || !s->win)) continue;
         for (int i = 0; i < d; i++) r2[i] = 0;
-        for (int64_t t0 = 0; t0 + g <= n; t0 += g)
+        for (int64_t t0 = 0; t0 + g <= n0 + n; t0 += g)
             for (int64_t t = t0; t < t0 + g; t++) {
-                load_row(c, sd, src, dt, h, t, row);
+                if (t < n0)
+                    vq_fp16_to_fp32_row(s->win + (size_t)(s->win_start + t) * (size_t)d, row, d);
+                else load_row(c, sd, src, dt, h, t - n0, row);
                 for (int i = 0; i < d; i++) {
                     lo[i] = t == t0 || row[i] < lo[i] ? row[i] : lo[i];
                     hi[i] = t == t0 || row[i] > hi[i] ? row[i] : hi[i];
@@ -929,23 +940,28 @@ vq_status vq_cache_observe_queries(vq_cache *c, int layer, const float *q, int n
         n_q_heads % c->n_kv != 0 || (n_q > 0 && !q))
         return VQ_STATUS_INVALID_ARG;
     struct vq_layer *L = &c->layers[layer];
-    if (n_q == 0 || !L->qm || L->n_tokens > 0) return VQ_STATUS_OK;
+    /* an empty layer starts over; one with tokens adds while its key widths wait for G */
+    const int pending = L->k.hc && !L->k.cw_set;
+    if (n_q == 0 || !L->qm || (L->n_tokens > 0 && !pending)) return VQ_STATUS_OK;
     const int d = c->d, grp = n_q_heads / c->n_kv;
     const int64_t total = n_q * n_q_heads * d;
     for (int64_t i = 0; i < total; i++)
         if (!isfinite(q[i])) return VQ_STATUS_NON_FINITE;
-    double acc[1024];
+    if (L->n_tokens == 0) {
+        memset(L->qsum, 0, (size_t)c->n_kv * (size_t)d * sizeof(double));
+        L->qm_n = 0;
+    }
+    L->qm_n += n_q;
     for (int g = 0; g < c->n_kv; g++) {
-        for (int i = 0; i < d; i++) acc[i] = 0;
+        double *acc = L->qsum + (size_t)g * (size_t)d;
         for (int64_t t = 0; t < n_q; t++)
             for (int h = g * grp; h < (g + 1) * grp; h++) {
                 const float *x = q + ((size_t)t * (size_t)n_q_heads + (size_t)h) * (size_t)d;
                 for (int i = 0; i < d; i++) acc[i] += (double)x[i] * x[i];
             }
         for (int i = 0; i < d; i++)
-            L->qm[(size_t)g * (size_t)d + (size_t)i] = (float)(acc[i] / (double)(n_q * grp));
+            L->qm[(size_t)g * (size_t)d + (size_t)i] = (float)(acc[i] / (double)(L->qm_n * grp));
     }
-    L->qm_n = n_q;
     return VQ_STATUS_OK;
 }
 
@@ -1408,7 +1424,7 @@ vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v, 
     if (set_v) compute_mu(c, &L->v, v, dtype, n_tokens);
     const int set_ks = L->k.ks && !L->k.ks_set;
     if (set_ks) compute_ks(c, L, k, dtype, n_tokens);
-    const int set_cw = L->k.hc && !L->k.cw_set;
+    const int set_cw = L->k.hc && !L->k.cw_set && L->n_tokens + n_tokens >= L->k.bt;
     if (set_cw) VQ_RETURN_IF_ERR(compute_cw(c, L, k, dtype, n_tokens));
     st = scan_centered(c, &L->k, k, dtype, n_tokens);
     if (st == VQ_STATUS_OK) st = scan_centered(c, &L->v, v, dtype, n_tokens);

@@ -181,14 +181,16 @@ vq_status vq_kv_estimate_outliers(const struct vq_cache_params *p, int64_t ctx, 
         const int kc_on = vq_cache_center_on(p->center_keys, kp.method);
         const int vc_on = vq_cache_center_on(p->center_values, vp.method);
         /* key scales (key_scales): one fp16 vector per kv-head, like mu */
-        /* per-channel key widths (key_channel_bits): head_dim bytes per kv-head, the same */
+        /* per-channel key widths (key_channel_bits): head_dim bytes per kv-head, allocated at
+         * create, stored once the layer holds a whole key group (when they are learned) */
         const size_t kcw = p->key_channel_bits && !fp16_edge ? h * (size_t)d : 0;
-        const size_t kmu = (kc_on ? mu : 0) + (p->key_scales > 0 && !fp16_edge ? mu : 0) + kcw;
+        const size_t kmu = (kc_on ? mu : 0) + (p->key_scales > 0 && !fp16_edge ? mu : 0);
         const size_t vmu = vc_on ? mu : 0;
-        m->allocated_bytes += kmu + vmu;
+        m->allocated_bytes += kmu + kcw + vmu;
         if (ctx > 0) {
-            m->center_bytes += kmu + vmu;
-            m->key_total_bytes += kmu;
+            const size_t kw = ctx >= vq_codec_block_tokens(kc) ? kcw : 0;
+            m->center_bytes += kmu + kw + vmu;
+            m->key_total_bytes += kmu + kw;
         }
         vq_codec_free(kc);
         vq_codec_free(vc);

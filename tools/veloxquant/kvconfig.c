@@ -50,7 +50,7 @@ const int vq_kv_n_presets = (int)(sizeof vq_kv_presets / sizeof vq_kv_presets[0]
 
 const struct vq_kv_tier vq_kv_tiers[] = {
     {"kv8", 8.5, "int8"},
-    /* kv5, kv4, kv3: KIVI keys with per-channel widths learned at the first append
+    /* kv5, kv4, kv3: KIVI keys with per-channel widths learned from the first 64 tokens
      * (docs/ALGORITHMS.md §8.8; per-layer widths, §8.7, no longer help on top of them) and
      * rotated values, mean 5 / 4 / 3 bits; kv2: the same at mean 2 with 0-bit channels
      * allowed (+kcz: a channel worth less than 2 bits keeps its group mean alone); kv5..kv2
