@@ -108,10 +108,7 @@ VQ_INLINE void tiles(const int16_t *const *qi, const float *const *delta, const 
                      const uint8_t *pf, size_t pf_bytes) {
     const int nt = g / VQ_KIVI_TILE;
     for (int i = 0; i < nt; i++) {
-        if (pf) /* a steady stream: this tile's share of the next block */
-            for (size_t o = (size_t)i * pf_bytes / (size_t)nt;
-                 o < (size_t)(i + 1) * pf_bytes / (size_t)nt; o += 64)
-                vq_prefetch(pf + o);
+        vq_pf_share(pf, pf_bytes, i, nt); /* a steady stream: this tile's share of the next */
         __m512 f[4];
         for (int j = 0; j < NQ; j++) f[j] = _mm512_set1_ps(bias[j]);
         for (int k = 0, c0 = 0; k < ncls; c0 += nch[k], k++) {

@@ -82,52 +82,10 @@ VQ_INLINE __m512 lev16(const unpack_k *u, const uint8_t *p, int rec, int j, int 
     return cnt == 16 ? v : _mm512_maskz_mov_ps(0xff, v);
 }
 
-VQ_INLINE void score_t(const vq_wk *k, const float *qs, const uint8_t *codes, int64_t n,
-                       float *scores, const int LIN, const int B) {
-    unpack_k u;
-    unpack_init(k, &u, LIN, B);
-    const int d = k->d, dfull = d & ~15, rec = k->rec;
-    int64_t t = 0;
-    for (; t + 8 <= n; t += 8) {
-        const uint8_t *r0 = codes + t * rec;
-        __m512 acc[8];
-        __m256 h[8];
-        float sc[8];
-        for (int i = 0; i < 8; i++) acc[i] = _mm512_setzero_ps();
-        for (int j = 0; j < dfull; j += 16) {
-            const __m512 q = _mm512_loadu_ps(qs + j);
-            for (int i = 0; i < 8; i++)
-                acc[i] = _mm512_fmadd_ps(lev16(&u, r0 + i * rec + 2, rec, j, 16, LIN, B), q,
-                                         acc[i]);
-        }
-        if (dfull < d) {
-            const __m512 q = _mm512_loadu_ps(qs + dfull); /* zero beyond d */
-            for (int i = 0; i < 8; i++)
-                acc[i] = _mm512_fmadd_ps(lev16(&u, r0 + i * rec + 2, rec, dfull, 8, LIN, B), q,
-                                         acc[i]);
-        }
-        for (int i = 0; i < 8; i++) {
-            h[i] = fold8(acc[i]);
-            sc[i] = vq_tq_sf16(r0 + i * rec);
-        }
-        _mm256_storeu_ps(scores + t, _mm256_mul_ps(hsum8x8(h), _mm256_loadu_ps(sc)));
-    }
-    for (; t < n; t++) {
-        const uint8_t *r = codes + t * rec;
-        __m512 acc = _mm512_setzero_ps();
-        for (int j = 0; j < dfull; j += 16)
-            acc = _mm512_fmadd_ps(lev16(&u, r + 2, rec, j, 16, LIN, B), _mm512_loadu_ps(qs + j),
-                                  acc);
-        if (dfull < d)
-            acc = _mm512_fmadd_ps(lev16(&u, r + 2, rec, dfull, 8, LIN, B),
-                                  _mm512_loadu_ps(qs + dfull), acc);
-        scores[t] = vq_tq_sf16(r) * _mm512_reduce_add_ps(acc);
-    }
-}
-
-/* NQ (1..4) queries qs[j] over the same records: the codes of 8 tokens are unpacked once for
- * every query and each query's 8 accumulators follow score_t's order (the same FMAs, fold and
- * sum tree, the same scale product), so every scores[j] has the bits of score_t alone. */
+/* NQ (1..4) queries qs[j] over the same records: 8 tokens per step (8 FMA chains per query,
+ * one fold + hadd tree for the 8 scores), the codes of the 8 tokens unpacked once for every
+ * query; each query's FMAs, fold and sum tree do not depend on NQ, so every scores[j] has the
+ * bits of the single-query call (NQ = 1, vq_wk_score_avx512). */
 VQ_INLINE void score_tm(const vq_wk *k, const float *const *qs, const int NQ, const uint8_t *codes,
                         int64_t n, float *const *scores, const int LIN, const int B) {
     unpack_k u;
@@ -283,13 +241,7 @@ void vq_wk_score_multi_avx512(const vq_wk *k, const float *const *qs, int nq, co
 
 void vq_wk_score_avx512(const vq_wk *k, const float *qs, const uint8_t *codes, int64_t n,
                         float *scores) {
-    switch (k->lin ? 0 : k->bits) {
-    case 0: score_t(k, qs, codes, n, scores, 1, 8); break;
-    case 5: score_t(k, qs, codes, n, scores, 0, 5); break;
-    case 6: score_t(k, qs, codes, n, scores, 0, 6); break;
-    case 7: score_t(k, qs, codes, n, scores, 0, 7); break;
-    default: score_t(k, qs, codes, n, scores, 0, 8); break;
-    }
+    vq_wk_score_multi_avx512(k, &qs, 1, codes, n, &scores);
 }
 
 void vq_wk_accumulate_avx512(const vq_wk *k, const uint8_t *codes, int64_t n, const float *w,
