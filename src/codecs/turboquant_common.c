@@ -1,10 +1,18 @@
 /* turboquant_common.c — layout helpers and scalar reference kernels shared by the
  * turboquant_mse and turboquant_rvq codecs (contract in turboquant_kernels.h). */
+#include <float.h>
 #include <math.h>
 #include <string.h>
 
 #include "codecs/codec_impl.h"
 #include "codecs/turboquant_kernels.h"
+
+#ifdef VQ_HAVE_X86
+/* 1 if k's integer accumulate runs here (its layout, a CPU with AVX512_VNNI and VBMI). */
+static int vq_tq_i16_cpu(const vq_tq_kern *k) {
+    return k->i16 && vq_cpu_avx512vnni() && vq_cpu_avx512vbmi();
+}
+#endif
 
 /* Fills the kernel description and picks the score mode (see turboquant_kernels.h). */
 void vq_tq_kern_init(vq_tq_kern *k, int d, int bits_a, int bits_b, int off_a, int off_b, int rec,
@@ -24,6 +32,43 @@ void vq_tq_kern_init(vq_tq_kern *k, int d, int bits_a, int bits_b, int off_a, in
     for (int i = 0; i < 16; i++) k->lut[i] = levels[i & (L - 1)];
     k->score_mode = VQ_TQ_SCORE_LUT;
     k->q_floats = k->dpad;
+    /* integer accumulate: levels as integers of at most VQ_TQ_I16_LMAX, replicated with the
+     * code period over 32 entries (a VPERMW table reads 5 index bits) */
+    float lmax = 0.0f;
+    for (int i = 0; i < L; i++) lmax = fmaxf(lmax, fabsf(levels[i]));
+    const int lay = bits_a * 4 + bits_b;
+    k->i16 = d % 64 == 0 && d <= 1024 && lay == 9 && lmax > 0.0f && lmax <= FLT_MAX;
+    if (k->i16) {
+        /* the scale (levels per integer step) whose rounded levels lie closest to the levels,
+         * among 4096 scales from half the full range to the full range: the levels' rounding
+         * is a bias that does not average out over tokens, so it is kept small */
+        double best = INFINITY, sbest = VQ_TQ_I16_LMAX / (double)lmax;
+        for (int i = 0; i < 4096; i++) {
+            const double sc = VQ_TQ_I16_LMAX / (double)lmax * (1.0 - i / 8192.0);
+            double worst = 0;
+            for (int j = 0; j < L; j++)
+                worst = fmax(worst, fabs(levels[j] - rint(levels[j] * sc) / sc));
+            if (worst < best) best = worst, sbest = sc;
+        }
+        for (int i = 0; i < 32; i++) k->lq[i] = (int16_t)rint(levels[i & (L - 1)] * sbest);
+        k->dl = (float)(1.0 / sbest);
+        for (int l = 0; l < 8; l++) {
+            k->i16_qa[l] = 8 * l * bits_a / 64;
+            for (int i = 0; i < 8; i++) {
+                const int c = 8 * l + i;
+                k->i16_ca[c] = (uint8_t)((c * bits_a) & 63);
+                k->i16_cb[c] = (uint8_t)((c * bits_b - bits_a) & 63); /* bits_b = 1: one qword */
+            }
+        }
+        /* vector g, lane i: coordinate 8i + 2g (i < 8) or 8(i - 8) + 2g + 1 of the 64, i.e.
+         * accumulator floats 32g + i and 32g + 16 + (i - 8) past the group's 8 lanes */
+        for (int g = 0; g < 4; g++)
+            for (int i = 0; i < 16; i++) {
+                const int c = i < 8 ? 8 * i + 2 * g : 8 * (i - 8) + 2 * g + 1;
+                k->i16_pair[g][4 * i] = k->i16_pair[g][4 * i + 1] = (uint8_t)c;
+                k->i16_pair[g][4 * i + 2] = k->i16_pair[g][4 * i + 3] = (uint8_t)(64 + c);
+            }
+    }
     /* NIB score mode: plane widths 1-2 bits and levels additive across the planes */
     if (bits_a <= 2 && (bits_b == 0 || bits_b == bits_a) &&
         !(isa == VQ_ISA_AVX512 && bits_a == 2)) {
@@ -56,7 +101,7 @@ void vq_tq_kern_select(const vq_tq_kern *k, enum vq_isa isa, vq_tq_score_fn *sco
 #ifdef VQ_HAVE_X86
     if (isa == VQ_ISA_AVX512) {
         *score = nib ? vq_tq_nib_score_avx512 : vq_tq_score_avx512;
-        *acc = vq_tq_accumulate_avx512;
+        *acc = vq_tq_i16_cpu(k) ? vq_tq_accumulate1_i16_avx512icl : vq_tq_accumulate_avx512;
     } else if (isa == VQ_ISA_AVX2) {
         *score = nib ? vq_tq_nib_score_avx2 : vq_tq_score_avx2;
         *acc = vq_tq_accumulate_avx2;
@@ -141,6 +186,42 @@ void vq_tq_accumulate_ref(const vq_tq_kern *k, const uint8_t *codes, int64_t n, 
         const uint8_t *rec = codes + t * k->rec;
         float ws = w[t] * vq_tq_sf16(rec);
         for (int j = 0; j < k->d; j++) acc[vq_tq_pos(j)] += ws * k->lut[vq_tq_code(k, rec, j)];
+    }
+}
+
+void vq_tq_accumulate_i16_ref(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                              const float *const *w, int nq, float *const *acc) {
+    VQ_ASSERT(k->i16 && nq >= 1 && nq <= 4);
+    const int d = k->d;
+    for (int64_t t0 = 0; t0 < n; t0 += VQ_TQ_I16_CHUNK) {
+        const int m = n - t0 < VQ_TQ_I16_CHUNK ? (int)(n - t0) : VQ_TQ_I16_CHUNK;
+        float s[VQ_TQ_I16_CHUNK], u[VQ_TQ_I16_CHUNK];
+        int16_t uq[VQ_TQ_I16_CHUNK];
+        for (int t = 0; t < m; t++) s[t] = vq_tq_sf16(codes + (t0 + t) * k->rec);
+        for (int j = 0; j < nq; j++) {
+            float mx = 0.0f;
+            int bad = 0;
+            for (int t = 0; t < m; t++) {
+                u[t] = w[j][t0 + t] * s[t];
+                const float a = fabsf(u[t]);
+                bad |= !(a <= FLT_MAX);
+                mx = a > mx ? a : mx;
+            }
+            if (bad) {
+                for (int c = 0; c < d; c++) acc[j][vq_tq_pos(c)] += NAN;
+                continue;
+            }
+            if (mx == 0.0f) continue;
+            const float inv = (float)VQ_TQ_I16_WMAX / mx, f = mx / (float)VQ_TQ_I16_WMAX * k->dl;
+            for (int t = 0; t < m; t++) uq[t] = (int16_t)lrintf(u[t] * inv);
+            for (int c = 0; c < d; c++) {
+                int32_t sum = 0;
+                for (int t = 0; t < m; t++)
+                    sum += (int32_t)uq[t] * k->lq[vq_tq_code(k, codes + (t0 + t) * k->rec, c)];
+                const float p = (float)sum * f;
+                acc[j][vq_tq_pos(c)] += p;
+            }
+        }
     }
 }
 
@@ -249,14 +330,23 @@ static void tq_codec_accumulate_multi(const struct vq_codec *c, const uint8_t *c
     const struct vq_tq_base *m = (const struct vq_tq_base *)c->impl;
     vq_tq_accumulate_multi_avx512(&m->k, codes, n_tokens, w, nq, acc);
 }
+
+static void tq_codec_accumulate_multi_i16(const struct vq_codec *c, const uint8_t *codes,
+                                          int64_t n_tokens, const float *const *w, int nq,
+                                          float *const *acc) {
+    const struct vq_tq_base *m = (const struct vq_tq_base *)c->impl;
+    vq_tq_accumulate_i16_avx512icl(&m->k, codes, n_tokens, w, nq, acc);
+}
 #endif
 
 void vq_tq_codec_set_multi(struct vq_codec *c, const vq_tq_kern *k) {
     c->accumulate_multi = NULL;
 #ifdef VQ_HAVE_X86
     const int lay = k->bits_a * 4 + k->bits_b;
-    if (c->isa == VQ_ISA_AVX512 &&
-        (lay == 4 || lay == 8 || lay == 16 || lay == 9 || lay == 5 || lay == 10))
+    if (c->isa == VQ_ISA_AVX512 && vq_tq_i16_cpu(k))
+        c->accumulate_multi = tq_codec_accumulate_multi_i16;
+    else if (c->isa == VQ_ISA_AVX512 &&
+             (lay == 4 || lay == 8 || lay == 16 || lay == 9 || lay == 5 || lay == 10))
         c->accumulate_multi = tq_codec_accumulate_multi;
 #else
     (void)k;

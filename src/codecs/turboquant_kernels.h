@@ -55,7 +55,23 @@ typedef struct vq_tq_kern {
     int nib_a, nib_b; /* NIB: nibbles (tables) of plane A and plane B */
     float lev_a[4];   /* NIB: per-plane levels, level(a | b << bits_a) = lev_a[a] + lev_b[b] */
     float lev_b[4];
+    int i16;        /* 1: the integer accumulate applies (layout 2+1, d % 64 == 0) */
+    int16_t lq[32]; /* integer levels rint(level / dl) (|lq| <= VQ_TQ_I16_LMAX), period 2^bits */
+    float dl;       /* the levels' integer step: level ~ dl * lq */
+    /* the integer kernel's byte tables: per plane, the qword each 8-code lane reads and the
+     * bit offset of each code (plane B's lowered by bits_a); per 16-lane vector g, the byte
+     * indices pairing two tokens' codes (positions: see turboquant_i16_avx512icl.c) */
+    int64_t i16_qa[8];
+    uint8_t i16_ca[64], i16_cb[64], i16_pair[4][64];
 } vq_tq_kern;
+
+/* Integer accumulate (docs/ALGORITHMS.md §9.10): per chunk of VQ_TQ_I16_CHUNK tokens each
+ * weight w_t * scale_t is rounded to an integer of at most VQ_TQ_I16_WMAX (by the chunk's
+ * largest |w_t * scale_t|), each level to lq (at most VQ_TQ_I16_LMAX); 16 * 32767 * 4095 <
+ * 2^31, so a chunk's sums are exact int32. */
+#define VQ_TQ_I16_WMAX 32767
+#define VQ_TQ_I16_LMAX 4095
+#define VQ_TQ_I16_CHUNK 16
 
 enum { VQ_TQ_SCORE_LUT = 0, VQ_TQ_SCORE_NIB = 1 };
 
@@ -81,8 +97,9 @@ void vq_tq_codec_score(const struct vq_codec *c, const void *qs, const uint8_t *
 void vq_tq_codec_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
                             const float *w, float *acc);
 void vq_tq_codec_finish(const struct vq_codec *c, const float *acc, float *out);
-/* Sets c->accumulate_multi where the AVX-512 multi-weight kernel applies (isa AVX-512,
- * d <= 64, the bit layouts of vq_tq_accumulate_avx512), else leaves it NULL. */
+/* Sets c->accumulate_multi where an AVX-512 multi-weight kernel applies (isa AVX-512): the
+ * integer one (k->i16 and a CPU with VNNI and VBMI; then the codec's single-weight accumulate
+ * is the integer one too), else the float one for its bit layouts; else leaves it NULL. */
 void vq_tq_codec_set_multi(struct vq_codec *c, const vq_tq_kern *k);
 /* Frees the rotation and the impl (vq_alloc'd); NULL impl is a no-op. */
 void vq_tq_codec_destroy(struct vq_codec *c);
@@ -110,6 +127,15 @@ void vq_tq_score_ref(const vq_tq_kern *k, const float *qs, const uint8_t *codes,
 /* acc[pos(j)] += sum_t w[t] * scale_t * lut[code_tj]. */
 void vq_tq_accumulate_ref(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
                           float *acc);
+/* nq (1..4) weight vectors w[j] over the same n records, in integers (k->i16 layouts):
+ *   per chunk of up to VQ_TQ_I16_CHUNK tokens and query, u_t = w[j][t] * scale_t,
+ *   M = max |u_t|; M = 0: the chunk adds nothing; M non-finite: acc[j][pos(c)] += NaN;
+ *   else uq_t = rint(u_t * (VQ_TQ_I16_WMAX / M)), S_c = sum_t uq_t * lq[code_tc] (int32,
+ *   exact) and acc[j][pos(c)] += (float)S_c * (M / VQ_TQ_I16_WMAX * dl) (product, then sum,
+ *   rounded), chunk after chunk.
+ * Reference of the AVX-512 VNNI + VBMI kernel (the same bits). */
+void vq_tq_accumulate_i16_ref(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                              const float *const *w, int nq, float *const *acc);
 /* Portable fast versions of the LUT-mode kernels (8 codes per step, no per-code position
  * arithmetic); used for VQ_ISA_SCALAR. Same results as the _ref kernels up to rounding. */
 void vq_tq_score_generic(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
@@ -134,6 +160,12 @@ void vq_tq_accumulate_multi_avx512(const vq_tq_kern *k, const uint8_t *codes, in
                                    const float *const *w, int nq, float *const *acc);
 void vq_tq_accumulate_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
                              float *acc);
+/* vq_tq_accumulate_i16_ref on AVX-512 with VNNI and VBMI (vq_cpu_avx512vnni / _vbmi);
+ * k->i16 layouts only. _1: one weight vector (the vq_tq_acc_fn shape). */
+void vq_tq_accumulate_i16_avx512icl(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                                    const float *const *w, int nq, float *const *acc);
+void vq_tq_accumulate1_i16_avx512icl(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                                     const float *w, float *acc);
 #endif
 
 /* sf16 -> fp32 (same as vq_sf16_to_fp32, inlined for the kernels). */

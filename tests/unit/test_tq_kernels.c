@@ -142,8 +142,97 @@ TEST(all_variants) {
                 run_case(&g, cbs[c], dims[k], ns[(c + k + e) % 4]);
 }
 
+/* The integer accumulate (2+1 bits; d multiple of 64): the AVX-512 VNNI + VBMI kernel
+ * equals its reference bit for bit for 1..4 queries and token counts with partial chunks and
+ * odd tails; weights in [0, 1] (softmax-like), some chunks all zero, some peaked, one query
+ * with a non-finite weight (NaN sums); and the reference is within its rounding bound of the
+ * float accumulate: per chunk of m tokens m * max|w s| * max|level| * (1/65534 + 1/4095)
+ * (a weight off by at most half a step of 32767, a level by at most 1/4095 of the largest). */
+TEST(i16_accumulate) {
+    const combo cbs[] = {{2, 1}, {2, 1}, {2, 1}};
+    const int dims[] = {64, 128, 256, 1024};
+    const int ns[] = {1, 2, 31, 32, 33, 64, 100, 257};
+    vq_rng g;
+    vq_rng_seed(&g, g_seed ^ 0x1616);
+    int checks = 0, bad = 0, simd = 0;
+    for (int rep = 0; rep < 96; rep++) {
+        const combo cb = cbs[rep % 3];
+        const int d = dims[(rep / 3) % 4], n = ns[(rep / 12) % 8], nq = 1 + rep % 4;
+        const int L = 1 << (cb.ba + cb.bb), pa = d * cb.ba / 8, pb = d * cb.bb / 8;
+        const int rec = 2 + pa + pb;
+        float lev[16];
+        for (int i = 0; i < L; i++) lev[i] = (float)vq_rng_normal(&g);
+        uint8_t *codes = (uint8_t *)malloc((size_t)rec * n);
+        for (int64_t i = 0; i < (int64_t)rec * n; i++) codes[i] = (uint8_t)vq_rng_u64(&g);
+        for (int t = 0; t < n; t++) {
+            float sc = (float)(0.1 + 10.0 * vq_rng_uniform(&g));
+            if (t % 7 == 3) sc = -sc;
+            if (t % 11 == 5) sc = 0.0f;
+            const uint16_t h = vq_fp32_to_sf16(sc);
+            codes[(size_t)t * rec] = (uint8_t)h;
+            codes[(size_t)t * rec + 1] = (uint8_t)(h >> 8);
+        }
+        vq_tq_kern k;
+        vq_tq_kern_init(&k, d, cb.ba, cb.bb, 2, 2 + pa, rec, lev, VQ_ISA_SCALAR);
+        ASSERT(k.i16);
+        static float wb[4][257], ar[4][1024], ax[4][1024], af[4][1024];
+        const float *w[4] = {wb[0], wb[1], wb[2], wb[3]};
+        float *pr[4] = {ar[0], ar[1], ar[2], ar[3]}, *px[4] = {ax[0], ax[1], ax[2], ax[3]};
+        for (int j = 0; j < nq; j++) {
+            for (int t = 0; t < n; t++) {
+                wb[j][t] = (float)vq_rng_uniform(&g);
+                if (rep % 5 == 1) wb[j][t] *= wb[j][t] * wb[j][t] * wb[j][t]; /* peaked */
+                if (rep % 4 == 2 && t >= 32 && t < 64) wb[j][t] = 0.0f;       /* a zero chunk */
+            }
+            for (int i = 0; i < k.dpad; i++) ar[j][i] = ax[j][i] = af[j][i] = (float)i * 0.01f;
+        }
+        const int nanq = rep % 9 == 4 ? nq - 1 : -1;
+        if (nanq >= 0) wb[nanq][n / 2] = rep % 2 ? INFINITY : NAN;
+        vq_tq_accumulate_i16_ref(&k, codes, n, w, nq, pr);
+#ifdef VQ_HAVE_X86
+        if (vq_isa_available(VQ_ISA_AVX512) && vq_cpu_avx512vnni() && vq_cpu_avx512vbmi()) {
+            vq_tq_accumulate_i16_avx512icl(&k, codes, n, w, nq, px);
+            for (int j = 0; j < nq; j++, simd++)
+                bad += memcmp(ar[j], ax[j], (size_t)k.dpad * sizeof(float)) != 0;
+        }
+#endif
+        double lm = 0;
+        for (int i = 0; i < L; i++) lm = fmax(lm, fabs(lev[i]));
+        for (int j = 0; j < nq; j++) {
+            vq_tq_accumulate_ref(&k, codes, n, w[j], af[j]);
+            double bound = 0, mass = 0;
+            for (int t0 = 0; t0 < n; t0 += VQ_TQ_I16_CHUNK) {
+                double mx = 0;
+                const int m = n - t0 < VQ_TQ_I16_CHUNK ? n - t0 : VQ_TQ_I16_CHUNK;
+                for (int t = t0; t < t0 + m; t++) {
+                    const double u = fabs(
+                        (double)wb[j][t] *
+                        vq_sf16_to_fp32(
+                            (uint16_t)(codes[(size_t)t * rec] | codes[(size_t)t * rec + 1] << 8)));
+                    mx = fmax(mx, u);
+                    mass += u;
+                }
+                bound += m * mx * lm * (1.0 / 65534.0 + 1.0 / 4095.0);
+            }
+            for (int c = 0; c < d; c++, checks++) {
+                const int p = vq_tq_pos(c);
+                if (j == nanq) bad += !isnan(ar[j][p]);
+                else
+                    bad += !(fabs((double)ar[j][p] - af[j][p]) <=
+                             1.01 * bound + 1e-5 * (mass * lm + fabs(af[j][p])));
+            }
+        }
+        free(codes);
+    }
+    if (bad) fprintf(stderr, "  i16 accumulate: %d bad of %d checks, %d SIMD\n", bad, checks, simd);
+    ASSERT_EQ_INT(bad, 0);
+    ASSERT_GE(checks, 20000);
+    fprintf(stderr, "  i16 accumulate: %d checks, %d SIMD comparisons\n", checks, simd);
+}
+
 int main(void) {
     g_seed = tq_seed();
     RUN(all_variants);
+    RUN(i16_accumulate);
     return TEST_REPORT();
 }

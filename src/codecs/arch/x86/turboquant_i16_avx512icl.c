@@ -1,16 +1,17 @@
 /*
- * turboquant_i16_avx512icl.c — the integer multi-query accumulate of turboquant_mse /
- * turboquant_rvq values on AVX-512 with VNNI and VBMI (Ice Lake and later; contract and
- * reference vq_tq_accumulate_i16_ref in codecs/turboquant_kernels.h, docs/ALGORITHMS.md §9.10).
+ * turboquant_i16_avx512icl.c — the integer accumulate of turboquant_mse 3-bit values (the 2+1
+ * plane layout) on AVX-512 with VNNI and VBMI (Ice Lake and later; contract and reference
+ * vq_tq_accumulate_i16_ref in codecs/turboquant_kernels.h, docs/ALGORITHMS.md §9.10).
  *
- * Per chunk of 32 tokens each query's weights w_t * scale_t become int16 (<= 8191, by the
- * chunk's largest); per 64 coordinates of a token, VPMULTISHIFTQB pulls every code into its
- * own byte (plane B's bit lands above plane A's, merged by VPTERNLOGD; bits above the code are
- * left, the 32-entry level table repeats with the code period). Two tokens are paired per
- * coordinate by VPERMI2B (code of token t in word 2i, token t+1 in word 2i+1, 16 coordinates
- * per vector), VPERMW looks the int16 levels up, and one VPDPWSSD per query adds
- * lq_t * uq_t + lq_t+1 * uq_t+1 to the coordinate's int32 lane. 4 vectors of 16 lanes hold the
- * 64 coordinates of each query; their sums go to float once per chunk.
+ * Per chunk of 16 tokens each query's weights w_t * scale_t become int16 (<= 32767, by the
+ * chunk's largest), the levels int16 of <= 4095. Per 64 coordinates of a token,
+ * VPMULTISHIFTQB pulls every code into its own byte (plane B's bit lands above plane A's,
+ * merged by VPTERNLOGD; bits above the code are left, the 32-entry level table repeats with the
+ * code period). Two tokens are paired per coordinate by VPERMI2B (code of token t in word 2i,
+ * token t+1 in word 2i+1, 16 coordinates per vector), VPERMW looks the int16 levels up, and
+ * one VPDPWSSD per query adds lq_t * uq_t + lq_t+1 * uq_t+1 to the coordinate's int32 lane.
+ * 4 vectors of 16 lanes hold the 64 coordinates of each query; their sums go to float once
+ * per chunk, straight into the chunk-interleaved accumulator.
  */
 #include <float.h>
 #include <immintrin.h>
@@ -22,19 +23,6 @@
 #include "codecs/turboquant_kernels.h"
 
 #define VQ_INLINE static inline __attribute__((always_inline))
-
-/* Multishift controls and qword sources of one plane of `bits` (1, 2, 4) per code, result
- * shifted up by `up` bits: byte k of qword lane L takes coordinate 8L + k. */
-static void plane_ctl(int bits, int up, __m512i *qsrc, __m512i *ctl) {
-    int64_t q[8];
-    uint8_t c[64];
-    for (int L = 0; L < 8; L++) {
-        q[L] = 8 * L * bits / 64;
-        for (int k = 0; k < 8; k++) c[8 * L + k] = (uint8_t)(((8 * L + k) * bits - up) & 63);
-    }
-    *qsrc = _mm512_loadu_si512((const void *)q);
-    *ctl = _mm512_loadu_si512((const void *)c);
-}
 
 /* Code bytes of the 64 coordinates at plane offsets pa / pb (byte c: coordinate c's code in
  * its low BA + BB bits, higher bits arbitrary). */
@@ -52,64 +40,61 @@ VQ_INLINE __m512i code_bytes(const uint8_t *pa, const uint8_t *pb, __m512i qa, _
     return _mm512_ternarylogic_epi32(a, b, _mm512_set1_epi8((char)((1 << BA) - 1)), 0xE4);
 }
 
-VQ_INLINE void acc_i16(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
-                       const float *const *w, const int NQ, float *const *acc, const int BA,
-                       const int BB) {
+/* sf16 -> fp32 of the scales of m (<= 16) records rl bytes apart (exact, as vq_tq_sf16: the
+ * 15 magnitude bits shifted into a float's exponent and mantissa, times 2^96; e = 0 gives the
+ * subnormal m * 2^-135, times 2^96 = m * 2^-39). */
+VQ_INLINE __m512 scales16(const uint8_t *r, int rl, int m) {
+    const __mmask16 mk = m >= 16 ? 0xFFFF : (__mmask16)((1u << m) - 1u);
+    const __m512i ix = _mm512_mullo_epi32(
+        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+        _mm512_set1_epi32(rl));
+    const __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mk, ix, r, 1);
+    const __m512i mag = _mm512_slli_epi32(_mm512_and_si512(h, _mm512_set1_epi32(0x7FFF)), 14);
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(h, _mm512_set1_epi32(0x8000)), 16);
+    const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(mag), _mm512_set1_ps(0x1.0p96f));
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign));
+}
+
+/* acc[8] += lanes 0-7, acc[16 .. 23] += lanes 8-15 of v. */
+VQ_INLINE void add_split(float *a, __m512 v) {
+    _mm256_storeu_ps(a, _mm256_add_ps(_mm256_loadu_ps(a), _mm512_castps512_ps256(v)));
+    _mm256_storeu_ps(a + 16, _mm256_add_ps(_mm256_loadu_ps(a + 16), _mm512_extractf32x8_ps(v, 1)));
+}
+
+VQ_INLINE void acc_i16(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *const *w,
+                       const int NQ, float *const *acc, const int BA, const int BB) {
     const int d = k->d, rl = k->rec, ng = d / 64;
-    float af[4][1024];
-    for (int j = 0; j < NQ; j++) memset(af[j], 0, (size_t)d * sizeof(float));
-    __m512i qa, ca, qb, cb = _mm512_setzero_si512();
-    plane_ctl(BA, 0, &qa, &ca);
-    if (BB) plane_ctl(BB, BA, &qb, &cb); /* a 1-bit plane B is broadcast: qb not needed */
+    const __m512i qa = _mm512_loadu_si512((const void *)k->i16_qa);
+    const __m512i ca = _mm512_loadu_si512((const void *)k->i16_ca);
+    const __m512i cb = _mm512_loadu_si512((const void *)k->i16_cb);
     const __m512i tab = _mm512_loadu_si512((const void *)k->lq);
     __m512i pair[4];
-    {
-        uint8_t ix[4][64];
-        for (int g = 0; g < 4; g++)
-            for (int i = 0; i < 16; i++) {
-                ix[g][4 * i] = ix[g][4 * i + 1] = (uint8_t)(16 * g + i);
-                ix[g][4 * i + 2] = ix[g][4 * i + 3] = (uint8_t)(64 + 16 * g + i);
-            }
-        for (int g = 0; g < 4; g++) pair[g] = _mm512_loadu_si512((const void *)ix[g]);
-    }
+    for (int g = 0; g < 4; g++) pair[g] = _mm512_loadu_si512((const void *)k->i16_pair[g]);
     const __m512 fmax = _mm512_set1_ps(FLT_MAX);
     for (int64_t t0 = 0; t0 < n; t0 += VQ_TQ_I16_CHUNK) {
         const int m = n - t0 < VQ_TQ_I16_CHUNK ? (int)(n - t0) : VQ_TQ_I16_CHUNK;
         const uint8_t *r0 = codes + t0 * rl;
-        float s[VQ_TQ_I16_CHUNK];
-        for (int t = 0; t < m; t++) s[t] = vq_tq_sf16(r0 + t * rl);
-        for (int t = m; t < VQ_TQ_I16_CHUNK; t++) s[t] = 0.0f;
         const __mmask16 m0 = m >= 16 ? 0xFFFF : (__mmask16)((1u << m) - 1u);
-        const __mmask16 m1 = m <= 16 ? 0 : m >= 32 ? 0xFFFF : (__mmask16)((1u << (m - 16)) - 1u);
-        int16_t uq[4][VQ_TQ_I16_CHUNK] __attribute__((aligned(64)));
+        const __m512 s0 = scales16(r0, rl, m);
+        int16_t uq[4][VQ_TQ_I16_CHUNK] __attribute__((aligned(32)));
         float f[4];
         int live[4];
         for (int j = 0; j < NQ; j++) {
-            const __m512 u0 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, w[j] + t0),
-                                            _mm512_loadu_ps(s));
-            const __m512 u1 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m1, w[j] + t0 + 16),
-                                            _mm512_loadu_ps(s + 16));
-            const __m512 a0 = _mm512_abs_ps(u0), a1 = _mm512_abs_ps(u1);
-            const int bad = (_mm512_cmp_ps_mask(a0, fmax, _CMP_NLE_UQ) |
-                             _mm512_cmp_ps_mask(a1, fmax, _CMP_NLE_UQ)) != 0;
-            const float mx = _mm512_reduce_max_ps(_mm512_max_ps(a0, a1));
-            live[j] = 0;
-            if (bad) {
-                for (int c = 0; c < d; c++) af[j][c] = NAN;
+            const __m512 u0 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, w[j] + t0), s0);
+            const __m512 a0 = _mm512_abs_ps(u0);
+            const int bad = _mm512_cmp_ps_mask(a0, fmax, _CMP_NLE_UQ) != 0;
+            const float mx = _mm512_reduce_max_ps(a0);
+            live[j] = !bad && mx != 0.0f;
+            if (!live[j]) {
                 memset(uq[j], 0, sizeof uq[j]);
+                if (bad)
+                    for (int c = 0; c < d; c++) acc[j][vq_tq_pos(c)] += NAN;
                 continue;
             }
-            if (mx == 0.0f) {
-                memset(uq[j], 0, sizeof uq[j]);
-                continue;
-            }
-            live[j] = 1;
-            const __m512 inv = _mm512_set1_ps((float)VQ_TQ_I16_MAX / mx);
-            f[j] = mx / (float)VQ_TQ_I16_MAX * k->dl;
+            const __m512 inv = _mm512_set1_ps((float)VQ_TQ_I16_WMAX / mx);
+            f[j] = mx / (float)VQ_TQ_I16_WMAX * k->dl;
             _mm256_store_si256((__m256i *)(void *)uq[j],
                                _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(u0, inv))));
-            _mm256_store_si256((__m256i *)(void *)(uq[j] + 16),
-                               _mm512_cvtepi32_epi16(_mm512_cvtps_epi32(_mm512_mul_ps(u1, inv))));
         }
         for (int gi = 0; gi < ng; gi++) {
             const int oa = k->off_a + gi * 8 * BA, ob = k->off_b + gi * 8 * BB;
@@ -128,33 +113,30 @@ VQ_INLINE void acc_i16(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
                     wp[j] = _mm512_set1_epi32(p);
                 }
                 for (int g = 0; g < 4; g++) {
-                    const __m512i lv =
-                        _mm512_permutexvar_epi16(_mm512_permutex2var_epi8(ka, pair[g], kb), tab);
+                    const __m512i lv = _mm512_permutexvar_epi16(
+                        _mm512_permutex2var_epi8(ka, pair[g], kb), tab);
                     for (int j = 0; j < NQ; j++) S[j][g] = _mm512_dpwssd_epi32(S[j][g], lv, wp[j]);
                 }
             }
+            /* lane i of vector g: float 32g + i (i < 8) / 32g + 16 + i - 8 past the group's */
+            const int base = (gi >> 1) * VQ_TQ_CHUNK + 8 * (gi & 1);
             for (int j = 0; j < NQ; j++) {
                 if (!live[j]) continue;
                 const __m512 fv = _mm512_set1_ps(f[j]);
-                float *a = af[j] + 64 * gi;
                 for (int g = 0; g < 4; g++)
-                    _mm512_storeu_ps(a + 16 * g,
-                                     _mm512_add_ps(_mm512_loadu_ps(a + 16 * g),
-                                                   _mm512_mul_ps(_mm512_cvtepi32_ps(S[j][g]), fv)));
+                    add_split(acc[j] + base + 32 * g,
+                              _mm512_mul_ps(_mm512_cvtepi32_ps(S[j][g]), fv));
             }
         }
     }
-    for (int j = 0; j < NQ; j++)
-        for (int c = 0; c < d; c++) acc[j][vq_tq_pos(c)] += af[j][c];
 }
 
-VQ_INLINE void acc_lay(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
-                       const float *const *w, const int NQ, float *const *acc) {
-    switch (k->bits_a * 4 + k->bits_b) {
-    case 16: acc_i16(k, codes, n, w, NQ, acc, 4, 0); break;
-    case 9: acc_i16(k, codes, n, w, NQ, acc, 2, 1); break;
-    default: acc_i16(k, codes, n, w, NQ, acc, 2, 0); break;
-    }
+/* The 2+1 layout (turboquant_mse 3 bits). acc_i16 is written for planes of 1, 2, 4 bits with
+ * a 0- or 1-bit plane B, but one 4-bit plane ran at 0.97x and one 2-bit plane at 1.09x the
+ * float kernels (3 queries, d = 64, docs/ALGORITHMS.md §9.10): only 2+1 gains. */
+VQ_INLINE void acc_lay(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *const *w,
+                       const int NQ, float *const *acc) {
+    acc_i16(k, codes, n, w, NQ, acc, 2, 1);
 }
 
 void vq_tq_accumulate_i16_avx512icl(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
