@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "codecs/arch/x86/stream_pf.h"
+#include "codecs/arch/x86/tq_x86.h"
 #include "codecs/turboquant_kernels.h"
 
 #define VQ_INLINE static inline __attribute__((always_inline))
@@ -182,68 +183,64 @@ VQ_INLINE void score_pair_t(const vq_tq_kern *k, const float *qs, const uint8_t 
     }
 }
 
-/* Accumulate for d <= 64: two tokens per vector, halves folded at the end. */
-VQ_INLINE void acc_pair_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
-                          float *acc, int BA, int BB) {
-    const __m512 lut = _mm512_loadu_ps(k->lut);
-    const int rl = k->rec;
-    const __mmask16 m8 = (__mmask16)((1u << (k->d / 8)) - 1u);
-    __m512 v[8];
-    for (int kk = 0; kk < 8; kk++) v[kk] = _mm512_setzero_ps();
-    int64_t t = 0;
-    for (; t + 2 <= n; t += 2) {
-        const uint8_t *ra = codes + t * rl, *rb = ra + rl;
-        vq_pf_span(ra + VQ_PF_RECS * (size_t)rl, 2 * (size_t)rl);
-        const __m512 ws = _mm512_insertf32x8(_mm512_set1_ps(w[t] * vq_tq_sf16(ra)),
-                                             _mm256_set1_ps(w[t + 1] * vq_tq_sf16(rb)), 1);
-        __m512i X, Bs;
-        pair_src(k, ra, rb, m8, BA, BB, &X, &Bs);
-        for (int kk = 0; kk < 8; kk++)
-            v[kk] = _mm512_fmadd_ps(_mm512_permutexvar_ps(code_idx(X, Bs, kk, BA, BB), lut), ws,
-                                    v[kk]);
-    }
-    if (t < n) { /* odd last token: lanes 0..7 only */
-        const uint8_t *ra = codes + t * rl;
-        const __m512 ws = _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(w[t] * vq_tq_sf16(ra)));
-        __m512i X, Bs;
-        chunk_src(k, ra, 0, 0, m8, BA, BB, &X, &Bs);
-        for (int kk = 0; kk < 8; kk++)
-            v[kk] = _mm512_fmadd_ps(_mm512_permutexvar_ps(code_idx(X, Bs, kk, BA, BB), lut), ws,
-                                    v[kk]);
-    }
-    const __mmask8 m = (__mmask8)m8;
-    for (int kk = 0; kk < 8; kk++) {
-        const __m256 f = _mm256_add_ps(_mm512_castps512_ps256(v[kk]),
-                                       _mm512_extractf32x8_ps(v[kk], 1));
-        float *ac = acc + 16 * kk;
-        _mm256_mask_storeu_ps(ac, m, _mm256_add_ps(_mm256_maskz_loadu_ps(m, ac), f));
-    }
-}
-
-/* acc_pair_t for NQ weight vectors w[j] into acc[j]: each pair of records is unpacked and
- * looked up once; every accumulator's fma sequence is acc_pair_t's for that w[j] alone. */
+/* Accumulate for d <= 64, NQ (1..4) weight vectors w[j] into acc[j]: two tokens per vector
+ * (token t in lanes 0..7, t + 1 in 8..15), halves folded at the end; each pair of records is
+ * unpacked and looked up once for every query, so each acc[j] has the bits of NQ = 1.
+ * Per 16 tokens the scaled weights w[j][t] * scale_t are formed at once (16 scales by one
+ * gather, vq_tq_scales16; one VMULPS per query: the products of the scalar form, bit for bit)
+ * and each pair's two weights are put in the vector halves by one VPERMPS per query, instead
+ * of per token and query a scalar multiply, two broadcasts and an insert (which, with the
+ * scalar scale conversions, took as many uops as the lookups). */
 VQ_INLINE void acc_pair_tm(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
                            const float *const *w, const int NQ, float *const *acc, int BA, int BB) {
+    static const int32_t half[8][16] __attribute__((aligned(64))) = {
+        {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1},
+        {2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3},
+        {4, 4, 4, 4, 4, 4, 4, 4, 5, 5, 5, 5, 5, 5, 5, 5},
+        {6, 6, 6, 6, 6, 6, 6, 6, 7, 7, 7, 7, 7, 7, 7, 7},
+        {8, 8, 8, 8, 8, 8, 8, 8, 9, 9, 9, 9, 9, 9, 9, 9},
+        {10, 10, 10, 10, 10, 10, 10, 10, 11, 11, 11, 11, 11, 11, 11, 11},
+        {12, 12, 12, 12, 12, 12, 12, 12, 13, 13, 13, 13, 13, 13, 13, 13},
+        {14, 14, 14, 14, 14, 14, 14, 14, 15, 15, 15, 15, 15, 15, 15, 15}};
     const __m512 lut = _mm512_loadu_ps(k->lut);
     const int rl = k->rec;
     const __mmask16 m8 = (__mmask16)((1u << (k->d / 8)) - 1u);
     __m512 v[4][8];
+#pragma GCC unroll 8
     for (int j = 0; j < NQ; j++)
+#pragma GCC unroll 8
         for (int kk = 0; kk < 8; kk++) v[j][kk] = _mm512_setzero_ps();
     int64_t t = 0;
-    for (; t + 2 <= n; t += 2) {
-        const uint8_t *ra = codes + t * rl, *rb = ra + rl;
-        vq_pf_span(ra + VQ_PF_RECS * (size_t)rl, 2 * (size_t)rl);
-        const float sa = vq_tq_sf16(ra), sb = vq_tq_sf16(rb);
-        __m512 ws[4];
+    for (int64_t t0 = 0; t0 + 2 <= n; t0 += 16) {
+        const int m = n - t0 < 16 ? (int)(n - t0) : 16;
+        const __mmask16 mk = (__mmask16)((1u << m) - 1u);
+        __m512 sc;
+        if (rl >= 4) sc = vq_tq_scales16(codes + t0 * rl, rl, mk);
+        else { /* 3-byte records (d = 8, 1 bit): the gather would read past the last */
+            float f[16] = {0};
+            for (int i = 0; i < m; i++) f[i] = vq_tq_sf16(codes + (t0 + i) * rl);
+            sc = _mm512_loadu_ps(f);
+        }
+        __m512 wv[4];
+#pragma GCC unroll 8
         for (int j = 0; j < NQ; j++)
-            ws[j] = _mm512_insertf32x8(_mm512_set1_ps(w[j][t] * sa),
-                                       _mm256_set1_ps(w[j][t + 1] * sb), 1);
-        __m512i X, Bs;
-        pair_src(k, ra, rb, m8, BA, BB, &X, &Bs);
-        for (int kk = 0; kk < 8; kk++) {
-            const __m512 lv = _mm512_permutexvar_ps(code_idx(X, Bs, kk, BA, BB), lut);
-            for (int j = 0; j < NQ; j++) v[j][kk] = _mm512_fmadd_ps(lv, ws[j], v[j][kk]);
+            wv[j] = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, w[j] + t0), sc);
+        for (int p = 0; p + 1 < m; p += 2) {
+            t = t0 + p + 2;
+            const uint8_t *ra = codes + (t0 + p) * rl, *rb = ra + rl;
+            vq_pf_span(ra + VQ_PF_RECS * (size_t)rl, 2 * (size_t)rl);
+            const __m512i ix = _mm512_load_si512((const void *)half[p / 2]);
+            __m512 ws[4];
+#pragma GCC unroll 8
+            for (int j = 0; j < NQ; j++) ws[j] = _mm512_permutexvar_ps(ix, wv[j]);
+            __m512i X, Bs;
+            pair_src(k, ra, rb, m8, BA, BB, &X, &Bs);
+#pragma GCC unroll 8
+            for (int kk = 0; kk < 8; kk++) {
+                const __m512 lv = _mm512_permutexvar_ps(code_idx(X, Bs, kk, BA, BB), lut);
+#pragma GCC unroll 8
+                for (int j = 0; j < NQ; j++) v[j][kk] = _mm512_fmadd_ps(lv, ws[j], v[j][kk]);
+            }
         }
     }
     if (t < n) { /* odd last token: lanes 0..7 only */
@@ -251,15 +248,19 @@ VQ_INLINE void acc_pair_tm(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
         const float sa = vq_tq_sf16(ra);
         __m512i X, Bs;
         chunk_src(k, ra, 0, 0, m8, BA, BB, &X, &Bs);
+#pragma GCC unroll 8
         for (int kk = 0; kk < 8; kk++) {
             const __m512 lv = _mm512_permutexvar_ps(code_idx(X, Bs, kk, BA, BB), lut);
+#pragma GCC unroll 8
             for (int j = 0; j < NQ; j++)
                 v[j][kk] = _mm512_fmadd_ps(
                     lv, _mm512_maskz_mov_ps(0x00FF, _mm512_set1_ps(w[j][t] * sa)), v[j][kk]);
         }
     }
     const __mmask8 m = (__mmask8)m8;
+#pragma GCC unroll 8
     for (int j = 0; j < NQ; j++)
+#pragma GCC unroll 8
         for (int kk = 0; kk < 8; kk++) {
             const __m256 f = _mm256_add_ps(_mm512_castps512_ps256(v[j][kk]),
                                            _mm512_extractf32x8_ps(v[j][kk], 1));
@@ -393,7 +394,7 @@ VQ_INLINE void acc2x_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, con
 VQ_INLINE void acc_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
                      float *acc, int BA, int BB) {
     if (k->d <= 64) {
-        acc_pair_t(k, codes, n, w, acc, BA, BB);
+        acc_pair_tm(k, codes, n, &w, 1, &acc, BA, BB);
         return;
     }
     if (BA == 2 && BB == 0) {

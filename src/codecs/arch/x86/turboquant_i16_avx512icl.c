@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "codecs/arch/x86/stream_pf.h"
+#include "codecs/arch/x86/tq_x86.h"
 #include "codecs/turboquant_kernels.h"
 
 #define VQ_INLINE static inline __attribute__((always_inline))
@@ -38,21 +39,6 @@ VQ_INLINE __m512i code_bytes(const uint8_t *pa, const uint8_t *pb, __m512i qa, _
     const __m512i b = _mm512_multishift_epi64_epi8(cb, _mm512_set1_epi64((long long)bw));
     /* (a & low) | (b & ~low), low = the BA low bits */
     return _mm512_ternarylogic_epi32(a, b, _mm512_set1_epi8((char)((1 << BA) - 1)), 0xE4);
-}
-
-/* sf16 -> fp32 of the scales of m (<= 16) records rl bytes apart (exact, as vq_tq_sf16: the
- * 15 magnitude bits shifted into a float's exponent and mantissa, times 2^96; e = 0 gives the
- * subnormal m * 2^-135, times 2^96 = m * 2^-39). */
-VQ_INLINE __m512 scales16(const uint8_t *r, int rl, int m) {
-    const __mmask16 mk = m >= 16 ? 0xFFFF : (__mmask16)((1u << m) - 1u);
-    const __m512i ix = _mm512_mullo_epi32(
-        _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-        _mm512_set1_epi32(rl));
-    const __m512i h = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), mk, ix, r, 1);
-    const __m512i mag = _mm512_slli_epi32(_mm512_and_si512(h, _mm512_set1_epi32(0x7FFF)), 14);
-    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(h, _mm512_set1_epi32(0x8000)), 16);
-    const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(mag), _mm512_set1_ps(0x1.0p96f));
-    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign));
 }
 
 /* acc[8] += lanes 0-7, acc[16 .. 23] += lanes 8-15 of v. */
@@ -75,7 +61,7 @@ VQ_INLINE void acc_i16(const vq_tq_kern *k, const uint8_t *codes, int64_t n, con
         const int m = n - t0 < VQ_TQ_I16_CHUNK ? (int)(n - t0) : VQ_TQ_I16_CHUNK;
         const uint8_t *r0 = codes + t0 * rl;
         const __mmask16 m0 = m >= 16 ? 0xFFFF : (__mmask16)((1u << m) - 1u);
-        const __m512 s0 = scales16(r0, rl, m);
+        const __m512 s0 = vq_tq_scales16(r0, rl, m0);
         int16_t uq[4][VQ_TQ_I16_CHUNK] __attribute__((aligned(32)));
         float f[4];
         int live[4];
