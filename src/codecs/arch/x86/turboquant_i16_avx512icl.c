@@ -41,10 +41,22 @@ VQ_INLINE __m512i code_bytes(const uint8_t *pa, const uint8_t *pb, __m512i qa, _
     return _mm512_ternarylogic_epi32(a, b, _mm512_set1_epi8((char)((1 << BA) - 1)), 0xE4);
 }
 
-/* acc[8] += lanes 0-7, acc[16 .. 23] += lanes 8-15 of v. */
-VQ_INLINE void add_split(float *a, __m512 v) {
-    _mm256_storeu_ps(a, _mm256_add_ps(_mm256_loadu_ps(a), _mm512_castps512_ps256(v)));
-    _mm256_storeu_ps(a + 16, _mm256_add_ps(_mm256_loadu_ps(a + 16), _mm512_extractf32x8_ps(v, 1)));
+/* a + the pairwise int16 products of v and w (VPDPWSSD) in a's own register: with the
+ * intrinsic GCC 12 copied each of the 12 sums to another register and back around every
+ * VPDPWSSD (its only form overwrites the sum), 24 moves per token pair. */
+VQ_INLINE __m512i dpwssd(__m512i a, __m512i v, __m512i w) {
+    __asm__("vpdpwssd %2, %1, %0" : "+v"(a) : "v"(v), "v"(w));
+    return a;
+}
+
+/* acc[0 .. 7] and acc[16 .. 23] as one vector (lanes 0-7, 8-15), and back. */
+VQ_INLINE __m512 ld_split(const float *a) {
+    return _mm512_insertf32x8(_mm512_castps256_ps512(_mm256_loadu_ps(a)), _mm256_loadu_ps(a + 16),
+                              1);
+}
+VQ_INLINE void st_split(float *a, __m512 v) {
+    _mm256_storeu_ps(a, _mm512_castps512_ps256(v));
+    _mm256_storeu_ps(a + 16, _mm512_extractf32x8_ps(v, 1));
 }
 
 VQ_INLINE void acc_i16(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *const *w,
@@ -57,13 +69,21 @@ VQ_INLINE void acc_i16(const vq_tq_kern *k, const uint8_t *codes, int64_t n, con
     __m512i pair[4];
     for (int g = 0; g < 4; g++) pair[g] = _mm512_loadu_si512((const void *)k->i16_pair[g]);
     const __m512 fmax = _mm512_set1_ps(FLT_MAX);
+    /* The accumulators in the lanes of the sums (vector g of 64-group gi: the floats at
+     * 32g + i (i < 8) and 32g + 16 + i - 8 past the group's base), read once and written back
+     * once: each chunk adds its products to them in the same order as to acc itself. */
+    __m512 F[4][16][4];
+    for (int j = 0; j < NQ; j++)
+        for (int gi = 0; gi < ng; gi++)
+            for (int g = 0; g < 4; g++)
+                F[j][gi][g] = ld_split(acc[j] + (gi >> 1) * VQ_TQ_CHUNK + 8 * (gi & 1) + 32 * g);
     for (int64_t t0 = 0; t0 < n; t0 += VQ_TQ_I16_CHUNK) {
         const int m = n - t0 < VQ_TQ_I16_CHUNK ? (int)(n - t0) : VQ_TQ_I16_CHUNK;
         const uint8_t *r0 = codes + t0 * rl;
         const __mmask16 m0 = m >= 16 ? 0xFFFF : (__mmask16)((1u << m) - 1u);
         const __m512 s0 = vq_tq_scales16(r0, rl, m0);
         int16_t uq[4][VQ_TQ_I16_CHUNK] __attribute__((aligned(32)));
-        float f[4];
+        float f[4] = {0};
         int live[4];
         for (int j = 0; j < NQ; j++) {
             const __m512 u0 = _mm512_mul_ps(_mm512_maskz_loadu_ps(m0, w[j] + t0), s0);
@@ -73,8 +93,10 @@ VQ_INLINE void acc_i16(const vq_tq_kern *k, const uint8_t *codes, int64_t n, con
             live[j] = !bad && mx != 0.0f;
             if (!live[j]) {
                 memset(uq[j], 0, sizeof uq[j]);
-                if (bad)
-                    for (int c = 0; c < d; c++) acc[j][vq_tq_pos(c)] += NAN;
+                if (bad) /* acc += NaN at every coordinate */
+                    for (int gi = 0; gi < ng; gi++)
+                        for (int g = 0; g < 4; g++)
+                            F[j][gi][g] = _mm512_add_ps(F[j][gi][g], _mm512_set1_ps(NAN));
                 continue;
             }
             const __m512 inv = _mm512_set1_ps((float)VQ_TQ_I16_WMAX / mx);
@@ -101,20 +123,22 @@ VQ_INLINE void acc_i16(const vq_tq_kern *k, const uint8_t *codes, int64_t n, con
                 for (int g = 0; g < 4; g++) {
                     const __m512i lv = _mm512_permutexvar_epi16(
                         _mm512_permutex2var_epi8(ka, pair[g], kb), tab);
-                    for (int j = 0; j < NQ; j++) S[j][g] = _mm512_dpwssd_epi32(S[j][g], lv, wp[j]);
+                    for (int j = 0; j < NQ; j++) S[j][g] = dpwssd(S[j][g], lv, wp[j]);
                 }
             }
-            /* lane i of vector g: float 32g + i (i < 8) / 32g + 16 + i - 8 past the group's */
-            const int base = (gi >> 1) * VQ_TQ_CHUNK + 8 * (gi & 1);
             for (int j = 0; j < NQ; j++) {
                 if (!live[j]) continue;
                 const __m512 fv = _mm512_set1_ps(f[j]);
                 for (int g = 0; g < 4; g++)
-                    add_split(acc[j] + base + 32 * g,
-                              _mm512_mul_ps(_mm512_cvtepi32_ps(S[j][g]), fv));
+                    F[j][gi][g] = _mm512_add_ps(F[j][gi][g],
+                                                _mm512_mul_ps(_mm512_cvtepi32_ps(S[j][g]), fv));
             }
         }
     }
+    for (int j = 0; j < NQ; j++)
+        for (int gi = 0; gi < ng; gi++)
+            for (int g = 0; g < 4; g++)
+                st_split(acc[j] + (gi >> 1) * VQ_TQ_CHUNK + 8 * (gi & 1) + 32 * g, F[j][gi][g]);
 }
 
 /* The 2+1 layout (turboquant_mse 3 bits). acc_i16 is written for planes of 1, 2, 4 bits with
