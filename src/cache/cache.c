@@ -262,6 +262,19 @@ static inline uint8_t *page_at(const struct vq_cache *c, const struct vq_stream 
 
 static int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
 
+/* Asks for the first bytes of the page that holds coded token t of stream s (codec blocks of
+ * bb bytes, bt tokens) into the caches: the codec kernels prefetch ahead only inside the rows
+ * one call is given (a page), and pages are separate allocations, so each page would start on
+ * demand misses. One block and at least 2 KB, at most the page. Results unchanged. */
+static void pf_page(const struct vq_cache *c, const struct vq_stream *s, int64_t t, size_t bb,
+                    int64_t bt) {
+    const uint8_t *pg = page_at(c, s, t);
+    const size_t pb = (size_t)(c->page_tokens / bt) * bb;
+    size_t n = bb > 2048 ? bb : 2048;
+    if (n > pb) n = pb;
+    for (size_t o = 0; o < n; o += 64) vq_prefetch(pg + o);
+}
+
 /* The codec of stream (side, head): its learned per-channel-width codec, else the side's. */
 static inline const vq_codec *side_codec(const struct vq_side *sd, int h) {
     return sd->hc && sd->hc[h] ? sd->hc[h] : sd->codec;
@@ -1670,7 +1683,13 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
         vq_codec_prepare_query(c->f16, kq[j], qs16[j]);
         if (kend[j] > kb[j]) vq_codec_prepare_query(kcd, kq[j], qs[j]);
     }
+    { /* the first value page, read after all the keys */
+        const struct vq_stream *v0 = &L->v.s[g];
+        if (sl[0].lo < v0->n_coded)
+            pf_page(c, v0, sl[0].lo, vq_codec_block_bytes(L->v.codec), L->v.bt);
+    }
     for (int64_t p0 = kmin / PT * PT; p0 < kmax; p0 += PT) {
+        if (p0 + PT < kmax) pf_page(c, kst, p0 + PT, kbb, ks->bt);
         for (int j = 0; j < ns;) {
             const int64_t a = p0 > kb[j] ? p0 : kb[j], b = p0 + PT < kend[j] ? p0 + PT : kend[j];
             if (a >= b) {
@@ -1758,6 +1777,7 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
         memset(acc[j], 0, vq_codec_acc_floats(vs->codec) * sizeof(float));
     }
     for (int64_t p0 = vmin / PT * PT; p0 < vmax; p0 += PT) {
+        if (p0 + PT < vmax) pf_page(c, vst, p0 + PT, vbb, vs->bt);
         for (int j = 0; j < ns;) {
             const int64_t a = p0 > vb[j] ? p0 : vb[j], b = p0 + PT < vend[j] ? p0 + PT : vend[j];
             if (a >= b) {
