@@ -1,0 +1,185 @@
+/*
+ * bench_attn_step.c — the attention of one decode step at depth N on a cache shaped like
+ * SmolLM2-135M's (30 layers, 3 kv heads, 9 query heads, head_dim 64), fp16 and the kv presets,
+ * one query per layer through vq_cache_attend, with a read of sweep_mib MiB (the model's
+ * weights: 94 MiB for SmolLM2 Q4_1) spread between the layers, as the matmuls do in a real
+ * step, so that the codes come from memory and not from the caches. Median of repeats, and
+ * each config's ratio against fp16's median in the same run.
+ *
+ * The cache is filled with synthetic keys and values (normal; keys with per-channel scales
+ * exp(0.4 z), z normal, and queries N(0, 1), so that kv4 learns tables of 3-4 width classes
+ * per head, e.g. 24 channels at 3 bits, 24 at 4, 8 at 5, 8 at 6, as kv4 does on SmolLM2),
+ * appended in batches of 512 after one observed query per layer. The kernels' work does not
+ * depend on the values, only on the width classes; a real decode step adds the matmuls,
+ * norms and sampling (bench/llama_bench.sh times whole steps).
+ *
+ * Configs (as `--kv` / `--method` name them): fp16; kv8 (int8 keys and values); kv5, kv4,
+ * kv3 (kivi-B keys with per-channel widths, turboquant_mse-B values, group 64, no residual,
+ * position 0 in fp16); kv2 (the same at 2 bits, 0-bit channels allowed).
+ * Usage: bench_attn_step [depth=8192] [repeats=15] [threads=1] [sweep_mib=94] [config...]
+ * Output: one CSV line per config: config,depth,threads,attn_ms,attn_ms_min,vs_fp16
+ * (vs_fp16 = fp16's median / this median; fp16 always runs first).
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "veloxquant.h"
+
+enum { N_LAYERS = 30, N_KV = 3, N_Q = 9, HEAD_DIM = 64 };
+
+static double now_ms(void) {
+    struct timespec t;
+    clock_gettime(CLOCK_MONOTONIC, &t);
+    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
+}
+
+static int cmp_d(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Standard normal from a 64-bit LCG (Box-Muller). */
+static double gauss(uint64_t *s) {
+    double u[2];
+    for (int i = 0; i < 2; i++) {
+        *s = *s * 6364136223846793005ull + 1442695040888963407ull;
+        u[i] = ((double)(*s >> 11) + 0.5) / 9007199254740992.0;
+    }
+    return sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]);
+}
+
+/* Cache params of a config name; 0 if the name is not one of the configs. */
+static int config(const char *name, int64_t depth, int threads, struct vq_cache_params *p) {
+    *p = vq_cache_params_default();
+    p->n_layers = N_LAYERS;
+    p->n_kv_heads = N_KV;
+    p->head_dim = HEAD_DIM;
+    p->max_tokens = depth + 64;
+    p->n_threads = threads;
+    if (!strcmp(name, "fp16")) return 1;
+    int bits = 0;
+    if (!strcmp(name, "kv8")) {
+        enum vq_method m;
+        if (vq_method_from_name("int8", &m) != VQ_STATUS_OK) return 0;
+        vq_codec_params_set_method(&p->key, m);
+        vq_codec_params_set_method(&p->value, m);
+        return 1;
+    }
+    if (sscanf(name, "kv%d", &bits) != 1 || bits < 2 || bits > 5 || strlen(name) != 3) return 0;
+    vq_codec_params_set_method(&p->key, VQ_METHOD_KIVI);
+    vq_codec_params_set_bits(&p->key, bits);
+    p->key.group_size = 64;
+    p->key.residual_length = 0;
+    vq_codec_params_set_method(&p->value, VQ_METHOD_TURBOQUANT_MSE);
+    vq_codec_params_set_bits(&p->value, bits);
+    p->stream_sinks = 1;
+    p->key_channel_bits = bits == 2 ? 2 : 1;
+    return 1;
+}
+
+/* Median (and min in *mn) attention milliseconds per step of config name. */
+static double run(const char *name, int64_t depth, int reps, int threads, const float *sweep,
+                  size_t sweep_floats, double *mn) {
+    struct vq_cache_params p;
+    if (!config(name, depth, threads, &p)) {
+        fprintf(stderr, "bench_attn_step: unknown config '%s'\n", name);
+        exit(2);
+    }
+    vq_status st;
+    vq_cache *c = vq_cache_create(&p, &st);
+    if (!c) {
+        fprintf(stderr, "bench_attn_step: %s: %s\n", name, vq_status_str(st));
+        exit(1);
+    }
+    const size_t row = (size_t)N_KV * HEAD_DIM, batch = 512;
+    float *k = malloc(batch * row * sizeof(float)), *v = malloc(batch * row * sizeof(float));
+    float q[N_Q * HEAD_DIM], out[N_Q * HEAD_DIM], cs[N_KV * HEAD_DIM];
+    double *t = malloc((size_t)reps * sizeof(double));
+    if (!k || !v || !t) {
+        fprintf(stderr, "bench_attn_step: out of memory\n");
+        exit(1);
+    }
+    uint64_t s = 42;
+    for (size_t i = 0; i < row; i++) cs[i] = (float)exp(0.4 * gauss(&s));
+    for (int i = 0; i < N_Q * HEAD_DIM; i++) q[i] = (float)gauss(&s);
+    for (int l = 0; l < N_LAYERS; l++) {
+        vq_cache_observe_queries(c, l, q, N_Q, 1);
+        for (int64_t t0 = 0; t0 < depth; t0 += (int64_t)batch) {
+            const int64_t m = depth - t0 < (int64_t)batch ? depth - t0 : (int64_t)batch;
+            for (size_t i = 0; i < (size_t)m * row; i++) {
+                k[i] = (float)gauss(&s) * cs[i % row];
+                v[i] = (float)gauss(&s);
+            }
+            st = vq_cache_append(c, l, k, v, VQ_DTYPE_F32, m);
+            if (st != VQ_STATUS_OK) {
+                fprintf(stderr, "bench_attn_step: append: %s\n", vq_status_str(st));
+                exit(1);
+            }
+        }
+    }
+    const size_t per = sweep_floats / N_LAYERS;
+    volatile float sink = 0;
+    for (int r = -1; r < reps; r++) { /* r = -1: warm-up */
+        double ms = 0;
+        for (int l = 0; l < N_LAYERS; l++) {
+            float a = 0;
+            for (size_t i = 0; i < per; i += 16) a += sweep[(size_t)l * per + i];
+            sink += a;
+            const double t0 = now_ms();
+            st = vq_cache_attend(c, l, q, N_Q, 1, NULL, 0.125f, out);
+            ms += now_ms() - t0;
+            if (st != VQ_STATUS_OK) {
+                fprintf(stderr, "bench_attn_step: attend: %s\n", vq_status_str(st));
+                exit(1);
+            }
+        }
+        if (r >= 0) t[r] = ms;
+    }
+    qsort(t, (size_t)reps, sizeof *t, cmp_d);
+    const double med = t[reps / 2];
+    *mn = t[0];
+    free(k);
+    free(v);
+    free(t);
+    vq_cache_free(c);
+    return med;
+}
+
+int main(int argc, char **argv) {
+    const int64_t depth = argc > 1 ? atoll(argv[1]) : 8192;
+    const int reps = argc > 2 ? atoi(argv[2]) : 15, threads = argc > 3 ? atoi(argv[3]) : 1;
+    const int sweep_mib = argc > 4 ? atoi(argv[4]) : 94;
+    if (depth < 1 || depth > (1 << 20) || reps < 1 || threads < 1 || sweep_mib < 0) {
+        fprintf(stderr,
+                "usage: bench_attn_step [depth=8192] [repeats=15] [threads=1] "
+                "[sweep_mib=94] [config...]\n");
+        return 2;
+    }
+    static const char *const all[] = {"kv8", "kv5", "kv4", "kv3", "kv2"};
+    const char *const *cfg = argc > 5 ? (const char *const *)argv + 5 : all;
+    const int n_cfg = argc > 5 ? argc - 5 : (int)(sizeof all / sizeof all[0]);
+    const size_t sweep_floats = ((size_t)sweep_mib << 20) / sizeof(float) + N_LAYERS * 16;
+    float *sweep = malloc(sweep_floats * sizeof(float));
+    if (!sweep) {
+        fprintf(stderr, "bench_attn_step: out of memory\n");
+        return 1;
+    }
+    for (size_t i = 0; i < sweep_floats; i++) sweep[i] = (float)(i & 7);
+    printf("config,depth,threads,attn_ms,attn_ms_min,vs_fp16\n");
+    double mn;
+    const double f = run("fp16", depth, reps, threads, sweep, sweep_floats, &mn);
+    printf("fp16,%lld,%d,%.3f,%.3f,1.00\n", (long long)depth, threads, f, mn);
+    fflush(stdout);
+    for (int i = 0; i < n_cfg; i++) {
+        if (!strcmp(cfg[i], "fp16")) continue;
+        const double m = run(cfg[i], depth, reps, threads, sweep, sweep_floats, &mn);
+        printf("%s,%lld,%d,%.3f,%.3f,%.2f\n", cfg[i], (long long)depth, threads, m, mn, f / m);
+        fflush(stdout);
+    }
+    free(sweep);
+    return 0;
+}
