@@ -25,8 +25,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_util.h"
 #include "veloxquant.h"
 
 enum { N_LAYERS = 30, N_KV = 3, N_Q = 9, HEAD_DIM = 64 };
@@ -34,16 +34,7 @@ enum { N_LAYERS = 30, N_KV = 3, N_Q = 9, HEAD_DIM = 64 };
 /* The sweep's sum goes here so that the reads are kept. */
 static volatile float g_sink;
 
-static double now_ms(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec * 1e3 + (double)t.tv_nsec * 1e-6;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+static double now_ms(void) { return bench_now_s() * 1e3; }
 
 /* Standard normal from a 64-bit LCG (Box-Muller). */
 static double gauss(uint64_t *s) {
@@ -141,7 +132,7 @@ static double run(const char *name, int64_t depth, int reps, int threads, const 
         }
         if (r >= 0) t[r] = ms;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_d);
+    bench_sort(t, (size_t)reps);
     const double med = t[reps / 2];
     *mn = t[0];
     free(k);

@@ -23,20 +23,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_util.h"
 #include "veloxquant.h"
 
-static double now_us(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return ts.tv_sec * 1e6 + ts.tv_nsec * 1e-3;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
+static double now_us(void) { return bench_now_s() * 1e6; }
 
 /* 64-byte aligned, zeroed (the layout the cache gives the kernels); NULL when out of memory. */
 static void *alloc64(size_t bytes) {
@@ -141,7 +132,7 @@ static int time_case(const struct bench *b, const vq_codec *c, double med[3], do
         for (int j = 0; r >= 2 && j < 3; j++) b->ts[j * reps + r - 2] = t[j];
     }
     for (int j = 0; j < 3; j++) {
-        qsort(b->ts + j * reps, (size_t)reps, sizeof(double), cmp_d);
+        bench_sort(b->ts + j * reps, (size_t)reps);
         med[j] = b->ts[j * reps + reps / 2];
     }
     const int H = (int)(b->cold_mib * 1048576.0 / (2.0 * (double)hb)) + 1;
@@ -158,7 +149,7 @@ static int time_case(const struct bench *b, const vq_codec *c, double med[3], do
             attend_once(b, c, qs, kh, kh + hb, acc, NULL);
             if (r >= 2) b->ts[r - 2] = now_us() - t0;
         }
-        qsort(b->ts, (size_t)reps, sizeof(double), cmp_d);
+        bench_sort(b->ts, (size_t)reps);
         *cold = b->ts[reps / 2];
         free(big);
     }

@@ -13,20 +13,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench_util.h"
 #include "veloxquant.h"
 
-static double now_s(void) {
-    struct timespec t;
-    clock_gettime(CLOCK_MONOTONIC, &t);
-    return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
-}
-
-static int cmp_d(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
 
 /* Median time (microseconds) of prepare_query + score over the n tokens x encode. */
 static double time_score(vq_codec *c, const float *x, int n, const float *q, int reps) {
@@ -40,14 +30,14 @@ static double time_score(vq_codec *c, const float *x, int n, const float *q, int
         exit(1);
     }
     for (int r = 0; r < reps; r++) {
-        const double t0 = now_s();
+        const double t0 = bench_now_s();
         for (int k = 0; k < 10; k++) {
             vq_codec_prepare_query(c, q, qs);
             vq_codec_score(c, qs, codes, n, sc);
         }
-        t[r] = (now_s() - t0) / 10 * 1e6;
+        t[r] = (bench_now_s() - t0) / 10 * 1e6;
     }
-    qsort(t, (size_t)reps, sizeof *t, cmp_d);
+    bench_sort(t, (size_t)reps);
     const double med = t[reps / 2];
     free(codes);
     free(qs);

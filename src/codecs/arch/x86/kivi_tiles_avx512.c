@@ -29,12 +29,8 @@
 
 #ifdef VQ_KIVI_VNNI
 #define TILES_FN vq_kivi_score_tiles_avx512vnni
-/* VPDPWSSD in a's own register: with the intrinsic GCC 12 copied the sums to other registers
- * and back around every VPDPWSSD (its only form overwrites the sum). */
-VQ_INLINE __m512i dp(__m512i a, __m512i v, __m512i q) {
-    __asm__("vpdpwssd %2, %1, %0" : "+v"(a) : "v"(v), "v"(q));
-    return a;
-}
+#include "codecs/arch/x86/vnni_x86.h"
+VQ_INLINE __m512i dp(__m512i a, __m512i v, __m512i q) { return vq_dpwssd(a, v, q); }
 #else
 #define TILES_FN vq_kivi_score_tiles_avx512
 VQ_INLINE __m512i dp(__m512i a, __m512i v, __m512i q) {

@@ -21,6 +21,7 @@
 
 #include "codecs/arch/x86/stream_pf.h"
 #include "codecs/arch/x86/tq_x86.h"
+#include "codecs/arch/x86/vnni_x86.h"
 #include "codecs/turboquant_kernels.h"
 
 #define VQ_INLINE static inline __attribute__((always_inline))
@@ -39,14 +40,6 @@ VQ_INLINE __m512i code_bytes(const uint8_t *pa, const uint8_t *pb, __m512i qa, _
     const __m512i b = _mm512_multishift_epi64_epi8(cb, _mm512_set1_epi64((long long)bw));
     /* (a & low) | (b & ~low), low = the BA low bits */
     return _mm512_ternarylogic_epi32(a, b, _mm512_set1_epi8((char)((1 << BA) - 1)), 0xE4);
-}
-
-/* a + the pairwise int16 products of v and w (VPDPWSSD) in a's own register: with the
- * intrinsic GCC 12 copied each of the 12 sums to another register and back around every
- * VPDPWSSD (its only form overwrites the sum), 24 moves per token pair. */
-VQ_INLINE __m512i dpwssd(__m512i a, __m512i v, __m512i w) {
-    __asm__("vpdpwssd %2, %1, %0" : "+v"(a) : "v"(v), "v"(w));
-    return a;
 }
 
 /* acc[0 .. 7] and acc[16 .. 23] as one vector (lanes 0-7, 8-15), and back. */
@@ -123,7 +116,7 @@ VQ_INLINE void acc_i16(const vq_tq_kern *k, const uint8_t *codes, int64_t n, con
                 for (int g = 0; g < 4; g++) {
                     const __m512i lv = _mm512_permutexvar_epi16(
                         _mm512_permutex2var_epi8(ka, pair[g], kb), tab);
-                    for (int j = 0; j < NQ; j++) S[j][g] = dpwssd(S[j][g], lv, wp[j]);
+                    for (int j = 0; j < NQ; j++) S[j][g] = vq_dpwssd(S[j][g], lv, wp[j]);
                 }
             }
             for (int j = 0; j < NQ; j++) {
