@@ -102,12 +102,36 @@
 
 enum { WIN_NONE = 0, WIN_FLUSH = 1, WIN_SLIDE = 2 };
 
+/* Pages of a stream are carved one after another from extents (vq_map: memory taken as it is
+ * written) of VQ_EXT_MIN .. VQ_EXT_MAX pages, each as large as the pages the stream holds: a
+ * stream's pages lie in one address range, read as one sequence by attention (the hardware
+ * prefetchers follow it across pages; separate allocations of a few KB interleave the streams
+ * of all layers and heads). Under AddressSanitizer each page is its own vq_alloc so that an
+ * overrun of a page stays visible. docs/ALGORITHMS.md §9.12. */
+#define VQ_EXT_MIN 4
+#define VQ_EXT_MAX 256
+#if defined(__SANITIZE_ADDRESS__)
+#define VQ_EXT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define VQ_EXT_ASAN 1
+#endif
+#endif
+
+struct vq_extent {
+    uint8_t *base;
+    size_t bytes;
+};
+
 struct vq_stream {
     uint8_t **pages; /* (pages_cap) page pointers; [0, n_pages) allocated; pages[i] holds
                              * coded tokens [(pg0 + i) * page_tokens, ...); the ones past the
                              * coded end are spare (recycled) pages */
     int64_t pages_cap;
     int64_t n_pages;
+    struct vq_extent *ext; /* (ext_cap) the memory pages are carved from, oldest first */
+    int n_ext, ext_cap;
+    size_t ext_used; /* bytes carved from the last extent */
     int64_t pg0;     /* pages freed below the window (windowed layers; else 0) */
     uint16_t *ss;    /* (layer ss_cap, head_dim) fp16 rows of positions 0.. (stream sinks) */
     int64_t n_coded; /* tokens stored in codec blocks (multiple of block_tokens) */
@@ -275,6 +299,22 @@ static void pf_page(const struct vq_cache *c, const struct vq_stream *s, int64_t
     for (size_t o = 0; o < n; o += 64) vq_prefetch(pg + o);
 }
 
+/* The end of the run of pages from p0 (a page start) below pmax that lie one after another in
+ * memory (carved in order from one extent), as a token position: one codec call covers the
+ * run. Pages with outlier-channel records after their blocks are runs of one page. */
+static int64_t run_end(const struct vq_cache *c, const struct vq_side *sd,
+                       const struct vq_stream *s, int64_t p0, int64_t pmax) {
+    const int64_t PT = c->page_tokens;
+    int64_t p1 = p0 + PT;
+    if (sd->n_oc > 0) return p1;
+    for (const uint8_t *pg = page_at(c, s, p0); p1 < pmax; p1 += PT) {
+        const uint8_t *nx = page_at(c, s, p1);
+        if (nx != pg + sd->page_bytes) break;
+        pg = nx;
+    }
+    return p1;
+}
+
 /* The codec of stream (side, head): its learned per-channel-width codec, else the side's. */
 static inline const vq_codec *side_codec(const struct vq_side *sd, int h) {
     return sd->hc && sd->hc[h] ? sd->hc[h] : sd->codec;
@@ -439,11 +479,68 @@ static vq_status side_init(struct vq_cache *c, struct vq_side *sd, const vq_code
     return VQ_STATUS_OK;
 }
 
+/* Bytes a page of side sd takes in an extent: page_bytes, so that the pages of an extent are
+ * one array of codec blocks (run_end). */
+static size_t page_stride(const struct vq_side *sd) { return sd->page_bytes; }
+
+static void extent_release(struct vq_extent *e) {
+#ifdef VQ_EXT_ASAN
+    vq_free(e->base);
+#else
+    vq_unmap(e->base, e->bytes);
+#endif
+}
+
+/* A zeroed page for stream s of side sd, carved after the stream's last page; NULL when out
+ * of memory. */
+static uint8_t *page_new(const struct vq_side *sd, struct vq_stream *s) {
+    const size_t pb = page_stride(sd);
+    if (s->n_ext == 0 || s->ext_used + pb > s->ext[s->n_ext - 1].bytes) {
+        if (s->n_ext == s->ext_cap) {
+            const int cap = s->ext_cap ? 2 * s->ext_cap : 4;
+            struct vq_extent *ne = realloc(s->ext, (size_t)cap * sizeof *ne);
+            if (!ne) return NULL;
+            s->ext = ne;
+            s->ext_cap = cap;
+        }
+#ifdef VQ_EXT_ASAN
+        const size_t bytes = pb;
+        uint8_t *base = vq_alloc(bytes);
+#else
+        int64_t np = s->n_pages < VQ_EXT_MIN ? VQ_EXT_MIN : s->n_pages;
+        if (np > VQ_EXT_MAX) np = VQ_EXT_MAX;
+        const size_t bytes = (size_t)np * pb;
+        uint8_t *base = vq_map(bytes);
+#endif
+        if (!base) return NULL;
+        s->ext[s->n_ext++] = (struct vq_extent){base, bytes};
+        s->ext_used = 0;
+    }
+    uint8_t *pg = s->ext[s->n_ext - 1].base + s->ext_used;
+    s->ext_used += pb;
+    memset(pg, 0, pb); /* a page given back by a rollback may be carved again */
+    return pg;
+}
+
+/* Gives back pg, the page page_new returned last for s (a rollback); an extent left empty is
+ * released. */
+static void page_drop(const struct vq_side *sd, struct vq_stream *s, const uint8_t *pg) {
+    const size_t pb = page_stride(sd);
+    VQ_ASSERT(s->n_ext > 0 && s->ext_used >= pb &&
+              s->ext[s->n_ext - 1].base + s->ext_used - pb == pg);
+    s->ext_used -= pb;
+    if (s->ext_used == 0) {
+        extent_release(&s->ext[--s->n_ext]);
+        s->ext_used = s->n_ext > 0 ? s->ext[s->n_ext - 1].bytes : 0; /* earlier ones are full */
+    }
+}
+
 static void side_free(struct vq_side *sd, int n_kv) {
     if (!sd->s) return;
     for (int h = 0; h < n_kv; h++) {
         struct vq_stream *s = &sd->s[h];
-        for (int64_t p = 0; p < s->n_pages; p++) vq_free(s->pages[p]);
+        for (int i = 0; i < s->n_ext; i++) extent_release(&s->ext[i]);
+        free(s->ext);
         free(s->pages);
         vq_free(s->win);
         vq_free(s->sink);
@@ -1204,7 +1301,7 @@ static vq_status stream_encode(struct vq_cache *c, struct vq_layer *L, struct vq
         s->pages_cap = cap;
     }
     while (s->n_pages < need) {
-        uint8_t *pg = vq_alloc(sd->page_bytes);
+        uint8_t *pg = page_new(sd, s);
         if (!pg) return VQ_STATUS_NO_MEMORY;
         s->pages[s->n_pages++] = pg;
     }
@@ -1232,7 +1329,7 @@ static void stream_rollback(struct vq_side *sd, int h, const struct plan *pl) {
     struct vq_stream *s = &sd->s[h];
     while (s->n_pages > pl->old_pages) {
         s->n_pages--;
-        vq_free(s->pages[s->n_pages]);
+        page_drop(sd, s, s->pages[s->n_pages]);
         s->pages[s->n_pages] = NULL;
     }
 }
@@ -1688,10 +1785,11 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
         if (sl[0].lo < v0->n_coded)
             pf_page(c, v0, sl[0].lo, vq_codec_block_bytes(L->v.codec), L->v.bt);
     }
-    for (int64_t p0 = kmin / PT * PT; p0 < kmax; p0 += PT) {
-        if (p0 + PT < kmax) pf_page(c, kst, p0 + PT, kbb, ks->bt);
+    for (int64_t p0 = kmin / PT * PT, p1; p0 < kmax; p0 = p1) {
+        p1 = run_end(c, ks, kst, p0, kmax);
+        if (p1 < kmax) pf_page(c, kst, p1, kbb, ks->bt);
         for (int j = 0; j < ns;) {
-            const int64_t a = p0 > kb[j] ? p0 : kb[j], b = p0 + PT < kend[j] ? p0 + PT : kend[j];
+            const int64_t a = p0 > kb[j] ? p0 : kb[j], b = p1 < kend[j] ? p1 : kend[j];
             if (a >= b) {
                 j++;
                 continue;
@@ -1702,7 +1800,7 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
             const void *qm[VQ_SLOT_BATCH] = {qs[j]};
             float *sm[VQ_SLOT_BATCH] = {sc[j] + a};
             while (j + m < ns && (p0 > kb[j + m] ? p0 : kb[j + m]) == a &&
-                   (p0 + PT < kend[j + m] ? p0 + PT : kend[j + m]) == b) {
+                   (p1 < kend[j + m] ? p1 : kend[j + m]) == b) {
                 qm[m] = qs[j + m];
                 sm[m] = sc[j + m] + a;
                 m++;
@@ -1776,10 +1874,11 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
             }
         memset(acc[j], 0, vq_codec_acc_floats(vs->codec) * sizeof(float));
     }
-    for (int64_t p0 = vmin / PT * PT; p0 < vmax; p0 += PT) {
-        if (p0 + PT < vmax) pf_page(c, vst, p0 + PT, vbb, vs->bt);
+    for (int64_t p0 = vmin / PT * PT, p1; p0 < vmax; p0 = p1) {
+        p1 = run_end(c, vs, vst, p0, vmax);
+        if (p1 < vmax) pf_page(c, vst, p1, vbb, vs->bt);
         for (int j = 0; j < ns;) {
-            const int64_t a = p0 > vb[j] ? p0 : vb[j], b = p0 + PT < vend[j] ? p0 + PT : vend[j];
+            const int64_t a = p0 > vb[j] ? p0 : vb[j], b = p1 < vend[j] ? p1 : vend[j];
             if (a >= b) {
                 j++;
                 continue;
@@ -1788,7 +1887,7 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
             const float *wm[VQ_SLOT_BATCH] = {sc[j] + a};
             float *am[VQ_SLOT_BATCH] = {acc[j]};
             while (j + m < ns && (p0 > vb[j + m] ? p0 : vb[j + m]) == a &&
-                   (p0 + PT < vend[j + m] ? p0 + PT : vend[j + m]) == b) {
+                   (p1 < vend[j + m] ? p1 : vend[j + m]) == b) {
                 wm[m] = sc[j + m] + a;
                 am[m] = acc[j + m];
                 m++;

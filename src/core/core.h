@@ -39,6 +39,13 @@ static inline void vq_prefetch(const void *p) {
 }
 void *vq_alloc(size_t bytes);
 void vq_free(void *p);
+/* Returns bytes (> 0) of zeroed memory aligned to 4096 bytes whose physical pages are taken
+ * only as they are first written (an anonymous private mapping where the OS has one, else
+ * vq_alloc), or NULL when out of memory or address space: for an arena carved on demand, whose
+ * untouched end costs no memory. Release with vq_unmap(p, bytes), the same bytes. Thread-safe. */
+void *vq_map(size_t bytes);
+/* Releases memory from vq_map(bytes); NULL is a no-op. Thread-safe. */
+void vq_unmap(void *p, size_t bytes);
 
 /* ---- CPU dispatch ---- */
 /* Resolves VQ_ISA_AUTO to the default variant (honours $VQ_ISA); returns the variant itself
