@@ -353,8 +353,8 @@ static void load_row(const struct vq_cache *c, const struct vq_side *sd, const v
 
 /* ---- softmax (scalar reference) ------------------------------------------------------- */
 
-void vq_softmax_ref(float *x, int64_t n, float scale, float *m_out, float *s_out) {
-    float m = -INFINITY;
+void vq_softmax_ref(float *x, int64_t n, float scale, float m_floor, float *m_out, float *s_out) {
+    float m = m_floor;
     for (int64_t t = 0; t < n; t++) {
         x[t] *= scale;
         if (x[t] > m) m = x[t];
@@ -366,8 +366,6 @@ void vq_softmax_ref(float *x, int64_t n, float scale, float *m_out, float *s_out
     }
     if (m_out) *m_out = m;
     if (s_out) *s_out = (float)sum;
-    const float inv = (float)(1.0 / sum);
-    for (int64_t t = 0; t < n; t++) x[t] *= inv;
 }
 
 /* ---- create / free -------------------------------------------------------------------------- */
@@ -1721,20 +1719,22 @@ struct attend_slot {
 static void softmax_ranges(const vq_cache *c, float *sc, int64_t sh, int64_t lo, int64_t hi,
                            float scale, float *m, float *s) {
     if (sh == 0) {
-        c->softmax(sc + lo, hi - lo, scale, m, s);
+        c->softmax(sc + lo, hi - lo, scale, -INFINITY, m, s);
         return;
     }
+    /* the stream sinks first; the range then takes the larger max, and the sinks' few
+     * weights are brought to it */
     float m1, s1, m2 = -INFINITY, s2 = 0.0f;
-    c->softmax(sc, sh, scale, &m1, &s1);
-    if (hi > lo) c->softmax(sc + lo, hi - lo, scale, &m2, &s2);
+    c->softmax(sc, sh, scale, -INFINITY, &m1, &s1);
+    if (hi > lo) c->softmax(sc + lo, hi - lo, scale, m1, &m2, &s2);
     const float mx = m1 > m2 ? m1 : m2;
-    const double a1 = (double)s1 * exp((double)m1 - mx);
-    const double a2 = hi > lo ? (double)s2 * exp((double)m2 - mx) : 0.0;
-    const float f1 = (float)(a1 / (a1 + a2)), f2 = (float)(a2 / (a1 + a2));
-    for (int64_t t = 0; t < sh; t++) sc[t] *= f1;
-    for (int64_t t = lo; t < hi; t++) sc[t] *= f2;
+    if (mx > m1) {
+        const float f1 = expf(m1 - mx);
+        for (int64_t t = 0; t < sh; t++) sc[t] *= f1;
+        s1 *= f1;
+    }
     *m = mx;
-    *s = (float)(a1 + a2);
+    *s = s1 + s2;
 }
 
 /* Attention of ns (<= c->n_slots) slots that share kv head g:
@@ -1749,6 +1749,7 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
     void *qs[VQ_SLOT_BATCH], *qs16[VQ_SLOT_BATCH];
     const float *kq[VQ_SLOT_BATCH]; /* the query the keys are scored with */
     int64_t kb[VQ_SLOT_BATCH], kend[VQ_SLOT_BATCH], vb[VQ_SLOT_BATCH], vend[VQ_SLOT_BATCH];
+    float inv[VQ_SLOT_BATCH]; /* 1 / the softmax sum of each slot */
     for (int j = 0; j < ns; j++) {
         uint8_t *hs = slab + (size_t)j * c->slot_bytes;
         sc[j] = (float *)(void *)(hs + c->off_scores);
@@ -1831,9 +1832,11 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
         if (hi > w0) window_score(c, kst, qs16[j], w0 - kst->n_coded, hi - w0, sc[j] + w0);
         if (sl[j].sh > 0) /* stream sinks */
             vq_codec_score(c->f16, qs16[j], kst->ss, sl[j].sh, sc[j]);
-        /* softmax with max subtraction; weights are normalized in place */
+        /* softmax with max subtraction; the weights stay unnormalized, the output is scaled by
+         * 1 / sum at the end */
         float m, sum;
         softmax_ranges(c, sc[j], sl[j].sh, lo, hi, scale, &m, &sum);
+        inv[j] = 1.0f / sum;
         if (sl[j].stats) {
             sl[j].stats[0] = m;
             sl[j].stats[1] = sum;
@@ -1907,9 +1910,9 @@ static void attend_batch(const vq_cache *c, const struct vq_layer *L, int g, int
         if (vs->mu) { /* centered values: the weights of a slot sum to 1 (split chunks too) */
             float mu[1024];
             vq_fp16_to_fp32_row(vs->mu + (size_t)g * (size_t)d, mu, d);
-            for (int i = 0; i < d; i++) o[i] += acc16[j][i] + mu[i];
+            for (int i = 0; i < d; i++) o[i] = (o[i] + acc16[j][i]) * inv[j] + mu[i];
         } else {
-            for (int i = 0; i < d; i++) o[i] += acc16[j][i];
+            for (int i = 0; i < d; i++) o[i] = (o[i] + acc16[j][i]) * inv[j];
         }
     }
 }

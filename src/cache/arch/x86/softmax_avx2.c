@@ -1,6 +1,6 @@
 /*
- * softmax_avx2.c — AVX2 + FMA scaled softmax (contract in cache/softmax.h): three passes
- * (scale + max, exp + sum, normalize); a scalar tail of < 8 elements uses the same
+ * softmax_avx2.c — AVX2 + FMA scaled exponentials of a softmax (contract in cache/softmax.h):
+ * two passes (scale + max, exp + sum); a scalar tail of < 8 elements uses the same
  * polynomial on a zero-padded vector.
  */
 #include <immintrin.h>
@@ -43,9 +43,9 @@ static inline float hsum8(__m256 v) {
     return _mm_cvtss_f32(s);
 }
 
-void vq_softmax_avx2(float *x, int64_t n, float scale, float *m_out, float *s_out) {
+void vq_softmax_avx2(float *x, int64_t n, float scale, float m_floor, float *m_out, float *s_out) {
     const __m256 sv = _mm256_set1_ps(scale);
-    __m256 mx = _mm256_set1_ps(-INFINITY);
+    __m256 mx = _mm256_set1_ps(m_floor);
     int64_t i = 0;
     for (; i + 8 <= n; i += 8) {
         const __m256 v = _mm256_mul_ps(_mm256_loadu_ps(x + i), sv);
@@ -89,9 +89,4 @@ void vq_softmax_avx2(float *x, int64_t n, float scale, float *m_out, float *s_ou
     const float sum = hsum8(_mm256_add_ps(s0, s1));
     if (m_out) *m_out = m;
     if (s_out) *s_out = sum;
-    const float inv = 1.0f / sum;
-    const __m256 iv = _mm256_set1_ps(inv);
-    i = 0;
-    for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), iv));
-    for (; i < n; i++) x[i] *= inv;
 }

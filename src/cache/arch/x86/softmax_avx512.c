@@ -1,6 +1,6 @@
 /*
- * softmax_avx512.c — AVX-512 scaled softmax (contract in cache/softmax.h): three passes
- * (scale + max, exp + sum, normalize), masked tails, polynomial exp with vscalefps.
+ * softmax_avx512.c — AVX-512 scaled exponentials of a softmax (contract in cache/softmax.h):
+ * two passes (scale + max, exp + sum), masked tails, polynomial exp with vscalefps.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -25,9 +25,10 @@ static inline __m512 exp16(__m512 x) {
     return _mm512_scalef_ps(y, fx);
 }
 
-void vq_softmax_avx512(float *x, int64_t n, float scale, float *m_out, float *s_out) {
+void vq_softmax_avx512(float *x, int64_t n, float scale, float m_floor, float *m_out,
+                       float *s_out) {
     const __m512 sv = _mm512_set1_ps(scale);
-    __m512 mx = _mm512_set1_ps(-INFINITY);
+    __m512 mx = _mm512_set1_ps(m_floor);
     int64_t i = 0;
     for (; i + 16 <= n; i += 16) {
         const __m512 v = _mm512_mul_ps(_mm512_loadu_ps(x + i), sv);
@@ -64,10 +65,4 @@ void vq_softmax_avx512(float *x, int64_t n, float scale, float *m_out, float *s_
     const float sum = _mm512_reduce_add_ps(_mm512_add_ps(s0, s1));
     if (m_out) *m_out = _mm512_cvtss_f32(m);
     if (s_out) *s_out = sum;
-    const __m512 inv = _mm512_set1_ps(1.0f / sum);
-    i = 0;
-    for (; i + 16 <= n; i += 16)
-        _mm512_storeu_ps(x + i, _mm512_mul_ps(_mm512_loadu_ps(x + i), inv));
-    if (i < n)
-        _mm512_mask_storeu_ps(x + i, tm, _mm512_mul_ps(_mm512_maskz_loadu_ps(tm, x + i), inv));
 }
