@@ -735,7 +735,7 @@ TEST(tiles_vs_ref) {
 
 /* The per-block integer queries (vq_kivi_prep_*) against the reference: qi and delta bit for
  * bit, bias within rounding of it and bit for bit the family's fold; random class layouts of
- * 8..1024 channels (some followed by channels of no class, as a 0-bit class), sf16 scales
+ * 8..1024 channels and of 64 (some followed by channels of no class, as a 0-bit class), sf16 scales
  * with subnormals and negatives, 1..4 queries, some all zero, some with a huge or non-finite
  * entry. */
 TEST(prep_vs_ref) {
@@ -759,8 +759,19 @@ TEST(prep_vs_ref) {
                 qmax[k] = vq_kivi_qmax(nch[k], 2 + (int)(urand() * 7));
                 d += nch[k];
             }
+            if (rep % 3 == 1) { /* head size 64 (the AVX-512 one-pass path): even classes */
+                d = 0;
+                for (int k = 0; k < ncls; k++) {
+                    const int left = 64 - d - 2 * (ncls - 1 - k);
+                    nch[k] = k == ncls - 1 ? left : 2 * (1 + (int)(urand() * (left / 2 - 1)));
+                    if (rep % 7 == 5 && k == ncls - 1 && nch[k] > 2) nch[k] -= 2;
+                    qmax[k] = vq_kivi_qmax(nch[k], 2 + (int)(urand() * 7));
+                    d += nch[k];
+                }
+            }
             const int dq = d; /* a 0-bit class after the others: channels without codes */
-            if (rep % 7 == 5 && d <= 1024 - 24) d += 8 * (1 + rep % 3);
+            if (rep % 3 == 1) d = 64;
+            else if (rep % 7 == 5 && d <= 1024 - 24) d += 8 * (1 + rep % 3);
             for (int i = 0; i < 2 * d; i++) {
                 uint16_t h = (uint16_t)(urand() * 65536.0);
                 if (i % 5 == 0) h &= 0x81FF; /* subnormal */

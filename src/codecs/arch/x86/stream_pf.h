@@ -17,8 +17,10 @@
 
 #include "core/core.h"
 
-/* Records ahead (of 34 bytes at d = 64, 4 bits: about 1 KB, a few hundred ns of work). */
-#define VQ_PF_RECS 32
+/* Records ahead (of 34 bytes at d = 64, 4 bits: about 2 KB, several hundred ns of work).
+ * 64 since a codec call covers a run of pages (docs/ALGORITHMS.md §9.12): at depth 8192 the
+ * attention of a kv4 step took 7.6 ms instead of 8.1 with 32 (96 or 128: no better). */
+#define VQ_PF_RECS 64
 
 /* Asks for the n bytes from p (1 <= n <= 128: every line of a span that short holds p, its
  * middle or its last byte) into every cache level (vq_prefetch). */
