@@ -477,10 +477,6 @@ static vq_status side_init(struct vq_cache *c, struct vq_side *sd, const vq_code
     return VQ_STATUS_OK;
 }
 
-/* Bytes a page of side sd takes in an extent: page_bytes, so that the pages of an extent are
- * one array of codec blocks (run_end). */
-static size_t page_stride(const struct vq_side *sd) { return sd->page_bytes; }
-
 static void extent_release(struct vq_extent *e) {
 #ifdef VQ_EXT_ASAN
     vq_free(e->base);
@@ -492,7 +488,7 @@ static void extent_release(struct vq_extent *e) {
 /* A zeroed page for stream s of side sd, carved after the stream's last page; NULL when out
  * of memory. */
 static uint8_t *page_new(const struct vq_side *sd, struct vq_stream *s) {
-    const size_t pb = page_stride(sd);
+    const size_t pb = sd->page_bytes; /* no gap: an extent is one array of blocks */
     if (s->n_ext == 0 || s->ext_used + pb > s->ext[s->n_ext - 1].bytes) {
         if (s->n_ext == s->ext_cap) {
             const int cap = s->ext_cap ? 2 * s->ext_cap : 4;
@@ -523,7 +519,7 @@ static uint8_t *page_new(const struct vq_side *sd, struct vq_stream *s) {
 /* Gives back pg, the page page_new returned last for s (a rollback); an extent left empty is
  * released. */
 static void page_drop(const struct vq_side *sd, struct vq_stream *s, const uint8_t *pg) {
-    const size_t pb = page_stride(sd);
+    const size_t pb = sd->page_bytes;
     VQ_ASSERT(s->n_ext > 0 && s->ext_used >= pb &&
               s->ext[s->n_ext - 1].base + s->ext_used - pb == pg);
     s->ext_used -= pb;
