@@ -6,8 +6,9 @@
 #                                       MODEL=path.gguf, default: generate's default model)
 # The prompt of a run at context C is the first (C - 64) * 4 bytes of data/corpus_en.txt
 # (about 0.85 (C - 64) tokens); 64 tokens are then generated greedily (no early stop matters:
-# decode tok/s counts the tokens actually generated). On a shared machine set
-# OMP_WAIT_POLICY=passive in the environment (the README's table was taken with it).
+# decode tok/s counts the tokens actually generated). The README's one-thread table was taken
+# with OMP_WAIT_POLICY=passive (no effect on one thread); leave it unset for more threads
+# (docs/BENCHMARK.md: it makes 2-thread decode several times slower).
 set -euo pipefail
 VQ="${1:-build/veloxquant}"
 R="${2:-3}"

@@ -54,7 +54,8 @@ Environment (defaults in brackets):
   LLAMA_CACHE  llama.cpp's sdist and build [~/.cache/veloxquant/llama.cpp-$LLAMA_CPP_PYTHON_VERSION]
   JOBS       build jobs [2]
 Short run: DEPTHS="0 512" THREADS=1 KVS="fp16 kv4" LLAMA_KVS="f16 q4_0" REPS=1 $0
-On a shared machine set OMP_WAIT_POLICY=passive (veloxquant's OpenMP threads otherwise spin).
+Leave OMP_WAIT_POLICY unset: OpenMP's default spins briefly, then sleeps; =passive sleeps at
+once and makes veloxquant's decode on 2 threads several times slower (generate warns).
 EOF
 }
 

@@ -38,6 +38,14 @@ grep -q "cannot load model" "$ERR" && ok || bad "missing model message"
 # --- generate: a real run (greedy), text and statistics
 expect_exit 0 "$VQ" generate -m "$MODEL" -p "The capital of France is" -n 6 -c 64 -t 1
 grep -q "Paris" "$OUT" && ok || { bad "greedy continuation should say Paris"; cat "$OUT" >&2; }
+grep -q "OMP_WAIT_POLICY" "$ERR" && bad "no wait-policy note without the variable" || ok
+# OMP_WAIT_POLICY=passive with several threads: a note on stderr (decode several times slower);
+# one thread: none
+OMP_WAIT_POLICY=passive expect_exit 0 "$VQ" generate -m "$MODEL" -p "Hi" -n 2 -c 64 -t 2 -q
+grep -q "note: OMP_WAIT_POLICY=passive makes the 2 threads sleep" "$ERR" && ok ||
+    bad "passive wait policy on 2 threads should print a note"
+OMP_WAIT_POLICY=passive expect_exit 0 "$VQ" generate -m "$MODEL" -p "Hi" -n 2 -c 64 -t 1 -q
+grep -q "OMP_WAIT_POLICY" "$ERR" && bad "no wait-policy note on one thread" || ok
 for k in "prefill:" "decode:" "key_x" "fullKV_x" "peak RSS"; do
     grep -q "$k" "$ERR" && ok || bad "generate stats lack '$k'"
 done

@@ -84,8 +84,9 @@ static void usage(FILE *f) {
         "      --observe-queries N  query positions sampled per forward pass and layer "
         "(default 8)\n"
         "  -q, --quiet           do not stream the text (statistics only)\n\n"
-        "Threads are OpenMP threads that spin between matrix products; on cores shared with other\n"
-        "busy processes, OMP_WAIT_POLICY=passive avoids stalls at every synchronisation.\n");
+        "Threads are OpenMP threads: they spin briefly between matrix products, then sleep\n"
+        "(OpenMP's default). OMP_WAIT_POLICY=passive makes them sleep at once, which makes\n"
+        "decode on several threads several times slower (a warning says so).\n");
     fputs("\nKV cache (the same options and defaults as `perplexity` and `sweep`):\n" VQ_KV_HELP,
           f);
 }
@@ -507,6 +508,7 @@ static int gen_build_ctx(const struct gen_opts *o, struct gen_state *g) {
     struct vq_ctx_params cp = vq_ctx_params_default();
     cp.n_ctx = o->n_ctx;
     cp.n_threads = o->threads;
+    vq_cli_warn_wait_policy("generate", o->threads);
     cp.n_batch = o->batch;
     cp.f32_activations = o->f32_act;
     cp.isa = o->isa;

@@ -159,6 +159,7 @@ static int ppl_build(const struct ppl_opts *o, struct ppl_state *s) {
     pp->n_chunks = o->chunks;
     pp->n_batch = o->batch;
     pp->n_threads = o->threads;
+    vq_cli_warn_wait_policy(CMD, o->threads);
     pp->top_k = o->top_k;
     pp->f32_activations = o->f32act;
     if (!vq_kv_opts_resolve(CMD, &o->ko, &pp->cache.key, &pp->cache.value)) return 2;

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
+#include <unistd.h>
 
 int vq_opt_long(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out) {
     if (!val) {
@@ -107,6 +109,19 @@ int vq_opt_isa(const char *cmd, const char *opt, const char *val, enum vq_isa *o
     }
     fprintf(stderr, "%s: %s: '%s' is not one of auto, scalar, avx2, avx512\n", cmd, opt, val);
     return 0;
+}
+
+int vq_cli_warn_wait_policy(const char *cmd, int threads) {
+    const long n = threads > 0 ? threads : sysconf(_SC_NPROCESSORS_ONLN);
+    const char *wp = getenv("OMP_WAIT_POLICY"), *sc = getenv("GOMP_SPINCOUNT");
+    const int passive = wp && !strcasecmp(wp, "passive"), nospin = sc && !strcmp(sc, "0");
+    if (n <= 1 || !(passive || nospin)) return 0;
+    fprintf(stderr,
+            "%s: note: %s makes the %ld threads sleep between the hundreds of parallel regions "
+            "of each step (decode several times slower on 2 threads); unset it: OpenMP's default "
+            "already sleeps after a short spin\n",
+            cmd, passive ? "OMP_WAIT_POLICY=passive" : "GOMP_SPINCOUNT=0", n);
+    return 1;
 }
 
 double vq_now_s(void) {

@@ -18,6 +18,13 @@ int vq_opt_isa(const char *cmd, const char *opt, const char *val, enum vq_isa *o
 /* Prints "<cmd>: <what> <method> bits=B head_dim=D: <status> (<method> accepts: <params>)". */
 void vq_opt_codec_error(const char *cmd, const char *what, enum vq_method m, int bits, int head_dim,
                         vq_status st);
+/* Warns on stderr ("<cmd>: note: ...") when the engine will run on more than one thread
+ * (threads > 1, or 0 = every online core and there are several) and the environment makes
+ * OpenMP threads sleep at once between parallel regions (OMP_WAIT_POLICY=passive, any case, or
+ * GOMP_SPINCOUNT=0): a decode step has hundreds of regions and each wake-up costs tens of
+ * microseconds on a VM (SmolLM2, 2 threads: 4.8x slower decode at depth 0). Returns 1 if it
+ * warned, else 0. */
+int vq_cli_warn_wait_policy(const char *cmd, int threads);
 /* Monotonic clock in seconds. */
 double vq_now_s(void);
 /* Median of n doubles (sorts a copy of at most 256 values). */
