@@ -94,11 +94,12 @@ VQ_INLINE void tiles(const int16_t *const *qi, const float *const *delta, const 
                      const size_t *off, int g, const float *bias, float *const *out,
                      const uint8_t *pf, size_t pf_bytes) {
     const int nt = g / VQ_KIVI_TILE;
+    struct vq_pf_steps ps = vq_pf_steps_init(pf, pf_bytes, nt * ncls);
     for (int i = 0; i < nt; i++) {
-        vq_pf_share(pf, pf_bytes, i, nt);
         __m256 f[8];
         for (int j = 0; j < NQ; j++) f[2 * j] = f[2 * j + 1] = _mm256_set1_ps(bias[j]);
         for (int k = 0, c0 = 0; k < ncls; c0 += nch[k], k++) {
+            vq_pf_step(&ps); /* the next block, a step before each class of each tile */
             const uint8_t *tile = area + off[k] +
                                   (size_t)i * vq_kivi_tile_bytes(16, nch[k], bits[k]);
             __m256i a[8];

@@ -30,13 +30,23 @@ static inline void vq_pf_span(const uint8_t *p, size_t n) {
     vq_prefetch(p + n - 1);
 }
 
-/* Asks for share i of n equal shares of the bytes [p, p + bytes) (one line in 64 bytes): a
- * kernel working through n pieces of one block asks for the next block a share per piece, a
- * steady stream instead of a burst (the KIVI key tiles). p NULL: nothing. */
-static inline void vq_pf_share(const uint8_t *p, size_t bytes, int i, int n) {
-    if (!p) return;
-    for (size_t o = (size_t)i * bytes / (size_t)n; o < (size_t)(i + 1) * bytes / (size_t)n; o += 64)
-        vq_prefetch(p + o);
+/* The bytes [p, p + bytes) asked for in n (< 1: 1) steps of equal whole lines (the last may be
+ * shorter or empty): a kernel working through n pieces of one block asks for the next block a
+ * step per piece, a steady stream instead of a burst (the KIVI key tiles: a step per width
+ * class of each tile; at most 3 lines at a time there, where a burst of 9 per tile had the
+ * prefetches waiting for fill buffers). One division at init; p NULL: nothing. */
+struct vq_pf_steps {
+    const uint8_t *p;
+    size_t o, bytes, step;
+};
+static inline struct vq_pf_steps vq_pf_steps_init(const uint8_t *p, size_t bytes, int n) {
+    const size_t k = n > 1 ? (size_t)n : 1, lines = (bytes + 63) / 64, per = (lines + k - 1) / k;
+    const struct vq_pf_steps s = {p, 0, p ? bytes : 0, 64 * per};
+    return s;
+}
+static inline void vq_pf_step(struct vq_pf_steps *s) {
+    const size_t e = s->o + s->step < s->bytes ? s->o + s->step : s->bytes;
+    for (; s->o < e; s->o += 64) vq_prefetch(s->p + s->o);
 }
 
 #endif
