@@ -19,6 +19,7 @@
 #include <stdint.h>
 
 #include "codecs/arch/x86/stream_pf.h"
+#include "codecs/arch/x86/tq_x86.h"
 #include "codecs/turboquant_kernels.h"
 #include "codecs/wide_kernels.h"
 #include "codecs/arch/x86/wide_x86.h"
@@ -141,7 +142,12 @@ VQ_INLINE void score_tq(const vq_wk *k, const float *const *qs, int nq, const ui
 /* NQ (1..3) weight vectors w[j] into acc[j]; 64 coordinates (4 vectors) of each accumulator
  * stay in registers across all tokens, even and odd tokens in separate accumulators (two
  * independent FMA chains) added at the end; each level vector is looked up once for every
- * query, so each acc[j] gets the same bits as with NQ = 1. */
+ * query, so each acc[j] gets the same bits as with NQ = 1. Per 16 tokens the scaled weights
+ * w[j][t] * scale_t are formed at once (one gather of the sf16 scales, vq_tq_scales16, and one
+ * VMULPS per query: the scalar products, bit for bit), then broadcast per token by VPERMPS;
+ * the loops over queries and vectors are unrolled so that GCC keeps the 24 accumulators in
+ * registers (with the arrays in memory it stored them after every token pair; §9.11 of
+ * docs/ALGORITHMS.md, as for the 1..4-bit kernels). */
 VQ_INLINE void acc_tm(const vq_wk *k, const uint8_t *codes, int64_t n, const float *const *w,
                       const int NQ, float *const *acc, const int LIN, const int B) {
     unpack_k u;
@@ -151,42 +157,61 @@ VQ_INLINE void acc_tm(const vq_wk *k, const uint8_t *codes, int64_t n, const flo
         const int nv = (d - j0 + 15) / 16 < 4 ? (d - j0 + 15) / 16 : 4;
         const int last = j0 + 16 * nv > d ? 8 : 16; /* codes in the last vector */
         __m512 a[3][4], b[3][4];
+#pragma GCC unroll 4
         for (int j = 0; j < NQ; j++)
+#pragma GCC unroll 4
             for (int v = 0; v < 4; v++) {
                 a[j][v] = _mm512_setzero_ps();
                 b[j][v] = _mm512_setzero_ps();
             }
         int64_t t = 0;
-        for (; t + 2 <= n; t += 2) {
-            const uint8_t *r = codes + t * rec;
-            vq_pf_span(r + VQ_PF_RECS * (size_t)rec, 2 * (size_t)rec);
-            const float s0 = vq_tq_sf16(r), s1 = vq_tq_sf16(r + rec);
-            __m512 w0[3], w1[3];
-            for (int j = 0; j < NQ; j++) {
-                w0[j] = _mm512_set1_ps(w[j][t] * s0);
-                w1[j] = _mm512_set1_ps(w[j][t + 1] * s1);
-            }
-            for (int v = 0; v < nv; v++) {
-                const int cnt = v == nv - 1 ? last : 16;
-                const __m512 l0 = lev16(&u, r + 2, rec, j0 + 16 * v, cnt, LIN, B);
-                const __m512 l1 = lev16(&u, r + rec + 2, rec, j0 + 16 * v, cnt, LIN, B);
+        for (int64_t t0 = 0; t0 + 2 <= n; t0 += 16) {
+            const int m = n - t0 < 16 ? (int)(n - t0) : 16;
+            const __mmask16 mk = (__mmask16)((1u << m) - 1u);
+            const __m512 sc = vq_tq_scales16(codes + t0 * rec, rec, mk);
+            __m512 wv[3];
+#pragma GCC unroll 4
+            for (int j = 0; j < NQ; j++)
+                wv[j] = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, w[j] + t0), sc);
+            for (int p = 0; p + 1 < m; p += 2) {
+                t = t0 + p + 2;
+                const uint8_t *r = codes + (t0 + p) * rec;
+                vq_pf_span(r + VQ_PF_RECS * (size_t)rec, 2 * (size_t)rec);
+                const __m512i i0 = _mm512_set1_epi32(p), i1 = _mm512_set1_epi32(p + 1);
+                __m512 w0[3], w1[3];
+#pragma GCC unroll 4
                 for (int j = 0; j < NQ; j++) {
-                    a[j][v] = _mm512_fmadd_ps(w0[j], l0, a[j][v]);
-                    b[j][v] = _mm512_fmadd_ps(w1[j], l1, b[j][v]);
+                    w0[j] = _mm512_permutexvar_ps(i0, wv[j]);
+                    w1[j] = _mm512_permutexvar_ps(i1, wv[j]);
+                }
+#pragma GCC unroll 4
+                for (int v = 0; v < nv; v++) {
+                    const int cnt = v == nv - 1 ? last : 16;
+                    const __m512 l0 = lev16(&u, r + 2, rec, j0 + 16 * v, cnt, LIN, B);
+                    const __m512 l1 = lev16(&u, r + rec + 2, rec, j0 + 16 * v, cnt, LIN, B);
+#pragma GCC unroll 4
+                    for (int j = 0; j < NQ; j++) {
+                        a[j][v] = _mm512_fmadd_ps(w0[j], l0, a[j][v]);
+                        b[j][v] = _mm512_fmadd_ps(w1[j], l1, b[j][v]);
+                    }
                 }
             }
         }
-        if (t < n) {
+        if (t < n) { /* an odd last token */
             const uint8_t *r = codes + t * rec;
             const float s0 = vq_tq_sf16(r);
+#pragma GCC unroll 4
             for (int v = 0; v < nv; v++) {
                 const __m512 l0 = lev16(&u, r + 2, rec, j0 + 16 * v, v == nv - 1 ? last : 16, LIN,
                                         B);
+#pragma GCC unroll 4
                 for (int j = 0; j < NQ; j++)
                     a[j][v] = _mm512_fmadd_ps(_mm512_set1_ps(w[j][t] * s0), l0, a[j][v]);
             }
         }
+#pragma GCC unroll 4
         for (int j = 0; j < NQ; j++)
+#pragma GCC unroll 4
             for (int v = 0; v < nv; v++) {
                 const __mmask16 m = v == nv - 1 && last == 8 ? 0xff : 0xffff;
                 float *p = acc[j] + j0 + 16 * v;
