@@ -379,17 +379,20 @@ static void kivi_decode(const struct vq_codec *c, const uint8_t *src, int64_t n_
     uint8_t codes[1024];
     if (c->p.role == VQ_ROLE_KEY) {
         uint8_t tc[VQ_KIVI_TILE * 1024];
+        float sf[1024], zf[1024]; /* the block's scales and zeros, converted once per block */
         for (int64_t b = 0; b < n_blocks; b++) {
             const uint8_t *blk = src + (size_t)b * c->block_bytes;
+            for (int i = 0; i < d; i++) {
+                sf[i] = vq_sf16_to_fp32(rd16(blk + 2 * i));
+                zf[i] = vq_sf16_to_fp32(rd16(blk + 2 * d + 2 * i));
+            }
             for (int t0 = 0; t0 < g; t0 += VQ_KIVI_TILE) {
                 const int m = g - t0 < VQ_KIVI_TILE ? g - t0 : VQ_KIVI_TILE;
                 tile_codes(im, blk, t0 / VQ_KIVI_TILE, m, tc);
                 for (int t = 0; t < m; t++) {
                     float *xr = x + (b * g + t0 + t) * d;
                     for (int i = 0; i < d; i++)
-                        xr[im->perm[i]] = (float)tc[t * d + i] *
-                                              vq_sf16_to_fp32(rd16(blk + 2 * i)) +
-                                          vq_sf16_to_fp32(rd16(blk + 2 * d + 2 * i));
+                        xr[im->perm[i]] = (float)tc[t * d + i] * sf[i] + zf[i];
                 }
             }
         }
