@@ -759,7 +759,7 @@ TEST(prep_vs_ref) {
                 qmax[k] = vq_kivi_qmax(nch[k], 2 + (int)(urand() * 7));
                 d += nch[k];
             }
-            if (rep % 3 == 1) { /* head size 64 (the AVX-512 one-pass path): even classes */
+            if (rep % 3 == 1) { /* head size 64 (SmolLM2's, decode's shape): even classes */
                 d = 0;
                 for (int k = 0; k < ncls; k++) {
                     const int left = 64 - d - 2 * (ncls - 1 - k);

@@ -187,7 +187,7 @@ VQ_INLINE void score_pair_t(const vq_tq_kern *k, const float *qs, const uint8_t 
  * (token t in lanes 0..7, t + 1 in 8..15), halves folded at the end; each pair of records is
  * unpacked and looked up once for every query, so each acc[j] has the bits of NQ = 1.
  * Per 16 tokens the scaled weights w[j][t] * scale_t are formed at once (16 scales by one
- * gather, vq_tq_scales16; one VMULPS per query: the products of the scalar form, bit for bit)
+ * gather and one VMULPS per query, vq_tq_weights16: the products of the scalar form, bit for bit)
  * and each pair's two weights are put in the vector halves by one VPERMPS per query, instead
  * of per token and query a scalar multiply, two broadcasts and an insert (which, with the
  * scalar scale conversions, took as many uops as the lookups). */
@@ -214,17 +214,8 @@ VQ_INLINE void acc_pair_tm(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
     for (int64_t t0 = 0; t0 + 2 <= n; t0 += 16) {
         const int m = n - t0 < 16 ? (int)(n - t0) : 16;
         const __mmask16 mk = (__mmask16)((1u << m) - 1u);
-        __m512 sc;
-        if (rl >= 4) sc = vq_tq_scales16(codes + t0 * rl, rl, mk);
-        else { /* 3-byte records (d = 8, 1 bit): the gather would read past the last */
-            float f[16] = {0};
-            for (int i = 0; i < m; i++) f[i] = vq_tq_sf16(codes + (t0 + i) * rl);
-            sc = _mm512_loadu_ps(f);
-        }
         __m512 wv[4];
-#pragma GCC unroll 8
-        for (int j = 0; j < NQ; j++)
-            wv[j] = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, w[j] + t0), sc);
+        vq_tq_weights16(codes + t0 * rl, rl, mk, w, t0, NQ, wv);
         for (int p = 0; p + 1 < m; p += 2) {
             t = t0 + p + 2;
             const uint8_t *ra = codes + (t0 + p) * rl, *rb = ra + rl;

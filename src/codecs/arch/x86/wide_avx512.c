@@ -143,8 +143,8 @@ VQ_INLINE void score_tq(const vq_wk *k, const float *const *qs, int nq, const ui
  * stay in registers across all tokens, even and odd tokens in separate accumulators (two
  * independent FMA chains) added at the end; each level vector is looked up once for every
  * query, so each acc[j] gets the same bits as with NQ = 1. Per 16 tokens the scaled weights
- * w[j][t] * scale_t are formed at once (one gather of the sf16 scales, vq_tq_scales16, and one
- * VMULPS per query: the scalar products, bit for bit), then broadcast per token by VPERMPS;
+ * w[j][t] * scale_t are formed at once (vq_tq_weights16: one gather of the sf16 scales and one
+ * VMULPS per query, the scalar products bit for bit), then broadcast per token by VPERMPS;
  * the loops over queries and vectors are unrolled so that GCC keeps the 24 accumulators in
  * registers (with the arrays in memory it stored them after every token pair; §9.11 of
  * docs/ALGORITHMS.md, as for the 1..4-bit kernels). */
@@ -168,11 +168,8 @@ VQ_INLINE void acc_tm(const vq_wk *k, const uint8_t *codes, int64_t n, const flo
         for (int64_t t0 = 0; t0 + 2 <= n; t0 += 16) {
             const int m = n - t0 < 16 ? (int)(n - t0) : 16;
             const __mmask16 mk = (__mmask16)((1u << m) - 1u);
-            const __m512 sc = vq_tq_scales16(codes + t0 * rec, rec, mk);
             __m512 wv[3];
-#pragma GCC unroll 4
-            for (int j = 0; j < NQ; j++)
-                wv[j] = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, w[j] + t0), sc);
+            vq_tq_weights16(codes + t0 * rec, rec, mk, w, t0, NQ, wv);
             for (int p = 0; p + 1 < m; p += 2) {
                 t = t0 + p + 2;
                 const uint8_t *r = codes + (t0 + p) * rec;
