@@ -63,7 +63,7 @@
  * Decode-once attention (batched queries)
  *   With VQ_DENSE_MIN_PAIRS or more (query, query head) pairs per kv head (prefill, scoring),
  *   the fused kernels would score every page once per pair; instead each page of every kv
- *   head is decoded once to fp32 (stream_decode_page: vq_cache_read's rows), its keys
+ *   head is decoded once to fp32 (stream_decode_range: vq_cache_read's rows), its keys
  *   transposed, and blocks of up to VQ_DENSE_PAIRS pairs score it and accumulate its values
  *   with dense fp32 kernels (cache/dense.h) and an online softmax (running max and sum per
  *   pair, kept across pages). Pages are visited in order inside one OpenMP region: the
@@ -97,6 +97,9 @@
  * pairs per kv head that take it instead of the fused per-pair kernels. */
 #define VQ_DENSE_PAIRS 64
 #define VQ_DENSE_MIN_PAIRS 16
+/* Rows (all streams of a layer together) from which an append encodes on n_threads threads;
+ * below it (decode: one row per stream) one thread encodes, as a parallel region costs more. */
+#define VQ_ENCODE_MT_ROWS 64
 /* decode-once attention: (query, query head) pairs whose running max / sum it holds at once */
 #define VQ_DENSE_STATE 8192
 
@@ -208,6 +211,7 @@ struct vq_layer {
 /* Per-stream plan of one append (phase A computes it, phase B commits it). */
 struct plan {
     int64_t n_enc;     /* virtual rows [0, n_enc) of (window ++ new) get encoded */
+    int64_t n_seg;     /* units of encoding work (stream_plan) */
     int64_t old_pages; /* pages before this append (rollback point) */
 };
 
@@ -234,8 +238,8 @@ struct vq_cache {
     int n_slots;       /* batch size: VQ_SLOT_BATCH, fewer for long max_tokens */
     size_t slot_bytes;
     size_t off_scores, off_qs, off_qs16, off_acc, off_acc16;
-    /* append staging (single-threaded): (page_tokens, head_dim) fp32 */
-    float *stage;
+    float *stage;                   /* (n_threads, page_tokens, head_dim): append's staged rows */
+    size_t stage_floats;            /* one thread's stage */
     struct plan *kplan, *vplan;     /* (n_kv_heads) per-append plans */
     float *split;                   /* (2 * n_threads, head_dim + 2) split-decode partial results */
     float ot_k;                     /* outlier-token threshold k (0 = off) */
@@ -779,7 +783,8 @@ vq_cache *vq_cache_create(const struct vq_cache_params *p, vq_status *st) {
     if ((size_t)c->gg_tile * row16 > gg_bytes) gg_bytes = (size_t)c->gg_tile * row16;
     if (any_f16 && gg_bytes > c->slab_bytes) c->slab_bytes = align64(gg_bytes);
     c->slabs = vq_alloc(c->slab_bytes * (size_t)nt);
-    c->stage = vq_alloc((size_t)c->page_tokens * (size_t)c->d * sizeof(float));
+    c->stage_floats = (size_t)c->page_tokens * (size_t)c->d;
+    c->stage = vq_alloc(c->stage_floats * sizeof(float) * (size_t)c->n_threads);
     c->kplan = calloc((size_t)c->n_kv, sizeof *c->kplan);
     c->vplan = calloc((size_t)c->n_kv, sizeof *c->vplan);
     /* split decode: n_pairs < nt pairs x ceil(nt / n_pairs) chunks < 2 nt items of one pair;
@@ -1272,20 +1277,25 @@ static void oc_reset(struct vq_side *sd, int n_kv, int d) {
     }
 }
 
-/* Phase A for one stream: plan, allocate pages, encode behind the end. */
-static vq_status stream_encode(struct vq_cache *c, struct vq_layer *L, struct vq_side *sd, int h,
-                               const void *src, enum vq_dtype dt, int64_t n, struct plan *pl) {
+/* Phase A, first half, for one stream: plan (pl->n_enc rows to encode, pl->n_seg units of
+ * work: the page segments of those rows, or one unit for a key side with outlier channels,
+ * whose statistics follow the rows in order) and allocate the pages. */
+static vq_status stream_plan(struct vq_cache *c, struct vq_side *sd, int h, int64_t n,
+                             struct plan *pl) {
     struct vq_stream *s = &sd->s[h];
-    const int64_t total = s->win_n + n;
+    const int64_t total = s->win_n + n, PT = c->page_tokens;
     int64_t n_enc;
     if (sd->mode == WIN_NONE) n_enc = n;
     else if (sd->mode == WIN_FLUSH)
         n_enc = (sd->lazy ? (total > 0 ? total - 1 : 0) : total) / sd->win_cap * sd->win_cap;
     else n_enc = total > sd->win_cap ? total - sd->win_cap : 0;
     pl->n_enc = n_enc;
+    pl->n_seg = 0;
     if (n_enc == 0) return VQ_STATUS_OK;
+    const int64_t first = PT - s->n_coded % PT; /* rows of the first segment (if n_enc allows) */
+    pl->n_seg = sd->n_oc > 0 || n_enc <= first ? 1 : 1 + (n_enc - first + PT - 1) / PT;
     const int64_t end = s->n_coded + n_enc;
-    const int64_t need = (end + c->page_tokens - 1) / c->page_tokens - s->pg0;
+    const int64_t need = (end + PT - 1) / PT - s->pg0;
     if (need > s->pages_cap) {
         int64_t cap = s->pages_cap ? s->pages_cap : 4;
         while (cap < need) cap *= 2;
@@ -1299,24 +1309,90 @@ static vq_status stream_encode(struct vq_cache *c, struct vq_layer *L, struct vq
         if (!pg) return VQ_STATUS_NO_MEMORY;
         s->pages[s->n_pages++] = pg;
     }
+    return VQ_STATUS_OK;
+}
+
+/* Phase A, second half: encodes unit `seg` of the stream's plan (stream_plan) behind the
+ * coded end, staging rows in stage (page_tokens rows). Units of different streams, and the
+ * page segments of one stream, touch disjoint bytes and may run on different threads. */
+static vq_status stream_encode(const struct vq_cache *c, const struct vq_layer *L,
+                               struct vq_side *sd, int h, const void *src, enum vq_dtype dt,
+                               const struct plan *pl, int64_t seg, float *stage) {
+    struct vq_stream *s = &sd->s[h];
+    const int64_t PT = c->page_tokens, first = PT - s->n_coded % PT;
+    int64_t i = 0, i1 = pl->n_enc;
+    if (pl->n_seg > 1) { /* one page segment */
+        i = seg == 0 ? 0 : first + (seg - 1) * PT;
+        i1 = seg == 0 ? first : i + PT;
+        if (i1 > pl->n_enc) i1 = pl->n_enc;
+    }
     const int d = c->d;
     const size_t bb = vq_codec_block_bytes(sd->codec);
-    int64_t i = 0;
-    while (i < n_enc) {
+    while (i < i1) {
         const int64_t pos = s->n_coded + i;
-        const int64_t in_page = pos % c->page_tokens;
-        int64_t rows = c->page_tokens - in_page;
-        if (rows > n_enc - i) rows = n_enc - i;
-        for (int64_t r = 0; r < rows; r++) virt_row(c, sd, h, src, dt, i + r, c->stage + r * d);
+        const int64_t in_page = pos % PT;
+        int64_t rows = PT - in_page;
+        if (rows > i1 - i) rows = i1 - i;
+        for (int64_t r = 0; r < rows; r++) virt_row(c, sd, h, src, dt, i + r, stage + r * d);
         if ((sd->use_sinks || sd->use_ot) && sd->codec->p.role == VQ_ROLE_KEY)
-            replace_sinks(L, sd->bt, d, pos, rows, c->stage);
+            replace_sinks(L, sd->bt, d, pos, rows, stage);
         if (sd->n_oc > 0)
-            VQ_RETURN_IF_ERR(oc_split(c, sd, s, pos, rows, c->stage, page_at(c, s, pos), in_page));
+            VQ_RETURN_IF_ERR(oc_split(c, sd, s, pos, rows, stage, page_at(c, s, pos), in_page));
         uint8_t *dst = page_at(c, s, pos) + (size_t)(in_page / sd->bt) * bb;
-        VQ_RETURN_IF_ERR(vq_codec_encode(side_codec(sd, h), c->stage, rows, dst));
+        VQ_RETURN_IF_ERR(vq_codec_encode(side_codec(sd, h), stage, rows, dst));
         i += rows;
     }
     return VQ_STATUS_OK;
+}
+
+/* Phase A's encoding of every stream of layer L (plans made): the units of all streams,
+ * spread over the threads when there are enough rows to pay for a parallel region. Returns
+ * the first failing unit's status (in unit order), VQ_STATUS_OK if none failed. */
+static vq_status layer_encode(struct vq_cache *c, struct vq_layer *L, const void *k, const void *v,
+                              enum vq_dtype dt) {
+    const int ns = 2 * c->n_kv;
+    int64_t units = 0, rows = 0;
+    for (int j = 0; j < ns; j++) {
+        const struct plan *pl = j % 2 ? &c->vplan[j / 2] : &c->kplan[j / 2];
+        units += pl->n_seg;
+        rows += pl->n_enc;
+    }
+    if (units == 0) return VQ_STATUS_OK;
+    const int nt = c->n_threads > 1 && units > 1 && rows >= VQ_ENCODE_MT_ROWS ? c->n_threads : 1;
+    vq_status st = VQ_STATUS_OK;
+    int64_t bad = INT64_MAX; /* the first failing unit */
+    (void)nt;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
+#endif
+    for (int64_t u = 0; u < units; u++) {
+        int tid = 0;
+#ifdef _OPENMP
+        tid = omp_get_thread_num();
+#endif
+        int j = 0;
+        int64_t seg = u;
+        for (;; j++) {
+            const struct plan *pl = j % 2 ? &c->vplan[j / 2] : &c->kplan[j / 2];
+            if (seg < pl->n_seg) break;
+            seg -= pl->n_seg;
+        }
+        const int h = j / 2;
+        vq_status r = j % 2 ? stream_encode(c, L, &L->v, h, v, dt, &c->vplan[h], seg,
+                                            c->stage + (size_t)tid * c->stage_floats)
+                            : stream_encode(c, L, &L->k, h, k, dt, &c->kplan[h], seg,
+                                            c->stage + (size_t)tid * c->stage_floats);
+        if (r != VQ_STATUS_OK) {
+#ifdef _OPENMP
+#pragma omp critical(vq_layer_encode)
+#endif
+            if (u < bad) {
+                bad = u;
+                st = r;
+            }
+        }
+    }
+    return st;
 }
 
 static void stream_rollback(struct vq_side *sd, int h, const struct plan *pl) {
@@ -1564,9 +1640,10 @@ vq_status vq_cache_append(vq_cache *c, int layer, const void *k, const void *v, 
         }
     }
     for (int h = 0; h < c->n_kv && st == VQ_STATUS_OK; h++) {
-        st = stream_encode(c, L, &L->k, h, k, dtype, n_tokens, &kpl[h]);
-        if (st == VQ_STATUS_OK) st = stream_encode(c, L, &L->v, h, v, dtype, n_tokens, &vpl[h]);
+        st = stream_plan(c, &L->k, h, n_tokens, &kpl[h]);
+        if (st == VQ_STATUS_OK) st = stream_plan(c, &L->v, h, n_tokens, &vpl[h]);
     }
+    if (st == VQ_STATUS_OK) st = layer_encode(c, L, k, v, dtype);
     if (st != VQ_STATUS_OK) {
         for (int h = 0; h < c->n_kv; h++) {
             stream_rollback(&L->k, h, &kpl[h]);
@@ -2170,49 +2247,52 @@ static void attend_f16_mt(const vq_cache *c, int layer, const float *q, int n_q_
     }
 }
 
-/* Decodes positions [p, t1) of stream (side, head) into rows 0 .. t1 - p of x, fp32: coded
+/* Decodes positions [a, t1) of stream (side, head) into rows 0 .. t1 - a of x, fp32: coded
  * tokens with sink / outlier tokens from their fp16 copies, fp16 window rows, the stream-sink
  * rows for positions < S, key scales applied and centering undone; rows of freed positions are
- * zero. p is a multiple of page_tokens, p < t1 <= min(p + page_tokens, n_tokens); x has room for
- * page_tokens rows (the codec decodes whole blocks). */
-static void stream_decode_page(const vq_cache *c, const struct vq_layer *L,
-                               const struct vq_side *sd, int h, int64_t p, int64_t t1, float *x) {
+ * zero. a is a multiple of the side's block tokens, a < t1 <= min(p + page_tokens, n_tokens)
+ * for the page p that holds a; x has room for the rows up to the page's end (the codec decodes
+ * whole blocks). */
+static void stream_decode_range(const vq_cache *c, const struct vq_layer *L,
+                                const struct vq_side *sd, int h, int64_t a, int64_t t1, float *x) {
     const struct vq_stream *s = &sd->s[h];
     const int d = c->d;
-    const int64_t PT = c->page_tokens, ev = s->pg0 * PT, nt = s->n_coded + s->win_n;
-    const int64_t ns = L->ss_cap < nt ? L->ss_cap : nt;
+    const int64_t PT = c->page_tokens, p = a / PT * PT, ev = s->pg0 * PT;
+    const int64_t nt = s->n_coded + s->win_n, ns = L->ss_cap < nt ? L->ss_cap : nt;
     const int64_t ce = t1 < s->n_coded ? t1 : s->n_coded; /* coded rows end at ce */
-    if (p >= ev && p < ce) {
+    if (a >= ev && a < ce) {
+        const vq_codec *cd = side_codec(sd, h);
         int64_t e = round_up(ce, sd->bt);
         if (e > p + PT) e = p + PT;
-        vq_codec_decode(side_codec(sd, h), page_at(c, s, p), e - p, x);
-        if (sd->n_oc > 0) oc_decode(c, sd, s, p, e - p, x);
+        vq_codec_decode(
+            cd, page_at(c, s, a) + (size_t)((a - p) / sd->bt) * vq_codec_block_bytes(cd), e - a, x);
+        if (sd->n_oc > 0) oc_decode(c, sd, s, a, e - a, x);
         if (sd->use_ot)
-            for (int64_t i = ot_lower(L, p); i < L->n_ot && L->ot_pos[i] < ce; i++)
-                vq_fp16_to_fp32_row(s->ot + (size_t)i * (size_t)d, x + (L->ot_pos[i] - p) * d, d);
+            for (int64_t i = ot_lower(L, a); i < L->n_ot && L->ot_pos[i] < ce; i++)
+                vq_fp16_to_fp32_row(s->ot + (size_t)i * (size_t)d, x + (L->ot_pos[i] - a) * d, d);
         if (sd->use_sinks)
             for (int i = 0; i < L->n_sinks; i++)
-                if (L->sink_pos[i] >= p && L->sink_pos[i] < ce)
+                if (L->sink_pos[i] >= a && L->sink_pos[i] < ce)
                     vq_fp16_to_fp32_row(s->sink + (size_t)i * (size_t)d,
-                                        x + (L->sink_pos[i] - p) * d, d);
+                                        x + (L->sink_pos[i] - a) * d, d);
     }
-    const int64_t fe = t1 < ev ? t1 : ev; /* freed rows: [max(p, ns), min(t1, ev)) */
-    if (fe > (p > ns ? p : ns)) {
-        const int64_t f0 = p > ns ? p : ns;
-        memset(x + (f0 - p) * d, 0, (size_t)((fe - f0) * d) * sizeof(float));
+    const int64_t fe = t1 < ev ? t1 : ev; /* freed rows: [max(a, ns), min(t1, ev)) */
+    if (fe > (a > ns ? a : ns)) {
+        const int64_t f0 = a > ns ? a : ns;
+        memset(x + (f0 - a) * d, 0, (size_t)((fe - f0) * d) * sizeof(float));
     }
-    for (int64_t t = p > s->n_coded ? p : s->n_coded; t < t1; t++)
+    for (int64_t t = a > s->n_coded ? a : s->n_coded; t < t1; t++)
         vq_fp16_to_fp32_row(s->win + (size_t)(s->win_start + t - s->n_coded) * (size_t)d,
-                            x + (t - p) * d, d);
-    if (p < ns)
-        vq_fp16_to_fp32_row(s->ss + (size_t)p * (size_t)d, x, ((t1 < ns ? t1 : ns) - p) * d);
+                            x + (t - a) * d, d);
+    if (a < ns)
+        vq_fp16_to_fp32_row(s->ss + (size_t)a * (size_t)d, x, ((t1 < ns ? t1 : ns) - a) * d);
     if (!sd->ks && !sd->mu) return;
     float mu[1024];
     if (sd->mu) vq_fp16_to_fp32_row(sd->mu + (size_t)h * (size_t)d, mu, d);
     const float *sf = sd->ks ? sd->ks_f + (size_t)h * (size_t)d : NULL;
-    for (int64_t t = p; t < t1; t++) {
+    for (int64_t t = a; t < t1; t++) {
         if (t >= ns && t < ev) continue; /* freed */
-        float *r = x + (t - p) * d;
+        float *r = x + (t - a) * d;
         if (sf)
             for (int i = 0; i < d; i++) r[i] *= sf[i];
         if (sd->mu)
@@ -2221,13 +2301,13 @@ static void stream_decode_page(const vq_cache *c, const struct vq_layer *L,
 }
 
 /* Decodes stream (side, head) into x (n_tokens, head_dim) fp32, page by page as
- * stream_decode_page. */
+ * stream_decode_range. */
 static void stream_decode(const vq_cache *c, const struct vq_layer *L, const struct vq_side *sd,
                           int h, float *x) {
     const struct vq_stream *s = &sd->s[h];
     const int64_t PT = c->page_tokens, nt = s->n_coded + s->win_n;
     for (int64_t p = 0; p < nt; p += PT)
-        stream_decode_page(c, L, sd, h, p, p + PT < nt ? p + PT : nt, x + p * c->d);
+        stream_decode_range(c, L, sd, h, p, p + PT < nt ? p + PT : nt, x + p * c->d);
 }
 
 /* ---- decode-once attention (batched queries) ------------------------------------------- */
@@ -2322,13 +2402,14 @@ static void dense_block(const vq_cache *c, int np, const struct attend_slot *sl,
 }
 
 /* Decode-once attention of n_q queries (batched: prefill, scoring). Pages are visited in
- * order; each page of every kv head is decoded once (stream_decode_page: exactly what
- * vq_cache_read returns; keys transposed) into the shared page buffers, then every block of
- * up to VQ_DENSE_PAIRS (query, head) pairs that sees part of it scores it and accumulates its
- * values (dense_block), with the pairs' running max / sum kept across pages; out = acc / sum.
- * Queries are taken in super-blocks of at most VQ_DENSE_STATE pairs (the state's size). One
- * OpenMP region; the threads split the decode tasks (kv head, K or V) and then the blocks of
- * each page. Equals vq_cache_attend_ref up to float rounding. */
+ * order; the visible part of each page of every kv head is decoded once (stream_decode_range:
+ * exactly what vq_cache_read returns; keys transposed) into the shared page buffers, then
+ * every block of up to VQ_DENSE_PAIRS (query, head) pairs that sees part of it scores it and
+ * accumulates its values (dense_block), with the pairs' running max / sum kept across pages;
+ * out = acc / sum. Queries are taken in super-blocks of at most VQ_DENSE_STATE pairs (the
+ * state's size). One OpenMP region; the threads split the decode tasks (kv head, K or V, chunk
+ * of the page) and then the blocks of each page. Equals vq_cache_attend_ref up to float
+ * rounding. */
 static void attend_dense_all(vq_cache *c, int layer, const float *q, int n_q_heads, int64_t n_q,
                              const int64_t *q_pos, float scale, float *out) {
     const struct vq_layer *L = &c->layers[layer];
@@ -2338,6 +2419,13 @@ static void attend_dense_all(vq_cache *c, int layer, const float *q, int n_q_hea
     float *KT = c->dshared, *VB = KT + (size_t)nkv * pg, *M = VB + (size_t)nkv * pg;
     float *Ls = M + VQ_DENSE_STATE;
     const int64_t qsb = VQ_DENSE_STATE / n_q_heads;
+    /* Each page's decode is cut into nsplit chunks (whole blocks of both sides) when the kv
+     * heads' 2 * nkv tasks are too few to keep the threads busy (Gemma 3: one kv head). */
+    int64_t al = L->k.bt; /* lcm of the block tokens; both divide page_tokens */
+    while (al % L->v.bt) al += L->k.bt;
+    int nsplit = 1;
+    while (c->n_threads > 1 && 2 * nkv * nsplit < 4 * c->n_threads && PT / al >= 2 * nsplit)
+        nsplit *= 2;
     for (int64_t i0 = 0; i0 < n_q; i0 += qsb) {
         const int64_t nq = n_q - i0 < qsb ? n_q - i0 : qsb, per_g = nq * grp;
         int64_t bs = per_g < VQ_DENSE_PAIRS ? per_g : VQ_DENSE_PAIRS;
@@ -2371,23 +2459,33 @@ static void attend_dense_all(vq_cache *c, int layer, const float *q, int n_q_hea
                 int64_t ta, tb;
                 page_hull(p, PT, shmax, lomin, himax, &ta, &tb);
                 if (ta >= tb) continue;
+                /* rows [pa, tb) are decoded (whole blocks from the one that holds ta), in
+                 * chunks of cs */
+                const int64_t pa = p + (ta - p) / al * al;
+                const int64_t cs = round_up((tb - pa + nsplit - 1) / nsplit, al);
 #ifdef _OPENMP
 #pragma omp for schedule(dynamic, 1)
 #endif
-                for (int task = 0; task < 2 * nkv; task++) {
-                    const int g = task / 2;
-                    if (task % 2) {
-                        stream_decode_page(c, L, &L->v, g, p, tb, VB + (size_t)g * pg);
+                for (int task = 0; task < 2 * nkv * nsplit; task++) {
+                    /* the keys' tasks (decode + transpose, the longer ones) first */
+                    const int is_v = task >= nkv * nsplit, r = task % (nkv * nsplit);
+                    const int g = r / nsplit;
+                    const int64_t a = pa + (r % nsplit) * cs;
+                    if (a >= tb) continue;
+                    const int64_t b = a + cs < tb ? a + cs : tb;
+                    if (is_v) {
+                        stream_decode_range(c, L, &L->v, g, a, b,
+                                            VB + (size_t)g * pg + (size_t)(a - p) * D);
                         continue;
                     }
                     float *X = ws + c->dslab_floats - pg; /* the slab's last page of rows */
-                    stream_decode_page(c, L, &L->k, g, p, tb, X);
+                    stream_decode_range(c, L, &L->k, g, a, b, X);
                     float *kt = KT + (size_t)g * pg;
-                    for (int64_t t0 = ta; t0 < tb; t0 += 16) { /* 16-token tiles */
-                        const int64_t t1 = t0 + 16 < tb ? t0 + 16 : tb;
+                    for (int64_t t0 = a > ta ? a : ta; t0 < b; t0 += 16) { /* 16-token tiles */
+                        const int64_t t1 = t0 + 16 < b ? t0 + 16 : b;
                         for (int i = 0; i < d; i++)
                             for (int64_t t = t0; t < t1; t++)
-                                kt[(size_t)i * (size_t)PT + (size_t)(t - ta)] = X[(t - p) * d + i];
+                                kt[(size_t)i * (size_t)PT + (size_t)(t - ta)] = X[(t - a) * d + i];
                     }
                 }
 #ifdef _OPENMP

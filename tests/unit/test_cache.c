@@ -729,6 +729,67 @@ TEST(softmax_kernels) {
 }
 #endif
 
+/* An append spreads its encoding over the cache's threads (page segments of every stream)
+ * once a layer has enough rows: the stored codes must be the same bits as one thread's, for
+ * every codec, with outlier channels / tokens (kept in order on one thread per stream), and
+ * for appends that start mid-page and span several pages. */
+TEST(append_threads_same_bits) {
+    const int d = 64, n_kv = 2, sizes[4] = {37, 1, 90, 20};
+    for (int m = 0; m < VQ_METHOD_COUNT; m++) {
+        if (!vq_codec_iface((enum vq_method)m)) continue;
+        for (int variant = 0; variant < 2; variant++) {
+            vq_cache *c[2] = {NULL, NULL};
+            for (int i = 0; i < 2; i++) {
+                struct vq_cache_params p = mkp((enum vq_method)m, (enum vq_method)m, d, n_kv,
+                                               VQ_ISA_AUTO);
+                p.n_threads = i ? 3 : 1;
+                if (variant) {
+                    p.n_outlier_channels = 4;
+                    p.outlier_token_k = 4.0f;
+                    p.n_calib_tokens = 24;
+                }
+                c[i] = vq_cache_create(&p, NULL);
+            }
+            if (!c[0] || !c[1]) { /* a variant the method does not take */
+                ASSERT(c[0] == NULL && c[1] == NULL);
+                vq_cache_free(c[0]);
+                vq_cache_free(c[1]);
+                continue;
+            }
+            float *k = gen(148, n_kv, d, 1.0f), *v = gen(148, n_kv, d, 0.0f);
+            for (int i = 0; i < d; i++) k[40 * n_kv * d + i] *= 12.0f; /* a loud token */
+            int64_t t0 = 0, bad = 0;
+            for (int a = 0; a < 4; a++) {
+                const size_t off = (size_t)(t0 * n_kv * d);
+                for (int l = 0; l < 2; l++)
+                    for (int i = 0; i < 2; i++)
+                        ASSERT_STATUS(
+                            vq_cache_append(c[i], l, k + off, v + off, VQ_DTYPE_F32, sizes[a]),
+                            VQ_STATUS_OK);
+                t0 += sizes[a];
+                float *r[4];
+                for (int i = 0; i < 4; i++) r[i] = malloc((size_t)(t0 * d) * sizeof(float));
+                for (int l = 0; l < 2; l++)
+                    for (int h = 0; h < n_kv; h++) {
+                        ASSERT_STATUS(vq_cache_read(c[0], l, h, r[0], r[1]), VQ_STATUS_OK);
+                        ASSERT_STATUS(vq_cache_read(c[1], l, h, r[2], r[3]), VQ_STATUS_OK);
+                        const size_t nb = (size_t)(t0 * d) * sizeof(float);
+                        bad += memcmp(r[0], r[2], nb) != 0 || memcmp(r[1], r[3], nb) != 0;
+                    }
+                for (int i = 0; i < 4; i++) free(r[i]);
+            }
+            if (bad)
+                fprintf(stderr, "  %s variant %d: %lld reads differ\n",
+                        vq_method_name((enum vq_method)m), variant, (long long)bad);
+            ASSERT_EQ_INT(bad, 0);
+            free(k);
+            free(v);
+            vq_cache_free(c[0]);
+            vq_cache_free(c[1]);
+        }
+    }
+}
+
 /* Decode with fewer (query, head) pairs than threads: each pair's tokens are split into
  * page-aligned chunks attended separately and merged; must equal the reference for every
  * codec, with windows and sinks inside and across chunks. */
@@ -863,5 +924,6 @@ int main(void) {
     RUN(truncate_and_reset);
     RUN(random_operation_sequences);
     RUN(split_decode);
+    RUN(append_threads_same_bits);
     return TEST_REPORT();
 }

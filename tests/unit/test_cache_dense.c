@@ -98,6 +98,7 @@ struct cfg {
     enum vq_method km, vm;
     int kbits, vbits, d;
     int resid, sinks, center, ks, ot, oc, kc, window, s_win, s_sinks;
+    int threads; /* 0 = 2; more threads cut each page's decode into more chunks */
 };
 
 static vq_cache *mk(const struct cfg *f, enum vq_isa isa, int fused) {
@@ -125,7 +126,7 @@ static vq_cache *mk(const struct cfg *f, enum vq_isa isa, int fused) {
     if (f->window) p.layer_window = lw;
     p.stream_window = f->s_win;
     p.stream_sinks = f->s_sinks;
-    p.n_threads = 2;
+    p.n_threads = f->threads ? f->threads : 2;
     if (fused) setenv("VQ_PREFILL_ATTEND", "fused", 1);
     vq_status st;
     vq_cache *c = vq_cache_create(&p, &st);
@@ -268,6 +269,25 @@ TEST(dense_equals_reference_and_fused) {
          .d = 64,
          .s_win = 56,
          .s_sinks = 8},
+        {.name = "tq3 stream window, 5 threads (page decode in 8 chunks)",
+         .km = TQ,
+         .vm = TQ,
+         .kbits = 3,
+         .vbits = 3,
+         .d = 64,
+         .s_win = 56,
+         .s_sinks = 8,
+         .threads = 5},
+        {.name = "kivi-4 R16 sinks, outlier tokens, 5 threads",
+         .km = VQ_METHOD_KIVI,
+         .vm = VQ_METHOD_KIVI,
+         .kbits = 4,
+         .vbits = 4,
+         .d = 64,
+         .resid = 16,
+         .sinks = 3,
+         .ot = 4,
+         .threads = 5},
         {.name = "kivi-4:tq4 +kc, sinks alone",
          .km = VQ_METHOD_KIVI,
          .vm = TQ,
