@@ -52,21 +52,23 @@ void vq_tq_kern_init(vq_tq_kern *k, int d, int bits_a, int bits_b, int off_a, in
         }
         for (int i = 0; i < 32; i++) k->lq[i] = (int16_t)rint(levels[i & (L - 1)] * sbest);
         k->dl = (float)(1.0 / sbest);
-        for (int l = 0; l < 8; l++) {
-            k->i16_qa[l] = 8 * l * bits_a / 64;
-            for (int i = 0; i < 8; i++) {
-                const int c = 8 * l + i;
-                k->i16_ca[c] = (uint8_t)((c * bits_a) & 63);
-                k->i16_cb[c] = (uint8_t)((c * bits_b - bits_a) & 63); /* bits_b = 1: one qword */
-            }
+        /* The 2+1 layout: plane A's 16 bytes are broadcast to the four 128-bit lanes and
+         * plane B's 8 to every qword (loads only, no shuffle), so coordinate c's code goes to
+         * byte P(c) of a qword holding its plane-A bits: c < 32 (plane A qword 0) to qwords 0,
+         * 2, 4, 6, c >= 32 to 1, 3, 5, 7. */
+        for (int c = 0; c < 64; c++) {
+            const int pc = 8 * (2 * ((c % 32) / 8) + c / 32) + c % 8;
+            k->i16_ca[pc] = (uint8_t)((c * bits_a) & 63);
+            k->i16_cb[pc] = (uint8_t)((c * bits_b - bits_a) & 63); /* bits_b = 1: one qword */
         }
         /* vector g, lane i: coordinate 8i + 2g (i < 8) or 8(i - 8) + 2g + 1 of the 64, i.e.
          * accumulator floats 32g + i and 32g + 16 + (i - 8) past the group's 8 lanes */
         for (int g = 0; g < 4; g++)
             for (int i = 0; i < 16; i++) {
                 const int c = i < 8 ? 8 * i + 2 * g : 8 * (i - 8) + 2 * g + 1;
-                k->i16_pair[g][4 * i] = k->i16_pair[g][4 * i + 1] = (uint8_t)c;
-                k->i16_pair[g][4 * i + 2] = k->i16_pair[g][4 * i + 3] = (uint8_t)(64 + c);
+                const int pc = 8 * (2 * ((c % 32) / 8) + c / 32) + c % 8;
+                k->i16_pair[g][4 * i] = k->i16_pair[g][4 * i + 1] = (uint8_t)pc;
+                k->i16_pair[g][4 * i + 2] = k->i16_pair[g][4 * i + 3] = (uint8_t)(64 + pc);
             }
     }
     /* NIB score mode: plane widths 1-2 bits and levels additive across the planes */

@@ -58,10 +58,10 @@ typedef struct vq_tq_kern {
     int i16;        /* 1: the integer accumulate applies (layout 2+1, d % 64 == 0) */
     int16_t lq[32]; /* integer levels rint(level / dl) (|lq| <= VQ_TQ_I16_LMAX), period 2^bits */
     float dl;       /* the levels' integer step: level ~ dl * lq */
-    /* the integer kernel's byte tables: per plane, the qword each 8-code lane reads and the
-     * bit offset of each code (plane B's lowered by bits_a); per 16-lane vector g, the byte
-     * indices pairing two tokens' codes (positions: see turboquant_i16_avx512icl.c) */
-    int64_t i16_qa[8];
+    /* the integer kernel's byte tables (2+1 layout, planes broadcast: turboquant_common.c):
+     * per plane the bit offset of the code in each byte (plane B's lowered by bits_a); per
+     * 16-lane vector g, the byte indices pairing two tokens' codes
+     * (turboquant_i16_avx512icl.c) */
     uint8_t i16_ca[64], i16_cb[64], i16_pair[4][64];
 } vq_tq_kern;
 
