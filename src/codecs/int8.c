@@ -34,6 +34,12 @@ typedef struct int8_codec {
     struct vq_wk_base b; /* rotation, layout, kernels (must be first) */
 } int8_codec;
 
+/* fmin(127, fmax(-127, v)) without the libm calls (NaN -> -127, as fmax gives). */
+static inline double clamp127(double v) {
+    const double c = v > -127.0 ? v : -127.0;
+    return c < 127.0 ? c : 127.0;
+}
+
 static vq_status int8_encode(const struct vq_codec *c, const float *x, int64_t n_blocks,
                              uint8_t *dst) {
     const int8_codec *m = (const int8_codec *)c->impl;
@@ -46,8 +52,11 @@ static vq_status int8_encode(const struct vq_codec *c, const float *x, int64_t n
         for (int j = 0; j < d; j++)
             if (!isfinite(xt[j])) return VQ_STATUS_NON_FINITE;
         vq_rht_forward(&m->b.rht, xt, y);
-        double mx = 0.0;
-        for (int j = 0; j < d; j++) mx = fmax(mx, fabs((double)y[j]));
+        double mx = 0.0; /* fmax(mx, |y_j|) (a NaN |y_j| is skipped), without the libm call */
+        for (int j = 0; j < d; j++) {
+            const double a = fabs((double)y[j]);
+            if (a > mx) mx = a;
+        }
         if (mx < 1e-30) {
             memset(r, 0, c->block_bytes);
             continue;
@@ -55,7 +64,7 @@ static vq_status int8_encode(const struct vq_codec *c, const float *x, int64_t n
         const double inv = 127.0 / mx;
         double yc = 0.0, cc = 0.0;
         for (int j = 0; j < d; j++) {
-            const double v = fmin(127.0, fmax(-127.0, floor((double)y[j] * inv + 0.5)));
+            const double v = clamp127(floor((double)y[j] * inv + 0.5));
             yc += (double)y[j] * v;
             cc += v * v;
         }
@@ -68,7 +77,7 @@ static vq_status int8_encode(const struct vq_codec *c, const float *x, int64_t n
             continue;
         }
         for (int j = 0; j < d; j++)
-            code[j] = (uint8_t)(int8_t)fmin(127.0, fmax(-127.0, floor((double)y[j] / sq + 0.5)));
+            code[j] = (uint8_t)(int8_t)clamp127(floor((double)y[j] / sq + 0.5));
         r[0] = (uint8_t)(h & 0xff);
         r[1] = (uint8_t)(h >> 8);
         vq_wk_put_codes(&m->b.k, code, r);
