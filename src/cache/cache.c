@@ -53,7 +53,7 @@
  * up to n_slots (8; fewer when max_tokens > 32K, keeping score rows near 1 MiB per thread)
  * and runs the batches in an OpenMP loop; a batch visits every page once, scoring and
  * accumulating it for all its pairs while it is in cache. One query (decode) with fewer
- * batches than two per thread: each batch's tokens are split into page-aligned chunks
+ * batches than two per thread: each batch's tokens are split into block-aligned chunks
  * attended separately with the whole batch and merged with their softmax max/sum (split
  * decode, attend_split). Several queries: batches shrink when there are fewer of them than
  * threads; when even single pairs are fewer than threads, each pair's tokens are split into
@@ -2515,6 +2515,25 @@ static void attend_dense_all(vq_cache *c, int layer, const float *q, int n_q_hea
     }
 }
 
+/* Token granularity of a split decode's chunks in layer L: a multiple of both sides' block
+ * tokens (a chunk boundary never cuts a codec block) and of 16. */
+static int64_t split_align(const struct vq_layer *L) {
+    int64_t al = 16;
+    while (al % L->k.bt || al % L->v.bt) al += 16;
+    return al;
+}
+
+/* Chunk k (of cpp) of the visible tokens [lo, nv) of a split decode: [*clo, *chi), near-equal
+ * parts cut at multiples of al, so that the threads get the same work whatever the number of
+ * pages (whole pages gave 2 + 1 of 3 pages to two threads, as with Gemma 3's 512-token sliding
+ * window). The caller clips the chunk to [lo, nv). */
+static void split_chunk(int64_t lo, int64_t nv, int cpp, int k, int64_t al, int64_t *clo,
+                        int64_t *chi) {
+    const int64_t a0 = lo / al * al, per = round_up((nv - a0 + cpp - 1) / cpp, al);
+    *clo = a0 + k * per;
+    *chi = *clo + per;
+}
+
 /* Merges the cpp chunk results of one (query, head) pair, chunk k at p0 + k step floats as
  * {max scaled score m_k, sum of exp s_k, normalized output (d)}: out = sum_k w_k o_k / sum_k w_k
  * with w_k = s_k exp(m_k - M) in double; empty chunks (s_k = 0) are skipped. */
@@ -2536,7 +2555,7 @@ static void merge_chunks(const float *p0, size_t step, int64_t cpp, int d, float
 }
 
 /* One query (decode) on several threads when the kv heads' batches are fewer than two per
- * thread: each batch of bs query heads (nb batches per kv head) is cut into cpp page-aligned
+ * thread: each batch of bs query heads (nb batches per kv head) is cut into cpp block-aligned
  * chunks of its visible tokens, every (kv head, batch, chunk) an item attended with the whole
  * batch (the codecs' multi-query kernels unpack each code once for all of its heads), and the
  * chunks of a head merged by their softmax max / sum: weight s_k exp(m_k - M) on each chunk's
@@ -2546,7 +2565,7 @@ static void attend_split(vq_cache *c, int layer, const float *q, int n_q_heads,
                          const int64_t *q_pos, float scale, float *out, int bs, int nb, int cpp) {
     const struct vq_layer *L = &c->layers[layer];
     const int d = c->d, grp = n_q_heads / c->n_kv;
-    const int64_t PT = c->page_tokens, n_items = (int64_t)c->n_kv * nb * cpp;
+    const int64_t n_items = (int64_t)c->n_kv * nb * cpp;
     const size_t part = (size_t)(d + 2);
 #ifdef _OPENMP
 #pragma omp parallel for schedule(dynamic, 1) num_threads(c->n_threads)
@@ -2561,9 +2580,8 @@ static void attend_split(vq_cache *c, int layer, const float *q, int n_q_heads,
         struct attend_slot sl[VQ_SLOT_BATCH];
         fill_slots(c, layer, g, (int64_t)b * bs, ns, q, n_q_heads, 1, q_pos, out, sl);
         const int64_t lo = sl[0].lo, nv = sl[0].hi, sh = sl[0].sh;
-        const int64_t base = lo / PT * PT, pages = (nv - base + PT - 1) / PT;
-        const int64_t ppc = (pages + cpp - 1) / cpp;
-        const int64_t clo = base + k * ppc * PT, chi = base + (k + 1) * ppc * PT;
+        int64_t clo, chi;
+        split_chunk(lo, nv, cpp, k, split_align(L), &clo, &chi);
         float *parts = c->split + (size_t)it * (size_t)bs * part;
         for (int j = 0; j < ns; j++) {
             sl[j].out = parts + (size_t)j * part + 2;
@@ -2617,7 +2635,6 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
         }
     }
     const int d = c->d;
-    const int64_t PT = c->page_tokens;
     /* The (query, head) pairs of one kv head, ordered query-major, are cut into batches of up
      * to n_slots; batches shrink until every thread has about two of them. */
     const int64_t per_g = n_q * grp;
@@ -2626,7 +2643,7 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
     const int64_t nb = (per_g + bs - 1) / bs;
     const int64_t n_pairs = n_q * n_q_heads;
     /* Still fewer pairs than threads (decode with few heads): split each pair's window tokens
-     * into page-aligned chunks run as separate items (the first also takes the stream sinks),
+     * into block-aligned chunks run as separate items (the first also takes the stream sinks),
      * merged afterwards by their softmax stats. */
     const int64_t cpp = (bs == 1 && n_pairs < c->n_threads) ? (c->n_threads + n_pairs - 1) / n_pairs
                                                             : 1;
@@ -2647,9 +2664,8 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
             const int64_t pos = query_pos(c, layer, n_q, q_pos, i), nv = pos + 1;
             int64_t sh, lo;
             visible(L, pos, &sh, &lo);
-            const int64_t base = lo / PT * PT, pages = (nv - base + PT - 1) / PT;
-            const int64_t ppc = (pages + cpp - 1) / cpp;
-            const int64_t clo = base + k * ppc * PT, chi = base + (k + 1) * ppc * PT;
+            int64_t clo, chi;
+            split_chunk(lo, nv, cpp, k, split_align(L), &clo, &chi);
             float *part = c->split + (size_t)it * (size_t)(d + 2);
             sl[0].q = q + (size_t)pi * (size_t)d;
             sl[0].out = part + 2;
