@@ -1345,6 +1345,11 @@ static vq_status stream_encode(const struct vq_cache *c, const struct vq_layer *
     return VQ_STATUS_OK;
 }
 
+/* The plan of stream j of a layer's append: keys of kv head j / 2 for even j, values for odd. */
+static const struct plan *plan_of(const struct vq_cache *c, int j) {
+    return j % 2 ? &c->vplan[j / 2] : &c->kplan[j / 2];
+}
+
 /* Phase A's encoding of every stream of layer L (plans made): the units of all streams,
  * spread over the threads when there are enough rows to pay for a parallel region. Returns
  * the first failing unit's status (in unit order), VQ_STATUS_OK if none failed. */
@@ -1353,7 +1358,7 @@ static vq_status layer_encode(struct vq_cache *c, struct vq_layer *L, const void
     const int ns = 2 * c->n_kv;
     int64_t units = 0, rows = 0;
     for (int j = 0; j < ns; j++) {
-        const struct plan *pl = j % 2 ? &c->vplan[j / 2] : &c->kplan[j / 2];
+        const struct plan *pl = plan_of(c, j);
         units += pl->n_seg;
         rows += pl->n_enc;
     }
@@ -1372,16 +1377,10 @@ static vq_status layer_encode(struct vq_cache *c, struct vq_layer *L, const void
 #endif
         int j = 0;
         int64_t seg = u;
-        for (;; j++) {
-            const struct plan *pl = j % 2 ? &c->vplan[j / 2] : &c->kplan[j / 2];
-            if (seg < pl->n_seg) break;
-            seg -= pl->n_seg;
-        }
-        const int h = j / 2;
-        vq_status r = j % 2 ? stream_encode(c, L, &L->v, h, v, dt, &c->vplan[h], seg,
-                                            c->stage + (size_t)tid * c->stage_floats)
-                            : stream_encode(c, L, &L->k, h, k, dt, &c->kplan[h], seg,
-                                            c->stage + (size_t)tid * c->stage_floats);
+        for (; seg >= plan_of(c, j)->n_seg; j++) seg -= plan_of(c, j)->n_seg;
+        const vq_status r = stream_encode(c, L, j % 2 ? &L->v : &L->k, j / 2, j % 2 ? v : k, dt,
+                                          plan_of(c, j), seg,
+                                          c->stage + (size_t)tid * c->stage_floats);
         if (r != VQ_STATUS_OK) {
 #ifdef _OPENMP
 #pragma omp critical(vq_layer_encode)
@@ -2401,6 +2400,15 @@ static void dense_block(const vq_cache *c, int np, const struct attend_slot *sl,
     for (int j = 0; j < np; j++) memcpy(sl[j].out, A + (size_t)j * D, D * sizeof(float));
 }
 
+/* The smallest multiple of m that both sides' block tokens of layer L divide: chunk
+ * boundaries at its multiples never cut a codec block (decode-once page chunks: m = 1; split
+ * decode: m = 16). */
+static int64_t block_lcm(const struct vq_layer *L, int64_t m) {
+    int64_t al = m;
+    while (al % L->k.bt || al % L->v.bt) al += m;
+    return al;
+}
+
 /* Decode-once attention of n_q queries (batched: prefill, scoring). Pages are visited in
  * order; the visible part of each page of every kv head is decoded once (stream_decode_range:
  * exactly what vq_cache_read returns; keys transposed) into the shared page buffers, then
@@ -2421,8 +2429,7 @@ static void attend_dense_all(vq_cache *c, int layer, const float *q, int n_q_hea
     const int64_t qsb = VQ_DENSE_STATE / n_q_heads;
     /* Each page's decode is cut into nsplit chunks (whole blocks of both sides) when the kv
      * heads' 2 * nkv tasks are too few to keep the threads busy (Gemma 3: one kv head). */
-    int64_t al = L->k.bt; /* lcm of the block tokens; both divide page_tokens */
-    while (al % L->v.bt) al += L->k.bt;
+    const int64_t al = block_lcm(L, 1); /* both divide page_tokens, so al does */
     int nsplit = 1;
     while (c->n_threads > 1 && 2 * nkv * nsplit < 4 * c->n_threads && PT / al >= 2 * nsplit)
         nsplit *= 2;
@@ -2515,14 +2522,6 @@ static void attend_dense_all(vq_cache *c, int layer, const float *q, int n_q_hea
     }
 }
 
-/* Token granularity of a split decode's chunks in layer L: a multiple of both sides' block
- * tokens (a chunk boundary never cuts a codec block) and of 16. */
-static int64_t split_align(const struct vq_layer *L) {
-    int64_t al = 16;
-    while (al % L->k.bt || al % L->v.bt) al += 16;
-    return al;
-}
-
 /* Chunk k (of cpp) of the visible tokens [lo, nv) of a split decode: [*clo, *chi), near-equal
  * parts cut at multiples of al, so that the threads get the same work whatever the number of
  * pages (whole pages gave 2 + 1 of 3 pages to two threads, as with Gemma 3's 512-token sliding
@@ -2581,7 +2580,7 @@ static void attend_split(vq_cache *c, int layer, const float *q, int n_q_heads,
         fill_slots(c, layer, g, (int64_t)b * bs, ns, q, n_q_heads, 1, q_pos, out, sl);
         const int64_t lo = sl[0].lo, nv = sl[0].hi, sh = sl[0].sh;
         int64_t clo, chi;
-        split_chunk(lo, nv, cpp, k, split_align(L), &clo, &chi);
+        split_chunk(lo, nv, cpp, k, block_lcm(L, 16), &clo, &chi);
         float *parts = c->split + (size_t)it * (size_t)bs * part;
         for (int j = 0; j < ns; j++) {
             sl[j].out = parts + (size_t)j * part + 2;
@@ -2665,7 +2664,7 @@ vq_status vq_cache_attend(vq_cache *c, int layer, const float *q, int n_q_heads,
             int64_t sh, lo;
             visible(L, pos, &sh, &lo);
             int64_t clo, chi;
-            split_chunk(lo, nv, cpp, k, split_align(L), &clo, &chi);
+            split_chunk(lo, nv, cpp, k, block_lcm(L, 16), &clo, &chi);
             float *part = c->split + (size_t)it * (size_t)(d + 2);
             sl[0].q = q + (size_t)pi * (size_t)d;
             sl[0].out = part + 2;
