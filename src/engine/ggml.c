@@ -668,7 +668,8 @@ static const struct vq_ggml_kernels g_avx2[] = {
 #define VNNI_R4X4(t) vq_vec_dotr4x4_##t##_q8a_avx512vnni
 #define VNNI_R4X8(t) vq_vec_dotr4x8_##t##_q8a_avx512vnni
 #define VNNI_R4X4K(t) vq_vec_dotr4x4_##t##_q8_K_avx512vnni
-#define AVX512_TABLE(R4, R4X4, R4X8, R4X4K) \
+#define VNNI_R4K(t) vq_vec_dotr4_##t##_q8_K_avx512vnni
+#define AVX512_TABLE(R4, R4X4, R4X8, R4K, R4X4K) \
     { \
         K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_avx512), \
             K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_avx2), \
@@ -683,14 +684,14 @@ static const struct vq_ggml_kernels g_avx2[] = {
             KR_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2, \
                 vq_vec_dot4_q8_0_q8a_avx2, R4(q8_0), R4X4(q8_0), R4X8(q8_0)), \
             KR_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2, \
-                vq_vec_dot4_q4_K_q8_K_avx2, NULL, R4X4K(q4_K), NULL), \
+                vq_vec_dot4_q4_K_q8_K_avx2, R4K(q4_K), R4X4K(q4_K), NULL), \
             K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref), \
             KR_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2, \
-                NULL, NULL, R4X4K(q6_K), NULL), \
+                NULL, R4K(q6_K), R4X4K(q6_K), NULL), \
     }
-static const struct vq_ggml_kernels g_avx512[] = AVX512_TABLE(NO_R4, NO_R4, NO_R4, NO_R4);
+static const struct vq_ggml_kernels g_avx512[] = AVX512_TABLE(NO_R4, NO_R4, NO_R4, NO_R4, NO_R4);
 static const struct vq_ggml_kernels g_avx512vnni[] = AVX512_TABLE(VNNI_R4, VNNI_R4X4, VNNI_R4X8,
-                                                                  VNNI_R4X4K);
+                                                                  VNNI_R4K, VNNI_R4X4K);
 static_assert(sizeof g_avx2 == sizeof g_ref && sizeof g_avx512 == sizeof g_ref &&
                   sizeof g_avx512vnni == sizeof g_ref,
               "tables");

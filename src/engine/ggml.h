@@ -374,8 +374,12 @@ VQ_GGML_VNNI_S8(q5_0)
 VQ_GGML_VNNI_S8(q8_0)
 void vq_vec_dotr4x4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
                                         size_t a_stride, float *out, size_t ld_out);
-/* K-quants x Q8_K (ggml_kquant_avx512vnni.c): Q4_K in its four-row (gemm) order, Q6_K in
- * vec_dot's */
+/* K-quants x Q8_K (ggml_kquant_avx512vnni.c): r4x4 Q4_K in its four-row (gemm) order, r4
+ * (decode) in vec_dot's one-row order; Q6_K in vec_dot's */
+void vq_vec_dotr4_q4_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                       float *out);
+void vq_vec_dotr4_q6_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                       float *out);
 void vq_vec_dotr4x4_q4_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
                                          size_t a_stride, float *out, size_t ld_out);
 void vq_vec_dotr4x4_q6_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,

@@ -453,8 +453,9 @@ TEST(vec_dot_r4_bitwise_equals_vec_dot) {
 }
 
 /* The K-quant four-row kernels (4 weight rows x 4 Q8_K activation rows) equal the scalar
- * twins bit for bit: Q4_K its four-row kernel (vec_dot4, the gemm order), Q6_K vec_dot; rows at
- * an odd stride, 1..7 super-blocks, fresh random blocks and activations. */
+ * twins bit for bit: Q4_K its four-row kernel (vec_dot4, the gemm order), Q6_K vec_dot; the
+ * decode kernels (4 weight rows x 1 activation row) vec_dot; rows at an odd stride, 1..7
+ * super-blocks, fresh random blocks and activations. */
 TEST(kquant_r4x4_bitwise_equals_scalar) {
     enum { NB = 7, STRIDE = 210 * NB + 10, LD = 9 };
     static uint8_t w[4 * STRIDE];
@@ -484,6 +485,17 @@ TEST(kquant_r4x4_bitwise_equals_scalar) {
                         for (int t = 0; t < 4; t++) o4[t] = kr->vec_dot(n, w + r * STRIDE, act[t]);
                     for (int t = 0; t < 4; t++) want[t * LD + r] = o4[t];
                 }
+                if (kv->vec_dot_r4) { /* decode: vec_dot's one-row order, one activation */
+                    kv->vec_dot_r4(n, w, STRIDE, act[2], o);
+                    for (int r = 0; r < 4; r++) {
+                        const float want1 = kr->vec_dot(n, w + r * STRIDE, act[2]);
+                        if (memcmp(&want1, &o[r], 4))
+                            fprintf(stderr, "isa %d %s r4 nb %d row %d: %.9g vs %.9g\n", isa,
+                                    vq_ggml_type_name(types[k]), nb, r, want1, o[r]);
+                        ASSERT(!memcmp(&want1, &o[r], 4));
+                        checked++;
+                    }
+                }
                 kv->vec_dot_r4x4(n, w, STRIDE, act[0], sizeof act[0], o, LD);
                 for (int t = 0; t < 4; t++)
                     for (int r = 0; r < 4; r++) {
@@ -499,7 +511,7 @@ TEST(kquant_r4x4_bitwise_equals_scalar) {
     }
     fprintf(stderr, "  K-quant r4x4: %d dots checked%s\n", checked,
             vq_cpu_avx512vnni() ? "" : " (no AVX512_VNNI here: no four-row kernels)");
-    ASSERT(checked >= 2 * 4 * 16 || !vq_cpu_avx512vnni());
+    ASSERT(checked >= 2 * 4 * (16 + 4) || !vq_cpu_avx512vnni());
 }
 
 /* Q4_K's four-row kernel follows ggml's repacked gemm (one fma per 64-element chunk), its

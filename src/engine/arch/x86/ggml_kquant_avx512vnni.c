@@ -1,17 +1,21 @@
 /*
- * ggml_kquant_avx512vnni.c — AVX-512 VNNI prefill kernels for the K-quants with Q8_K
- * activations (Q4_K, Q6_K): four weight rows against four activation rows (ggml.h
- * vec_dot_r4x4), the weight blocks unpacked once for the four tokens. Gemma 3's Q4_K_M files
- * hold their attention and FFN matrices in these two types.
+ * ggml_kquant_avx512vnni.c — AVX-512 VNNI kernels for the K-quants with Q8_K activations
+ * (Q4_K, Q6_K): four weight rows against one activation row (decode, ggml.h vec_dot_r4) and
+ * against four (prefill, vec_dot_r4x4, the weight blocks unpacked once for the four tokens).
+ * Gemma 3's Q4_K_M files hold their attention output and FFN down matrices in these two types.
  *
  * Every result equals its scalar twin bit for bit (tests/unit/test_ggml_types.c): the integer
  * parts are exact whatever the order, and the float steps are those of the twin, lane by lane.
  *   - Q4_K follows the four-row kernel vq_vec_dot4_q4_K_q8_K_ref (ggml's repacked gemm): per
  *     64-element chunk p, acc = fma(isum_p, d_w d_a, acc) and accm = fma(imin_p, dmin_w d_a,
  *     accm); result acc - accm. The 16 (row, token) chains sit in the 16 float lanes.
+ *     The decode kernel follows the one-row kernel vq_vec_dot_q4_K_q8_K_ref (ggml's repacked
+ *     gemv): one fma per super-block on the super-block's integer totals.
  *   - Q6_K follows vq_vec_dot_q6_K_q8_K_ref (ggml's AVX2 single-row sequence): 8 int32 lanes
  *     per super-block, one fma per super-block into 8 float lanes, hsum256 at the end; two
  *     weight rows per 512-bit register as in ggml_avx512vnni.c.
+ * The integer sums of the decode kernels use PMADDUBSW + VPDPWSSD (the scale folded into the
+ * pair sums); PMADDUBSW cannot saturate: unsigned codes <= 63 times |a| <= 128, two at a time.
  * docs/ALGORITHMS.md §9.4 describes the lane layouts.
  */
 #include <immintrin.h>
@@ -229,4 +233,172 @@ void vq_vec_dotr4x4_q6_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stri
             out[(size_t)t * ld_out + 2 * q] = hsum256(_mm512_castps512_ps256(acc[q][t]));
             out[(size_t)t * ld_out + 2 * q + 1] = hsum256(_mm512_extractf32x8_ps(acc[q][t], 1));
         }
+}
+
+/* ---- decode: four weight rows x one activation row ------------------------------------- */
+
+#ifndef VQ_PF_KROWS
+#define VQ_PF_KROWS 8
+#endif
+
+/* Prefetch of the weight bytes VQ_PF_KROWS rows ahead that the four rows' super-block i
+ * spans when the rows are contiguous (4 x bsz bytes per super-block, as the 4-row step walks
+ * them: row r's block i is at r * stride + i * bsz). */
+static inline void prefetch_rows(const void *w, size_t stride, int64_t i, size_t bsz) {
+    if (!VQ_PF_KROWS) return;
+    const char *pf = (const char *)w + VQ_PF_KROWS * stride + 4 * (size_t)i * bsz;
+    for (size_t o = 0; o < 4 * bsz; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
+}
+
+/* Zero-extended word selector for PSHUFB: byte lo into the words of the low 256 bits, byte hi
+ * into those of the high 256 bits (a register whose 128-bit lanes hold the same 16 bytes). */
+static inline __m512i word_sel(int lo, int hi) {
+    return _mm512_inserti64x4(_mm512_set1_epi16((short)(0x8000 | lo)),
+                              _mm256_set1_epi16((short)(0x8000 | hi)), 1);
+}
+
+/* Q4_K: row r's codes in 64-byte pieces (chunks 2c and 2c + 1); the low nibbles of piece c are
+ * sub-blocks 4c and 4c + 2, the high nibbles 4c + 1 and 4c + 3, against activation registers
+ * rearranged once per super-block for the four rows. The exact totals isum_r = sum of
+ * scale x (q . a) and imin_r = sum of min x block-pair sum go through one fma each per
+ * super-block, interleaved (isum_0, imin_0, isum_1, ...) against (d_0 d_a, dmin_0 d_a, ...). */
+void vq_vec_dotr4_q4_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                       float *out) {
+    const vq_block_q4_K *x[4];
+    for (int r = 0; r < 4; r++) x[r] = (const vq_block_q4_K *)(const void *)row_at(w, w_stride, r);
+    const vq_block_q8_K *y = a;
+    const __m512i m15 = _mm512_set1_epi8(15);
+    const __m512i sel[4] = {word_sel(0, 2), word_sel(1, 3), word_sel(4, 6), word_sel(5, 7)};
+    const __m512i mins16 = _mm512_broadcast_i32x4(
+        _mm_set_epi8(-128, 15, -128, 14, -128, 13, -128, 12, -128, 11, -128, 10, -128, 9, -128, 8));
+    const __m512i lane0 = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
+    __m256 acc = _mm256_setzero_ps();
+    for (int64_t i = 0; i < n / VQ_QK_K; i++) {
+        prefetch_rows(w, w_stride, i, sizeof(vq_block_q4_K));
+        /* activations of sub-blocks (0, 2), (1, 3), (4, 6), (5, 7) */
+        __m512i av[4];
+        for (int c = 0; c < 2; c++) {
+            const __m512i y0 = _mm512_loadu_si512(y[i].qs + 128 * c);
+            const __m512i y1 = _mm512_loadu_si512(y[i].qs + 128 * c + 64);
+            av[2 * c] = _mm512_shuffle_i64x2(y0, y1, 0x44);
+            av[2 * c + 1] = _mm512_shuffle_i64x2(y0, y1, 0xEE);
+        }
+        __m512i scm = _mm512_castsi128_si512(q4_K_scales_mins(x[0][i].scales));
+        scm = _mm512_inserti32x4(scm, q4_K_scales_mins(x[1][i].scales), 1);
+        scm = _mm512_inserti32x4(scm, q4_K_scales_mins(x[2][i].scales), 2);
+        scm = _mm512_inserti32x4(scm, q4_K_scales_mins(x[3][i].scales), 3);
+        __m512i isum[4];
+        for (int r = 0; r < 4; r++) {
+            const __m512i sc = _mm512_shuffle_i32x4(scm, scm, r * 0x55);
+            __m512i s = _mm512_setzero_si512();
+            for (int c = 0; c < 2; c++) {
+                const __m512i raw = _mm512_loadu_si512(x[r][i].qs + 64 * c);
+                const __m512i lo = _mm512_and_si512(raw, m15);
+                const __m512i hi = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m15);
+                s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(lo, av[2 * c]),
+                                        _mm512_shuffle_epi8(sc, sel[2 * c]));
+                s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(hi, av[2 * c + 1]),
+                                        _mm512_shuffle_epi8(sc, sel[2 * c + 1]));
+            }
+            isum[r] = s;
+        }
+        /* word r of lane 0: isum_r */
+        __m512i t = reduce4x4(isum);
+        t = _mm512_add_epi32(t, _mm512_shuffle_i32x4(t, t, 0x4E));
+        t = _mm512_add_epi32(t, _mm512_shuffle_i32x4(t, t, 0xB1));
+        /* block-pair sums BS[sb] = bsums[2 sb] + bsums[2 sb + 1] against the mins of row r
+         * (lane r), summed within the lane, word 0 of lane r to word r of lane 0 */
+        const __m256i b = _mm256_loadu_si256((const __m256i *)y[i].bsums);
+        const __m128i bs = _mm256_castsi256_si128(
+            _mm256_permute4x64_epi64(_mm256_hadd_epi16(b, b), 0x08));
+        __m512i m = _mm512_madd_epi16(_mm512_shuffle_epi8(scm, mins16), _mm512_broadcast_i32x4(bs));
+        m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, _MM_PERM_BADC));
+        m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, _MM_PERM_CDAB));
+        m = _mm512_permutexvar_epi32(lane0, m);
+        const __m128i is = _mm512_castsi512_si128(t), im = _mm512_castsi512_si128(m);
+        const __m256i ints = _mm256_inserti128_si256(
+            _mm256_castsi128_si256(_mm_unpacklo_epi32(is, im)), _mm_unpackhi_epi32(is, im), 1);
+        uint32_t dd[4];
+        for (int r = 0; r < 4; r++) memcpy(&dd[r], &x[r][i].d, 4); /* d, dmin */
+        const __m256 dw = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)dd));
+        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(ints), _mm256_mul_ps(dw, _mm256_set1_ps(y[i].d)),
+                              acc);
+    }
+    float f[8];
+    _mm256_storeu_ps(f, acc);
+    for (int r = 0; r < 4; r++) out[r] = f[2 * r] - f[2 * r + 1];
+}
+
+/* Q6_K: row r's 64-element chunk m (m = 0..3: ql bytes 64 (m / 2).., low nibbles for even m,
+ * high for odd; qh bytes 32 (m / 2).., bits 4 (m & 1) + 0..3) in one register, whose 128-bit
+ * lane j has scale 4m + j; the 16 int32 lanes fold to ggml's 8 (lane k + lane k + 8) per
+ * super-block, rows 2q and 2q + 1 side by side for the float steps. */
+void vq_vec_dotr4_q6_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                       float *out) {
+    const vq_block_q6_K *x[4];
+    for (int r = 0; r < 4; r++) x[r] = (const vq_block_q6_K *)(const void *)row_at(w, w_stride, r);
+    const vq_block_q8_K *y = a;
+    const __m512i m3 = _mm512_set1_epi8(3), m15 = _mm512_set1_epi8(15);
+    __m512i scsel[4];
+    for (int m = 0; m < 4; m++)
+        scsel[m] = _mm512_set_epi16(
+            (short)(4 * m + 3), (short)(4 * m + 3), (short)(4 * m + 3), (short)(4 * m + 3),
+            (short)(4 * m + 3), (short)(4 * m + 3), (short)(4 * m + 3), (short)(4 * m + 3),
+            (short)(4 * m + 2), (short)(4 * m + 2), (short)(4 * m + 2), (short)(4 * m + 2),
+            (short)(4 * m + 2), (short)(4 * m + 2), (short)(4 * m + 2), (short)(4 * m + 2),
+            (short)(4 * m + 1), (short)(4 * m + 1), (short)(4 * m + 1), (short)(4 * m + 1),
+            (short)(4 * m + 1), (short)(4 * m + 1), (short)(4 * m + 1), (short)(4 * m + 1),
+            (short)(4 * m), (short)(4 * m), (short)(4 * m), (short)(4 * m), (short)(4 * m),
+            (short)(4 * m), (short)(4 * m), (short)(4 * m));
+    __m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps();
+    for (int64_t i = 0; i < n / VQ_QK_K; i++) {
+        prefetch_rows(w, w_stride, i, sizeof(vq_block_q6_K));
+        __m512i av[4];
+        for (int m = 0; m < 4; m++) av[m] = _mm512_loadu_si512(y[i].qs + 64 * m);
+        const __m512i bsums = _mm512_broadcast_i64x4(
+            _mm256_loadu_si256((const __m256i *)y[i].bsums));
+        __m512i sumi[4];
+        __m256i scw[4];
+        for (int r = 0; r < 4; r++) {
+            const vq_block_q6_K *b = &x[r][i];
+            scw[r] = _mm256_cvtepi8_epi16(_mm_loadu_si128((const __m128i *)b->scales));
+            const __m512i sc = _mm512_castsi256_si512(scw[r]);
+            __m512i s = _mm512_setzero_si512();
+            for (int h = 0; h < 2; h++) {
+                const __m512i ql = _mm512_loadu_si512(b->ql + 64 * h);
+                const __m512i qh0 = _mm512_broadcast_i64x4(
+                    _mm256_loadu_si256((const __m256i *)(b->qh + 32 * h)));
+                /* low 256 bits: groups 0 / 2 (qh bits 0-1 / 4-5), high: 1 / 3 (2-3 / 6-7) */
+                const __m512i qh = _mm512_mask_blend_epi64(0xF0, qh0, _mm512_srli_epi16(qh0, 2));
+                for (int odd = 0; odd < 2; odd++) {
+                    const int m = 2 * h + odd;
+                    const __m512i low4 = _mm512_and_si512(odd ? _mm512_srli_epi16(ql, 4) : ql, m15);
+                    const __m512i hi2 = _mm512_and_si512(odd ? _mm512_srli_epi16(qh, 4) : qh, m3);
+                    const __m512i q = _mm512_or_si512(low4, _mm512_slli_epi16(hi2, 4));
+                    s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(q, av[m]),
+                                            _mm512_permutexvar_epi16(scsel[m], sc));
+                }
+            }
+            sumi[r] = s;
+        }
+        float dh[4];
+        for (int r = 0; r < 4; r++) dh[r] = y[i].d * _cvtsh_ss(x[r][i].d);
+        for (int q = 0; q < 2; q++) {
+            const __m512i s0 = sumi[2 * q], s1 = sumi[2 * q + 1];
+            const __m512i fold = _mm512_add_epi32(_mm512_shuffle_i64x2(s0, s1, 0x44),
+                                                  _mm512_shuffle_i64x2(s0, s1, 0xEE));
+            const __m512i scq = _mm512_inserti64x4(_mm512_castsi256_si512(scw[2 * q]),
+                                                   scw[2 * q + 1], 1);
+            const __m512i lanes = _mm512_sub_epi32(
+                fold, _mm512_slli_epi32(_mm512_madd_epi16(bsums, scq), 5));
+            const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(dh[2 * q]),
+                                                _mm256_set1_ps(dh[2 * q + 1]), 1);
+            if (q == 0) acc01 = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc01);
+            else acc23 = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc23);
+        }
+    }
+    out[0] = hsum256(_mm512_castps512_ps256(acc01));
+    out[1] = hsum256(_mm512_extractf32x8_ps(acc01, 1));
+    out[2] = hsum256(_mm512_castps512_ps256(acc23));
+    out[3] = hsum256(_mm512_extractf32x8_ps(acc23, 1));
 }
