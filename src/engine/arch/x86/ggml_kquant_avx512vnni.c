@@ -241,13 +241,14 @@ void vq_vec_dotr4x4_q6_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stri
 #define VQ_PF_KROWS 8
 #endif
 
-/* Prefetch of the weight bytes VQ_PF_KROWS rows ahead that the four rows' super-block i
- * spans when the rows are contiguous (4 x bsz bytes per super-block, as the 4-row step walks
- * them: row r's block i is at r * stride + i * bsz). */
+/* Prefetch into L2 (as ggml_avx512vnni.c's decode kernels) of the weight bytes VQ_PF_KROWS
+ * rows ahead that the four rows' super-block i spans when the rows are contiguous (4 x bsz
+ * bytes per super-block, as the 4-row step walks them: row r's block i is at r * stride +
+ * i * bsz). */
 static inline void prefetch_rows(const void *w, size_t stride, int64_t i, size_t bsz) {
     if (!VQ_PF_KROWS) return;
     const char *pf = (const char *)w + VQ_PF_KROWS * stride + 4 * (size_t)i * bsz;
-    for (size_t o = 0; o < 4 * bsz; o += 64) _mm_prefetch(pf + o, _MM_HINT_T0);
+    for (size_t o = 0; o < 4 * bsz; o += 64) _mm_prefetch(pf + o, _MM_HINT_T1);
 }
 
 /* Zero-extended word selector for PSHUFB: byte lo into the words of the low 256 bits, byte hi
@@ -287,9 +288,13 @@ void vq_vec_dotr4_q4_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride
         scm = _mm512_inserti32x4(scm, q4_K_scales_mins(x[1][i].scales), 1);
         scm = _mm512_inserti32x4(scm, q4_K_scales_mins(x[2][i].scales), 2);
         scm = _mm512_inserti32x4(scm, q4_K_scales_mins(x[3][i].scales), 3);
+        /* row r's scales and mins in every 128-bit lane */
+        const __m512i scr[4] = {
+            _mm512_shuffle_i32x4(scm, scm, 0x00), _mm512_shuffle_i32x4(scm, scm, 0x55),
+            _mm512_shuffle_i32x4(scm, scm, 0xAA), _mm512_shuffle_i32x4(scm, scm, 0xFF)};
         __m512i isum[4];
         for (int r = 0; r < 4; r++) {
-            const __m512i sc = _mm512_shuffle_i32x4(scm, scm, r * 0x55);
+            const __m512i sc = scr[r];
             __m512i s = _mm512_setzero_si512();
             for (int c = 0; c < 2; c++) {
                 const __m512i raw = _mm512_loadu_si512(x[r][i].qs + 64 * c);
