@@ -19,6 +19,17 @@ static inline float hsum256(__m256 v) {
     return _mm_cvtss_f32(lo);
 }
 
+/* Prefetch into L2 (PREFETCHT1) for the engine's four-row decode kernels: the bytes of block
+ * off..off + bsize of rows ahead..ahead + 3 of a matrix with contiguous rows (row stride
+ * `stride`), which the four-row step walks as one span of 4 x bsize bytes per block. Into L1
+ * (T0) the requests held the line fill buffers that the loads need: Gemma 3's output head
+ * (262144 x 640 Q8_0) streamed at 9.4 GB/s on one thread, 18 on two, against 11-12 and 22-24
+ * with T1 (docs/ALGORITHMS.md §9.4). Never faults past the end of the matrix. */
+static inline void vq_pf_rows4(const void *w, size_t stride, int ahead, size_t off, size_t bsize) {
+    const char *pf = (const char *)w + (size_t)ahead * stride + 4 * off;
+    for (size_t k = 0; k < 4 * bsize; k += 64) _mm_prefetch(pf + k, _MM_HINT_T1);
+}
+
 /* Software prefetch for the slot-major V^T P (pv_f16 of ggml_attn_*.c): the rows of `slot`
  * (tokens t0 + t with t = slot mod S, every S-th row of this call's n rows: 8 KB apart at
  * head_dim 64, a stride the hardware prefetchers do not follow), asked for a few slots before

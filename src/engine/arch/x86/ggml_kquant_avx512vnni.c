@@ -60,6 +60,13 @@ static inline __m128i q4_K_scales_mins(const uint8_t *q) {
     return _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
 }
 
+/* The 8 block-pair sums of a Q8_K block as int16: BS[s] = bsums[2s] + bsums[2s + 1], the
+ * activation sum of 32-element sub-block s (exact: |BS| <= 32 x 128). */
+static inline __m128i q8_K_pair_sums(const vq_block_q8_K *y) {
+    const __m256i b = _mm256_loadu_si256((const __m256i *)y->bsums);
+    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_hadd_epi16(b, b), 0x08));
+}
+
 /* Sum over the four 32-bit words of each 128-bit lane of a[0..3]: word j of lane r of the
  * result is the sum of lane r of a[j]. */
 static inline __m512i reduce4x4(const __m512i a[4]) {
@@ -103,8 +110,7 @@ void vq_vec_dotr4x4_q4_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stri
         __m128i bs[4];
         float yd[4];
         for (int t = 0; t < 4; t++) {
-            const __m256i b = _mm256_loadu_si256((const __m256i *)y[t][i].bsums);
-            bs[t] = _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_hadd_epi16(b, b), 0x08));
+            bs[t] = q8_K_pair_sums(&y[t][i]);
             yd[t] = y[t][i].d;
         }
         __m512i bsv = _mm512_castsi128_si512(bs[0]);
@@ -237,19 +243,10 @@ void vq_vec_dotr4x4_q6_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stri
 
 /* ---- decode: four weight rows x one activation row ------------------------------------- */
 
+/* Weight rows ahead that the decode kernels ask for into L2 (vq_pf_rows4). */
 #ifndef VQ_PF_KROWS
 #define VQ_PF_KROWS 8
 #endif
-
-/* Prefetch into L2 (as ggml_avx512vnni.c's decode kernels) of the weight bytes VQ_PF_KROWS
- * rows ahead that the four rows' super-block i spans when the rows are contiguous (4 x bsz
- * bytes per super-block, as the 4-row step walks them: row r's block i is at r * stride +
- * i * bsz). */
-static inline void prefetch_rows(const void *w, size_t stride, int64_t i, size_t bsz) {
-    if (!VQ_PF_KROWS) return;
-    const char *pf = (const char *)w + VQ_PF_KROWS * stride + 4 * (size_t)i * bsz;
-    for (size_t o = 0; o < 4 * bsz; o += 64) _mm_prefetch(pf + o, _MM_HINT_T1);
-}
 
 /* Zero-extended word selector for PSHUFB: byte lo into the words of the low 256 bits, byte hi
  * into those of the high 256 bits (a register whose 128-bit lanes hold the same 16 bytes). */
@@ -275,7 +272,9 @@ void vq_vec_dotr4_q4_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride
     const __m512i lane0 = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / VQ_QK_K; i++) {
-        prefetch_rows(w, w_stride, i, sizeof(vq_block_q4_K));
+        if (VQ_PF_KROWS)
+            vq_pf_rows4(w, w_stride, VQ_PF_KROWS, (size_t)i * sizeof(vq_block_q4_K),
+                        sizeof(vq_block_q4_K));
         /* activations of sub-blocks (0, 2), (1, 3), (4, 6), (5, 7) */
         __m512i av[4];
         for (int c = 0; c < 2; c++) {
@@ -313,10 +312,8 @@ void vq_vec_dotr4_q4_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride
         t = _mm512_add_epi32(t, _mm512_shuffle_i32x4(t, t, 0xB1));
         /* block-pair sums BS[sb] = bsums[2 sb] + bsums[2 sb + 1] against the mins of row r
          * (lane r), summed within the lane, word 0 of lane r to word r of lane 0 */
-        const __m256i b = _mm256_loadu_si256((const __m256i *)y[i].bsums);
-        const __m128i bs = _mm256_castsi256_si128(
-            _mm256_permute4x64_epi64(_mm256_hadd_epi16(b, b), 0x08));
-        __m512i m = _mm512_madd_epi16(_mm512_shuffle_epi8(scm, mins16), _mm512_broadcast_i32x4(bs));
+        __m512i m = _mm512_madd_epi16(_mm512_shuffle_epi8(scm, mins16),
+                                      _mm512_broadcast_i32x4(q8_K_pair_sums(&y[i])));
         m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, _MM_PERM_BADC));
         m = _mm512_add_epi32(m, _mm512_shuffle_epi32(m, _MM_PERM_CDAB));
         m = _mm512_permutexvar_epi32(lane0, m);
@@ -344,20 +341,14 @@ void vq_vec_dotr4_q6_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride
     for (int r = 0; r < 4; r++) x[r] = (const vq_block_q6_K *)(const void *)row_at(w, w_stride, r);
     const vq_block_q8_K *y = a;
     const __m512i m3 = _mm512_set1_epi8(3), m15 = _mm512_set1_epi8(15);
-    __m512i scsel[4];
-    for (int m = 0; m < 4; m++)
-        scsel[m] = _mm512_set_epi16(
-            (short)(4 * m + 3), (short)(4 * m + 3), (short)(4 * m + 3), (short)(4 * m + 3),
-            (short)(4 * m + 3), (short)(4 * m + 3), (short)(4 * m + 3), (short)(4 * m + 3),
-            (short)(4 * m + 2), (short)(4 * m + 2), (short)(4 * m + 2), (short)(4 * m + 2),
-            (short)(4 * m + 2), (short)(4 * m + 2), (short)(4 * m + 2), (short)(4 * m + 2),
-            (short)(4 * m + 1), (short)(4 * m + 1), (short)(4 * m + 1), (short)(4 * m + 1),
-            (short)(4 * m + 1), (short)(4 * m + 1), (short)(4 * m + 1), (short)(4 * m + 1),
-            (short)(4 * m), (short)(4 * m), (short)(4 * m), (short)(4 * m), (short)(4 * m),
-            (short)(4 * m), (short)(4 * m), (short)(4 * m));
-    __m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps();
+    /* word index 4m + j in 128-bit lane j: the scales of chunk m (lane0 + 4m) */
+    const __m512i lane0 = _mm512_set_epi16(3, 3, 3, 3, 3, 3, 3, 3, 2, 2, 2, 2, 2, 2, 2, 2, 1, 1, 1,
+                                           1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()}; /* rows 0, 1 | rows 2, 3 */
     for (int64_t i = 0; i < n / VQ_QK_K; i++) {
-        prefetch_rows(w, w_stride, i, sizeof(vq_block_q6_K));
+        if (VQ_PF_KROWS)
+            vq_pf_rows4(w, w_stride, VQ_PF_KROWS, (size_t)i * sizeof(vq_block_q6_K),
+                        sizeof(vq_block_q6_K));
         __m512i av[4];
         for (int m = 0; m < 4; m++) av[m] = _mm512_loadu_si512(y[i].qs + 64 * m);
         const __m512i bsums = _mm512_broadcast_i64x4(
@@ -380,8 +371,10 @@ void vq_vec_dotr4_q6_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride
                     const __m512i low4 = _mm512_and_si512(odd ? _mm512_srli_epi16(ql, 4) : ql, m15);
                     const __m512i hi2 = _mm512_and_si512(odd ? _mm512_srli_epi16(qh, 4) : qh, m3);
                     const __m512i q = _mm512_or_si512(low4, _mm512_slli_epi16(hi2, 4));
-                    s = _mm512_dpwssd_epi32(s, _mm512_maddubs_epi16(q, av[m]),
-                                            _mm512_permutexvar_epi16(scsel[m], sc));
+                    s = _mm512_dpwssd_epi32(
+                        s, _mm512_maddubs_epi16(q, av[m]),
+                        _mm512_permutexvar_epi16(
+                            _mm512_add_epi16(lane0, _mm512_set1_epi16((short)(4 * m))), sc));
                 }
             }
             sumi[r] = s;
@@ -398,12 +391,11 @@ void vq_vec_dotr4_q6_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride
                 fold, _mm512_slli_epi32(_mm512_madd_epi16(bsums, scq), 5));
             const __m512 d = _mm512_insertf32x8(_mm512_set1_ps(dh[2 * q]),
                                                 _mm256_set1_ps(dh[2 * q + 1]), 1);
-            if (q == 0) acc01 = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc01);
-            else acc23 = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc23);
+            acc[q] = _mm512_fmadd_ps(d, _mm512_cvtepi32_ps(lanes), acc[q]);
         }
     }
-    out[0] = hsum256(_mm512_castps512_ps256(acc01));
-    out[1] = hsum256(_mm512_extractf32x8_ps(acc01, 1));
-    out[2] = hsum256(_mm512_castps512_ps256(acc23));
-    out[3] = hsum256(_mm512_extractf32x8_ps(acc23, 1));
+    for (int q = 0; q < 2; q++) {
+        out[2 * q] = hsum256(_mm512_castps512_ps256(acc[q]));
+        out[2 * q + 1] = hsum256(_mm512_extractf32x8_ps(acc[q], 1));
+    }
 }
