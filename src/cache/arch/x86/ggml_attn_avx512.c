@@ -93,7 +93,7 @@ void vq_ggml_scores_f16_avx512(const float *q, int G, const uint16_t *k, int64_t
         for (; t + 4 <= n; t += 4) {
             if (t + VQ_PF_ROWS + 4 <= n) /* 4 rows, VQ_PF_ROWS ahead */
                 for (int64_t o = 0; o < 4 * (int64_t)d; o += 32)
-                    _mm_prefetch((const char *)(k + (t + VQ_PF_ROWS) * d + o), _MM_HINT_T0);
+                    vq_prefetch(k + (t + VQ_PF_ROWS) * d + o);
             for (int h = 0; h < G; h++) {
                 const float *qh = q + (size_t)h * (size_t)d;
                 __m512 y[4];

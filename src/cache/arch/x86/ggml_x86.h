@@ -11,6 +11,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include "core/core.h"
+
 /* Sum of 8 floats: (lo128 + hi128), then pairs, then the last two. */
 static inline float hsum256(__m256 v) {
     __m128 lo = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -27,7 +29,7 @@ static inline float hsum256(__m256 v) {
  * with T1 (docs/ALGORITHMS.md §9.4). Never faults past the end of the matrix. */
 static inline void vq_pf_rows4(const void *w, size_t stride, int ahead, size_t off, size_t bsize) {
     const char *pf = (const char *)w + (size_t)ahead * stride + 4 * off;
-    for (size_t k = 0; k < 4 * bsize; k += 64) _mm_prefetch(pf + k, _MM_HINT_T1);
+    for (size_t k = 0; k < 4 * bsize; k += 64) vq_prefetch_l2(pf + k);
 }
 
 /* Software prefetch for the slot-major V^T P (pv_f16 of ggml_attn_*.c): the rows of `slot`
@@ -39,7 +41,7 @@ static inline void pv_prefetch_slot(const uint16_t *v, int64_t t0, int64_t n, in
                                     int slot) {
     const int64_t f = (int64_t)((slot - (t0 & (S - 1)) + S) & (S - 1));
     for (int64_t t = f; t < n; t += S)
-        for (int o = 0; o < d; o += 32) _mm_prefetch((const char *)(v + t * d + o), _MM_HINT_T0);
+        for (int o = 0; o < d; o += 32) vq_prefetch(v + t * d + o);
 }
 
 /* ---- ggml_v_expf on 8 lanes (AVX2): ggml's AVX-512 sequence, bit-identical to
