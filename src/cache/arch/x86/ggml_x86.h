@@ -26,8 +26,10 @@ static inline float hsum256(__m256 v) {
  * `stride`), which the four-row step walks as one span of 4 x bsize bytes per block. Into L1
  * (T0) the requests held the line fill buffers that the loads need: Gemma 3's output head
  * (262144 x 640 Q8_0) streamed at 9.4 GB/s on one thread, 18 on two, against 11-12 and 22-24
- * with T1 (docs/ALGORITHMS.md §9.4). Never faults past the end of the matrix. */
+ * with T1 (docs/ALGORITHMS.md §9.4). ahead <= 0: nothing (prefetch off). Never faults past the
+ * end of the matrix. */
 static inline void vq_pf_rows4(const void *w, size_t stride, int ahead, size_t off, size_t bsize) {
+    if (ahead <= 0) return;
     const char *pf = (const char *)w + (size_t)ahead * stride + 4 * off;
     for (size_t k = 0; k < 4 * bsize; k += 64) vq_prefetch_l2(pf + k);
 }

@@ -84,7 +84,7 @@ void vq_vec_dotr4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride,
     __m256 summ = _mm256_setzero_ps(); /* odd lanes: the m * s chains of rows 0..3 */
     for (int64_t i = 0; i < n / 32; i++) {
         const size_t off = (size_t)i * sizeof(vq_block_q4_1);
-        if (VQ_PF_ROWS) vq_pf_rows4(w, w_stride, VQ_PF_ROWS, off, sizeof(vq_block_q4_1));
+        vq_pf_rows4(w, w_stride, VQ_PF_ROWS, off, sizeof(vq_block_q4_1));
         const vq_block_q4_1 *b[4];
         for (int r = 0; r < 4; r++) b[r] = (const vq_block_q4_1 *)(const void *)(x[r] + off);
         const __m512i act = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y[i].qs));
@@ -165,7 +165,7 @@ static inline __attribute__((always_inline)) void dot_r4_s8(int64_t n, const voi
     __m512 acc01 = _mm512_setzero_ps(), acc23 = _mm512_setzero_ps();
     for (int64_t i = 0; i < n / 32; i++) {
         const size_t off = (size_t)i * bsize;
-        if (VQ_PF_ROWS) vq_pf_rows4(w, w_stride, VQ_PF_ROWS, off, bsize);
+        vq_pf_rows4(w, w_stride, VQ_PF_ROWS, off, bsize);
         const __m512i act = _mm512_broadcast_i64x4(_mm256_loadu_si256((const __m256i *)y[i].qs));
         const __m512i p01 = q8_0_pair_dot(s8_pair(load(x[0] + off, x[1] + off)), act);
         const __m512i p23 = q8_0_pair_dot(s8_pair(load(x[2] + off, x[3] + off)), act);

@@ -272,9 +272,8 @@ void vq_vec_dotr4_q4_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride
     const __m512i lane0 = _mm512_set_epi32(0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 12, 8, 4, 0);
     __m256 acc = _mm256_setzero_ps();
     for (int64_t i = 0; i < n / VQ_QK_K; i++) {
-        if (VQ_PF_KROWS)
-            vq_pf_rows4(w, w_stride, VQ_PF_KROWS, (size_t)i * sizeof(vq_block_q4_K),
-                        sizeof(vq_block_q4_K));
+        vq_pf_rows4(w, w_stride, VQ_PF_KROWS, (size_t)i * sizeof(vq_block_q4_K),
+                    sizeof(vq_block_q4_K));
         /* activations of sub-blocks (0, 2), (1, 3), (4, 6), (5, 7) */
         __m512i av[4];
         for (int c = 0; c < 2; c++) {
@@ -346,9 +345,8 @@ void vq_vec_dotr4_q6_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride
                                            1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0);
     __m512 acc[2] = {_mm512_setzero_ps(), _mm512_setzero_ps()}; /* rows 0, 1 | rows 2, 3 */
     for (int64_t i = 0; i < n / VQ_QK_K; i++) {
-        if (VQ_PF_KROWS)
-            vq_pf_rows4(w, w_stride, VQ_PF_KROWS, (size_t)i * sizeof(vq_block_q6_K),
-                        sizeof(vq_block_q6_K));
+        vq_pf_rows4(w, w_stride, VQ_PF_KROWS, (size_t)i * sizeof(vq_block_q6_K),
+                    sizeof(vq_block_q6_K));
         __m512i av[4];
         for (int m = 0; m < 4; m++) av[m] = _mm512_loadu_si512(y[i].qs + 64 * m);
         const __m512i bsums = _mm512_broadcast_i64x4(
