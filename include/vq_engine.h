@@ -149,6 +149,9 @@ struct vq_ctx_params {
      * (the model's RoPE pairing); with key_scales = 2 or key_channel_bits it shows every layer
      * the queries of the batch before appending it (vq_cache_observe_queries). Default fp16. */
     struct vq_cache_params cache;
+    /* 1: time every phase of every forward pass (vq_ctx_get_timings), about 200 clock reads per
+     * pass; 0 (default): no clock is read */
+    int timings;
 };
 
 /* Defaults listed above. Thread-safe. */
@@ -184,6 +187,42 @@ VQ_API const vq_cache *vq_ctx_cache(const vq_ctx *c);
 VQ_API const struct vq_cache_params *vq_ctx_cache_params(const vq_ctx *c);
 /* Bytes the context allocated for activations and scratch (excluding the cache). */
 VQ_API size_t vq_ctx_scratch_bytes(const vq_ctx *c);
+
+/* ---- per-phase timings (diagnostics; off by default) ----
+ *
+ * With vq_ctx_params.timings = 1 a context adds the wall time of each phase of each forward
+ * pass to a running total, kept apart for passes of one token (decode) and of more (prefill
+ * batches), so that a caller can tell what the KV cache costs in a step (VQ_PHASE_ATTN) from
+ * what the weights cost (the rest), e.g. `veloxquant generate --timings`. A phase's time
+ * includes its OpenMP regions, fork and join. */
+
+/* The phases of a forward pass. */
+enum vq_phase {
+    VQ_PHASE_QKV,      /* q / k / v projections (input quantized once, biases) */
+    VQ_PHASE_ATTN,     /* the KV cache: query statistics, append of the new K / V, attention */
+    VQ_PHASE_ATTN_OUT, /* the attention output projection */
+    VQ_PHASE_FFN,      /* gate / up projections, activation, down projection */
+    VQ_PHASE_OUTPUT,   /* final norm and the output head (logits) */
+    VQ_PHASE_OTHER,    /* embedding, RMSNorms, RoPE, residual adds, the layer hook */
+    VQ_PHASE_COUNT
+};
+
+/* Running totals since the context was created or vq_ctx_reset_timings. */
+struct vq_ctx_timings {
+    double seconds[2][VQ_PHASE_COUNT]; /* [0]: passes of one token, [1]: passes of more */
+    int64_t tokens[2];                 /* tokens those passes evaluated */
+    int64_t passes[2];                 /* forward passes (vq_ctx_eval splits at n_batch) */
+};
+
+/* Copies the context's totals into *t (all zero when the context was created with timings =
+ * 0). A failed pass counts the phases before the one that failed. Not thread-safe with respect to a
+ * running vq_ctx_eval of the same context. */
+VQ_API void vq_ctx_get_timings(const vq_ctx *c, struct vq_ctx_timings *t);
+/* Sets the totals to zero (vq_ctx_reset does not). */
+VQ_API void vq_ctx_reset_timings(vq_ctx *c);
+/* A phase's short name ("qkv", "attention", "attn_out", "ffn", "output", "other"); NULL out of
+ * range. Static storage; thread-safe. */
+VQ_API const char *vq_phase_name(enum vq_phase ph);
 
 /* ---- observation hook (diagnostics; off by default) ----
  *

@@ -72,6 +72,9 @@ int vq_cpu_avx512vbmi(void);
  * Thread-safe. */
 int vq_cpu_avx512vnni(void);
 
+/* Seconds on the monotonic clock (CLOCK_MONOTONIC), for intervals only. Thread-safe. */
+double vq_clock_s(void);
+
 /* ---- seeded RNG: splitmix64-seeded xoshiro256** ---- */
 typedef struct vq_rng {
     uint64_t s[4];

@@ -1,9 +1,10 @@
-/* cpu.c — CPU feature detection (cpuid + xgetbv) and the process-wide ISA choice.
- * The only mutable global state of the library: the detected features and the default
- * variant, computed once under pthread_once. */
+/* cpu.c — CPU feature detection (cpuid + xgetbv), the process-wide ISA choice, and the
+ * monotonic clock. The only mutable global state of the library: the detected features and the
+ * default variant, computed once under pthread_once. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/core.h"
 
@@ -111,4 +112,10 @@ const char *vq_isa_name(enum vq_isa isa) {
 enum vq_isa vq_isa_resolve(enum vq_isa want) {
     if (want == VQ_ISA_AUTO) return vq_isa_default();
     return vq_isa_available(want) ? want : VQ_ISA_SCALAR;
+}
+
+double vq_clock_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }

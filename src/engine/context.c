@@ -11,7 +11,8 @@
  * weight kernels' activation format (Q8A / Q8K / F32) and every matmul runs over all rows of
  * the batch with the weights streamed once (vq_ggml_matmul). All buffers come from ctx create.
  * An optional layer hook (vq_ctx_set_layer_hook) sees q, k, v and the attention output of each
- * layer after attend; without one the cost is a NULL test per layer.
+ * layer after attend; without one the cost is a NULL test per layer. With params.timings the
+ * pass adds each phase's wall time to the context's totals (lap(), vq_ctx_get_timings).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -55,6 +56,7 @@ struct vq_ctx {
     size_t scratch_bytes;
     vq_layer_hook_fn hook; /* optional per-layer observer (vq_ctx_set_layer_hook) */
     void *hook_user;
+    struct vq_ctx_timings tm; /* per-phase totals (p.timings) */
 };
 
 struct vq_ctx_params vq_ctx_params_default(void) {
@@ -216,6 +218,40 @@ void vq_ctx_set_layer_hook(vq_ctx *c, vq_layer_hook_fn fn, void *user) {
 void *vq_ctx_layer_hook_user(const vq_ctx *c) { return c ? c->hook_user : NULL; }
 const struct vq_cache_params *vq_ctx_cache_params(const vq_ctx *c) { return &c->p.cache; }
 size_t vq_ctx_scratch_bytes(const vq_ctx *c) { return c->scratch_bytes; }
+
+void vq_ctx_get_timings(const vq_ctx *c, struct vq_ctx_timings *t) { *t = c->tm; }
+void vq_ctx_reset_timings(vq_ctx *c) { memset(&c->tm, 0, sizeof c->tm); }
+
+const char *vq_phase_name(enum vq_phase ph) {
+    static const char *const names[VQ_PHASE_COUNT] = {"qkv", "attention", "attn_out",
+                                                      "ffn", "output",    "other"};
+    return (unsigned)ph < VQ_PHASE_COUNT ? names[ph] : NULL;
+}
+
+/* Per-phase clock of one forward pass: lap() adds the time since the last lap to phase ph of
+ * the pass's kind (one token or more); no clock is read when the context does not time. */
+struct phase_clock {
+    double *sec; /* c->tm.seconds[kind], NULL: not timing */
+    double t;
+};
+
+static struct phase_clock clock_start(vq_ctx *c, int64_t n) {
+    struct phase_clock pc = {NULL, 0};
+    if (!c->p.timings) return pc;
+    const int kind = n > 1;
+    c->tm.tokens[kind] += n;
+    c->tm.passes[kind]++;
+    pc.sec = c->tm.seconds[kind];
+    pc.t = vq_clock_s();
+    return pc;
+}
+
+static void lap(struct phase_clock *pc, enum vq_phase ph) {
+    if (!pc->sec) return;
+    const double t = vq_clock_s();
+    pc->sec[ph] += t - pc->t;
+    pc->t = t;
+}
 
 /* ---- building blocks ----------------------------------------------------------------- */
 
@@ -396,6 +432,7 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
     /* rows carried through the last layer after attention: logits wanted for all, one, none */
     const int64_t n_out = !logits ? 0 : c->p.logits_all ? n : 1;
     int64_t nr = n;
+    struct phase_clock pc = clock_start(c, n);
 
     for (int64_t t = 0; t < n; t++)
         m->tok_embd.k->to_float(
@@ -408,12 +445,14 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
     for (int l = 0; l < I->n_layers; l++) {
         const struct vq_layer *ly = &m->layers[l];
         rmsnorm(c, c->x, ly->attn_norm, c->h, n, E, I->rms_eps);
+        lap(&pc, VQ_PHASE_OTHER);
         const struct vq_weight *qkv[3] = {&ly->wq, &ly->wk, &ly->wv};
         float *const outs[3] = {c->q, c->k, c->v};
         matmul_shared(c, qkv, outs, 3, c->h, n);
         add_bias(c->q, ly->bq, n, NQ);
         add_bias(c->k, ly->bk, n, NK);
         add_bias(c->v, ly->bv, n, NK);
+        lap(&pc, VQ_PHASE_QKV);
         if (ly->q_norm) { /* per head, in place: rows of head_dim */
             rmsnorm(c, c->q, ly->q_norm, c->q, n * I->n_heads, HD, I->rms_eps);
             rmsnorm(c, c->k, ly->k_norm, c->k, n * I->n_kv_heads, HD, I->rms_eps);
@@ -422,6 +461,7 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
         rope(c, c->k, n, I->n_kv_heads, ly->rope);
         if (m->q_prescale)
             for (int64_t i = 0; i < n * NQ; i++) c->q[i] *= m->q_scale;
+        lap(&pc, VQ_PHASE_OTHER);
         /* query moments for the layer's key scales / per-channel key widths */
         if (c->p.cache.key_scales == 2 || c->p.cache.key_channel_bits)
             VQ_RETURN_IF_ERR(vq_cache_observe_queries(c->cache, l, c->q, I->n_heads, n));
@@ -430,18 +470,24 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
          * (layer_window) masked there */
         VQ_RETURN_IF_ERR(
             vq_cache_attend(c->cache, l, c->q, I->n_heads, n, NULL, attn_scale, c->att));
+        lap(&pc, VQ_PHASE_ATTN);
         if (c->hook) {
             const struct vq_layer_event ev = {l,       p0,         n,    I->n_heads, I->n_kv_heads,
                                               (int)HD, attn_scale, c->q, c->k,       c->v,
                                               c->att,  c->cache};
             VQ_RETURN_IF_ERR(c->hook(c->hook_user, &ev));
+            lap(&pc, VQ_PHASE_OTHER);
         }
         matmul(c, &ly->wo, c->att, n, c->h);
+        lap(&pc, VQ_PHASE_ATTN_OUT);
         if (l == I->n_layers - 1 && n_out < n) {
             /* the last layer's rest only for the rows whose logits are wanted (none or the last),
              * as llama.cpp's inp_out_ids: its matmuls then see the same rows (a K-quant row's
              * result depends on its batch, ggml.h) */
-            if (n_out == 0) return VQ_STATUS_OK;
+            if (n_out == 0) {
+                lap(&pc, VQ_PHASE_OTHER);
+                return VQ_STATUS_OK;
+            }
             memmove(c->h, c->h + (n - 1) * E, sizeof(float) * (size_t)E);
             memmove(c->x, c->x + (n - 1) * E, sizeof(float) * (size_t)E);
             nr = 1;
@@ -450,18 +496,22 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
         for (int64_t i = 0; i < nr * E; i++) c->x[i] += c->h[i];
 
         rmsnorm(c, c->x, ly->ffn_norm, c->h, nr, E, I->rms_eps);
+        lap(&pc, VQ_PHASE_OTHER);
         const struct vq_weight *gu[2] = {&ly->w_gate, &ly->w_up};
         float *const gu_out[2] = {c->g, c->u};
         matmul_shared(c, gu, gu_out, 2, c->h, nr);
         ffn_gate_act(c, c->g, c->u, nr, I->n_ff);
         matmul(c, &ly->w_down, c->g, nr, c->h);
+        lap(&pc, VQ_PHASE_FFN);
         if (ly->ffn_post_norm) rmsnorm(c, c->h, ly->ffn_post_norm, c->h, nr, E, I->rms_eps);
         for (int64_t i = 0; i < nr * E; i++) c->x[i] += c->h[i];
     }
+    lap(&pc, VQ_PHASE_OTHER);
     if (!logits) return VQ_STATUS_OK;
     /* nr rows of logits: all n (logits_all) or the last token's */
     rmsnorm(c, c->x, m->output_norm, c->h, nr, E, I->rms_eps);
     matmul(c, &m->output, c->h, nr, logits);
+    lap(&pc, VQ_PHASE_OUTPUT);
     return VQ_STATUS_OK;
 }
 

@@ -9,7 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+
+#include "core/core.h"
 
 const char *const vq_probe_prompts[] = {
     "What is the capital of France? Answer in one sentence.",
@@ -24,12 +25,6 @@ const char *const vq_probe_prompts[] = {
     "Summarize the plot of Romeo and Juliet in three sentences.",
 };
 const int vq_probe_n_prompts = (int)(sizeof vq_probe_prompts / sizeof vq_probe_prompts[0]);
-
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void seterr(char *err, size_t errlen, const char *fmt, ...) {
     if (!err || !errlen) return;
@@ -220,9 +215,9 @@ vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tok
         vq_ctx_reset(c);
         for (int off = 0; off < ctx; off += n_batch) {
             const int nb = ctx - off < n_batch ? ctx - off : n_batch;
-            const double t0 = now_s();
+            const double t0 = vq_clock_s();
             st = vq_ctx_eval(c, chunk + off, nb, logits);
-            eval_s += now_s() - t0;
+            eval_s += vq_clock_s() - t0;
             if (st != VQ_STATUS_OK) {
                 seterr(err, errlen, "eval of chunk %d at %d: %s", ch, off, vq_status_str(st));
                 goto done;
@@ -263,10 +258,10 @@ vq_status vq_probe_generate(vq_ctx *ctx, int n_vocab, const int32_t *prompt, int
     float *logits = malloc((size_t)n_vocab * sizeof *logits);
     if (!logits) return VQ_STATUS_NO_MEMORY;
     vq_ctx_reset(ctx);
-    double t0 = now_s();
+    double t0 = vq_clock_s();
     vq_status st = vq_ctx_eval(ctx, prompt, n_prompt, logits);
-    *prefill_s = now_s() - t0;
-    t0 = now_s();
+    *prefill_s = vq_clock_s() - t0;
+    t0 = vq_clock_s();
     while (st == VQ_STATUS_OK && *n_out < max_new) {
         int32_t best = 0;
         for (int v = 1; v < n_vocab; v++)
@@ -276,7 +271,7 @@ vq_status vq_probe_generate(vq_ctx *ctx, int n_vocab, const int32_t *prompt, int
         if (*n_out == max_new) break;
         st = vq_ctx_eval(ctx, &best, 1, logits);
     }
-    *decode_s = now_s() - t0;
+    *decode_s = vq_clock_s() - t0;
     free(logits);
     return st;
 }

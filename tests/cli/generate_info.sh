@@ -61,6 +61,30 @@ assert d["key_x"] > 3.0 and d["fullKV_x"] > 3.0, d
 assert d["decode_tok_s"] > 0 and d["prefill_tok_s"] > 0 and d["peak_rss_mb"] > 10, d
 assert isinstance(d["text"], str) and len(d["text"]) > 0
 PY
+# --timings: per-phase ms per token of the prefill and the decode, as text and in --json; the
+# phases add up to the total, the decode counts its evaluated tokens, no "timings" without it
+expect_exit 0 "$VQ" generate -m "$MODEL" -p "Once upon a time" -n 6 -c 64 -t 1 --kv kv4 --timings -q
+for k in "timings: ms per token" "attention" "attn_out" "ffn" "output" "total"; do
+    grep -q "$k" "$ERR" && ok || bad "generate --timings text lacks '$k'"
+done
+expect_exit 0 "$VQ" generate -m "$MODEL" -p "Once upon a time" -n 6 -c 64 -t 1 --kv kv4 --timings --json
+python3 - "$OUT" <<'PY' && ok || bad "generate --timings --json content"
+import json, sys
+d = json.load(open(sys.argv[1]))
+t = d["timings"]
+assert t["prefill"]["tokens"] == d["prefill_tokens"] == 4, d
+assert t["decode"]["tokens"] == d["decode_tokens"] >= 1, d
+for part in ("prefill", "decode"):
+    ms = t[part]["ms_per_token"]
+    phases = ["qkv", "attention", "attn_out", "ffn", "output", "other"]
+    assert all(ms[p] >= 0 for p in phases) and ms["attention"] > 0 and ms["ffn"] > 0, ms
+    assert abs(sum(ms[p] for p in phases) - ms["total"]) <= 1e-9 * ms["total"] + 1e-12, ms
+# the decode's phases account for its wall time (within clock reads and sampling)
+dec_ms = 1e3 / d["decode_tok_s"]
+assert 0.5 * dec_ms < t["decode"]["ms_per_token"]["total"] <= 1.05 * dec_ms, (dec_ms, t)
+PY
+expect_exit 0 "$VQ" generate -m "$MODEL" -p "Hi" -n 2 -c 64 -t 1 --json
+grep -q '"timings"' "$OUT" && bad "no timings in --json without --timings" || ok
 # every KV option of perplexity/sweep works in generate (one option table): kivi with a group
 # of 64 and no fp16 window, default bits (2, as in perplexity and sweep)
 expect_exit 0 "$VQ" generate -m "$MODEL" -p "The capital of France is" -n 4 -c 64 -t 1 \

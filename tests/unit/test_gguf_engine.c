@@ -357,6 +357,69 @@ TEST(llama_f32_matches_reference) { check_against_ref("llama", 0, VQ_GGML_F32, 1
 TEST(qwen2_f32_matches_reference) { check_against_ref("qwen2", 1, VQ_GGML_F32, 1e-4); }
 TEST(llama_q8_0_matches_reference) { check_against_ref("llama", 0, VQ_GGML_Q8_0, 3e-2); }
 
+/* Per-phase timings: off, no clock is read and the totals stay zero; on, the logits are the
+ * same bits, every token lands in the kind of its pass (batches of 5: 5 + 5 + 2 tokens, then
+ * one decode token), the phases sum to a positive time and reset clears them. */
+TEST(timings) {
+    rs = 99;
+    make_weights(0);
+    write_model(g_path, "llama", VQ_GGML_F32, C_NONE);
+    vq_status st;
+    vq_model *m = vq_model_load(g_path, &st);
+    ASSERT(m != NULL);
+    if (!m) return;
+    int32_t tok[MAXT];
+    for (int i = 0; i < MAXT; i++) tok[i] = (i * 5 + 1) % NV;
+    static float lg[2][NV];
+    struct vq_ctx_timings t[2];
+    for (int on = 0; on < 2; on++) {
+        struct vq_ctx_params cp = vq_ctx_params_default();
+        cp.n_ctx = MAXT + 1;
+        cp.n_batch = 5;
+        cp.n_threads = 1;
+        cp.timings = on;
+        vq_ctx *c = vq_ctx_create(m, &cp, &st);
+        ASSERT(c != NULL);
+        if (!c) break;
+        ASSERT_STATUS(vq_ctx_eval(c, tok, MAXT, lg[on]), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_ctx_eval(c, tok, 1, lg[on]), VQ_STATUS_OK);
+        vq_ctx_get_timings(c, &t[on]);
+        if (on) {
+            vq_ctx_reset_timings(c);
+            struct vq_ctx_timings z, zero;
+            memset(&zero, 0, sizeof zero);
+            vq_ctx_get_timings(c, &z);
+            ASSERT(!memcmp(&z, &zero, sizeof z));
+        }
+        vq_ctx_free(c);
+    }
+    ASSERT(!memcmp(lg[0], lg[1], sizeof lg[0]));
+    struct vq_ctx_timings zero;
+    memset(&zero, 0, sizeof zero);
+    ASSERT(!memcmp(&t[0], &zero, sizeof zero));
+    ASSERT_EQ_INT(t[1].passes[1], 3);
+    ASSERT_EQ_INT(t[1].tokens[1], MAXT);
+    ASSERT_EQ_INT(t[1].passes[0], 1);
+    ASSERT_EQ_INT(t[1].tokens[0], 1);
+    for (int k = 0; k < 2; k++) {
+        double sum = 0;
+        int neg = 0;
+        for (int p = 0; p < VQ_PHASE_COUNT; p++) {
+            neg |= t[1].seconds[k][p] < 0;
+            sum += t[1].seconds[k][p];
+        }
+        ASSERT(!neg);
+        ASSERT(sum > 0 && sum < 10);
+        ASSERT(t[1].seconds[k][VQ_PHASE_ATTN] > 0);
+        ASSERT(t[1].seconds[k][VQ_PHASE_FFN] > 0);
+    }
+    ASSERT(!strcmp(vq_phase_name(VQ_PHASE_ATTN), "attention"));
+    ASSERT(!strcmp(vq_phase_name(VQ_PHASE_OTHER), "other"));
+    ASSERT(vq_phase_name(VQ_PHASE_COUNT) == NULL);
+    ASSERT(vq_phase_name((enum vq_phase) - 1) == NULL);
+    vq_model_free(m);
+}
+
 /* The comparison is sensitive to the RoPE pairing: the same weights with the other pairing
  * give logits far outside the tolerance used above (so those checks can fail). */
 TEST(rope_mode_matters) {
@@ -604,6 +667,7 @@ int main(void) {
     RUN(qwen2_f32_matches_reference);
     RUN(llama_q8_0_matches_reference);
     RUN(rope_mode_matters);
+    RUN(timings);
     RUN(key_channel_bits_in_the_engine);
     RUN(bad_models_fail_cleanly);
     RUN(model_check_lists_every_problem);

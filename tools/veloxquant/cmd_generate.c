@@ -27,7 +27,7 @@
 
 struct gen_opts {
     const char *model, *prompt, *file, *system;
-    bool chat, json, quiet, f32_act;
+    bool chat, json, quiet, f32_act, timings;
     long n_predict, n_ctx;
     long prompt_tokens; /* --prompt-tokens: keep the first N prompt tokens (0: all) */
     long depth;         /* --depth: prompt tokens evaluated untimed before the timed prefill */
@@ -68,6 +68,9 @@ static void usage(FILE *f) {
         "      --depth D         evaluate the first D prompt tokens untimed, then time the\n"
         "                        prefill of the remaining ones at that depth (llama-bench's -d);\n"
         "                        prefill tok/s counts those; needs a prompt of more than D tokens\n"
+        "      --timings         also print where the time of a prefill and of a decode token\n"
+        "                        goes: attention with the KV cache (append + attend), q/k/v,\n"
+        "                        attention output and FFN matmuls, output head, the rest\n"
         "      --f32-activations exact fp32 matmul inputs instead of llama.cpp's int8 ones\n"
         "                        (prefill ~1.3x, decode ~6x slower; no int8 rounding noise)\n"
         "      --seed S          sampling seed (default 42)\n"
@@ -141,7 +144,8 @@ enum {
     GEN_OBSERVE,
     GEN_OBSERVE_Q,
     GEN_PROMPT_TOKENS,
-    GEN_DEPTH
+    GEN_DEPTH,
+    GEN_TIMINGS
 };
 
 static void gen_opts_init(struct gen_opts *o) {
@@ -183,6 +187,7 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
         {"observe-queries", required_argument, 0, GEN_OBSERVE_Q},
         {"prompt-tokens", required_argument, 0, GEN_PROMPT_TOKENS},
         {"depth", required_argument, 0, GEN_DEPTH},
+        {"timings", no_argument, 0, GEN_TIMINGS},
         VQ_KV_LONG_OPTIONS,
         {0, 0, 0, 0},
     };
@@ -221,6 +226,7 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
             ok = vq_opt_long(cmd, "--prompt-tokens", optarg, 1, 1L << 24, &o->prompt_tokens);
             break;
         case GEN_DEPTH: ok = vq_opt_long(cmd, "--depth", optarg, 0, 1L << 24, &o->depth); break;
+        case GEN_TIMINGS: o->timings = true; break;
         case GEN_OBSERVE_Q:
             ok = vq_opt_int(cmd, "--observe-queries", optarg, 1, 4096, &o->observe_queries);
             break;
@@ -511,6 +517,7 @@ static int gen_build_ctx(const struct gen_opts *o, struct gen_state *g) {
     vq_cli_warn_wait_policy("generate", o->threads);
     cp.n_batch = o->batch;
     cp.f32_activations = o->f32_act;
+    cp.timings = o->timings;
     cp.isa = o->isa;
     cp.cache.key = o->cache.key;
     cp.cache.value = o->cache.value;
@@ -602,6 +609,7 @@ struct gen_stats {
     long n_gen, n_dec_evals;
     bool stopped_eog, hit_ctx;
     double t_prefill, t_decode;
+    struct vq_ctx_timings tm_prefill, tm_decode; /* --timings: the timed prefill, the decode */
 };
 
 /* Run step: prefill, then sample / stream / decode until n_predict tokens, end-of-generation
@@ -615,9 +623,12 @@ static int gen_run(const struct gen_opts *o, struct gen_state *g, struct gen_sta
         fprintf(stderr, "generate: prefill of the --depth tokens failed: %s\n", vq_status_str(st));
         return 1;
     }
+    vq_ctx_reset_timings(g->ctx); /* the --depth tokens are not timed */
     double t0 = vq_now_s();
     st = vq_ctx_eval(g->ctx, g->ids + o->depth, g->n_prompt - o->depth, g->logits);
     r->t_prefill = vq_now_s() - t0;
+    vq_ctx_get_timings(g->ctx, &r->tm_prefill);
+    vq_ctx_reset_timings(g->ctx);
     if (st != VQ_STATUS_OK) {
         fprintf(stderr, "generate: prefill failed: %s\n", vq_status_str(st));
         return 1;
@@ -665,6 +676,7 @@ static int gen_run(const struct gen_opts *o, struct gen_state *g, struct gen_sta
         }
     }
     r->t_decode = vq_now_s() - t1;
+    vq_ctx_get_timings(g->ctx, &r->tm_decode);
     int64_t w = vq_tok_stream_flush(&ts, g->piece, g->piece_cap); /* <= 4 bytes */
     if (w > 0) {
         if (stream) fwrite(g->piece, 1, (size_t)w, stdout);
@@ -681,6 +693,42 @@ static int gen_run(const struct gen_opts *o, struct gen_state *g, struct gen_sta
     r->n_dec_evals = r->n_gen > 0 ? r->n_gen - (r->n_gen == o->n_predict || r->hit_ctx ? 1 : 0) : 0;
     if (r->stopped_eog) r->n_dec_evals = r->n_gen;
     return 0;
+}
+
+/* Milliseconds per token of phase ph in t (VQ_PHASE_COUNT: all phases), passes of one token
+ * and of more together; 0 when t counted no token. */
+static double phase_ms(const struct vq_ctx_timings *t, int ph) {
+    const int64_t n = t->tokens[0] + t->tokens[1];
+    double s = 0;
+    for (int k = 0; k < 2; k++)
+        for (int p = 0; p < VQ_PHASE_COUNT; p++)
+            if (p == ph || ph == VQ_PHASE_COUNT) s += t->seconds[k][p];
+    return n > 0 ? 1e3 * s / (double)n : 0;
+}
+
+/* --timings as text: each phase's ms per token and share, the prefill and the decode. */
+static void print_timings(const struct gen_stats *r) {
+    const struct vq_ctx_timings *ts[2] = {&r->tm_prefill, &r->tm_decode};
+    fprintf(stderr, "timings: ms per token (share)    prefill          decode\n");
+    for (int p = 0; p <= VQ_PHASE_COUNT; p++) {
+        fprintf(stderr, "  %-28s", p < VQ_PHASE_COUNT ? vq_phase_name((enum vq_phase)p) : "total");
+        for (int i = 0; i < 2; i++) {
+            const double tot = phase_ms(ts[i], VQ_PHASE_COUNT), v = phase_ms(ts[i], p);
+            fprintf(stderr, "  %8.3f (%5.1f%%)", v, tot > 0 ? 100 * v / tot : 0);
+        }
+        fputc('\n', stderr);
+    }
+}
+
+/* --timings as JSON: {"tokens": n, "ms_per_token": {phase: ms, ..., "total": ms}}. */
+static cJSON *timings_json(const struct vq_ctx_timings *t) {
+    cJSON *o = cJSON_CreateObject();
+    cJSON_AddNumberToObject(o, "tokens", (double)(t->tokens[0] + t->tokens[1]));
+    cJSON *ms = cJSON_AddObjectToObject(o, "ms_per_token");
+    for (int p = 0; p < VQ_PHASE_COUNT; p++)
+        cJSON_AddNumberToObject(ms, vq_phase_name((enum vq_phase)p), phase_ms(t, p));
+    cJSON_AddNumberToObject(ms, "total", phase_ms(t, VQ_PHASE_COUNT));
+    return o;
 }
 
 /* Report step: statistics as JSON on stdout (--json) or as text on stderr. */
@@ -718,6 +766,7 @@ static void gen_report(const struct gen_opts *o, const struct gen_state *g,
                 "KV:      %zu bytes (keys %zu, fp16 would be %zu) key_x %.2f fullKV_x %.2f\n",
                 mem.total_bytes, mem.key_total_bytes, mem.fp16_bytes, key_x, full_x);
         fprintf(stderr, "peak RSS: %.1f MB\n", peak_rss_mb());
+        if (o->timings) print_timings(r);
         return;
     }
     cJSON *js = cJSON_CreateObject();
@@ -744,6 +793,11 @@ static void gen_report(const struct gen_opts *o, const struct gen_state *g,
     cJSON_AddNumberToObject(js, "key_x", key_x);
     cJSON_AddNumberToObject(js, "fullKV_x", full_x);
     cJSON_AddNumberToObject(js, "peak_rss_mb", peak_rss_mb());
+    if (o->timings) {
+        cJSON *tj = cJSON_AddObjectToObject(js, "timings");
+        cJSON_AddItemToObject(tj, "prefill", timings_json(&r->tm_prefill));
+        cJSON_AddItemToObject(tj, "decode", timings_json(&r->tm_decode));
+    }
     cJSON_AddStringToObject(js, "text", g->out_text ? g->out_text : "");
     char *s = cJSON_PrintUnformatted(js);
     if (s) {
