@@ -2,8 +2,10 @@
  * vq_engine.h — a small GGUF inference engine whose KV cache is a veloxquant vq_cache.
  *
  * Overview
- *   vq_model_load maps a GGUF file read-only (weights are used in place, never copied) and
- *   validates architecture, hyper-parameters and every tensor shape/type it needs.
+ *   vq_model_load reads a GGUF file into private memory in 2 MiB huge pages where Linux gives
+ *   them (else, or with VQ_WEIGHTS=mmap in the environment, maps it read-only; the weights are
+ *   used in place either way, never converted) and validates architecture, hyper-parameters
+ *   and every tensor shape/type it needs.
  *   vq_ctx_create allocates everything a forward pass needs once (activations, scratch, RoPE
  *   tables, logits) plus a vq_cache whose geometry (layers, kv heads, head_dim, max_tokens) the
  *   engine fills; the caller picks the K/V methods and bits. vq_ctx_eval runs a batch of tokens
@@ -100,7 +102,13 @@ struct vq_model_info {
     size_t weight_bytes;  /* bytes of all tensors */
 };
 
-/* Loads and validates a GGUF model (mmap, read-only). Returns NULL with *st = IO (cannot be
+/* Loads and validates a GGUF model. The file's bytes go to private read-only memory advised
+ * for transparent huge pages when Linux gives them ("always" or "madvise" mode) and the file is
+ * at most half the physical memory: a decode step reads every weight, and with 2 MiB pages it
+ * walks no page tables for them (decode at depth 8192 on SmolLM2, one thread: the weight
+ * matmuls ~20 % faster, docs/ALGORITHMS.md §9.14). Otherwise, or with VQ_WEIGHTS=mmap in the
+ * environment, the file is mapped read-only (shared page cache, pages read on first use).
+ * Returns NULL with *st = IO (cannot be
  * opened, or not a regular file: a FIFO is refused without blocking) / BAD_FORMAT
  * (truncated or corrupt file, tensor data that overlaps or does not tile the data section as
  * its type and shape say, a non-finite block scale or float weight, missing tensor, shape

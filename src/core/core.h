@@ -58,6 +58,15 @@ void vq_free(void *p);
 void *vq_map(size_t bytes);
 /* Releases memory from vq_map(bytes); NULL is a no-op. Thread-safe. */
 void vq_unmap(void *p, size_t bytes);
+/* Returns bytes (> 0) of zeroed private memory aligned to 2 MiB and advised for transparent
+ * huge pages (MADV_HUGEPAGE), so that the OS can back it with 2 MiB pages (one TLB entry per
+ * 2 MiB: data streamed in full every step, such as model weights, then walks no page tables);
+ * NULL when out of memory or where the OS has no such advice. Pages are taken as they are
+ * first written. Release with vq_unmap(p, bytes). Thread-safe. */
+void *vq_map_huge(size_t bytes);
+/* 1 when the OS gives vq_map_huge memory huge pages (Linux transparent huge pages in "always"
+ * or "madvise" mode), else 0. Reads /sys once per call. Thread-safe. */
+int vq_huge_pages(void);
 
 /* ---- CPU dispatch ---- */
 /* Resolves VQ_ISA_AUTO to the default variant (honours $VQ_ISA); returns the variant itself

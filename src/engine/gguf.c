@@ -29,7 +29,7 @@
 struct vq_gguf {
     const uint8_t *base; /* (size) file bytes */
     size_t size;
-    void *map; /* mmap base or NULL (caller buffer) */
+    void *map; /* the file's mapping or read_huge copy, or NULL (caller buffer) */
     size_t map_len;
     uint32_t version;
     uint32_t alignment;
@@ -576,8 +576,31 @@ static const char *file_kind(mode_t m) {
                        : "not a plain file";
 }
 
-/* Maps path read-only and parses it. */
-vq_gguf *vq_gguf_open(const char *path, vq_status *st) {
+/* The len bytes of fd in private huge-page memory (vq_map_huge), read-only once filled; NULL
+ * when the OS gives no huge pages, the file is more than half the physical memory, that
+ * memory cannot be had or the read fails (the caller then maps the file). */
+static void *read_huge(int fd, size_t len) {
+    const long pages = sysconf(_SC_PHYS_PAGES), psz = sysconf(_SC_PAGESIZE);
+    if (!vq_huge_pages() || pages <= 0 || psz <= 0 ||
+        (double)len > 0.5 * (double)pages * (double)psz)
+        return NULL;
+    uint8_t *a = vq_map_huge(len);
+    if (!a) return NULL;
+    for (size_t got = 0; got < len;) {
+        const ssize_t r = pread(fd, a + got, len - got, (off_t)got);
+        if (r < 0 && errno == EINTR) continue;
+        if (r <= 0) {
+            vq_unmap(a, len);
+            return NULL;
+        }
+        got += (size_t)r;
+    }
+    mprotect(a, len, PROT_READ);
+    return a;
+}
+
+/* Maps path read-only (or reads it into huge pages: read_huge) and parses it. */
+static vq_gguf *open_file(const char *path, int read, vq_status *st) {
     if (!path) {
         if (st) *st = VQ_STATUS_INVALID_ARG;
         set_err("gguf: NULL path");
@@ -607,7 +630,8 @@ vq_gguf *vq_gguf_open(const char *path, vq_status *st) {
         if (st) *st = VQ_STATUS_BAD_FORMAT;
         return NULL;
     }
-    void *m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
+    void *m = read ? read_huge(fd, (size_t)sb.st_size) : NULL;
+    if (!m) m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED) {
         set_err("gguf: mmap of '%s' failed: %s", path, strerror(errno));
@@ -627,6 +651,9 @@ vq_gguf *vq_gguf_open(const char *path, vq_status *st) {
     g->size = (size_t)sb.st_size;
     return open_common(g, st);
 }
+
+vq_gguf *vq_gguf_open(const char *path, vq_status *st) { return open_file(path, 0, st); }
+vq_gguf *vq_gguf_open_read(const char *path, vq_status *st) { return open_file(path, 1, st); }
 
 vq_status vq_gguf_check_values(const vq_gguf *g) {
     if (!g) return VQ_STATUS_INVALID_ARG;

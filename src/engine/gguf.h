@@ -79,6 +79,12 @@ typedef struct vq_gguf vq_gguf;
  * *st = IO / BAD_FORMAT / UNSUPPORTED / NO_MEMORY, with a message retrievable by
  * vq_gguf_last_error(). */
 vq_gguf *vq_gguf_open(const char *path, vq_status *st);
+/* Same, but the file's bytes are read into private memory advised for transparent huge pages
+ * (vq_map_huge, 2 MiB pages; read-only once filled) when the OS gives huge pages and the file
+ * is at most half the physical memory; otherwise (or when that memory or the read fails) the
+ * file is mapped as by vq_gguf_open. For the model loader: weights read in full every decode
+ * step then miss the TLB once per 2 MiB instead of once per 4 KiB. */
+vq_gguf *vq_gguf_open_read(const char *path, vq_status *st);
 /* Same over a caller buffer that must outlive the handle (fuzzing, tests). */
 vq_gguf *vq_gguf_open_mem(const void *buf, size_t len, vq_status *st);
 void vq_gguf_close(vq_gguf *g);

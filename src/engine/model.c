@@ -503,7 +503,10 @@ static vq_model *load(const char *path, vq_status *st) {
         *st = VQ_STATUS_NO_MEMORY;
         return NULL;
     }
-    m->gguf = vq_gguf_open(path, &s);
+    /* weights in huge pages unless VQ_WEIGHTS=mmap (a check reads no weights: mapped) */
+    const char *wenv = getenv("VQ_WEIGHTS");
+    m->gguf = g_check || (wenv && !strcmp(wenv, "mmap")) ? vq_gguf_open(path, &s)
+                                                         : vq_gguf_open_read(path, &s);
     if (m->gguf) s = vq_gguf_check_values(m->gguf); /* finite scales and float weights */
     if (m->gguf && s != VQ_STATUS_OK) s = fail(s, "%s", vq_gguf_last_error()); /* check: go on */
     if (!m->gguf || s != VQ_STATUS_OK) {

@@ -61,6 +61,15 @@ assert d["key_x"] > 3.0 and d["fullKV_x"] > 3.0, d
 assert d["decode_tok_s"] > 0 and d["prefill_tok_s"] > 0 and d["peak_rss_mb"] > 10, d
 assert isinstance(d["text"], str) and len(d["text"]) > 0
 PY
+# weights read into huge pages (default) or mapped (VQ_WEIGHTS=mmap): the same greedy text
+expect_exit 0 "$VQ" generate -m "$MODEL" -p "The capital of France is" -n 12 -c 64 -t 1 --json
+cp "$OUT" "$TMP/read.json"
+VQ_WEIGHTS=mmap expect_exit 0 "$VQ" generate -m "$MODEL" -p "The capital of France is" -n 12 -c 64 -t 1 --json
+python3 - "$TMP/read.json" "$OUT" <<'PY' && ok || bad "VQ_WEIGHTS=mmap changes the generated text"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["text"] == b["text"] and len(a["text"]) > 0, (a["text"], b["text"])
+PY
 # --timings: per-phase ms per token of the prefill and the decode, as text and in --json; the
 # phases add up to the total, the decode counts its evaluated tokens, no "timings" without it
 expect_exit 0 "$VQ" generate -m "$MODEL" -p "Once upon a time" -n 6 -c 64 -t 1 --kv kv4 --timings -q

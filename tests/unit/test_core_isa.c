@@ -1,7 +1,9 @@
 /* test_core_isa.c — ISA detection and the $VQ_ISA override (each case in a forked child so
- * the once-only initialisation starts fresh), names, resolve rules, aligned zeroed allocation. */
+ * the once-only initialisation starts fresh), names, resolve rules, aligned zeroed allocation,
+ * huge-page mappings. */
 #include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -81,6 +83,33 @@ TEST(alloc) {
     ASSERT(vq_alloc(SIZE_MAX - 10) == NULL);
 }
 
+/* vq_map_huge: 2 MiB aligned, zeroed, writable over every byte asked for (odd sizes), NULL
+ * for 0 and for sizes that cannot be mapped; where the OS gives huge pages (vq_huge_pages) a
+ * mapping must come back. The huge pages themselves are the OS's to give (not asserted). */
+TEST(map_huge) {
+    const size_t sizes[] = {1, 4095, 4097, (size_t)2 << 20, ((size_t)5 << 20) + 123};
+    int mapped = 0;
+    for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+        const size_t n = sizes[k];
+        unsigned char *p = (unsigned char *)vq_map_huge(n);
+        if (!p) continue;
+        mapped++;
+        ASSERT_EQ_INT((uintptr_t)p % ((uintptr_t)2 << 20), 0);
+        int nz = 0;
+        for (size_t i = 0; i < n; i += 997) nz += p[i] != 0;
+        nz += p[n - 1] != 0;
+        ASSERT_EQ_INT(nz, 0);
+        memset(p, 0xA5, n);
+        ASSERT(p[0] == 0xA5 && p[n - 1] == 0xA5);
+        vq_unmap(p, n);
+    }
+    if (vq_huge_pages()) ASSERT_EQ_INT(mapped, (int)(sizeof sizes / sizeof sizes[0]));
+    ASSERT(vq_map_huge(0) == NULL);
+    ASSERT(vq_map_huge(SIZE_MAX - 10) == NULL);
+    fprintf(stderr, "map_huge: huge pages %s, %d of 5 mapped\n", vq_huge_pages() ? "on" : "off",
+            mapped);
+}
+
 int main(void) {
     /* Children first: the parent must not have initialised the dispatch yet. */
     r_none = child_default(NULL);
@@ -93,5 +122,6 @@ int main(void) {
     RUN(env_override);
     RUN(names_and_resolve);
     RUN(alloc);
+    RUN(map_huge);
     return TEST_REPORT();
 }

@@ -580,6 +580,30 @@ TEST(random_mutations) {
     ASSERT(opened > 0);
 }
 
+/* vq_gguf_open_read (the model loader's open: the bytes read into huge-page memory where the
+ * OS has it) opens what vq_gguf_open opens, with the same tensors and bytes, and refuses the
+ * same files with the same status. */
+static void check_open_read(const char *path, const vq_gguf *mapped, vq_status st_mapped) {
+    vq_status st;
+    vq_gguf *g = vq_gguf_open_read(path, &st);
+    ASSERT(!!g == !!mapped);
+    if (!g || !mapped) {
+        if (!g && !mapped) ASSERT_STATUS(st, st_mapped);
+        vq_gguf_close(g);
+        return;
+    }
+    ASSERT_EQ_INT(vq_gguf_n_tensors(g), vq_gguf_n_tensors(mapped));
+    ASSERT_EQ_INT(vq_gguf_n_kv(g), vq_gguf_n_kv(mapped));
+    int same = 1;
+    for (int64_t i = 0; i < vq_gguf_n_tensors(g) && i < vq_gguf_n_tensors(mapped); i++) {
+        const struct vq_gguf_tensor *a = vq_gguf_tensor_at(g, i), *b = vq_gguf_tensor_at(mapped, i);
+        same &= a->nbytes == b->nbytes && a->data != b->data &&
+                !memcmp(a->data, b->data, (size_t)a->nbytes);
+    }
+    ASSERT(same);
+    vq_gguf_close(g);
+}
+
 /* The seed corpus means what its names say: valid_* open, bad_* and trunc_* fail. */
 TEST(seed_corpus) {
     static const char *const names[] = {
@@ -595,6 +619,7 @@ TEST(seed_corpus) {
         snprintf(path, sizeof path, "%s/fuzz/corpus/gguf/%s.gguf", VQ_SOURCE_DIR, names[i]);
         vq_status st;
         vq_gguf *g = vq_gguf_open(path, &st);
+        check_open_read(path, g, st);
         if (g && (st = vq_gguf_check_values(g)) != VQ_STATUS_OK) {
             vq_gguf_close(g);
             g = NULL;
