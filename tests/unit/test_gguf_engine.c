@@ -357,19 +357,27 @@ TEST(llama_f32_matches_reference) { check_against_ref("llama", 0, VQ_GGML_F32, 1
 TEST(qwen2_f32_matches_reference) { check_against_ref("qwen2", 1, VQ_GGML_F32, 1e-4); }
 TEST(llama_q8_0_matches_reference) { check_against_ref("llama", 0, VQ_GGML_Q8_0, 3e-2); }
 
+/* Writes the current weights as an F32 llama model, loads it and fills tok with MAXT token ids;
+ * NULL (a failed assertion) if the model does not load. */
+static vq_model *load_llama_f32(int32_t *tok) {
+    write_model(g_path, "llama", VQ_GGML_F32, C_NONE);
+    vq_status st;
+    vq_model *m = vq_model_load(g_path, &st);
+    ASSERT(m != NULL);
+    for (int i = 0; i < MAXT; i++) tok[i] = (i * 5 + 1) % NV;
+    return m;
+}
+
 /* Per-phase timings: off, no clock is read and the totals stay zero; on, the logits are the
  * same bits, every token lands in the kind of its pass (batches of 5: 5 + 5 + 2 tokens, then
  * one decode token), the phases sum to a positive time and reset clears them. */
 TEST(timings) {
     rs = 99;
     make_weights(0);
-    write_model(g_path, "llama", VQ_GGML_F32, C_NONE);
-    vq_status st;
-    vq_model *m = vq_model_load(g_path, &st);
-    ASSERT(m != NULL);
-    if (!m) return;
     int32_t tok[MAXT];
-    for (int i = 0; i < MAXT; i++) tok[i] = (i * 5 + 1) % NV;
+    vq_model *m = load_llama_f32(tok);
+    if (!m) return;
+    vq_status st;
     static float lg[2][NV];
     struct vq_ctx_timings t[2];
     for (int on = 0; on < 2; on++) {
@@ -492,13 +500,10 @@ TEST(key_channel_bits_in_the_engine) {
             if (r % HD < 8)
                 for (int e = 0; e < E; e++) wq[r * E + e] *= 6.0f;
     }
-    write_model(g_path, "llama", VQ_GGML_F32, C_NONE);
-    vq_status st;
-    vq_model *m = vq_model_load(g_path, &st);
-    ASSERT(m != NULL);
-    if (!m) return;
     int32_t tok[MAXT];
-    for (int i = 0; i < MAXT; i++) tok[i] = (i * 5 + 1) % NV;
+    vq_model *m = load_llama_f32(tok);
+    if (!m) return;
+    vq_status st;
     static float lg[MAXT * NV];
     struct vq_ctx_params cp = vq_ctx_params_default();
     cp.n_ctx = MAXT;
