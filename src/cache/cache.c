@@ -2167,16 +2167,35 @@ static float *mt_lanes(const vq_cache *c, int h, int grp, int gps) {
     return sl + (size_t)c->gg_heads * (c->gg_ws + (size_t)c->d) + (size_t)r * 64 * (size_t)c->d;
 }
 
+/* Thread tid's share [u0, u1) of n units split evenly over T threads. */
+static void mt_share(int64_t n, int tid, int T, int64_t *u0, int64_t *u1) {
+    *u0 = n * tid / T;
+    *u1 = n * (tid + 1) / T;
+}
+
+/* The thread of attend_f16_mt whose share of the n_kv * 64 (kv head, lane slot) units holds
+ * query head h's middle slot: a kv head that lies on one thread has all its heads there. */
+static int mt_head_owner(int h, int grp, int nkv, int T) {
+    const int64_t u = (int64_t)(h / grp) * 64 + (64 * (int64_t)(h % grp) + 32) / grp;
+    int t = 0;
+    while (t + 1 < T && (int64_t)nkv * 64 * (t + 1) / T <= u) t++;
+    return t;
+}
+
 /* attend_f16 for one query (decode) on a layer without windows or stream sinks, by all
- * n_threads threads together, in three phases with a barrier after each: (A) every thread
- * scores a contiguous range of the positions for every query head; (B) the softmax of each
- * head (heads round-robin over the threads); (C) every thread accumulates V^T P into its own
- * range of the 64 lane slots of every head (each slot a separate chain, pv_f16), then (D) the
- * lanes are reduced per head. Each step is attend_f16's arithmetic on the same values, so the
- * result is the same bits; the work is split evenly whatever the number of heads (attend_f16
- * splits whole heads: 3 kv heads on 2 threads leave one waiting). Kv head g's grp score rows
- * and lane blocks live in slab g / gps at rows (g % gps) * grp (gps = gg_heads / grp, the caller
- * checks n_kv <= n_threads * gps). */
+ * n_threads threads together, in phases with a barrier after each: (A) the kv heads' positions,
+ * in 64-position blocks (kv head major), are split evenly over the threads, and each thread
+ * scores its blocks for the kv head's query heads; (B) the softmax of each query head, by the
+ * thread that owns the head (below); (C) the (kv head, lane slot) pairs, kv head major, are
+ * split evenly, and each thread accumulates V^T P into its slots (each slot a separate chain,
+ * pv_f16); (D) the owner of each query head reduces its lanes. With 3 kv heads on 2 threads,
+ * thread 0 holds kv head 0 and half of kv head 1, so only kv head 1's scores and lanes pass
+ * between the cores' caches; a head's owner is the thread of its middle slot in (C), so a kv
+ * head on one thread has its softmax and reduction there too. Each step is attend_f16's
+ * arithmetic on the same values, so the result is the same bits; the work is split evenly
+ * whatever the number of heads (attend_f16 splits whole heads: 3 kv heads on 2 threads leave
+ * one waiting). Kv head g's grp score rows and lane blocks live in slab g / gps at rows
+ * (g % gps) * grp (gps = gg_heads / grp, the caller checks n_kv <= n_threads * gps). */
 static void attend_f16_mt(const vq_cache *c, int layer, const float *q, int n_q_heads,
                           const int64_t *q_pos, float scale, float *out) {
     const struct vq_layer *L = &c->layers[layer];
@@ -2184,6 +2203,7 @@ static void attend_f16_mt(const vq_cache *c, int layer, const float *q, int n_q_
     const int d = c->d, nkv = c->n_kv, grp = n_q_heads / nkv, gps = c->gg_heads / grp;
     const size_t ws = c->gg_ws, S = 64;
     const int64_t pos = query_pos(c, layer, 1, q_pos, 0), nv = pos + 1, np = round_up(nv, 16);
+    const int64_t nblk = (nv + 63) / 64; /* 64-position blocks per kv head */
 #ifdef _OPENMP
 #pragma omp parallel num_threads(c->n_threads)
 #endif
@@ -2196,53 +2216,63 @@ static void attend_f16_mt(const vq_cache *c, int layer, const float *q, int n_q_
         float q16[VQ_F16_MT_QMAX];
         memcpy(q16, q, sizeof(float) * (size_t)n_q_heads * (size_t)d);
         gk->scale_round_f16(q16, (int64_t)n_q_heads * d, 1.0f);
-        /* (A) scores of positions [a0, a1), multiples of 64 */
-        const int64_t per = round_up((nv + T - 1) / T, 64);
-        const int64_t a0 = (int64_t)tid * per < nv ? (int64_t)tid * per : nv;
-        const int64_t a1 = a0 + per < nv ? a0 + per : nv;
-        for (int g = 0; g < nkv; g++) {
+        /* (A) scores of this thread's (kv head, block) units */
+        int64_t u0, u1;
+        mt_share((int64_t)nkv * nblk, tid, T, &u0, &u1);
+        for (int64_t u = u0; u < u1;) {
+            const int g = (int)(u / nblk);
+            const int64_t ue = u1 < (g + 1) * nblk ? u1 : (g + 1) * nblk;
+            const int64_t a1 = (ue - g * nblk) * 64 < nv ? (ue - g * nblk) * 64 : nv;
             float *w = mt_scores(c, g * grp, grp, gps);
-            for (int64_t t0 = a0; t0 < a1;) {
+            for (int64_t t0 = (u - g * nblk) * 64; t0 < a1;) {
                 int64_t cnt;
                 const uint16_t *kp = f16_rows(c, &L->k.s[g], t0, a1, &cnt);
                 gk->scores_f16(q16 + (size_t)g * (size_t)grp * (size_t)d, grp, kp, cnt, d, 1, scale,
                                w + t0, ws);
                 t0 += cnt;
             }
+            u = ue;
         }
 #ifdef _OPENMP
 #pragma omp barrier
 #endif
-        /* (B) softmax per head; clear its lane blocks */
-        for (int h = tid; h < n_q_heads; h += T) {
+        /* (B) softmax of the heads this thread owns */
+        for (int h = 0; h < n_q_heads; h++) {
+            if (mt_head_owner(h, grp, nkv, T) != tid) continue;
             float *wh = mt_scores(c, h, grp, gps);
             const float mx = c->dk->max(wh, nv); /* exact in any order */
             for (int64_t t = nv; t < np; t++) wh[t] = -INFINITY;
             const float inv = (float)(1.0 / gk->softmax_exp(wh, np, mx));
             gk->scale_round_f16(wh, nv, inv);
-            memset(mt_lanes(c, h, grp, gps), 0, sizeof(float) * S * (size_t)d);
         }
 #ifdef _OPENMP
 #pragma omp barrier
 #endif
-        /* (C) V^T P into slots [s0, s1) of every head */
-        const int s0 = (int)(S * (size_t)tid / (size_t)T),
-                  s1 = (int)(S * (size_t)(tid + 1) / (size_t)T);
-        for (int g = 0; g < nkv && s0 < s1; g++) {
+        /* (C) V^T P into this thread's (kv head, slot) units, lanes cleared first */
+        mt_share((int64_t)nkv * (int64_t)S, tid, T, &u0, &u1);
+        for (int64_t u = u0; u < u1;) {
+            const int g = (int)(u / (int64_t)S);
+            const int64_t ue = u1 < (g + 1) * (int64_t)S ? u1 : (g + 1) * (int64_t)S;
+            const int s0 = (int)(u - g * (int64_t)S), s1 = (int)(ue - g * (int64_t)S);
             float *w = mt_scores(c, g * grp, grp, gps), *acc = mt_lanes(c, g * grp, grp, gps);
+            for (int h = 0; h < grp; h++)
+                memset(acc + ((size_t)h * S + (size_t)s0) * (size_t)d, 0,
+                       sizeof(float) * (size_t)(s1 - s0) * (size_t)d);
             for (int64_t t0 = 0; t0 < nv;) {
                 int64_t cnt;
                 const uint16_t *vp = f16_rows(c, &L->v.s[g], t0, nv, &cnt);
                 gk->pv_f16(acc, grp, vp, w + t0, ws, t0, cnt, d, 1, s0, s1);
                 t0 += cnt;
             }
+            u = ue;
         }
 #ifdef _OPENMP
 #pragma omp barrier
 #endif
-        /* (D) the lane reduction of each head */
-        for (int h = tid; h < n_q_heads; h += T)
-            vq_ggml_pv_finish(mt_lanes(c, h, grp, gps), d, 1, out + (size_t)h * (size_t)d);
+        /* (D) the lane reduction of the heads this thread owns */
+        for (int h = 0; h < n_q_heads; h++)
+            if (mt_head_owner(h, grp, nkv, T) == tid)
+                vq_ggml_pv_finish(mt_lanes(c, h, grp, gps), d, 1, out + (size_t)h * (size_t)d);
     }
 }
 

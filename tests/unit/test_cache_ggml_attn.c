@@ -157,9 +157,9 @@ static void flat_reference(const uint16_t *K, const uint16_t *V, const float *q,
     free(acc);
 }
 
-/* vq_cache_attend on fp16 layers == flat_reference, bit for bit. */
-TEST(cache_equals_flat_llama_order) {
-    const int d = 64, n_kv = 2, n = 83;
+/* vq_cache_attend on fp16 layers == flat_reference, bit for bit, for n_kv kv heads. */
+static void check_flat_llama_order(int n_kv) {
+    const int d = 64, n = 83;
     const float scale = 0.125f;
     float *k = malloc(sizeof(float) * (size_t)(n * n_kv * d)),
           *v = malloc(sizeof(float) * (size_t)(n * n_kv * d));
@@ -251,11 +251,20 @@ TEST(cache_equals_flat_llama_order) {
         free(got);
         free(f64);
     }
-    fprintf(stderr, "  %d cache configurations bit-identical to the flat llama.cpp order\n", cases);
+    fprintf(stderr,
+            "  %d kv heads: %d cache configurations bit-identical to the flat llama.cpp order\n",
+            n_kv, cases);
     free(k);
     free(v);
     free(K);
     free(V);
+}
+
+/* 2 kv heads: on 2 threads the decode split gives each thread one; 3 kv heads (SmolLM2): on
+ * 2 threads one kv head's scores and lane slots are shared; 3 threads split both. */
+TEST(cache_equals_flat_llama_order) {
+    check_flat_llama_order(2);
+    check_flat_llama_order(3);
 }
 
 /* Layers that are not plain fp16 rows (centered fp16 keys, head_dim not a multiple of 16) take
