@@ -2173,6 +2173,14 @@ static void mt_share(int64_t n, int tid, int T, int64_t *u0, int64_t *u1) {
     *u1 = n * (tid + 1) / T;
 }
 
+/* The run of units from u (u < u1) that lie in one kv head of per units each: kv head *g,
+ * units [*lo, *hi) counted within it. The next run starts at u + *hi - *lo. */
+static void mt_run(int64_t u, int64_t u1, int64_t per, int *g, int64_t *lo, int64_t *hi) {
+    *g = (int)(u / per);
+    *lo = u - *g * per;
+    *hi = (u1 < (*g + 1) * per ? u1 : (*g + 1) * per) - *g * per;
+}
+
 /* The thread of attend_f16_mt whose share of the n_kv * 64 (kv head, lane slot) units holds
  * query head h's middle slot: a kv head that lies on one thread has all its heads there. */
 static int mt_head_owner(int h, int grp, int nkv, int T) {
@@ -2219,19 +2227,18 @@ static void attend_f16_mt(const vq_cache *c, int layer, const float *q, int n_q_
         /* (A) scores of this thread's (kv head, block) units */
         int64_t u0, u1;
         mt_share((int64_t)nkv * nblk, tid, T, &u0, &u1);
-        for (int64_t u = u0; u < u1;) {
-            const int g = (int)(u / nblk);
-            const int64_t ue = u1 < (g + 1) * nblk ? u1 : (g + 1) * nblk;
-            const int64_t a1 = (ue - g * nblk) * 64 < nv ? (ue - g * nblk) * 64 : nv;
+        for (int64_t u = u0, b0, b1; u < u1; u += b1 - b0) {
+            int g;
+            mt_run(u, u1, nblk, &g, &b0, &b1);
+            const int64_t a1 = b1 * 64 < nv ? b1 * 64 : nv;
             float *w = mt_scores(c, g * grp, grp, gps);
-            for (int64_t t0 = (u - g * nblk) * 64; t0 < a1;) {
+            for (int64_t t0 = b0 * 64; t0 < a1;) {
                 int64_t cnt;
                 const uint16_t *kp = f16_rows(c, &L->k.s[g], t0, a1, &cnt);
                 gk->scores_f16(q16 + (size_t)g * (size_t)grp * (size_t)d, grp, kp, cnt, d, 1, scale,
                                w + t0, ws);
                 t0 += cnt;
             }
-            u = ue;
         }
 #ifdef _OPENMP
 #pragma omp barrier
@@ -2250,10 +2257,10 @@ static void attend_f16_mt(const vq_cache *c, int layer, const float *q, int n_q_
 #endif
         /* (C) V^T P into this thread's (kv head, slot) units, lanes cleared first */
         mt_share((int64_t)nkv * (int64_t)S, tid, T, &u0, &u1);
-        for (int64_t u = u0; u < u1;) {
-            const int g = (int)(u / (int64_t)S);
-            const int64_t ue = u1 < (g + 1) * (int64_t)S ? u1 : (g + 1) * (int64_t)S;
-            const int s0 = (int)(u - g * (int64_t)S), s1 = (int)(ue - g * (int64_t)S);
+        for (int64_t u = u0, r0, r1; u < u1; u += r1 - r0) {
+            int g;
+            mt_run(u, u1, (int64_t)S, &g, &r0, &r1);
+            const int s0 = (int)r0, s1 = (int)r1;
             float *w = mt_scores(c, g * grp, grp, gps), *acc = mt_lanes(c, g * grp, grp, gps);
             for (int h = 0; h < grp; h++)
                 memset(acc + ((size_t)h * S + (size_t)s0) * (size_t)d, 0,
@@ -2264,7 +2271,6 @@ static void attend_f16_mt(const vq_cache *c, int layer, const float *q, int n_q_
                 gk->pv_f16(acc, grp, vp, w + t0, ws, t0, cnt, d, 1, s0, s1);
                 t0 += cnt;
             }
-            u = ue;
         }
 #ifdef _OPENMP
 #pragma omp barrier
