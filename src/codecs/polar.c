@@ -34,7 +34,8 @@
  * Bits/elem = (8 b1 + 4 b2 + 2 b3 + b4 + 16) / 16 (3.875 at 4,2,2,2) when nb B is a multiple of
  * 8 (always at the defaults for d % 64 == 0; otherwise up to 7 padding bits per token).
  *
- * Prepared query (query_bytes = 4 * (d/2) * 2^b1): the table T1, row p = pair (2p, 2p+1).
+ * Prepared query (query_bytes = 4 * ((d/2) * 2^b1 + d)): the table T1, row p = pair (2p, 2p+1),
+ * then q_r itself (d floats; the multi-query kernels dot it with the decoded blocks).
  * Accumulator (acc_floats = d): sum_t w_t y^_t in the rotated domain, stored position-major:
  * coordinate 16 k + i of y^ at acc[i * (d/16) + k]; finish transposes back, then applies R^T.
  */
@@ -288,6 +289,12 @@ static void polar_prepare_query(const struct vq_codec *c, const float *q, void *
     for (int p = 0; p < im->d / 2; p++)
         for (size_t cd = 0; cd < L1; cd++)
             T1[(size_t)p * L1 + cd] = qr[2 * p] * im->cs[0][cd] + qr[2 * p + 1] * im->sn[0][cd];
+    memcpy(T1 + (size_t)(im->d / 2) * L1, qr, sizeof(float) * (size_t)im->d);
+}
+
+/* The rotated query q_r inside a prepared query (after T1). */
+static inline const float *polar_qr(const struct polar_impl *im, const void *qs) {
+    return (const float *)qs + (size_t)(im->d / 2) * im->t1_cols;
 }
 
 /* Bottom-up score of one token against the level-1 table. */
@@ -317,6 +324,11 @@ static float polar_token_score(const struct polar_impl *im, const float *T1, con
 static void polar_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
                         int64_t n_tokens, float *scores) {
     const struct polar_impl *im = (const struct polar_impl *)c->impl;
+    if (im->score_multi) {
+        const float *qr = polar_qr(im, qs);
+        im->score_multi(im, &qr, 1, codes, c->block_bytes, n_tokens, &scores);
+        return;
+    }
     int64_t t = 0;
     if (im->score_rows && n_tokens > 1) {
         /* SIMD kernels over-read up to 8 bytes past a record: keep the last token scalar */
@@ -335,6 +347,10 @@ static void polar_accumulate(const struct vq_codec *c, const uint8_t *codes, int
     const int nblk = im->nblk;
     unsigned cd[15];
     float leaves[16];
+    if (im->acc_multi) {
+        im->acc_multi(im, codes, c->block_bytes, n_tokens, &w, 1, &acc);
+        return;
+    }
     int64_t t = 0;
     if (im->acc_rows && n_tokens > 1) {
         /* SIMD kernels over-read up to 8 bytes past a record: keep the last token scalar */
@@ -352,6 +368,22 @@ static void polar_accumulate(const struct vq_codec *c, const uint8_t *codes, int
             for (int i = 0; i < 16; i++) acc[i * nblk + k] += leaves[i];
         }
     }
+}
+
+/* Multi-query slots (set only with the multi-query kernels): one pass over the codes for nq
+ * queries, each the same bits as polar_score / polar_accumulate alone. */
+static void polar_score_multi(const struct vq_codec *c, const void *const *qs, int nq,
+                              const uint8_t *codes, int64_t n_tokens, float *const *scores) {
+    const struct polar_impl *im = (const struct polar_impl *)c->impl;
+    const float *qr[4];
+    for (int j = 0; j < nq; j++) qr[j] = polar_qr(im, qs[j]);
+    im->score_multi(im, qr, nq, codes, c->block_bytes, n_tokens, scores);
+}
+
+static void polar_accumulate_multi(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
+                                   const float *const *w, int nq, float *const *acc) {
+    const struct polar_impl *im = (const struct polar_impl *)c->impl;
+    im->acc_multi(im, codes, c->block_bytes, n_tokens, w, nq, acc);
 }
 
 static void polar_finish(const struct vq_codec *c, const float *acc, float *out) {
@@ -419,7 +451,15 @@ static vq_status polar_init(struct vq_codec *c) {
     im->ang_bytes = ((size_t)im->nblk * (size_t)im->rec_bits + 7) / 8;
     im->score_rows = NULL;
     im->acc_rows = NULL;
+    im->score_multi = NULL;
+    im->acc_multi = NULL;
 #if defined(VQ_HAVE_X86)
+    int small = 1; /* every level's codes fit the 16-entry tables of the multi-query kernels */
+    for (int l = 0; l < VQ_POLAR_LEVELS; l++) small &= im->b[l] <= 4;
+    if (c->isa == VQ_ISA_AVX512 && vq_cpu_avx512vbmi() && small && im->rec_bits + 7 <= 64) {
+        im->score_multi = vq_polar_score_multi_avx512vbmi;
+        im->acc_multi = vq_polar_acc_multi_avx512vbmi;
+    }
     if (c->isa == VQ_ISA_AVX512 && im->rec_bits + 7 <= 64) {
         im->score_rows = vq_polar_score_avx512;
         im->acc_rows = vq_polar_acc_avx512;
@@ -436,7 +476,7 @@ static vq_status polar_init(struct vq_codec *c) {
     c->impl = im;
     c->block_tokens = 1;
     c->block_bytes = im->ang_off + im->ang_bytes;
-    c->query_bytes = sizeof(float) * (size_t)(d / 2) * im->t1_cols;
+    c->query_bytes = sizeof(float) * ((size_t)(d / 2) * im->t1_cols + (size_t)d);
     c->acc_floats = (size_t)d;
     c->encode = polar_encode;
     c->decode = polar_decode;
@@ -444,6 +484,10 @@ static vq_status polar_init(struct vq_codec *c) {
     c->score = polar_score;
     c->accumulate = polar_accumulate;
     c->finish = polar_finish;
+    if (im->score_multi) {
+        c->score_multi = polar_score_multi;
+        c->accumulate_multi = polar_accumulate_multi;
+    }
     return VQ_STATUS_OK;
 }
 

@@ -32,7 +32,21 @@ typedef void (*vq_polar_score_fn)(const struct polar_impl *im, const float *T1,
  * over-read rule as vq_polar_score_fn. */
 typedef void (*vq_polar_acc_fn)(const struct polar_impl *im, const uint8_t *codes, size_t bb,
                                 int64_t n, const float *w, float *acc);
+/* Several queries at once (nq 1..4), every token of the call (no over-read rule): scores[j][t]
+ * = q_r[j] . y_t with q_r[j] the rotated query (d floats, natural order); acc[j] as
+ * vq_polar_acc_fn with w[j]. Each query's results do not depend on nq or on the other queries.
+ * Requires every level's bits <= 4 and B + 7 <= 64. */
+typedef void (*vq_polar_score_multi_fn)(const struct polar_impl *im, const float *const *qr, int nq,
+                                        const uint8_t *codes, size_t bb, int64_t n,
+                                        float *const *scores);
+typedef void (*vq_polar_acc_multi_fn)(const struct polar_impl *im, const uint8_t *codes, size_t bb,
+                                      int64_t n, const float *const *w, int nq, float *const *acc);
 #if defined(VQ_HAVE_X86)
+void vq_polar_score_multi_avx512vbmi(const struct polar_impl *im, const float *const *qr, int nq,
+                                     const uint8_t *codes, size_t bb, int64_t n,
+                                     float *const *scores);
+void vq_polar_acc_multi_avx512vbmi(const struct polar_impl *im, const uint8_t *codes, size_t bb,
+                                   int64_t n, const float *const *w, int nq, float *const *acc);
 void vq_polar_score_avx512(const struct polar_impl *im, const float *T1, const uint8_t *codes,
                            size_t bb, int64_t n, float *scores);
 void vq_polar_acc_avx512(const struct polar_impl *im, const uint8_t *codes, size_t bb, int64_t n,
@@ -60,8 +74,10 @@ struct polar_impl {
     double bcos[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITSL];
     double bsin[VQ_POLAR_LEVELS][1 << VQ_POLAR_MAX_BITSL];
     vq_rht rot;
-    vq_polar_score_fn score_rows; /* SIMD score of whole tokens, or NULL (scalar only) */
-    vq_polar_acc_fn acc_rows;     /* SIMD accumulate of whole tokens, or NULL */
+    vq_polar_score_fn score_rows;        /* SIMD score of whole tokens, or NULL (scalar only) */
+    vq_polar_acc_fn acc_rows;            /* SIMD accumulate of whole tokens, or NULL */
+    vq_polar_score_multi_fn score_multi; /* multi-query SIMD kernels (AVX-512 VBMI), or NULL; */
+    vq_polar_acc_multi_fn acc_multi;     /* they take precedence over the *_rows kernels */
 };
 
 #endif
