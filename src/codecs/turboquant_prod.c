@@ -51,6 +51,8 @@ struct prod_impl {
     vq_lutdot_rows_fn lutdot;
     vq_signacc_fn signacc;
     vq_lutacc_fn lutacc;
+    vq_prod_kern pk; /* geometry for the multi-query kernels */
+    int multi;       /* 1: score / accumulate go through the AVX-512 multi-query kernels */
 };
 
 static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -129,6 +131,13 @@ static void prod_prepare_query(const struct vq_codec *c, const float *q, void *q
 static void prod_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
                        int64_t n_tokens, float *scores) {
     const struct prod_impl *im = (const struct prod_impl *)c->impl;
+#if defined(VQ_HAVE_X86)
+    if (im->multi) {
+        const float *q1 = (const float *)qs;
+        vq_prod_score_multi_avx512(&im->pk, &q1, 1, codes, n_tokens, &scores);
+        return;
+    }
+#endif
     const float *qr = (const float *)qs;
     const float *a = qr + im->q_floats;
     const size_t bb = c->block_bytes;
@@ -151,6 +160,12 @@ static void prod_score(const struct vq_codec *c, const void *qs, const uint8_t *
 static void prod_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
                             const float *w, float *acc) {
     const struct prod_impl *im = (const struct prod_impl *)c->impl;
+#if defined(VQ_HAVE_X86)
+    if (im->multi) {
+        vq_prod_acc_multi_avx512(&im->pk, codes, n_tokens, &w, 1, &acc);
+        return;
+    }
+#endif
     const float k = VQ_SQRT_HALF_PI / (float)im->m;
     for (int64_t t = 0; t < n_tokens; t++) {
         const uint8_t *s = codes + (size_t)t * c->block_bytes;
@@ -161,6 +176,22 @@ static void prod_accumulate(const struct vq_codec *c, const uint8_t *codes, int6
         im->signacc(s + 4 + im->code_bytes, im->m, g, acc + im->d);
     }
 }
+
+#if defined(VQ_HAVE_X86)
+/* Multi-query slots (AVX-512): one pass over the records for nq queries, each query the same
+ * bits as prod_score / prod_accumulate alone. */
+static void prod_score_multi(const struct vq_codec *c, const void *const *qs, int nq,
+                             const uint8_t *codes, int64_t n_tokens, float *const *scores) {
+    const struct prod_impl *im = (const struct prod_impl *)c->impl;
+    vq_prod_score_multi_avx512(&im->pk, (const float *const *)qs, nq, codes, n_tokens, scores);
+}
+
+static void prod_accumulate_multi(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
+                                  const float *const *w, int nq, float *const *acc) {
+    const struct prod_impl *im = (const struct prod_impl *)c->impl;
+    vq_prod_acc_multi_avx512(&im->pk, codes, n_tokens, w, nq, acc);
+}
+#endif
 
 static void prod_finish(const struct vq_codec *c, const float *acc, float *out) {
     const struct prod_impl *im = (const struct prod_impl *)c->impl;
@@ -216,6 +247,16 @@ static vq_status prod_init(struct vq_codec *c) {
     im->lutdot = vq_lutdot_rows_pick(c->isa);
     im->signacc = vq_signacc_pick(c->isa);
     im->lutacc = vq_lutacc_pick(c->isa);
+    im->pk.d = d;
+    im->pk.m = m;
+    im->pk.bm = im->bm;
+    im->pk.code_bytes = (int)im->code_bytes;
+    im->pk.rec = 4 + (int)im->code_bytes + m / 8;
+    im->pk.q_floats = (int)im->q_floats;
+    im->pk.a_floats = (int)im->a_floats;
+    im->pk.k = VQ_SQRT_HALF_PI / (float)m;
+    memcpy(im->pk.cb, im->cb, sizeof im->cb);
+    im->multi = c->isa == VQ_ISA_AVX512;
     c->impl = im;
     c->block_tokens = 1;
     c->block_bytes = 4 + im->code_bytes + (size_t)m / 8;
@@ -227,6 +268,12 @@ static vq_status prod_init(struct vq_codec *c) {
     c->score = prod_score;
     c->accumulate = prod_accumulate;
     c->finish = prod_finish;
+#if defined(VQ_HAVE_X86)
+    if (im->multi) {
+        c->score_multi = prod_score_multi;
+        c->accumulate_multi = prod_accumulate_multi;
+    }
+#endif
     return VQ_STATUS_OK;
 }
 

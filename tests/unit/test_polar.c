@@ -5,6 +5,7 @@
 #include "test.h"
 #include "veloxquant.h"
 #include "codecs/polar.h"
+#include "multi_check.h"
 
 static vq_rng g_rng;
 static float nrand(void) { return (float)vq_rng_normal(&g_rng); }
@@ -343,51 +344,36 @@ static void check_multi(int d, const int *pb) {
     ASSERT(c != NULL);
     if (!c) return;
     const struct polar_impl *im = (const struct polar_impl *)c->impl;
-    const int n = 45, nq = 3;
+    const int n = 45;
     const size_t bb = vq_codec_block_bytes(c);
     float *x = malloc(sizeof(float) * (size_t)(n * d));
     uint8_t *codes = malloc(bb * n);
     for (int i = 0; i < n * d; i++) x[i] = nrand() * (1.0f + (float)(i % 3));
     ASSERT_STATUS(vq_codec_encode(c, x, n, codes), VQ_STATUS_OK);
-    void *qs[3];
-    float *sc[3], *sm[3], *w[3], *a1[3], *am[3];
-    for (int j = 0; j < nq; j++) {
-        float q[1024];
-        for (int i = 0; i < d; i++) q[i] = nrand();
-        qs[j] = vq_alloc(vq_codec_query_bytes(c));
-        vq_codec_prepare_query(c, q, qs[j]);
-        sc[j] = malloc(sizeof(float) * n);
-        sm[j] = malloc(sizeof(float) * n);
-        w[j] = malloc(sizeof(float) * n);
-        a1[j] = calloc(vq_codec_acc_floats(c), sizeof(float));
-        am[j] = calloc(vq_codec_acc_floats(c), sizeof(float));
-        for (int t = 0; t < n; t++) w[j][t] = (float)vq_rng_uniform(&g_rng);
-        vq_codec_score(c, qs[j], codes, n, sc[j]);
-        vq_codec_accumulate(c, codes, n, w[j], a1[j]);
-    }
-    if (c->score_multi) {
-        vq_codec_score_multi(c, (const void *const *)qs, nq, codes, n, sm);
-        vq_codec_accumulate_multi(c, codes, n, (const float *const *)w, nq, am);
-        for (int j = 0; j < nq; j++) {
-            ASSERT(memcmp(sc[j], sm[j], sizeof(float) * n) == 0);
-            ASSERT(memcmp(a1[j], am[j], sizeof(float) * vq_codec_acc_floats(c)) == 0);
-        }
-    }
+    if (vq_cpu_avx512vbmi() && im->rec_bits + 7 <= 64) ASSERT(c->score_multi != NULL);
+    ASSERT_EQ_INT(multi_check_bits(c, codes, n, d, 3, &g_rng), 0);
+    ASSERT_EQ_INT(multi_check_bits(c, codes + 3 * bb, n - 3, d, 2, &g_rng), 0);
+    float q0[1024], *w0 = malloc(sizeof(float) * n);
+    for (int i = 0; i < d; i++) q0[i] = nrand();
+    for (int t = 0; t < n; t++) w0[t] = (float)vq_rng_uniform(&g_rng);
+    void *qs0 = vq_alloc(vq_codec_query_bytes(c));
+    vq_codec_prepare_query(c, q0, qs0);
+    float *sm0 = malloc(sizeof(float) * n);
 #if defined(VQ_HAVE_X86)
     if (im->score_rows) { /* the per-token kernels against the reference of vq_codec_score */
         vq_codec *r = mk(d, pb, 31, VQ_ISA_SCALAR, &st);
         ASSERT(r != NULL);
         float *ref = malloc(sizeof(float) * n), *acc = calloc((size_t)d, sizeof(float));
         float *racc = calloc((size_t)d, sizeof(float));
-        vq_codec_score(r, qs[0], codes, n, ref);
-        im->score_rows(im, (const float *)qs[0], codes, bb, n - 1, sm[0]);
-        vq_codec_accumulate(r, codes, n - 1, w[0], racc);
-        im->acc_rows(im, codes, bb, n - 1, w[0], acc);
+        vq_codec_score(r, qs0, codes, n, ref);
+        im->score_rows(im, (const float *)qs0, codes, bb, n - 1, sm0);
+        vq_codec_accumulate(r, codes, n - 1, w0, racc);
+        im->acc_rows(im, codes, bb, n - 1, w0, acc);
         double rn = 0, an = 0;
         for (int t = 0; t < n - 1; t++) rn += (double)ref[t] * ref[t];
         for (int i = 0; i < d; i++) an += (double)racc[i] * racc[i];
         int bad = 0;
-        for (int t = 0; t < n - 1; t++) bad += fabs(sm[0][t] - ref[t]) > 1e-5 * sqrt(rn / n) + 1e-7;
+        for (int t = 0; t < n - 1; t++) bad += fabs(sm0[t] - ref[t]) > 1e-5 * sqrt(rn / n) + 1e-7;
         for (int i = 0; i < d; i++) bad += fabs(acc[i] - racc[i]) > 1e-5 * sqrt(an / d) + 1e-7;
         ASSERT_EQ_INT(bad, 0);
         free(ref);
@@ -396,14 +382,9 @@ static void check_multi(int d, const int *pb) {
         vq_codec_free(r);
     }
 #endif
-    for (int j = 0; j < nq; j++) {
-        vq_free(qs[j]);
-        free(sc[j]);
-        free(sm[j]);
-        free(w[j]);
-        free(a1[j]);
-        free(am[j]);
-    }
+    vq_free(qs0);
+    free(w0);
+    free(sm0);
     free(x);
     free(codes);
     vq_codec_free(c);

@@ -2,6 +2,7 @@
  * unbiasedness of the inner-product estimators (slope over many seeds), reconstruction cosine
  * against docs/ALGORITHMS.md §3.5/§4.1, fused score / accumulate vs decode on every ISA, the x86
  * row kernels vs their scalar references, determinism, NaN/Inf/range statuses. */
+#include "multi_check.h"
 #include "test.h"
 #include "veloxquant.h"
 #include "codecs/qjl.h"
@@ -320,6 +321,33 @@ TEST(fused_vs_decode_all_isas) {
     }
 }
 
+/* Multi-query kernels: each query of a pass gets its own call's bits (head dims with tails,
+ * sketch sizes with tails, every MSE width). */
+TEST(multi_query_same_bits) {
+    const int dims[] = {8, 24, 64, 136};
+    for (size_t k = 0; k < sizeof dims / sizeof *dims; k++)
+        for (int b = 2; b <= 4; b++) {
+            const int d = dims[k], jls[] = {0, d + 8, 40};
+            for (int j = 0; j < 3; j++) {
+                vq_status st;
+                vq_codec *c = mk(VQ_METHOD_TURBOQUANT_PROD, d, b, jls[j], 7, VQ_ISA_AUTO, &st);
+                ASSERT(c != NULL);
+                if (!c) continue;
+                const int n = 29;
+                const size_t bb = vq_codec_block_bytes(c);
+                float *x = malloc(sizeof(float) * (size_t)(n * d));
+                uint8_t *codes = malloc(bb * n);
+                for (int i = 0; i < n * d; i++) x[i] = nrand();
+                ASSERT_STATUS(vq_codec_encode(c, x, n, codes), VQ_STATUS_OK);
+                ASSERT_EQ_INT(multi_check_bits(c, codes, n, d, 3, &g_rng), 0);
+                ASSERT_EQ_INT(multi_check_bits(c, codes + bb, n - 1, d, 4, &g_rng), 0);
+                free(x);
+                free(codes);
+                vq_codec_free(c);
+            }
+        }
+}
+
 /* Row kernels of every ISA against the scalar references: random inputs, odd counts. */
 TEST(row_kernels_vs_ref) {
     const int ms[] = {8, 16, 24, 40, 128, 136, 200, 264};
@@ -423,6 +451,7 @@ int main(void) {
     RUN(prod_unbiased);
     RUN(reconstruction_cosine);
     RUN(fused_vs_decode_all_isas);
+    RUN(multi_query_same_bits);
     RUN(row_kernels_vs_ref);
     RUN(determinism_and_errors);
     return TEST_REPORT();

@@ -89,8 +89,8 @@ VQ_INLINE __m512i rec_at(const uint8_t *ang, const struct pv *P, int k, int safe
 VQ_INLINE __m512 block_y(const struct pv *P, __m512i rec, int sh, __m512 rad) {
     __m512i x = _mm512_multishift_epi64_epi8(P->ctrl[sh], rec);
     x = _mm512_ternarylogic_epi32(x, P->mask, P->sinb, 0xEA); /* (x & mask) | sinb */
-    __m512 v = _mm512_mul_ps(rad, _mm512_permutex2var_ps(P->cs[3], _mm512_srli_epi32(x, 24),
-                                                         P->sn[3]));
+    __m512 v = _mm512_mul_ps(rad,
+                             _mm512_permutex2var_ps(P->cs[3], _mm512_srli_epi32(x, 24), P->sn[3]));
     v = _mm512_mul_ps(v, _mm512_permutex2var_ps(P->cs[2], _mm512_srli_epi32(x, 16), P->sn[2]));
     v = _mm512_mul_ps(v, _mm512_permutex2var_ps(P->cs[1], _mm512_srli_epi32(x, 8), P->sn[1]));
     return _mm512_mul_ps(v, _mm512_permutex2var_ps(P->cs[0], x, P->sn[0]));
@@ -104,8 +104,9 @@ VQ_INLINE __m512 sf16_16(__m512i h) {
     const __m512i normal = _mm512_or_si512(
         sign, _mm512_or_si512(_mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(96)), 23),
                               _mm512_slli_epi32(m, 14)));
-    const __m512 sub = _mm512_or_ps(_mm512_mul_ps(_mm512_cvtepi32_ps(m), _mm512_set1_ps(0x1.0p-39f)),
-                                    _mm512_castsi512_ps(sign));
+    const __m512 sub = _mm512_or_ps(
+        _mm512_mul_ps(_mm512_cvtepi32_ps(m), _mm512_set1_ps(0x1.0p-39f)),
+        _mm512_castsi512_ps(sign));
     const __mmask16 is_sub = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512());
     return _mm512_mask_blend_ps(is_sub, _mm512_castsi512_ps(normal), sub);
 }
@@ -124,8 +125,8 @@ VQ_INLINE void radii(const uint8_t *s, int nblk, float *r) {
 VQ_INLINE void radii8x4(const uint8_t *s0, size_t bb, int m, float *r) {
     const __m512i off = _mm512_mullo_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7),
                                            _mm512_set1_epi64((long long)bb));
-    const __m512i h = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), (__mmask8)((1u << m) - 1u),
-                                                  off, s0, 1);
+    const __m512i h = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(),
+                                                  (__mmask8)((1u << m) - 1u), off, s0, 1);
     _mm512_storeu_ps(r, sf16_16(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h))));
     _mm512_storeu_ps(r + 16, sf16_16(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1))));
 }
@@ -190,8 +191,8 @@ VQ_INLINE void score_nq(const struct polar_impl *im, const float *const *qr, con
 void vq_polar_score_multi_avx512vbmi(const struct polar_impl *im, const float *const *qr, int nq,
                                      const uint8_t *codes, size_t bb, int64_t n,
                                      float *const *scores) {
-#define SCORE_NQ(Q)                                                                              \
-    (im->nblk == 4 ? score_nq(im, qr, Q, 4, codes, bb, n, scores)                                \
+#define SCORE_NQ(Q) \
+    (im->nblk == 4 ? score_nq(im, qr, Q, 4, codes, bb, n, scores) \
                    : score_nq(im, qr, Q, 0, codes, bb, n, scores))
     switch (nq) {
     case 1: SCORE_NQ(1); break;
@@ -255,8 +256,9 @@ VQ_INLINE void acc_nq(const struct polar_impl *im, const uint8_t *codes, size_t 
 
 void vq_polar_acc_multi_avx512vbmi(const struct polar_impl *im, const uint8_t *codes, size_t bb,
                                    int64_t n, const float *const *w, int nq, float *const *acc) {
-#define ACC_NQ(Q)                                                                                \
-    (im->nblk == 4 ? acc_nq(im, codes, bb, n, w, Q, 4, acc) : acc_nq(im, codes, bb, n, w, Q, 0, acc))
+#define ACC_NQ(Q) \
+    (im->nblk == 4 ? acc_nq(im, codes, bb, n, w, Q, 4, acc) \
+                   : acc_nq(im, codes, bb, n, w, Q, 0, acc))
     switch (nq) {
     case 1: ACC_NQ(1); break;
     case 2: ACC_NQ(2); break;

@@ -7,6 +7,7 @@
 #include <immintrin.h>
 #include <string.h>
 
+#include "codecs/arch/x86/tq_x86.h"
 #include "codecs/qjl.h"
 
 #define VQ_INLINE static inline __attribute__((always_inline))
@@ -119,4 +120,188 @@ void vq_lutacc_avx512(const uint8_t *codes, const float *cb, int bits, int d, fl
         lutacc_b(codes, cbw, 3, d, acc);
         break;
     }
+}
+
+/* ---- multi-query kernels (vq_prod_score_multi_avx512 / vq_prod_acc_multi_avx512) --------
+ * Per token the codes are unpacked and looked up once for all queries: 16 coordinates per
+ * vector (pdep + VPERMPS), 16 signs per mask register. Scores: one vector per query and token
+ * holds <q_r, y^> + 2 k gamma sum_{z=1} a lane-wise; eight tokens are reduced together and
+ * finished as n (s - k gamma sum a). Accumulate: the accumulators of 64 coordinates / signs
+ * per query stay in registers over a chunk of tokens. */
+
+VQ_INLINE __m512i idx_at(const uint8_t *codes, int j, int d, const int bits) {
+    return j + 16 <= d ? idx16(codes + j / 8 * bits, bits) : idx8(codes + j / 8 * bits, bits);
+}
+
+VQ_INLINE __mmask16 sign_mask(const uint8_t *z, int i, int m) {
+    if (i + 16 <= m) {
+        uint16_t v;
+        memcpy(&v, z + i / 8, 2);
+        return (__mmask16)v;
+    }
+    return (__mmask16)z[i / 8];
+}
+
+VQ_INLINE __m256 pfold8(__m512 a) {
+    return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
+}
+
+VQ_INLINE __m256 phsum8x8(const __m256 *a) {
+    const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
+    const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
+    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
+    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
+                         _mm256_permute2f128_ps(u0, u1, 0x31));
+}
+
+VQ_INLINE void prod_score_nq(const vq_prod_kern *pk, const float *const *qs, const int NQ,
+                             const int BITS, const uint8_t *codes, int64_t n,
+                             float *const *scores) {
+    const int d = pk->d, m = pk->m, rl = pk->rec;
+    const __m512 cbv = _mm512_loadu_ps(pk->cb);
+    const float *a[4];
+    __m256 ksum[4];
+    for (int j = 0; j < NQ; j++) {
+        a[j] = qs[j] + pk->q_floats;
+        ksum[j] = _mm256_set1_ps(a[j][pk->a_floats]);
+    }
+    const __m256 kv = _mm256_set1_ps(pk->k);
+    for (int64_t t0 = 0; t0 < n; t0 += 8) {
+        const int mt = n - t0 < 8 ? (int)(n - t0) : 8;
+        const uint8_t *r0 = codes + (size_t)t0 * (size_t)rl;
+        const __mmask16 mk = (__mmask16)((1u << mt) - 1u);
+        const __m256 nv = _mm512_castps512_ps256(vq_tq_scales16(r0, rl, mk));
+        const __m256 gv = _mm512_castps512_ps256(vq_tq_scales16(r0 + 2, rl, mk));
+        float c2[8];
+        _mm256_storeu_ps(c2, _mm256_mul_ps(_mm256_set1_ps(2.0f), _mm256_mul_ps(kv, gv)));
+        __m256 f[4][8];
+        for (int u = 0; u < 8; u++) {
+            if (u >= mt) {
+                for (int j = 0; j < NQ; j++) f[j][u] = _mm256_setzero_ps();
+                continue;
+            }
+            const uint8_t *s = r0 + (size_t)u * (size_t)rl;
+            const uint8_t *cd = s + 4, *z = cd + pk->code_bytes;
+            __m512 ms[4], sg[4];
+            for (int j = 0; j < NQ; j++) ms[j] = sg[j] = _mm512_setzero_ps();
+            for (int c = 0; c < d; c += 16) {
+                const __m512 v = _mm512_permutexvar_ps(idx_at(cd, c, d, BITS), cbv);
+                for (int j = 0; j < NQ; j++)
+                    ms[j] = _mm512_fmadd_ps(v, _mm512_loadu_ps(qs[j] + c), ms[j]);
+            }
+            for (int i = 0; i < m; i += 16) {
+                const __mmask16 zm = sign_mask(z, i, m);
+                for (int j = 0; j < NQ; j++)
+                    sg[j] = _mm512_mask_add_ps(sg[j], zm, sg[j], _mm512_loadu_ps(a[j] + i));
+            }
+            const __m512 cv = _mm512_set1_ps(c2[u]);
+            for (int j = 0; j < NQ; j++) f[j][u] = pfold8(_mm512_fmadd_ps(cv, sg[j], ms[j]));
+        }
+        const __m256 kg = _mm256_mul_ps(kv, gv);
+        for (int j = 0; j < NQ; j++) {
+            const __m256 sum = phsum8x8(f[j]);
+            _mm256_mask_storeu_ps(scores[j] + t0, (__mmask8)mk,
+                                  _mm256_mul_ps(nv, _mm256_fnmadd_ps(kg, ksum[j], sum)));
+        }
+    }
+}
+
+void vq_prod_score_multi_avx512(const vq_prod_kern *pk, const float *const *qs, int nq,
+                                const uint8_t *codes, int64_t n, float *const *scores) {
+#define PROD_SC(Q) \
+    (pk->bm == 1   ? prod_score_nq(pk, qs, Q, 1, codes, n, scores) \
+     : pk->bm == 2 ? prod_score_nq(pk, qs, Q, 2, codes, n, scores) \
+                   : prod_score_nq(pk, qs, Q, 3, codes, n, scores))
+    switch (nq) {
+    case 1: PROD_SC(1); break;
+    case 2: PROD_SC(2); break;
+    case 3: PROD_SC(3); break;
+    default: PROD_SC(4); break;
+    }
+#undef PROD_SC
+}
+
+#define PROD_CH 64 /* tokens per chunk: their weights are formed once per query */
+
+VQ_INLINE void prod_acc_nq(const vq_prod_kern *pk, const uint8_t *codes, int64_t n,
+                           const float *const *w, const int NQ, const int BITS, float *const *acc) {
+    const int d = pk->d, m = pk->m, rl = pk->rec;
+    const __m512 cbv = _mm512_loadu_ps(pk->cb);
+    const __m512 kv = _mm512_set1_ps(pk->k);
+    float wn[4][PROD_CH], wg[4][PROD_CH];
+    for (int64_t t0 = 0; t0 < n; t0 += PROD_CH) {
+        const int mt = n - t0 < PROD_CH ? (int)(n - t0) : PROD_CH;
+        const uint8_t *r0 = codes + (size_t)t0 * (size_t)rl;
+        for (int u = 0; u < mt; u += 16) {
+            const __mmask16 mk = (__mmask16)(mt - u >= 16 ? 0xFFFF : (1u << (mt - u)) - 1u);
+            const uint8_t *r = r0 + (size_t)u * (size_t)rl;
+            const __m512 nv = vq_tq_scales16(r, rl, mk), gv = vq_tq_scales16(r + 2, rl, mk);
+            for (int j = 0; j < NQ; j++) { /* wn = w n, wg = (wn k) gamma (prod_accumulate) */
+                const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, w[j] + t0 + u), nv);
+                _mm512_storeu_ps(wn[j] + u, x);
+                _mm512_storeu_ps(wg[j] + u, _mm512_mul_ps(_mm512_mul_ps(x, kv), gv));
+            }
+        }
+        for (int c0 = 0; c0 < d; c0 += 64) { /* MSE part, 64 coordinates at a time */
+            const int nc = d - c0 < 64 ? d - c0 : 64;
+            __m512 v[4][4];
+            for (int j = 0; j < NQ; j++)
+                for (int k = 0; k < 4; k++) v[j][k] = _mm512_setzero_ps();
+            for (int u = 0; u < mt; u++) {
+                const uint8_t *cd = r0 + (size_t)u * (size_t)rl + 4;
+                for (int k = 0; k < 4 && 16 * k < nc; k++) {
+                    const __m512 y = _mm512_permutexvar_ps(idx_at(cd, c0 + 16 * k, d, BITS), cbv);
+                    for (int j = 0; j < NQ; j++)
+                        v[j][k] = _mm512_fmadd_ps(_mm512_set1_ps(wn[j][u]), y, v[j][k]);
+                }
+            }
+            for (int j = 0; j < NQ; j++)
+                for (int k = 0; k < 4 && 16 * k < nc; k++) {
+                    float *p = acc[j] + c0 + 16 * k;
+                    const __mmask16 am = (__mmask16)(nc - 16 * k >= 16 ? 0xFFFF : 0xFF);
+                    _mm512_mask_storeu_ps(p, am,
+                                          _mm512_add_ps(_mm512_maskz_loadu_ps(am, p), v[j][k]));
+                }
+        }
+        for (int i0 = 0; i0 < m; i0 += 64) { /* sign part */
+            const int ni = m - i0 < 64 ? m - i0 : 64;
+            __m512 v[4][4];
+            for (int j = 0; j < NQ; j++)
+                for (int k = 0; k < 4; k++) v[j][k] = _mm512_setzero_ps();
+            for (int u = 0; u < mt; u++) {
+                const uint8_t *z = r0 + (size_t)u * (size_t)rl + 4 + pk->code_bytes;
+                for (int k = 0; k < 4 && 16 * k < ni; k++) {
+                    const __mmask16 zm = sign_mask(z, i0 + 16 * k, m);
+                    for (int j = 0; j < NQ; j++) {
+                        const __m512 g = _mm512_set1_ps(wg[j][u]);
+                        v[j][k] = _mm512_add_ps(
+                            v[j][k],
+                            _mm512_mask_blend_ps(zm, _mm512_sub_ps(_mm512_setzero_ps(), g), g));
+                    }
+                }
+            }
+            for (int j = 0; j < NQ; j++)
+                for (int k = 0; k < 4 && 16 * k < ni; k++) {
+                    float *p = acc[j] + d + i0 + 16 * k;
+                    const __mmask16 am = (__mmask16)(ni - 16 * k >= 16 ? 0xFFFF : 0xFF);
+                    _mm512_mask_storeu_ps(p, am,
+                                          _mm512_add_ps(_mm512_maskz_loadu_ps(am, p), v[j][k]));
+                }
+        }
+    }
+}
+
+void vq_prod_acc_multi_avx512(const vq_prod_kern *pk, const uint8_t *codes, int64_t n,
+                              const float *const *w, int nq, float *const *acc) {
+#define PROD_AC(Q) \
+    (pk->bm == 1   ? prod_acc_nq(pk, codes, n, w, Q, 1, acc) \
+     : pk->bm == 2 ? prod_acc_nq(pk, codes, n, w, Q, 2, acc) \
+                   : prod_acc_nq(pk, codes, n, w, Q, 3, acc))
+    switch (nq) {
+    case 1: PROD_AC(1); break;
+    case 2: PROD_AC(2); break;
+    case 3: PROD_AC(3); break;
+    default: PROD_AC(4); break;
+    }
+#undef PROD_AC
 }
