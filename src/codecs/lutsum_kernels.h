@@ -20,9 +20,12 @@
  * adds a token's lookups in field order into one sum starting at 0.0f, as the reference does,
  * so scores are bitwise equal to the reference (the spectral scales are applied as
  * s0 * sum0 + s1 * sum1 with separately rounded products, also as the reference). Accumulate has no
- * SIMD version: a histogram gather + scatter (AVX-512, 16 fields of one token in the lanes)
- * measured 2-4x slower than the generic kernel on the development CPU (AMD Zen 4), so it was
- * dropped.
+ * SIMD histogram version: a histogram gather + scatter (AVX-512, 16 fields of one token in the
+ * lanes) measured 2-4x slower than the generic kernel on the development CPU (AMD Zen 4), so it
+ * was dropped. On AVX-512 with VBMI spectral leaves the histograms altogether: its multi-query
+ * kernels (vq_sp_*_multi_avx512vbmi below) decode each token's whitened coordinates once and
+ * dot / add them for every query of a kv head (equal to the reference within float rounding,
+ * not bitwise).
  *
  * Table helpers (x86): exact mul-then-add loops in the same order as the scalar loops of the
  * codecs, so prepared tables, encodes and decodes are bitwise identical on every ISA.
@@ -107,6 +110,33 @@ void vq_ls_vi_finish_avx2(const float *hist, int n_sub, int k, int v, const floa
  * argmin_i cn[i] - 2 <p, C_i> with <.,.> summed in order of j, lowest index on ties. */
 int vq_ls_argmin_avx2(const float *p, const float *cbt, const float *cn, int k, int v);
 int vq_ls_argmin_avx512(const float *p, const float *cbt, const float *cn, int k, int v);
+#endif
+
+/* spectral's value accumulate in the coordinate domain (AVX-512 VBMI): the active coordinates
+ * in groups of 16 lanes; per group the byte permutation that brings each lane's code bytes
+ * into its dword (VPERMI2B over the code stream), the bit shift, width mask and offset of the
+ * lane's Lloyd-Max codebook in ctab, and the lanes of the noise group. Lanes past the active
+ * coordinates read a zero centroid. acc + z_off holds one float per group lane:
+ * sum_t w_t s_{g,t} c_{b_j}[code_{t,j}] (spectral.c's finish adds it to the histogram part). */
+typedef struct vq_sp_vk {
+    int n_grp, code_bytes, rec, z_off;
+    uint8_t *pidx;   /* (n_grp * 64) */
+    int32_t *lane;   /* (n_grp * 48): shift[16], mask[16], ctab offset[16] */
+    uint16_t *noise; /* (n_grp) lanes of the noise group */
+    uint8_t *small;  /* (n_grp) 1: every width <= 4 (ctab[0, 32) by VPERMI2PS), 0: gather */
+    float ctab[160]; /* widths 1..4 at 0, 2, 6, 14; 0 at 30, 31; width 5 at 32, 6 at 64; 0 at 128 */
+} vq_sp_vk;
+#ifdef VQ_HAVE_X86
+/* acc[j] + z_off (n_grp * 16 floats) += the coordinate-domain sums of the n records at codes
+ * for nq (1..4) weight vectors w[j]; each query's result independent of nq. Requires
+ * code_bytes <= 128. */
+void vq_sp_acc_multi_avx512vbmi(const vq_sp_vk *k, const uint8_t *codes, int64_t n,
+                                const float *const *w, int nq, float *const *acc);
+/* scores[j][t] = sum_e qa[j][e] * (whitened coordinate e of record t) for nq (1..4) queries, qa
+ * the whitened queries in active order (n_grp * 16 floats, zero past the active coordinates):
+ * vq_sp_score_ref within float rounding; each query's result independent of nq. */
+void vq_sp_score_multi_avx512vbmi(const vq_sp_vk *k, const float *const *qa, int nq,
+                                  const uint8_t *codes, int64_t n, float *const *scores);
 #endif
 
 /* The codecs' scalar reference kernels (codec slot signatures; c must be a vecinfer / spectral

@@ -28,6 +28,11 @@
  * (sum_j 2^{b_j} floats); score = s_signal sum_{j<d_s} LUT_j[i_j] + s_noise sum_{j>=d_s}
  * LUT_j[i_j]. Accumulator: per-coordinate histograms in the LUT layout (sum_j 2^{b_j}
  * floats), H_j[i_j] += w_t s_g; finish: z_j = sum_i H_j[i] c_{b_j}[i], out = U (sigma * z).
+ * On AVX-512 with VBMI (vq_sp_vk, lutsum_kernels.h) the prepared query also holds the whitened
+ * query q~ in active order after the tables, and the accumulator a coordinate-domain part
+ * after the histograms (16 floats per group of 16 active coordinates, sum_t w_t s_g c[i_j]):
+ * score and accumulate decode each token's coordinates once for up to 4 queries and dot / add
+ * them; finish adds that part to z_j. Equal to the histogram path within float rounding.
  *
  * Calibration is read at create time from params.calib (borrowed; U, lambda and d_s are
  * copied): the entry for (calib_layer, role) must hold a PCA basis (else NOT_FOUND).
@@ -39,7 +44,9 @@
  * VQ_ISA_SCALAR uses the portable generic score/accumulate over a field program (one field
  * per active coordinate, group 0 = signal); AVX2 / AVX-512 use the gather score kernels of
  * arch/x86/vecinfer_*.c, the generic accumulate (a gather + scatter version measured 2x
- * slower than it), and SIMD matrix-vector products for encode / decode / prepare / finish in the
+ * slower than it) — or, with VBMI, the coordinate-domain multi-query kernels of
+ * arch/x86/spectral_avx512vbmi.c —, and SIMD matrix-vector products for encode / decode /
+ * prepare / finish in the
  * same operation order as the reference (codes and prepared tables are bitwise identical on every
  * ISA).
  */
@@ -80,6 +87,9 @@ struct sp_impl {
     vq_ls_score_fn score; /* NULL: reference kernels */
     vq_ls_acc_fn acc;
     void (*cols_dot)(const float *a, int rows, int cols, const float *x, float *y);
+    vq_sp_vk vk; /* coordinate-domain score / accumulate (AVX-512 VBMI) when vk_on */
+    int vk_on;
+    uint16_t *act_e; /* (d) active index of coordinate j (when bits[j] > 0) */
 };
 
 static inline uint32_t sp_code(const struct sp_impl *m, const uint8_t *p, int j) {
@@ -210,6 +220,7 @@ static void sp_prepare_impl(const struct vq_codec *c, const float *q, void *qs, 
     const struct sp_impl *m = c->impl;
     const int d = m->d;
     float *lut = qs, hq[1024];
+    if (m->vk_on) memset(lut + m->lut_total, 0, 16 * (size_t)m->vk.n_grp * sizeof(float));
     if (simd && m->cols_dot) m->cols_dot(m->u, d, d, q, hq);
     for (int j = 0; j < d; j++) {
         const int bj = m->bits[j];
@@ -222,6 +233,7 @@ static void sp_prepare_impl(const struct vq_codec *c, const float *q, void *qs, 
             for (int i = 0; i < d; i++) h += u[i] * q[i];
         }
         h *= m->sigma[j];
+        if (m->vk_on) lut[m->lut_total + m->act_e[j]] = h;
         float *t = lut + m->lut_off[j];
         for (int v = 0; v < (1 << bj); v++) t[v] = h * m->cent[bj][v];
     }
@@ -269,10 +281,23 @@ void vq_sp_score_ref(const struct vq_codec *c, const void *qs, const uint8_t *co
     }
 }
 
+static void sp_score_multi(const struct vq_codec *c, const void *const *qs, int nq,
+                           const uint8_t *codes, int64_t n_tokens, float *const *scores) {
+#ifdef VQ_HAVE_X86
+    const struct sp_impl *m = c->impl;
+    const float *qa[4];
+    for (int j = 0; j < nq; j++) qa[j] = (const float *)qs[j] + m->lut_total;
+    vq_sp_score_multi_avx512vbmi(&m->vk, qa, nq, codes, n_tokens, scores);
+#else
+    (void)c, (void)qs, (void)nq, (void)codes, (void)n_tokens, (void)scores;
+#endif
+}
+
 static void sp_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
                      int64_t n_tokens, float *scores) {
     const struct sp_impl *m = c->impl;
-    if (m->score) m->score(&m->prog, qs, codes, n_tokens, scores);
+    if (m->vk_on) sp_score_multi(c, &qs, 1, codes, n_tokens, &scores);
+    else if (m->score) m->score(&m->prog, qs, codes, n_tokens, scores);
     else vq_sp_score_ref(c, qs, codes, n_tokens, scores);
 }
 
@@ -290,6 +315,15 @@ static inline void sp_hist(const struct sp_impl *m, float *h, const uint8_t *p, 
     for (; i < i1; i++) h[m->desc[i].lut_off + sp_dcode(&m->desc[i], p, 0)] += ws;
 }
 
+static void sp_accumulate_multi(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
+                                const float *const *w, int nq, float *const *acc) {
+#ifdef VQ_HAVE_X86
+    vq_sp_acc_multi_avx512vbmi(&((const struct sp_impl *)c->impl)->vk, codes, n_tokens, w, nq, acc);
+#else
+    (void)c, (void)codes, (void)n_tokens, (void)w, (void)nq, (void)acc;
+#endif
+}
+
 void vq_sp_accumulate_ref(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
                           const float *w, float *acc) {
     const struct sp_impl *m = c->impl;
@@ -303,7 +337,8 @@ void vq_sp_accumulate_ref(const struct vq_codec *c, const uint8_t *codes, int64_
 static void sp_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
                           const float *w, float *acc) {
     const struct sp_impl *m = c->impl;
-    if (m->acc) m->acc(&m->prog, codes, n_tokens, w, acc);
+    if (m->vk_on) sp_accumulate_multi(c, codes, n_tokens, &w, 1, &acc);
+    else if (m->acc) m->acc(&m->prog, codes, n_tokens, w, acc);
     else vq_sp_accumulate_ref(c, codes, n_tokens, w, acc);
 }
 
@@ -318,6 +353,7 @@ static void sp_finish_impl(const struct vq_codec *c, const float *acc, float *ou
             const float *hist = acc + m->desc[i].lut_off;
             float z = 0.0f;
             for (int v = 0; v < (1 << bj); v++) z += hist[v] * m->cent[bj][v];
+            if (m->vk_on) z += acc[m->vk.z_off + i];
             hh[j] = z * m->sigma[j];
         }
         m->cols_dot(m->ut, d, d, hh, out);
@@ -329,6 +365,7 @@ static void sp_finish_impl(const struct vq_codec *c, const float *acc, float *ou
         const float *hist = acc + m->desc[i].lut_off;
         float z = 0.0f;
         for (int v = 0; v < (1 << bj); v++) z += hist[v] * m->cent[bj][v];
+        if (m->vk_on) z += acc[m->vk.z_off + i];
         const float h = z * m->sigma[j];
         if (h == 0.0f) continue;
         const float *u = m->ut + (size_t)j * d;
@@ -360,8 +397,63 @@ static void sp_destroy(struct vq_codec *c) {
     vq_free(m->act_j);
     vq_free(m->u);
     vq_ls_prog_free(&m->prog);
+    vq_free(m->vk.pidx);
+    vq_free(m->vk.lane);
+    vq_free(m->vk.noise);
+    vq_free(m->vk.small);
+    vq_free(m->act_e);
     vq_free(m);
     c->impl = NULL;
+}
+
+/* Builds the tables of the coordinate-domain accumulate (vq_sp_vk, lutsum_kernels.h) and turns
+ * it on where it applies: AVX-512 with VBMI, code stream <= 128 bytes. */
+static vq_status sp_vk_build(const struct vq_codec *c, struct sp_impl *m) {
+    m->vk_on = 0;
+#ifdef VQ_HAVE_X86
+    if (c->isa != VQ_ISA_AVX512 || !vq_cpu_avx512vbmi() || m->code_bytes > 128 || !m->na)
+        return VQ_STATUS_OK;
+    m->act_e = vq_alloc((size_t)m->d * sizeof *m->act_e);
+    if (!m->act_e) return VQ_STATUS_NO_MEMORY;
+    for (int e = 0; e < m->na; e++) m->act_e[m->act_j[e]] = (uint16_t)e;
+    vq_sp_vk *k = &m->vk;
+    const int ng = (m->na + 15) / 16;
+    k->n_grp = ng;
+    k->code_bytes = (int)m->code_bytes;
+    k->rec = 4 + (int)m->code_bytes;
+    k->z_off = (int)m->lut_total;
+    k->pidx = vq_alloc((size_t)ng * 64);
+    k->lane = vq_alloc((size_t)ng * 48 * sizeof(int32_t));
+    k->noise = vq_alloc((size_t)ng * sizeof(uint16_t));
+    k->small = vq_alloc((size_t)ng);
+    if (!k->pidx || !k->lane || !k->noise || !k->small) return VQ_STATUS_NO_MEMORY;
+    static const int ofs[7] = {30, 0, 2, 6, 14, 32, 64};
+    memset(k->ctab, 0, sizeof k->ctab);
+    for (int b = 1; b <= 6; b++)
+        for (int i = 0; i < (1 << b); i++) k->ctab[ofs[b] + i] = m->cent[b][i];
+    for (int g = 0; g < ng; g++) {
+        int32_t *ln = k->lane + 48 * g;
+        k->noise[g] = 0;
+        k->small[g] = 1;
+        for (int l = 0; l < 16; l++) {
+            const int e = 16 * g + l;
+            const int j = e < m->na ? m->act_j[e] : -1, b = j >= 0 ? m->bits[j] : 0;
+            for (int i = 0; i < 4; i++) {
+                const uint32_t by = j >= 0 ? m->byte[j] + (uint32_t)i : 0;
+                k->pidx[64 * g + 4 * l + i] = (uint8_t)(by > 127 ? 127 : by);
+            }
+            ln[l] = j >= 0 ? m->shift[j] : 0;
+            ln[16 + l] = (1 << b) - 1;
+            ln[32 + l] = ofs[b];
+            if (e >= m->na_sig && j >= 0) k->noise[g] |= (uint16_t)(1u << l);
+            if (b > 4) k->small[g] = 0;
+        }
+    }
+    m->vk_on = 1;
+#else
+    (void)c;
+#endif
+    return VQ_STATUS_OK;
 }
 
 /* Builds the field program (active coordinates) and picks the kernels for c->isa. */
@@ -494,20 +586,25 @@ static vq_status sp_init(struct vq_codec *c) {
     for (int j = 0; j < d; j++)
         for (int i = 0; i < d; i++) m->u[(size_t)i * d + j] = m->ut[(size_t)j * d + i];
     s = sp_kernels(c, m);
+    if (s == VQ_STATUS_OK) s = sp_vk_build(c, m);
     if (s != VQ_STATUS_OK) {
         sp_destroy(c);
         return s;
     }
     c->block_tokens = 1;
     c->block_bytes = 4 + m->code_bytes;
-    c->query_bytes = m->lut_total * sizeof(float);
-    c->acc_floats = m->lut_total;
+    c->query_bytes = (m->lut_total + (m->vk_on ? 16 * (size_t)m->vk.n_grp : 0)) * sizeof(float);
+    c->acc_floats = m->lut_total + (m->vk_on ? 16 * (size_t)m->vk.n_grp : 0);
     c->encode = sp_encode;
     c->decode = sp_decode;
     c->prepare_query = sp_prepare_query;
     c->score = sp_score;
     c->accumulate = sp_accumulate;
     c->finish = sp_finish;
+    if (m->vk_on) {
+        c->score_multi = sp_score_multi;
+        c->accumulate_multi = sp_accumulate_multi;
+    }
     return VQ_STATUS_OK;
 }
 
