@@ -217,6 +217,8 @@ struct qjl_impl {
     vq_sketch sk;
     vq_signdot_rows_fn signdot;
     vq_signacc_fn signacc;
+    vq_prod_kern pk; /* geometry for the multi-query kernels (turboquant_prod_avx512.c) */
+    int multi;       /* 1: score / accumulate go through them (AVX-512) */
 };
 
 static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -271,6 +273,13 @@ static void qjl_prepare_query(const struct vq_codec *c, const float *q, void *qs
 static void qjl_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
                       int64_t n_tokens, float *scores) {
     const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
+#if defined(VQ_HAVE_X86)
+    if (im->multi) {
+        const float *q1 = (const float *)qs;
+        vq_prod_score_multi_avx512(&im->pk, &q1, 1, codes, n_tokens, &scores);
+        return;
+    }
+#endif
     const float *a = (const float *)qs;
     const size_t bb = c->block_bytes;
     im->signdot(a, a[im->a_floats], im->m, codes + 2, bb, n_tokens, scores);
@@ -282,6 +291,12 @@ static void qjl_score(const struct vq_codec *c, const void *qs, const uint8_t *c
 static void qjl_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
                            const float *w, float *acc) {
     const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
+#if defined(VQ_HAVE_X86)
+    if (im->multi) {
+        vq_prod_acc_multi_avx512(&im->pk, codes, n_tokens, &w, 1, &acc);
+        return;
+    }
+#endif
     const float k = VQ_SQRT_HALF_PI / (float)im->m;
     for (int64_t t = 0; t < n_tokens; t++) {
         const uint8_t *s = codes + (size_t)t * c->block_bytes;
@@ -290,6 +305,22 @@ static void qjl_accumulate(const struct vq_codec *c, const uint8_t *codes, int64
         im->signacc(s + 2, im->m, g, acc);
     }
 }
+
+#if defined(VQ_HAVE_X86)
+/* Multi-query slots (AVX-512): one pass over the records for nq queries, each query the same
+ * bits as qjl_score / qjl_accumulate alone. */
+static void qjl_score_multi(const struct vq_codec *c, const void *const *qs, int nq,
+                            const uint8_t *codes, int64_t n_tokens, float *const *scores) {
+    const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
+    vq_prod_score_multi_avx512(&im->pk, (const float *const *)qs, nq, codes, n_tokens, scores);
+}
+
+static void qjl_accumulate_multi(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
+                                 const float *const *w, int nq, float *const *acc) {
+    const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
+    vq_prod_acc_multi_avx512(&im->pk, codes, n_tokens, w, nq, acc);
+}
+#endif
 
 static void qjl_finish(const struct vq_codec *c, const float *acc, float *out) {
     const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
@@ -324,6 +355,12 @@ static vq_status qjl_init(struct vq_codec *c) {
     }
     im->signdot = vq_signdot_rows_pick(c->isa);
     im->signacc = vq_signacc_pick(c->isa);
+    im->pk.m = m; /* d = bm = code_bytes = q_floats = 0: signs only, gamma 1 */
+    im->pk.rec = 2 + m / 8;
+    im->pk.sign_off = 2;
+    im->pk.a_floats = (int)im->a_floats;
+    im->pk.k = VQ_SQRT_HALF_PI / (float)m;
+    im->multi = c->isa == VQ_ISA_AVX512;
     c->impl = im;
     c->block_tokens = 1;
     c->block_bytes = 2 + (size_t)m / 8;
@@ -335,6 +372,12 @@ static vq_status qjl_init(struct vq_codec *c) {
     c->score = qjl_score;
     c->accumulate = qjl_accumulate;
     c->finish = qjl_finish;
+#if defined(VQ_HAVE_X86)
+    if (im->multi) {
+        c->score_multi = qjl_score_multi;
+        c->accumulate_multi = qjl_accumulate_multi;
+    }
+#endif
     return VQ_STATUS_OK;
 }
 

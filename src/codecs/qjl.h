@@ -81,24 +81,27 @@ void vq_lutdot_rows_avx512(const float *q, const float *cb, int bits, int d, con
                            size_t stride, int64_t n, float *out);
 #endif
 
-/* turboquant_prod's record and prepared-query geometry, for its multi-query kernels. Record:
- * [n sf16][gamma sf16][d bm-bit MSE codes][m sign bits]; prepared query: q_r (q_floats), a =
- * S q_r (a_floats), sum(a). */
+/* The record and prepared-query geometry of turboquant_prod and qjl, for their multi-query
+ * kernels. turboquant_prod: record [n sf16][gamma sf16][d bm-bit MSE codes][m sign bits],
+ * prepared query q_r (q_floats), a = S q_r (a_floats), sum(a); accumulator [d MSE][m sketch].
+ * qjl: the same with d = bm = q_floats = 0 and no gamma (1): record [n sf16][m sign bits]. */
 typedef struct vq_prod_kern {
-    int d, m, bm;           /* head dim, sketch rows, MSE bits (1..3) */
+    int d, m, bm;           /* head dim (0: no MSE part), sketch rows, MSE bits (0..3) */
     int code_bytes, rec;    /* d bm / 8; record bytes */
-    int q_floats, a_floats; /* pad16(d), pad16(m) */
+    int sign_off, gamma;    /* byte offset of the signs; 1: gamma sf16 at byte 2, 0: gamma 1 */
+    int q_floats, a_floats; /* pad16(d) (0 without MSE part), pad16(m) */
     float k;                /* sqrt(pi/2) / m */
     float cb[16];           /* 2^bm centroids at unit-vector scale, rest 0 */
 } vq_prod_kern;
 #if defined(VQ_HAVE_X86)
 /* nq (1..4) prepared queries qs[j] over the same n records: scores[j][t] = n_t (<q_r, y^_t> +
  * k gamma_t (2 sum_{z=1} a - sum a)), each query's result independent of nq and of the other
- * queries (the reference's value within float rounding). AVX-512 with BMI2. */
+ * queries (the reference's value within float rounding; qjl: n_t k <a, z_t>). AVX-512, BMI2. */
 void vq_prod_score_multi_avx512(const vq_prod_kern *pk, const float *const *qs, int nq,
                                 const uint8_t *codes, int64_t n, float *const *scores);
 /* nq (1..4) weight vectors over the same records: acc[j][0, d) += w n y^, acc[j][d, d + m) +=
- * w n k gamma z, as prod_accumulate (within float rounding), each query independent of nq. */
+ * w n k gamma z, as prod_accumulate / qjl_accumulate (within float rounding), each query
+ * independent of nq. */
 void vq_prod_acc_multi_avx512(const vq_prod_kern *pk, const uint8_t *codes, int64_t n,
                               const float *const *w, int nq, float *const *acc);
 #endif

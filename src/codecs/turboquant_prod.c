@@ -252,6 +252,8 @@ static vq_status prod_init(struct vq_codec *c) {
     im->pk.bm = im->bm;
     im->pk.code_bytes = (int)im->code_bytes;
     im->pk.rec = 4 + (int)im->code_bytes + m / 8;
+    im->pk.sign_off = 4 + (int)im->code_bytes;
+    im->pk.gamma = 1;
     im->pk.q_floats = (int)im->q_floats;
     im->pk.a_floats = (int)im->a_floats;
     im->pk.k = VQ_SQRT_HALF_PI / (float)m;

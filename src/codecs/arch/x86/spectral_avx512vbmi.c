@@ -27,10 +27,11 @@
 VQ_INLINE __m512 sp_group(const vq_sp_vk *k, int g, __m512i lo, __m512i hi, __m512 T0, __m512 T1,
                           __m512 vs, __m512 vn) {
     const int32_t *ln = k->lane + 48 * g;
-    const __m512i x =
-        _mm512_permutex2var_epi8(lo, _mm512_loadu_si512((const void *)(k->pidx + 64 * g)), hi);
-    const __m512i code = _mm512_and_si512(_mm512_srlv_epi32(x, _mm512_loadu_si512((const void *)ln)),
-                                          _mm512_loadu_si512((const void *)(ln + 16)));
+    const __m512i x = _mm512_permutex2var_epi8(
+        lo, _mm512_loadu_si512((const void *)(k->pidx + 64 * g)), hi);
+    const __m512i code = _mm512_and_si512(
+        _mm512_srlv_epi32(x, _mm512_loadu_si512((const void *)ln)),
+        _mm512_loadu_si512((const void *)(ln + 16)));
     const __m512i ci = _mm512_add_epi32(code, _mm512_loadu_si512((const void *)(ln + 32)));
     const __m512 cv = k->small[g] ? _mm512_permutex2var_ps(T0, ci, T1)
                                   : _mm512_i32gather_ps(ci, k->ctab, 4);
@@ -56,8 +57,9 @@ VQ_INLINE void sp_score_nq(const vq_sp_vk *k, const float *const *qa, const int 
     const __m512 T0 = _mm512_loadu_ps(k->ctab), T1 = _mm512_loadu_ps(k->ctab + 16);
     const int cb = k->code_bytes, rl = k->rec;
     const __mmask64 mlo = cb >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << cb) - 1);
-    const __mmask64 mhi =
-        cb <= 64 ? 0 : cb >= 128 ? ~(__mmask64)0 : (((__mmask64)1 << (cb - 64)) - 1);
+    const __mmask64 mhi = cb <= 64  ? 0
+                        : cb >= 128 ? ~(__mmask64)0
+                                    : (((__mmask64)1 << (cb - 64)) - 1);
     float ss[8], sn[8];
     for (int64_t t0 = 0; t0 < n; t0 += 8) {
         const int mt = n - t0 < 8 ? (int)(n - t0) : 8;
@@ -100,12 +102,14 @@ void vq_sp_score_multi_avx512vbmi(const vq_sp_vk *k, const float *const *qa, int
     }
 }
 
-VQ_INLINE void sp_acc_nq(const vq_sp_vk *k, const uint8_t *codes, int64_t n,
-                         const float *const *w, const int NQ, float *const *acc) {
+VQ_INLINE void sp_acc_nq(const vq_sp_vk *k, const uint8_t *codes, int64_t n, const float *const *w,
+                         const int NQ, float *const *acc) {
     const __m512 T0 = _mm512_loadu_ps(k->ctab), T1 = _mm512_loadu_ps(k->ctab + 16);
     const int cb = k->code_bytes, rl = k->rec;
     const __mmask64 mlo = cb >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << cb) - 1);
-    const __mmask64 mhi = cb <= 64 ? 0 : cb >= 128 ? ~(__mmask64)0 : (((__mmask64)1 << (cb - 64)) - 1);
+    const __mmask64 mhi = cb <= 64  ? 0
+                        : cb >= 128 ? ~(__mmask64)0
+                                    : (((__mmask64)1 << (cb - 64)) - 1);
     float ss[16], sn[16];
     for (int g0 = 0; g0 < k->n_grp; g0 += 4) {
         const int ng = k->n_grp - g0 < 4 ? k->n_grp - g0 : 4;

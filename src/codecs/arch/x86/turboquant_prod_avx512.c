@@ -171,7 +171,8 @@ VQ_INLINE void prod_score_nq(const vq_prod_kern *pk, const float *const *qs, con
         const uint8_t *r0 = codes + (size_t)t0 * (size_t)rl;
         const __mmask16 mk = (__mmask16)((1u << mt) - 1u);
         const __m256 nv = _mm512_castps512_ps256(vq_tq_scales16(r0, rl, mk));
-        const __m256 gv = _mm512_castps512_ps256(vq_tq_scales16(r0 + 2, rl, mk));
+        const __m256 gv = pk->gamma ? _mm512_castps512_ps256(vq_tq_scales16(r0 + 2, rl, mk))
+                                    : _mm256_set1_ps(1.0f);
         float c2[8];
         _mm256_storeu_ps(c2, _mm256_mul_ps(_mm256_set1_ps(2.0f), _mm256_mul_ps(kv, gv)));
         __m256 f[4][8];
@@ -181,7 +182,7 @@ VQ_INLINE void prod_score_nq(const vq_prod_kern *pk, const float *const *qs, con
                 continue;
             }
             const uint8_t *s = r0 + (size_t)u * (size_t)rl;
-            const uint8_t *cd = s + 4, *z = cd + pk->code_bytes;
+            const uint8_t *cd = s + 4, *z = s + pk->sign_off;
             __m512 ms[4], sg[4];
             for (int j = 0; j < NQ; j++) ms[j] = sg[j] = _mm512_setzero_ps();
             for (int c = 0; c < d; c += 16) {
@@ -209,7 +210,8 @@ VQ_INLINE void prod_score_nq(const vq_prod_kern *pk, const float *const *qs, con
 void vq_prod_score_multi_avx512(const vq_prod_kern *pk, const float *const *qs, int nq,
                                 const uint8_t *codes, int64_t n, float *const *scores) {
 #define PROD_SC(Q) \
-    (pk->bm == 1   ? prod_score_nq(pk, qs, Q, 1, codes, n, scores) \
+    (pk->bm == 0   ? prod_score_nq(pk, qs, Q, 0, codes, n, scores) \
+     : pk->bm == 1 ? prod_score_nq(pk, qs, Q, 1, codes, n, scores) \
      : pk->bm == 2 ? prod_score_nq(pk, qs, Q, 2, codes, n, scores) \
                    : prod_score_nq(pk, qs, Q, 3, codes, n, scores))
     switch (nq) {
@@ -235,7 +237,8 @@ VQ_INLINE void prod_acc_nq(const vq_prod_kern *pk, const uint8_t *codes, int64_t
         for (int u = 0; u < mt; u += 16) {
             const __mmask16 mk = (__mmask16)(mt - u >= 16 ? 0xFFFF : (1u << (mt - u)) - 1u);
             const uint8_t *r = r0 + (size_t)u * (size_t)rl;
-            const __m512 nv = vq_tq_scales16(r, rl, mk), gv = vq_tq_scales16(r + 2, rl, mk);
+            const __m512 nv = vq_tq_scales16(r, rl, mk);
+            const __m512 gv = pk->gamma ? vq_tq_scales16(r + 2, rl, mk) : _mm512_set1_ps(1.0f);
             for (int j = 0; j < NQ; j++) { /* wn = w n, wg = (wn k) gamma (prod_accumulate) */
                 const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, w[j] + t0 + u), nv);
                 _mm512_storeu_ps(wn[j] + u, x);
@@ -269,7 +272,7 @@ VQ_INLINE void prod_acc_nq(const vq_prod_kern *pk, const uint8_t *codes, int64_t
             for (int j = 0; j < NQ; j++)
                 for (int k = 0; k < 4; k++) v[j][k] = _mm512_setzero_ps();
             for (int u = 0; u < mt; u++) {
-                const uint8_t *z = r0 + (size_t)u * (size_t)rl + 4 + pk->code_bytes;
+                const uint8_t *z = r0 + (size_t)u * (size_t)rl + pk->sign_off;
                 for (int k = 0; k < 4 && 16 * k < ni; k++) {
                     const __mmask16 zm = sign_mask(z, i0 + 16 * k, m);
                     for (int j = 0; j < NQ; j++) {
@@ -294,7 +297,8 @@ VQ_INLINE void prod_acc_nq(const vq_prod_kern *pk, const uint8_t *codes, int64_t
 void vq_prod_acc_multi_avx512(const vq_prod_kern *pk, const uint8_t *codes, int64_t n,
                               const float *const *w, int nq, float *const *acc) {
 #define PROD_AC(Q) \
-    (pk->bm == 1   ? prod_acc_nq(pk, codes, n, w, Q, 1, acc) \
+    (pk->bm == 0   ? prod_acc_nq(pk, codes, n, w, Q, 0, acc) \
+     : pk->bm == 1 ? prod_acc_nq(pk, codes, n, w, Q, 1, acc) \
      : pk->bm == 2 ? prod_acc_nq(pk, codes, n, w, Q, 2, acc) \
                    : prod_acc_nq(pk, codes, n, w, Q, 3, acc))
     switch (nq) {
