@@ -139,6 +139,27 @@ void vq_sp_score_multi_avx512vbmi(const vq_sp_vk *k, const float *const *qa, int
                                   const uint8_t *codes, int64_t n, float *const *scores);
 #endif
 
+/* vecinfer's score and value accumulate in the coordinate domain (AVX-512): a token's x~^ is
+ * its codewords side by side; 16 coordinates per vector, lane l of vector z reading codebook
+ * float code[sub[z][l]] * v + j[z][l]. Codes: bytes (c = 8) or the bit stream (c != 8), at
+ * most 32 sub-vectors. The prepared query holds q~ (pad16(d) floats) at q_off; the
+ * accumulator sum_t w_t x~^_t at z_off (vecinfer.c's finish adds it to the histogram part). */
+typedef struct vq_vi_vk {
+    int d, c, v, n_sub, code_bytes, nz, q_off, z_off;
+    int32_t *sub, *j; /* (nz * 16) sub-vector and offset in the codeword of each lane */
+    const float *cb;  /* (2^c, v) codebook (the codec's) */
+} vq_vi_vk;
+#ifdef VQ_HAVE_X86
+/* scores[j][t] = <q~_j, x~^_t> for nq (1..4) prepared queries (vq_vi_score_ref within float
+ * rounding); each query's result independent of nq. */
+void vq_vi_score_multi_avx512(const vq_vi_vk *k, const float *const *qs, int nq,
+                              const uint8_t *codes, int64_t n, float *const *scores);
+/* acc[j] + z_off (pad16(d) floats) += sum_t w[j][t] x~^_t for nq (1..4) weight vectors; each
+ * query's result independent of nq. */
+void vq_vi_acc_multi_avx512(const vq_vi_vk *k, const uint8_t *codes, int64_t n,
+                            const float *const *w, int nq, float *const *acc);
+#endif
+
 /* The codecs' scalar reference kernels (codec slot signatures; c must be a vecinfer / spectral
  * codec of any isa). Used by the codecs when no program applies, and by the tests. */
 struct vq_codec;

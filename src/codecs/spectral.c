@@ -234,6 +234,7 @@ static void sp_prepare_impl(const struct vq_codec *c, const float *q, void *qs, 
         }
         h *= m->sigma[j];
         if (m->vk_on) lut[m->lut_total + m->act_e[j]] = h;
+        if (m->vk_on && simd) continue; /* the coordinate-domain kernels read q~ only */
         float *t = lut + m->lut_off[j];
         for (int v = 0; v < (1 << bj); v++) t[v] = h * m->cent[bj][v];
     }

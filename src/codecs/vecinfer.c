@@ -63,6 +63,8 @@ struct vi_impl {
     void (*cols_dot)(const float *a, int rows, int cols, const float *x, float *y);
     void (*finish_hist)(const float *hist, int n_sub, int k, int v, const float *cb, float *out);
     int (*argmin)(const float *p, const float *cbt, const float *cn, int k, int v);
+    vq_vi_vk vk; /* coordinate-domain score / accumulate (AVX-512) when vk_on */
+    int vk_on;
 };
 
 /* ---- code packing ---------------------------------------------------------------------------- */
@@ -298,6 +300,12 @@ static void vi_prepare_impl(const struct vq_codec *c, const float *q, void *qs, 
     for (int i = 0; i < m->d; i++) t[i] = q[i] * m->lambda[i];
     if (m->is_key) vq_wht_blocks(t, m->d);
     float *lut = qs;
+    if (m->vk_on) { /* q~ after the tables, zero-padded */
+        float *qt = lut + m->vk.q_off;
+        memcpy(qt, t, (size_t)m->d * sizeof(float));
+        for (int i = m->d; i < 16 * m->vk.nz; i++) qt[i] = 0.0f;
+        if (simd) return; /* the coordinate-domain kernels read q~ only */
+    }
     for (int s = 0; s < m->n_sub; s++) {
         const float *qsub = t + s * m->v;
         float *row = lut + (size_t)s * m->k;
@@ -345,10 +353,30 @@ void vq_vi_score_ref(const struct vq_codec *c, const void *qs, const uint8_t *co
     }
 }
 
+static void vi_score_multi(const struct vq_codec *c, const void *const *qs, int nq,
+                           const uint8_t *codes, int64_t n_tokens, float *const *scores) {
+#ifdef VQ_HAVE_X86
+    vq_vi_score_multi_avx512(&((const struct vi_impl *)c->impl)->vk, (const float *const *)qs, nq,
+                             codes, n_tokens, scores);
+#else
+    (void)c, (void)qs, (void)nq, (void)codes, (void)n_tokens, (void)scores;
+#endif
+}
+
+static void vi_accumulate_multi(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
+                                const float *const *w, int nq, float *const *acc) {
+#ifdef VQ_HAVE_X86
+    vq_vi_acc_multi_avx512(&((const struct vi_impl *)c->impl)->vk, codes, n_tokens, w, nq, acc);
+#else
+    (void)c, (void)codes, (void)n_tokens, (void)w, (void)nq, (void)acc;
+#endif
+}
+
 static void vi_score(const struct vq_codec *c, const void *qs, const uint8_t *codes,
                      int64_t n_tokens, float *scores) {
     const struct vi_impl *m = c->impl;
-    if (m->score) m->score(&m->prog, qs, codes, n_tokens, scores);
+    if (m->vk_on) vi_score_multi(c, &qs, 1, codes, n_tokens, &scores);
+    else if (m->score) m->score(&m->prog, qs, codes, n_tokens, scores);
     else vq_vi_score_ref(c, qs, codes, n_tokens, scores);
 }
 
@@ -367,7 +395,8 @@ void vq_vi_accumulate_ref(const struct vq_codec *c, const uint8_t *codes, int64_
 static void vi_accumulate(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
                           const float *w, float *acc) {
     const struct vi_impl *m = c->impl;
-    if (m->acc) m->acc(&m->prog, codes, n_tokens, w, acc);
+    if (m->vk_on) vi_accumulate_multi(c, codes, n_tokens, &w, 1, &acc);
+    else if (m->acc) m->acc(&m->prog, codes, n_tokens, w, acc);
     else vq_vi_accumulate_ref(c, codes, n_tokens, w, acc);
 }
 
@@ -389,6 +418,8 @@ static void vi_finish_impl(const struct vq_codec *c, const float *acc, float *ou
             memcpy(out + s * v, o, (size_t)v * sizeof(float));
         }
     }
+    if (m->vk_on) /* the coordinate-domain part */
+        for (int i = 0; i < m->d; i++) out[i] += acc[m->vk.z_off + i];
     if (m->is_key) vq_wht_blocks(out, m->d);
     for (int i = 0; i < m->d; i++) out[i] *= m->lambda[i];
 }
@@ -411,8 +442,41 @@ static void vi_destroy(struct vq_codec *c) {
     vq_free(m->cn);
     vq_free(m->cbt);
     vq_ls_prog_free(&m->prog);
+    vq_free(m->vk.sub);
+    vq_free(m->vk.j);
     vq_free(m);
     c->impl = NULL;
+}
+
+/* Builds the lane tables of the coordinate-domain kernels (vq_vi_vk, lutsum_kernels.h) and turns
+ * them on where they apply: AVX-512, at most 32 sub-vectors, codes of at least 4 bytes. */
+static vq_status vi_vk_build(const struct vq_codec *c, struct vi_impl *m) {
+    m->vk_on = 0;
+#ifdef VQ_HAVE_X86
+    if (c->isa != VQ_ISA_AVX512 || m->n_sub > 32 || m->code_bytes < 4) return VQ_STATUS_OK;
+    vq_vi_vk *k = &m->vk;
+    k->d = m->d;
+    k->c = m->c;
+    k->v = m->v;
+    k->n_sub = m->n_sub;
+    k->code_bytes = (int)m->code_bytes;
+    k->nz = (m->d + 15) / 16;
+    k->q_off = m->n_sub * m->k;
+    k->z_off = m->n_sub * m->k;
+    k->cb = m->cb;
+    k->sub = vq_alloc((size_t)k->nz * 16 * sizeof(int32_t));
+    k->j = vq_alloc((size_t)k->nz * 16 * sizeof(int32_t));
+    if (!k->sub || !k->j) return VQ_STATUS_NO_MEMORY;
+    for (int i = 0; i < 16 * k->nz; i++) { /* lanes past d: any in-range codeword (masked) */
+        const int ci = i < m->d ? i : 0;
+        k->sub[i] = ci / m->v;
+        k->j[i] = ci % m->v;
+    }
+    m->vk_on = 1;
+#else
+    (void)c;
+#endif
+    return VQ_STATUS_OK;
 }
 
 /* Builds the field program and picks the kernels for c->isa. */
@@ -527,20 +591,26 @@ static vq_status vi_init(struct vq_codec *c) {
         for (int j = 0; j < v; j++) m->cbt[(size_t)j * k + i] = m->cb[(size_t)i * v + j];
     }
     vq_status st = vi_kernels(c, m);
+    if (st == VQ_STATUS_OK) st = vi_vk_build(c, m);
     if (st != VQ_STATUS_OK) {
         vi_destroy(c);
         return st;
     }
     c->block_tokens = 1;
     c->block_bytes = m->code_bytes;
-    c->query_bytes = (size_t)m->n_sub * (size_t)k * sizeof(float);
-    c->acc_floats = (size_t)m->n_sub * (size_t)k;
+    const size_t zf = m->vk_on ? 16 * (size_t)m->vk.nz : 0;
+    c->query_bytes = ((size_t)m->n_sub * (size_t)k + zf) * sizeof(float);
+    c->acc_floats = (size_t)m->n_sub * (size_t)k + zf;
     c->encode = vi_encode;
     c->decode = vi_decode;
     c->prepare_query = vi_prepare_query;
     c->score = vi_score;
     c->accumulate = vi_accumulate;
     c->finish = vi_finish;
+    if (m->vk_on) {
+        c->score_multi = vi_score_multi;
+        c->accumulate_multi = vi_accumulate_multi;
+    }
     return VQ_STATUS_OK;
 }
 
