@@ -15,7 +15,10 @@
  *
  * Configs (as `--kv` / `--method` name them): fp16; kv8 (int8 keys and values); kv5, kv4,
  * kv3 (kivi-B keys with per-channel widths, turboquant_mse-B values, group 64, no residual,
- * position 0 in fp16); kv2 (the same at 2 bits, 0-bit channels allowed).
+ * position 0 in fp16); kv2 (the same at 2 bits, 0-bit channels allowed); or a method name
+ * (`veloxquant methods`) for keys and values at its default bits (vecinfer and spectral on
+ * their data-free fallback: the same code widths and kernels as calibrated, the work does not
+ * depend on the calibration).
  * Usage: bench_attn_step [depth=8192] [repeats=15] [threads=1] [sweep_mib=94] [config...]
  * Output: one CSV line per config: config,depth,threads,attn_ms,attn_ms_min,vs_fp16
  * (vs_fp16 = fp16's median / this median; fp16 always runs first).
@@ -59,6 +62,12 @@ static int config(const char *name, int64_t depth, int threads, struct vq_cache_
     if (!strcmp(name, "kv8")) {
         enum vq_method m;
         if (vq_method_from_name("int8", &m) != VQ_STATUS_OK) return 0;
+        vq_codec_params_set_method(&p->key, m);
+        vq_codec_params_set_method(&p->value, m);
+        return 1;
+    }
+    enum vq_method m;
+    if (vq_method_from_name(name, &m) == VQ_STATUS_OK) { /* a method, default bits, K and V */
         vq_codec_params_set_method(&p->key, m);
         vq_codec_params_set_method(&p->value, m);
         return 1;

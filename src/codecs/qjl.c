@@ -218,7 +218,8 @@ struct qjl_impl {
     vq_signdot_rows_fn signdot;
     vq_signacc_fn signacc;
     vq_prod_kern pk; /* geometry for the multi-query kernels (turboquant_prod_avx512.c) */
-    int multi;       /* 1: score / accumulate go through them (AVX-512) */
+    vq_prod_score_multi_fn msc; /* the AVX-512 multi-query kernels score / accumulate go */
+    vq_prod_acc_multi_fn mac;   /* through, or NULL */
 };
 
 static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -274,9 +275,9 @@ static void qjl_score(const struct vq_codec *c, const void *qs, const uint8_t *c
                       int64_t n_tokens, float *scores) {
     const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
 #if defined(VQ_HAVE_X86)
-    if (im->multi) {
+    if (im->msc) {
         const float *q1 = (const float *)qs;
-        vq_prod_score_multi_avx512(&im->pk, &q1, 1, codes, n_tokens, &scores);
+        im->msc(&im->pk, &q1, 1, codes, n_tokens, &scores);
         return;
     }
 #endif
@@ -292,8 +293,8 @@ static void qjl_accumulate(const struct vq_codec *c, const uint8_t *codes, int64
                            const float *w, float *acc) {
     const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
 #if defined(VQ_HAVE_X86)
-    if (im->multi) {
-        vq_prod_acc_multi_avx512(&im->pk, codes, n_tokens, &w, 1, &acc);
+    if (im->mac) {
+        im->mac(&im->pk, codes, n_tokens, &w, 1, &acc);
         return;
     }
 #endif
@@ -312,13 +313,13 @@ static void qjl_accumulate(const struct vq_codec *c, const uint8_t *codes, int64
 static void qjl_score_multi(const struct vq_codec *c, const void *const *qs, int nq,
                             const uint8_t *codes, int64_t n_tokens, float *const *scores) {
     const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
-    vq_prod_score_multi_avx512(&im->pk, (const float *const *)qs, nq, codes, n_tokens, scores);
+    im->msc(&im->pk, (const float *const *)qs, nq, codes, n_tokens, scores);
 }
 
 static void qjl_accumulate_multi(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
                                  const float *const *w, int nq, float *const *acc) {
     const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
-    vq_prod_acc_multi_avx512(&im->pk, codes, n_tokens, w, nq, acc);
+    im->mac(&im->pk, codes, n_tokens, w, nq, acc);
 }
 #endif
 
@@ -360,7 +361,12 @@ static vq_status qjl_init(struct vq_codec *c) {
     im->pk.sign_off = 2;
     im->pk.a_floats = (int)im->a_floats;
     im->pk.k = VQ_SQRT_HALF_PI / (float)m;
-    im->multi = c->isa == VQ_ISA_AVX512;
+#if defined(VQ_HAVE_X86)
+    if (c->isa == VQ_ISA_AVX512) { /* no MSE codes: the VBMI variant would be the same */
+        im->msc = vq_prod_score_multi_avx512;
+        im->mac = vq_prod_acc_multi_avx512;
+    }
+#endif
     c->impl = im;
     c->block_tokens = 1;
     c->block_bytes = 2 + (size_t)m / 8;
@@ -373,7 +379,7 @@ static vq_status qjl_init(struct vq_codec *c) {
     c->accumulate = qjl_accumulate;
     c->finish = qjl_finish;
 #if defined(VQ_HAVE_X86)
-    if (im->multi) {
+    if (im->msc) {
         c->score_multi = qjl_score_multi;
         c->accumulate_multi = qjl_accumulate_multi;
     }

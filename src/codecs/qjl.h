@@ -104,6 +104,15 @@ void vq_prod_score_multi_avx512(const vq_prod_kern *pk, const float *const *qs, 
  * independent of nq. */
 void vq_prod_acc_multi_avx512(const vq_prod_kern *pk, const uint8_t *codes, int64_t n,
                               const float *const *w, int nq, float *const *acc);
+/* The same two kernels with AVX512_VBMI (the same results; CPUs with vq_cpu_avx512vbmi). */
+void vq_prod_score_multi_avx512vbmi(const vq_prod_kern *pk, const float *const *qs, int nq,
+                                    const uint8_t *codes, int64_t n, float *const *scores);
+void vq_prod_acc_multi_avx512vbmi(const vq_prod_kern *pk, const uint8_t *codes, int64_t n,
+                                  const float *const *w, int nq, float *const *acc);
+typedef void (*vq_prod_score_multi_fn)(const vq_prod_kern *pk, const float *const *qs, int nq,
+                                       const uint8_t *codes, int64_t n, float *const *scores);
+typedef void (*vq_prod_acc_multi_fn)(const vq_prod_kern *pk, const uint8_t *codes, int64_t n,
+                                     const float *const *w, int nq, float *const *acc);
 #endif
 
 /* Kernel choice for a resolved ISA (scalar fallback when x86 kernels are not built). */

@@ -51,8 +51,9 @@ struct prod_impl {
     vq_lutdot_rows_fn lutdot;
     vq_signacc_fn signacc;
     vq_lutacc_fn lutacc;
-    vq_prod_kern pk; /* geometry for the multi-query kernels */
-    int multi;       /* 1: score / accumulate go through the AVX-512 multi-query kernels */
+    vq_prod_kern pk;            /* geometry for the multi-query kernels */
+    vq_prod_score_multi_fn msc; /* the AVX-512 multi-query kernels score / accumulate go */
+    vq_prod_acc_multi_fn mac;   /* through, or NULL */
 };
 
 static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -132,9 +133,9 @@ static void prod_score(const struct vq_codec *c, const void *qs, const uint8_t *
                        int64_t n_tokens, float *scores) {
     const struct prod_impl *im = (const struct prod_impl *)c->impl;
 #if defined(VQ_HAVE_X86)
-    if (im->multi) {
+    if (im->msc) {
         const float *q1 = (const float *)qs;
-        vq_prod_score_multi_avx512(&im->pk, &q1, 1, codes, n_tokens, &scores);
+        im->msc(&im->pk, &q1, 1, codes, n_tokens, &scores);
         return;
     }
 #endif
@@ -161,8 +162,8 @@ static void prod_accumulate(const struct vq_codec *c, const uint8_t *codes, int6
                             const float *w, float *acc) {
     const struct prod_impl *im = (const struct prod_impl *)c->impl;
 #if defined(VQ_HAVE_X86)
-    if (im->multi) {
-        vq_prod_acc_multi_avx512(&im->pk, codes, n_tokens, &w, 1, &acc);
+    if (im->mac) {
+        im->mac(&im->pk, codes, n_tokens, &w, 1, &acc);
         return;
     }
 #endif
@@ -183,13 +184,13 @@ static void prod_accumulate(const struct vq_codec *c, const uint8_t *codes, int6
 static void prod_score_multi(const struct vq_codec *c, const void *const *qs, int nq,
                              const uint8_t *codes, int64_t n_tokens, float *const *scores) {
     const struct prod_impl *im = (const struct prod_impl *)c->impl;
-    vq_prod_score_multi_avx512(&im->pk, (const float *const *)qs, nq, codes, n_tokens, scores);
+    im->msc(&im->pk, (const float *const *)qs, nq, codes, n_tokens, scores);
 }
 
 static void prod_accumulate_multi(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
                                   const float *const *w, int nq, float *const *acc) {
     const struct prod_impl *im = (const struct prod_impl *)c->impl;
-    vq_prod_acc_multi_avx512(&im->pk, codes, n_tokens, w, nq, acc);
+    im->mac(&im->pk, codes, n_tokens, w, nq, acc);
 }
 #endif
 
@@ -258,7 +259,13 @@ static vq_status prod_init(struct vq_codec *c) {
     im->pk.a_floats = (int)im->a_floats;
     im->pk.k = VQ_SQRT_HALF_PI / (float)m;
     memcpy(im->pk.cb, im->cb, sizeof im->cb);
-    im->multi = c->isa == VQ_ISA_AVX512;
+#if defined(VQ_HAVE_X86)
+    if (c->isa == VQ_ISA_AVX512) {
+        const int vb = vq_cpu_avx512vbmi();
+        im->msc = vb ? vq_prod_score_multi_avx512vbmi : vq_prod_score_multi_avx512;
+        im->mac = vb ? vq_prod_acc_multi_avx512vbmi : vq_prod_acc_multi_avx512;
+    }
+#endif
     c->impl = im;
     c->block_tokens = 1;
     c->block_bytes = 4 + im->code_bytes + (size_t)m / 8;
@@ -271,7 +278,7 @@ static vq_status prod_init(struct vq_codec *c) {
     c->accumulate = prod_accumulate;
     c->finish = prod_finish;
 #if defined(VQ_HAVE_X86)
-    if (im->multi) {
+    if (im->msc) {
         c->score_multi = prod_score_multi;
         c->accumulate_multi = prod_accumulate_multi;
     }

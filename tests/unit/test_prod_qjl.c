@@ -351,6 +351,62 @@ TEST(multi_query_same_bits) {
         }
 }
 
+/* The VBMI build of the multi-query kernels against the plain AVX-512 one: the same bits on
+ * random records (every MSE width, d and m with tails, odd token counts, 1..4 queries). */
+TEST(prod_multi_vbmi_same_bits) {
+#if defined(VQ_HAVE_X86)
+    if (!vq_isa_available(VQ_ISA_AVX512) || !vq_cpu_avx512vbmi()) return;
+    const int dims[] = {8, 24, 64, 136}, ms[] = {8, 40, 64, 200};
+    for (int bm = 1; bm <= 3; bm++)
+        for (int di = 0; di < 4; di++) {
+            vq_prod_kern pk;
+            memset(&pk, 0, sizeof pk);
+            pk.d = dims[di];
+            pk.m = ms[di];
+            pk.bm = bm;
+            pk.code_bytes = pk.d * bm / 8;
+            pk.sign_off = 4 + pk.code_bytes;
+            pk.rec = pk.sign_off + pk.m / 8;
+            pk.gamma = 1;
+            pk.q_floats = (pk.d + 15) & ~15;
+            pk.a_floats = (pk.m + 15) & ~15;
+            pk.k = 0.1f;
+            for (int i = 0; i < (1 << bm); i++) pk.cb[i] = nrand();
+            const int n = 21;
+            uint8_t rec[21 * 240];
+            for (int i = 0; i < n * pk.rec; i++) rec[i] = (uint8_t)vq_rng_u64(&g_rng);
+            for (int t = 0; t < n; t++) { /* moderate sf16 scales: exponent field 28..35 */
+                rec[t * pk.rec + 1] = (uint8_t)(0x38 + (t & 7));
+                rec[t * pk.rec + 3] = (uint8_t)(0x38 + (t % 5));
+            }
+            float *qs[4], *w[4], s1[4][21], s2[4][21], a1[4][400], a2[4][400];
+            for (int j = 0; j < 4; j++) {
+                qs[j] = malloc(sizeof(float) * (size_t)(pk.q_floats + pk.a_floats + 16));
+                for (int i = 0; i < pk.q_floats + pk.a_floats + 16; i++) qs[j][i] = nrand();
+                w[j] = malloc(sizeof(float) * n);
+                for (int t = 0; t < n; t++) w[j][t] = (float)vq_rng_uniform(&g_rng);
+                for (int i = 0; i < pk.d + pk.m; i++) a1[j][i] = a2[j][i] = 0.0f;
+            }
+            float *p1[4] = {s1[0], s1[1], s1[2], s1[3]}, *p2[4] = {s2[0], s2[1], s2[2], s2[3]};
+            float *c1[4] = {a1[0], a1[1], a1[2], a1[3]}, *c2[4] = {a2[0], a2[1], a2[2], a2[3]};
+            for (int nq = 1; nq <= 4; nq++) {
+                vq_prod_score_multi_avx512(&pk, (const float *const *)qs, nq, rec, n, p1);
+                vq_prod_score_multi_avx512vbmi(&pk, (const float *const *)qs, nq, rec, n, p2);
+                vq_prod_acc_multi_avx512(&pk, rec, n, (const float *const *)w, nq, c1);
+                vq_prod_acc_multi_avx512vbmi(&pk, rec, n, (const float *const *)w, nq, c2);
+                for (int j = 0; j < nq; j++) {
+                    ASSERT(memcmp(s1[j], s2[j], sizeof(float) * n) == 0);
+                    ASSERT(memcmp(a1[j], a2[j], sizeof(float) * (size_t)(pk.d + pk.m)) == 0);
+                }
+            }
+            for (int j = 0; j < 4; j++) {
+                free(qs[j]);
+                free(w[j]);
+            }
+        }
+#endif
+}
+
 /* Row kernels of every ISA against the scalar references: random inputs, odd counts. */
 TEST(row_kernels_vs_ref) {
     const int ms[] = {8, 16, 24, 40, 128, 136, 200, 264};
@@ -455,6 +511,7 @@ int main(void) {
     RUN(reconstruction_cosine);
     RUN(fused_vs_decode_all_isas);
     RUN(multi_query_same_bits);
+    RUN(prod_multi_vbmi_same_bits);
     RUN(row_kernels_vs_ref);
     RUN(determinism_and_errors);
     return TEST_REPORT();
