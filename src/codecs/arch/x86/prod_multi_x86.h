@@ -87,8 +87,8 @@ VQ_INLINE __m512i idx_vb(const uint8_t *p, int nb, const int bits) {
                                          {0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6, 0, 2, 4, 6},
                                          {0, 3, 6, 1, 4, 7, 2, 5, 0, 3, 6, 1, 4, 7, 2, 5}};
     const __m128i x = _mm_maskz_loadu_epi8((__mmask16)((1u << nb) - 1u), p);
-    const __m512i w = _mm512_permutexvar_epi8(
-        _mm512_loadu_si512((const void *)pidx[bits - 1]), _mm512_castsi128_si512(x));
+    const __m512i w = _mm512_permutexvar_epi8(_mm512_loadu_si512((const void *)pidx[bits - 1]),
+                                              _mm512_castsi128_si512(x));
     return _mm512_srlv_epi32(w, _mm512_loadu_si512((const void *)shift[bits - 1]));
 }
 #endif
@@ -184,7 +184,7 @@ VQ_INLINE void prod_score_nq(const vq_prod_kern *pk, const float *const *qs, con
 }
 
 void PROD_FN(vq_prod_score_multi)(const vq_prod_kern *pk, const float *const *qs, int nq,
-                                const uint8_t *codes, int64_t n, float *const *scores) {
+                                  const uint8_t *codes, int64_t n, float *const *scores) {
 #define PROD_SC(Q) \
     (pk->bm == 0   ? prod_score_nq(pk, qs, Q, 0, codes, n, scores) \
      : pk->bm == 1 ? prod_score_nq(pk, qs, Q, 1, codes, n, scores) \
@@ -271,7 +271,7 @@ VQ_INLINE void prod_acc_nq(const vq_prod_kern *pk, const uint8_t *codes, int64_t
 }
 
 void PROD_FN(vq_prod_acc_multi)(const vq_prod_kern *pk, const uint8_t *codes, int64_t n,
-                              const float *const *w, int nq, float *const *acc) {
+                                const float *const *w, int nq, float *const *acc) {
 #define PROD_AC(Q) \
     (pk->bm == 0   ? prod_acc_nq(pk, codes, n, w, Q, 0, acc) \
      : pk->bm == 1 ? prod_acc_nq(pk, codes, n, w, Q, 1, acc) \

@@ -102,46 +102,62 @@ void vq_sp_score_multi_avx512vbmi(const vq_sp_vk *k, const float *const *qa, int
     }
 }
 
-VQ_INLINE void sp_acc_nq(const vq_sp_vk *k, const uint8_t *codes, int64_t n, const float *const *w,
-                         const int NQ, float *const *acc) {
+/* Tokens per chunk of the accumulate: their scales are decoded once for every group. */
+#define SP_CHUNK 64
+
+/* One group g over the chunk's m tokens (scales ss / sn), SMALL = k->small[g]: the group's
+ * accumulators (one vector per query) stay in registers. */
+VQ_INLINE void sp_acc_group(const vq_sp_vk *k, int g, const uint8_t *r0, int m, const float *ss,
+                            const float *sn, const float *const *w, int64_t t0, const int NQ,
+                            const int SMALL, __m512 *z) {
     const __m512 T0 = _mm512_loadu_ps(k->ctab), T1 = _mm512_loadu_ps(k->ctab + 16);
     const int cb = k->code_bytes, rl = k->rec;
     const __mmask64 mlo = cb >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << cb) - 1);
     const __mmask64 mhi = cb <= 64  ? 0
                         : cb >= 128 ? ~(__mmask64)0
                                     : (((__mmask64)1 << (cb - 64)) - 1);
-    float ss[16], sn[16];
-    for (int g0 = 0; g0 < k->n_grp; g0 += 4) {
-        const int ng = k->n_grp - g0 < 4 ? k->n_grp - g0 : 4;
-        __m512 z[4][4];
-        for (int j = 0; j < NQ; j++)
-            for (int gg = 0; gg < 4; gg++)
-                z[j][gg] = gg < ng ? _mm512_loadu_ps(acc[j] + k->z_off + 16 * (g0 + gg))
-                                   : _mm512_setzero_ps();
-        for (int64_t t0 = 0; t0 < n; t0 += 16) {
-            const int mt = n - t0 < 16 ? (int)(n - t0) : 16;
-            const uint8_t *r0 = codes + (size_t)t0 * (size_t)rl;
-            const __mmask16 mk = (__mmask16)(mt == 16 ? 0xFFFF : (1u << mt) - 1u);
-            _mm512_storeu_ps(ss, vq_tq_scales16(r0, rl, mk));
-            _mm512_storeu_ps(sn, vq_tq_scales16(r0 + 2, rl, mk));
-            for (int u = 0; u < mt; u++) {
-                const uint8_t *p = r0 + (size_t)u * (size_t)rl + 4;
-                const __m512i lo = _mm512_maskz_loadu_epi8(mlo, p);
-                const __m512i hi = _mm512_maskz_loadu_epi8(mhi, p + 64);
-                const __m512 vs = _mm512_set1_ps(ss[u]), vn = _mm512_set1_ps(sn[u]);
+    const int32_t *ln = k->lane + 48 * g;
+    const __m512i pidx = _mm512_loadu_si512((const void *)(k->pidx + 64 * g));
+    const __m512i sh = _mm512_loadu_si512((const void *)ln);
+    const __m512i mk = _mm512_loadu_si512((const void *)(ln + 16));
+    const __m512i off = _mm512_loadu_si512((const void *)(ln + 32));
+    const __mmask16 nz = k->noise[g];
+    for (int u = 0; u < m; u++) {
+        const uint8_t *p = r0 + (size_t)u * (size_t)rl + 4;
+        const __m512i lo = _mm512_maskz_loadu_epi8(mlo, p);
+        const __m512i hi = cb > 64 ? _mm512_maskz_loadu_epi8(mhi, p + 64) : _mm512_setzero_si512();
+        const __m512i x = _mm512_permutex2var_epi8(lo, pidx, hi);
+        const __m512i ci = _mm512_add_epi32(_mm512_and_si512(_mm512_srlv_epi32(x, sh), mk), off);
+        const __m512 cv = SMALL ? _mm512_permutex2var_ps(T0, ci, T1)
+                                : _mm512_i32gather_ps(ci, k->ctab, 4);
+        const __m512 y = _mm512_mul_ps(
+            cv, _mm512_mask_blend_ps(nz, _mm512_set1_ps(ss[u]), _mm512_set1_ps(sn[u])));
 #pragma GCC unroll 4
-                for (int gg = 0; gg < 4; gg++) {
-                    if (gg >= ng) break;
-                    const __m512 y = sp_group(k, g0 + gg, lo, hi, T0, T1, vs, vn);
-#pragma GCC unroll 4
-                    for (int j = 0; j < NQ; j++)
-                        z[j][gg] = _mm512_fmadd_ps(_mm512_set1_ps(w[j][t0 + u]), y, z[j][gg]);
-                }
-            }
+        for (int j = 0; j < NQ; j++) z[j] = _mm512_fmadd_ps(_mm512_set1_ps(w[j][t0 + u]), y, z[j]);
+    }
+}
+
+VQ_INLINE void sp_acc_nq(const vq_sp_vk *k, const uint8_t *codes, int64_t n, const float *const *w,
+                         const int NQ, float *const *acc) {
+    const int rl = k->rec;
+    float ss[SP_CHUNK], sn[SP_CHUNK];
+    for (int64_t t0 = 0; t0 < n; t0 += SP_CHUNK) {
+        const int m = n - t0 < SP_CHUNK ? (int)(n - t0) : SP_CHUNK;
+        const uint8_t *r0 = codes + (size_t)t0 * (size_t)rl;
+        for (int u = 0; u < m; u += 16) {
+            const __mmask16 mk = (__mmask16)(m - u >= 16 ? 0xFFFF : (1u << (m - u)) - 1u);
+            _mm512_storeu_ps(ss + u, vq_tq_scales16(r0 + (size_t)u * (size_t)rl, rl, mk));
+            _mm512_storeu_ps(sn + u, vq_tq_scales16(r0 + (size_t)u * (size_t)rl + 2, rl, mk));
         }
-        for (int j = 0; j < NQ; j++)
-            for (int gg = 0; gg < ng; gg++)
-                _mm512_storeu_ps(acc[j] + k->z_off + 16 * (g0 + gg), z[j][gg]);
+        for (int g = 0; g < k->n_grp; g++) {
+            __m512 z[4];
+#pragma GCC unroll 4
+            for (int j = 0; j < NQ; j++) z[j] = _mm512_loadu_ps(acc[j] + k->z_off + 16 * g);
+            if (k->small[g]) sp_acc_group(k, g, r0, m, ss, sn, w, t0, NQ, 1, z);
+            else sp_acc_group(k, g, r0, m, ss, sn, w, t0, NQ, 0, z);
+#pragma GCC unroll 4
+            for (int j = 0; j < NQ; j++) _mm512_storeu_ps(acc[j] + k->z_off + 16 * g, z[j]);
+        }
     }
 }
 
