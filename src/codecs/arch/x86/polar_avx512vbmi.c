@@ -1,7 +1,7 @@
 /*
  * polar_avx512vbmi.c — PolarQuant score and accumulate for several queries at once on AVX-512
  * with VBMI (contract in codecs/polar.h; scalar references polar_token_score and
- * polar_accumulate in polar.c; docs/ALGORITHMS.md §5.5).
+ * polar_accumulate in polar.c; docs/ALGORITHMS.md §5.4, §9.15).
  *
  * Each coordinate block of a token is decoded once into its 16 rotated values and then meets
  * every query: the 16 lanes of one vector are the block's coordinates. The block's record

@@ -2,7 +2,7 @@
  * spectral_avx512vbmi.c — spectral's score and value accumulate for several queries at once on
  * AVX-512 with VBMI, in the coordinate domain (contract and layout in codecs/lutsum_kernels.h;
  * the references are vq_sp_score_ref and the histogram accumulate vq_sp_accumulate_ref plus
- * spectral.c's finish, which these equal within float rounding; docs/ALGORITHMS.md §8.2).
+ * spectral.c's finish, which these equal within float rounding; docs/ALGORITHMS.md §9.15).
  *
  * 16 active coordinates of a token per vector: one VPERMI2B over the token's code stream (two
  * registers, up to 128 bytes) brings the bytes holding each lane's code into its dword, a

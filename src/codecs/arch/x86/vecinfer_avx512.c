@@ -7,7 +7,8 @@
  * accumulate and the 8-lane AVX2 finish on the development CPU (AMD Zen 4).
  * vecinfer's multi-query kernels (vq_vi_*_multi_avx512, end of file) work in the coordinate
  * domain instead: each token's codewords are gathered once into 16-coordinate vectors and dotted
- * with / added for up to 4 queries (the reference within float rounding, not bitwise). */
+ * with / added for up to 4 queries (the reference within float rounding, not bitwise;
+ * docs/ALGORITHMS.md §9.15). */
 #include <immintrin.h>
 #include <math.h>
 
