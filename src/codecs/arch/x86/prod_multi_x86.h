@@ -1,10 +1,10 @@
 /*
  * prod_multi_x86.h — the multi-query kernels of turboquant_prod and qjl (contracts in
- * codecs/qjl.h, docs/ALGORITHMS.md §9.15), included by turboquant_prod_avx512.c (vq_prod_*_multi_avx512) and, with
- * VQ_PROD_VBMI, by turboquant_prod_avx512vbmi.c (vq_prod_*_multi_avx512vbmi: the MSE codes of
- * 16 coordinates by one VPERMB + VPSRLVD from the token's code bytes, instead of two PDEPs and
- * their moves). Also the pdep code helpers of the row kernels. Include only from files built
- * with AVX-512F/BW/VL/DQ and BMI2.
+ * codecs/qjl.h, docs/ALGORITHMS.md §9.15), included by turboquant_prod_avx512.c
+ * (vq_prod_*_multi_avx512) and, with VQ_PROD_VBMI, by turboquant_prod_avx512vbmi.c
+ * (vq_prod_*_multi_avx512vbmi: the MSE codes of 16 coordinates by one VPERMB + VPSRLVD from the
+ * token's code bytes, instead of two PDEPs and their moves). Also the pdep code helpers of the
+ * row kernels. Include only from files built with AVX-512F/BW/VL/DQ and BMI2.
  */
 #ifndef VQ_PROD_MULTI_X86_H
 #define VQ_PROD_MULTI_X86_H
