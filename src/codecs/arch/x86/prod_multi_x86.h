@@ -95,6 +95,7 @@ VQ_INLINE __m512i idx_vb(const uint8_t *p, int nb, const int bits) {
 
 /* Centroid indices of coordinates j .. j + 15 (j + 8 .. past d: any index). */
 VQ_INLINE __m512i idx_at(const uint8_t *codes, int j, int d, const int bits) {
+    if (bits == 0) return _mm512_setzero_si512(); /* qjl: no MSE codes (never called) */
 #ifdef VQ_PROD_VBMI
     return idx_vb(codes + j / 8 * bits, j + 16 <= d ? 2 * bits : bits, bits);
 #else
