@@ -142,7 +142,7 @@ void vq_sp_score_multi_avx512vbmi(const vq_sp_vk *k, const float *const *qa, int
 /* vecinfer's score and value accumulate in the coordinate domain (AVX-512): a token's x~^ is
  * its codewords side by side; 16 coordinates per vector, lane l of vector z reading codebook
  * float code[sub[z][l]] * v + j[z][l]. Codes: bytes (c = 8) or the bit stream (c != 8), at
- * most 32 sub-vectors. The prepared query holds q~ (pad16(d) floats) at q_off; the
+ * most 64 sub-vectors. The prepared query holds q~ (pad16(d) floats) at q_off; the
  * accumulator sum_t w_t x~^_t at z_off (vecinfer.c's finish adds it to the histogram part). */
 typedef struct vq_vi_vk {
     int d, c, v, n_sub, code_bytes, nz, q_off, z_off;

@@ -449,11 +449,11 @@ static void vi_destroy(struct vq_codec *c) {
 }
 
 /* Builds the lane tables of the coordinate-domain kernels (vq_vi_vk, lutsum_kernels.h) and turns
- * them on where they apply: AVX-512, at most 32 sub-vectors, codes of at least 4 bytes. */
+ * them on where they apply: AVX-512, at most 64 sub-vectors, codes of at least 4 bytes. */
 static vq_status vi_vk_build(const struct vq_codec *c, struct vi_impl *m) {
     m->vk_on = 0;
 #ifdef VQ_HAVE_X86
-    if (c->isa != VQ_ISA_AVX512 || m->n_sub > 32 || m->code_bytes < 4) return VQ_STATUS_OK;
+    if (c->isa != VQ_ISA_AVX512 || m->n_sub > 64 || m->code_bytes < 4) return VQ_STATUS_OK;
     vq_vi_vk *k = &m->vk;
     k->d = m->d;
     k->c = m->c;

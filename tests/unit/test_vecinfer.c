@@ -46,7 +46,7 @@ TEST(sizes_and_presets) {
             const int zf = c->accumulate_multi ? 16 * ((dims[di] + 15) / 16) : 0;
             ASSERT_EQ_INT(vq_codec_acc_floats(c), (n_sub << presets[k][1]) + zf);
             ASSERT_EQ_INT(c->accumulate_multi != NULL,
-                          vq_isa_resolve(VQ_ISA_AUTO) == VQ_ISA_AVX512 && n_sub <= 32);
+                          vq_isa_resolve(VQ_ISA_AUTO) == VQ_ISA_AVX512 && n_sub <= 64);
             vq_codec_free(c);
         }
     vq_codec *c = mk(128, VQ_ROLE_KEY, 2, 12, 8, NULL, 0, NULL); /* "1.5 bits" */

@@ -130,23 +130,12 @@ int vq_ls_argmin_avx512(const float *p, const float *cbt, const float *cn, int k
 
 #define VQ_INLINE static inline __attribute__((always_inline))
 
-/* The sub-vector codes of the token at p into cd[0 .. n_sub) (at most 32); not needed (left
+/* The sub-vector codes of the token at p into cd[0 .. n_sub) (at most 64); not needed (left
  * unset) when vi_vec reads byte codes itself (V == 4, c == 8). */
 VQ_INLINE void vi_codes(const vq_vi_vk *k, const uint8_t *p, int32_t *cd, const int V) {
     if (V == 4 && k->c == 8) return;
-    if (k->c == 8 && V) {
-        for (int s = 0; s < k->n_sub; s++) cd[s] = p[s];
-        return;
-    }
     if (k->c == 8) {
-        const int nb = k->n_sub;
-        _mm512_storeu_si512((void *)cd, _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(
-                                            (__mmask16)(nb >= 16 ? 0xFFFF : (1u << nb) - 1u), p)));
-        if (nb > 16)
-            _mm512_storeu_si512(
-                (void *)(cd + 16),
-                _mm512_cvtepu8_epi32(_mm_maskz_loadu_epi8(
-                    (__mmask16)(nb >= 32 ? 0xFFFF : (1u << (nb - 16)) - 1u), p + 16)));
+        for (int s = 0; s < k->n_sub; s++) cd[s] = p[s];
         return;
     }
     const uint32_t mask = (1u << k->c) - 1u;
@@ -229,7 +218,7 @@ VQ_INLINE void vi_score_nq(const vq_vi_vk *k, const float *const *qs, const int 
                 for (int j = 0; j < NQ; j++) f[j][u] = _mm256_setzero_ps();
                 continue;
             }
-            int32_t cd[32];
+            int32_t cd[64];
             const uint8_t *p = codes + (size_t)(t0 + u) * (size_t)cbytes;
             vi_codes(k, p, cd, V);
             __m512 a[4];
@@ -283,7 +272,7 @@ VQ_INLINE void vi_acc_nq(const vq_vi_vk *k, const uint8_t *codes, int64_t n, con
                 a[j][zz] = zz < nzz ? _mm512_loadu_ps(acc[j] + k->z_off + 16 * (z0 + zz))
                                     : _mm512_setzero_ps();
         for (int64_t t = 0; t < n; t++) {
-            int32_t cd[32];
+            int32_t cd[64];
             const uint8_t *p = codes + (size_t)t * (size_t)cbytes;
             vi_codes(k, p, cd, V);
 #pragma GCC unroll 4
