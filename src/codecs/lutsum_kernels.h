@@ -124,7 +124,7 @@ typedef struct vq_sp_vk {
     int32_t *lane;   /* (n_grp * 48): shift[16], mask[16], ctab offset[16] */
     uint16_t *noise; /* (n_grp) lanes of the noise group */
     uint8_t *small;  /* (n_grp) 1: every width <= 4 (ctab[0, 32) by VPERMI2PS), 0: gather */
-    float ctab[160]; /* widths 1..4 at 0, 2, 6, 14; 0 at 30, 31; width 5 at 32, 6 at 64; 0 at 128 */
+    float ctab[160]; /* widths 1..6 at 0, 4, 8, 16, 32, 64 (multiples of their counts); 0 at 2 */
 } vq_sp_vk;
 #ifdef VQ_HAVE_X86
 /* acc[j] + z_off (n_grp * 16 floats) += the coordinate-domain sums of the n records at codes

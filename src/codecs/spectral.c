@@ -428,7 +428,9 @@ static vq_status sp_vk_build(const struct vq_codec *c, struct sp_impl *m) {
     k->noise = vq_alloc((size_t)ng * sizeof(uint16_t));
     k->small = vq_alloc((size_t)ng);
     if (!k->pidx || !k->lane || !k->noise || !k->small) return VQ_STATUS_NO_MEMORY;
-    static const int ofs[7] = {30, 0, 2, 6, 14, 32, 64};
+    /* each width's entries at a multiple of their count (the kernels OR the code into the
+     * offset); 2 and 3 stay 0 for the lanes past the active coordinates */
+    static const int ofs[7] = {2, 0, 4, 8, 16, 32, 64};
     memset(k->ctab, 0, sizeof k->ctab);
     for (int b = 1; b <= 6; b++)
         for (int i = 0; i < (1 << b); i++) k->ctab[ofs[b] + i] = m->cent[b][i];

@@ -7,7 +7,7 @@
  * 16 active coordinates of a token per vector: one VPERMI2B over the token's code stream (two
  * registers, up to 128 bytes) brings the bytes holding each lane's code into its dword, a
  * variable shift and mask leave the code, and the Lloyd-Max centroid of the lane's width is
- * read from one table: by VPERMI2PS where every width of the group is <= 4 (30 entries), else
+ * read from one table: by VPERMI2PS where every width of the group is <= 4 (32 entries), else
  * by a gather. Times the token's signal or noise scale (per lane) this is the token's
  * whitened coordinate; each query dots it with its whitened query (scores, eight tokens reduced
  * together) or adds it with its weight (accumulate: the accumulators of up to 4 groups per
@@ -29,10 +29,11 @@ VQ_INLINE __m512 sp_group(const vq_sp_vk *k, int g, __m512i lo, __m512i hi, __m5
     const int32_t *ln = k->lane + 48 * g;
     const __m512i x = _mm512_permutex2var_epi8(
         lo, _mm512_loadu_si512((const void *)(k->pidx + 64 * g)), hi);
-    const __m512i code = _mm512_and_si512(
+    /* (code & mask) | offset: each width's entries start at a multiple of their count */
+    const __m512i ci = _mm512_ternarylogic_epi32(
         _mm512_srlv_epi32(x, _mm512_loadu_si512((const void *)ln)),
-        _mm512_loadu_si512((const void *)(ln + 16)));
-    const __m512i ci = _mm512_add_epi32(code, _mm512_loadu_si512((const void *)(ln + 32)));
+        _mm512_loadu_si512((const void *)(ln + 16)), _mm512_loadu_si512((const void *)(ln + 32)),
+        0xEA);
     const __m512 cv = k->small[g] ? _mm512_permutex2var_ps(T0, ci, T1)
                                   : _mm512_i32gather_ps(ci, k->ctab, 4);
     return _mm512_mul_ps(cv, _mm512_mask_blend_ps(k->noise[g], vs, vn));
@@ -127,7 +128,7 @@ VQ_INLINE void sp_acc_group(const vq_sp_vk *k, int g, const uint8_t *r0, int m, 
         const __m512i lo = _mm512_maskz_loadu_epi8(mlo, p);
         const __m512i hi = cb > 64 ? _mm512_maskz_loadu_epi8(mhi, p + 64) : _mm512_setzero_si512();
         const __m512i x = _mm512_permutex2var_epi8(lo, pidx, hi);
-        const __m512i ci = _mm512_add_epi32(_mm512_and_si512(_mm512_srlv_epi32(x, sh), mk), off);
+        const __m512i ci = _mm512_ternarylogic_epi32(_mm512_srlv_epi32(x, sh), mk, off, 0xEA);
         const __m512 cv = SMALL ? _mm512_permutex2var_ps(T0, ci, T1)
                                 : _mm512_i32gather_ps(ci, k->ctab, 4);
         const __m512 y = _mm512_mul_ps(
