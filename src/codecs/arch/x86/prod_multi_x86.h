@@ -69,7 +69,8 @@ VQ_INLINE __m512i idx8(const uint8_t *p, const int bits) {
  * vector (pdep + VPERMPS), 16 signs per mask register. Scores: one vector per query and token
  * holds <q_r, y^> + 2 k gamma sum_{z=1} a lane-wise; eight tokens are reduced together and
  * finished as n (s - k gamma sum a). Accumulate: the accumulators of 64 coordinates / signs
- * per query stay in registers over a chunk of tokens. */
+ * per query stay in registers over a chunk of tokens; a sign adds 2 g where z = +1 and each
+ * lane loses the chunk's sum of g once. */
 
 #ifdef VQ_PROD_VBMI
 /* VBMI: the 2 * bits code bytes of 16 coordinates (bits of 8) by one masked load; VPERMB puts
@@ -202,71 +203,99 @@ void PROD_FN(vq_prod_score_multi)(const vq_prod_kern *pk, const float *const *qs
 
 #define PROD_CH 64 /* tokens per chunk: their weights are formed once per query */
 
+/* One slice of up to 64 coordinates (MSE part, FULL: exactly 64) over the chunk's mt tokens. */
+VQ_INLINE void prod_acc_mse(const vq_prod_kern *pk, const uint8_t *r0, int mt, int c0,
+                            float (*wn)[PROD_CH], __m512 cbv, const int NQ, const int BITS,
+                            const int FULL, float *const *acc) {
+    const int d = pk->d, rl = pk->rec, nc = FULL ? 64 : (d - c0 < 64 ? d - c0 : 64);
+    __m512 v[4][4];
+    for (int j = 0; j < NQ; j++)
+        for (int k = 0; k < 4; k++) v[j][k] = _mm512_setzero_ps();
+    for (int u = 0; u < mt; u++) {
+        const uint8_t *cd = r0 + (size_t)u * (size_t)rl + 4;
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            if (!FULL && 16 * k >= nc) break;
+            const __m512 y = _mm512_permutexvar_ps(idx_at(cd, c0 + 16 * k, d, BITS), cbv);
+#pragma GCC unroll 4
+            for (int j = 0; j < NQ; j++)
+                v[j][k] = _mm512_fmadd_ps(_mm512_set1_ps(wn[j][u]), y, v[j][k]);
+        }
+    }
+    for (int j = 0; j < NQ; j++)
+        for (int k = 0; k < 4 && 16 * k < nc; k++) {
+            float *p = acc[j] + c0 + 16 * k;
+            const __mmask16 am = (__mmask16)(nc - 16 * k >= 16 ? 0xFFFF : 0xFF);
+            _mm512_mask_storeu_ps(p, am, _mm512_add_ps(_mm512_maskz_loadu_ps(am, p), v[j][k]));
+        }
+}
+
+/* One slice of up to 64 sketch rows (FULL: exactly 64) over the chunk's mt tokens: z_i = +1
+ * adds 2 g to lane i (one masked add per 16 signs and query), and every lane loses the
+ * chunk's sum of g once at the end (sum of z_i g = 2 sum_{z=+1} g - sum g). */
+VQ_INLINE void prod_acc_sign(const vq_prod_kern *pk, const uint8_t *r0, int mt, int i0,
+                             float (*g2)[PROD_CH], const float *gsum, const int NQ, const int FULL,
+                             float *const *acc) {
+    const int m = pk->m, rl = pk->rec, ni = FULL ? 64 : (m - i0 < 64 ? m - i0 : 64);
+    __m512 v[4][4];
+    for (int j = 0; j < NQ; j++)
+        for (int k = 0; k < 4; k++) v[j][k] = _mm512_setzero_ps();
+    for (int u = 0; u < mt; u++) {
+        const uint8_t *z = r0 + (size_t)u * (size_t)rl + pk->sign_off;
+#pragma GCC unroll 4
+        for (int k = 0; k < 4; k++) {
+            if (!FULL && 16 * k >= ni) break;
+            const __mmask16 zm = FULL ? (__mmask16)(z[(i0 >> 3) + 2 * k] |
+                                                    (unsigned)z[(i0 >> 3) + 2 * k + 1] << 8)
+                                      : sign_mask(z, i0 + 16 * k, m);
+#pragma GCC unroll 4
+            for (int j = 0; j < NQ; j++)
+                v[j][k] = _mm512_mask_add_ps(v[j][k], zm, v[j][k], _mm512_set1_ps(g2[j][u]));
+        }
+    }
+    for (int j = 0; j < NQ; j++) {
+        const __m512 gs = _mm512_set1_ps(gsum[j]);
+        for (int k = 0; k < 4 && 16 * k < ni; k++) {
+            float *p = acc[j] + pk->d + i0 + 16 * k;
+            const __mmask16 am = (__mmask16)(ni - 16 * k >= 16 ? 0xFFFF : 0xFF);
+            _mm512_mask_storeu_ps(
+                p, am, _mm512_add_ps(_mm512_maskz_loadu_ps(am, p), _mm512_sub_ps(v[j][k], gs)));
+        }
+    }
+}
+
 VQ_INLINE void prod_acc_nq(const vq_prod_kern *pk, const uint8_t *codes, int64_t n,
                            const float *const *w, const int NQ, const int BITS, float *const *acc) {
     const int d = pk->d, m = pk->m, rl = pk->rec;
     const __m512 cbv = cb_periodic(pk);
     const __m512 kv = _mm512_set1_ps(pk->k);
-    float wn[4][PROD_CH], wg[4][PROD_CH];
+    float wn[4][PROD_CH], g2[4][PROD_CH], gsum[4];
     for (int64_t t0 = 0; t0 < n; t0 += PROD_CH) {
         const int mt = n - t0 < PROD_CH ? (int)(n - t0) : PROD_CH;
         const uint8_t *r0 = codes + (size_t)t0 * (size_t)rl;
+        __m512 gs[4];
+        for (int j = 0; j < NQ; j++) gs[j] = _mm512_setzero_ps();
         for (int u = 0; u < mt; u += 16) {
             const __mmask16 mk = (__mmask16)(mt - u >= 16 ? 0xFFFF : (1u << (mt - u)) - 1u);
             const uint8_t *r = r0 + (size_t)u * (size_t)rl;
             const __m512 nv = vq_tq_scales16(r, rl, mk);
             const __m512 gv = pk->gamma ? vq_tq_scales16(r + 2, rl, mk) : _mm512_set1_ps(1.0f);
-            for (int j = 0; j < NQ; j++) { /* wn = w n, wg = (wn k) gamma (prod_accumulate) */
+            for (int j = 0; j < NQ; j++) { /* wn = w n, g = (wn k) gamma (prod_accumulate) */
                 const __m512 x = _mm512_mul_ps(_mm512_maskz_loadu_ps(mk, w[j] + t0 + u), nv);
+                const __m512 g = _mm512_mul_ps(_mm512_mul_ps(x, kv), gv);
                 _mm512_storeu_ps(wn[j] + u, x);
-                _mm512_storeu_ps(wg[j] + u, _mm512_mul_ps(_mm512_mul_ps(x, kv), gv));
+                _mm512_storeu_ps(g2[j] + u, _mm512_add_ps(g, g));
+                gs[j] = _mm512_add_ps(gs[j], g);
             }
         }
+        for (int j = 0; j < NQ; j++) gsum[j] = _mm512_reduce_add_ps(gs[j]);
         for (int c0 = 0; c0 < d; c0 += 64) { /* MSE part, 64 coordinates at a time */
-            const int nc = d - c0 < 64 ? d - c0 : 64;
-            __m512 v[4][4];
-            for (int j = 0; j < NQ; j++)
-                for (int k = 0; k < 4; k++) v[j][k] = _mm512_setzero_ps();
-            for (int u = 0; u < mt; u++) {
-                const uint8_t *cd = r0 + (size_t)u * (size_t)rl + 4;
-                for (int k = 0; k < 4 && 16 * k < nc; k++) {
-                    const __m512 y = _mm512_permutexvar_ps(idx_at(cd, c0 + 16 * k, d, BITS), cbv);
-                    for (int j = 0; j < NQ; j++)
-                        v[j][k] = _mm512_fmadd_ps(_mm512_set1_ps(wn[j][u]), y, v[j][k]);
-                }
-            }
-            for (int j = 0; j < NQ; j++)
-                for (int k = 0; k < 4 && 16 * k < nc; k++) {
-                    float *p = acc[j] + c0 + 16 * k;
-                    const __mmask16 am = (__mmask16)(nc - 16 * k >= 16 ? 0xFFFF : 0xFF);
-                    _mm512_mask_storeu_ps(p, am,
-                                          _mm512_add_ps(_mm512_maskz_loadu_ps(am, p), v[j][k]));
-                }
+            if (c0 + 64 <= d) prod_acc_mse(pk, r0, mt, c0, wn, cbv, NQ, BITS, 1, acc);
+            else prod_acc_mse(pk, r0, mt, c0, wn, cbv, NQ, BITS, 0, acc);
         }
         for (int i0 = 0; i0 < m; i0 += 64) { /* sign part */
-            const int ni = m - i0 < 64 ? m - i0 : 64;
-            __m512 v[4][4];
-            for (int j = 0; j < NQ; j++)
-                for (int k = 0; k < 4; k++) v[j][k] = _mm512_setzero_ps();
-            for (int u = 0; u < mt; u++) {
-                const uint8_t *z = r0 + (size_t)u * (size_t)rl + pk->sign_off;
-                for (int k = 0; k < 4 && 16 * k < ni; k++) {
-                    const __mmask16 zm = sign_mask(z, i0 + 16 * k, m);
-                    for (int j = 0; j < NQ; j++) {
-                        const __m512 g = _mm512_set1_ps(wg[j][u]);
-                        v[j][k] = _mm512_add_ps(
-                            v[j][k],
-                            _mm512_mask_blend_ps(zm, _mm512_sub_ps(_mm512_setzero_ps(), g), g));
-                    }
-                }
-            }
-            for (int j = 0; j < NQ; j++)
-                for (int k = 0; k < 4 && 16 * k < ni; k++) {
-                    float *p = acc[j] + d + i0 + 16 * k;
-                    const __mmask16 am = (__mmask16)(ni - 16 * k >= 16 ? 0xFFFF : 0xFF);
-                    _mm512_mask_storeu_ps(p, am,
-                                          _mm512_add_ps(_mm512_maskz_loadu_ps(am, p), v[j][k]));
-                }
+            if (i0 + 64 <= m) prod_acc_sign(pk, r0, mt, i0, g2, gsum, NQ, 1, acc);
+            else prod_acc_sign(pk, r0, mt, i0, g2, gsum, NQ, 0, acc);
         }
     }
 }
