@@ -132,10 +132,11 @@ VQ_INLINE __m256 phsum8x8(const __m256 *a) {
                          _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
+/* F64: d = m = 64 at compile time (the head dims of SmolLM2 with jl_dim = d), loops unrolled. */
 VQ_INLINE void prod_score_nq(const vq_prod_kern *pk, const float *const *qs, const int NQ,
-                             const int BITS, const uint8_t *codes, int64_t n,
+                             const int BITS, const int F64, const uint8_t *codes, int64_t n,
                              float *const *scores) {
-    const int d = pk->d, m = pk->m, rl = pk->rec;
+    const int d = F64 ? 64 : pk->d, m = F64 ? 64 : pk->m, rl = pk->rec;
     const __m512 cbv = cb_periodic(pk);
     const float *a[4];
     __m256 ksum[4];
@@ -163,13 +164,17 @@ VQ_INLINE void prod_score_nq(const vq_prod_kern *pk, const float *const *qs, con
             const uint8_t *cd = s + 4, *z = s + pk->sign_off;
             __m512 ms[4], sg[4];
             for (int j = 0; j < NQ; j++) ms[j] = sg[j] = _mm512_setzero_ps();
+#pragma GCC unroll 4
             for (int c = 0; c < d; c += 16) {
                 const __m512 v = _mm512_permutexvar_ps(idx_at(cd, c, d, BITS), cbv);
+#pragma GCC unroll 4
                 for (int j = 0; j < NQ; j++)
                     ms[j] = _mm512_fmadd_ps(v, _mm512_loadu_ps(qs[j] + c), ms[j]);
             }
+#pragma GCC unroll 4
             for (int i = 0; i < m; i += 16) {
                 const __mmask16 zm = sign_mask(z, i, m);
+#pragma GCC unroll 4
                 for (int j = 0; j < NQ; j++)
                     sg[j] = _mm512_mask_add_ps(sg[j], zm, sg[j], _mm512_loadu_ps(a[j] + i));
             }
@@ -187,11 +192,13 @@ VQ_INLINE void prod_score_nq(const vq_prod_kern *pk, const float *const *qs, con
 
 void PROD_FN(vq_prod_score_multi)(const vq_prod_kern *pk, const float *const *qs, int nq,
                                   const uint8_t *codes, int64_t n, float *const *scores) {
+    const int f64 = pk->d == 64 && pk->m == 64;
 #define PROD_SC(Q) \
-    (pk->bm == 0   ? prod_score_nq(pk, qs, Q, 0, codes, n, scores) \
-     : pk->bm == 1 ? prod_score_nq(pk, qs, Q, 1, codes, n, scores) \
-     : pk->bm == 2 ? prod_score_nq(pk, qs, Q, 2, codes, n, scores) \
-                   : prod_score_nq(pk, qs, Q, 3, codes, n, scores))
+    (pk->bm == 0   ? prod_score_nq(pk, qs, Q, 0, 0, codes, n, scores) \
+     : pk->bm == 1 ? prod_score_nq(pk, qs, Q, 1, 0, codes, n, scores) \
+     : pk->bm == 2 ? (f64 ? prod_score_nq(pk, qs, Q, 2, 1, codes, n, scores) \
+                          : prod_score_nq(pk, qs, Q, 2, 0, codes, n, scores)) \
+                   : prod_score_nq(pk, qs, Q, 3, 0, codes, n, scores))
     switch (nq) {
     case 1: PROD_SC(1); break;
     case 2: PROD_SC(2); break;
