@@ -401,6 +401,28 @@ static void polar_destroy(struct vq_codec *c) {
     c->impl = NULL;
 }
 
+/* The multi-query kernels' tables (struct polar_impl, polar.h), from the level widths. */
+static void polar_vb_tables(struct polar_impl *im) {
+    int pos[15], f = 0, p = 0;
+    for (int l = 0; l < VQ_POLAR_LEVELS; l++)
+        for (int j = 0; j < (8 >> l); j++, f++) {
+            pos[f] = p;
+            p += im->b[l];
+        }
+    for (int j = 0; j < 16; j++) {
+        const int fl[VQ_POLAR_LEVELS] = {j >> 1, 8 + (j >> 2), 12 + (j >> 3), 14};
+        for (int l = 0; l < VQ_POLAR_LEVELS; l++) {
+            for (int s = 0; s < 8; s++) im->vb_ctrl[s][4 * j + l] = (uint8_t)(pos[fl[l]] + s);
+            im->vb_mask[4 * j + l] = (uint8_t)((1 << im->b[l]) - 1);
+            im->vb_sinb[4 * j + l] = (uint8_t)(((j >> l) & 1) << 4);
+        }
+    }
+    for (int k = 0; k < im->nblk; k++) {
+        im->vb_bo[k] = k * im->rec_bits >> 3;
+        im->vb_sh[k] = k * im->rec_bits & 7;
+    }
+}
+
 static vq_status polar_init(struct vq_codec *c) {
     static const int def_bits[VQ_POLAR_LEVELS] = {4, 2, 2, 2};
     const int d = c->p.head_dim;
@@ -459,6 +481,7 @@ static vq_status polar_init(struct vq_codec *c) {
     if (c->isa == VQ_ISA_AVX512 && vq_cpu_avx512vbmi() && small && im->rec_bits + 7 <= 64) {
         im->score_multi = vq_polar_score_multi_avx512vbmi;
         im->acc_multi = vq_polar_acc_multi_avx512vbmi;
+        polar_vb_tables(im);
     }
     if (c->isa == VQ_ISA_AVX512 && im->rec_bits + 7 <= 64) {
         im->score_rows = vq_polar_score_avx512;

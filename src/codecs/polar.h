@@ -78,6 +78,12 @@ struct polar_impl {
     vq_polar_acc_fn acc_rows;            /* SIMD accumulate of whole tokens, or NULL */
     vq_polar_score_multi_fn score_multi; /* multi-query SIMD kernels (AVX-512 VBMI), or NULL; */
     vq_polar_acc_multi_fn acc_multi;     /* they take precedence over the *_rows kernels */
+    /* their tables (polar.c polar_vb_tables): for lane j (16 per block) byte 4j + l - 1 of
+     * vb_ctrl[s] is the bit position + s of the level-l code over j (s: the record's bit phase in
+     * its first byte), vb_mask the code masks, vb_sinb bit 4 where j takes sin at level l;
+     * vb_bo[k] / vb_sh[k] the byte offset / bit phase of block k's record in the stream */
+    uint8_t vb_ctrl[8][64], vb_mask[64], vb_sinb[64];
+    int vb_bo[64], vb_sh[64];
 };
 
 #endif

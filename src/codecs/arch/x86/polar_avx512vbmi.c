@@ -21,52 +21,35 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "codecs/arch/x86/tq_x86.h"
+#include "codecs/arch/x86/wide_x86.h"
 #include "codecs/polar.h"
 
 #define VQ_INLINE static inline __attribute__((always_inline))
 
-/* Per-call constants: multishift controls for the 8 bit phases of a record, code masks, sine
- * bits, the cos / sin tables of each level, and block byte offsets / phases. */
+/* The kernels' constants: the codec's tables (polar_vb_tables in polar.c, built once at
+ * create) in registers, and how many tokens of this call may use 8-byte record loads. */
 struct pv {
-    __m512i ctrl[8];
+    const struct polar_impl *im;
     __m512i mask, sinb;
     __m512 cs[VQ_POLAR_LEVELS], sn[VQ_POLAR_LEVELS];
-    int bo[64], sh[64]; /* byte offset and bit phase of block k's record in the stream */
+    const int *bo, *sh; /* byte offset and bit phase of block k's record in the stream */
     int64_t n_safe;     /* tokens whose 8-byte record loads all stay inside the buffer */
 };
 
 static void pv_init(const struct polar_impl *im, size_t bb, int64_t n, struct pv *P) {
-    int pos[15], f = 0, p = 0;
-    for (int l = 0; l < VQ_POLAR_LEVELS; l++)
-        for (int j = 0; j < (8 >> l); j++, f++) {
-            pos[f] = p;
-            p += im->b[l];
-        }
-    uint8_t ctrl[8][64], mask[64], sinb[64];
-    for (int j = 0; j < 16; j++) {
-        const int fl[VQ_POLAR_LEVELS] = {j >> 1, 8 + (j >> 2), 12 + (j >> 3), 14};
-        for (int l = 0; l < VQ_POLAR_LEVELS; l++) {
-            for (int s = 0; s < 8; s++) ctrl[s][4 * j + l] = (uint8_t)(pos[fl[l]] + s);
-            mask[4 * j + l] = (uint8_t)((1 << im->b[l]) - 1);
-            sinb[4 * j + l] = (uint8_t)(((j >> l) & 1) << 4);
-        }
-    }
-    for (int s = 0; s < 8; s++) P->ctrl[s] = _mm512_loadu_si512((const void *)ctrl[s]);
-    P->mask = _mm512_loadu_si512((const void *)mask);
-    P->sinb = _mm512_loadu_si512((const void *)sinb);
+    P->im = im;
+    P->mask = _mm512_loadu_si512((const void *)im->vb_mask);
+    P->sinb = _mm512_loadu_si512((const void *)im->vb_sinb);
     for (int l = 0; l < VQ_POLAR_LEVELS; l++) {
         P->cs[l] = _mm512_loadu_ps(im->cs[l]);
         P->sn[l] = _mm512_loadu_ps(im->sn[l]);
     }
-    int bo_max = 0;
-    for (int k = 0; k < im->nblk; k++) {
-        const int off = k * im->rec_bits;
-        P->bo[k] = off >> 3;
-        P->sh[k] = off & 7;
-        bo_max = P->bo[k];
-    }
+    P->bo = im->vb_bo;
+    P->sh = im->vb_sh;
     /* token t is safe iff t bb + ang_off + bo_max + 8 <= n bb */
-    const int64_t need = (int64_t)im->ang_off + bo_max + 8, total = n * (int64_t)bb;
+    const int64_t need = (int64_t)im->ang_off + im->vb_bo[im->nblk - 1] + 8;
+    const int64_t total = n * (int64_t)bb;
     P->n_safe = total < need ? 0 : (total - need) / (int64_t)bb + 1;
     if (P->n_safe > n) P->n_safe = n;
 }
@@ -87,7 +70,8 @@ VQ_INLINE __m512i rec_at(const uint8_t *ang, const struct pv *P, int k, int safe
 
 /* The 16 rotated values of one block: radius * c4 * c3 * c2 * c1 (reference order). */
 VQ_INLINE __m512 block_y(const struct pv *P, __m512i rec, int sh, __m512 rad) {
-    __m512i x = _mm512_multishift_epi64_epi8(P->ctrl[sh], rec);
+    __m512i x = _mm512_multishift_epi64_epi8(_mm512_loadu_si512((const void *)P->im->vb_ctrl[sh]),
+                                             rec);
     x = _mm512_ternarylogic_epi32(x, P->mask, P->sinb, 0xEA); /* (x & mask) | sinb */
     __m512 v = _mm512_mul_ps(rad,
                              _mm512_permutex2var_ps(P->cs[3], _mm512_srli_epi32(x, 24), P->sn[3]));
@@ -96,27 +80,12 @@ VQ_INLINE __m512 block_y(const struct pv *P, __m512i rec, int sh, __m512 rad) {
     return _mm512_mul_ps(v, _mm512_permutex2var_ps(P->cs[0], x, P->sn[0]));
 }
 
-/* vq_sf16 -> fp32 for 16 values (vq_sf16_to_fp32 bit for bit). */
-VQ_INLINE __m512 sf16_16(__m512i h) {
-    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(h, _mm512_set1_epi32(0x8000)), 16);
-    const __m512i e = _mm512_and_si512(_mm512_srli_epi32(h, 9), _mm512_set1_epi32(63));
-    const __m512i m = _mm512_and_si512(h, _mm512_set1_epi32(511));
-    const __m512i normal = _mm512_or_si512(
-        sign, _mm512_or_si512(_mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(96)), 23),
-                              _mm512_slli_epi32(m, 14)));
-    const __m512 sub = _mm512_or_ps(
-        _mm512_mul_ps(_mm512_cvtepi32_ps(m), _mm512_set1_ps(0x1.0p-39f)),
-        _mm512_castsi512_ps(sign));
-    const __mmask16 is_sub = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512());
-    return _mm512_mask_blend_ps(is_sub, _mm512_castsi512_ps(normal), sub);
-}
-
 /* The nblk radii of the token at s into r. */
 VQ_INLINE void radii(const uint8_t *s, int nblk, float *r) {
     for (int k = 0; k < nblk; k += 16) {
         const int m = nblk - k < 16 ? nblk - k : 16;
         const __m256i h = _mm256_maskz_loadu_epi16((__mmask16)((1u << m) - 1u), s + 2 * k);
-        _mm512_storeu_ps(r + k, sf16_16(_mm512_cvtepu16_epi32(h)));
+        _mm512_storeu_ps(r + k, vq_sf16x16(_mm512_cvtepu16_epi32(h)));
     }
 }
 
@@ -127,20 +96,8 @@ VQ_INLINE void radii8x4(const uint8_t *s0, size_t bb, int m, float *r) {
                                            _mm512_set1_epi64((long long)bb));
     const __m512i h = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(),
                                                   (__mmask8)((1u << m) - 1u), off, s0, 1);
-    _mm512_storeu_ps(r, sf16_16(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h))));
-    _mm512_storeu_ps(r + 16, sf16_16(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1))));
-}
-
-VQ_INLINE __m256 fold8(__m512 a) {
-    return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-}
-
-VQ_INLINE __m256 hsum8x8(const __m256 *a) {
-    const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-    const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
-                         _mm256_permute2f128_ps(u0, u1, 0x31));
+    _mm512_storeu_ps(r, vq_sf16x16(_mm512_cvtepu16_epi32(_mm512_castsi512_si256(h))));
+    _mm512_storeu_ps(r + 16, vq_sf16x16(_mm512_cvtepu16_epi32(_mm512_extracti64x4_epi64(h, 1))));
 }
 
 /* NB: the block count when it is a compile-time 4 (d = 64), else 0 (im->nblk). */

@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "codecs/arch/x86/tq_x86.h"
+#include "codecs/arch/x86/wide_x86.h"
 #include "codecs/qjl.h"
 
 #define VQ_INLINE static inline __attribute__((always_inline))
@@ -120,18 +121,6 @@ VQ_INLINE __mmask16 sign_mask(const uint8_t *z, int i, int m) {
     return (__mmask16)z[i / 8];
 }
 
-VQ_INLINE __m256 pfold8(__m512 a) {
-    return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-}
-
-VQ_INLINE __m256 phsum8x8(const __m256 *a) {
-    const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-    const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
-                         _mm256_permute2f128_ps(u0, u1, 0x31));
-}
-
 /* F64: d = m = 64 at compile time (the head dims of SmolLM2 with jl_dim = d), loops unrolled. */
 VQ_INLINE void prod_score_nq(const vq_prod_kern *pk, const float *const *qs, const int NQ,
                              const int BITS, const int F64, const uint8_t *codes, int64_t n,
@@ -179,11 +168,11 @@ VQ_INLINE void prod_score_nq(const vq_prod_kern *pk, const float *const *qs, con
                     sg[j] = _mm512_mask_add_ps(sg[j], zm, sg[j], _mm512_loadu_ps(a[j] + i));
             }
             const __m512 cv = _mm512_set1_ps(c2[u]);
-            for (int j = 0; j < NQ; j++) f[j][u] = pfold8(_mm512_fmadd_ps(cv, sg[j], ms[j]));
+            for (int j = 0; j < NQ; j++) f[j][u] = fold8(_mm512_fmadd_ps(cv, sg[j], ms[j]));
         }
         const __m256 kg = _mm256_mul_ps(kv, gv);
         for (int j = 0; j < NQ; j++) {
-            const __m256 sum = phsum8x8(f[j]);
+            const __m256 sum = hsum8x8(f[j]);
             _mm256_mask_storeu_ps(scores[j] + t0, (__mmask8)mk,
                                   _mm256_mul_ps(nv, _mm256_fnmadd_ps(kg, ksum[j], sum)));
         }

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "codecs/arch/x86/tq_x86.h"
+#include "codecs/arch/x86/wide_x86.h"
 #include "codecs/lutsum_kernels.h"
 
 #define VQ_INLINE static inline __attribute__((always_inline))
@@ -37,18 +38,6 @@ VQ_INLINE __m512 sp_group(const vq_sp_vk *k, int g, __m512i lo, __m512i hi, __m5
     const __m512 cv = k->small[g] ? _mm512_permutex2var_ps(T0, ci, T1)
                                   : _mm512_i32gather_ps(ci, k->ctab, 4);
     return _mm512_mul_ps(cv, _mm512_mask_blend_ps(k->noise[g], vs, vn));
-}
-
-VQ_INLINE __m256 sfold8(__m512 a) {
-    return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-}
-
-VQ_INLINE __m256 shsum8x8(const __m256 *a) {
-    const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-    const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
-                         _mm256_permute2f128_ps(u0, u1, 0x31));
 }
 
 /* scores[j][t] = sum over the active coordinates of qa[j] * the token's whitened coordinate;
@@ -86,10 +75,10 @@ VQ_INLINE void sp_score_nq(const vq_sp_vk *k, const float *const *qa, const int 
                 for (int j = 0; j < NQ; j++)
                     a[j] = _mm512_fmadd_ps(_mm512_loadu_ps(qa[j] + 16 * g), y, a[j]);
             }
-            for (int j = 0; j < NQ; j++) f[j][u] = sfold8(a[j]);
+            for (int j = 0; j < NQ; j++) f[j][u] = fold8(a[j]);
         }
         for (int j = 0; j < NQ; j++)
-            _mm256_mask_storeu_ps(scores[j] + t0, (__mmask8)mk, shsum8x8(f[j]));
+            _mm256_mask_storeu_ps(scores[j] + t0, (__mmask8)mk, hsum8x8(f[j]));
     }
 }
 

@@ -10,10 +10,19 @@
 #include <immintrin.h>
 #include <stdint.h>
 
+/* The vq_sf16 value in the low 16 bits of every lane of h as fp32, exactly (vq_tq_sf16,
+ * vq_sf16_to_fp32): the 15 magnitude bits shifted into a float's exponent and mantissa are the
+ * value times 2^-96 (e = 0 gives the subnormal m * 2^-135), so one exact multiply by 2^96 and
+ * the sign bit finish it. Bits 16..31 of the lanes are ignored. */
+static inline __attribute__((always_inline)) __m512 vq_sf16x16(__m512i h) {
+    const __m512i mag = _mm512_slli_epi32(_mm512_and_si512(h, _mm512_set1_epi32(0x7FFF)), 14);
+    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(h, _mm512_set1_epi32(0x8000)), 16);
+    const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(mag), _mm512_set1_ps(0x1.0p96f));
+    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign));
+}
+
 /* The sf16 scales of up to 16 records rl bytes apart from r (lanes where mk is set; others
- * 0) as fp32, exactly vq_tq_sf16 of each: the 15 magnitude bits shifted into a float's
- * exponent and mantissa are the value times 2^-96 (e = 0 gives the subnormal m * 2^-135), so
- * one exact multiply by 2^96 and the sign bit finish it. One gather of 4 bytes per record;
+ * 0) as fp32, exactly vq_tq_sf16 of each (vq_sf16x16). One gather of 4 bytes per record;
  * records shorter than 4 bytes (turboquant d = 8, 1 bit) are read 2 bytes at a time instead,
  * so that nothing past the last record is read. */
 static inline __attribute__((always_inline)) __m512 vq_tq_scales16(const uint8_t *r, int rl,
@@ -30,10 +39,7 @@ static inline __attribute__((always_inline)) __m512 vq_tq_scales16(const uint8_t
             if (mk >> i & 1) hv[i] = r[i * rl] | r[i * rl + 1] << 8;
         h = _mm512_loadu_si512((const void *)hv);
     }
-    const __m512i mag = _mm512_slli_epi32(_mm512_and_si512(h, _mm512_set1_epi32(0x7FFF)), 14);
-    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(h, _mm512_set1_epi32(0x8000)), 16);
-    const __m512 v = _mm512_mul_ps(_mm512_castsi512_ps(mag), _mm512_set1_ps(0x1.0p96f));
-    return _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(v), sign));
+    return vq_sf16x16(h);
 }
 
 /* The scaled weights of up to 16 records at r (rl bytes apart; lanes where mk is set, others

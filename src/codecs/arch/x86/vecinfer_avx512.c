@@ -12,22 +12,9 @@
 #include <immintrin.h>
 #include <math.h>
 
+#include "codecs/arch/x86/tq_x86.h"
+#include "codecs/arch/x86/wide_x86.h"
 #include "codecs/lutsum_kernels.h"
-
-/* vq_sf16 -> fp32 of the low 16 bits of every lane (see vq_sf16_to_fp32). */
-static inline __m512 sf16_to_ps(__m512i h) {
-    const __m512i sign = _mm512_slli_epi32(_mm512_and_si512(h, _mm512_set1_epi32(0x8000)), 16);
-    const __m512i e = _mm512_and_si512(_mm512_srli_epi32(h, 9), _mm512_set1_epi32(63));
-    const __m512i m = _mm512_and_si512(h, _mm512_set1_epi32(511));
-    const __m512i normal = _mm512_or_si512(
-        sign, _mm512_or_si512(_mm512_slli_epi32(_mm512_add_epi32(e, _mm512_set1_epi32(96)), 23),
-                              _mm512_slli_epi32(m, 14)));
-    const __m512 sub = _mm512_or_ps(
-        _mm512_mul_ps(_mm512_cvtepi32_ps(m), _mm512_set1_ps(0x1.0p-39f)),
-        _mm512_castsi512_ps(sign));
-    const __mmask16 is_sub = _mm512_cmpeq_epi32_mask(e, _mm512_setzero_si512());
-    return _mm512_mask_blend_ps(is_sub, _mm512_castsi512_ps(normal), sub);
-}
 
 /* sum of the lookups of words [k0, k1) of 16 records (lane l at base + vidx[l]; lanes off in
  * km read no codes and look up entry 0 of each table), one sum in field order from 0 */
@@ -65,8 +52,8 @@ void vq_ls_score_avx512(const vq_ls_prog *p, const float *lut, const uint8_t *co
             const __m512 a1 = words_sum(p, p->w_split, p->n_words, lut, base, vidx, km);
             const __m512i sc = _mm512_mask_i32gather_epi32(_mm512_setzero_si512(), km, vidx, base,
                                                            1);
-            r = _mm512_add_ps(_mm512_mul_ps(sf16_to_ps(sc), a0),
-                              _mm512_mul_ps(sf16_to_ps(_mm512_srli_epi32(sc, 16)), a1));
+            r = _mm512_add_ps(_mm512_mul_ps(vq_sf16x16(sc), a0),
+                              _mm512_mul_ps(vq_sf16x16(_mm512_srli_epi32(sc, 16)), a1));
         }
         _mm512_mask_storeu_ps(scores + t0, km, r);
     }
@@ -127,8 +114,6 @@ int vq_ls_argmin_avx512(const float *p, const float *cbt, const float *cn, int k
 }
 
 /* ---- vecinfer, coordinate domain (vq_vi_vk) ------------------------------------------------ */
-
-#define VQ_INLINE static inline __attribute__((always_inline))
 
 /* The sub-vector codes of the token at p into cd[0 .. n_sub) (at most 64); not needed (left
  * unset) when vi_vec reads byte codes itself (V == 4, c == 8). */
@@ -194,18 +179,6 @@ VQ_INLINE __m512 vi_vec(const vq_vi_vk *k, int z, const int32_t *cd, const uint8
     return _mm512_mask_i32gather_ps(_mm512_setzero_ps(), m, ix, cb, 4);
 }
 
-static inline __m256 vi_fold8(__m512 a) {
-    return _mm256_add_ps(_mm512_castps512_ps256(a), _mm512_extractf32x8_ps(a, 1));
-}
-
-static inline __m256 vi_hsum8x8(const __m256 *a) {
-    const __m256 t0 = _mm256_hadd_ps(a[0], a[1]), t1 = _mm256_hadd_ps(a[2], a[3]);
-    const __m256 t2 = _mm256_hadd_ps(a[4], a[5]), t3 = _mm256_hadd_ps(a[6], a[7]);
-    const __m256 u0 = _mm256_hadd_ps(t0, t1), u1 = _mm256_hadd_ps(t2, t3);
-    return _mm256_add_ps(_mm256_permute2f128_ps(u0, u1, 0x20),
-                         _mm256_permute2f128_ps(u0, u1, 0x31));
-}
-
 /* V: the row width of vi_vec. */
 VQ_INLINE void vi_score_nq(const vq_vi_vk *k, const float *const *qs, const int NQ, const int V,
                            const uint8_t *codes, int64_t n, float *const *scores) {
@@ -229,10 +202,10 @@ VQ_INLINE void vi_score_nq(const vq_vi_vk *k, const float *const *qs, const int 
                 for (int j = 0; j < NQ; j++)
                     a[j] = _mm512_fmadd_ps(_mm512_loadu_ps(qs[j] + k->q_off + 16 * z), x, a[j]);
             }
-            for (int j = 0; j < NQ; j++) f[j][u] = vi_fold8(a[j]);
+            for (int j = 0; j < NQ; j++) f[j][u] = fold8(a[j]);
         }
         for (int j = 0; j < NQ; j++)
-            _mm256_mask_storeu_ps(scores[j] + t0, (__mmask8)((1u << mt) - 1u), vi_hsum8x8(f[j]));
+            _mm256_mask_storeu_ps(scores[j] + t0, (__mmask8)((1u << mt) - 1u), hsum8x8(f[j]));
     }
 }
 

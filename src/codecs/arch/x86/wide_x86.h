@@ -1,7 +1,8 @@
 /*
  * wide_x86.h — reduction helpers shared by the x86 kernels of the 5..8-bit rotated codecs
- * (wide_avx2.c, wide_avx512.c, wide_avx512vbmi.c; contract in codecs/wide_kernels.h). Include
- * only from files built with AVX2 (fold8: AVX-512F).
+ * (wide_avx2.c, wide_avx512.c, wide_avx512vbmi.c; contract in codecs/wide_kernels.h) and by
+ * the multi-query kernels that reduce eight tokens' dot products together (polar, spectral,
+ * vecinfer, turboquant_prod / qjl). Include only from files built with AVX2 (fold8: AVX-512F).
  */
 #ifndef VQ_WIDE_X86_H
 #define VQ_WIDE_X86_H
