@@ -401,6 +401,7 @@ static void polar_destroy(struct vq_codec *c) {
     c->impl = NULL;
 }
 
+#if defined(VQ_HAVE_X86)
 /* The multi-query kernels' tables (struct polar_impl, polar.h), from the level widths. */
 static void polar_vb_tables(struct polar_impl *im) {
     int pos[15], f = 0, p = 0;
@@ -422,6 +423,7 @@ static void polar_vb_tables(struct polar_impl *im) {
         im->vb_sh[k] = k * im->rec_bits & 7;
     }
 }
+#endif
 
 static vq_status polar_init(struct vq_codec *c) {
     static const int def_bits[VQ_POLAR_LEVELS] = {4, 2, 2, 2};

@@ -212,14 +212,12 @@ vq_lutacc_fn vq_lutacc_pick(enum vq_isa isa) {
 /* ============================== qjl codec ================================================= */
 
 struct qjl_impl {
+    struct vq_prod_multi mq; /* first: the shared multi-query slots read it */
     int d, m;
     size_t a_floats; /* pad16(m): offset of sum(a) in the prepared query */
     vq_sketch sk;
     vq_signdot_rows_fn signdot;
     vq_signacc_fn signacc;
-    vq_prod_kern pk; /* geometry for the multi-query kernels (turboquant_prod_avx512.c) */
-    vq_prod_score_multi_fn msc; /* the AVX-512 multi-query kernels score / accumulate go */
-    vq_prod_acc_multi_fn mac;   /* through, or NULL */
 };
 
 static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -275,9 +273,8 @@ static void qjl_score(const struct vq_codec *c, const void *qs, const uint8_t *c
                       int64_t n_tokens, float *scores) {
     const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
 #if defined(VQ_HAVE_X86)
-    if (im->msc) {
-        const float *q1 = (const float *)qs;
-        im->msc(&im->pk, &q1, 1, codes, n_tokens, &scores);
+    if (im->mq.msc) {
+        vq_prod_codec_score_multi(c, &qs, 1, codes, n_tokens, &scores);
         return;
     }
 #endif
@@ -293,8 +290,8 @@ static void qjl_accumulate(const struct vq_codec *c, const uint8_t *codes, int64
                            const float *w, float *acc) {
     const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
 #if defined(VQ_HAVE_X86)
-    if (im->mac) {
-        im->mac(&im->pk, codes, n_tokens, &w, 1, &acc);
+    if (im->mq.mac) {
+        vq_prod_codec_accumulate_multi(c, codes, n_tokens, &w, 1, &acc);
         return;
     }
 #endif
@@ -307,21 +304,20 @@ static void qjl_accumulate(const struct vq_codec *c, const uint8_t *codes, int64
     }
 }
 
-#if defined(VQ_HAVE_X86)
-/* Multi-query slots (AVX-512): one pass over the records for nq queries, each query the same
- * bits as qjl_score / qjl_accumulate alone. */
-static void qjl_score_multi(const struct vq_codec *c, const void *const *qs, int nq,
-                            const uint8_t *codes, int64_t n_tokens, float *const *scores) {
-    const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
-    im->msc(&im->pk, (const float *const *)qs, nq, codes, n_tokens, scores);
+/* The multi-query slots of qjl and turboquant_prod (qjl.h): c->impl starts with a struct
+ * vq_prod_multi. */
+void vq_prod_codec_score_multi(const struct vq_codec *c, const void *const *qs, int nq,
+                               const uint8_t *codes, int64_t n_tokens, float *const *scores) {
+    const struct vq_prod_multi *mq = (const struct vq_prod_multi *)c->impl;
+    mq->msc(&mq->pk, (const float *const *)qs, nq, codes, n_tokens, scores);
 }
 
-static void qjl_accumulate_multi(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
-                                 const float *const *w, int nq, float *const *acc) {
-    const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
-    im->mac(&im->pk, codes, n_tokens, w, nq, acc);
+void vq_prod_codec_accumulate_multi(const struct vq_codec *c, const uint8_t *codes,
+                                    int64_t n_tokens, const float *const *w, int nq,
+                                    float *const *acc) {
+    const struct vq_prod_multi *mq = (const struct vq_prod_multi *)c->impl;
+    mq->mac(&mq->pk, codes, n_tokens, w, nq, acc);
 }
-#endif
 
 static void qjl_finish(const struct vq_codec *c, const float *acc, float *out) {
     const struct qjl_impl *im = (const struct qjl_impl *)c->impl;
@@ -356,15 +352,15 @@ static vq_status qjl_init(struct vq_codec *c) {
     }
     im->signdot = vq_signdot_rows_pick(c->isa);
     im->signacc = vq_signacc_pick(c->isa);
-    im->pk.m = m; /* d = bm = code_bytes = q_floats = 0: signs only, gamma 1 */
-    im->pk.rec = 2 + m / 8;
-    im->pk.sign_off = 2;
-    im->pk.a_floats = (int)im->a_floats;
-    im->pk.k = VQ_SQRT_HALF_PI / (float)m;
+    im->mq.pk.m = m; /* d = bm = code_bytes = q_floats = 0: signs only, gamma 1 */
+    im->mq.pk.rec = 2 + m / 8;
+    im->mq.pk.sign_off = 2;
+    im->mq.pk.a_floats = (int)im->a_floats;
+    im->mq.pk.k = VQ_SQRT_HALF_PI / (float)m;
 #if defined(VQ_HAVE_X86)
     if (c->isa == VQ_ISA_AVX512) { /* no MSE codes: the VBMI variant would be the same */
-        im->msc = vq_prod_score_multi_avx512;
-        im->mac = vq_prod_acc_multi_avx512;
+        im->mq.msc = vq_prod_score_multi_avx512;
+        im->mq.mac = vq_prod_acc_multi_avx512;
     }
 #endif
     c->impl = im;
@@ -378,12 +374,10 @@ static vq_status qjl_init(struct vq_codec *c) {
     c->score = qjl_score;
     c->accumulate = qjl_accumulate;
     c->finish = qjl_finish;
-#if defined(VQ_HAVE_X86)
-    if (im->msc) {
-        c->score_multi = qjl_score_multi;
-        c->accumulate_multi = qjl_accumulate_multi;
+    if (im->mq.msc) {
+        c->score_multi = vq_prod_codec_score_multi;
+        c->accumulate_multi = vq_prod_codec_accumulate_multi;
     }
-#endif
     return VQ_STATUS_OK;
 }
 

@@ -93,6 +93,11 @@ typedef struct vq_prod_kern {
     float k;                /* sqrt(pi/2) / m */
     float cb[16];           /* 2^bm centroids at unit-vector scale, rest 0 */
 } vq_prod_kern;
+/* The kernels' signatures (below: the x86 ones). */
+typedef void (*vq_prod_score_multi_fn)(const vq_prod_kern *pk, const float *const *qs, int nq,
+                                       const uint8_t *codes, int64_t n, float *const *scores);
+typedef void (*vq_prod_acc_multi_fn)(const vq_prod_kern *pk, const uint8_t *codes, int64_t n,
+                                     const float *const *w, int nq, float *const *acc);
 #if defined(VQ_HAVE_X86)
 /* nq (1..4) prepared queries qs[j] over the same n records: scores[j][t] = n_t (<q_r, y^_t> +
  * k gamma_t (2 sum_{z=1} a - sum a)), each query's result independent of nq and of the other
@@ -109,11 +114,23 @@ void vq_prod_score_multi_avx512vbmi(const vq_prod_kern *pk, const float *const *
                                     const uint8_t *codes, int64_t n, float *const *scores);
 void vq_prod_acc_multi_avx512vbmi(const vq_prod_kern *pk, const uint8_t *codes, int64_t n,
                                   const float *const *w, int nq, float *const *acc);
-typedef void (*vq_prod_score_multi_fn)(const vq_prod_kern *pk, const float *const *qs, int nq,
-                                       const uint8_t *codes, int64_t n, float *const *scores);
-typedef void (*vq_prod_acc_multi_fn)(const vq_prod_kern *pk, const uint8_t *codes, int64_t n,
-                                     const float *const *w, int nq, float *const *acc);
 #endif
+
+/* The multi-query state turboquant_prod and qjl share: the first member of both codecs' impl
+ * structs, so one pair of codec slots serves both. msc / mac: the kernels (AVX-512, or the
+ * VBMI build for prod), NULL where none applies (then the row kernels run). */
+struct vq_prod_multi {
+    vq_prod_kern pk;
+    vq_prod_score_multi_fn msc;
+    vq_prod_acc_multi_fn mac;
+};
+/* Codec slots score_multi / accumulate_multi over c->impl, which must start with a struct
+ * vq_prod_multi whose kernels are set; nq = 1 gives score / accumulate. Thread-safe. */
+void vq_prod_codec_score_multi(const struct vq_codec *c, const void *const *qs, int nq,
+                               const uint8_t *codes, int64_t n_tokens, float *const *scores);
+void vq_prod_codec_accumulate_multi(const struct vq_codec *c, const uint8_t *codes,
+                                    int64_t n_tokens, const float *const *w, int nq,
+                                    float *const *acc);
 
 /* Kernel choice for a resolved ISA (scalar fallback when x86 kernels are not built). */
 vq_signdot_rows_fn vq_signdot_rows_pick(enum vq_isa isa);

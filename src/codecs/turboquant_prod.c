@@ -40,6 +40,7 @@
 #define PROD_CHUNK 128
 
 struct prod_impl {
+    struct vq_prod_multi mq;   /* first: the shared multi-query slots (qjl.h) read it */
     int d, m, bm;              /* bm = b - 1 bits of the MSE stage */
     size_t code_bytes;         /* d * bm / 8 */
     size_t q_floats, a_floats; /* pad16(d), pad16(m) */
@@ -51,9 +52,6 @@ struct prod_impl {
     vq_lutdot_rows_fn lutdot;
     vq_signacc_fn signacc;
     vq_lutacc_fn lutacc;
-    vq_prod_kern pk;            /* geometry for the multi-query kernels */
-    vq_prod_score_multi_fn msc; /* the AVX-512 multi-query kernels score / accumulate go */
-    vq_prod_acc_multi_fn mac;   /* through, or NULL */
 };
 
 static size_t pad16(size_t n) { return (n + 15) & ~(size_t)15; }
@@ -133,9 +131,8 @@ static void prod_score(const struct vq_codec *c, const void *qs, const uint8_t *
                        int64_t n_tokens, float *scores) {
     const struct prod_impl *im = (const struct prod_impl *)c->impl;
 #if defined(VQ_HAVE_X86)
-    if (im->msc) {
-        const float *q1 = (const float *)qs;
-        im->msc(&im->pk, &q1, 1, codes, n_tokens, &scores);
+    if (im->mq.msc) {
+        vq_prod_codec_score_multi(c, &qs, 1, codes, n_tokens, &scores);
         return;
     }
 #endif
@@ -162,8 +159,8 @@ static void prod_accumulate(const struct vq_codec *c, const uint8_t *codes, int6
                             const float *w, float *acc) {
     const struct prod_impl *im = (const struct prod_impl *)c->impl;
 #if defined(VQ_HAVE_X86)
-    if (im->mac) {
-        im->mac(&im->pk, codes, n_tokens, &w, 1, &acc);
+    if (im->mq.mac) {
+        vq_prod_codec_accumulate_multi(c, codes, n_tokens, &w, 1, &acc);
         return;
     }
 #endif
@@ -177,22 +174,6 @@ static void prod_accumulate(const struct vq_codec *c, const uint8_t *codes, int6
         im->signacc(s + 4 + im->code_bytes, im->m, g, acc + im->d);
     }
 }
-
-#if defined(VQ_HAVE_X86)
-/* Multi-query slots (AVX-512): one pass over the records for nq queries, each query the same
- * bits as prod_score / prod_accumulate alone. */
-static void prod_score_multi(const struct vq_codec *c, const void *const *qs, int nq,
-                             const uint8_t *codes, int64_t n_tokens, float *const *scores) {
-    const struct prod_impl *im = (const struct prod_impl *)c->impl;
-    im->msc(&im->pk, (const float *const *)qs, nq, codes, n_tokens, scores);
-}
-
-static void prod_accumulate_multi(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
-                                  const float *const *w, int nq, float *const *acc) {
-    const struct prod_impl *im = (const struct prod_impl *)c->impl;
-    im->mac(&im->pk, codes, n_tokens, w, nq, acc);
-}
-#endif
 
 static void prod_finish(const struct vq_codec *c, const float *acc, float *out) {
     const struct prod_impl *im = (const struct prod_impl *)c->impl;
@@ -248,22 +229,22 @@ static vq_status prod_init(struct vq_codec *c) {
     im->lutdot = vq_lutdot_rows_pick(c->isa);
     im->signacc = vq_signacc_pick(c->isa);
     im->lutacc = vq_lutacc_pick(c->isa);
-    im->pk.d = d;
-    im->pk.m = m;
-    im->pk.bm = im->bm;
-    im->pk.code_bytes = (int)im->code_bytes;
-    im->pk.rec = 4 + (int)im->code_bytes + m / 8;
-    im->pk.sign_off = 4 + (int)im->code_bytes;
-    im->pk.gamma = 1;
-    im->pk.q_floats = (int)im->q_floats;
-    im->pk.a_floats = (int)im->a_floats;
-    im->pk.k = VQ_SQRT_HALF_PI / (float)m;
-    memcpy(im->pk.cb, im->cb, sizeof im->cb);
+    im->mq.pk.d = d;
+    im->mq.pk.m = m;
+    im->mq.pk.bm = im->bm;
+    im->mq.pk.code_bytes = (int)im->code_bytes;
+    im->mq.pk.rec = 4 + (int)im->code_bytes + m / 8;
+    im->mq.pk.sign_off = 4 + (int)im->code_bytes;
+    im->mq.pk.gamma = 1;
+    im->mq.pk.q_floats = (int)im->q_floats;
+    im->mq.pk.a_floats = (int)im->a_floats;
+    im->mq.pk.k = VQ_SQRT_HALF_PI / (float)m;
+    memcpy(im->mq.pk.cb, im->cb, sizeof im->cb);
 #if defined(VQ_HAVE_X86)
     if (c->isa == VQ_ISA_AVX512) {
         const int vb = vq_cpu_avx512vbmi();
-        im->msc = vb ? vq_prod_score_multi_avx512vbmi : vq_prod_score_multi_avx512;
-        im->mac = vb ? vq_prod_acc_multi_avx512vbmi : vq_prod_acc_multi_avx512;
+        im->mq.msc = vb ? vq_prod_score_multi_avx512vbmi : vq_prod_score_multi_avx512;
+        im->mq.mac = vb ? vq_prod_acc_multi_avx512vbmi : vq_prod_acc_multi_avx512;
     }
 #endif
     c->impl = im;
@@ -277,12 +258,10 @@ static vq_status prod_init(struct vq_codec *c) {
     c->score = prod_score;
     c->accumulate = prod_accumulate;
     c->finish = prod_finish;
-#if defined(VQ_HAVE_X86)
-    if (im->msc) {
-        c->score_multi = prod_score_multi;
-        c->accumulate_multi = prod_accumulate_multi;
+    if (im->mq.msc) {
+        c->score_multi = vq_prod_codec_score_multi;
+        c->accumulate_multi = vq_prod_codec_accumulate_multi;
     }
-#endif
     return VQ_STATUS_OK;
 }
 

@@ -23,6 +23,15 @@
 
 #define VQ_INLINE static inline __attribute__((always_inline))
 
+/* A token's code stream (code_bytes <= 128 at p) in two registers, zero past its end. */
+VQ_INLINE void sp_stream(const vq_sp_vk *k, const uint8_t *p, __m512i *lo, __m512i *hi) {
+    const int cb = k->code_bytes;
+    *lo = _mm512_maskz_loadu_epi8(cb >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << cb) - 1), p);
+    *hi = cb <= 64 ? _mm512_setzero_si512()
+                   : _mm512_maskz_loadu_epi8(
+                         cb >= 128 ? ~(__mmask64)0 : (((__mmask64)1 << (cb - 64)) - 1), p + 64);
+}
+
 /* The whitened coordinates of group g of one token (stream registers lo / hi, scales vs / vn):
  * scale * centroid per lane, 0 past the active coordinates. */
 VQ_INLINE __m512 sp_group(const vq_sp_vk *k, int g, __m512i lo, __m512i hi, __m512 T0, __m512 T1,
@@ -45,11 +54,7 @@ VQ_INLINE __m512 sp_group(const vq_sp_vk *k, int g, __m512i lo, __m512i hi, __m5
 VQ_INLINE void sp_score_nq(const vq_sp_vk *k, const float *const *qa, const int NQ,
                            const uint8_t *codes, int64_t n, float *const *scores) {
     const __m512 T0 = _mm512_loadu_ps(k->ctab), T1 = _mm512_loadu_ps(k->ctab + 16);
-    const int cb = k->code_bytes, rl = k->rec;
-    const __mmask64 mlo = cb >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << cb) - 1);
-    const __mmask64 mhi = cb <= 64  ? 0
-                        : cb >= 128 ? ~(__mmask64)0
-                                    : (((__mmask64)1 << (cb - 64)) - 1);
+    const int rl = k->rec;
     float ss[8], sn[8];
     for (int64_t t0 = 0; t0 < n; t0 += 8) {
         const int mt = n - t0 < 8 ? (int)(n - t0) : 8;
@@ -64,8 +69,8 @@ VQ_INLINE void sp_score_nq(const vq_sp_vk *k, const float *const *qa, const int 
                 continue;
             }
             const uint8_t *p = r0 + (size_t)u * (size_t)rl + 4;
-            const __m512i lo = _mm512_maskz_loadu_epi8(mlo, p);
-            const __m512i hi = _mm512_maskz_loadu_epi8(mhi, p + 64);
+            __m512i lo, hi;
+            sp_stream(k, p, &lo, &hi);
             const __m512 vs = _mm512_set1_ps(ss[u]), vn = _mm512_set1_ps(sn[u]);
             __m512 a[4];
             for (int j = 0; j < NQ; j++) a[j] = _mm512_setzero_ps();
@@ -101,11 +106,7 @@ VQ_INLINE void sp_acc_group(const vq_sp_vk *k, int g, const uint8_t *r0, int m, 
                             const float *sn, const float *const *w, int64_t t0, const int NQ,
                             const int SMALL, __m512 *z) {
     const __m512 T0 = _mm512_loadu_ps(k->ctab), T1 = _mm512_loadu_ps(k->ctab + 16);
-    const int cb = k->code_bytes, rl = k->rec;
-    const __mmask64 mlo = cb >= 64 ? ~(__mmask64)0 : (((__mmask64)1 << cb) - 1);
-    const __mmask64 mhi = cb <= 64  ? 0
-                        : cb >= 128 ? ~(__mmask64)0
-                                    : (((__mmask64)1 << (cb - 64)) - 1);
+    const int rl = k->rec;
     const int32_t *ln = k->lane + 48 * g;
     const __m512i pidx = _mm512_loadu_si512((const void *)(k->pidx + 64 * g));
     const __m512i sh = _mm512_loadu_si512((const void *)ln);
@@ -114,8 +115,8 @@ VQ_INLINE void sp_acc_group(const vq_sp_vk *k, int g, const uint8_t *r0, int m, 
     const __mmask16 nz = k->noise[g];
     for (int u = 0; u < m; u++) {
         const uint8_t *p = r0 + (size_t)u * (size_t)rl + 4;
-        const __m512i lo = _mm512_maskz_loadu_epi8(mlo, p);
-        const __m512i hi = cb > 64 ? _mm512_maskz_loadu_epi8(mhi, p + 64) : _mm512_setzero_si512();
+        __m512i lo, hi;
+        sp_stream(k, p, &lo, &hi);
         const __m512i x = _mm512_permutex2var_epi8(lo, pidx, hi);
         const __m512i ci = _mm512_ternarylogic_epi32(_mm512_srlv_epi32(x, sh), mk, off, 0xEA);
         const __m512 cv = SMALL ? _mm512_permutex2var_ps(T0, ci, T1)
