@@ -121,7 +121,7 @@ TEST(layout) {
                 float res = y[i] - c1[a];
                 int e = vq_lm_encode(res, b2, L - 1);
                 for (int j = 0; j < L - 1; j++)
-                    near |= fabsf(y[i] - b1[j]) < 1e-6f || fabsf(res - b2[j]) < 1e-6f;
+                    near |= fabsf(y[i] - b1[j]) < 1e-5f || fabsf(res - b2[j]) < 1e-5f;
                 /* combined code a | e << b at bit offset 2b*i (docs/FORMAT.md §2.3) */
                 cw[(2 * b * i) / 8] |= (uint8_t)((a | e << b) << ((2 * b * i) % 8));
             }
