@@ -207,7 +207,9 @@ TEST(bytes_exact) {
         vq_cache_free(a);
         vq_cache_free(b);
     }
-    /* outlier tokens: every 10th token 8x larger */
+    /* outlier tokens: every 20th token 8x larger. (Every 10th put the threshold, mean + 2.5 std of
+     * the norms, at 0.84 of an outlier's norm, a few sigma of the norms' noise: a different
+     * random stream, as on a build without the x86 kernels, missed one.) */
     const enum vq_method ms[] = {VQ_METHOD_TURBOQUANT_RVQ, VQ_METHOD_KIVI};
     for (size_t mi = 0; mi < 2; mi++) {
         const int64_t n = 123;
@@ -217,7 +219,7 @@ TEST(bytes_exact) {
             vq_cache *c = vq_cache_create(&p, NULL);
             ASSERT(c != NULL);
             if (!c) continue;
-            float *k = gen(n, n_kv, d, 0, 0, 10, 8.0f), *v = gen(n, n_kv, d, 0, 0, 0, 1.0f);
+            float *k = gen(n, n_kv, d, 0, 0, 20, 8.0f), *v = gen(n, n_kv, d, 0, 0, 0, 1.0f);
             for (int l = 0; l < 2; l++)
                 ASSERT_STATUS(vq_cache_append(c, l, k, v, VQ_DTYPE_F32, n), VQ_STATUS_OK);
             struct vq_cache_memory m, est;
@@ -227,7 +229,7 @@ TEST(bytes_exact) {
                                2; /* per token, both layers */
             ASSERT_EQ_INT(m.outlier_bytes % row, 0);
             const int64_t n_ot = (int64_t)(m.outlier_bytes / row);
-            ASSERT_EQ_INT(n_ot, 12); /* positions 9, 19, ..., 119 */
+            ASSERT_EQ_INT(n_ot, 6); /* positions 19, 39, ..., 119 */
             ASSERT_STATUS(vq_kv_estimate_outliers(&p, n, n_ot, &est), VQ_STATUS_OK);
             ASSERT(memcmp(&m, &est, sizeof m) == 0);
             free(k);

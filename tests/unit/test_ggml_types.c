@@ -387,7 +387,8 @@ TEST(vec_dot4_bitwise_equals_vec_dot) {
             }
         }
     }
-    ASSERT(checked >= 4 * 10 * 3);
+    /* the scalar table has no vec_dot4: a build without the x86 kernels checks nothing here */
+    if (vq_ggml_isa_available(VQ_ISA_AVX2)) ASSERT(checked >= 4 * 10 * 3);
 }
 
 /* vec_dot_r4 (4 weight rows x one activation row, decode), vec_dot_r4x4 and vec_dot_r4x8

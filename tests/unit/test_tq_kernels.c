@@ -177,7 +177,7 @@ TEST(i16_accumulate) {
         ASSERT(k.i16);
         static float wb[4][257], ar[4][1024], ax[4][1024], af[4][1024];
         const float *w[4] = {wb[0], wb[1], wb[2], wb[3]};
-        float *pr[4] = {ar[0], ar[1], ar[2], ar[3]}, *px[4] = {ax[0], ax[1], ax[2], ax[3]};
+        float *pr[4] = {ar[0], ar[1], ar[2], ar[3]};
         for (int j = 0; j < nq; j++) {
             for (int t = 0; t < n; t++) {
                 wb[j][t] = (float)vq_rng_uniform(&g);
@@ -191,6 +191,7 @@ TEST(i16_accumulate) {
         vq_tq_accumulate_i16_ref(&k, codes, n, w, nq, pr);
 #ifdef VQ_HAVE_X86
         if (vq_isa_available(VQ_ISA_AVX512) && vq_cpu_avx512vnni() && vq_cpu_avx512vbmi()) {
+            float *px[4] = {ax[0], ax[1], ax[2], ax[3]};
             vq_tq_accumulate_i16_avx512icl(&k, codes, n, w, nq, px);
             for (int j = 0; j < nq; j++, simd++)
                 bad += memcmp(ar[j], ax[j], (size_t)k.dpad * sizeof(float)) != 0;
