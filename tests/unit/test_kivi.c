@@ -676,19 +676,20 @@ TEST(channel_widths_zero) {
 
 #ifdef VQ_HAVE_X86
 /* The key-tile kernels against the reference, bit for bit: random class layouts (1..7
- * classes of 8..40 channels, widths 2..8 in any order), G of 1..70 tokens (full tiles and a
- * partial last one), 1..4 queries with int16 entries up to each class's qmax, random deltas,
- * a prefetch pointer or none. */
+ * classes of 8..40 channels, widths 2..8 in any order), G of 1..150 tokens (full tiles, groups
+ * of four and a partial last one), 1..4 queries with int16 entries up to each class's qmax,
+ * random deltas, a prefetch pointer or none. */
 TEST(tiles_vs_ref) {
     const vq_kivi_score_tiles_fn fns[3] = {vq_kivi_score_tiles_avx2, vq_kivi_score_tiles_avx512,
                                            vq_kivi_score_tiles_avx512vnni};
     const enum vq_isa isas[3] = {VQ_ISA_AVX2, VQ_ISA_AVX512, VQ_ISA_AVX512};
-    uint8_t *area = malloc(70 * 7 * 40), codes[70 * 40];
+    uint8_t *area = malloc(150 * 7 * 40), codes[150 * 40];
     for (int v = 0; v < 3; v++) {
         if (!vq_isa_available(isas[v]) || (v == 2 && !vq_cpu_avx512vnni())) continue;
         int bad = 0, checks = 0;
         for (int rep = 0; rep < 300; rep++) {
-            const int ncls = 1 + rep % 7, g = rep % 5 == 0 ? 64 : 1 + (int)(urand() * 70);
+            const int ncls = 1 + rep % 7,
+                      g = rep % 5 == 0 ? 64 : 1 + (int)(urand() * (rep % 2 ? 150 : 70));
             const int nq = 1 + rep % 4;
             int bits[7], nch[7];
             size_t off[7], o0 = 0;
@@ -709,7 +710,7 @@ TEST(tiles_vs_ref) {
                 o0 += vq_kivi_tile_bytes(g, nch[k], bits[k]);
             }
             int16_t qb[4][7 * 40];
-            float db[4][7], bias[4], ob[4][70], rb[4][70];
+            float db[4][7], bias[4], ob[4][150], rb[4][150];
             const int16_t *qi[4] = {qb[0], qb[1], qb[2], qb[3]};
             const float *dl[4] = {db[0], db[1], db[2], db[3]};
             float *o[4] = {ob[0], ob[1], ob[2], ob[3]}, *r[4] = {rb[0], rb[1], rb[2], rb[3]};
