@@ -281,14 +281,14 @@ VQ_INLINE __m512 max16x16(const __m512 *v) {
     return _mm512_max_ps(_mm512_shuffle_ps(c[0], c[1], 0x88), _mm512_shuffle_ps(c[0], c[1], 0xDD));
 }
 
-/* prep at d = 64 with at most 4 classes (SmolLM2's decode shape), everything in registers:
- * the 4 x NQ folded chunks, the class maxima of every (query j, class k) pair as masked maxima
- * per chunk and one transposing tree (pair in lane 4 j + k), 1 / scale and scale of all pairs
- * by one division each, and qi per 16 channels with each lane's 1 / scale permuted in. The
- * same products, quotients, conversions and bias as the general path (quant16, the fold), so
- * the same bits; its loads of qp at class offsets that straddle the stored vectors (a store
- * forwarding stall each) are gone. Returns 0 (nothing written but bias) where a query has a
- * non-finite qp: the general path then takes the block. */
+/* prep at d = 64 with 2..4 classes (SmolLM2's decode shape; docs/ALGORITHMS.md §9.16) in
+ * registers: the 4 x NQ folded chunks, the class maxima of every (query j, class k) pair as
+ * masked maxima per chunk and one transposing tree (pair in lane 4 j + k), 1 / scale and scale
+ * of all pairs by one division each, and qi per 16 channels with each lane's 1 / scale permuted
+ * in. The same products, quotients, conversions and bias as the general path (quant16, the
+ * fold), so the same bits; its loads of qp at class offsets that straddle the stored vectors (a
+ * store forwarding stall each) are gone. Returns 0 (nothing written but bias) where a query
+ * has a non-finite qp: the general path then takes the block. */
 VQ_INLINE int prep64(const float *const *q, const int NQ, const uint8_t *s16, const uint8_t *z16,
                      int ncls, const int *nch, const int *qmax, int16_t *const *qi,
                      float *const *delta, float *bias) {
