@@ -292,7 +292,7 @@ VQ_INLINE __m512 max16x16(const __m512 *v) {
 VQ_INLINE int prep64(const float *const *q, const int NQ, const uint8_t *s16, const uint8_t *z16,
                      int ncls, const int *nch, const int *qmax, int16_t *const *qi,
                      float *const *delta, float *bias) {
-    __m512 sf[4], zf[4], qv[4][4], v[16];
+    __m512 sf[4], zf[4], qv[4][4], av[4][4], v[16]; /* av: |qv| */
     for (int i = 0; i < 4; i++) {
         sf[i] = sf16x16(s16 + 32 * i);
         zf[i] = sf16x16(z16 + 32 * i);
@@ -305,8 +305,9 @@ VQ_INLINE int prep64(const float *const *q, const int NQ, const uint8_t *s16, co
         for (int i = 0; i < 4; i++) {
             const __m512 x = _mm512_loadu_ps(q[j] + 16 * i);
             qv[j][i] = _mm512_mul_ps(x, sf[i]);
+            av[j][i] = _mm512_abs_ps(qv[j][i]);
             b = _mm512_fmadd_ps(x, zf[i], b);
-            bad |= _mm512_cmp_ps_mask(_mm512_abs_ps(qv[j][i]), fmax, _CMP_NLE_UQ);
+            bad |= _mm512_cmp_ps_mask(av[j][i], fmax, _CMP_NLE_UQ);
         }
         bias[j] = hsum1(fold(b));
     }
@@ -324,8 +325,7 @@ VQ_INLINE int prep64(const float *const *q, const int NQ, const uint8_t *s16, co
             const __mmask16 mk = (__mmask16)(((1u << hi) - 1u) & ~((1u << lo) - 1u));
             cls[i] = _mm512_mask_mov_epi32(cls[i], mk, _mm512_set1_epi32(k));
             for (int j = 0; j < NQ; j++)
-                v[4 * k + j] = _mm512_mask_max_ps(v[4 * k + j], mk, v[4 * k + j],
-                                                  _mm512_abs_ps(qv[j][i]));
+                v[4 * k + j] = _mm512_mask_max_ps(v[4 * k + j], mk, v[4 * k + j], av[j][i]);
         }
         c0 = c1;
     }
