@@ -106,11 +106,12 @@
 enum { WIN_NONE = 0, WIN_FLUSH = 1, WIN_SLIDE = 2 };
 
 /* Pages of a stream are carved one after another from extents (vq_map: memory taken as it is
- * written) of VQ_EXT_MIN .. VQ_EXT_MAX pages, each as large as the pages the stream holds: a
- * stream's pages lie in one address range, read as one sequence by attention (the hardware
- * prefetchers follow it across pages; separate allocations of a few KB interleave the streams
- * of all layers and heads). Under AddressSanitizer each page is its own vq_alloc so that an
- * overrun of a page stays visible. docs/ALGORITHMS.md §9.12. */
+ * written): the first spans the stream's capacity (max_tokens), later ones (after a failed
+ * first mapping) VQ_EXT_MIN .. VQ_EXT_MAX pages, each as large as the pages the stream holds:
+ * a stream's pages lie in one address range, read as one sequence by attention (one codec call
+ * per run of adjacent pages; the prefetchers follow it across pages; separate allocations of a
+ * few KB interleave the streams of all layers and heads). Under AddressSanitizer each page is
+ * its own vq_alloc so that an overrun of a page stays visible. docs/ALGORITHMS.md §9.12. */
 #define VQ_EXT_MIN 4
 #define VQ_EXT_MAX 256
 #if defined(__SANITIZE_ADDRESS__)
@@ -161,6 +162,7 @@ struct vq_side {           /* K or V configuration of one layer */
     int buf_rows;          /* rows allocated for the window buffer (R or 2R) */
     int bt;                /* codec block tokens */
     size_t page_bytes;     /* page_tokens / bt * block_bytes */
+    int64_t ext_pages;     /* pages of a stream's first extent: its whole capacity */
     int use_sinks;         /* 1 if this side keeps fp16 sink copies */
     struct vq_stream *s;   /* (n_kv_heads) */
     uint16_t *mu;          /* (n_kv_heads, head_dim) fp16 centering vectors, NULL = not centered */
@@ -446,6 +448,7 @@ static vq_status side_init(struct vq_cache *c, struct vq_side *sd, const vq_code
     sd->n_oc = n_oc;
     sd->oc_off = sd->page_bytes;
     if (n_oc > 0) sd->page_bytes += (size_t)c->page_tokens * (size_t)(2 + n_oc);
+    sd->ext_pages = (c->max_tokens + c->page_tokens - 1) / c->page_tokens + 1;
     sd->use_ot = use_ot;
     if ((vq_method_flags(cp->method) & VQ_METHOD_F_WINDOWED) && cp->residual_length > 0) {
         sd->mode = cp->role == VQ_ROLE_KEY ? WIN_FLUSH : WIN_SLIDE;
@@ -505,10 +508,21 @@ static uint8_t *page_new(const struct vq_side *sd, struct vq_stream *s) {
         const size_t bytes = pb;
         uint8_t *base = vq_alloc(bytes);
 #else
-        int64_t np = s->n_pages < VQ_EXT_MIN ? VQ_EXT_MIN : s->n_pages;
-        if (np > VQ_EXT_MAX) np = VQ_EXT_MAX;
-        const size_t bytes = (size_t)np * pb;
-        uint8_t *base = vq_map(bytes);
+        /* the first extent spans the stream's capacity (address space only until written),
+         * so that a stream is one run of pages; if that mapping fails, and after it, extents
+         * grow with the stream */
+        uint8_t *base = NULL;
+        size_t bytes = 0;
+        if (s->n_ext == 0 && sd->ext_pages > VQ_EXT_MIN) {
+            bytes = (size_t)sd->ext_pages * pb;
+            base = vq_map_sparse(bytes);
+        }
+        if (!base) {
+            int64_t np = s->n_pages < VQ_EXT_MIN ? VQ_EXT_MIN : s->n_pages;
+            if (np > VQ_EXT_MAX) np = VQ_EXT_MAX;
+            bytes = (size_t)np * pb;
+            base = vq_map(bytes);
+        }
 #endif
         if (!base) return NULL;
         s->ext[s->n_ext++] = (struct vq_extent){base, bytes};

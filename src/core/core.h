@@ -56,6 +56,10 @@ void vq_free(void *p);
  * vq_alloc), or NULL when out of memory or address space: for an arena carved on demand, whose
  * untouched end costs no memory. Release with vq_unmap(p, bytes), the same bytes. Thread-safe. */
 void *vq_map(size_t bytes);
+/* vq_map(bytes) for a range that may stay mostly unwritten: also advised against transparent
+ * huge pages (MADV_NOHUGEPAGE), so that with Linux THP in "always" mode a first write backs
+ * 4 KiB, not 2 MiB. Same return and release as vq_map. Thread-safe. */
+void *vq_map_sparse(size_t bytes);
 /* Releases memory from vq_map(bytes); NULL is a no-op. Thread-safe. */
 void vq_unmap(void *p, size_t bytes);
 /* Returns bytes (> 0) of zeroed private memory aligned to 2 MiB and advised for transparent

@@ -37,6 +37,14 @@ void *vq_map(size_t bytes) {
 #endif
 }
 
+void *vq_map_sparse(size_t bytes) {
+    void *p = vq_map(bytes);
+#if defined(VQ_HAVE_MMAP) && defined(MADV_NOHUGEPAGE)
+    if (p) (void)madvise(p, bytes, MADV_NOHUGEPAGE); /* advice only: no error to report */
+#endif
+    return p;
+}
+
 void vq_unmap(void *p, size_t bytes) {
     if (!p) return;
 #ifdef VQ_HAVE_MMAP
