@@ -1,7 +1,8 @@
 /* test_cache.c — vq_cache: fused attention against the decode-everything reference for every
  * registered codec and every available ISA (odd lengths, chunked appends, GQA 1/3/4, causal
  * query batches), exact memory accounting, failed appends leaving the cache unchanged,
- * f16/bf16 inputs, chunking invariance, truncate/reset, parameter validation. */
+ * f16/bf16 inputs, chunking invariance, truncate/reset, parameter validation, pages from the
+ * capacity extent and from the growing extents it falls back to. */
 #include "test.h"
 #include "veloxquant.h"
 #include "codecs/codec_impl.h"
@@ -9,6 +10,18 @@
 
 #include "test_data.h"
 #include "cache_test_util.h"
+
+#ifdef __linux__
+#include <sys/resource.h>
+#endif
+/* AddressSanitizer builds give every page its own allocation (no extents, cache.c) */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_NO_EXTENTS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_NO_EXTENTS 1
+#endif
+#endif
 /* (n, n_kv, d) keys/values: Gaussian plus per-channel offsets (key-like). */
 static float *gen(int64_t n, int n_kv, int d, float offset) {
     float *x = malloc((size_t)(n * n_kv * d) * sizeof(float));
@@ -625,6 +638,66 @@ TEST(attend_argument_checks) {
     free(k);
 }
 
+/* VmSize of this process in bytes (Linux /proc), 0 where unknown. */
+static size_t vm_size(void) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return 0;
+    char line[256];
+    size_t kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "VmSize: %zu kB", &kb) == 1) break;
+    fclose(f);
+    return kb * 1024;
+}
+
+/* A stream's pages come from one extent spanning its capacity (max_tokens), or, where that
+ * mapping fails, from extents that grow with the stream: here an address-space limit makes the
+ * capacity (2^24 tokens: ~570 MB per stream) unmappable, so the second cache appends through
+ * the growing extents (pages of 16 tokens: several extents, several runs per stream). Both
+ * attend as the reference does, and as each other (the runs only split the codec calls). */
+TEST(capacity_extent_fallback) {
+#if defined(__linux__) && defined(RLIMIT_AS) && !defined(TEST_NO_EXTENTS)
+    const int d = 64, n_kv = 2, nq = 4;
+    const int64_t n = 300;
+    float *k = gen(n, n_kv, d, 1.0f), *v = gen(n, n_kv, d, 0.0f);
+    float *q = malloc((size_t)(nq * 3 * n_kv * d) * sizeof(float));
+    float *o[2];
+    for (int i = 0; i < nq * 3 * n_kv * d; i++) q[i] = nrand();
+    for (int big = 0; big < 2; big++) {
+        struct vq_cache_params p = mkp(VQ_METHOD_TURBOQUANT_MSE, VQ_METHOD_TURBOQUANT_MSE, d, n_kv,
+                                       VQ_ISA_AUTO);
+        p.max_tokens = big ? (int64_t)1 << 24 : 400;
+        p.n_threads = 1; /* one scratch slab: 64 MB of score row at 2^24 tokens */
+        vq_cache *c = vq_cache_create(&p, NULL);
+        ASSERT(c != NULL);
+        struct rlimit old;
+        ASSERT(getrlimit(RLIMIT_AS, &old) == 0);
+        int limited = 0;
+        if (big && vm_size() > 0) { /* room for the growing extents, not for the capacity */
+            const struct rlimit lim = {vm_size() + ((size_t)256 << 20), old.rlim_max};
+            limited = lim.rlim_cur <= old.rlim_max && setrlimit(RLIMIT_AS, &lim) == 0;
+        }
+        for (int64_t t = 0; t < n; t += 100)
+            for (int l = 0; l < 2; l++)
+                ASSERT_STATUS(
+                    vq_cache_append(c, l, k + t * n_kv * d, v + t * n_kv * d, VQ_DTYPE_F32, 100),
+                    VQ_STATUS_OK);
+        if (limited) ASSERT(setrlimit(RLIMIT_AS, &old) == 0);
+        if (big) ASSERT(limited || vm_size() == 0);
+        ASSERT_LE(check_attend(c, 1, 3 * n_kv, nq, NULL, d), 1e-4);
+        o[big] = malloc((size_t)(nq * 3 * n_kv * d) * sizeof(float));
+        ASSERT_STATUS(vq_cache_attend(c, 1, q, 3 * n_kv, nq, NULL, 0.125f, o[big]), VQ_STATUS_OK);
+        vq_cache_free(c);
+    }
+    ASSERT_LE(rel_err(o[1], o[0], nq * 3 * n_kv, d), 1e-5);
+    free(o[0]);
+    free(o[1]);
+    free(q);
+    free(k);
+    free(v);
+#endif
+}
+
 TEST(create_validation) {
     vq_status st = 0;
     ASSERT(vq_cache_create(NULL, &st) == NULL);
@@ -913,6 +986,7 @@ int main(void) {
     RUN(softmax_kernels);
 #endif
     RUN(create_validation);
+    RUN(capacity_extent_fallback);
     RUN(attend_argument_checks);
     RUN(fused_equals_reference);
     RUN(kivi_wide_fused_equals_reference);
