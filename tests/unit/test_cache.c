@@ -639,6 +639,8 @@ TEST(attend_argument_checks) {
     free(k);
 }
 
+#if defined(__linux__) && defined(RLIMIT_AS) && !defined(TEST_NO_EXTENTS)
+#define TEST_AS_LIMIT 1
 /* VmSize of this process in bytes (Linux /proc), 0 where unknown. */
 static size_t vm_size(void) {
     FILE *f = fopen("/proc/self/status", "r");
@@ -650,6 +652,7 @@ static size_t vm_size(void) {
     fclose(f);
     return kb * 1024;
 }
+#endif
 
 /* A stream's pages come from one extent spanning its capacity (max_tokens), or, where that
  * mapping fails, from extents that grow with the stream: here an address-space limit makes the
@@ -658,7 +661,7 @@ static size_t vm_size(void) {
  * attend as the reference does, and as each other (the runs only split the codec calls).
  * Linux only; not under sanitizers (TEST_NO_EXTENTS). */
 TEST(capacity_extent_fallback) {
-#if defined(__linux__) && defined(RLIMIT_AS) && !defined(TEST_NO_EXTENTS)
+#ifdef TEST_AS_LIMIT
     const int d = 64, n_kv = 2, nq = 4;
     const int64_t n = 300;
     float *k = gen(n, n_kv, d, 1.0f), *v = gen(n, n_kv, d, 0.0f);
