@@ -162,7 +162,6 @@ struct vq_side {           /* K or V configuration of one layer */
     int buf_rows;          /* rows allocated for the window buffer (R or 2R) */
     int bt;                /* codec block tokens */
     size_t page_bytes;     /* page_tokens / bt * block_bytes */
-    int64_t ext_pages;     /* pages of a stream's first extent: its whole capacity */
     int use_sinks;         /* 1 if this side keeps fp16 sink copies */
     struct vq_stream *s;   /* (n_kv_heads) */
     uint16_t *mu;          /* (n_kv_heads, head_dim) fp16 centering vectors, NULL = not centered */
@@ -448,7 +447,6 @@ static vq_status side_init(struct vq_cache *c, struct vq_side *sd, const vq_code
     sd->n_oc = n_oc;
     sd->oc_off = sd->page_bytes;
     if (n_oc > 0) sd->page_bytes += (size_t)c->page_tokens * (size_t)(2 + n_oc);
-    sd->ext_pages = (c->max_tokens + c->page_tokens - 1) / c->page_tokens + 1;
     sd->use_ot = use_ot;
     if ((vq_method_flags(cp->method) & VQ_METHOD_F_WINDOWED) && cp->residual_length > 0) {
         sd->mode = cp->role == VQ_ROLE_KEY ? WIN_FLUSH : WIN_SLIDE;
@@ -494,7 +492,7 @@ static void extent_release(struct vq_extent *e) {
 
 /* A zeroed page for stream s of side sd, carved after the stream's last page; NULL when out
  * of memory. */
-static uint8_t *page_new(const struct vq_side *sd, struct vq_stream *s) {
+static uint8_t *page_new(const struct vq_cache *c, const struct vq_side *sd, struct vq_stream *s) {
     const size_t pb = sd->page_bytes; /* no gap: an extent is one array of blocks */
     if (s->n_ext == 0 || s->ext_used + pb > s->ext[s->n_ext - 1].bytes) {
         if (s->n_ext == s->ext_cap) {
@@ -513,8 +511,9 @@ static uint8_t *page_new(const struct vq_side *sd, struct vq_stream *s) {
          * grow with the stream */
         uint8_t *base = NULL;
         size_t bytes = 0;
-        if (s->n_ext == 0 && sd->ext_pages > VQ_EXT_MIN) {
-            bytes = (size_t)sd->ext_pages * pb;
+        const int64_t cap_pages = (c->max_tokens + c->page_tokens - 1) / c->page_tokens + 1;
+        if (s->n_ext == 0 && cap_pages > VQ_EXT_MIN) {
+            bytes = (size_t)cap_pages * pb;
             base = vq_map_sparse(bytes);
         }
         if (!base) {
@@ -1319,7 +1318,7 @@ static vq_status stream_plan(struct vq_cache *c, struct vq_side *sd, int h, int6
         s->pages_cap = cap;
     }
     while (s->n_pages < need) {
-        uint8_t *pg = page_new(sd, s);
+        uint8_t *pg = page_new(c, sd, s);
         if (!pg) return VQ_STATUS_NO_MEMORY;
         s->pages[s->n_pages++] = pg;
     }
