@@ -16,7 +16,11 @@
 #   prefill: p tokens evaluated in one batch after d tokens already in the cache (untimed):
 #            llama-bench `-p p -d d`; veloxquant `generate --prompt-tokens d+p --depth d -n 0`
 #   decode:  g single-token steps after d tokens in the cache: llama-bench `-n g -d d`;
-#            veloxquant `generate --prompt-tokens max(d,1) -n g+1` (g evaluated steps)
+#            veloxquant `generate --prompt-tokens max(d,1) -n g+1` (g evaluated steps), with
+#            --timings: the attention's share of a step (append + attend, ms per token) is
+#            recorded too, and the step's bytes (the weights it reads whole + the KV cache) give each
+#            cache's byte bound against our fp16: the ratio if both steps streamed their bytes
+#            at one rate
 # llama-bench feeds random token ids; veloxquant reads data/corpus_en.txt and decodes greedily.
 set -euo pipefail
 
@@ -198,7 +202,7 @@ run_vq() { # $1 cache, $2 depth, $3 threads, $4 output prefix (.pp, .tg)
         "${args[@]}" --json > "$4.pp" 2> "$4.err" ||
         { cat "$4.err" >&2; die "veloxquant generate failed (prefill, $1, depth $2)"; }
     "$VQ" generate -m "$MODEL" -f "$(prompt_file "$np")" -t "$3" --prompt-tokens "$np" \
-        -n $((GEN + 1)) -c $((np + GEN + 1)) "${args[@]}" --json > "$4.tg" 2> "$4.err" ||
+        -n $((GEN + 1)) -c $((np + GEN + 1)) "${args[@]}" --timings --json > "$4.tg" 2> "$4.err" ||
         { cat "$4.err" >&2; die "veloxquant generate failed (decode, $1, depth $2)"; }
 }
 for d in $DEPTHS; do
@@ -240,13 +244,16 @@ short = []
 for d in depths:
     for th in threads:
         for kv in kvs:
-            c = cells.setdefault((d, th, "veloxquant", kv), {"pp": [], "tg": []})
+            c = cells.setdefault((d, th, "veloxquant", kv), {"pp": [], "tg": [], "attn": []})
             for r in range(1, reps + 1):
                 base = os.path.join(tmp, "vq-%s-%d-%d-%d" % (kv, d, th, r))
                 pp, tg = json.load(open(base + ".pp")), json.load(open(base + ".tg"))
                 assert pp["depth"] == d and pp["prefill_tokens"] == prefill, pp
                 c["pp"].append(pp["prefill_tok_s"])
                 c["tg"].append(tg["decode_tok_s"])
+                c["attn"].append(tg["timings"]["decode"]["ms_per_token"]["attention"])
+                c["step_bytes"] = tg["step_weight_bytes"] + tg["kv_bytes"]
+                c["kv_bytes"] = tg["kv_bytes"]
                 if tg["decode_tokens"] < gen:
                     short.append("%s d%d t%d: %d decode steps" % (kv, d, th,
                                                                   tg["decode_tokens"]))
@@ -265,6 +272,8 @@ for d in depths:
             return max(v) if v else None
         lref = {w: ref("llama.cpp", ["f16", "f16-fa"], w) for w in ("pp", "tg")}
         vref = {w: ref("veloxquant", ["fp16"], w) for w in ("pp", "tg")}
+        f16 = cells.get((d, th, "veloxquant", "fp16"), {})
+        aref = med(f16.get("attn", []))
         for engine, names in (("llama.cpp", lkvs), ("veloxquant", kvs)):
             for kv in names:
                 c = cells.get((d, th, engine, kv), {})
@@ -275,6 +284,16 @@ for d in depths:
                     row[name + "_samples"] = c.get(w, [])
                     row[name + "_x_llama_f16"] = m / lref[w] if m and lref[w] else None
                     row[name + "_x_fp16"] = m / vref[w] if m and vref[w] else None
+                # decode attention (ms per token, lower is faster) and the byte bound
+                a = med(c.get("attn", []))
+                row["decode_attn_ms"] = a
+                row["decode_attn_samples"] = c.get("attn", [])
+                row["decode_attn_x_fp16"] = aref / a if a and aref else None
+                row["kv_bytes"] = c.get("kv_bytes")
+                row["step_bytes"] = c.get("step_bytes")
+                row["decode_bound_x_fp16"] = (f16["step_bytes"] / c["step_bytes"]
+                                              if "step_bytes" in c and "step_bytes" in f16
+                                              else None)
                 rows.append(row)
 meta = {
     "llama_cpp": {"commit": commit, "build_number": build, "version": E["LB_VERSION"],
@@ -301,15 +320,20 @@ print("%sveloxquant %s on %s; %s (%d CPUs), threads %s, %s; prefill of %d tokens
       % (who if lkvs else "", meta["veloxquant_commit"], meta["model"], meta["cpu"],
          meta["nproc"], " ".join(map(str, threads)), meta["date"], prefill, gen, reps))
 print("| depth | threads | engine | KV | prefill tok/s | decode tok/s | prefill x llama f16 "
-      "| decode x llama f16 | prefill x our fp16 | decode x our fp16 |")
-print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|")
+      "| decode x llama f16 | prefill x our fp16 | decode x our fp16 | decode attn ms "
+      "| attn x our fp16 | byte bound x fp16 |")
+print("|---:|---:|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
 for r in rows:
-    print("| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s |" % (
+    print("| %d | %d | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |" % (
         r["depth"], r["threads"], r["engine"], r["kv"], fmt(r["prefill_tok_s"]),
         fmt(r["decode_tok_s"]), fmt(r["prefill_x_llama_f16"], 2),
         fmt(r["decode_x_llama_f16"], 2), fmt(r["prefill_x_fp16"], 2),
-        fmt(r["decode_x_fp16"], 2)))
-print("\n%s\"x our fp16\": against veloxquant's fp16 cache in this run." % (
+        fmt(r["decode_x_fp16"], 2), fmt(r["decode_attn_ms"], 2),
+        fmt(r["decode_attn_x_fp16"], 2), fmt(r["decode_bound_x_fp16"], 2)))
+print("\n%s\"x our fp16\": against veloxquant's fp16 cache in this run; \"decode attn ms\": "
+      "the attention (KV append + attend) of a decode step, ms per token; \"byte bound\": our "
+      "fp16 step's bytes (the weights it reads whole + the KV cache) over this cache's, the decode "
+      "ratio if both steps streamed their bytes at one rate." % (
     "\"x llama f16\": against the faster of llama.cpp's f16 caches (flash attention off or on) "
     "in this run; " if lkvs else ""))
 for s in short:

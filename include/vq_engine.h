@@ -100,6 +100,9 @@ struct vq_model_info {
     float rope_theta_swa; /* RoPE base of the windowed layers (gemma3: 10000; else rope_theta) */
     uint32_t file_type;   /* general.file_type (ggml ftype) or 0 */
     size_t weight_bytes;  /* bytes of all tensors */
+    /* bytes of the tensors a decode step reads whole: all of them, less the token embedding
+     * when the model has its own output matrix (then one embedding row is read per token) */
+    size_t step_weight_bytes;
 };
 
 /* Loads and validates a GGUF model. The file's bytes go to private read-only memory advised

@@ -490,6 +490,8 @@ static vq_status load_tensors(struct loader *L, enum vq_isa isa) {
     for (int64_t i = 0; i < vq_gguf_n_tensors(m->gguf); i++)
         total += (size_t)vq_gguf_tensor_at(m->gguf, i)->nbytes;
     I->weight_bytes = total;
+    I->step_weight_bytes = total;
+    if (!I->tied_embeddings && te) I->step_weight_bytes -= (size_t)te->nbytes;
     return VQ_STATUS_OK;
 }
 

@@ -3,7 +3,7 @@
 # message, exit 1 or 2, before anything is built), then a tiny veloxquant-only run
 # (LLAMA_KVS="": llama.cpp is neither built nor run) whose table and JSON are checked: one row
 # per depth, thread count and cache holding one sample per round, the prefill measured at the
-# depth, fp16 ratios exactly 1.
+# depth, fp16 ratios exactly 1, the decode attention and the byte bound on our rows.
 # When llama-bench is already built (bench/llama_bench.sh --build-only; never built here), a
 # tiny run of both engines is checked as well. No timing is asserted.
 set -u
@@ -58,6 +58,15 @@ for r in rows:
     assert len(r["prefill_samples"]) == len(r["decode_samples"]) == 2, r  # 2 rounds
     if r["kv"] == "fp16":
         assert r["prefill_x_fp16"] == 1.0 and r["decode_x_fp16"] == 1.0, r
+    if r["engine"] == "veloxquant":  # decode attention and the byte bound (--timings, bytes)
+        assert len(r["decode_attn_samples"]) == 2 and r["decode_attn_ms"] > 0, r
+        assert 0 < r["kv_bytes"] < r["step_bytes"], r
+        if r["kv"] == "fp16":
+            assert r["decode_attn_x_fp16"] == 1.0 and r["decode_bound_x_fp16"] == 1.0, r
+        else:  # kv4 stores fewer bytes than fp16
+            assert r["decode_attn_x_fp16"] > 0 and r["decode_bound_x_fp16"] > 1.0, r
+    else:
+        assert r["decode_attn_ms"] is None and r["decode_bound_x_fp16"] is None, r
     if "llama.cpp" in engines:
         assert r["prefill_x_llama_f16"] > 0 and r["decode_x_llama_f16"] > 0, r
         assert d["llama_cpp"]["commit"] and d["llama_cpp"]["version"], d["llama_cpp"]

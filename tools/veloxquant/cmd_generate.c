@@ -787,6 +787,8 @@ static void gen_report(const struct gen_opts *o, const struct gen_state *g,
     cJSON_AddBoolToObject(js, "stopped_at_eog", r->stopped_eog);
     cJSON_AddNumberToObject(js, "prefill_tok_s", pre_tps);
     cJSON_AddNumberToObject(js, "decode_tok_s", dec_tps);
+    cJSON_AddNumberToObject(js, "weight_bytes", (double)I->weight_bytes);
+    cJSON_AddNumberToObject(js, "step_weight_bytes", (double)I->step_weight_bytes);
     cJSON_AddNumberToObject(js, "kv_bytes", (double)mem.total_bytes);
     cJSON_AddNumberToObject(js, "kv_key_bytes", (double)mem.key_total_bytes);
     cJSON_AddNumberToObject(js, "kv_fp16_bytes", (double)mem.fp16_bytes);
