@@ -306,6 +306,10 @@ static void check_against_ref(const char *arch, int qwen, uint32_t wtype, double
     ASSERT_EQ_INT(I->rope_type, qwen ? VQ_ROPE_NEOX : VQ_ROPE_NORM);
     ASSERT_EQ_INT(I->tied_embeddings, !qwen);
     ASSERT_EQ_INT(I->has_qkv_bias, qwen);
+    /* a decode step reads every tensor whole but the token embedding of an untied model */
+    ASSERT(I->weight_bytes > 0);
+    if (qwen) ASSERT(I->step_weight_bytes > 0 && I->step_weight_bytes < I->weight_bytes);
+    else ASSERT(I->step_weight_bytes == I->weight_bytes);
     int32_t tok[MAXT];
     for (int i = 0; i < MAXT; i++) tok[i] = (i * 7 + 3) % NV;
     static float want[MAXT * NV], got[MAXT * NV], last[NV];
