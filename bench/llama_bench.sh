@@ -18,9 +18,9 @@
 #   decode:  g single-token steps after d tokens in the cache: llama-bench `-n g -d d`;
 #            veloxquant `generate --prompt-tokens max(d,1) -n g+1` (g evaluated steps), with
 #            --timings: the attention's share of a step (append + attend, ms per token) is
-#            recorded too, and the step's bytes (the weights it reads whole + the KV cache) give each
-#            cache's byte bound against our fp16: the ratio if both steps streamed their bytes
-#            at one rate
+#            recorded too, and the step's bytes (the weights it reads whole + the KV cache)
+#            give each cache's byte bound against our fp16: the ratio if both steps streamed
+#            their bytes at one rate
 # llama-bench feeds random token ids; veloxquant reads data/corpus_en.txt and decodes greedily.
 set -euo pipefail
 
