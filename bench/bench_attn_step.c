@@ -13,11 +13,10 @@
  * depend on the values, only on the width classes; a real decode step adds the matmuls,
  * norms and sampling (bench/llama_bench.sh times whole steps).
  *
- * Configs (as `--kv` / `--method` name them): fp16; kv8 (int8 keys and values); kv5, kv4,
- * kv3 (kivi-B keys with per-channel widths, turboquant_mse-B values, group 64, no residual,
- * position 0 in fp16); kv2 (the same at 2 bits, 0-bit channels allowed); or a method name
- * (`veloxquant methods`) for keys and values at its default bits (vecinfer and spectral on
- * their data-free fallback: the same code widths and kernels as calibrated, the work does not
+ * Configs: any KV config name the library resolves (vq_kv_spec_parse: fp16, the kv presets,
+ * named configs, the config grammar, as `--kv` takes them); default: the kv presets. A method
+ * name alone means keys and values at its default bits (vecinfer and spectral on their
+ * data-free fallback: the same code widths and kernels as calibrated, the work does not
  * depend on the calibration).
  * Usage: bench_attn_step [depth=8192] [repeats=15] [threads=1] [sweep_mib=94] [config...]
  * Output: one CSV line per config: config,depth,threads,attn_ms,attn_ms_min,vs_fp16
@@ -49,38 +48,26 @@ static double gauss(uint64_t *s) {
     return sqrt(-2.0 * log(u[0])) * cos(6.283185307179586 * u[1]);
 }
 
-/* Cache params of a config name; 0 if the name is not one of the configs. */
+/* Cache params of a config name (any name the library's KV specs parse: vq_kv_spec_parse);
+ * 0 after printing why not. */
 static int config(const char *name, int64_t depth, int threads, struct vq_cache_params *p) {
-    *p = vq_cache_params_default();
-    p->n_layers = N_LAYERS;
-    p->n_kv_heads = N_KV;
-    p->head_dim = HEAD_DIM;
+    struct vq_kv_spec spec;
+    struct vq_kv_layer_bits lb;
+    char err[256];
+    if (vq_kv_spec_parse(name, &spec, err, sizeof err) != VQ_STATUS_OK ||
+        vq_kv_spec_cache_params(&spec, N_LAYERS, N_KV, HEAD_DIM, NULL, p, &lb, err, sizeof err) !=
+            VQ_STATUS_OK) {
+        fprintf(stderr, "bench_attn_step: %s\n", err);
+        vq_kv_layer_bits_free(&lb);
+        return 0;
+    }
+    if (lb.key_bits || lb.value_bits) { /* the cache copies them, but keep this simple */
+        fprintf(stderr, "bench_attn_step: %s: per-layer widths are not timed here\n", name);
+        vq_kv_layer_bits_free(&lb);
+        return 0;
+    }
     p->max_tokens = depth + 64;
     p->n_threads = threads;
-    if (!strcmp(name, "fp16")) return 1;
-    int bits = 0;
-    if (!strcmp(name, "kv8")) {
-        enum vq_method m;
-        if (vq_method_from_name("int8", &m) != VQ_STATUS_OK) return 0;
-        vq_codec_params_set_method(&p->key, m);
-        vq_codec_params_set_method(&p->value, m);
-        return 1;
-    }
-    enum vq_method m;
-    if (vq_method_from_name(name, &m) == VQ_STATUS_OK) { /* a method, default bits, K and V */
-        vq_codec_params_set_method(&p->key, m);
-        vq_codec_params_set_method(&p->value, m);
-        return 1;
-    }
-    if (sscanf(name, "kv%d", &bits) != 1 || bits < 2 || bits > 5 || strlen(name) != 3) return 0;
-    vq_codec_params_set_method(&p->key, VQ_METHOD_KIVI);
-    vq_codec_params_set_bits(&p->key, bits);
-    p->key.group_size = 64;
-    p->key.residual_length = 0;
-    vq_codec_params_set_method(&p->value, VQ_METHOD_TURBOQUANT_MSE);
-    vq_codec_params_set_bits(&p->value, bits);
-    p->stream_sinks = 1;
-    p->key_channel_bits = bits == 2 ? 2 : 1;
     return 1;
 }
 
@@ -88,10 +75,7 @@ static int config(const char *name, int64_t depth, int threads, struct vq_cache_
 static double run(const char *name, int64_t depth, int reps, int threads, const float *sweep,
                   size_t sweep_floats, double *mn) {
     struct vq_cache_params p;
-    if (!config(name, depth, threads, &p)) {
-        fprintf(stderr, "bench_attn_step: unknown config '%s'\n", name);
-        exit(2);
-    }
+    if (!config(name, depth, threads, &p)) exit(2);
     vq_status st;
     vq_cache *c = vq_cache_create(&p, &st);
     if (!c) {
@@ -161,9 +145,13 @@ int main(int argc, char **argv) {
                 "[sweep_mib=94] [config...]\n");
         return 2;
     }
-    static const char *const all[] = {"kv8", "kv5", "kv4", "kv3", "kv2"};
+    const char *all[16]; /* default: the library's kv presets (kv8 ... kv2) */
+    int n_all = 0;
+    struct vq_kv_preset_info pi;
+    for (int i = 0; vq_kv_preset_get(i, &pi) == VQ_STATUS_OK && n_all < 16; i++)
+        if (pi.tier) all[n_all++] = pi.name;
     const char *const *cfg = argc > 5 ? (const char *const *)argv + 5 : all;
-    const int n_cfg = argc > 5 ? argc - 5 : (int)(sizeof all / sizeof all[0]);
+    const int n_cfg = argc > 5 ? argc - 5 : n_all;
     const size_t sweep_floats = ((size_t)sweep_mib << 20) / sizeof(float) + N_LAYERS * 16;
     float *sweep = malloc(sweep_floats * sizeof(float));
     if (!sweep) {

@@ -673,6 +673,144 @@ VQ_API vq_status vq_calib_artifact_path(const char *method, const uint8_t model_
                                         const char *name, char *buf, size_t cap);
 
 /* ---------------------------------------------------------------------------------------- */
+/* KV specs: named cache configurations (presets and the config-name grammar).               */
+/*
+ * A KV spec is what a user names: a preset ("kv8", "kv5", "kv4", "kv3", "kv2"), the fp16
+ * baseline ("fp16"), a named configuration ("turboquant_mse-3", "asym-k4v2", "qjl",
+ * "ratequant-2.5", ...) or the config grammar
+ *     METHOD | METHOD-B | METHOD-kBvB' | KMETHOD-B:VMETHOD-B' | PRESET   followed by
+ *     "+..." modifiers: +gG group size, +resR KIVI fp16 window, +sinkN kivi_sink sinks, +jlM
+ *     sketch size, +seedS codec seed, +kbDIGITS / +vbDIGITS per-layer widths spread over the
+ *     depth, +fp16fAlB fp16 edge layers, +rqB RateQuant mean key bits (+rqv_even, +rqv_off),
+ *     +ot[K] outlier tokens, +ocN[tT] outlier channels, +wW[sS] window (+ sinks), +sS fp16
+ *     attention sinks, +ks / +ksk key scales, +kc / +kcz per-channel KIVI key widths
+ * (docs/EVALUATION.md "Config names"). Every command of the CLI, the benchmarks and the
+ * bindings resolve names through these functions, so a name means one cache everywhere.
+ *
+ * Resolution: vq_kv_spec_parse (name -> spec), then vq_kv_spec_cache_params (spec + a
+ * model's geometry, and RateQuant layer weights where the spec needs them -> cache params).
+ * Methods that need calibration artifacts (vecinfer, spectral) get them attached afterwards
+ * (vq_calib_attach). vq_kv_spec_name prints a spec back as its canonical name, which parses
+ * to the same spec. All functions are pure (no global state) and thread-safe.
+ */
+
+/* Per-layer list capacity of a spec (layers of a model the per-layer options can describe). */
+#define VQ_KV_MAX_LAYERS 512
+/* RateQuant value widths: follow the key allocation, spread evenly to the same mean, or off
+ * (values keep their uniform width). */
+enum vq_kv_rq_values {
+    VQ_KV_RQ_VALUES_KEYS = 0,
+    VQ_KV_RQ_VALUES_EVEN = 1,
+    VQ_KV_RQ_VALUES_OFF = 2
+};
+
+/* A parsed KV configuration. "Not given" fields keep the codec's or cache's default. Fill it
+ * with vq_kv_spec_init / vq_kv_spec_parse (or set fields after init, as the CLI's options do);
+ * plain data, copyable by value. */
+struct vq_kv_spec {
+    int has_method, has_k_method, has_v_method; /* 1 = the method below was given */
+    enum vq_method method, k_method, v_method;  /* both sides / keys / values */
+    double bits, k_bits, v_bits;                /* 0 = not given; whole or half (vecinfer 1.5) */
+    int group_size, residual_length, n_sink_tokens, jl_dim; /* codec options; -1 = not given */
+    int has_seed;
+    uint64_t seed; /* codec rotation / sketch seed when has_seed */
+    /* per-layer widths: n entries (0 = not given); a pattern (from "+kbDIGITS") is spread over
+     * the model's depth (layer i of n takes entry floor(i * len / n)), an explicit list must
+     * have one entry per layer */
+    int n_k_bpl, n_v_bpl;
+    int k_bpl_pattern, v_bpl_pattern;
+    int k_bpl[VQ_KV_MAX_LAYERS], v_bpl[VQ_KV_MAX_LAYERS];
+    int fp16_first, fp16_last; /* fp16 edge layers (0 = none) */
+    double ratequant;          /* RateQuant mean key bits; 0 = off */
+    int rq_values;             /* enum vq_kv_rq_values */
+    int calib_tokens;          /* tokens of text when RateQuant weights are built; 0 = default */
+    float outlier_token_k;     /* vq_cache_params.outlier_token_k; < 0 = not given */
+    int n_outlier_channels, n_calib_tokens; /* vq_cache_params fields; -1 = not given */
+    int stream_window, stream_sinks;        /* -1 = not given */
+    int key_scales;                         /* 0..2; -1 = not given */
+    int key_channel_bits;                   /* 0..2; -1 = not given */
+    int preset; /* 1 + index of the preset the spec was parsed from (vq_kv_preset_get), else 0 */
+};
+
+/* The empty spec: nothing given (fp16 keys and values). */
+VQ_API void vq_kv_spec_init(struct vq_kv_spec *s);
+/* Parses a name (see above) into *s. Returns OK, or INVALID_ARG with a one-line reason in err
+ * (cap bytes, NUL-terminated; may be NULL) that names the offending part and, for an unknown
+ * name, the nearest valid one ("unknown KV config 'kv44': did you mean kv4?"). Only the
+ * syntax, method names and ranges of the grammar are checked here; widths a method does not
+ * accept are refused by vq_kv_spec_codecs / vq_kv_spec_cache_params. On error *s is the empty
+ * spec. */
+VQ_API vq_status vq_kv_spec_parse(const char *name, struct vq_kv_spec *s, char *err, size_t cap);
+/* Writes the canonical name of s into out (cap bytes): the preset name when s is exactly a
+ * preset's spec, else the config grammar ("turboquant_mse-3", "kivi-4:turboquant_mse-4+g64",
+ * ...). Returns the length, or -(length + 1) when cap is too small. Per-layer lists given
+ * one entry per layer have no name ("+kbpl" / "+vbpl" is written and does not parse back). */
+VQ_API int vq_kv_spec_name(const struct vq_kv_spec *s, char *out, size_t cap);
+/* Key and value codec params of s (head_dim left at the codec default: the cache sets it).
+ * Methods not given are fp16; widths not given are the method's default
+ * (vq_method_default_bits), floor(ratequant) with RateQuant. Returns OK or INVALID_ARG with a
+ * reason in err (a width outside the method's accepted widths, e.g. "key bits 7: polar
+ * accepts 4 only"). */
+VQ_API vq_status vq_kv_spec_codecs(const struct vq_kv_spec *s, struct vq_codec_params *key,
+                                   struct vq_codec_params *value, char *err, size_t cap);
+/* Sets the cache-level fields s gives (outlier tokens / channels, windows, sinks, key scales,
+ * key channel bits, fp16 edge layers) in cp; leaves the others alone. */
+VQ_API void vq_kv_spec_apply_modifiers(const struct vq_kv_spec *s, struct vq_cache_params *cp);
+/* NULL if the modifiers of cp suit its key / value methods and head_dim, else a static
+ * reason (the combinations vq_cache_create refuses with UNSUPPORTED). */
+VQ_API const char *vq_kv_modifier_error(const struct vq_cache_params *cp);
+
+/* Per-layer widths resolved for one model: arrays owned here (malloc), pointed to by the
+ * cache params vq_kv_spec_cache_params filled; keep them until the cache (or context) is
+ * created: vq_cache_create copies them. */
+struct vq_kv_layer_bits {
+    int n_layers;
+    int *key_bits, *value_bits; /* (n_layers) or NULL when not per-layer */
+    double ratequant_mean;      /* RateQuant mean key bits, 0 = off */
+};
+/* Frees the arrays of lb and zeroes it (NULL or zeroed: no-op). */
+VQ_API void vq_kv_layer_bits_free(struct vq_kv_layer_bits *lb);
+/* 1 when s needs per-layer weights to be resolved (RateQuant: the layers' key sensitivities,
+ * e.g. vq_calib_sensitivities of a "ratequant" artifact), else 0. */
+VQ_API int vq_kv_spec_needs_layer_weights(const struct vq_kv_spec *s);
+/* Turns s into cache params for a model geometry: *out = vq_cache_params_default() with
+ * n_layers, n_kv_heads, head_dim, the codecs (vq_kv_spec_codecs), the modifiers and the
+ * per-layer widths (lists, patterns, fp16 edge layers; RateQuant allocates the key widths
+ * over the widths the key codec accepts from layer_weights, n_layers entries, which may be
+ * NULL only when vq_kv_spec_needs_layer_weights(s) is 0). lb receives the per-layer arrays
+ * (caller frees with vq_kv_layer_bits_free, also after an error). max_tokens, page size and
+ * threads stay at their defaults for the caller (or vq_ctx_create) to set. Returns OK,
+ * INVALID_ARG (a reason in err: a list of the wrong length, a width a codec refuses, fp16
+ * layers beyond the model, modifiers that do not combine, missing layer weights),
+ * NO_MEMORY. */
+VQ_API vq_status vq_kv_spec_cache_params(const struct vq_kv_spec *s, int n_layers, int n_kv_heads,
+                                         int head_dim, const double *layer_weights,
+                                         struct vq_cache_params *out, struct vq_kv_layer_bits *lb,
+                                         char *err, size_t cap);
+/* Exact KV bits per element (keys and values together: codes, side data, windows, centering
+ * and scale vectors) of s on a geometry after n_tokens tokens (RateQuant with equal layer
+ * weights). Returns OK or the status of vq_kv_spec_cache_params. */
+VQ_API vq_status vq_kv_spec_bits_per_elem(const struct vq_kv_spec *s, int n_layers, int n_kv_heads,
+                                          int head_dim, int64_t n_tokens, double *bits);
+
+/* The named configurations. Presets (tier = 1) are the quality-per-bit choices "kv8" ...
+ * "kv2": each the config with the lowest KL measured at <= max_bits bits/elem (K and V
+ * together, side data included; docs/EVALUATION.md). The others (tier = 0) are fp16 (the
+ * baseline) and the named configurations a `sweep` runs by default. */
+struct vq_kv_preset_info {
+    const char *name;        /* "kv4", "fp16", "turboquant_mse-3", ... (static storage) */
+    const char *config;      /* what it stands for in the config grammar (static) */
+    const char *description; /* one line (static) */
+    double max_bits;         /* tier presets: the bits/elem budget; else 0 */
+    int tier;                /* 1 = a kv preset, 0 = a named sweep configuration */
+};
+/* Number of named configurations. */
+VQ_API int vq_kv_preset_count(void);
+/* Entry i (0 .. count-1): fp16 first, then the tier presets kv8 to kv2, then the other named
+ * configurations. OK or INVALID_ARG. */
+VQ_API vq_status vq_kv_preset_get(int i, struct vq_kv_preset_info *out);
+
+/* ---------------------------------------------------------------------------------------- */
 /* Scalars.                                                                                  */
 
 /* IEEE binary16 and bfloat16 conversion (round to nearest even). Thread-safe. */

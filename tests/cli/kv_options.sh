@@ -122,16 +122,16 @@ for c in generate perplexity sweep bench; do
     grep -q "give it alone" "$ERR" && ok || bad "$c: --kv with --bits"
     expect_exit 2 "$VQ" $c --method kivi --kv kv4 --print-kv-config
     expect_exit 2 "$VQ" $c --kv kv7 --print-kv-config
-    grep -q "not one of kv8" "$ERR" && ok || bad "$c: unknown --kv"
+    grep -q "unknown KV config 'kv7': did you mean kv8?" "$ERR" && ok || bad "$c: unknown --kv"
     expect_exit 2 "$VQ" $c --key-scales maybe --print-kv-config
 done
 expect_exit 2 "$VQ" estimate-memory --layers 2 --kv-heads 1 --head-dim 64 -c 100 --method fp16 --key-scales qk
-grep -q "key-scales needs a quantized key method" "$ERR" && ok || bad "--key-scales on fp16 keys"
+grep -q "key-scales) need a quantized key method" "$ERR" && ok || bad "--key-scales on fp16 keys"
 for c in generate perplexity sweep bench; do
     expect_exit 2 "$VQ" $c --method kivi --key-channel-bits maybe --print-kv-config
 done
 expect_exit 2 "$VQ" estimate-memory --layers 2 --kv-heads 1 --head-dim 64 -c 100 --method turboquant_mse --key-channel-bits on
-grep -q "key-channel-bits needs per-channel KIVI keys" "$ERR" && ok || bad "--key-channel-bits on turboquant keys"
+grep -q "key-channel-bits) need KIVI keys" "$ERR" && ok || bad "--key-channel-bits on turboquant keys"
 expect_exit 0 "$VQ" estimate-memory --layers 2 --kv-heads 1 --head-dim 64 -c 100 --method kivi --group-size 64 --residual-length 0 --key-channel-bits on
 
 # the same refusals everywhere: a half width only where a codec takes one, not a number

@@ -19,7 +19,7 @@ expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method turboquant_mse --k-bits
 grep -q "2 entries, but the model has 4 layers" "$ERR" && ok || bad "bad list length message"
 [ "$(wc -l < "$ERR")" = 1 ] && ok || bad "bad list length: one message, not two"
 expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method turboquant_mse --v-bits-per-layer 2,3,4,1,2
-grep -q -- "--v-bits-per-layer: 5 entries" "$ERR" && ok || bad "bad value list length message"
+grep -q -- "value bits per layer: 5 entries" "$ERR" && ok || bad "bad value list length message"
 expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method turboquant_mse --k-bits-per-layer 2,x,3,4
 grep -q "entry 2 of '2,x,3,4' is not an integer" "$ERR" && ok || bad "bad list entry message"
 expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method turboquant_mse --k-bits-per-layer 2,3,9,4

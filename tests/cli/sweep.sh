@@ -20,7 +20,12 @@ expect_exit 0 "$VQ" sweep --help
 expect_exit 2 "$VQ" sweep -m "$MODEL" --configs fp16                       # no -o
 expect_exit 2 "$VQ" sweep -o "$TMP/x" --configs fp16                        # no model
 expect_exit 2 "$VQ" sweep -m "$MODEL" -o "$TMP/x" --configs fp16,nonsense
-grep -q "'nonsense' is not a preset" "$ERR" && ok || bad "bad config name message"
+grep -q "unknown KV config 'nonsense'" "$ERR" && ok || bad "bad config name message"
+# a width the method does not take is refused before anything runs, with its widths
+expect_exit 2 "$VQ" sweep -m "$MODEL" -o "$TMP/x" --configs fp16,turboquant_mse-9
+grep -q "turboquant_mse accepts 1..8" "$ERR" && ok || bad "out-of-range width message"
+expect_exit 2 "$VQ" sweep -m "$MODEL" -o "$TMP/x" --configs polar-7
+grep -q "polar has a fixed width" "$ERR" && ok || bad "fixed width message"
 expect_exit 2 "$VQ" sweep -m "$MODEL" -o "$TMP/x" -f /nonexistent.txt
 
 if [ ! -f "$MODEL" ] || [ ! -f "$CORPUS" ]; then
@@ -30,8 +35,8 @@ fi
 head -c 6144 "$CORPUS" > "$TMP/slice.txt"
 ARGS=(-m "$MODEL" -o "$TMP/sw" -f "$TMP/slice.txt" -c 64 --chunks 1 --max-tokens 8 --prompts 1 -t 1)
 
-# turboquant_mse-9 is syntactically a config but 9 bits are out of range: the child fails
-expect_exit 1 "$VQ" sweep "${ARGS[@]}" --configs turboquant_mse-4,turboquant_mse-9,fp16
+# turboquant_mse-3+oc40 resolves, but 40 outlier channels exceed head_dim / 2: the child fails
+expect_exit 1 "$VQ" sweep "${ARGS[@]}" --configs turboquant_mse-4,turboquant_mse-3+oc40,fp16
 R="$TMP/sw/results.json"
 python3 - "$R" <<'EOF' && ok || bad "results.json after a sweep with a failing config"
 import json, sys
@@ -41,9 +46,9 @@ assert d["model"]["n_layers"] == 30 and d["model"]["head_dim"] == 64
 assert d["model"]["sha256"] == "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
 assert d["protocol"]["ctx"] == 64 and len(d["protocol"]["prompts"]) == 1
 r = {x["config"]["name"]: x for x in d["results"]}
-assert set(r) == {"fp16", "turboquant_mse-4", "turboquant_mse-9"}, list(r)
+assert set(r) == {"fp16", "turboquant_mse-4", "turboquant_mse-3+oc40"}, list(r)
 assert d["results"][0]["config"]["name"] == "fp16"          # the reference runs first
-bad = r["turboquant_mse-9"]
+bad = r["turboquant_mse-3+oc40"]
 assert "error" in bad and "status 2" in bad["error"] and "ppl" not in bad, bad
 f, q = r["fp16"], r["turboquant_mse-4"]
 for x in (f, q):
@@ -57,14 +62,14 @@ assert q["kld_mean"] > 0 and q["fullKV_x"] > 3.5 and q["kv_bytes"] < f["kv_bytes
 assert 1 < f["ppl"] < 1000 and 1 < q["ppl"] < 1000
 assert q["fp16_prefix_match"] <= q["tokens_generated"] <= 8
 EOF
-[ -f "$TMP/sw/logs/turboquant_mse-9.log" ] && ok || bad "child log kept"
+[ -f "$TMP/sw/logs/turboquant_mse-3+oc40.log" ] && ok || bad "child log kept"
 [ -f "$TMP/sw/fp16.logits" ] && [ -f "$TMP/sw/fp16.probe.json" ] && ok || bad "fp16 reference files"
 
 # resume: finished entries are cached, the failed one is retried (and fails again)
 cp "$R" "$TMP/before.json"
-expect_exit 1 "$VQ" sweep "${ARGS[@]}" --configs turboquant_mse-4,turboquant_mse-9,fp16
+expect_exit 1 "$VQ" sweep "${ARGS[@]}" --configs turboquant_mse-4,turboquant_mse-3+oc40,fp16
 grep -q "turboquant_mse-4 cached" "$OUT" && grep -q "fp16 cached" "$OUT" && ok || bad "cached entries rerun"
-grep -q "turboquant_mse-9 \.\.\." "$OUT" && ok || bad "failed entry not retried"
+grep -q "turboquant_mse-3+oc40 \.\.\." "$OUT" && ok || bad "failed entry not retried"
 python3 - "$TMP/before.json" "$R" <<'EOF' && ok || bad "cached entries changed"
 import json, sys
 a = {x["config"]["name"]: x for x in json.load(open(sys.argv[1]))["results"]}
@@ -76,7 +81,7 @@ expect_exit 1 "$VQ" sweep "${ARGS[@]}" --configs fp16 --max-tokens 9
 grep -q "another protocol" "$ERR" && ok || bad "protocol change not detected"
 # the report reads what the sweep wrote
 expect_exit 0 "$VQ" report "$R" -o "$TMP/fig"
-[ -f "$TMP/fig/table.md" ] && grep -q "turboquant_mse-9" "$TMP/fig/table.md" && ok || bad "report of sweep results"
+[ -f "$TMP/fig/table.md" ] && grep -q "turboquant_mse-3+oc40" "$TMP/fig/table.md" && ok || bad "report of sweep results"
 
 # two models in one sweep (the second a synthetic qwen3 GGUF with SmolLM2's tokenizer cut to 512
 # tokens): one folder per model, each with its own reference, header and rows; the SmolLM2 rows

@@ -17,7 +17,7 @@
 # same way. Usage: bash tests/repo/layers.sh [ROOT] (default: the repository holding this
 # script).
 set -u
-ORDER="core calib codecs cache artifact engine eval"
+ORDER="core calib codecs cache artifact engine eval kvspec"
 TOOLS_SEE="core engine artifact eval"
 TOOLS_HEADER=tools/common/vq_tools.h
 ROOT=${1:-$(cd "$(dirname "$0")/../.." && pwd)}

@@ -478,19 +478,15 @@ static int parse(int argc, char **argv, struct bench_opts *o) {
         }
 #undef NEXT
     }
-    o->cfg = vq_cache_params_default();
-    if (!vq_kv_opts_resolve(cmd, &o->kv, &o->cfg.key, &o->cfg.value)) return 0;
-    vq_kv_opts_apply_cache(&o->kv, &o->cfg);
-    vq_kv_config_name_opts(&o->kv, &o->cfg.key, &o->cfg.value, o->name, sizeof o->name);
+    if (!vq_kv_opts_prepare(cmd, &o->kv, &o->cfg, o->name, sizeof o->name)) return 0;
     if (o->kv.print_config) return 1;
-    if (o->kv.k_bpl_pattern || o->kv.v_bpl_pattern) {
-        /* a --kv preset's per-layer widths: one synthetic layer at the config's own widths
-         * (the presets name the pattern's mean width, e.g. kivi-4 for kv4) */
-        fprintf(stderr, "bench: %s varies its widths per layer; timing one layer at %s\n", o->name,
-                o->kv.kv_tier ? vq_kv_tiers[o->kv.kv_tier - 1].config : "its base");
-        o->kv.n_k_bpl = o->kv.k_bpl_pattern ? 0 : o->kv.n_k_bpl;
-        o->kv.n_v_bpl = o->kv.v_bpl_pattern ? 0 : o->kv.n_v_bpl;
-        o->kv.k_bpl_pattern = o->kv.v_bpl_pattern = 0;
+    if (o->kv.s.k_bpl_pattern || o->kv.s.v_bpl_pattern) {
+        /* per-layer width patterns: one synthetic layer at the config's uniform widths */
+        fprintf(stderr, "bench: %s varies its widths per layer; timing one layer at its base\n",
+                o->name);
+        o->kv.s.n_k_bpl = o->kv.s.k_bpl_pattern ? 0 : o->kv.s.n_k_bpl;
+        o->kv.s.n_v_bpl = o->kv.s.v_bpl_pattern ? 0 : o->kv.s.n_v_bpl;
+        o->kv.s.k_bpl_pattern = o->kv.s.v_bpl_pattern = 0;
     }
     if (o->cfg.key_channel_bits > 0)
         /* the widths are learned from the queries an engine shows the cache; bench has none */

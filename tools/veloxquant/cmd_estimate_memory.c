@@ -24,9 +24,10 @@ static void usage(FILE *f) {
         "usage: veloxquant estimate-memory (-m MODEL | --layers N --kv-heads H --head-dim D)\n"
         "                                  -c CTX [method options] [--json]\n\n"
         "Exact KV-cache bytes (codes + side data + fp16 windows) a cache of the model's geometry\n"
-        "holds after a prefill of CTX tokens, for one configuration or, without method options,\n"
-        "for every sweep preset and every other built method at its default bits. No cache is\n"
-        "allocated. A model's sliding-window layers (gemma3, Mistral-style llama) keep only\n"
+        "holds after a prefill of CTX tokens, for one configuration or, without method options\n"
+        "(or with --all), for every named config (fp16, the kv presets, the sweep configs) and\n"
+        "every other built method. No cache is allocated. A model's sliding-window layers\n"
+        "(gemma3, Mistral-style llama) keep only\n"
         "their window's pages, as in a run; bits/elem and fullKV_x compare with an fp16 cache\n"
         "of the same windows.\n\n"
         "  -m, --model FILE      GGUF model: geometry from its metadata, windows from the model\n"
@@ -44,19 +45,22 @@ static void usage(FILE *f) {
         "                        per layer (default 0.04: the 4-12 per 200 prefill tokens of\n"
         "                        docs/ALGORITHMS.md section 7.6; decode steps add none).\n"
         "                        Outlier channels (+oc) are data-independent and exact\n"
+        "  --all                 every named config (fp16, kv8..kv2, the sweep configs) and\n"
+        "                        every other built method, whatever method options say\n"
         "  --json                one JSON object on stdout\n"
         "  -h, --help            this help\n",
         f);
 }
 
 struct row {
-    char name[96];
+    char name[256];
     struct vq_codec_params k, v;
     struct vq_cache_memory m;
     vq_status st;
-    const char *why; /* modifier combination refused, or NULL */
-    int printed;     /* the failure was already reported (per-layer options) */
-    int64_t n_ot;    /* outlier tokens assumed per layer (configs with +ot) */
+    const char *why; /* why the config does not resolve (points to err), or NULL */
+    char err[256];
+    int printed;  /* the failure was already reported (per-layer options) */
+    int64_t n_ot; /* outlier tokens assumed per layer (configs with +ot) */
 };
 
 static double mb(size_t b) { return (double)b / (1024.0 * 1024.0); }
@@ -64,7 +68,7 @@ static double mb(size_t b) { return (double)b / (1024.0 * 1024.0); }
 struct em_opts {
     const char *model;
     long ctx;
-    int layers, kv, hd, page, json;
+    int layers, kv, hd, page, json, all;
     double ot_frac;
     struct vq_kv_opts ko;
 };
@@ -79,6 +83,7 @@ static int em_parse(int argc, char **argv, struct em_opts *o) {
         {"head-dim", required_argument, 0, 'D'},
         {"page-tokens", required_argument, 0, 'P'},
         {"json", no_argument, 0, 'j'},
+        {"all", no_argument, 0, 'A'},
         {"outlier-fraction", required_argument, 0, 'F'},
         {"help", no_argument, 0, 'h'},
         VQ_KV_LONG_OPTIONS,
@@ -102,6 +107,7 @@ static int em_parse(int argc, char **argv, struct em_opts *o) {
         case 'D': ok = vq_opt_int(CMD, "--head-dim", optarg, 1, 4096, &o->hd); break;
         case 'P': ok = vq_opt_int(CMD, "--page-tokens", optarg, 1, 1 << 20, &o->page); break;
         case 'j': o->json = 1; break;
+        case 'A': o->all = 1; break;
         case 'F': {
             char *end;
             o->ot_frac = strtod(optarg, &end);
@@ -146,7 +152,7 @@ struct em_state {
     int swa_window, n_swa; /* W and how many layers have it (text and JSON output) */
     int all;               /* no method options: every preset, then every other built method */
     enum vq_method extra[VQ_METHOD_COUNT];
-    int n_extra, n_rows, n_bad;
+    int n_extra, n_rows, n_bad, n_named;
     struct row *rows; /* (n_rows) */
 };
 
@@ -170,18 +176,27 @@ static int em_build(const struct em_opts *o, struct em_state *s) {
         s->g.head_dim = o->hd;
     }
 
-    /* without method options: every preset, then every built method no preset uses */
-    const struct vq_kv_opts *ko = &o->ko;
-    s->all = !vq_kv_opts_any_method(ko) && !(ko->ratequant > 0) && !ko->n_k_bpl && !ko->n_v_bpl;
+    /* without method options (or with --all): every named config of the library, then every
+     * built method none of them uses */
+    const struct vq_kv_spec *ks = &o->ko.s;
+    s->all = o->all || (!vq_kv_opts_any_method(&o->ko) && !(ks->ratequant > 0) && !ks->n_k_bpl &&
+                        !ks->n_v_bpl);
+    s->n_named = vq_kv_preset_count();
     for (int m = 0; s->all && m < VQ_METHOD_COUNT; m++) {
         struct vq_method_info mi;
         if (vq_method_info_get((enum vq_method)m, &mi) != VQ_STATUS_OK || !mi.implemented) continue;
         int used = 0;
-        for (int i = 0; i < vq_kv_n_presets; i++)
-            used |= !strcmp(vq_kv_presets[i].km, mi.name) || !strcmp(vq_kv_presets[i].vm, mi.name);
+        struct vq_kv_preset_info pi;
+        for (int i = 0; vq_kv_preset_get(i, &pi) == VQ_STATUS_OK; i++) {
+            struct vq_kv_spec ps;
+            struct vq_codec_params kp, vp;
+            if (vq_kv_spec_parse(pi.name, &ps, NULL, 0) == VQ_STATUS_OK &&
+                vq_kv_spec_codecs(&ps, &kp, &vp, NULL, 0) == VQ_STATUS_OK)
+                used |= kp.method == (enum vq_method)m || vp.method == (enum vq_method)m;
+        }
         if (!used) s->extra[s->n_extra++] = (enum vq_method)m;
     }
-    s->n_rows = s->all ? vq_kv_n_presets + s->n_extra : 1;
+    s->n_rows = s->all ? s->n_named + s->n_extra : 1;
     s->rows = calloc((size_t)s->n_rows, sizeof *s->rows);
     if (!s->rows) {
         fprintf(stderr, "%s: out of memory\n", CMD);
@@ -197,57 +212,66 @@ static int em_run_row(const struct em_opts *o, struct em_state *s, int i) {
     const struct vq_kv_opts *uo = &o->ko; /* the user's options */
     struct vq_kv_opts ko = *uo;
     if (s->all) {
-        if (i < vq_kv_n_presets) {
-            vq_kv_opts_from_name(vq_kv_presets[i].name, &ko);
+        vq_kv_opts_init(&ko);
+        struct vq_kv_preset_info pi;
+        if (i < s->n_named) {
+            vq_kv_preset_get(i, &pi);
+            vq_kv_spec_parse(pi.name, &ko.s, NULL, 0);
         } else {
-            vq_kv_opts_init(&ko);
-            ko.has_method = 1;
-            ko.method = s->extra[i - vq_kv_n_presets];
+            ko.s.has_method = 1;
+            ko.s.method = s->extra[i - s->n_named];
         }
-        /* keep the user's method options (group size, window, ...) */
-        ko.group_size = uo->group_size;
-        ko.residual_length = uo->residual_length;
-        ko.n_sink_tokens = uo->n_sink_tokens;
-        ko.jl_dim = uo->jl_dim;
-        ko.has_seed = uo->has_seed;
-        ko.seed = uo->seed;
-        ko.fp16_first = uo->fp16_first;
-        ko.fp16_last = uo->fp16_last;
-        ko.calib_tokens = uo->calib_tokens;
+        /* keep the user's codec options (group size, window, ...) */
+        const struct vq_kv_spec *us = &uo->s;
+        if (us->group_size >= 0) ko.s.group_size = us->group_size;
+        if (us->residual_length >= 0) ko.s.residual_length = us->residual_length;
+        if (us->n_sink_tokens >= 0) ko.s.n_sink_tokens = us->n_sink_tokens;
+        if (us->jl_dim >= 0) ko.s.jl_dim = us->jl_dim;
+        if (us->has_seed) ko.s.has_seed = 1, ko.s.seed = us->seed;
+        if (us->fp16_first || us->fp16_last)
+            ko.s.fp16_first = us->fp16_first, ko.s.fp16_last = us->fp16_last;
+        ko.s.calib_tokens = us->calib_tokens;
     }
-    if (!vq_kv_opts_resolve(CMD, &ko, &r->k, &r->v)) return 0;
-    vq_kv_config_name_opts(&ko, &r->k, &r->v, r->name, sizeof r->name);
+    struct vq_cache_params p;
+    if (!s->all && !vq_kv_opts_prepare(CMD, &ko, &p, r->name, sizeof r->name)) return 0;
+    if (s->all && vq_kv_spec_name(&ko.s, r->name, sizeof r->name) < 0) r->name[0] = 0;
     const struct vq_kv_geometry *g = &s->g;
-    struct vq_cache_params p = vq_cache_params_default();
-    p.n_layers = g->n_layers;
-    p.n_kv_heads = g->n_kv_heads;
-    p.head_dim = g->head_dim;
-    p.page_tokens = o->page;
-    p.layer_window = s->layer_window;
-    p.key = r->k;
-    p.value = r->v;
-    vq_kv_opts_apply_cache(&ko, &p); /* outlier modifiers (in the name already) */
-    r->n_ot = p.outlier_token_k > 0.0f ? (int64_t)llround(o->ot_frac * (double)o->ctx) : 0;
-    r->why = vq_kv_modifier_error(&p);
-    /* per-layer bits / fp16 edge layers; RateQuant reads (single config: builds) the
-     * model's sensitivities, so that the estimate uses the allocation a run would use */
+    /* the whole config for the geometry; RateQuant reads (single config: builds) the model's
+     * sensitivities, so that the estimate uses the allocation a run would use */
     struct vq_kv_layers kl;
-    if (!s->all && !o->model && ko.ratequant > 0)
+    if (!s->all && !o->model && ko.s.ratequant > 0)
         fprintf(stderr,
                 "%s: --ratequant without -m: equal layer sensitivities (exact bytes when "
                 "they are linear in bits, e.g. turboquant_mse)\n",
                 CMD);
-    const int la = vq_kv_layers_apply(CMD, &ko, o->model, NULL, g->n_layers, g->head_dim, &p, &kl,
-                                      s->all     ? VQ_KV_QUIET | VQ_KV_EQUAL_WEIGHTS
-                                      : o->model ? 0
-                                                 : VQ_KV_EQUAL_WEIGHTS);
+    int la;
+    if (s->all) { /* listing: failures go into the row, equal RateQuant weights */
+        double w[VQ_KV_MAX_LAYERS];
+        for (int l = 0; l < VQ_KV_MAX_LAYERS; l++) w[l] = 1.0;
+        const vq_status cs = vq_kv_spec_cache_params(&ko.s, g->n_layers, g->n_kv_heads, g->head_dim,
+                                                     w, &p, &kl, r->err, sizeof r->err);
+        la = cs == VQ_STATUS_OK ? 1 : cs == VQ_STATUS_NO_MEMORY ? -1 : 2;
+        if (la != 1) vq_kv_layers_free(&kl);
+        if (la == 2) r->why = r->err;
+        if (la != 1) /* the codecs as far as they resolve, for the row's columns */
+            vq_kv_spec_codecs(&ko.s, &p.key, &p.value, NULL, 0);
+    } else {
+        la = vq_kv_opts_build(CMD, &ko, o->model, NULL, g->n_layers, g->n_kv_heads, g->head_dim, &p,
+                              &kl, NULL, o->model ? 0 : VQ_KV_EQUAL_WEIGHTS);
+    }
+    r->k = p.key;
+    r->v = p.value;
+    p.page_tokens = o->page;
+    p.layer_window = s->layer_window;
+    r->n_ot = p.outlier_token_k > 0.0f ? (int64_t)llround(o->ot_frac * (double)o->ctx) : 0;
     if (la == 1) {
-        r->st = r->why ? VQ_STATUS_UNSUPPORTED
-                       : vq_kv_estimate_outliers(&p, o->ctx, r->n_ot, &r->m);
+        r->st = vq_kv_estimate_outliers(&p, o->ctx, r->n_ot, &r->m);
         vq_kv_layers_free(&kl);
     } else {
-        r->st = la == 0 ? VQ_STATUS_INVALID_ARG : VQ_STATUS_NOT_FOUND;
-        r->printed = la == 0; /* vq_kv_layers_apply said why */
+        r->st = la == 2 ? VQ_STATUS_UNSUPPORTED
+              : la == 0 ? VQ_STATUS_INVALID_ARG
+                        : VQ_STATUS_NOT_FOUND;
+        r->printed = la == 0; /* vq_kv_opts_build said why */
     }
     if (r->st != VQ_STATUS_OK) s->n_bad++;
     return 1;

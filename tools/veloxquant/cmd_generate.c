@@ -40,7 +40,7 @@ struct gen_opts {
     int observe_queries;
     struct vq_kv_opts kv;         /* every KV option (kvconfig.h), as in perplexity and sweep */
     struct vq_cache_params cache; /* the KV config resolved from kv (codecs, modifiers) */
-    char kv_name[96];             /* its config label, as perplexity / sweep name it */
+    char kv_name[256];            /* its canonical name (vq_kv_spec_name) */
 };
 
 static void usage(FILE *f) {
@@ -244,10 +244,7 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
         return 0;
     }
     /* the KV config, resolved as every KV command does (kvconfig.h) */
-    o->cache = vq_cache_params_default();
-    if (!vq_kv_opts_resolve(cmd, &o->kv, &o->cache.key, &o->cache.value)) return 0;
-    vq_kv_opts_apply_cache(&o->kv, &o->cache); /* outlier modifiers */
-    vq_kv_config_name_opts(&o->kv, &o->cache.key, &o->cache.value, o->kv_name, sizeof o->kv_name);
+    if (!vq_kv_opts_prepare(cmd, &o->kv, &o->cache, o->kv_name, sizeof o->kv_name)) return 0;
     if (o->kv.print_config) return 2;
     if (!o->prompt && !o->file) {
         fprintf(stderr, "%s: give a prompt with -p TEXT or -f FILE\n", cmd);
@@ -519,24 +516,11 @@ static int gen_build_ctx(const struct gen_opts *o, struct gen_state *g) {
     cp.f32_activations = o->f32_act;
     cp.timings = o->timings;
     cp.isa = o->isa;
-    cp.cache.key = o->cache.key;
-    cp.cache.value = o->cache.value;
+    const int la = vq_kv_opts_build("generate", &o->kv, o->model, g->m, I->n_layers, I->n_kv_heads,
+                                    I->head_dim, &cp.cache, &g->layers, g->calib_owned, 0);
+    if (la != 1) return la == 0 ? 2 : 1;
     cp.cache.key.isa = o->isa;
     cp.cache.value.isa = o->isa;
-    const int la = vq_kv_layers_apply("generate", &o->kv, o->model, g->m, I->n_layers, I->head_dim,
-                                      &cp.cache, &g->layers, 0);
-    if (la != 1) return la == 0 ? 2 : 1;
-    vq_kv_opts_apply_cache(&o->kv, &cp.cache); /* outlier modifiers */
-    struct vq_cache_params mc = cp.cache;
-    mc.head_dim = I->head_dim;
-    const char *why = vq_kv_modifier_error(&mc);
-    if (why) {
-        fprintf(stderr, "generate: %s\n", why);
-        return 2;
-    }
-    if (!vq_cli_attach_calib("generate", o->model, &cp.cache, I->n_layers, I->head_dim,
-                             g->calib_owned))
-        return 1;
     g->ctx = vq_ctx_create(g->m, &cp, &st);
     if (!g->ctx) {
         fprintf(stderr, "generate: %s\n", vq_engine_last_error());

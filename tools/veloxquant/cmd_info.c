@@ -182,8 +182,12 @@ static int info_parse(int argc, char **argv, struct info_opts *o) {
         fprintf(stderr, "%s: give a GGUF file (veloxquant info MODEL)\n", cmd);
         return 0;
     }
-    if (!vq_kv_opts_resolve(cmd, &o->ko, &o->cp, &o->vcp)) return 0;
-    if (o->ko.bits && !o->method_set) {
+    char err[256];
+    if (vq_kv_spec_codecs(&o->ko.s, &o->cp, &o->vcp, err, sizeof err) != VQ_STATUS_OK) {
+        fprintf(stderr, "%s: %s\n", cmd, err);
+        return 0;
+    }
+    if (o->ko.s.bits && !o->method_set) {
         fprintf(stderr, "%s: --bits needs --method\n", cmd);
         return 0;
     }

@@ -11,6 +11,26 @@
 
 /* ctx of the bits/elem listed for the --kv presets (the acceptance protocol's) */
 #define VQ_TIER_CTX 2048
+/* KIVI keys wait in fp16 until a group of G tokens is full, so their bytes depend on ctx mod G
+ * (G <= 256): the mean is taken over the contexts ctx - 255 .. ctx */
+#define VQ_TIER_CYCLE 256
+
+/* Exact bits/elem of the preset named name on the default model's geometry (SmolLM2-135M: 30
+ * layers x 3 kv heads x head_dim 64) at ctx (*bits) and averaged over VQ_TIER_CYCLE contexts
+ * ending at ctx (*mean_bits), through the library's vq_kv_spec_bits_per_elem. 1 ok. */
+static int tier_bits(const char *name, int64_t ctx, double *bits, double *mean_bits) {
+    struct vq_kv_spec s;
+    if (vq_kv_spec_parse(name, &s, NULL, 0) != VQ_STATUS_OK ||
+        vq_kv_spec_bits_per_elem(&s, 30, 3, 64, ctx, bits) != VQ_STATUS_OK)
+        return 0;
+    double sum = 0, b;
+    for (int64_t c = ctx - VQ_TIER_CYCLE + 1; c <= ctx; c++) {
+        if (vq_kv_spec_bits_per_elem(&s, 30, 3, 64, c, &b) != VQ_STATUS_OK) return 0;
+        sum += b;
+    }
+    *mean_bits = sum / VQ_TIER_CYCLE;
+    return 1;
+}
 
 /* Methods of the design that have no codec in this build yet, and the cache-level modifiers
  * (README "Methods"). */
@@ -125,21 +145,24 @@ int vq_cmd_methods(int argc, char **argv) {
             }
             cJSON_AddItemToArray(arr, o);
         }
-        for (int i = 0; i < vq_kv_n_tiers; i++) {
+        struct vq_kv_preset_info pi;
+        for (int i = 0; vq_kv_preset_get(i, &pi) == VQ_STATUS_OK; i++) {
+            if (!pi.tier) continue;
             double b = 0, mb = 0;
-            if (!vq_kv_tier_bits(&vq_kv_tiers[i], VQ_TIER_CTX, &b, &mb)) return 1;
+            if (!tier_bits(pi.name, VQ_TIER_CTX, &b, &mb)) return 1;
             cJSON *o = cJSON_CreateObject();
-            cJSON_AddStringToObject(o, "name", vq_kv_tiers[i].name);
+            cJSON_AddStringToObject(o, "name", pi.name);
             cJSON_AddStringToObject(o, "params", "preset: --kv NAME");
             char bs[32];
             snprintf(bs, sizeof bs, "%.4f", b);
             cJSON_AddStringToObject(o, "bits_per_elem", bs);
             cJSON_AddBoolToObject(o, "needs_calibration", 0);
-            cJSON_AddStringToObject(o, "config", vq_kv_tiers[i].config);
+            cJSON_AddStringToObject(o, "config", pi.config);
+            cJSON_AddStringToObject(o, "description", pi.description);
             cJSON_AddNumberToObject(o, "bits_per_elem_value", b);
             cJSON_AddNumberToObject(o, "bits_per_elem_mean", mb);
             cJSON_AddNumberToObject(o, "bits_ctx", VQ_TIER_CTX);
-            cJSON_AddNumberToObject(o, "max_bits", vq_kv_tiers[i].max_bits);
+            cJSON_AddNumberToObject(o, "max_bits", pi.max_bits);
             cJSON_AddBoolToObject(o, "implemented", 1);
             cJSON_AddItemToArray(arr, o);
         }
@@ -166,13 +189,14 @@ int vq_cmd_methods(int argc, char **argv) {
         "bits/elem of K\nand V together incl. side data and windows (SmolLM2-135M "
         "geometry) at ctx %d and averaged\nover ctx %d..%d (KIVI keys wait in fp16 until "
         "a group is full):\n",
-        VQ_TIER_CTX, VQ_TIER_CTX - VQ_KV_TIER_CYCLE + 1, VQ_TIER_CTX);
+        VQ_TIER_CTX, VQ_TIER_CTX - VQ_TIER_CYCLE + 1, VQ_TIER_CTX);
     printf("  %-4s %-6s %9s %9s  %s\n", "name", "budget", "at ctx", "mean", "config");
-    for (int i = 0; i < vq_kv_n_tiers; i++) {
+    struct vq_kv_preset_info pi;
+    for (int i = 0; vq_kv_preset_get(i, &pi) == VQ_STATUS_OK; i++) {
+        if (!pi.tier) continue;
         double b = 0, mb = 0;
-        if (!vq_kv_tier_bits(&vq_kv_tiers[i], VQ_TIER_CTX, &b, &mb)) return 1;
-        printf("  %-4s <= %-3g %9.4f %9.4f  %s\n", vq_kv_tiers[i].name, vq_kv_tiers[i].max_bits, b,
-               mb, vq_kv_tiers[i].config);
+        if (!tier_bits(pi.name, VQ_TIER_CTX, &b, &mb)) return 1;
+        printf("  %-4s <= %-3g %9.4f %9.4f  %s\n", pi.name, pi.max_bits, b, mb, pi.config);
     }
     return 0;
 }

@@ -116,7 +116,7 @@ struct ppl_state {
     struct vq_eval_model em;
     int have_model;
     struct vq_ppl_params pp;
-    char name[96];                 /* config label */
+    char name[256];                /* config label (vq_kv_spec_name) */
     vq_calib_data *calib_owned[2]; /* vecinfer / spectral artifacts */
     struct vq_kv_layers kl;        /* per-layer bits (lists, RateQuant), fp16 edge layers */
 };
@@ -162,17 +162,14 @@ static int ppl_build(const struct ppl_opts *o, struct ppl_state *s) {
     vq_cli_warn_wait_policy(CMD, o->threads);
     pp->top_k = o->top_k;
     pp->f32_activations = o->f32act;
-    if (!vq_kv_opts_resolve(CMD, &o->ko, &pp->cache.key, &pp->cache.value)) return 2;
-    vq_kv_opts_apply_cache(&o->ko, &pp->cache); /* outlier modifiers */
-    vq_kv_config_name_opts(&o->ko, &pp->cache.key, &pp->cache.value, s->name, sizeof s->name);
+    if (!vq_kv_opts_prepare(CMD, &o->ko, &pp->cache, s->name, sizeof s->name)) return 2;
     if (o->ko.print_config) return 0;
     if (!vq_eval_model_open(CMD, o->model, &s->em)) return 1;
     s->have_model = 1;
-    const int n_layers = s->em.info->n_layers, d = s->em.info->head_dim;
-    const int la = vq_kv_layers_apply(CMD, &o->ko, o->model, s->em.m, n_layers, d, &pp->cache,
-                                      &s->kl, 0);
+    const struct vq_model_info *I = s->em.info;
+    const int la = vq_kv_opts_build(CMD, &o->ko, o->model, s->em.m, I->n_layers, I->n_kv_heads,
+                                    I->head_dim, &pp->cache, &s->kl, s->calib_owned, 0);
     if (la != 1) return la == 0 ? 2 : 1;
-    if (!vq_cli_attach_calib(CMD, o->model, &pp->cache, n_layers, d, s->calib_owned)) return 1;
     return ppl_check_config(s) ? 0 : 2;
 }
 
@@ -239,13 +236,13 @@ static void ppl_json_layers(cJSON *o, const struct ppl_state *s) {
     for (int l = 0; l < n; l++) {
         const int edge = l < cp->fp16_first_layers || l >= n - cp->fp16_last_layers;
         cJSON_AddItemToArray(kb,
-                             cJSON_CreateNumber(edge           ? 16
-                                                : s->kl.k_bits ? s->kl.k_bits[l]
-                                                               : vq_codec_params_bits(&cp->key)));
-        cJSON_AddItemToArray(vb,
-                             cJSON_CreateNumber(edge           ? 16
-                                                : s->kl.v_bits ? s->kl.v_bits[l]
-                                                               : vq_codec_params_bits(&cp->value)));
+                             cJSON_CreateNumber(edge             ? 16
+                                                : s->kl.key_bits ? s->kl.key_bits[l]
+                                                                 : vq_codec_params_bits(&cp->key)));
+        cJSON_AddItemToArray(
+            vb, cJSON_CreateNumber(edge               ? 16
+                                   : s->kl.value_bits ? s->kl.value_bits[l]
+                                                      : vq_codec_params_bits(&cp->value)));
     }
 }
 
@@ -261,9 +258,9 @@ static void ppl_report_json(const struct ppl_opts *o, const struct ppl_state *s,
     cJSON_AddStringToObject(j, "v_method", vq_method_name(cp->value.method));
     cJSON_AddNumberToObject(j, "k_bits", vq_codec_params_bits(&cp->key));
     cJSON_AddNumberToObject(j, "v_bits", vq_codec_params_bits(&cp->value));
-    if (s->kl.k_bits || s->kl.v_bits || cp->fp16_first_layers || cp->fp16_last_layers)
+    if (s->kl.key_bits || s->kl.value_bits || cp->fp16_first_layers || cp->fp16_last_layers)
         ppl_json_layers(j, s);
-    if (s->kl.rq_mean > 0) cJSON_AddNumberToObject(j, "ratequant", s->kl.rq_mean);
+    if (s->kl.ratequant_mean > 0) cJSON_AddNumberToObject(j, "ratequant", s->kl.ratequant_mean);
     cJSON_AddNumberToObject(j, "ctx", o->ctx);
     cJSON_AddStringToObject(j, "activations", o->f32act ? "f32" : "int8");
     cJSON_AddNumberToObject(j, "chunks", res->n_chunks);

@@ -71,9 +71,10 @@ static void usage(FILE *f) {
         "  -h, --help            this help\n",
         vq_probe_n_prompts);
     fputs("\nKV options:\n" VQ_KV_HELP, f);
-    fprintf(f, "\npresets:");
-    for (int i = 0; i < vq_kv_n_presets; i++)
-        fprintf(f, "%s%s", i % 6 ? " " : "\n  ", vq_kv_presets[i].name);
+    fprintf(f, "\nnamed configs (the default --configs all):");
+    struct vq_kv_preset_info pi;
+    for (int i = 0; vq_kv_preset_get(i, &pi) == VQ_STATUS_OK; i++)
+        fprintf(f, "%s%s", i % 6 ? " " : "\n  ", pi.name);
     fprintf(f, "\n");
 }
 
@@ -222,9 +223,8 @@ static int srun_parse(int argc, char **argv, struct srun_opts *o) {
     o->pp.ctx = o->ctx;
     o->pp.n_chunks = o->chunks;
     o->pp.n_threads = o->threads;
-    if (!vq_kv_opts_resolve(C, &o->ko, &o->pp.cache.key, &o->pp.cache.value)) return 0;
-    vq_kv_opts_apply_cache(&o->ko, &o->pp.cache); /* outlier modifiers */
-    return 1;
+    char label[256];
+    return vq_kv_opts_prepare(C, &o->ko, &o->pp.cache, label, sizeof label);
 }
 
 /* Everything a sweep-run holds; srun_free releases it once srun_build_model succeeded. */
@@ -264,17 +264,12 @@ static int srun_build_model(const struct srun_opts *o, struct srun_state *s) {
     static const char *C = "sweep-run";
     s->pp = o->pp;
     if (!vq_eval_model_open(C, o->model, &s->em)) return 1;
-    const int la = vq_kv_layers_apply(C, &o->ko, o->model, s->em.m, s->em.info->n_layers,
-                                      s->em.info->head_dim, &s->pp.cache, &s->kl, 0);
+    const struct vq_model_info *I = s->em.info;
+    const int la = vq_kv_opts_build(C, &o->ko, o->model, s->em.m, I->n_layers, I->n_kv_heads,
+                                    I->head_dim, &s->pp.cache, &s->kl, s->calib_owned, 0);
     if (la != 1) {
         vq_eval_model_close(&s->em);
         return la == 0 ? 2 : 1;
-    }
-    if (!vq_cli_attach_calib(C, o->model, &s->pp.cache, s->em.info->n_layers, s->em.info->head_dim,
-                             s->calib_owned)) {
-        vq_eval_model_close(&s->em);
-        vq_kv_layers_free(&s->kl);
-        return 1;
     }
     const int d = s->em.info->head_dim;
     s->kp = s->pp.cache.key;
@@ -491,9 +486,10 @@ struct sweep_opts {
     int n_configs;
     const char *dir, *text;
     int force, ctx, chunks, max_tokens, prompts, threads, timeout;
-    char *list;       /* owns the --configs tokens */
-    char extra[96];   /* the config spelled with KV options (--method ...), if any */
-    int print_config; /* --print-kv-config */
+    char *list;                   /* owns the --configs tokens */
+    char canon[MAX_CONFIGS][256]; /* canonical names of the --configs (vq_kv_spec_name) */
+    char extra[256];              /* the config spelled with KV options (--method ...), if any */
+    int print_config;             /* --print-kv-config */
 };
 
 static int mkdir_p(const char *path) {
@@ -601,7 +597,18 @@ struct child_args {
     int argc;
     char nums[8][32];
     char kvbuf[16][32];
+    char kvname[256];
 };
+
+/* 1 if the canonical name of ko names exactly its spec (the child then gets --kv NAME). */
+static int name_carries(const struct vq_kv_opts *ko, char *name, size_t cap) {
+    struct vq_kv_spec back, s = ko->s;
+    if (vq_kv_spec_name(&s, name, cap) < 0 ||
+        vq_kv_spec_parse(name, &back, NULL, 0) != VQ_STATUS_OK)
+        return 0;
+    back.preset = s.preset = 0;
+    return !memcmp(&back, &s, sizeof s);
+}
 
 static void child_args(struct child_args *a, const char *exe, const struct sweep_opts *o,
                        const char *model, const char *name, const struct vq_kv_opts *ko,
@@ -645,7 +652,12 @@ static void child_args(struct child_args *a, const char *exe, const struct sweep
         A(ref_probe);
     }
 #undef A
-    vq_kv_opts_to_argv(ko, a->argv, &a->argc, 62, a->kvbuf, 16);
+    if (name_carries(ko, a->kvname, sizeof a->kvname)) { /* the library's name for the config */
+        a->argv[a->argc++] = (char *)"--kv";
+        a->argv[a->argc++] = a->kvname;
+    } else { /* a config no name carries (explicit per-layer lists, --calib-tokens) */
+        vq_kv_opts_to_argv(ko, a->argv, &a->argc, 62, a->kvbuf, 16);
+    }
     a->argv[a->argc] = NULL;
 }
 
@@ -763,10 +775,10 @@ static int sweep_order(const struct sweep_opts *o, const struct sweep_paths *p,
 
 /* A row for config name that was not measured: its resolved config and the error text. */
 static void sweep_error_row(const char *name, const char *why, struct vq_result *e) {
-    struct vq_kv_opts ko;
+    struct vq_kv_spec ks;
     struct vq_codec_params kp, vp;
-    vq_kv_opts_from_name(name, &ko);
-    vq_kv_opts_resolve(CMD, &ko, &kp, &vp);
+    vq_kv_spec_parse(name, &ks, NULL, 0);
+    vq_kv_spec_codecs(&ks, &kp, &vp, NULL, 0);
     vq_kv_fill_result_config(name, &kp, &vp, &e->config);
     vq_str_set(&e->error, why);
 }
@@ -792,7 +804,8 @@ static int sweep_run_config(const struct sweep_opts *o, const char *exe, const c
                             struct vq_result *e) {
     char log[4200], err[512];
     struct vq_kv_opts ko;
-    vq_kv_opts_from_name(name, &ko);
+    vq_kv_opts_init(&ko);
+    vq_kv_spec_parse(name, &ko.s, NULL, 0);
     snprintf(log, sizeof log, "%s/%s.log", p->logdir, name);
     struct child_args ca;
     child_args(&ca, exe, o, model, name, &ko, p->tmpres, p->ref_logits, p->ref_probe, is_ref);
@@ -898,11 +911,10 @@ static void model_dir(const struct sweep_opts *o, int m, char *dir, size_t cap) 
  * one more config of the sweep: its name is its label, which must parse back to the same
  * options (results are keyed by it). 1 ok, 0 printed. */
 static int sweep_extra_config(const struct vq_kv_opts *ko, struct sweep_opts *o) {
-    struct vq_codec_params k, v;
-    if (!vq_kv_opts_resolve(CMD, ko, &k, &v)) return 0;
-    vq_kv_config_name_opts(ko, &k, &v, o->extra, sizeof o->extra);
-    struct vq_kv_opts back;
-    if (!vq_kv_opts_from_name(o->extra, &back)) {
+    struct vq_cache_params cp;
+    if (!vq_kv_opts_prepare(CMD, ko, &cp, o->extra, sizeof o->extra)) return 0;
+    struct vq_kv_spec back;
+    if (vq_kv_spec_parse(o->extra, &back, NULL, 0) != VQ_STATUS_OK) {
         fprintf(stderr,
                 "%s: the KV options give config '%s', which a config name cannot carry "
                 "(explicit per-layer lists); use `perplexity` for it\n",
@@ -984,23 +996,28 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
     }
     o->print_config = ko.print_config;
     if (!configs && !vq_kv_opts_given(&ko)) configs = "all";
-    if (configs && !strcmp(configs, "all")) {
-        for (int i = 0; i < vq_kv_n_presets; i++)
-            o->configs[o->n_configs++] = (char *)vq_kv_presets[i].name;
+    if (configs && !strcmp(configs, "all")) { /* every named config of the library */
+        struct vq_kv_preset_info pi;
+        for (int i = 0; vq_kv_preset_get(i, &pi) == VQ_STATUS_OK && i < MAX_CONFIGS - 1; i++)
+            o->configs[o->n_configs++] = (char *)pi.name;
     } else if (configs) {
         if (!(o->list = strdup(configs))) {
             fprintf(stderr, "%s: out of memory\n", CMD);
             return 0;
         }
         for (char *tok = strtok(o->list, ","); tok; tok = strtok(NULL, ",")) {
-            struct vq_kv_opts nko;
-            if (!vq_kv_opts_from_name(tok, &nko)) {
-                fprintf(stderr,
-                        "%s: --configs: '%s' is not a preset or METHOD-B / METHOD-kBvB / "
-                        "KMETHOD-B:VMETHOD-B\n",
-                        CMD, tok);
+            struct vq_kv_spec ks;
+            struct vq_codec_params kp, vp;
+            char err[256];
+            if (vq_kv_spec_parse(tok, &ks, err, sizeof err) != VQ_STATUS_OK ||
+                vq_kv_spec_codecs(&ks, &kp, &vp, err, sizeof err) != VQ_STATUS_OK) {
+                fprintf(stderr, "%s: --configs: %s\n", CMD, err);
                 return 0;
             }
+            /* results are keyed by the canonical name ("kivi-4:...+kc" is kv4) */
+            char *canon = o->canon[o->n_configs];
+            if (vq_kv_spec_name(&ks, canon, sizeof o->canon[0]) >= 0 && !strstr(canon, "bpl"))
+                tok = canon;
             int dup = 0;
             for (int i = 0; i < o->n_configs; i++) dup |= !strcmp(o->configs[i], tok);
             if (dup) continue;
@@ -1037,11 +1054,13 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
 static int sweep_print_configs(const struct sweep_opts *o) {
     for (int i = 0; i < o->n_configs; i++) {
         struct vq_kv_opts ko;
-        struct vq_cache_params cp = vq_cache_params_default();
-        vq_kv_opts_from_name(o->configs[i], &ko);
-        if (!vq_kv_opts_resolve(CMD, &ko, &cp.key, &cp.value)) return 2;
-        vq_kv_opts_apply_cache(&ko, &cp);
-        if (vq_kv_print_config(o->configs[i], &cp)) return 1;
+        struct vq_cache_params cp;
+        char name[256];
+        vq_kv_opts_init(&ko);
+        if (vq_kv_spec_parse(o->configs[i], &ko.s, NULL, 0) != VQ_STATUS_OK ||
+            !vq_kv_opts_prepare(CMD, &ko, &cp, name, sizeof name))
+            return 2;
+        if (vq_kv_print_config(name, &cp)) return 1;
     }
     return 0;
 }
