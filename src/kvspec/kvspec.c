@@ -21,21 +21,21 @@ struct named {
     int tier;
 };
 
-/* kv5, kv4, kv3: KIVI keys with per-channel widths learned from the first 64 tokens
+/* The presets' ratios against fp16 are their bits/elem on SmolLM2-135M at ctx 2048
+ * (`veloxquant methods`). kv5, kv4, kv3: KIVI keys with per-channel widths learned from the first 64 tokens
  * (docs/ALGORITHMS.md §8.8) and rotated values, mean 5 / 4 / 3 bits; kv2: the same at mean 2
  * with 0-bit channels allowed (+kcz); kv5..kv2 attend to the first token (the attention sink)
  * from fp16 rows (§8.9). fp16 (the baseline) comes first, the named sweep configurations
  * after the presets. */
 static const struct named g_named[] = {
     {"fp16", "fp16:fp16", "fp16 keys and values (the baseline, llama.cpp-exact)", 0, 0},
-    {"kv8", "int8", "8-bit: int8 keys and values, near lossless", 8.5, 1},
-    {"kv5", "kivi-5:turboquant_mse-5+g64+res0+s1+kc", "5-bit: ~3.2x smaller than fp16", 5.5, 1},
-    {"kv4", "kivi-4:turboquant_mse-4+g64+res0+s1+kc", "4-bit: ~3.9x smaller, the default choice",
-     4.5, 1},
-    {"kv3", "kivi-3:turboquant_mse-3+g64+res0+s1+kc", "3-bit: ~5x smaller, small quality cost", 3.5,
-     1},
-    {"kv2", "kivi-2:turboquant_mse-2+g64+res0+s1+kcz", "2-bit: ~7x smaller, visible quality cost",
-     2.5, 1},
+    {"kv8", "int8", "int8 keys and values: 1.9x smaller than fp16, the closest to it", 8.5, 1},
+    {"kv5", "kivi-5:turboquant_mse-5+g64+res0+s1+kc", "5 bits: 3.0x smaller than fp16", 5.5, 1},
+    {"kv4", "kivi-4:turboquant_mse-4+g64+res0+s1+kc",
+     "4 bits: 3.6x smaller than fp16, the default choice", 4.5, 1},
+    {"kv3", "kivi-3:turboquant_mse-3+g64+res0+s1+kc", "3 bits: 4.7x smaller than fp16", 3.5, 1},
+    {"kv2", "kivi-2:turboquant_mse-2+g64+res0+s1+kcz",
+     "2 bits: 6.7x smaller than fp16, the largest quality cost", 2.5, 1},
     {"turboquant_mse-4", "turboquant_mse-4:turboquant_mse-4", "TurboQuant MSE, 4 bits", 0, 0},
     {"turboquant_mse-3", "turboquant_mse-3:turboquant_mse-3", "TurboQuant MSE, 3 bits", 0, 0},
     {"turboquant_mse-2", "turboquant_mse-2:turboquant_mse-2", "TurboQuant MSE, 2 bits", 0, 0},

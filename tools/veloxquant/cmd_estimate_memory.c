@@ -129,6 +129,7 @@ static int em_parse(int argc, char **argv, struct em_opts *o) {
         fprintf(stderr, "%s: unexpected argument '%s'\n", CMD, argv[optind]);
         return 0;
     }
+    if (o->ko.print_config) return 1; /* the config alone: no geometry or ctx needed */
     if (o->ctx < 0) {
         fprintf(stderr, "%s: -c/--ctx is required\n", CMD);
         return 0;
@@ -398,6 +399,12 @@ int vq_cmd_estimate_memory(int argc, char **argv) {
     const int pr = em_parse(argc, argv, &o);
     if (pr < 0) return 0;
     if (!pr) return 2;
+    if (o.ko.print_config) {
+        struct vq_cache_params cp;
+        char name[256];
+        if (!vq_kv_opts_prepare(CMD, &o.ko, &cp, name, sizeof name)) return 2;
+        return vq_kv_print_config(name, &cp);
+    }
     struct em_state s;
     int rc = em_build(&o, &s);
     if (!rc) rc = em_run(&o, &s);

@@ -96,16 +96,19 @@ static const char *widths(const struct vq_method_info *mi, char *buf, size_t cap
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: veloxquant methods [--json]\n\n"
+            "usage: veloxquant methods [--json | --configs]\n\n"
             "Lists every KV-cache method with its parameters, the exact bits per element of its\n"
             "stored codes (d = head_dim), whether it needs calibration, and whether this build\n"
-            "implements it.\n");
+            "implements it, then the kv presets. --configs lists every named config the\n"
+            "library knows (`--kv NAME`, `sweep --configs`): name, what it stands for, and a\n"
+            "line on what it is for.\n");
 }
 
 int vq_cmd_methods(int argc, char **argv) {
-    int json = 0;
+    int json = 0, configs = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--json")) json = 1;
+        else if (!strcmp(argv[i], "--configs")) configs = 1;
         else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
             usage(stdout);
             return 0;
@@ -114,6 +117,12 @@ int vq_cmd_methods(int argc, char **argv) {
             usage(stderr);
             return 2;
         }
+    }
+    if (configs) { /* the library's named configs, one per line */
+        struct vq_kv_preset_info pi;
+        for (int i = 0; vq_kv_preset_get(i, &pi) == VQ_STATUS_OK; i++)
+            printf("%-22s %-42s %s\n", pi.name, pi.config, pi.description);
+        return 0;
     }
     struct vq_method_info all[VQ_METHOD_COUNT + sizeof planned / sizeof planned[0]];
     int n = 0;
