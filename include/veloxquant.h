@@ -116,6 +116,10 @@ VQ_API enum vq_isa vq_isa_default(void);
 VQ_API int vq_isa_available(enum vq_isa isa);
 /* Returns "scalar", "avx2", "avx512" or "auto". */
 VQ_API const char *vq_isa_name(enum vq_isa isa);
+/* The threads a call given n_threads runs on: n_threads when > 0, else the OpenMP default
+ * (omp_get_max_threads(): OMP_NUM_THREADS or the cores), 1 in a build without OpenMP. What the
+ * cache and the engine use for n_threads = 0, so tools print and record what ran. Thread-safe. */
+VQ_API int vq_threads_resolve(int n_threads);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Methods and codecs.                                                                       */

@@ -196,6 +196,11 @@ VQ_API vq_status vq_ctx_truncate(vq_ctx *c, int64_t n);
 VQ_API const vq_cache *vq_ctx_cache(const vq_ctx *c);
 /* The cache parameters actually used (geometry filled in). */
 VQ_API const struct vq_cache_params *vq_ctx_cache_params(const vq_ctx *c);
+/* Threads the context runs on (vq_ctx_params.n_threads resolved: vq_threads_resolve). */
+VQ_API int vq_ctx_n_threads(const vq_ctx *c);
+/* Kernel variant the context runs (vq_ctx_params.isa resolved: AUTO is vq_isa_default(), which
+ * honours $VQ_ISA; an explicit variant this CPU lacks falls back to scalar). */
+VQ_API enum vq_isa vq_ctx_isa(const vq_ctx *c);
 /* Bytes the context allocated for activations and scratch (excluding the cache). */
 VQ_API size_t vq_ctx_scratch_bytes(const vq_ctx *c);
 

@@ -2,6 +2,9 @@
  * monotonic clock. The only mutable global state of the library: the detected features and the
  * default variant, computed once under pthread_once. */
 #include <pthread.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -112,6 +115,15 @@ const char *vq_isa_name(enum vq_isa isa) {
 enum vq_isa vq_isa_resolve(enum vq_isa want) {
     if (want == VQ_ISA_AUTO) return vq_isa_default();
     return vq_isa_available(want) ? want : VQ_ISA_SCALAR;
+}
+
+int vq_threads_resolve(int n_threads) {
+    if (n_threads > 0) return n_threads;
+#ifdef _OPENMP
+    return omp_get_max_threads();
+#else
+    return 1;
+#endif
 }
 
 double vq_clock_s(void) {

@@ -126,11 +126,7 @@ vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_statu
     c->m = m;
     c->p = *p;
     if (c->p.n_batch > c->p.n_ctx) c->p.n_batch = (int)c->p.n_ctx;
-#ifdef _OPENMP
-    c->n_threads = p->n_threads > 0 ? p->n_threads : omp_get_max_threads();
-#else
-    c->n_threads = 1;
-#endif
+    c->n_threads = vq_threads_resolve(p->n_threads);
     c->p.n_threads = c->n_threads;
 
     c->p.cache.n_layers = I->n_layers;
@@ -218,6 +214,8 @@ void vq_ctx_set_layer_hook(vq_ctx *c, vq_layer_hook_fn fn, void *user) {
 void *vq_ctx_layer_hook_user(const vq_ctx *c) { return c ? c->hook_user : NULL; }
 const struct vq_cache_params *vq_ctx_cache_params(const vq_ctx *c) { return &c->p.cache; }
 size_t vq_ctx_scratch_bytes(const vq_ctx *c) { return c->scratch_bytes; }
+int vq_ctx_n_threads(const vq_ctx *c) { return c->n_threads; }
+enum vq_isa vq_ctx_isa(const vq_ctx *c) { return vq_isa_resolve(c->p.isa); }
 
 void vq_ctx_get_timings(const vq_ctx *c, struct vq_ctx_timings *t) { *t = c->tm; }
 void vq_ctx_reset_timings(vq_ctx *c) { memset(&c->tm, 0, sizeof c->tm); }

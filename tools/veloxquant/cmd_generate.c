@@ -729,14 +729,13 @@ static void gen_report(const struct gen_opts *o, const struct gen_state *g,
     double dec_tps = r->t_decode > 0 && r->n_dec_evals > 0 ? (double)r->n_dec_evals / r->t_decode
                                                            : 0;
     const struct vq_cache_params *cpp = vq_ctx_cache_params(g->ctx);
-    int threads = o->threads;
-    if (!threads) threads = (int)sysconf(_SC_NPROCESSORS_ONLN);
+    const int threads = vq_ctx_n_threads(g->ctx); /* what ran */
     if (!o->json) {
         char kl[64], vl[64];
         vq_codec_params_label(&cpp->key, kl, sizeof kl);
         vq_codec_params_label(&cpp->value, vl, sizeof vl);
-        fprintf(stderr, "\n--- %s | K %s | V %s | ctx %ld | threads %d\n", I->arch, kl, vl,
-                o->n_ctx, threads);
+        fprintf(stderr, "\n--- %s | %s: K %s | V %s | ctx %ld | threads %d | %s\n", I->arch,
+                o->kv_name, kl, vl, o->n_ctx, threads, vq_isa_name(vq_ctx_isa(g->ctx)));
         if (o->depth)
             fprintf(stderr, "prefill: %lld tokens after a depth of %ld untimed ones, %.1f tok/s\n",
                     (long long)n_timed, o->depth, pre_tps);
@@ -760,6 +759,7 @@ static void gen_report(const struct gen_opts *o, const struct gen_state *g,
     add_codec_json(js, "v", &cpp->value);
     cJSON_AddNumberToObject(js, "n_ctx", (double)o->n_ctx);
     cJSON_AddNumberToObject(js, "threads", threads);
+    cJSON_AddStringToObject(js, "isa", vq_isa_name(vq_ctx_isa(g->ctx)));
     cJSON_AddStringToObject(js, "activations", o->f32_act ? "f32" : "int8");
     cJSON_AddNumberToObject(js, "seed", (double)o->seed);
     cJSON_AddNumberToObject(js, "kv_seed", (double)cpp->key.seed);

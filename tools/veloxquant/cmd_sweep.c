@@ -430,7 +430,7 @@ static int srun_report(const struct srun_opts *o, struct srun_state *s) {
     struct vq_results r;
     vq_results_init(&r);
     vq_results_stamp_time(&r);
-    vq_results_fill_hardware(&r, o->threads);
+    vq_results_fill_hardware(&r, vq_threads_resolve(o->threads));
     snprintf(r.git_commit, sizeof r.git_commit, "unknown");
     vq_str_set(&r.model.file, o->model);
     snprintf(r.model.arch, sizeof r.model.arch, "%s", em->info->arch);
@@ -686,7 +686,7 @@ static void sweep_header(const struct sweep_opts *o, const char *exe, const char
                          const struct vq_kv_geometry *geo, const char *sha, struct vq_results *r) {
     vq_results_stamp_time(r);
     git_commit(exe, r->git_commit, sizeof r->git_commit);
-    vq_results_fill_hardware(r, o->threads > 0 ? o->threads : (int)sysconf(_SC_NPROCESSORS_ONLN));
+    vq_results_fill_hardware(r, vq_threads_resolve(o->threads)); /* what the children run */
     vq_str_set(&r->model.file, model);
     memcpy(r->model.sha256, sha, sizeof r->model.sha256);
     snprintf(r->model.arch, sizeof r->model.arch, "%s", geo->arch);
