@@ -797,6 +797,25 @@ VQ_API vq_status vq_kv_spec_cache_params(const struct vq_kv_spec *s, int n_layer
 VQ_API vq_status vq_kv_spec_bits_per_elem(const struct vq_kv_spec *s, int n_layers, int n_kv_heads,
                                           int head_dim, int64_t n_tokens, double *bits);
 
+/* A cache of the named config kv for a geometry, in one call: vq_kv_spec_parse +
+ * vq_kv_spec_cache_params (no layer weights: RateQuant names are refused; calibrated methods
+ * run on their data-free fallback unless calibration is attached the long way) +
+ * vq_cache_create with max_tokens and n_threads (0 = vq_threads_resolve's default). Returns
+ * NULL with *st (INVALID_ARG with the reason in err, or vq_cache_create's status). Configs
+ * whose keys learn from queries (key_channel_bits, key_scales = 2, as kv5..kv2 do) are best
+ * shown the first batch's queries with vq_cache_observe_queries before its first append.
+ * Caller-owned (vq_cache_free). */
+VQ_API vq_cache *vq_cache_create_kv(const char *kv, int n_layers, int n_kv_heads, int head_dim,
+                                    int64_t max_tokens, int n_threads, char *err, size_t cap,
+                                    vq_status *st);
+/* One side of the named config kv as a codec for vectors of head_dim: its key codec (role
+ * VQ_ROLE_KEY) or value codec (VQ_ROLE_VALUE), as vq_kv_spec_codecs resolves it (cache-level
+ * modifiers such as sinks, windows or key channel widths do not apply to a lone codec).
+ * Returns NULL with *st (INVALID_ARG with the reason in err, or vq_codec_create's status).
+ * Caller-owned (vq_codec_free). */
+VQ_API vq_codec *vq_codec_create_kv(const char *kv, enum vq_role role, int head_dim, char *err,
+                                    size_t cap, vq_status *st);
+
 /* The named configurations. Presets (tier = 1) are the quality-per-bit choices "kv8" ...
  * "kv2": each the config with the lowest KL measured at <= max_bits bits/elem (K and V
  * together, side data included; docs/EVALUATION.md). The others (tier = 0) are fp16 (the

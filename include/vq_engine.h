@@ -174,6 +174,18 @@ VQ_API struct vq_ctx_params vq_ctx_params_default(void);
 VQ_API vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_status *st);
 /* Frees a context (NULL: no-op). */
 VQ_API void vq_ctx_free(vq_ctx *c);
+/* Creates a context whose KV cache is the named config kv ("kv4", "fp16", "turboquant_mse-3",
+ * any name vq_kv_spec_parse takes; NULL = p's own cache params): the spec is resolved for the
+ * model's geometry (vq_kv_spec_cache_params) and replaces p->cache (p's other fields are used
+ * as given; p may be NULL for the defaults). Configs that read calibration get it from the
+ * artifact cache (vq_calib_artifact_path) by the SHA-256 of the model file: vecinfer /
+ * spectral codebooks (vq_calib_attach), RateQuant layer sensitivities ("ratequant/<sha>/
+ * sens.vqcal"); the context owns what it loads. Returns NULL with *st = INVALID_ARG (unknown
+ * name, a width the method does not take, a config that does not fit the model: the message
+ * in vq_engine_last_error() names it), NOT_FOUND (calibration missing: run `veloxquant
+ * calibrate -m MODEL`), or vq_ctx_create's statuses. Caller-owned (vq_ctx_free). */
+VQ_API vq_ctx *vq_ctx_create_kv(const vq_model *m, const struct vq_ctx_params *p, const char *kv,
+                                vq_status *st);
 
 /* Runs n tokens (n >= 1) at positions n_past .. n_past+n-1 through the model, appending their
  * keys/values to the cache. logits (may be NULL): (n, n_vocab) when logits_all, else (n_vocab)

@@ -29,6 +29,7 @@
 #endif
 
 struct vq_ctx {
+    vq_calib_data *own_calib[2]; /* calibration the cache reads, owned (vq_ctx_create_kv) */
     const vq_model *m;
     struct vq_ctx_params p;
     vq_cache *cache;
@@ -71,9 +72,16 @@ struct vq_ctx_params vq_ctx_params_default(void) {
     return p;
 }
 
+void vq_ctx_own_calib(vq_ctx *c, vq_calib_data *a, vq_calib_data *b) {
+    c->own_calib[0] = a;
+    c->own_calib[1] = b;
+}
+
 void vq_ctx_free(vq_ctx *c) {
     if (!c) return;
     vq_cache_free(c->cache);
+    vq_calib_data_free(c->own_calib[0]);
+    vq_calib_data_free(c->own_calib[1]);
     vq_free(c->x);
     vq_free(c->h);
     vq_free(c->q);

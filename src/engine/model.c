@@ -64,6 +64,7 @@ void vq_model_free(vq_model *m) {
     free(m->layer_window);
     free(m->gelu_f16);
     free(m->owned);
+    free(m->path);
     vq_gguf_close(m->gguf);
     free(m);
 }
@@ -557,6 +558,10 @@ vq_model *vq_model_load(const char *path, vq_status *st) {
         return NULL;
     }
     vq_model *m = load(path, &s);
+    if (s == VQ_STATUS_OK && !(m->path = strdup(path))) {
+        vq_engine_set_error("model: out of memory");
+        s = VQ_STATUS_NO_MEMORY;
+    }
     if (s != VQ_STATUS_OK) {
         vq_model_free(m);
         if (st) *st = s;

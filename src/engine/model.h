@@ -45,6 +45,7 @@ enum vq_ffn_act { VQ_FFN_SILU = 0, VQ_FFN_GELU = 1 };
 
 struct vq_model {
     vq_gguf *gguf; /* owns the mapping */
+    char *path;    /* the file it was loaded from (artifact lookup by its SHA-256) */
     struct vq_model_info info;
     struct vq_weight tok_embd; /* (n_vocab, n_embd) */
     struct vq_weight output;   /* (n_vocab, n_embd); = tok_embd when tied */
@@ -67,5 +68,8 @@ struct vq_model {
 
 /* Records an engine error message for vq_engine_last_error (printf-style). */
 void vq_engine_set_error(const char *fmt, ...);
+/* Hands calibration sets the context's cache reads to the context, which frees them with
+ * itself (vq_ctx_create_kv; NULL entries allowed). */
+void vq_ctx_own_calib(vq_ctx *c, vq_calib_data *a, vq_calib_data *b);
 
 #endif

@@ -10,8 +10,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/sha256.h"
+#include "engine/model.h"
 #include "eval/kvmem.h"
 #include "veloxquant.h"
+#include "vq_engine.h"
 
 /* ---- the named configurations ---- */
 
@@ -801,4 +804,142 @@ vq_status vq_kv_spec_bits_per_elem(const struct vq_kv_spec *s, int n_layers, int
                 (2.0 * (double)n_layers * n_kv_heads * head_dim * (double)n_tokens);
     vq_kv_layer_bits_free(&lb);
     return st;
+}
+
+/* ---- contexts and caches by name ---- */
+
+/* RateQuant layer sensitivities of the model whose file has SHA-256 sha into w (n_layers):
+ * the "ratequant" artifact of the artifact cache. OK, or NOT_FOUND with the reason in err. */
+static vq_status load_ratequant(const uint8_t sha[32], int n_layers, int head_dim, double *w,
+                                char *err, size_t cap) {
+    char path[4096];
+    vq_status st = vq_calib_artifact_path("ratequant", sha, "sens", path, sizeof path);
+    if (st != VQ_STATUS_OK)
+        return fail(err, cap, VQ_STATUS_NOT_FOUND,
+                    "RateQuant: no artifact cache (set VQ_CACHE_DIR or HOME)");
+    vq_calib_data *cd = vq_calib_data_load(path, "ratequant", sha, &st);
+    const double *s = cd ? vq_calib_sensitivities(cd) : NULL;
+    int ok = s && vq_calib_data_n_layers(cd) == n_layers && vq_calib_data_head_dim(cd) == head_dim;
+    for (int l = 0; ok && l < n_layers; l++) ok = s[l] > 0;
+    if (ok) memcpy(w, s, sizeof(double) * (size_t)n_layers);
+    vq_calib_data_free(cd);
+    if (ok) return VQ_STATUS_OK;
+    return fail(err, cap, VQ_STATUS_NOT_FOUND,
+                "RateQuant: no usable layer sensitivities at %s (%s); run `veloxquant calibrate "
+                "-m MODEL --method ratequant`",
+                path, cd ? "another geometry" : vq_status_str(st));
+}
+
+vq_ctx *vq_ctx_create_kv(const vq_model *m, const struct vq_ctx_params *p, const char *kv,
+                         vq_status *st) {
+    struct vq_ctx_params cp = p ? *p : vq_ctx_params_default();
+    vq_status s;
+    if (!m) {
+        vq_engine_set_error("ctx: NULL model");
+        if (st) *st = VQ_STATUS_INVALID_ARG;
+        return NULL;
+    }
+    if (!kv) return vq_ctx_create(m, &cp, st);
+    const struct vq_model_info *I = vq_model_info_get(m);
+    struct vq_kv_spec spec;
+    struct vq_kv_layer_bits lb = {0};
+    vq_calib_data *owned[2] = {NULL, NULL};
+    char err[512] = "";
+    double *w = NULL;
+    uint8_t sha[32];
+    int have_sha = 0;
+    s = vq_kv_spec_parse(kv, &spec, err, sizeof err);
+    struct vq_codec_params kp, vp;
+    if (s == VQ_STATUS_OK) s = vq_kv_spec_codecs(&spec, &kp, &vp, err, sizeof err);
+    struct vq_method_info ki, vi;
+    const int calib = s == VQ_STATUS_OK && vq_kv_spec_needs_layer_weights(&spec);
+    const int books = s == VQ_STATUS_OK && ((vq_method_info_get(kp.method, &ki) == VQ_STATUS_OK &&
+                                             ki.needs_calibration) ||
+                                            (vq_method_info_get(vp.method, &vi) == VQ_STATUS_OK &&
+                                             vi.needs_calibration));
+    char hex[65];
+    if ((calib || books) && s == VQ_STATUS_OK) {
+        s = m->path && vq_sha256_file(m->path, hex) == VQ_STATUS_OK && vq_sha256_from_hex(hex, sha)
+              ? VQ_STATUS_OK
+              : fail(err, sizeof err, VQ_STATUS_NOT_FOUND,
+                     "KV config '%s' reads calibration, but the model file cannot be hashed", kv);
+        have_sha = s == VQ_STATUS_OK;
+    }
+    if (s == VQ_STATUS_OK && calib) {
+        w = malloc(sizeof(double) * (size_t)I->n_layers);
+        s = !w ? VQ_STATUS_NO_MEMORY
+               : load_ratequant(sha, I->n_layers, I->head_dim, w, err, sizeof err);
+    }
+    if (s == VQ_STATUS_OK)
+        s = vq_kv_spec_cache_params(&spec, I->n_layers, I->n_kv_heads, I->head_dim, w, &cp.cache,
+                                    &lb, err, sizeof err);
+    free(w);
+    if (s == VQ_STATUS_OK && books && have_sha) {
+        s = vq_calib_attach(&cp.cache, I->n_layers, I->head_dim, hex, owned);
+        if (s != VQ_STATUS_OK)
+            snprintf(err, sizeof err,
+                     "KV config '%s' needs calibration artifacts for this model: run `veloxquant "
+                     "calibrate -m MODEL`",
+                     kv);
+    }
+    vq_ctx *c = NULL;
+    if (s == VQ_STATUS_OK) {
+        cp.cache.key.isa = cp.cache.value.isa = cp.isa;
+        c = vq_ctx_create(m, &cp, &s); /* copies the per-layer widths */
+    } else {
+        vq_engine_set_error("%s", err[0] ? err : vq_status_str(s));
+    }
+    vq_kv_layer_bits_free(&lb);
+    if (c) vq_ctx_own_calib(c, owned[0], owned[1]);
+    else {
+        vq_calib_data_free(owned[0]);
+        vq_calib_data_free(owned[1]);
+    }
+    if (st) *st = s;
+    return c;
+}
+
+vq_cache *vq_cache_create_kv(const char *kv, int n_layers, int n_kv_heads, int head_dim,
+                             int64_t max_tokens, int n_threads, char *err, size_t cap,
+                             vq_status *st) {
+    struct vq_kv_spec spec;
+    struct vq_kv_layer_bits lb = {0};
+    struct vq_cache_params p;
+    vq_status s = vq_kv_spec_parse(kv, &spec, err, cap);
+    if (s == VQ_STATUS_OK)
+        s = vq_kv_spec_cache_params(&spec, n_layers, n_kv_heads, head_dim, NULL, &p, &lb, err, cap);
+    vq_cache *c = NULL;
+    if (s == VQ_STATUS_OK) {
+        p.max_tokens = max_tokens;
+        p.n_threads = n_threads;
+        c = vq_cache_create(&p, &s); /* copies the per-layer widths */
+        if (!c)
+            fail(err, cap, s, "KV config '%s': cache: %s (max_tokens %lld, threads %d)", kv,
+                 vq_status_str(s), (long long)max_tokens, n_threads);
+    }
+    vq_kv_layer_bits_free(&lb);
+    if (st) *st = s;
+    return c;
+}
+
+vq_codec *vq_codec_create_kv(const char *kv, enum vq_role role, int head_dim, char *err, size_t cap,
+                             vq_status *st) {
+    struct vq_kv_spec spec;
+    struct vq_codec_params k, v;
+    vq_status s = role == VQ_ROLE_KEY || role == VQ_ROLE_VALUE
+                    ? vq_kv_spec_parse(kv, &spec, err, cap)
+                    : fail(err, cap, VQ_STATUS_INVALID_ARG, "role %d is not key or value",
+                           (int)role);
+    if (s == VQ_STATUS_OK) s = vq_kv_spec_codecs(&spec, &k, &v, err, cap);
+    vq_codec *c = NULL;
+    if (s == VQ_STATUS_OK) {
+        struct vq_codec_params *p = role == VQ_ROLE_KEY ? &k : &v;
+        p->head_dim = head_dim;
+        c = vq_codec_create(p, &s);
+        if (!c)
+            fail(err, cap, s, "KV config '%s': %s codec at head_dim %d: %s", kv,
+                 role == VQ_ROLE_KEY ? "key" : "value", head_dim, vq_status_str(s));
+    }
+    if (st) *st = s;
+    return c;
 }

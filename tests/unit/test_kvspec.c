@@ -184,6 +184,63 @@ TEST(preset_bits_within_budget) {
     ASSERT_NEAR(b, 16.0, 1e-9);
 }
 
+TEST(cache_and_codec_by_name) {
+    char err[256];
+    vq_status st;
+    vq_cache *c = vq_cache_create_kv("kv4", 2, 1, 64, 256, 1, err, sizeof err, &st);
+    ASSERT(c != NULL);
+    ASSERT_EQ_INT(st, VQ_STATUS_OK);
+    /* append 130 tokens (two KIVI groups of 64 and a tail) after the first batch's queries,
+     * then attention from the codes stays close to exact attention */
+    enum { T = 130, D = 64 };
+    static float k[T * D], v[T * D], q[D], out[D], ref[D];
+    uint64_t s = 7;
+    for (int i = 0; i < T * D; i++) {
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        k[i] = (float)((double)(s >> 11) / 9007199254740992.0 - 0.5);
+        s = s * 6364136223846793005ull + 1442695040888963407ull;
+        v[i] = (float)((double)(s >> 11) / 9007199254740992.0 - 0.5);
+    }
+    for (int i = 0; i < D; i++) q[i] = k[(T - 1) * D + i] * 4.0f;
+    for (int l = 0; l < 2; l++) {
+        ASSERT_EQ_INT(vq_cache_observe_queries(c, l, q, 1, 1), VQ_STATUS_OK);
+        ASSERT_EQ_INT(vq_cache_append(c, l, k, v, VQ_DTYPE_F32, T), VQ_STATUS_OK);
+    }
+    ASSERT_EQ_INT(vq_cache_attend(c, 1, q, 1, 1, NULL, 0.125f, out), VQ_STATUS_OK);
+    vq_cache *f = vq_cache_create_kv("fp16", 2, 1, 64, 256, 1, err, sizeof err, &st);
+    ASSERT(f != NULL);
+    for (int l = 0; l < 2; l++) ASSERT_EQ_INT(vq_cache_append(f, l, k, v, VQ_DTYPE_F32, T), 0);
+    ASSERT_EQ_INT(vq_cache_attend(f, 1, q, 1, 1, NULL, 0.125f, ref), VQ_STATUS_OK);
+    double e = 0, n = 0;
+    for (int i = 0; i < D; i++) e += (out[i] - ref[i]) * (out[i] - ref[i]), n += ref[i] * ref[i];
+    ASSERT(e < 0.01 * n); /* 4-bit codes: within 10 % in L2 */
+    struct vq_cache_memory mk, mf;
+    vq_cache_memory(c, &mk);
+    vq_cache_memory(f, &mf);
+    ASSERT(mk.total_bytes * 3 < mf.total_bytes);
+    vq_cache_free(c);
+    vq_cache_free(f);
+    /* errors carry the reason */
+    ASSERT(vq_cache_create_kv("kv44", 2, 1, 64, 256, 1, err, sizeof err, &st) == NULL);
+    ASSERT(st == VQ_STATUS_INVALID_ARG && strstr(err, "did you mean kv4?"));
+    ASSERT(vq_cache_create_kv("ratequant-2.5", 2, 1, 64, 256, 1, err, sizeof err, &st) == NULL);
+    ASSERT(st == VQ_STATUS_INVALID_ARG && strstr(err, "sensitivities"));
+    /* a codec by name: kv4's keys are KIVI 4-bit, its values turboquant_mse 4-bit */
+    vq_codec *kc = vq_codec_create_kv("kv4", VQ_ROLE_KEY, 64, err, sizeof err, &st);
+    vq_codec *vc = vq_codec_create_kv("kv4", VQ_ROLE_VALUE, 64, err, sizeof err, &st);
+    ASSERT(kc && vc);
+    if (kc && vc) {
+        ASSERT_EQ_INT(vq_codec_params_get(kc)->method, VQ_METHOD_KIVI);
+        ASSERT_EQ_INT(vq_codec_params_get(kc)->group_size, 64);
+        ASSERT_EQ_INT(vq_codec_params_get(vc)->method, VQ_METHOD_TURBOQUANT_MSE);
+        ASSERT_EQ_INT(vq_codec_params_get(vc)->bits, 4);
+    }
+    vq_codec_free(kc);
+    vq_codec_free(vc);
+    ASSERT(vq_codec_create_kv("polar-7", VQ_ROLE_KEY, 64, err, sizeof err, &st) == NULL);
+    ASSERT(strstr(err, "fixed width") != NULL);
+}
+
 int main(void) {
     RUN(named_configs_round_trip);
     RUN(grammar_round_trip);
@@ -191,5 +248,6 @@ int main(void) {
     RUN(kv4_resolves_to_its_cache);
     RUN(ratequant_needs_weights);
     RUN(preset_bits_within_budget);
+    RUN(cache_and_codec_by_name);
     return TEST_REPORT();
 }
