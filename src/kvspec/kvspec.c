@@ -26,10 +26,10 @@ struct named {
 
 /* The presets' ratios against fp16 are their bits/elem on SmolLM2-135M at ctx 2048
  * (`veloxquant methods`). kv5, kv4, kv3: KIVI keys with per-channel widths learned from the
- * first 64 tokens (docs/ALGORITHMS.md §8.8) and rotated values, mean 5 / 4 / 3 bits; kv2: the same at mean 2
- * with 0-bit channels allowed (+kcz); kv5..kv2 attend to the first token (the attention sink)
- * from fp16 rows (§8.9). fp16 (the baseline) comes first, the named sweep configurations
- * after the presets. */
+ * first 64 tokens (docs/ALGORITHMS.md §8.8) and rotated values, mean 5 / 4 / 3 bits; kv2: the
+ * same at mean 2 with 0-bit channels allowed (+kcz); kv5..kv2 attend to the first token (the
+ * attention sink) from fp16 rows (§8.9). fp16 (the baseline) comes first, the named sweep
+ * configurations after the presets. */
 static const struct named g_named[] = {
     {"fp16", "fp16:fp16", "fp16 keys and values (the baseline, llama.cpp-exact)", 0, 0},
     {"kv8", "int8", "int8 keys and values: 1.9x smaller than fp16, the closest to it", 8.5, 1},
