@@ -1,0 +1,23 @@
+"""veloxquant: KV-cache compression for transformer LLMs, from NumPy.
+
+Binds libveloxquant (shipped inside this package) with ctypes:
+  methods(), presets()              what the library offers (methods, named KV configs)
+  Codec(method, bits, head_dim)     encode / decode / scores straight from the codes
+  Cache(n_layers, n_kv_heads, head_dim, kv="kv4")
+                                    a compressed KV cache with attention on the codes
+  Model(path, kv="kv4")             a GGUF model whose KV cache is compressed
+Config names ("kv4", "fp16", "turboquant_mse-3", "kivi-4:turboquant_mse-4+g64") are resolved by
+the library, exactly as the veloxquant CLI resolves them. Errors raise veloxquant.Error
+subclasses carrying the library's status; bad shapes and dtypes raise ValueError before any
+call into C.
+"""
+from .core import Cache, Codec, Codes, config_name, methods, presets, version
+from .errors import (BadFormatError, CapacityError, Error, FileError, InternalError,
+                     InvalidArgumentError, NoMemoryError, NonFiniteError, NotFoundError,
+                     RangeError, UnsupportedError)
+
+__version__ = "0.1.0"
+__all__ = ["Cache", "Codec", "Codes", "config_name", "methods", "presets", "version", "Error",
+           "BadFormatError", "CapacityError", "FileError", "InternalError",
+           "InvalidArgumentError", "NoMemoryError", "NonFiniteError", "NotFoundError",
+           "RangeError", "UnsupportedError"]
