@@ -6,7 +6,8 @@ CMAKE_FLAGS ?=
 # Gemma 3 270M, both golden-tested by `make test`.
 MODELS ?= smollm2 gemma3-270m
 
-.PHONY: all deps models bench-data test test-asan test-tsan demo bench install clean fuzz format \
+.PHONY: all deps models bench-data test test-python test-asan test-tsan demo bench install clean \
+        fuzz format \
         format-check
 
 all: $(BUILD)/Makefile
@@ -29,8 +30,18 @@ bench-data:
 # suite, then the sanitizer builds: gcc with ASan + UBSan, clang with TSan (the threaded tests).
 test: deps models bench-data all
 	cd $(BUILD) && ctest --output-on-failure -j 2
+	$(MAKE) test-python
 	$(MAKE) test-asan
 	$(MAKE) test-tsan
+
+# The Python package (python/): a venv in $(BUILD)/venv with NumPy and pytest from PyPI, the
+# package installed from python/ with the library just built, then its pytest suite.
+VENV = $(abspath $(BUILD))/venv
+test-python: all
+	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q numpy pytest
+	VQ_LIBRARY=$(abspath $(BUILD))/libveloxquant.so $(VENV)/bin/pip install -q ./python
+	VQ_CLI=$(abspath $(BUILD))/veloxquant $(VENV)/bin/pytest -q python/tests
 
 test-asan:
 	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVQ_SANITIZE=address,undefined -DVQ_OPENMP=OFF -DVQ_BUILD_BENCH=OFF $(CMAKE_FLAGS)
