@@ -3,8 +3,8 @@
  * "generate --observe"): reconstruction cosine of keys and values, inner-product error of q·k
  * for the run's own queries, attention KL(exact ‖ compressed) and key-norm statistics.
  * Library-internal (used by `veloxquant generate --observe` and the tests); not part of the public
- * API. The JSON export (vq_observer_to_json) is in the tools' library (tools/common/observer_json.h):
- * the library itself does not depend on a JSON package.
+ * API. The JSON export (vq_observer_to_json) is in the tools' library
+ * (tools/common/observer_json.h): the library itself does not depend on a JSON package.
  *
  * How it works
  *   vq_observer_create attaches a layer hook (vq_ctx_set_layer_hook) to an empty context and
