@@ -43,8 +43,9 @@ test-python: all
 	VQ_LIBRARY=$(abspath $(BUILD))/libveloxquant.so $(VENV)/bin/pip install -q ./python
 	VQ_CLI=$(abspath $(BUILD))/veloxquant $(VENV)/bin/pytest -q python/tests
 
+# Also the configure without PLplot (VQ_PLPLOT=OFF): every test but the figure ones must pass.
 test-asan:
-	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVQ_SANITIZE=address,undefined -DVQ_OPENMP=OFF -DVQ_BUILD_BENCH=OFF $(CMAKE_FLAGS)
+	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVQ_SANITIZE=address,undefined -DVQ_OPENMP=OFF -DVQ_BUILD_BENCH=OFF -DVQ_PLPLOT=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD)-asan -j $(JOBS)
 	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j 2 -LE model
 
@@ -90,8 +91,10 @@ demo: deps all
 bench: all
 	$(BUILD)/veloxquant bench --method turboquant_mse --bits 4 --seq_lens 1024 8192 --compare_optimized
 
+# PREFIX=/some/prefix installs there (default: CMAKE_INSTALL_PREFIX, /usr/local); DESTDIR works.
+PREFIX ?=
 install: all
-	cmake --install $(BUILD)
+	cmake --install $(BUILD) $(if $(PREFIX),--prefix $(PREFIX))
 
 clean:
 	rm -rf $(BUILD) $(BUILD)-asan $(BUILD)-tsan $(BUILD)-fuzz

@@ -3,7 +3,8 @@
  * "generate --observe"): reconstruction cosine of keys and values, inner-product error of q·k
  * for the run's own queries, attention KL(exact ‖ compressed) and key-norm statistics.
  * Library-internal (used by `veloxquant generate --observe` and the tests); not part of the public
- * API.
+ * API. The JSON export (vq_observer_to_json) is in the tools' library
+ * (tools/common/observer_json.h): the library itself does not depend on a JSON package.
  *
  * How it works
  *   vq_observer_create attaches a layer hook (vq_ctx_set_layer_hook) to an empty context and
@@ -48,8 +49,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-
-#include <cjson/cJSON.h>
 
 #include "veloxquant.h"
 #include "vq_engine.h"
@@ -117,13 +116,13 @@ int vq_observer_top_channels(const vq_observer *o, int layer, struct vq_observer
 /* Layers of the context; forward passes (layer-0 hook calls) observed. */
 int vq_observer_n_layers(const vq_observer *o);
 int64_t vq_observer_n_passes(const vq_observer *o);
+/* KV heads per layer (vq_observer_stats_get's kv_head range is 0..n-1). */
+int vq_observer_n_kv_heads(const vq_observer *o);
+/* The parameters the observer was created with (defaults filled in). */
+struct vq_observer_params vq_observer_get_params(const vq_observer *o);
+/* Tokens the context's cache holds now in layer 0. */
+int64_t vq_observer_n_tokens(const vq_observer *o);
 /* Extra bytes the observer holds now (shadow pages allocated + buffers + accumulators). */
 size_t vq_observer_bytes(const vq_observer *o);
-
-/* Builds the observation JSON (docs/EVALUATION.md "generate --observe"): schema, sampling,
- * n_passes, n_tokens, observer_bytes, layers[] (per-layer stats, per-head cosines, top
- * channels), mean (means over layers of each per-layer number) and worst_layers. The caller
- * adds model/config fields and owns the result (cJSON_Delete). NULL on NO_MEMORY. */
-cJSON *vq_observer_to_json(const vq_observer *o);
 
 #endif

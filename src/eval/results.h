@@ -1,8 +1,9 @@
 /*
  * results.h — results.json (schema "veloxquant.results.v1", docs/EVALUATION.md "Files"):
- * an in-memory form, a strict reader, a writer, and an atomic file write. Not part of the public
- * API; used by the CLI (sweep, report) and the tests. The JSON schema is checked in as
- * docs/results.schema.json.
+ * the in-memory form and an atomic file write. Not part of the public API; used by the CLI
+ * (sweep, report) and the tests. The JSON text itself (strict reader, writer) is in the tools'
+ * library, tools/common/results_json.h, so that the library needs no JSON package. The JSON
+ * schema is checked in as docs/results.schema.json.
  *
  * Missing numbers: every metric field of struct vq_result is a double that is NaN when it was
  * not measured; NaN fields are left out of the JSON (the schema makes them optional) and read
@@ -118,19 +119,6 @@ vq_status vq_str_set(char **dst, const char *src);
 void vq_results_stamp_time(struct vq_results *r);
 /* Fills hardware from /proc/cpuinfo, sysconf and the ISA choice; cores = n_threads. */
 void vq_results_fill_hardware(struct vq_results *r, int n_threads);
-
-/* Serialises to a newly malloc'd, NUL-terminated JSON text (pretty-printed); NULL on OOM. */
-char *vq_results_to_json(const struct vq_results *r);
-/* Parses JSON text into *r (which is first initialised). Strict: the schema tag must be
- * VQ_RESULTS_SCHEMA, required fields must be present with the right types, numbers finite.
- * On failure returns BAD_FORMAT (or NO_MEMORY), writes a reason into err (errlen bytes, may
- * be NULL) and leaves *r empty. */
-vq_status vq_results_from_json(const char *text, size_t len, struct vq_results *r, char *err,
-                               size_t errlen);
-/* Reads a file with vq_results_from_json; IO when the file cannot be read. */
-vq_status vq_results_read(const char *path, struct vq_results *r, char *err, size_t errlen);
-/* Writes the JSON atomically (vq_write_file_atomic). */
-vq_status vq_results_write(const struct vq_results *r, const char *path);
 
 /* Writes len bytes to path atomically: a temp file in the same directory, full write, fsync,
  * rename over path, fsync of the directory. The file gets mode 0666 & ~umask (the umask is

@@ -10,3 +10,9 @@ expect_exit() {  # expect_exit CODE CMD...
     local got=$?
     if [ "$got" -eq "$want" ]; then ok; else bad "exit $got (want $want): $*"; cat "$ERR" "$OUT" >&2; fi
 }
+# FIGURES=1 when the CLI draws report figures (built with PLplot), else 0; REPORT_OK is the exit
+# status of a `report` that succeeds: 0, or 3 (table.md written, no figures) without PLplot.
+FIGURES=1; REPORT_OK=0
+if [ -n "${VQ:-}" ] && "$VQ" report --help 2>/dev/null | grep -q '^figures: not built'; then
+    FIGURES=0; REPORT_OK=3
+fi

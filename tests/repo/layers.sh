@@ -13,13 +13,18 @@
 # tools/ and bench/ sit on top: a file there includes system headers, the public headers, the
 # tools' one internal header vq_tools.h (tools/common/) and headers of its own folder, nothing
 # from src/ directly; vq_tools.h itself includes only src/ modules of the folders in
-# TOOLS_SEE (codecs, cache and calib are reached through veloxquant.h alone). Self-tested the
-# same way. Usage: bash tests/repo/layers.sh [ROOT] (default: the repository holding this
-# script).
+# TOOLS_SEE (codecs, cache and calib are reached through veloxquant.h alone) and the headers of
+# the tools' static library beside it in tools/common/ (the parts that need cJSON).
+#
+# The library needs libm, OpenMP and pthreads only: no file in src/ or include/ includes a
+# header of the tools' dependencies (TOOLS_DEPS: cJSON, PLplot); tests/build/deps.sh checks the
+# built library's NEEDED entries. Self-tested the same way. Usage: bash tests/repo/layers.sh
+# [ROOT] (default: the repository holding this script).
 set -u
 ORDER="core calib codecs cache artifact engine eval kvspec"
 TOOLS_SEE="core engine artifact eval"
 TOOLS_HEADER=tools/common/vq_tools.h
+TOOLS_DEPS="cjson/ plplot"  # prefixes of #include <...> the library may not use
 ROOT=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
 
 rank() {  # rank FOLDER -> index in ORDER, or empty when unknown
@@ -73,6 +78,7 @@ check_edges() {  # check_edges ROOT -> prints violations of tools/ and bench/, r
         esac
         if [ "$rel" = "$TOOLS_HEADER" ]; then
             first=${inc%%/*}
+            [ "$first" = "$inc" ] && [ -f "$(dirname "$file")/$inc" ] && continue
             if [ "$first" != "$inc" ] && [[ " $TOOLS_SEE " == *" $first "* ]] &&
                [ -f "$root/src/$inc" ]; then continue; fi
             echo "$rel: #include \"$inc\": vq_tools.h includes src/ modules of $TOOLS_SEE only"
@@ -85,6 +91,21 @@ check_edges() {  # check_edges ROOT -> prints violations of tools/ and bench/, r
         echo "$rel: #include \"$inc\": tools/ and bench/ include the public headers," \
              "vq_tools.h and their own folder's headers only"; bad=1
     done < <(includes "$root/tools" "$root/bench")
+    return $bad
+}
+
+check_deps() {  # check_deps ROOT -> prints library files including a tools' dependency
+    local root=$1 bad=0 file inc d
+    while IFS=: read -r file inc; do
+        for d in $TOOLS_DEPS; do
+            case "$inc" in
+            "$d"*) echo "${file#"$root"/}: #include <$inc>: the library may not use the" \
+                        "tools' dependencies ($TOOLS_DEPS)"; bad=1 ;;
+            esac
+        done
+    done < <(grep -rH --include='*.c' --include='*.h' \
+                 '^[[:space:]]*#[[:space:]]*include[[:space:]]*<' "$root/src" "$root/include" \
+                 2>/dev/null | sed 's/^\([^:]*\):[^<]*<\([^>]*\)>.*/\1:\2/' | sort)
     return $bad
 }
 
@@ -117,6 +138,23 @@ edge_rejects() {  # edge_rejects FILE LINE WHAT: FILE with LINE appended must be
 edge_rejects bench/b.c '#include "codecs/codec_impl.h"' "bench -> src"
 edge_rejects tools/cli/a.c '#include "eval/ppl.h"' "tools -> src"
 edge_rejects "$TOOLS_HEADER" '#include "codecs/codec_impl.h"' "vq_tools.h -> codecs"
+edge_rejects "$TOOLS_HEADER" '#include "missing.h"' "vq_tools.h -> a header not in its folder"
+: > "$TMP/tools/common/results_json.h"
+printf '#include "results_json.h"\n' >> "$TMP/$TOOLS_HEADER"
+if ! check_edges "$TMP" >/dev/null; then
+    echo "FAIL: self-test rejects vq_tools.h -> tools/common/results_json.h"; exit 1
+fi
+
+# Self-test of the library's dependencies: <math.h> and <omp.h> are accepted, <cjson/cJSON.h>
+# and <plplot.h> are not.
+mkdir -p "$TMP/include"
+printf '#include <math.h>\n#include <omp.h>\n' > "$TMP/src/eval/obs.c"
+if ! check_deps "$TMP" >/dev/null; then echo "FAIL: self-test rejects <math.h>"; exit 1; fi
+for h in cjson/cJSON.h plplot.h; do
+    printf '#  include <%s>\n' "$h" > "$TMP/include/x.h"
+    if check_deps "$TMP" >/dev/null; then echo "FAIL: self-test accepts <$h>"; exit 1; fi
+done
+rm "$TMP/include/x.h"
 
 if ! check_tree "$ROOT/src"; then
     echo "FAIL: src/ folders include against the layer order"; exit 1
@@ -124,4 +162,7 @@ fi
 if ! check_edges "$ROOT"; then
     echo "FAIL: tools/ or bench/ include src/ internals"; exit 1
 fi
-echo "layers: ok ($ORDER; tools/ and bench/ through $TOOLS_HEADER)"
+if ! check_deps "$ROOT"; then
+    echo "FAIL: the library includes headers of the tools' dependencies"; exit 1
+fi
+echo "layers: ok ($ORDER; tools/ and bench/ through $TOOLS_HEADER; library without $TOOLS_DEPS)"

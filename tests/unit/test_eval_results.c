@@ -14,6 +14,7 @@
 
 /* Included for the write hook (results_write_fn); the library copy is then not linked in. */
 #include "eval/results.c"
+#include "results_json.h"
 
 #define SCHEMA VQ_SOURCE_DIR "/docs/results.schema.json"
 #define FIXTURE VQ_SOURCE_DIR "/tests/golden/results_fixture.json"

@@ -14,6 +14,7 @@
 #include "engine/model.h"
 #include "engine/tokenizer.h"
 #include "eval/observer.h"
+#include "observer_json.h"
 
 #define MODEL VQ_MODELS_DIR "/SmolLM2-135M-Instruct.Q4_1.gguf"
 #define TEXT \

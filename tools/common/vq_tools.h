@@ -7,7 +7,9 @@
  *   - a file in tools/ or bench/ includes system headers, veloxquant.h, vq_engine.h, this
  *     header and headers of its own folder; nothing from src/ directly;
  *   - this header includes only the modules listed below, from src/core, src/engine,
- *     src/artifact and src/eval. Codecs, the cache and calibration numerics (src/codecs,
+ *     src/artifact and src/eval, and the headers of the tools' static library next to it
+ *     (tools/common/ headers: the parts that need the tools' dependencies, such as cJSON, which
+ *     the library does not link). Codecs, the cache and calibration numerics (src/codecs,
  *     src/cache, src/calib) are reached only through veloxquant.h: their vtables, kernels
  *     and policy helpers stay internal (method traits: vq_method_info_get / vq_method_flags).
  * Each module's header carries the contract of every function (inputs, return, ownership,
@@ -34,14 +36,20 @@
 #include "artifact/artifact.h"
 
 /* Evaluation: chunked perplexity and probe prompts (ppl.h), saved top-k logits (logits.h),
- * the analytic KV-memory estimate and GGUF KV geometry (kvmem.h), results.json (results.h),
- * the attention observer of `generate --observe` (observer.h), codec cosine on synthetic
- * vectors (vecq.h). */
+ * the analytic KV-memory estimate and GGUF KV geometry (kvmem.h), results.json in memory
+ * (results.h), the attention observer of `generate --observe` (observer.h), codec cosine on
+ * synthetic vectors (vecq.h). */
 #include "eval/kvmem.h"
 #include "eval/logits.h"
 #include "eval/observer.h"
 #include "eval/ppl.h"
 #include "eval/results.h"
 #include "eval/vecq.h"
+
+/* The tools' library (the .c files of tools/common/, built as the static library vq_tools
+ * with cJSON): results.json text (reader, strict schema checks, writer) and the observer's
+ * JSON export. */
+#include "observer_json.h"
+#include "results_json.h"
 
 #endif

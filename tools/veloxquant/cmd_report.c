@@ -13,6 +13,10 @@
  * and FIGDIR/table.md with every result field of every model. Failed configs (an `error`
  * entry) appear in the table with their error and are left out of the figures.
  *
+ * Without PLplot (configured with -DVQ_PLPLOT=OFF, or AUTO when it was not found) the command
+ * reads, checks and merges the files as usual and writes table.md, then says in one line how
+ * to get the figures and exits with status 3 (VQ_REPORT_NO_FIGURES).
+ *
  * Memory at scale is computed with the same analytic model as estimate-memory
  * (src/eval/kvmem.h) from the config and the model geometry; when a config cannot be rebuilt
  * in this library (a method not built, unknown options) it falls back to kv_bytes scaled
@@ -29,7 +33,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#if VQ_HAVE_PLPLOT
 #include <plplot.h>
+#endif
 
 #include "veloxquant.h"
 #include "cli.h"
@@ -37,7 +43,13 @@
 #include "kvconfig.h"
 #include "opts.h"
 
+#ifndef VQ_HAVE_PLPLOT
+#define VQ_HAVE_PLPLOT 0
+#endif
+
 static const char *CMD = "report";
+/* Exit status when table.md was written but no figures: built without PLplot. */
+#define VQ_REPORT_NO_FIGURES 3
 #define MAX_MODELS 16
 #define N_COLORS 14
 
@@ -50,7 +62,13 @@ static void usage(FILE *f) {
         "results.json files written by `veloxquant sweep`. RESULTS is a results.json or a\n"
         "sweep's output folder (its results.json and those of its per-model subfolders).\n\n"
         "  -o, --out FIGDIR      output folder (created if missing)\n"
-        "  -h, --help            this help\n");
+        "  -h, --help            this help\n\n"
+        "Exit status: 0 figures and table written, 1 error, 2 usage, %d table.md written\n"
+        "but no figures (built without PLplot).\n"
+        "figures: %s\n",
+        VQ_REPORT_NO_FIGURES,
+        VQ_HAVE_PLPLOT ? "PLplot (pngcairo)"
+                       : "not built (install libplplot-dev plplot-driver-cairo, reconfigure)");
 }
 
 /* ---- data -------------------------------------------------------------------------------- */
@@ -84,6 +102,7 @@ static int merge_into(struct vq_results *dst, struct vq_results *src) {
     return 1;
 }
 
+#if VQ_HAVE_PLPLOT
 /* ---- plotting helpers -------------------------------------------------------------------- */
 
 /* Every figure is one PLplot page; panels are placed by hand in normalized page coordinates
@@ -674,6 +693,8 @@ static int draw_model(const struct model_set *ms, const char *dir) {
     return 1;
 }
 
+#endif /* VQ_HAVE_PLPLOT */
+
 /* ---- table.md ---------------------------------------------------------------------------- */
 
 static void md_num(FILE *f, double v) {
@@ -851,6 +872,7 @@ static int collect_inputs(const char *arg, char ***list, int *n, int *cap) {
     return 1;
 }
 
+#if VQ_HAVE_PLPLOT
 /* 1 if PLplot has the pngcairo device (otherwise plinit would prompt for a device on stdin). */
 static int have_pngcairo(void) {
     const char *menu[256], *names[256];
@@ -861,6 +883,7 @@ static int have_pngcairo(void) {
         if (names[i] && !strcmp(names[i], "pngcairo")) return 1;
     return 0;
 }
+#endif
 
 /* Creates dir if missing and checks that it is a folder this process can create files in,
  * before anything is drawn (PLplot aborts with "Too many tries" on an unwritable path). 1 if
@@ -918,10 +941,12 @@ int vq_cmd_report(int argc, char **argv) {
         fprintf(stderr, "%s: no results.json given\n", CMD);
         return 2;
     }
+#if VQ_HAVE_PLPLOT
     if (!have_pngcairo()) {
         fprintf(stderr, "%s: PLplot has no pngcairo device (install plplot-driver-cairo)\n", CMD);
         return 1;
     }
+#endif
     if (!out_dir_ok(dir)) return 1;
     char **in = NULL;
     int n_in = 0, cap_in = 0, rc = 0;
@@ -973,6 +998,7 @@ int vq_cmd_report(int argc, char **argv) {
         }
         for (int i = 0; i < s->r.n_results; i++)
             if (!s->r.results[i].error) s->ok[s->n_ok++] = i;
+#if VQ_HAVE_PLPLOT
         const int dr = draw_model(s, dir);
         if (dr <= 0) {
             if (dr == 0) fprintf(stderr, "%s: out of memory\n", CMD);
@@ -983,6 +1009,7 @@ int vq_cmd_report(int argc, char **argv) {
             "%s: %s/%s-{throughput,quality,memory,distortion,output,report}.png (%d configs, "
             "%d failed)\n",
             CMD, dir, s->stem, s->n_ok, s->r.n_results - s->n_ok);
+#endif
     }
     if (rc == 0) {
         if (!write_table(ms, n_models, dir)) {
@@ -991,6 +1018,13 @@ int vq_cmd_report(int argc, char **argv) {
         } else {
             printf("%s: %s/table.md\n", CMD, dir);
         }
+    }
+    if (rc == 0 && !VQ_HAVE_PLPLOT) {
+        fprintf(stderr,
+                "%s: no figures: this veloxquant was built without PLplot; install libplplot-dev "
+                "plplot-driver-cairo and reconfigure (cmake -DVQ_PLPLOT=ON) to draw them\n",
+                CMD);
+        rc = VQ_REPORT_NO_FIGURES;
     }
     for (int m = 0; m < n_models; m++) {
         vq_results_clear(&ms[m].r);
