@@ -1,7 +1,7 @@
 /*
- * cache_kv.c — a compressed KV cache through the public API alone: today's "kv4" configuration
- * (KIVI 4-bit keys with per-channel widths, turboquant_mse 4-bit values, group 64, no fp16
- * residual, one fp16 attention sink) beside an fp16 cache of the same random keys and values.
+ * cache_kv.c — a compressed KV cache through the public API alone: the "kv4" preset by name
+ * (vq_cache_create_kv; what the name stands for is the library's) beside an "fp16" cache of the
+ * same random keys and values.
  * Prints the largest attention-output difference and the bytes of each; exits 1 when the
  * difference is implausible for 4 bits. Build: cc cache_kv.c $(pkg-config --cflags --libs
  * veloxquant) -lm. Usage: cache_kv [N_TOKENS] (default 512).
@@ -24,24 +24,18 @@ static float gauss(void) { /* Box-Muller on a 64-bit LCG: the same numbers every
     return (float)(sqrt(-2 * log(u[0])) * cos(6.283185307179586 * u[1]));
 }
 
-static vq_cache *make(int kv4, int64_t n, vq_status *st) {
-    struct vq_cache_params p = vq_cache_params_default();
-    p.n_layers = N_LAYERS, p.n_kv_heads = N_KV, p.head_dim = HEAD_DIM, p.max_tokens = n;
-    if (kv4) { /* "kv4": kivi-4:turboquant_mse-4+g64+res0+s1+kc */
-        p.key.method = VQ_METHOD_KIVI, p.value.method = VQ_METHOD_TURBOQUANT_MSE;
-        p.key.bits = p.value.bits = 4;
-        p.key.group_size = p.value.group_size = 64;
-        p.key.residual_length = p.value.residual_length = 0;
-        p.stream_sinks = 1, p.key_channel_bits = 1;
-    }
-    return vq_cache_create(&p, st);
+static vq_cache *make(const char *kv, int64_t n, vq_status *st) {
+    char err[256];
+    vq_cache *c = vq_cache_create_kv(kv, N_LAYERS, N_KV, HEAD_DIM, n, 0, err, sizeof err, st);
+    if (!c) fprintf(stderr, "%s\n", err);
+    return c;
 }
 
 int main(int argc, char **argv) {
     const int64_t n = argc > 1 ? atoll(argv[1]) : 512, row = (int64_t)N_KV * HEAD_DIM;
     if (n < 64 || n > 1 << 20) return fprintf(stderr, "N_TOKENS: 64..1048576\n"), 2;
     vq_status st;
-    vq_cache *c = make(1, n, &st), *ref = c ? make(0, n, &st) : NULL;
+    vq_cache *c = make("kv4", n, &st), *ref = c ? make("fp16", n, &st) : NULL;
     float *k = malloc(sizeof(float) * (size_t)(n * row)),
           *v = malloc(sizeof(float) * (size_t)(n * row));
     float q[N_Q * HEAD_DIM], out[N_Q * HEAD_DIM], want[N_Q * HEAD_DIM];
@@ -53,7 +47,7 @@ int main(int argc, char **argv) {
             v[i] = gauss();
         }
         for (int i = 0; i < N_Q * HEAD_DIM; i++) q[i] = gauss();
-        /* key_channel_bits weighs each channel by the queries: show them before the keys */
+        /* kv4 weighs each key channel by the queries: show them before the keys */
         st = vq_cache_observe_queries(c, l, q, N_Q, 1);
         if (st == VQ_STATUS_OK) st = vq_cache_append(c, l, k, v, VQ_DTYPE_F32, n);
         if (st == VQ_STATUS_OK) st = vq_cache_append(ref, l, k, v, VQ_DTYPE_F32, n);
