@@ -444,6 +444,7 @@ struct vq_gen_result {
                           * one is not evaluated when the generation stops at max_tokens, a
                           * full context, a stop string or the callback) */
     enum vq_finish_reason finish;
+    int stop_index; /* index in vq_gen_params.stop of the stop string that ended it, else -1 */
     double prefill_s, decode_s; /* wall seconds of the prefill and of the decode loop */
     /* per-phase times of this call's prefill and decode (vq_ctx_timings; all zero unless the
      * context was created with timings = 1) */

@@ -285,19 +285,23 @@ static bool gbuf_put(struct gbuf *g, const char *s, size_t n) {
 struct stops {
     const char **s;
     size_t *len;
+    int *index; /* position in vq_gen_params.stop */
     int n;
 };
 
-/* Earliest start >= from of a whole stop string in t[0..len), or -1; then *safe is the first
- * position >= from where t[p..len) is a proper prefix of a stop string (len if none): the text
- * before it can never be part of a stop string. */
+/* Earliest start >= from of a whole stop string in t[0..len), or -1 (*which: its index in
+ * vq_gen_params.stop); then *safe is the first position >= from where t[p..len) is a proper
+ * prefix of a stop string (len if none): the text before it can never be part of one. */
 static int64_t stops_scan(const struct stops *S, const char *t, size_t from, size_t len,
-                          size_t *safe) {
+                          size_t *safe, int *which) {
     *safe = len;
     if (!S->n) return -1;
     for (size_t p = from; p < len; p++)
         for (int k = 0; k < S->n; k++)
-            if (len - p >= S->len[k] && !memcmp(t + p, S->s[k], S->len[k])) return (int64_t)p;
+            if (len - p >= S->len[k] && !memcmp(t + p, S->s[k], S->len[k])) {
+                *which = S->index[k];
+                return (int64_t)p;
+            }
     for (size_t p = from; p < len; p++)
         for (int k = 0; k < S->n; k++)
             if (S->len[k] > len - p && !memcmp(t + p, S->s[k], len - p)) {
@@ -347,6 +351,7 @@ static void gen_free(struct gen *g) {
     free(g->logits);
     free(g->stops.s);
     free(g->stops.len);
+    free(g->stops.index);
     free(g->piece);
 }
 
@@ -359,6 +364,7 @@ static vq_status gen_core(vq_ctx *c, const struct vq_model_text *mt, const int32
     const int64_t n_ctx = vq_ctx_n_ctx(c);
     memset(r, 0, sizeof *r);
     r->n_prompt = n;
+    r->stop_index = -1;
     if (p->max_tokens < 0 || p->n_stop < 0 || (p->n_stop > 0 && !p->stop)) {
         vq_engine_set_error("generate: max_tokens < 0, n_stop < 0 or NULL stop list");
         return VQ_STATUS_INVALID_ARG;
@@ -398,9 +404,11 @@ static vq_status gen_core(vq_ctx *c, const struct vq_model_text *mt, const int32
     if (p->n_stop > 0) {
         g.stops.s = malloc(sizeof *g.stops.s * (size_t)p->n_stop);
         g.stops.len = malloc(sizeof *g.stops.len * (size_t)p->n_stop);
+        g.stops.index = malloc(sizeof *g.stops.index * (size_t)p->n_stop);
     }
     struct gbuf out = {NULL, 0, 0};
-    if (!g.logits || !g.piece || (p->n_stop > 0 && (!g.stops.s || !g.stops.len)) ||
+    if (!g.logits || !g.piece ||
+        (p->n_stop > 0 && (!g.stops.s || !g.stops.len || !g.stops.index)) ||
         !gbuf_reserve(&out, 256)) {
         gen_free(&g);
         free(out.b);
@@ -411,6 +419,7 @@ static vq_status gen_core(vq_ctx *c, const struct vq_model_text *mt, const int32
     for (int i = 0; i < p->n_stop; i++)
         if (p->stop[i][0]) {
             g.stops.s[g.stops.n] = p->stop[i];
+            g.stops.index[g.stops.n] = i;
             g.stops.len[g.stops.n++] = strlen(p->stop[i]);
         }
     const int rl = p->sampling.repeat_last_n;
@@ -477,7 +486,7 @@ static vq_status gen_core(vq_ctx *c, const struct vq_model_text *mt, const int32
             break;
         }
         size_t safe;
-        const int64_t at = stops_scan(&g.stops, out.b, emitted, out.len, &safe);
+        const int64_t at = stops_scan(&g.stops, out.b, emitted, out.len, &safe, &r->stop_index);
         if (at >= 0) {
             out.len = (size_t)at;
             out.b[out.len] = 0;
@@ -522,7 +531,9 @@ static vq_status gen_core(vq_ctx *c, const struct vq_model_text *mt, const int32
         const int64_t w = vq_tok_stream_flush(&ts, g.piece, g.piece_cap); /* <= 4 bytes */
         if (w > 0 && !gbuf_put(&out, g.piece, (size_t)w)) st = VQ_STATUS_NO_MEMORY;
         size_t safe;
-        const int64_t at = st ? -1 : stops_scan(&g.stops, out.b, emitted, out.len, &safe);
+        const int64_t at = st
+                             ? -1
+                             : stops_scan(&g.stops, out.b, emitted, out.len, &safe, &r->stop_index);
         if (at >= 0) {
             out.len = (size_t)at;
             out.b[out.len] = 0;
