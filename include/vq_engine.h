@@ -26,6 +26,10 @@
  *   RMSNorm after attention and FFN too, GELU-gated FFN through ggml's fp16 GELU table,
  *   embeddings scaled by sqrt(n_embd)). RMSNorm, GQA, SwiGLU or GEGLU, tied or separate output
  *   head; any of them may store q/k/v fused.
+ *   Text: a model reads its tokenizer and chat template from the GGUF file on first use;
+ *   vq_generate turns a prompt into text (sampling, stop strings, a streaming callback) and a
+ *   vq_conversation keeps a multi-turn chat whose turns evaluate only their new tokens (section
+ *   "text" below).
  *
  * Example
  *     vq_status st;
@@ -375,10 +379,10 @@ VQ_API void vq_detok_free(vq_detok *d);
 /* Appends token id; writes to buf (not NUL-terminated) the bytes that now form complete
  * characters. Returns bytes written, or -(bytes needed) when cap is too small, in which case
  * nothing changed and the call can be repeated with a larger buffer (cap >= the token's
- * piece length + 4 always suffices; 256 does for the supported models' text tokens). */
+ * piece length + 4 always suffices), or VQ_TEXT_ERROR for a NULL d. No allocation. */
 VQ_API int64_t vq_detok_push(vq_detok *d, int32_t id, char *buf, size_t cap);
 /* Writes the held-back bytes of an unfinished character (<= 4) and starts over. Returns bytes
- * written or -(bytes needed). */
+ * written, -(bytes needed) or VQ_TEXT_ERROR for a NULL d. */
 VQ_API int64_t vq_detok_flush(vq_detok *d, char *buf, size_t cap);
 
 /* One message of a chat (both strings NUL-terminated, borrowed for the call). Roles: "system",

@@ -483,6 +483,39 @@ TEST(conversation_after_stop_string) {
     vq_ctx_free(c);
 }
 
+/* A reply that fills the context ends with CONTEXT (the cache then holds n_ctx tokens); the
+ * next turn cannot fit: CAPACITY with a message, the messages unchanged, no crash; after a
+ * reset the conversation works again. */
+TEST(conversation_fills_context) {
+    vq_ctx *c = make_ctx(48, VQ_METHOD_FP16, 16);
+    vq_status st;
+    vq_conversation *v = vq_conversation_create(c, "Be verbose.", &st);
+    ASSERT(v != NULL);
+    if (!v) return;
+    struct vq_gen_params p = vq_gen_params_default();
+    p.max_tokens = 1000;
+    p.sampling.temperature = 0.8f; /* keeps talking */
+    p.sampling.seed = 3;
+    struct vq_gen_result r;
+    ASSERT_STATUS(vq_conversation_turn(v, "Tell me a long story about a dragon.", &p, &r),
+                  VQ_STATUS_OK);
+    printf("fill: %lld generated, %s, n_past %lld\n", (long long)r.n_generated,
+           vq_finish_reason_name(r.finish), (long long)vq_conversation_n_past(v));
+    ASSERT(r.finish == VQ_FINISH_CONTEXT || r.finish == VQ_FINISH_STOP);
+    if (r.finish == VQ_FINISH_CONTEXT) ASSERT_EQ_INT(vq_conversation_n_past(v), 48);
+    vq_gen_result_free(&r);
+    size_t nm = vq_conversation_n_messages(v);
+    ASSERT_STATUS(vq_conversation_turn(v, "Go on.", &p, &r), VQ_STATUS_CAPACITY);
+    ASSERT(strstr(vq_engine_last_error(), "context full") != NULL);
+    ASSERT_EQ_INT(vq_conversation_n_messages(v), nm);
+    vq_conversation_reset(v);
+    p.max_tokens = 4;
+    ASSERT_STATUS(vq_conversation_turn(v, "Hi", &p, &r), VQ_STATUS_OK);
+    vq_gen_result_free(&r);
+    vq_conversation_free(v);
+    vq_ctx_free(c);
+}
+
 int main(void) {
     if (access(MODEL, R_OK) != 0) {
         fprintf(stderr, "model %s missing (run scripts/fetch_models.sh)\n", MODEL);
@@ -504,6 +537,7 @@ int main(void) {
     RUN(conversation_kivi4);
     RUN(prefix_reuse_kivi_cut);
     RUN(conversation_after_stop_string);
+    RUN(conversation_fills_context);
     vq_model_free(g_m);
     return TEST_REPORT();
 }
