@@ -356,9 +356,10 @@ static void conversation_check(enum vq_method km, int kbits, const char *label) 
     struct vq_gen_params p = vq_gen_params_default();
     p.max_tokens = 40;
     int64_t prev = 0;
+    static struct sink snk; /* outlives the loop: p keeps pointing at it */
     for (int t = 0; t < 3; t++) {
         struct vq_gen_result r;
-        struct sink snk = {{0}, 0, 0, 0};
+        memset(&snk, 0, sizeof snk);
         p.on_piece = on_piece;
         p.user = &snk;
         ASSERT_STATUS(vq_conversation_turn(v, turns[t], &p, &r), VQ_STATUS_OK);
