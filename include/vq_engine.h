@@ -26,6 +26,10 @@
  *   RMSNorm after attention and FFN too, GELU-gated FFN through ggml's fp16 GELU table,
  *   embeddings scaled by sqrt(n_embd)). RMSNorm, GQA, SwiGLU or GEGLU, tied or separate output
  *   head; any of them may store q/k/v fused.
+ *   Text: a model reads its tokenizer and chat template from the GGUF file on first use;
+ *   vq_generate turns a prompt into text (sampling, stop strings, a streaming callback) and a
+ *   vq_conversation keeps a multi-turn chat whose turns evaluate only their new tokens (section
+ *   "text" below).
  *
  * Example
  *     vq_status st;
@@ -200,6 +204,10 @@ VQ_API vq_ctx *vq_ctx_create_kv(const vq_model *m, const struct vq_ctx_params *p
 VQ_API vq_status vq_ctx_eval(vq_ctx *c, const int32_t *tokens, int64_t n, float *logits);
 /* Tokens evaluated so far (the cache length). */
 VQ_API int64_t vq_ctx_n_past(const vq_ctx *c);
+/* The context's size in tokens (vq_ctx_params.n_ctx). */
+VQ_API int64_t vq_ctx_n_ctx(const vq_ctx *c);
+/* The model the context was created on (borrowed). */
+VQ_API const vq_model *vq_ctx_model(const vq_ctx *c);
 /* Forgets every token (the cache keeps its pages). */
 VQ_API void vq_ctx_reset(vq_ctx *c);
 /* Keeps the first n tokens (see vq_cache_truncate for codecs with multi-token blocks). */
@@ -297,24 +305,248 @@ VQ_API void *vq_ctx_layer_hook_user(const vq_ctx *c);
 
 /* ---- sampling ---- */
 
+/* Order of the steps (llama.cpp's common sampler chain): repetition penalty over the recent
+ * tokens, then greedy (temperature <= 0) or top-k, top-p, min-p, temperature and a draw. */
 struct vq_sampler_params {
     float temperature; /* <= 0: greedy (argmax, lowest id on ties); default 0 */
     int top_k;         /* keep the k most likely tokens; 0 = all; default 40 */
     float top_p;       /* nucleus: smallest set with mass >= top_p; 1 = off; default 0.95 */
     uint64_t seed;     /* default 42 */
+    /* min-p: keep the tokens whose probability is at least min_p times the most likely one's
+     * (llama.cpp: logit >= max logit + log(min_p), before temperature); 0 = off (default);
+     * in [0, 1] */
+    float min_p;
+    /* repetition penalty (llama.cpp's penalty_repeat): each distinct token among the last
+     * repeat_last_n accepted tokens (vq_sampler_accept) gets its logit divided by
+     * repeat_penalty when positive, multiplied when negative or zero; applies to greedy too.
+     * 1 = off (default); > 0 and finite. */
+    float repeat_penalty;
+    int repeat_last_n; /* tokens the penalty looks back on; 0 = off; default 64; >= 0 */
 };
 
 /* Defaults listed above. Thread-safe. */
 VQ_API struct vq_sampler_params vq_sampler_params_default(void);
 /* Creates a sampler for n_vocab logits (buffers allocated here). NULL with INVALID_ARG for
- * temperature NaN, top_k < 0, top_p outside (0, 1], n_vocab < 1. Caller-owned. */
+ * temperature NaN, top_k < 0, top_p outside (0, 1], min_p outside [0, 1], repeat_penalty not
+ * finite and > 0, repeat_last_n < 0 or > 2^24, n_vocab < 1. Caller-owned. */
 VQ_API vq_sampler *vq_sampler_create(const struct vq_sampler_params *p, int n_vocab, vq_status *st);
 VQ_API void vq_sampler_free(vq_sampler *s);
-/* Picks a token id from logits (n_vocab floats; NaN logits are never picked unless all are).
- * Deterministic for a seed and the sequence of calls. No allocation. */
+/* Picks a token id from logits (n_vocab floats, not modified; NaN logits are never picked unless
+ * all are). Deterministic for a seed and the sequence of calls. The pick is not recorded for
+ * the repetition penalty: call vq_sampler_accept. No allocation. */
 VQ_API int32_t vq_sampler_sample(vq_sampler *s, const float *logits);
-/* Restarts the random stream from seed. */
+/* Records a token of the text (prompt or generated) in the sampler's window of the last
+ * repeat_last_n tokens that the repetition penalty reads; a no-op when the penalty is off.
+ * No allocation. */
+VQ_API void vq_sampler_accept(vq_sampler *s, int32_t token);
+/* Restarts the random stream from seed (the repetition window is kept). */
 VQ_API void vq_sampler_reseed(vq_sampler *s, uint64_t seed);
+
+/* ---- text: tokenizer, chat template, generation, conversations ----
+ *
+ * A model reads its tokenizer (tokenizer.ggml.*) and chat template (tokenizer.chat_template)
+ * from the GGUF file on first use of any function below, once (thread-safe; later calls share
+ * it). A model without a tokenizer, or whose tokenizer does not have the model's vocabulary
+ * size, fails them with NOT_FOUND / BAD_FORMAT and a message in vq_engine_last_error().
+ * Text is bytes (UTF-8 for the supported models); outputs that are not NUL-terminated say so.
+ * The functions that take a model are thread-safe; the ones that take a context, a
+ * detokenizer or a conversation use it from one thread at a time. */
+
+/* Returned by the int64_t text functions below on an error (no tokenizer, NULL arguments,
+ * out of memory); the reason is in vq_engine_last_error(). */
+#define VQ_TEXT_ERROR INT64_MIN
+
+/* Tokenizes len bytes of text. add_special: prepend BOS (and append EOS) where the model's
+ * metadata asks for it (llama_tokenize's add_special; SmolLM2 asks for neither, Gemma for
+ * BOS). parse_special: match control tokens such as <|im_start|> in the text (needed for
+ * chat-templated text); user-defined tokens always match. Writes at most cap ids to out (out
+ * may be NULL when cap is 0). Returns the number of ids, -(number needed) when cap is too
+ * small (out then holds the first cap ids), or VQ_TEXT_ERROR. Thread-safe. */
+VQ_API int64_t vq_tokenize(const vq_model *m, const char *text, size_t len, int add_special,
+                           int parse_special, int32_t *out, int64_t cap);
+/* Detokenizes n ids into buf (not NUL-terminated), as llama_detokenize: remove_special drops a
+ * leading BOS / trailing EOS the model adds itself; unparse_special renders control tokens as
+ * their text (else they give nothing). Returns the byte count, -(bytes needed) when cap is too
+ * small (buf content then unspecified), or VQ_TEXT_ERROR. Thread-safe. */
+VQ_API int64_t vq_detokenize(const vq_model *m, const int32_t *ids, int64_t n, char *buf,
+                             size_t cap, int remove_special, int unparse_special);
+/* The bytes of one token (not NUL-terminated; may be part of a UTF-8 character). Control
+ * tokens give their text only when special is set; ids out of range give nothing. Returns the
+ * byte count, -(bytes needed) when cap is too small (nothing written), or VQ_TEXT_ERROR.
+ * Thread-safe. */
+VQ_API int64_t vq_token_to_piece(const vq_model *m, int32_t id, char *buf, size_t cap, int special);
+/* 1 when id ends generation (EOS, end-of-turn and the tokens llama.cpp recognises by their text:
+ * <|im_end|>, <|eot_id|>, <end_of_turn>, ...), else 0 (also for a model without tokenizer). */
+VQ_API int vq_token_is_eog(const vq_model *m, int32_t id);
+/* Beginning- / end-of-sequence token ids; -1 when the model has none or no tokenizer. */
+VQ_API int32_t vq_token_bos(const vq_model *m);
+VQ_API int32_t vq_token_eos(const vq_model *m);
+
+/* Incremental detokenizer: turns ids one at a time into text that is always whole UTF-8
+ * characters (a byte-level BPE token may hold part of a character; up to 3 bytes are held
+ * back until the character completes; bytes that can never complete one are passed on).
+ * The concatenated outputs of push and flush equal the concatenated pieces of the ids. */
+typedef struct vq_detok vq_detok;
+/* Creates one for model m (borrowed: it must outlive the detokenizer); special: control tokens
+ * give their text (else nothing). NULL with *st = NOT_FOUND / BAD_FORMAT (no usable tokenizer)
+ * / NO_MEMORY. Caller-owned: vq_detok_free. */
+VQ_API vq_detok *vq_detok_create(const vq_model *m, int special, vq_status *st);
+/* Frees (NULL: no-op). */
+VQ_API void vq_detok_free(vq_detok *d);
+/* Appends token id; writes to buf (not NUL-terminated) the bytes that now form complete
+ * characters. Returns bytes written, or -(bytes needed) when cap is too small, in which case
+ * nothing changed and the call can be repeated with a larger buffer (cap >= the token's
+ * piece length + 4 always suffices), or VQ_TEXT_ERROR for a NULL d. No allocation. */
+VQ_API int64_t vq_detok_push(vq_detok *d, int32_t id, char *buf, size_t cap);
+/* Writes the held-back bytes of an unfinished character (<= 4) and starts over. Returns bytes
+ * written, -(bytes needed) or VQ_TEXT_ERROR for a NULL d. */
+VQ_API int64_t vq_detok_flush(vq_detok *d, char *buf, size_t cap);
+
+/* One message of a chat (both strings NUL-terminated, borrowed for the call). Roles: "system",
+ * "user", "assistant" (others pass through where the template allows). */
+struct vq_chat_message {
+    const char *role;
+    const char *content;
+};
+
+/* Writes the model's chat-template prompt for n messages into buf, NUL-terminated, followed by
+ * the assistant turn header when add_generation_prompt. The template is recognised from the
+ * GGUF's tokenizer.chat_template (ChatML: SmolLM2, Qwen2; Llama 2; Llama 3; Gemma, also for a
+ * Gemma file without one); unknown or missing templates get ChatML. The template's own default
+ * system prompt (SmolLM2's) is inserted when the messages do not start with a system message,
+ * as the Jinja template does; Gemma merges system text into the first user turn. Tokenize the
+ * result with parse_special = 1 (and add_special = 1: BOS is not written). Returns the length
+ * in bytes (without the NUL), -(length + 1) when cap is too small (call again with a buffer of
+ * that size), or VQ_TEXT_ERROR (NULL role / content). Thread-safe. */
+VQ_API int64_t vq_model_chat_apply(const vq_model *m, const struct vq_chat_message *msgs, size_t n,
+                                   int add_generation_prompt, char *buf, size_t cap);
+
+/* Why a generation ended. */
+enum vq_finish_reason {
+    VQ_FINISH_NONE = 0,     /* not finished (an error returned before generating) */
+    VQ_FINISH_STOP = 1,     /* an end-of-generation token, or a stop string */
+    VQ_FINISH_LENGTH = 2,   /* max_tokens generated */
+    VQ_FINISH_CONTEXT = 3,  /* the context is full (n_ctx tokens) */
+    VQ_FINISH_CALLBACK = 4, /* on_piece returned nonzero */
+};
+/* "stop", "length", "context", "callback" ("none" for NONE, NULL out of range). Static. */
+VQ_API const char *vq_finish_reason_name(enum vq_finish_reason f);
+
+/* Receives generated text as it becomes final: len > 0 bytes of whole UTF-8 characters (not
+ * NUL-terminated; valid during the call only), never any part of a stop string or of what
+ * follows it. Return 0 to go on, nonzero to stop (finish CALLBACK; text not yet delivered is
+ * dropped, so the pieces delivered always concatenate to vq_gen_result.text). Called on the
+ * thread of vq_generate. */
+typedef int (*vq_piece_fn)(void *user, const char *piece, size_t len);
+
+struct vq_gen_params {
+    struct vq_sampler_params sampling; /* default vq_sampler_params_default(): greedy */
+    int64_t max_tokens; /* tokens to generate at most; 0: prefill only; default 256 */
+    /* Stop strings (n_stop of them, each NUL-terminated; empty ones are ignored): generation
+     * ends (STOP) where the text first contains one; it and whatever follows are dropped from
+     * the text. Text that could be the start of a stop string is held back until it is known
+     * not to be. Borrowed for the call. */
+    const char *const *stop;
+    int n_stop;
+    int add_special;      /* vq_generate: tokenize the prompt with add_special; default 1 */
+    int parse_special;    /* vq_generate: match control tokens in the prompt; default 0 */
+    vq_piece_fn on_piece; /* optional streaming callback */
+    void *user;           /* passed to on_piece */
+};
+/* Defaults listed above. Thread-safe. */
+VQ_API struct vq_gen_params vq_gen_params_default(void);
+
+struct vq_gen_result {
+    int64_t n_prompt;    /* tokens of the prompt sequence (cached + evaluated) */
+    int64_t n_evaluated; /* prompt tokens this call evaluated (the prefill) */
+    int64_t n_cached;    /* prompt tokens reused from the context's cache (not evaluated) */
+    int64_t n_generated; /* tokens generated (an end-of-generation token not counted) */
+    int64_t n_decoded;   /* decode steps: generated tokens evaluated one at a time (the last
+                          * one is not evaluated when the generation stops at max_tokens, a
+                          * full context, a stop string or the callback) */
+    enum vq_finish_reason finish;
+    int stop_index; /* index in vq_gen_params.stop of the stop string that ended it, else -1 */
+    double prefill_s, decode_s; /* wall seconds of the prefill and of the decode loop */
+    /* per-phase times of this call's prefill and decode (vq_ctx_timings; all zero unless the
+     * context was created with timings = 1) */
+    struct vq_ctx_timings prefill_timings, decode_timings;
+    /* generated text, NUL-terminated, text_len bytes, stop strings removed; library-owned
+     * (malloc), released by vq_gen_result_free; "" after a generation of no text, NULL after
+     * an error */
+    char *text;
+    size_t text_len;
+};
+/* Frees r->text and zeroes *r (NULL: no-op). */
+VQ_API void vq_gen_result_free(struct vq_gen_result *r);
+
+/* Generates text from a prompt on context c: tokenizes the prompt (p->add_special,
+ * p->parse_special), then as vq_generate_tokens. p NULL: defaults. *r is overwritten (free a
+ * previous result first). Returns OK (r->finish says why it stopped), INVALID_ARG (NULL c /
+ * prompt / r, an empty prompt, bad sampling parameters, NULL stop entries), NOT_FOUND /
+ * BAD_FORMAT (no usable tokenizer), CAPACITY (the prompt does not fit: message "context full:
+ * N tokens needed, M free"), NO_MEMORY, or an evaluation status; message in
+ * vq_engine_last_error(). */
+VQ_API vq_status vq_generate(vq_ctx *c, const char *prompt, const struct vq_gen_params *p,
+                             struct vq_gen_result *r);
+/* Generates from a prompt of n >= 1 token ids. The context keeps the ids it evaluated
+ * (vq_ctx_tokens): the longest common prefix of those and ids (at most n - 1 tokens, so that
+ * the last prompt token is evaluated for its logits) is kept, the rest of the cache is cut
+ * (vq_ctx_truncate; where a codec cannot cut there, at the nearest point before it that it can,
+ * or from 0), and only the remaining prompt tokens are evaluated, in batches of n_batch. (A
+ * reused prefix makes the numerics of a fresh run differ slightly, as in llama.cpp: the same
+ * tokens evaluated in other batches.) Then it samples (p->sampling; the sampler first accepts
+ * the prompt's last repeat_last_n ids), streams through p->on_piece and evaluates one token per
+ * step until an end-of-generation token, a stop string, max_tokens, a full context (the token
+ * sampled when n_past reaches n_ctx is the last one) or the callback. No allocation per token
+ * besides the amortized growth of the text. On an error the context keeps the tokens it
+ * evaluated (vq_ctx_n_past) and *r holds the counts so far with text NULL. Statuses as
+ * vq_generate. */
+VQ_API vq_status vq_generate_tokens(vq_ctx *c, const int32_t *ids, int64_t n,
+                                    const struct vq_gen_params *p, struct vq_gen_result *r);
+/* The ids the context evaluated, in order (vq_ctx_n_past of them; after vq_ctx_truncate the
+ * first n_past). Borrowed, valid until the next eval, truncate, reset or free of c. */
+VQ_API const int32_t *vq_ctx_tokens(const vq_ctx *c);
+
+/* ---- multi-turn conversations ----
+ *
+ * A conversation holds the messages of a chat and its exact token history on one context
+ * (borrowed: it must outlive the conversation; use it only through the conversation while the
+ * conversation expects its cache). Each turn appends the user message, applies the chat
+ * template (vq_model_chat_apply with the generation prompt) and evaluates only what the cache
+ * lacks: when the new prompt text extends the text of the tokens already known (the previous
+ * prompt, the reply's tokens, its end-of-turn token), the new part is tokenized alone (no BOS,
+ * control tokens parsed) and appended, so the cache is reused whole; where the texts differ
+ * (a template that trims the reply, a stop string that cut a token, a control token inside the
+ * reply), the known tokens are kept up to the last token boundary before the difference and
+ * the rest is tokenized again; the cache then keeps what vq_generate_tokens keeps. The reply
+ * is recorded as the assistant message. */
+typedef struct vq_conversation vq_conversation;
+/* Creates a conversation on c; system (may be NULL: the template's default, if any) becomes the
+ * first message (copied). NULL with *st = INVALID_ARG (NULL c), NOT_FOUND / BAD_FORMAT (no
+ * usable tokenizer) or NO_MEMORY. Caller-owned: vq_conversation_free. */
+VQ_API vq_conversation *vq_conversation_create(vq_ctx *c, const char *system, vq_status *st);
+/* Frees (NULL: no-op); the context and its cache stay as they are. */
+VQ_API void vq_conversation_free(vq_conversation *v);
+/* One turn: appends user_text (NUL-terminated, copied), generates the assistant's reply with p
+ * (NULL: defaults; add_special / parse_special are not used: the template decides) into *r as
+ * vq_generate_tokens does, and records the reply. r->n_prompt counts the whole templated
+ * conversation, r->n_cached the tokens reused, r->n_evaluated the new ones. Returns OK, or
+ * INVALID_ARG, CAPACITY (the prompt does not fit: "context full: N tokens needed, M free"),
+ * NO_MEMORY or an evaluation status; on an error the conversation's messages are unchanged
+ * (the cache may hold fewer tokens; the next turn evaluates what it lacks). A reply cut by a
+ * full context, max_tokens or the callback is recorded as it is. */
+VQ_API vq_status vq_conversation_turn(vq_conversation *v, const char *user_text,
+                                      const struct vq_gen_params *p, struct vq_gen_result *r);
+/* Forgets every message but the system prompt and empties the context's cache. */
+VQ_API void vq_conversation_reset(vq_conversation *v);
+/* Messages so far (the system prompt first when given, then user / assistant turns); message i
+ * is borrowed, valid until the next turn, reset or free; NULL for i out of range. */
+VQ_API size_t vq_conversation_n_messages(const vq_conversation *v);
+VQ_API const struct vq_chat_message *vq_conversation_message(const vq_conversation *v, size_t i);
+/* Tokens in the context's cache (vq_ctx_n_past of its context). */
+VQ_API int64_t vq_conversation_n_past(const vq_conversation *v);
+/* The context the conversation runs on. */
+VQ_API vq_ctx *vq_conversation_ctx(const vq_conversation *v);
 
 #ifdef __cplusplus
 }

@@ -35,6 +35,8 @@ struct vq_ctx {
     vq_cache *cache;
     int n_threads;
     int64_t n_past;
+    int32_t *ids; /* (n_ctx) token ids evaluated, n_past of them valid (vq_ctx_tokens); not
+                   * in scratch_bytes: pages are touched only as far as the context fills */
     /* activations, n_batch rows each */
     float *x;          /* (n_batch, n_embd) residual stream */
     float *h;          /* (n_batch, n_embd) normalized input of a sub-block */
@@ -94,6 +96,7 @@ void vq_ctx_free(vq_ctx *c) {
     vq_free(c->rope_cos);
     vq_free(c->rope_sin);
     vq_free(c->wrow);
+    free(c->ids);
     free(c);
 }
 
@@ -182,6 +185,8 @@ vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_statu
     const size_t rope_floats = (size_t)m->n_rope * B * ((size_t)I->rope_dim / 2);
     c->rope_cos = alloc_track(c, rope_floats * sizeof(float), &ok);
     c->rope_sin = alloc_track(c, rope_floats * sizeof(float), &ok);
+    c->ids = malloc((size_t)c->p.n_ctx * sizeof *c->ids);
+    if (!c->ids) ok = 0;
     c->nn = vq_ggml_nn_kernels(c->p.isa);
     if (c->p.f32_activations) {
         c->wrow_floats = (widest + 15) / 16 * 16;
@@ -200,6 +205,9 @@ vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_statu
 }
 
 int64_t vq_ctx_n_past(const vq_ctx *c) { return c->n_past; }
+const int32_t *vq_ctx_tokens(const vq_ctx *c) { return c ? c->ids : NULL; }
+int64_t vq_ctx_n_ctx(const vq_ctx *c) { return c->p.n_ctx; }
+const vq_model *vq_ctx_model(const vq_ctx *c) { return c ? c->m : NULL; }
 
 void vq_ctx_reset(vq_ctx *c) {
     vq_cache_reset(c->cache);
@@ -528,6 +536,7 @@ vq_status vq_ctx_eval(vq_ctx *c, const int32_t *tokens, int64_t n, float *logits
         if (tokens[i] < 0 || tokens[i] >= I->n_vocab) return VQ_STATUS_INVALID_ARG;
     if (n > c->p.n_ctx - c->n_past) return VQ_STATUS_CAPACITY;
     const int64_t start = c->n_past;
+    memcpy(c->ids + start, tokens, (size_t)n * sizeof *tokens); /* positions start.. */
     for (int64_t done = 0; done < n;) {
         int64_t chunk = n - done < c->p.n_batch ? n - done : c->p.n_batch;
         int last = done + chunk == n;

@@ -60,6 +60,7 @@ int vq_model_layer_window(const vq_model *m, int layer) {
 
 void vq_model_free(vq_model *m) {
     if (!m) return;
+    vq_model_text_free(atomic_load(&m->text));
     free(m->layers);
     free(m->layer_window);
     free(m->gelu_f16);

@@ -5,6 +5,8 @@
 #ifndef VQ_ENGINE_MODEL_H
 #define VQ_ENGINE_MODEL_H
 
+#include <stdatomic.h>
+
 #include "engine/ggml.h"
 #include "engine/gguf.h"
 #include "vq_engine.h"
@@ -64,7 +66,14 @@ struct vq_model {
     int *layer_window;  /* (n_layers) attention window W per layer (0: full),
                                             * NULL when no layer has one; the cache's
                                             * vq_cache_params.layer_window */
+    /* tokenizer and chat template, created on first use by textgen.c (NULL until then);
+     * freed with the model */
+    _Atomic(struct vq_model_text *) text;
 };
+
+/* Frees what textgen.c attached to a model (NULL: no-op). */
+struct vq_model_text;
+void vq_model_text_free(struct vq_model_text *t);
 
 /* Records an engine error message for vq_engine_last_error (printf-style). */
 void vq_engine_set_error(const char *fmt, ...);

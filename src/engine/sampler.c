@@ -1,8 +1,10 @@
 /*
- * sampler.c — next-token sampling: greedy, or temperature + top-k + top-p (nucleus) with a
- * seeded xoshiro256** stream. Buffers are allocated once at create.
+ * sampler.c — next-token sampling: an optional repetition penalty over the last accepted
+ * tokens, then greedy, or temperature + top-k + top-p (nucleus) + min-p with a seeded
+ * xoshiro256** stream. Buffers are allocated once at create.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,18 +22,39 @@ struct vq_sampler {
     vq_rng rng;
     struct cand *c; /* (n_vocab) candidates */
     float *prob;    /* (n_vocab) */
+    /* repetition penalty (repeat_penalty != 1 and repeat_last_n > 0), else NULL */
+    float *pen;      /* (n_vocab) penalized copy of the logits */
+    uint32_t *stamp; /* (n_vocab) epoch at which a token was last penalized */
+    uint32_t epoch;
+    int32_t *hist; /* (repeat_last_n) ring of the last accepted tokens */
+    int hist_n;    /* tokens in the ring */
+    int hist_pos;  /* next slot to write */
 };
 
 struct vq_sampler_params vq_sampler_params_default(void) {
-    struct vq_sampler_params p = {0.0f, 40, 0.95f, 42};
+    struct vq_sampler_params p;
+    memset(&p, 0, sizeof p);
+    p.temperature = 0.0f;
+    p.top_k = 40;
+    p.top_p = 0.95f;
+    p.seed = 42;
+    p.min_p = 0.0f;
+    p.repeat_penalty = 1.0f;
+    p.repeat_last_n = 64;
     return p;
+}
+
+static bool penalty_on(const struct vq_sampler_params *p) {
+    return p->repeat_penalty != 1.0f && p->repeat_last_n > 0;
 }
 
 vq_sampler *vq_sampler_create(const struct vq_sampler_params *p, int n_vocab, vq_status *st) {
     struct vq_sampler_params d = vq_sampler_params_default();
     if (!p) p = &d;
     if (n_vocab < 1 || isnan(p->temperature) || p->top_k < 0 ||
-        !(p->top_p > 0.0f && p->top_p <= 1.0f)) {
+        !(p->top_p > 0.0f && p->top_p <= 1.0f) || !(p->min_p >= 0.0f && p->min_p <= 1.0f) ||
+        !(p->repeat_penalty > 0.0f && isfinite(p->repeat_penalty)) || p->repeat_last_n < 0 ||
+        p->repeat_last_n > (1 << 24)) {
         if (st) *st = VQ_STATUS_INVALID_ARG;
         return NULL;
     }
@@ -39,8 +62,13 @@ vq_sampler *vq_sampler_create(const struct vq_sampler_params *p, int n_vocab, vq
     if (s) {
         s->c = malloc((size_t)n_vocab * sizeof *s->c);
         s->prob = malloc((size_t)n_vocab * sizeof *s->prob);
+        if (penalty_on(p)) {
+            s->pen = malloc((size_t)n_vocab * sizeof *s->pen);
+            s->stamp = calloc((size_t)n_vocab, sizeof *s->stamp);
+            s->hist = malloc((size_t)p->repeat_last_n * sizeof *s->hist);
+        }
     }
-    if (!s || !s->c || !s->prob) {
+    if (!s || !s->c || !s->prob || (penalty_on(p) && (!s->pen || !s->stamp || !s->hist))) {
         vq_sampler_free(s);
         if (st) *st = VQ_STATUS_NO_MEMORY;
         return NULL;
@@ -56,10 +84,39 @@ void vq_sampler_free(vq_sampler *s) {
     if (!s) return;
     free(s->c);
     free(s->prob);
+    free(s->pen);
+    free(s->stamp);
+    free(s->hist);
     free(s);
 }
 
 void vq_sampler_reseed(vq_sampler *s, uint64_t seed) { vq_rng_seed(&s->rng, seed); }
+
+void vq_sampler_accept(vq_sampler *s, int32_t token) {
+    if (!s || !s->hist) return;
+    s->hist[s->hist_pos] = token;
+    s->hist_pos = (s->hist_pos + 1) % s->p.repeat_last_n;
+    if (s->hist_n < s->p.repeat_last_n) s->hist_n++;
+}
+
+/* llama.cpp's penalty_repeat on a copy of the logits: every distinct token of the window
+ * once, divided when positive, multiplied when not. Returns the logits to sample from. */
+static const float *apply_penalty(vq_sampler *s, const float *logits) {
+    if (!s->hist || s->hist_n == 0) return logits;
+    memcpy(s->pen, logits, (size_t)s->n_vocab * sizeof *s->pen);
+    if (++s->epoch == 0) { /* wrapped: clear the stamps once every 2^32 calls */
+        memset(s->stamp, 0, (size_t)s->n_vocab * sizeof *s->stamp);
+        s->epoch = 1;
+    }
+    const float rp = s->p.repeat_penalty;
+    for (int i = 0; i < s->hist_n; i++) {
+        const int32_t t = s->hist[i];
+        if (t < 0 || t >= s->n_vocab || s->stamp[t] == s->epoch) continue;
+        s->stamp[t] = s->epoch;
+        s->pen[t] = s->pen[t] <= 0.0f ? s->pen[t] * rp : s->pen[t] / rp;
+    }
+    return s->pen;
+}
 
 /* Descending by logit, ascending id on ties (deterministic). */
 static int cand_cmp(const void *a, const void *b) {
@@ -92,6 +149,7 @@ static int32_t argmax(const float *logits, int n) {
 
 int32_t vq_sampler_sample(vq_sampler *s, const float *logits) {
     const int n = s->n_vocab;
+    logits = apply_penalty(s, logits);
     if (s->p.temperature <= 0.0f || s->p.top_k == 1) return argmax(logits, n);
     int m = 0;
     for (int i = 0; i < n; i++)
@@ -138,6 +196,18 @@ int32_t vq_sampler_sample(vq_sampler *s, const float *logits) {
         m = cut;
         sum = 0;
         for (int i = 0; i < m; i++) sum += s->prob[i];
+    }
+    /* min-p on the logits before temperature (llama.cpp): logit >= max + log(min_p); the
+     * first candidate always stays */
+    if (s->p.min_p > 0.0f && !isinf(mx)) {
+        const float lo = mx + logf(s->p.min_p);
+        int cut = 1;
+        while (cut < m && s->c[cut].logit >= lo) cut++;
+        if (cut < m) {
+            m = cut;
+            sum = 0;
+            for (int i = 0; i < m; i++) sum += s->prob[i];
+        }
     }
     double r = vq_rng_uniform(&s->rng) * sum, acc = 0;
     for (int i = 0; i < m; i++) {

@@ -1,7 +1,9 @@
 /* cmd_generate.c — `veloxquant generate`: run a prompt through a GGUF model with a chosen KV
  * method, stream the generated text, then report prefill/decode speed, tokens generated, KV
  * bytes, compression ratios (key_x, fullKV_x) and peak RSS (README "Command line",
- * docs/EVALUATION.md). */
+ * docs/EVALUATION.md). The generation itself is the library's vq_generate_tokens (sampling, stop
+ * strings, streaming through its piece callback); this file parses options, builds the prompt
+ * and the context, and reports. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdbool.h>
@@ -24,6 +26,7 @@
 
 #define DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
 #define MAX_PROMPT_BYTES (64u << 20)
+#define MAX_STOPS 32
 
 struct gen_opts {
     const char *model, *prompt, *file, *system;
@@ -33,8 +36,10 @@ struct gen_opts {
     long depth;         /* --depth: prompt tokens evaluated untimed before the timed prefill */
     int threads, batch;
     uint64_t seed; /* sampling seed (the codecs' seed is --kv-seed) */
-    double temp, top_p;
-    int top_k;
+    double temp, top_p, min_p, repeat_penalty;
+    int top_k, repeat_last_n;
+    const char *stops[MAX_STOPS]; /* --stop, in order */
+    int n_stops;
     enum vq_isa isa;
     const char *observe; /* --observe FILE: per-layer KV quality JSON */
     int observe_queries;
@@ -56,11 +61,15 @@ static void usage(FILE *f) {
         "                        else ~/.cache/veloxquant/models/" DEFAULT_MODEL_FILE
         ")\n"
         "  -p, --prompt TEXT     prompt text\n"
-        "  -f, --file PATH       read the prompt from a file\n"
+        "  -f, --file PATH       read the prompt from a file ('-': standard input; at most 64 "
+        "MiB)\n"
         "      --chat            wrap the prompt as a user turn in the model's chat template\n"
         "      --system TEXT     system message for --chat (default: the template's own)\n"
         "  -n, --n-predict N     max new tokens (default 128; stops early at end-of-generation)\n"
-        "  -c, --ctx N           context size in tokens, prompt + generated (default 2048)\n"
+        "  -c, --ctx N           context size in tokens, prompt + generated (default 2048);\n"
+        "                        also --ctx-size (llama.cpp's spelling)\n"
+        "      --stop S          stop where the text contains S (repeatable, up to 32); S and\n"
+        "                        what follows are not printed\n"
         "  -t, --threads N       threads (default: all cores)\n"
         "  -b, --batch N         prefill tokens per forward pass (default 512)\n"
         "      --prompt-tokens N keep only the first N tokens of the tokenized prompt (error if\n"
@@ -73,10 +82,15 @@ static void usage(FILE *f) {
         "                        attention output and FFN matmuls, output head, the rest\n"
         "      --f32-activations exact fp32 matmul inputs instead of llama.cpp's int8 ones\n"
         "                        (prefill ~1.3x, decode ~6x slower; no int8 rounding noise)\n"
-        "      --seed S          sampling seed (default 42)\n"
+        "  -s, --seed S          sampling seed (default 42)\n"
         "      --temp T          temperature; 0 = greedy (default 0)\n"
         "      --top-k K         top-k for temperature sampling (default 40; 0 = off)\n"
         "      --top-p P         nucleus mass in (0, 1] (default 0.95)\n"
+        "      --min-p P         keep tokens with probability >= P x the best one's (default 0 "
+        "= off)\n"
+        "      --repeat-penalty R  divide positive / multiply negative logits of the tokens of\n"
+        "                        the last --repeat-last-n by R (default 1 = off; also greedy)\n"
+        "      --repeat-last-n N tokens the repeat penalty looks back on (default 64; 0 = off)\n"
         "      --isa ISA         auto|scalar|avx2|avx512 weight and codec kernels (default auto)\n"
         "      --json            print one JSON object (text and statistics) instead of streaming\n"
         "      --observe FILE    also keep an exact fp32 shadow of K/V and write per-layer "
@@ -136,7 +150,6 @@ enum {
     GEN_CHAT,
     GEN_JSON,
     GEN_F32,
-    GEN_SEED,
     GEN_TEMP,
     GEN_TOP_K,
     GEN_TOP_P,
@@ -145,7 +158,11 @@ enum {
     GEN_OBSERVE_Q,
     GEN_PROMPT_TOKENS,
     GEN_DEPTH,
-    GEN_TIMINGS
+    GEN_TIMINGS,
+    GEN_STOP,
+    GEN_MIN_P,
+    GEN_REPEAT_PENALTY,
+    GEN_REPEAT_LAST_N
 };
 
 static void gen_opts_init(struct gen_opts *o) {
@@ -156,6 +173,9 @@ static void gen_opts_init(struct gen_opts *o) {
     o->seed = 42;
     o->top_k = 40;
     o->top_p = 0.95;
+    o->min_p = 0.0;
+    o->repeat_penalty = 1.0;
+    o->repeat_last_n = 64;
     o->isa = VQ_ISA_AUTO;
     vq_kv_opts_init(&o->kv);
 }
@@ -176,9 +196,14 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
         {"quiet", no_argument, 0, 'q'},
         {"n-predict", required_argument, 0, 'n'},
         {"ctx", required_argument, 0, 'c'},
+        {"ctx-size", required_argument, 0, 'c'},
         {"threads", required_argument, 0, 't'},
         {"batch", required_argument, 0, 'b'},
-        {"seed", required_argument, 0, GEN_SEED},
+        {"seed", required_argument, 0, 's'},
+        {"stop", required_argument, 0, GEN_STOP},
+        {"min-p", required_argument, 0, GEN_MIN_P},
+        {"repeat-penalty", required_argument, 0, GEN_REPEAT_PENALTY},
+        {"repeat-last-n", required_argument, 0, GEN_REPEAT_LAST_N},
         {"temp", required_argument, 0, GEN_TEMP},
         {"top-k", required_argument, 0, GEN_TOP_K},
         {"top-p", required_argument, 0, GEN_TOP_P},
@@ -194,7 +219,7 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
     optind = 1;
     opterr = 0;
     int c;
-    while ((c = getopt_long(argc, argv, ":hm:p:f:qn:c:t:b:", lo, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, ":hm:p:f:qn:c:t:b:s:", lo, NULL)) != -1) {
         int ok = 1;
         switch (c) {
         case 'h': usage(stdout); return -1;
@@ -210,7 +235,27 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
         case GEN_CHAT: o->chat = true; break;
         case GEN_JSON: o->json = true; break;
         case GEN_F32: o->f32_act = true; break;
-        case GEN_SEED: ok = vq_opt_u64(cmd, "--seed", optarg, &o->seed); break;
+        case 's': ok = vq_opt_u64(cmd, "--seed", optarg, &o->seed); break;
+        case GEN_STOP:
+            if (o->n_stops == MAX_STOPS) {
+                fprintf(stderr, "%s: --stop: at most %d stop strings\n", cmd, MAX_STOPS);
+                ok = 0;
+            } else if (!*optarg) {
+                fprintf(stderr, "%s: --stop: empty string\n", cmd);
+                ok = 0;
+            } else o->stops[o->n_stops++] = optarg;
+            break;
+        case GEN_MIN_P: ok = vq_opt_double(cmd, "--min-p", optarg, 0.0, 1.0, &o->min_p); break;
+        case GEN_REPEAT_PENALTY:
+            ok = vq_opt_double(cmd, "--repeat-penalty", optarg, 0.0, 100.0, &o->repeat_penalty);
+            if (ok && o->repeat_penalty <= 0.0) {
+                fprintf(stderr, "%s: --repeat-penalty: must be > 0\n", cmd);
+                ok = 0;
+            }
+            break;
+        case GEN_REPEAT_LAST_N:
+            ok = vq_opt_int(cmd, "--repeat-last-n", optarg, 0, 1 << 24, &o->repeat_last_n);
+            break;
         case GEN_TEMP: ok = vq_opt_double(cmd, "--temp", optarg, 0.0, 100.0, &o->temp); break;
         case GEN_TOP_K: ok = vq_opt_int(cmd, "--top-k", optarg, 0, 1 << 24, &o->top_k); break;
         case GEN_TOP_P:
@@ -266,8 +311,11 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
     return 1;
 }
 
+/* Reads the prompt file ("-": standard input), at most MAX_PROMPT_BYTES. */
 static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
+    const bool in = !strcmp(path, "-");
+    FILE *f = in ? stdin : fopen(path, "rb");
+    if (in) path = "standard input";
     if (!f) {
         fprintf(stderr, "generate: cannot open '%s': %s\n", path, strerror(errno));
         return NULL;
@@ -293,27 +341,12 @@ static char *read_file(const char *path, size_t *len) {
         free(b);
         b = NULL;
     }
-    fclose(f);
+    if (!in) fclose(f);
     if (b) {
         b[n] = 0;
         *len = n;
     }
     return b;
-}
-
-/* Pushes token t through the UTF-8 stream into *buf, growing the buffer (*cap bytes) when a
- * piece does not fit (a vocabulary may hold pieces of any length). Returns the bytes
- * written, or -1 when out of memory. */
-static int64_t push_piece(const vq_tokenizer *tok, struct vq_tok_stream *ts, int32_t t, char **buf,
-                          size_t *cap) {
-    for (;;) {
-        const int64_t w = vq_tok_stream_push(tok, ts, t, false, *buf, *cap);
-        if (w >= 0) return w;
-        char *nb = realloc(*buf, (size_t)-w);
-        if (!nb) return -1;
-        *buf = nb;
-        *cap = (size_t)-w;
-    }
 }
 
 static double peak_rss_mb(void) {
@@ -387,35 +420,24 @@ static int write_observation(vq_observer *obs, const char *path, const char *mod
 struct gen_state {
     vq_model *m;
     const struct vq_model_info *I;
-    vq_tokenizer *tok;
     vq_ctx *ctx;
     vq_calib_data *calib_owned[2];
     struct vq_kv_layers layers;
-    vq_sampler *smp;
     vq_observer *obs;
-    char *file_text, *chat_buf, *out_text;
-    char *piece; /* (piece_cap) one decoded token piece; grows as needed */
-    size_t piece_cap;
+    char *file_text, *chat_buf;
     int32_t *ids; /* (n_prompt) prompt token ids */
     int64_t n_prompt;
-    float *logits; /* (n_vocab) */
-    size_t out_len, out_cap;
 };
 
 static void gen_free(struct gen_state *g) {
-    free(g->out_text);
-    free(g->piece);
-    free(g->logits);
     free(g->ids);
     free(g->chat_buf);
     free(g->file_text);
-    vq_sampler_free(g->smp);
     vq_observer_free(g->obs); /* before its context */
     vq_ctx_free(g->ctx);
     vq_calib_data_free(g->calib_owned[0]);
     vq_calib_data_free(g->calib_owned[1]);
     vq_kv_layers_free(&g->layers);
-    vq_tok_free(g->tok);
     vq_model_free(g->m);
 }
 
@@ -435,7 +457,7 @@ static int gen_build_prompt(const struct gen_opts *o, struct gen_state *g) {
         struct vq_chat_template tmpl;
         if (vq_chat_from_gguf(vq_model_gguf(g->m), &tmpl) != VQ_STATUS_OK)
             fprintf(stderr, "generate: no known chat template in the model; using ChatML\n");
-        struct vq_chat_msg msgs[2];
+        struct vq_chat_message msgs[2];
         size_t nm = 0;
         if (o->system) {
             msgs[nm].role = "system";
@@ -445,14 +467,18 @@ static int gen_build_prompt(const struct gen_opts *o, struct gen_state *g) {
         msgs[nm].role = "user";
         msgs[nm].content = ptext; /* NUL-terminated in both cases */
         nm++;
-        int64_t need = vq_chat_apply(&tmpl, msgs, nm, true, NULL, 0);
+        int64_t need = vq_model_chat_apply(g->m, msgs, nm, 1, NULL, 0);
+        if (need == VQ_TEXT_ERROR) {
+            fprintf(stderr, "generate: %s\n", vq_engine_last_error());
+            return 1;
+        }
         size_t cap = (size_t)(need < 0 ? -need : need + 1);
         g->chat_buf = malloc(cap);
         if (!g->chat_buf) {
             fprintf(stderr, "generate: out of memory\n");
             return 1;
         }
-        int64_t w = vq_chat_apply(&tmpl, msgs, nm, true, g->chat_buf, cap);
+        int64_t w = vq_model_chat_apply(g->m, msgs, nm, 1, g->chat_buf, cap);
         if (w < 0) {
             fprintf(stderr, "generate: chat template failed\n");
             return 1;
@@ -460,9 +486,9 @@ static int gen_build_prompt(const struct gen_opts *o, struct gen_state *g) {
         ptext = g->chat_buf;
         plen = (size_t)w;
     }
-    int64_t n = vq_tok_encode(g->tok, ptext, plen, true, o->chat, NULL, 0);
-    if (n == VQ_TOK_ERR_NO_MEMORY) {
-        fprintf(stderr, "generate: out of memory while tokenizing\n");
+    int64_t n = vq_tokenize(g->m, ptext, plen, 1, o->chat, NULL, 0);
+    if (n == VQ_TEXT_ERROR) {
+        fprintf(stderr, "generate: %s\n", vq_engine_last_error());
         return 1;
     }
     if (n < 0) n = -n;
@@ -494,7 +520,7 @@ static int gen_build_prompt(const struct gen_opts *o, struct gen_state *g) {
         return 2;
     }
     g->ids = malloc(sizeof(int32_t) * (size_t)(n_all + 1));
-    if (!g->ids || vq_tok_encode(g->tok, ptext, plen, true, o->chat, g->ids, n_all) != n_all) {
+    if (!g->ids || vq_tokenize(g->m, ptext, plen, 1, o->chat, g->ids, n_all) != n_all) {
         fprintf(stderr, "generate: tokenization failed\n");
         return 1;
     }
@@ -503,8 +529,8 @@ static int gen_build_prompt(const struct gen_opts *o, struct gen_state *g) {
 }
 
 /* Build step 2: context parameters from the options (KV config through the shared resolver,
- * per-layer bits, outlier modifiers, calibration), the context, observer and sampler.
- * Returns 0 or an exit code. */
+ * per-layer bits, outlier modifiers, calibration), the context and observer. Returns 0 or an
+ * exit code. */
 static int gen_build_ctx(const struct gen_opts *o, struct gen_state *g) {
     const struct vq_model_info *I = g->I;
     vq_status st;
@@ -537,21 +563,10 @@ static int gen_build_ctx(const struct gen_opts *o, struct gen_state *g) {
             return 1;
         }
     }
-    struct vq_sampler_params sp = vq_sampler_params_default();
-    sp.temperature = (float)o->temp;
-    sp.top_k = o->top_k;
-    sp.top_p = (float)o->top_p;
-    sp.seed = o->seed;
-    g->smp = vq_sampler_create(&sp, I->n_vocab, &st);
-    g->logits = malloc(sizeof(float) * (size_t)I->n_vocab);
-    if (!g->smp || !g->logits) {
-        fprintf(stderr, "generate: sampler: %s\n", vq_status_str(st));
-        return 1;
-    }
     return 0;
 }
 
-/* Build: model, tokenizer, prompt, context. Returns 0 or an exit code. */
+/* Build: model, prompt, context. Returns 0 or an exit code. */
 static int gen_build(const struct gen_opts *o, struct gen_state *g) {
     vq_status st;
     g->m = vq_model_load(o->model, &st);
@@ -563,42 +578,26 @@ static int gen_build(const struct gen_opts *o, struct gen_state *g) {
         return 1;
     }
     g->I = vq_model_info_get(g->m);
-    g->tok = vq_tok_create(vq_model_gguf(g->m), &st);
-    if (!g->tok) {
-        fprintf(stderr, "generate: model has no usable tokenizer: %s\n", vq_status_str(st));
+    if (vq_tokenize(g->m, "", 0, 0, 0, NULL, 0) == VQ_TEXT_ERROR) { /* no usable tokenizer */
+        fprintf(stderr, "generate: %s: %s\n", o->model, vq_engine_last_error());
         return 1;
     }
-    if (!vq_cli_vocab_check("generate", o->model, g->tok, g->I->n_vocab)) return 1;
     const int rc = gen_build_prompt(o, g);
     return rc ? rc : gen_build_ctx(o, g);
 }
 
-/* Appends w bytes of generated text to g->out_text. 1 ok, 0 out of memory. */
-static int gen_append(struct gen_state *g, const char *piece, size_t w) {
-    if (g->out_len + w + 1 > g->out_cap) {
-        size_t nc = (g->out_cap ? g->out_cap * 2 : 4096) + w;
-        char *nb = realloc(g->out_text, nc);
-        if (!nb) return 0;
-        g->out_text = nb;
-        g->out_cap = nc;
-    }
-    memcpy(g->out_text + g->out_len, piece, w);
-    g->out_len += w;
-    g->out_text[g->out_len] = 0;
-    return 1;
+/* Streams a piece of generated text to stdout (vq_piece_fn). */
+static int stream_piece(void *user, const char *piece, size_t len) {
+    (void)user;
+    fwrite(piece, 1, len, stdout);
+    fflush(stdout);
+    return 0;
 }
 
-/* Figures of one run, for the report. */
-struct gen_stats {
-    long n_gen, n_dec_evals;
-    bool stopped_eog, hit_ctx;
-    double t_prefill, t_decode;
-    struct vq_ctx_timings tm_prefill, tm_decode; /* --timings: the timed prefill, the decode */
-};
-
-/* Run step: prefill, then sample / stream / decode until n_predict tokens, end-of-generation
- * or a full context. Returns 0 or an exit code. */
-static int gen_run(const struct gen_opts *o, struct gen_state *g, struct gen_stats *r) {
+/* Run step: the --depth tokens untimed, then vq_generate_tokens on the whole prompt (the
+ * context reuses those tokens and evaluates the rest) until n_predict tokens, end-of-generation,
+ * a stop string or a full context. Returns 0 or an exit code. */
+static int gen_run(const struct gen_opts *o, struct gen_state *g, struct vq_gen_result *r) {
     memset(r, 0, sizeof *r);
     const bool stream = !o->json && !o->quiet;
     vq_status st = VQ_STATUS_OK;
@@ -607,75 +606,28 @@ static int gen_run(const struct gen_opts *o, struct gen_state *g, struct gen_sta
         fprintf(stderr, "generate: prefill of the --depth tokens failed: %s\n", vq_status_str(st));
         return 1;
     }
-    vq_ctx_reset_timings(g->ctx); /* the --depth tokens are not timed */
-    double t0 = vq_now_s();
-    st = vq_ctx_eval(g->ctx, g->ids + o->depth, g->n_prompt - o->depth, g->logits);
-    r->t_prefill = vq_now_s() - t0;
-    vq_ctx_get_timings(g->ctx, &r->tm_prefill);
-    vq_ctx_reset_timings(g->ctx);
+    struct vq_gen_params gp = vq_gen_params_default();
+    gp.sampling.temperature = (float)o->temp;
+    gp.sampling.top_k = o->top_k;
+    gp.sampling.top_p = (float)o->top_p;
+    gp.sampling.seed = o->seed;
+    gp.sampling.min_p = (float)o->min_p;
+    gp.sampling.repeat_penalty = (float)o->repeat_penalty;
+    gp.sampling.repeat_last_n = o->repeat_last_n;
+    gp.max_tokens = o->n_predict;
+    gp.stop = o->stops;
+    gp.n_stop = o->n_stops;
+    gp.on_piece = stream ? stream_piece : NULL;
+    st = vq_generate_tokens(g->ctx, g->ids, g->n_prompt, &gp, r);
     if (st != VQ_STATUS_OK) {
-        fprintf(stderr, "generate: prefill failed: %s\n", vq_status_str(st));
+        if (stream) fputc('\n', stdout);
+        fprintf(stderr, "generate: %s (%s)\n", vq_engine_last_error(), vq_status_str(st));
         return 1;
-    }
-    struct vq_tok_stream ts;
-    vq_tok_stream_init(&ts);
-    g->piece_cap = 512;
-    g->piece = malloc(g->piece_cap);
-    if (!g->piece) {
-        fprintf(stderr, "generate: out of memory\n");
-        return 1;
-    }
-    double t1 = vq_now_s();
-    while (r->n_gen < o->n_predict) {
-        int32_t t = vq_sampler_sample(g->smp, g->logits);
-        if (vq_tok_is_eog(g->tok, t)) {
-            r->stopped_eog = true;
-            break;
-        }
-        r->n_gen++;
-        int64_t w = push_piece(g->tok, &ts, t, &g->piece, &g->piece_cap);
-        if (w < 0) {
-            fprintf(stderr, "generate: out of memory\n");
-            return 1;
-        }
-        if (w > 0) {
-            if (stream) {
-                fwrite(g->piece, 1, (size_t)w, stdout);
-                fflush(stdout);
-            }
-            if (!gen_append(g, g->piece, (size_t)w)) {
-                fprintf(stderr, "generate: out of memory\n");
-                return 1;
-            }
-        }
-        if (r->n_gen == o->n_predict) break;
-        if (vq_ctx_n_past(g->ctx) >= o->n_ctx) {
-            r->hit_ctx = true;
-            break;
-        }
-        st = vq_ctx_eval(g->ctx, &t, 1, g->logits);
-        if (st != VQ_STATUS_OK) {
-            fprintf(stderr, "\ngenerate: decode failed: %s\n", vq_status_str(st));
-            return 1;
-        }
-    }
-    r->t_decode = vq_now_s() - t1;
-    vq_ctx_get_timings(g->ctx, &r->tm_decode);
-    int64_t w = vq_tok_stream_flush(&ts, g->piece, g->piece_cap); /* <= 4 bytes */
-    if (w > 0) {
-        if (stream) fwrite(g->piece, 1, (size_t)w, stdout);
-        if (!gen_append(g, g->piece, (size_t)w)) {
-            fprintf(stderr, "generate: out of memory\n");
-            return 1;
-        }
     }
     if (stream) {
         fputc('\n', stdout);
         fflush(stdout);
     }
-    /* decode rate: tokens evaluated in the loop (the last sampled token is not evaluated) */
-    r->n_dec_evals = r->n_gen > 0 ? r->n_gen - (r->n_gen == o->n_predict || r->hit_ctx ? 1 : 0) : 0;
-    if (r->stopped_eog) r->n_dec_evals = r->n_gen;
     return 0;
 }
 
@@ -691,8 +643,8 @@ static double phase_ms(const struct vq_ctx_timings *t, int ph) {
 }
 
 /* --timings as text: each phase's ms per token and share, the prefill and the decode. */
-static void print_timings(const struct gen_stats *r) {
-    const struct vq_ctx_timings *ts[2] = {&r->tm_prefill, &r->tm_decode};
+static void print_timings(const struct vq_gen_result *r) {
+    const struct vq_ctx_timings *ts[2] = {&r->prefill_timings, &r->decode_timings};
     fprintf(stderr, "timings: ms per token (share)    prefill          decode\n");
     for (int p = 0; p <= VQ_PHASE_COUNT; p++) {
         fprintf(stderr, "  %-28s", p < VQ_PHASE_COUNT ? vq_phase_name((enum vq_phase)p) : "total");
@@ -717,17 +669,17 @@ static cJSON *timings_json(const struct vq_ctx_timings *t) {
 
 /* Report step: statistics as JSON on stdout (--json) or as text on stderr. */
 static void gen_report(const struct gen_opts *o, const struct gen_state *g,
-                       const struct gen_stats *r) {
+                       const struct vq_gen_result *r) {
     const struct vq_model_info *I = g->I;
     struct vq_cache_memory mem;
     vq_cache_memory(vq_ctx_cache(g->ctx), &mem);
     double key_x = mem.key_total_bytes ? (double)mem.fp16_key_bytes / (double)mem.key_total_bytes
                                        : 0;
     double full_x = mem.total_bytes ? (double)mem.fp16_bytes / (double)mem.total_bytes : 0;
-    const int64_t n_timed = g->n_prompt - o->depth; /* prompt tokens in the timed prefill */
-    double pre_tps = r->t_prefill > 0 ? (double)n_timed / r->t_prefill : 0;
-    double dec_tps = r->t_decode > 0 && r->n_dec_evals > 0 ? (double)r->n_dec_evals / r->t_decode
-                                                           : 0;
+    const int64_t n_timed = r->n_evaluated; /* prompt tokens in the timed prefill */
+    const bool stopped_eog = r->finish == VQ_FINISH_STOP && r->stop_index < 0;
+    double pre_tps = r->prefill_s > 0 ? (double)n_timed / r->prefill_s : 0;
+    double dec_tps = r->decode_s > 0 && r->n_decoded > 0 ? (double)r->n_decoded / r->decode_s : 0;
     const struct vq_cache_params *cpp = vq_ctx_cache_params(g->ctx);
     const int threads = vq_ctx_n_threads(g->ctx); /* what ran */
     if (!o->json) {
@@ -740,10 +692,11 @@ static void gen_report(const struct gen_opts *o, const struct gen_state *g,
             fprintf(stderr, "prefill: %lld tokens after a depth of %ld untimed ones, %.1f tok/s\n",
                     (long long)n_timed, o->depth, pre_tps);
         else fprintf(stderr, "prefill: %lld tokens, %.1f tok/s\n", (long long)g->n_prompt, pre_tps);
-        fprintf(stderr, "decode:  %ld tokens generated%s, %.1f tok/s\n", r->n_gen,
-                r->stopped_eog ? " (stopped at end-of-generation)"
-                : r->hit_ctx   ? " (context full)"
-                               : "",
+        fprintf(stderr, "decode:  %lld tokens generated%s, %.1f tok/s\n", (long long)r->n_generated,
+                stopped_eog                      ? " (stopped at end-of-generation)"
+                : r->finish == VQ_FINISH_STOP    ? " (stopped at a stop string)"
+                : r->finish == VQ_FINISH_CONTEXT ? " (context full)"
+                                                 : "",
                 dec_tps);
         fprintf(stderr,
                 "KV:      %zu bytes (keys %zu, fp16 would be %zu) key_x %.2f fullKV_x %.2f\n",
@@ -766,9 +719,10 @@ static void gen_report(const struct gen_opts *o, const struct gen_state *g,
     cJSON_AddNumberToObject(js, "prompt_tokens", (double)g->n_prompt);
     cJSON_AddNumberToObject(js, "depth", (double)o->depth);
     cJSON_AddNumberToObject(js, "prefill_tokens", (double)n_timed);
-    cJSON_AddNumberToObject(js, "decode_tokens", (double)r->n_dec_evals);
-    cJSON_AddNumberToObject(js, "tokens_generated", (double)r->n_gen);
-    cJSON_AddBoolToObject(js, "stopped_at_eog", r->stopped_eog);
+    cJSON_AddNumberToObject(js, "decode_tokens", (double)r->n_decoded);
+    cJSON_AddNumberToObject(js, "tokens_generated", (double)r->n_generated);
+    cJSON_AddBoolToObject(js, "stopped_at_eog", stopped_eog);
+    cJSON_AddStringToObject(js, "finish_reason", vq_finish_reason_name(r->finish));
     cJSON_AddNumberToObject(js, "prefill_tok_s", pre_tps);
     cJSON_AddNumberToObject(js, "decode_tok_s", dec_tps);
     cJSON_AddNumberToObject(js, "weight_bytes", (double)I->weight_bytes);
@@ -781,10 +735,10 @@ static void gen_report(const struct gen_opts *o, const struct gen_state *g,
     cJSON_AddNumberToObject(js, "peak_rss_mb", peak_rss_mb());
     if (o->timings) {
         cJSON *tj = cJSON_AddObjectToObject(js, "timings");
-        cJSON_AddItemToObject(tj, "prefill", timings_json(&r->tm_prefill));
-        cJSON_AddItemToObject(tj, "decode", timings_json(&r->tm_decode));
+        cJSON_AddItemToObject(tj, "prefill", timings_json(&r->prefill_timings));
+        cJSON_AddItemToObject(tj, "decode", timings_json(&r->decode_timings));
     }
-    cJSON_AddStringToObject(js, "text", g->out_text ? g->out_text : "");
+    cJSON_AddStringToObject(js, "text", r->text ? r->text : "");
     char *s = cJSON_PrintUnformatted(js);
     if (s) {
         puts(s);
@@ -804,15 +758,17 @@ int vq_cmd_generate(int argc, char **argv) {
     if (!o.model) o.model = default_model(mbuf, sizeof mbuf);
     struct gen_state g;
     memset(&g, 0, sizeof g);
-    struct gen_stats r;
+    struct vq_gen_result r;
+    memset(&r, 0, sizeof r);
     int rc = gen_build(&o, &g);
     if (!rc) rc = gen_run(&o, &g, &r);
     if (!rc) {
         gen_report(&o, &g, &r);
         if (g.obs && !write_observation(g.obs, o.observe, o.model, g.I, vq_ctx_cache_params(g.ctx),
-                                        &o, g.n_prompt, r.n_gen))
+                                        &o, g.n_prompt, (long)r.n_generated))
             rc = 1;
     }
+    vq_gen_result_free(&r);
     gen_free(&g);
     return rc;
 }
