@@ -38,7 +38,7 @@ struct chat_opts {
     enum vq_isa isa;
     struct vq_kv_opts kv;         /* every KV option (kvconfig.h), as in generate */
     struct vq_cache_params cache; /* the KV config resolved from kv */
-    char kv_name[96];
+    char kv_name[256];
 };
 
 static void usage(FILE *f) {
@@ -209,10 +209,7 @@ static int parse(int argc, char **argv, struct chat_opts *o) {
         fprintf(stderr, "%s: unexpected argument '%s'\n", cmd, argv[optind]);
         return 0;
     }
-    o->cache = vq_cache_params_default();
-    if (!vq_kv_opts_resolve(cmd, &o->kv, &o->cache.key, &o->cache.value)) return 0;
-    vq_kv_opts_apply_cache(&o->kv, &o->cache); /* outlier modifiers */
-    vq_kv_config_name_opts(&o->kv, &o->cache.key, &o->cache.value, o->kv_name, sizeof o->kv_name);
+    if (!vq_kv_opts_prepare(cmd, &o->kv, &o->cache, o->kv_name, sizeof o->kv_name)) return 0;
     if (o->kv.print_config) return 2;
     return 1;
 }
@@ -256,23 +253,11 @@ static int chat_build(const struct chat_opts *o, struct chat_state *s) {
     vq_cli_warn_wait_policy("chat", o->threads);
     cp.n_batch = o->batch;
     cp.isa = o->isa;
-    cp.cache.key = o->cache.key;
-    cp.cache.value = o->cache.value;
+    const int la = vq_kv_opts_build("chat", &o->kv, o->model, s->m, I->n_layers, I->n_kv_heads,
+                                    I->head_dim, &cp.cache, &s->layers, s->calib_owned, 0);
+    if (la != 1) return la == 0 ? 2 : 1;
     cp.cache.key.isa = o->isa;
     cp.cache.value.isa = o->isa;
-    const int la = vq_kv_layers_apply("chat", &o->kv, o->model, s->m, I->n_layers, I->head_dim,
-                                      &cp.cache, &s->layers, 0);
-    if (la != 1) return la == 0 ? 2 : 1;
-    vq_kv_opts_apply_cache(&o->kv, &cp.cache); /* outlier modifiers */
-    struct vq_cache_params mc = cp.cache;
-    mc.head_dim = I->head_dim;
-    const char *why = vq_kv_modifier_error(&mc);
-    if (why) {
-        fprintf(stderr, "chat: %s\n", why);
-        return 2;
-    }
-    if (!vq_cli_attach_calib("chat", o->model, &cp.cache, I->n_layers, I->head_dim, s->calib_owned))
-        return 1;
     s->ctx = vq_ctx_create(s->m, &cp, &st);
     if (!s->ctx) {
         fprintf(stderr, "chat: %s\n", vq_engine_last_error());
