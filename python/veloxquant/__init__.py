@@ -12,12 +12,14 @@ subclasses carrying the library's status; bad shapes and dtypes raise ValueError
 call into C.
 """
 from .core import Cache, Codec, Codes, config_name, methods, presets, version
+from .model import Model, Result
 from .errors import (BadFormatError, CapacityError, Error, FileError, InternalError,
                      InvalidArgumentError, NoMemoryError, NonFiniteError, NotFoundError,
                      RangeError, UnsupportedError)
 
 __version__ = "0.1.0"
-__all__ = ["Cache", "Codec", "Codes", "config_name", "methods", "presets", "version", "Error",
+__all__ = ["Cache", "Codec", "Codes", "Model", "Result", "config_name", "methods", "presets",
+           "version", "Error",
            "BadFormatError", "CapacityError", "FileError", "InternalError",
            "InvalidArgumentError", "NoMemoryError", "NonFiniteError", "NotFoundError",
            "RangeError", "UnsupportedError"]

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # kv_presets.sh — a config name means one cache everywhere: for every named config the library
-# lists (`methods --configs`: fp16, kv8..kv2, the sweep configs), generate, perplexity, sweep,
+# lists (`methods --configs`: fp16, kv8..kv2, the sweep configs), generate, chat, perplexity, sweep,
 # bench and estimate-memory print the same resolved cache parameters (--print-kv-config) and
 # the same canonical name, the name's own config spelling resolves to the same parameters and
 # name, and every command accepts `--kv fp16` as the baseline. No model needed.
@@ -19,7 +19,7 @@ for p in fp16 kv8 kv5 kv4 kv3 kv2; do
     grep -q "^$p " "$TMP/configs" && ok || bad "preset $p not listed"
 done
 
-CMDS="generate perplexity sweep bench estimate-memory"
+CMDS="generate chat perplexity sweep bench estimate-memory"
 while read -r name config _; do
     ref=""
     for c in $CMDS; do
