@@ -1,6 +1,6 @@
 /* cmd_generate.c — `veloxquant generate`: run a prompt through a GGUF model with a chosen KV
  * method, stream the generated text, then report prefill/decode speed, tokens generated, KV
- * bytes, compression ratios (key_x, fullKV_x) and peak RSS (README "Command line",
+ * bytes, compression ratios (key_x, fullKV_x) and peak RSS (README.md "Command line",
  * docs/EVALUATION.md). The generation itself is the library's vq_generate_tokens (sampling, stop
  * strings, streaming through its piece callback); this file parses options, builds the prompt
  * and the context, and reports. */

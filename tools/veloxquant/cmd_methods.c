@@ -33,7 +33,7 @@ static int tier_bits(const char *name, int64_t ctx, double *bits, double *mean_b
 }
 
 /* Methods of the design that have no codec in this build yet, and the cache-level modifiers
- * (README "Methods"). */
+ * (docs/METHODS.md). */
 static const struct vq_method_info planned[] = {
     {.name = "vecinfer",
      .params = "bits=1,1.5,2 (product VQ, trained codebooks)",
