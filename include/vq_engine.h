@@ -509,17 +509,17 @@ VQ_API const int32_t *vq_ctx_tokens(const vq_ctx *c);
 
 /* ---- multi-turn conversations ----
  *
- * A conversation holds the messages of a chat and its exact token history on one context
- * (borrowed: it must outlive the conversation; use it only through the conversation while the
- * conversation expects its cache). Each turn appends the user message, applies the chat
- * template (vq_model_chat_apply with the generation prompt) and evaluates only what the cache
+ * A conversation holds the messages of a chat and its exact token history on one context (borrowed:
+ * it must outlive the conversation; other use of the context between turns is allowed and costs the
+ * next turn the tokens it removed from the cache). Each turn appends the user message, applies the
+ * chat template (vq_model_chat_apply with the generation prompt) and evaluates only what the cache
  * lacks: when the new prompt text extends the text of the tokens already known (the previous
  * prompt, the reply's tokens, its end-of-turn token), the new part is tokenized alone (no BOS,
- * control tokens parsed) and appended, so the cache is reused whole; where the texts differ
- * (a template that trims the reply, a stop string that cut a token, a control token inside the
- * reply), the known tokens are kept up to the last token boundary before the difference and
- * the rest is tokenized again; the cache then keeps what vq_generate_tokens keeps. The reply
- * is recorded as the assistant message. */
+ * control tokens parsed) and appended, so the cache is reused whole; where the texts differ (a
+ * template that trims the reply, a stop string that cut a token, a control token inside the reply),
+ * the known tokens are kept up to the last token boundary before the difference and the rest is
+ * tokenized again; the cache then keeps what vq_generate_tokens keeps. The reply is recorded as the
+ * assistant message. */
 typedef struct vq_conversation vq_conversation;
 /* Creates a conversation on c; system (may be NULL: the template's default, if any) becomes the
  * first message (copied). NULL with *st = INVALID_ARG (NULL c), NOT_FOUND / BAD_FORMAT (no

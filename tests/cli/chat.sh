@@ -89,5 +89,57 @@ assert [d["turn"] for d in t] == [1, 3], t
 assert t[1]["cached_tokens"] == t[0]["n_past"], t
 PY
 
+# --- on a terminal (a pseudo-terminal): "> " prompt, a streamed answer that Ctrl-C stops,
+# /stats, then Ctrl-C twice at the prompt quits with status 0
+python3 - "$VQ" "$MODEL" <<'PY' && ok || bad "interactive chat on a terminal"
+import os, pty, select, sys, time
+vq, model = sys.argv[1:3]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execv(vq, [vq, "chat", "-m", model, "-t", "1", "-c", "1024", "-n", "600"])
+buf = b""
+def wait_for(pat, t=60):
+    global buf
+    end = time.time() + t
+    while time.time() < end:
+        if pat in buf:
+            return True
+        r, _, _ = select.select([fd], [], [], 0.1)
+        if r:
+            try:
+                buf += os.read(fd, 4096)
+            except OSError:
+                return pat in buf
+    return pat in buf
+def fail(msg):
+    print(msg, buf.decode(errors="replace"), file=sys.stderr)
+    os.kill(pid, 9)
+    sys.exit(1)
+if not wait_for(b"> "):
+    fail("no prompt")
+os.write(fd, b"Tell me a very long story about a dragon and a knight.\n")
+n0 = len(buf)
+end = time.time() + 60
+while len(buf) < n0 + 120 and time.time() < end:   # the echo, then some answer text
+    wait_for(b"\x00", 0.2)
+os.write(fd, b"\x03")
+if not wait_for(b"[stopped]") and buf.count(b"> ") < 2:
+    fail("Ctrl-C did not stop the answer")
+os.write(fd, b"/stats\n")
+if not wait_for(b"tokens in the cache"):
+    fail("no /stats")
+os.write(fd, b"\x03")
+if not wait_for(b"again or Ctrl-D"):
+    fail("no quit hint")
+os.write(fd, b"\x03")
+end = time.time() + 30
+while time.time() < end:
+    p, st = os.waitpid(pid, os.WNOHANG)
+    if p:
+        sys.exit(0 if os.WIFEXITED(st) and os.WEXITSTATUS(st) == 0 else 1)
+    wait_for(b"\x00", 0.2)
+fail("a second Ctrl-C did not quit")
+PY
+
 echo "chat: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
