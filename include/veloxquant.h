@@ -95,6 +95,11 @@ typedef int vq_status;
 
 /* Returns a static, human-readable string for a status (unknown codes give "unknown status"). */
 VQ_API const char *vq_status_str(vq_status st);
+/* Index of the entry of names[0..n) nearest to name when it is close enough to be a likely
+ * typo (edit distance, an adjacent swap counting as one edit, at most a third of name's length
+ * and at least one), else -1; NULL entries are skipped. For "did you mean ...?" messages.
+ * Pure, thread-safe. */
+VQ_API int vq_nearest_name(const char *name, const char *const *names, int n);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Element types of caller buffers.                                                          */
@@ -827,6 +832,11 @@ struct vq_kv_preset_info {
     double max_bits;         /* tier presets: the bits/elem budget; else 0 */
     int tier;                /* 1 = a kv preset, 0 = a named sweep configuration */
 };
+/* The known name nearest to name (edit distance, an adjacent swap counting as one edit) when
+ * it is close enough to be a likely typo (at most a third of its length, at least one edit),
+ * else NULL: among the method names when methods_only, else among the named configurations
+ * and the methods. Static storage. For "did you mean ...?" messages. Thread-safe. */
+VQ_API const char *vq_kv_nearest_name(const char *name, int methods_only);
 /* Number of named configurations. */
 VQ_API int vq_kv_preset_count(void);
 /* Entry i (0 .. count-1): fp16 first, then the tier presets kv8 to kv2, then the other named

@@ -124,6 +124,14 @@ struct vq_model_info {
  * weights: 30-45 ms for the 97 MB default model on a shared 2-vCPU machine).
  * Caller-owned. */
 VQ_API vq_model *vq_model_load(const char *path, vq_status *st);
+/* The default model's file name (SmolLM2-135M-Instruct Q4_1, the model every test and
+ * benchmark of the project runs on; scripts/fetch_models.sh fetches it). Static. */
+#define VQ_DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
+/* Writes the default model's path into buf (cap bytes, NUL-terminated): $VQ_MODELS/FILE when
+ * VQ_MODELS is set and not empty, else $HOME/.cache/veloxquant/models/FILE. Returns the
+ * length, or -(length + 1) when cap is too small. Reads the environment; thread-safe if nobody
+ * modifies it. */
+VQ_API int vq_model_default_path(char *buf, size_t cap);
 /* Frees a model (NULL: no-op). Every context of the model must be freed first. */
 VQ_API void vq_model_free(vq_model *m);
 /* Hyper-parameters of a loaded model (library-owned, valid until vq_model_free). */

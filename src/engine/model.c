@@ -551,6 +551,21 @@ static vq_model *load(const char *path, vq_status *st) {
     return m;
 }
 
+int vq_model_default_path(char *buf, size_t cap) {
+    const char *dir = getenv("VQ_MODELS");
+    char tmp[4096];
+    int n;
+    if (dir && *dir) n = snprintf(tmp, sizeof tmp, "%s/%s", dir, VQ_DEFAULT_MODEL_FILE);
+    else {
+        const char *home = getenv("HOME");
+        n = snprintf(tmp, sizeof tmp, "%s/.cache/veloxquant/models/%s", home ? home : ".",
+                     VQ_DEFAULT_MODEL_FILE);
+    }
+    if (n < 0 || (size_t)n >= sizeof tmp || !buf || (size_t)n + 1 > cap) return -(n + 1);
+    memcpy(buf, tmp, (size_t)n + 1);
+    return n;
+}
+
 vq_model *vq_model_load(const char *path, vq_status *st) {
     vq_status s = VQ_STATUS_OK;
     if (!path) {

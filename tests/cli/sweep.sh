@@ -18,7 +18,9 @@ OUT="$TMP/out"; ERR="$TMP/err"
 
 expect_exit 0 "$VQ" sweep --help
 expect_exit 2 "$VQ" sweep -m "$MODEL" --configs fp16                       # no -o
-expect_exit 2 "$VQ" sweep -o "$TMP/x" --configs fp16                        # no model
+# no -m: the default model, as in every command ($VQ_MODELS decides where it is)
+VQ_MODELS="$TMP/nomodels" expect_exit 1 "$VQ" sweep -o "$TMP/x" --configs fp16
+grep -q "nomodels/SmolLM2-135M-Instruct.Q4_1.gguf" "$ERR" && ok || bad "sweep default model"
 expect_exit 2 "$VQ" sweep -m "$MODEL" -o "$TMP/x" --configs fp16,nonsense
 grep -q "unknown KV config 'nonsense'" "$ERR" && ok || bad "bad config name message"
 # a width the method does not take is refused before anything runs, with its widths

@@ -45,10 +45,10 @@ static const char *default_text_ =
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: veloxquant calibrate -m MODEL [options]\n\n"
+            "usage: veloxquant calibrate [-m MODEL] [options]\n\n"
             "Runs calibration text through the model with an fp32 KV cache, records the post-RoPE\n"
             "keys and values of every layer (heads pooled) and writes calibration artifacts.\n\n"
-            "  -m, --model PATH        GGUF model (required)\n"
+            "  -m, --model PATH        GGUF model (default: the default model)\n"
             "  --method M              vecinfer | spectral | ratequant | all (default all)\n"
             "  --text FILE             calibration text (default: built-in English prose)\n"
             "  --n_tokens N            tokens of text to use (default 512)\n"
@@ -429,11 +429,8 @@ int vq_cmd_calibrate(int argc, char **argv) {
                 method);
         return 2;
     }
-    if (!b.model_path) {
-        fprintf(stderr, "calibrate: -m MODEL is required\n");
-        usage(stderr);
-        return 2;
-    }
+    static char model_buf[4096];
+    b.model_path = vq_cli_model(b.model_path, model_buf, sizeof model_buf);
     if (b.out && !strcmp(method, "all")) {
         fprintf(stderr, "calibrate: --out needs one --method\n");
         return 2;

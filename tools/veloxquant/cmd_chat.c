@@ -22,7 +22,6 @@
 #include "opts.h"
 #include "vq_tools.h"
 
-#define DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
 #define MAX_STOPS 32
 
 struct chat_opts {
@@ -65,9 +64,9 @@ static void usage(FILE *f) {
         "kv_fp16_bytes, n_past, prefill_tok_s, decode_tok_s). A turn that does not fit the\n"
         "context is reported (\"context full: N tokens needed, M free\") and skipped; the exit\n"
         "status is then 1.\n\n"
-        "  -m, --model PATH      GGUF file (default $VQ_MODELS/" DEFAULT_MODEL_FILE
+        "  -m, --model PATH      GGUF file (default $VQ_MODELS/" VQ_DEFAULT_MODEL_FILE
         ",\n"
-        "                        else ~/.cache/veloxquant/models/" DEFAULT_MODEL_FILE
+        "                        else ~/.cache/veloxquant/models/" VQ_DEFAULT_MODEL_FILE
         ")\n"
         "      --system TEXT     system prompt (default: the template's own, if any)\n"
         "  -n, --n-predict N     max tokens per answer (default 512)\n"
@@ -87,16 +86,6 @@ static void usage(FILE *f) {
         "      --isa ISA         auto|scalar|avx2|avx512 weight and codec kernels (default auto)\n"
         "      --json            one JSON object per turn on stdout (no streaming)\n");
     fputs("\nKV cache (the same options and defaults as `generate`):\n" VQ_KV_HELP, f);
-}
-
-static const char *default_model(char *buf, size_t cap) {
-    const char *dir = getenv("VQ_MODELS");
-    if (dir && *dir) snprintf(buf, cap, "%s/%s", dir, DEFAULT_MODEL_FILE);
-    else {
-        const char *home = getenv("HOME");
-        snprintf(buf, cap, "%s/.cache/veloxquant/models/%s", home ? home : ".", DEFAULT_MODEL_FILE);
-    }
-    return buf;
 }
 
 enum {
@@ -196,11 +185,8 @@ static int parse(int argc, char **argv, struct chat_opts *o) {
             } else o->stops[o->n_stops++] = optarg;
             break;
         case CHAT_ISA: ok = vq_opt_isa(cmd, "--isa", optarg, &o->isa); break;
-        case ':': fprintf(stderr, "%s: %s needs a value\n", cmd, argv[optind - 1]); return 0;
-        case '?':
-            fprintf(stderr, "%s: unknown option '%s' (see veloxquant chat --help)\n", cmd,
-                    argv[optind - 1]);
-            return 0;
+        case ':':
+        case '?': vq_cli_bad_option(cmd, c, argc, argv, lo); return 0;
         default: ok = vq_kv_opts_handle(&o->kv, cmd, c, optarg); break;
         }
         if (ok != 1) return 0;
@@ -442,7 +428,7 @@ int vq_cmd_chat(int argc, char **argv) {
     if (!pr) return 2;
     if (pr == 2) return vq_kv_print_config(o.kv_name, &o.cache);
     char mbuf[4096];
-    if (!o.model) o.model = default_model(mbuf, sizeof mbuf);
+    o.model = vq_cli_model(o.model, mbuf, sizeof mbuf);
     struct chat_state s;
     memset(&s, 0, sizeof s);
     int rc = chat_build(&o, &s);

@@ -78,6 +78,7 @@ static int em_parse(int argc, char **argv, struct em_opts *o) {
     static const struct option lo[] = {
         {"model", required_argument, 0, 'm'},
         {"ctx", required_argument, 0, 'c'},
+        {"ctx-size", required_argument, 0, 'c'},
         {"layers", required_argument, 0, 'L'},
         {"kv-heads", required_argument, 0, 'H'},
         {"head-dim", required_argument, 0, 'D'},
@@ -119,8 +120,8 @@ static int em_parse(int argc, char **argv, struct em_opts *o) {
             break;
         }
         case 'h': usage(stdout); return -1;
-        case ':': fprintf(stderr, "%s: %s needs a value\n", CMD, argv[optind - 1]); return 0;
-        case '?': fprintf(stderr, "%s: unknown option '%s'\n", CMD, argv[optind - 1]); return 0;
+        case ':':
+        case '?': vq_cli_bad_option(CMD, c, argc, argv, lo); return 0;
         default: ok = vq_kv_opts_handle(&o->ko, CMD, c, optarg); break;
         }
         if (ok != 1) return 0;

@@ -24,7 +24,6 @@
 #include "opts.h"
 #include "vq_tools.h"
 
-#define DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
 #define MAX_PROMPT_BYTES (64u << 20)
 #define MAX_STOPS 32
 
@@ -56,9 +55,9 @@ static void usage(FILE *f) {
         "streams the generated text to stdout, then prints prefill and decode tok/s, tokens\n"
         "generated, KV bytes, key_x / fullKV_x (fp16 bytes / stored bytes) and peak RSS to "
         "stderr.\n\n"
-        "  -m, --model PATH      GGUF file (default $VQ_MODELS/" DEFAULT_MODEL_FILE
+        "  -m, --model PATH      GGUF file (default $VQ_MODELS/" VQ_DEFAULT_MODEL_FILE
         ",\n"
-        "                        else ~/.cache/veloxquant/models/" DEFAULT_MODEL_FILE
+        "                        else ~/.cache/veloxquant/models/" VQ_DEFAULT_MODEL_FILE
         ")\n"
         "  -p, --prompt TEXT     prompt text\n"
         "  -f, --file PATH       read the prompt from a file ('-': standard input; at most 64 "
@@ -106,17 +105,6 @@ static void usage(FILE *f) {
         "decode on several threads several times slower (a warning says so).\n");
     fputs("\nKV cache (the same options and defaults as `perplexity` and `sweep`):\n" VQ_KV_HELP,
           f);
-}
-
-/* Resolves the default model path into buf. */
-static const char *default_model(char *buf, size_t cap) {
-    const char *dir = getenv("VQ_MODELS");
-    if (dir && *dir) snprintf(buf, cap, "%s/%s", dir, DEFAULT_MODEL_FILE);
-    else {
-        const char *home = getenv("HOME");
-        snprintf(buf, cap, "%s/.cache/veloxquant/models/%s", home ? home : ".", DEFAULT_MODEL_FILE);
-    }
-    return buf;
 }
 
 /* Checks before the run that FILE can be written: not a folder, and its folder exists and is
@@ -275,11 +263,8 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
         case GEN_OBSERVE_Q:
             ok = vq_opt_int(cmd, "--observe-queries", optarg, 1, 4096, &o->observe_queries);
             break;
-        case ':': fprintf(stderr, "%s: %s needs a value\n", cmd, argv[optind - 1]); return 0;
-        case '?':
-            fprintf(stderr, "%s: unknown option '%s' (see veloxquant generate --help)\n", cmd,
-                    argv[optind - 1]);
-            return 0;
+        case ':':
+        case '?': vq_cli_bad_option(cmd, c, argc, argv, lo); return 0;
         default: ok = vq_kv_opts_handle(&o->kv, cmd, c, optarg); break;
         }
         if (ok != 1) return 0;
@@ -755,7 +740,7 @@ int vq_cmd_generate(int argc, char **argv) {
     if (!pr) return 2;
     if (pr == 2) return vq_kv_print_config(o.kv_name, &o.cache);
     char mbuf[4096];
-    if (!o.model) o.model = default_model(mbuf, sizeof mbuf);
+    o.model = vq_cli_model(o.model, mbuf, sizeof mbuf);
     struct gen_state g;
     memset(&g, 0, sizeof g);
     struct vq_gen_result r;

@@ -20,10 +20,10 @@
 static void usage(FILE *f) {
     fprintf(
         f,
-        "usage: veloxquant info [options] MODEL\n\n"
+        "usage: veloxquant info [options] [-m] [MODEL]\n\n"
         "Prints a GGUF file's metadata, its tensor types and the KV-cache geometry of the "
         "model.\n\n"
-        "  -m, --model PATH   the GGUF file (or give it as the last argument)\n"
+        "  -m, --model PATH   the GGUF file (or the last argument; default: the default model)\n"
         "      --tensors      list every tensor (name, type, shape, bytes)\n"
         "      --ctx N        context length used for the KV byte figures (default 4096)\n"
         "      --method M     also show the KV bytes with method M for keys and values\n"
@@ -178,10 +178,8 @@ static int info_parse(int argc, char **argv, struct info_opts *o) {
             return 0;
         } else o->path = a;
     }
-    if (!o->path) {
-        fprintf(stderr, "%s: give a GGUF file (veloxquant info MODEL)\n", cmd);
-        return 0;
-    }
+    static char model_buf[4096];
+    o->path = vq_cli_model(o->path, model_buf, sizeof model_buf); /* default: the default model */
     char err[256];
     if (vq_kv_spec_codecs(&o->ko.s, &o->cp, &o->vcp, err, sizeof err) != VQ_STATUS_OK) {
         fprintf(stderr, "%s: %s\n", cmd, err);

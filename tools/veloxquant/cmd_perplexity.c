@@ -21,11 +21,11 @@ static const char *CMD = "perplexity";
 static void usage(FILE *f) {
     fprintf(
         f,
-        "usage: veloxquant perplexity -m MODEL -f TEXT [-c CTX] [options]\n\n"
+        "usage: veloxquant perplexity [-m MODEL] [-f TEXT] [-c CTX] [options]\n\n"
         "Perplexity over TEXT in non-overlapping chunks of CTX tokens, scoring the second half of\n"
         "each chunk, with the KV cache compressed as it fills (attention reads the codes).\n\n"
-        "  -m, --model FILE      GGUF model (required)\n"
-        "  -f, --file TEXT       text file (required), e.g. data/corpus_en.txt (make bench-data)\n"
+        "  -m, --model FILE      GGUF model (default: the default model, as every command)\n"
+        "  -f, --file TEXT       text file (default data/corpus_en.txt: make bench-data)\n"
         "  -c, --ctx CTX         tokens per chunk (default 512; even, >= 4)\n"
         "  --chunks N            score only the first N chunks (default: all)\n"
         "  -b, --batch N         tokens per forward pass (default: CTX)\n"
@@ -56,6 +56,7 @@ static int ppl_parse(int argc, char **argv, struct ppl_opts *o) {
         {"model", required_argument, 0, 'm'},
         {"file", required_argument, 0, 'f'},
         {"ctx", required_argument, 0, 'c'},
+        {"ctx-size", required_argument, 0, 'c'},
         {"chunks", required_argument, 0, 'C'},
         {"batch", required_argument, 0, 'b'},
         {"threads", required_argument, 0, 't'},
@@ -90,8 +91,8 @@ static int ppl_parse(int argc, char **argv, struct ppl_opts *o) {
         case 'j': o->json = 1; break;
         case 'A': o->f32act = 1; break;
         case 'h': usage(stdout); return -1;
-        case ':': fprintf(stderr, "%s: %s needs a value\n", CMD, argv[optind - 1]); return 0;
-        case '?': fprintf(stderr, "%s: unknown option '%s'\n", CMD, argv[optind - 1]); return 0;
+        case ':':
+        case '?': vq_cli_bad_option(CMD, c, argc, argv, lo); return 0;
         default: ok = vq_kv_opts_handle(&o->ko, CMD, c, optarg); break;
         }
         if (ok != 1) return 0;
@@ -100,10 +101,9 @@ static int ppl_parse(int argc, char **argv, struct ppl_opts *o) {
         fprintf(stderr, "%s: unexpected argument '%s'\n", CMD, argv[optind]);
         return 0;
     }
-    if ((!o->model || !o->text) && !o->ko.print_config) {
-        fprintf(stderr, "%s: -m MODEL and -f TEXT are required\n", CMD);
-        return 0;
-    }
+    static char model_buf[4096], text_buf[4096];
+    o->model = vq_cli_model(o->model, model_buf, sizeof model_buf);
+    if (!o->text) o->text = vq_cli_default_corpus(text_buf, sizeof text_buf);
     if (o->ctx % 2) {
         fprintf(stderr, "%s: --ctx must be even\n", CMD);
         return 0;

@@ -929,8 +929,8 @@ int vq_cmd_report(int argc, char **argv) {
         switch (c) {
         case 'o': dir = optarg; break;
         case 'h': usage(stdout); return 0;
-        case ':': fprintf(stderr, "%s: %s needs a value\n", CMD, argv[optind - 1]); return 2;
-        default: fprintf(stderr, "%s: unknown option '%s'\n", CMD, argv[optind - 1]); return 2;
+        case ':':
+        default: vq_cli_bad_option(CMD, c, argc, argv, lo); return 2;
         }
     }
     if (!dir) {

@@ -71,8 +71,8 @@ int vq_cmd_score_logits(int argc, char **argv) {
         case 'k': ok = vq_opt_int(CMD, "--top-k", optarg, 1, VQ_LOGITS_MAX_TOPK, &top_k); break;
         case 'j': json = 1; break;
         case 'h': usage(stdout); return 0;
-        case ':': fprintf(stderr, "%s: %s needs a value\n", CMD, argv[optind - 1]); return 2;
-        default: fprintf(stderr, "%s: unknown option '%s'\n", CMD, argv[optind - 1]); return 2;
+        case ':':
+        default: vq_cli_bad_option(CMD, c, argc, argv, lo); return 2;
         }
         if (ok != 1) return 2;
     }

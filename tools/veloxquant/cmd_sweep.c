@@ -42,12 +42,12 @@ static const char *CMD = "sweep";
 static void usage(FILE *f) {
     fprintf(
         f,
-        "usage: veloxquant sweep -m MODEL [-m MODEL ...] [--configs LIST] -o DIR [options]\n\n"
+        "usage: veloxquant sweep [-m MODEL ...] [--configs LIST] -o DIR [options]\n\n"
         "Measures every (model, KV config) in a fresh child process: perplexity and KL vs the\n"
         "fp16-KV run on TEXT, greedy probe (tokens generated, identical prefix vs fp16), prefill\n"
         "and decode tok/s, exact KV bytes, compression, peak RSS; writes results.json "
         "(resumable).\n\n"
-        "  -m, --model FILE      GGUF model (repeatable)\n"
+        "  -m, --model FILE      GGUF model (repeatable; default: the default model)\n"
         "  --configs LIST        comma-separated configs (default: all presets). A config is a\n"
         "                        preset (listed below), METHOD-B, METHOD-kBvB,\n"
         "                        KMETHOD-B:VMETHOD-B or ratequant-B; suffixes +rqB (RateQuant\n"
@@ -170,6 +170,7 @@ static int srun_parse(int argc, char **argv, struct srun_opts *o) {
         {"config", required_argument, 0, 'n'},
         {"file", required_argument, 0, 'f'},
         {"ctx", required_argument, 0, 'c'},
+        {"ctx-size", required_argument, 0, 'c'},
         {"chunks", required_argument, 0, 'C'},
         {"max-tokens", required_argument, 0, 'T'},
         {"prompts", required_argument, 0, 'P'},
@@ -209,8 +210,8 @@ static int srun_parse(int argc, char **argv, struct srun_opts *o) {
         case 'K': o->base = optarg; break;
         case 'p': o->save_probe = optarg; break;
         case 'r': o->probe_ref = optarg; break;
-        case ':': fprintf(stderr, "%s: %s needs a value\n", C, argv[optind - 1]); return 0;
-        case '?': fprintf(stderr, "%s: unknown option '%s'\n", C, argv[optind - 1]); return 0;
+        case ':':
+        case '?': vq_cli_bad_option(C, c, argc, argv, lo); return 0;
         default: ok = vq_kv_opts_handle(&o->ko, C, c, optarg); break;
         }
         if (ok != 1) return 0;
@@ -487,6 +488,8 @@ struct sweep_opts {
     const char *dir, *text;
     int force, ctx, chunks, max_tokens, prompts, threads, timeout;
     char *list;                   /* owns the --configs tokens */
+    char corpus_buf[4096];        /* the default corpus's path (vq_cli_default_corpus) */
+    char model_buf[4096];         /* the default model's path when no -m is given */
     char canon[MAX_CONFIGS][256]; /* canonical names of the --configs (vq_kv_spec_name) */
     char extra[256];              /* the config spelled with KV options (--method ...), if any */
     int print_config;             /* --print-kv-config */
@@ -935,6 +938,7 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
         {"force", no_argument, 0, 'F'},
         {"file", required_argument, 0, 'f'},
         {"ctx", required_argument, 0, 'c'},
+        {"ctx-size", required_argument, 0, 'c'},
         {"chunks", required_argument, 0, 'C'},
         {"max-tokens", required_argument, 0, 'T'},
         {"prompts", required_argument, 0, 'P'},
@@ -945,7 +949,7 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
         {0, 0, 0, 0},
     };
     memset(o, 0, sizeof *o);
-    o->text = "data/corpus_en.txt";
+    o->text = vq_cli_default_corpus(o->corpus_buf, sizeof o->corpus_buf);
     o->ctx = 512;
     o->chunks = 4;
     o->max_tokens = 200;
@@ -984,8 +988,8 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
         case 't': ok = vq_opt_int(CMD, "--threads", optarg, 0, 1024, &o->threads); break;
         case 'W': ok = vq_opt_int(CMD, "--timeout", optarg, 0, 1 << 30, &o->timeout); break;
         case 'h': usage(stdout); return -1;
-        case ':': fprintf(stderr, "%s: %s needs a value\n", CMD, argv[optind - 1]); return 0;
-        case '?': fprintf(stderr, "%s: unknown option '%s'\n", CMD, argv[optind - 1]); return 0;
+        case ':':
+        case '?': vq_cli_bad_option(CMD, c, argc, argv, lo); return 0;
         default: ok = vq_kv_opts_handle(&ko, CMD, c, optarg); break;
         }
         if (ok != 1) return 0;
@@ -1034,8 +1038,10 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
         return 0;
     }
     if (o->print_config) return 1;
-    if (!o->n_models || !o->dir) {
-        fprintf(stderr, "%s: -m MODEL and -o DIR are required\n", CMD);
+    if (!o->n_models) /* the default model, as every command takes it */
+        o->models[o->n_models++] = vq_cli_model(NULL, o->model_buf, sizeof o->model_buf);
+    if (!o->dir) {
+        fprintf(stderr, "%s: -o DIR is required\n", CMD);
         return 0;
     }
     if (o->ctx % 2) {
@@ -1044,7 +1050,7 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
     }
     if (access(o->text, R_OK) != 0) {
         fprintf(stderr, "%s: %s: %s%s\n", CMD, o->text, strerror(errno),
-                !strcmp(o->text, "data/corpus_en.txt") ? " (run `make bench-data`)" : "");
+                strstr(o->text, "corpus_en.txt") ? " (run `make bench-data`)" : "");
         return 0;
     }
     return 1;
