@@ -40,6 +40,8 @@ ARGS=(-m "$MODEL" -o "$TMP/sw" -f "$TMP/slice.txt" -c 64 --chunks 1 --max-tokens
 # turboquant_mse-3+oc40 resolves, but 40 outlier channels exceed head_dim / 2: the child fails
 expect_exit 1 "$VQ" sweep "${ARGS[@]}" --configs turboquant_mse-4,turboquant_mse-3+oc40,fp16
 R="$TMP/sw/results.json"
+grep -q "fp16 \.\.\. \[1/3\]" "$OUT" && grep -q "\[3/3, [0-9]* s elapsed, ETA [0-9]* s\]" "$OUT" && ok \
+    || bad "sweep progress (i/N, elapsed, ETA): $(cat "$OUT")"
 python3 - "$R" <<'EOF' && ok || bad "results.json after a sweep with a failing config"
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -804,7 +804,7 @@ static vq_status sweep_store(struct vq_results *r, const char *name, struct vq_r
  * with the child's row, or with an error row. Returns 1 when measured, 0 when it failed. */
 static int sweep_run_config(const struct sweep_opts *o, const char *exe, const char *model,
                             const struct sweep_paths *p, const char *name, int is_ref,
-                            struct vq_result *e) {
+                            const char *progress, struct vq_result *e) {
     char log[4200], err[512];
     struct vq_kv_opts ko;
     vq_kv_opts_init(&ko);
@@ -812,7 +812,7 @@ static int sweep_run_config(const struct sweep_opts *o, const char *exe, const c
     snprintf(log, sizeof log, "%s/%s.log", p->logdir, name);
     struct child_args ca;
     child_args(&ca, exe, o, model, name, &ko, p->tmpres, p->ref_logits, p->ref_probe, is_ref);
-    printf("%s: %s: %s ...\n", CMD, model, name);
+    printf("%s: %s: %s ... %s\n", CMD, model, name, progress);
     fflush(stdout);
     unlink(p->tmpres);
     char *cerr = run_child(exe, ca.argv, log, o->timeout);
@@ -851,16 +851,27 @@ static int sweep_model(const struct sweep_opts *o, const char *exe, const char *
     char *order[MAX_CONFIGS + 1];
     int need_ref;
     const int n_order = sweep_order(o, &p, &r, order, &need_ref);
+    const double t0 = vq_now_s();
+    int n_run = 0; /* configs measured so far (cached ones take no time) */
     for (int i = 0; i < n_order; i++) {
         const char *name = order[i];
         const int is_ref = !strcmp(name, "fp16") && need_ref;
         const int j = vq_results_find(&r, name);
         if (j >= 0 && !r.results[j].error && !is_ref) {
-            printf("%s: %s: %s cached\n", CMD, model, name);
+            printf("%s: %s: %s cached [%d/%d]\n", CMD, model, name, i + 1, n_order);
             continue;
         }
+        /* i/N, time so far, and the time left at the mean of the configs measured so far */
+        char progress[96];
+        const double el = vq_now_s() - t0;
+        if (n_run > 0)
+            snprintf(progress, sizeof progress, "[%d/%d, %.0f s elapsed, ETA %.0f s]", i + 1,
+                     n_order, el, el / n_run * (n_order - i));
+        else snprintf(progress, sizeof progress, "[%d/%d]", i + 1, n_order);
+        fflush(stdout);
         struct vq_result e;
-        const int ok = sweep_run_config(o, exe, model, &p, name, is_ref, &e);
+        const int ok = sweep_run_config(o, exe, model, &p, name, is_ref, progress, &e);
+        n_run++;
         *n_failed += !ok;
         if (sweep_store(&r, name, &e) != VQ_STATUS_OK) {
             fprintf(stderr, "%s: out of memory\n", CMD);
