@@ -123,7 +123,7 @@ for m in ("SmolLM2-135M-Instruct.Q4_1", "qwen3"):
         assert os.path.isfile(os.path.join(d, m, f)), (m, f)
 EOF
 expect_exit 0 "$VQ" sweep -m "$MODEL" -m "$SYN" -o "$TMP/two" "${TWO[@]}"
-[ "$(grep -c ' cached$' "$OUT")" -eq 4 ] && ok || bad "two-model rerun does not keep all four entries"
+[ "$(grep -c ' cached \[[0-9]*/[0-9]*\]$' "$OUT")" -eq 4 ] && ok || bad "two-model rerun does not keep all four entries"
 expect_exit $REPORT_OK "$VQ" report "$TMP/two" -o "$TMP/fig2"
 for s in SmolLM2-135M-Instruct.Q4_1 qwen3; do
     [ "$FIGURES" -eq 1 ] || break  # built without PLplot: table.md only
