@@ -634,7 +634,9 @@ static void hbars(struct box cell, const struct sizes *z, const char *title, con
     a.f.y1 = bottom;
     /* value labels sit right of their bar and must stay inside the frame: widen the window so
      * that the longest fits after the longest bar */
-    const double vs = fmin(z->small, 0.62 * row_h / (n_series > 1 ? n_series : 1) / 0.9);
+    /* value labels: one line each, clear of the next row's (two series: the second beside the
+     * first when they would touch) */
+    const double vs = fmin(z->small, (n_series > 1 ? 0.6 : 0.9) * row_h / 1.45);
     char buf[40];
     double vlw = text_w("n/a", vs);
     for (int s = 0; s < n_series; s++)
@@ -645,7 +647,7 @@ static void hbars(struct box cell, const struct sizes *z, const char *title, con
                 vlw = fmax(vlw, text_w(buf, vs));
             }
     if (xmax <= xmin) xmax = xmin + 1;
-    const double fw = a.f.x1 - a.f.x0, frac = (vlw + 0.6 * vs + 4) / fw;
+    const double fw = a.f.x1 - a.f.x0, frac = (n_series * (vlw + 0.6 * vs) + 4) / fw;
     a.wx0 = xmin < 0 ? xmin - 0.05 * (xmax - xmin) : 0;
     a.wx1 = frac < 0.6 ? (xmax - a.wx0 * frac) / (1 - frac) : xmax * 2.5;
     a.wy0 = 0;
@@ -658,12 +660,16 @@ static void hbars(struct box cell, const struct sizes *z, const char *title, con
         const double yc = a.f.y0 + (i + 0.5) * row_h;
         txt(a.f.x0 - 0.4 * ls - 2.6 * mr, yc + 0.1 * ls, 1.0, ls, labels[i]);
         mark(a.f.x0 - 0.3 * ls - 1.3 * mr, yc, mr, st[i]);
+        struct box prev = {0, 0, 0, 0};
         for (int s = 0; s < n_series; s++) {
             const double v = vals[s][i];
             const double y0 = yc - 0.4 * row_h + s * bh, y1 = y0 + 0.92 * bh;
             const double ym = (y0 + y1) / 2;
+            double lx = px_x(&a, isfinite(v) ? fmax(v, 0) : 0) + 0.3 * vs;
+            if (s > 0 && overlap(text_box(lx, ym + 0.1 * vs, 0, vs, "n/a"), prev))
+                lx = fmax(lx, prev.x1 + 0.5 * vs);
             if (!isfinite(v)) {
-                txt(px_x(&a, 0) + 0.3 * vs, ym + 0.1 * vs, 0, vs, "n/a");
+                prev = txt(lx, ym + 0.1 * vs, 0, vs, "n/a");
                 continue;
             }
             const double xa = px_x(&a, 0), xb = px_x(&a, v);
@@ -674,7 +680,7 @@ static void hbars(struct box cell, const struct sizes *z, const char *title, con
             restore(sv);
             if (ints) snprintf(buf, sizeof buf, "%.0f", v);
             else fmt_sig3(buf, sizeof buf, v);
-            txt(fmax(xa, xb) + 0.3 * vs, ym + 0.1 * vs, 0, vs, buf);
+            prev = txt(lx, ym + 0.1 * vs, 0, vs, buf);
         }
     }
 }
@@ -1035,15 +1041,17 @@ static void scatter(struct box cell, const struct sizes *z, const char *title, c
     free(crowd);
 }
 
-/* A key of configs (line sample, marker, name) in the box k, one column, rows as tall as fit. */
-static void legend(struct box k, const struct sizes *z, const struct cols *c) {
+/* A key of configs (line sample, marker, name) in the box k, one column, rows as tall as fit,
+ * in the order ord (the configs' order when NULL). */
+static void legend(struct box k, const struct sizes *z, const struct cols *c, const int *ord) {
     const double rh = fmin(1.9 * z->small, (k.y1 - k.y0) / (c->n > 0 ? c->n : 1));
     const double s = fmin(z->small, rh / 1.55);
     double tw = 0;
     for (int i = 0; i < c->n; i++) tw = fmax(tw, text_w(c->labels[i], s));
     const double ls = fmin(3.0 * s, k.x1 - k.x0 - tw - 1.2 * s);
-    for (int i = 0; i < c->n; i++) {
-        const double y = k.y0 + (i + 0.5) * rh;
+    for (int r = 0; r < c->n; r++) {
+        const int i = ord ? ord[r] : r;
+        const double y = k.y0 + (r + 0.5) * rh;
         seg(k.x0, y, k.x0 + ls, y, c->st[i].color, 2.0, 1);
         mark(k.x0 + ls / 2, y, 0.42 * s + 1, c->st[i]);
         txt(k.x0 + ls + 0.5 * s, y + 0.1 * s, 0, s, c->labels[i]);
@@ -1095,12 +1103,27 @@ static void memory_panel(struct box cell, const struct sizes *z, const struct co
         plwidth(1.8);
         if (k > 1) plline(k, xs, ys);
         plwidth(1.0);
-        for (int j = 0; j < k; j++)
-            if (j % 2 == 1 || j == k - 1) /* every other context: lines stay readable */
+        for (int j = 0; j < k; j++) /* every other context, alternating between configs */
+            if ((j + i) % 2 == 1)
                 mark(px_x(&a, xs[j]), px_y(&a, ys[j]), 0.32 * z->small + 1, c->st[i]);
     }
+    /* the key lists the configs top to bottom as their lines end at the longest context */
+    int *ord = malloc((size_t)(c->n ? c->n : 1) * sizeof *ord);
+    if (ord) {
+        const double *last = c->mb + N_CTX - 1;
+        for (int i = 0; i < c->n; i++) ord[i] = i;
+        for (int p = 1; p < c->n; p++)
+            for (int q = p; q > 0; q--) {
+                const double u = last[(size_t)ord[q - 1] * N_CTX], v = last[(size_t)ord[q] * N_CTX];
+                if (!(v > u || (isfinite(v) && !isfinite(u)))) break;
+                const int t2 = ord[q];
+                ord[q] = ord[q - 1];
+                ord[q - 1] = t2;
+            }
+    }
     const struct box kb = {a.f.x1 + 1.2 * z->small, a.f.y0, cell.x1 - 4, a.f.y1};
-    legend(kb, z, c);
+    legend(kb, z, c, ord);
+    free(ord);
 }
 
 static void panel(int which, struct box cell, const struct sizes *z, const struct cols *c) {
@@ -1160,13 +1183,15 @@ static int figure_path_ok(const char *path) {
     return 1;
 }
 
-/* The caption under every figure: how the numbers were measured (threads, runs). */
-static void caption(const struct vq_results *r, char *buf, size_t cap) {
+/* The caption under every figure, in two parts (one line when they fit, else two): how the
+ * numbers were measured (CPU, threads, runs) and on what (corpus, ctx, when, which commit). */
+static void caption(const struct vq_results *r, char *c1, char *c2, size_t cap) {
     const int t = r->hardware.cores;
-    snprintf(buf, cap,
+    snprintf(c1, cap,
              "%s, %s, %d thread%s; one run per config (the results file records no repeats, so "
-             "no error bars); corpus %s, ctx %d, %d chunks; created %s, git %s",
-             r->hardware.cpu[0] ? r->hardware.cpu : "CPU ?", r->hardware.isa, t, t == 1 ? "" : "s",
+             "no error bars)",
+             r->hardware.cpu[0] ? r->hardware.cpu : "CPU ?", r->hardware.isa, t, t == 1 ? "" : "s");
+    snprintf(c2, cap, "corpus %s, ctx %d, %d chunks; created %s, git %s",
              r->protocol.corpus ? r->protocol.corpus : "none", r->protocol.ctx, r->protocol.chunks,
              r->created_utc[0] ? r->created_utc : "?", r->git_commit[0] ? r->git_commit : "?");
 }
@@ -1174,22 +1199,29 @@ static void caption(const struct vq_results *r, char *buf, size_t cap) {
 /* Draws one figure: the panels of list that have data on an nx-column grid, page title and
  * caption. Returns 1 drawn, 0 nothing to draw (no file written), -1 the path cannot be
  * written (printed). */
-static int figure(const char *path, const char *title, const char *cap, const int *list, int np,
-                  int max_cols, int cell_w, int cell_h, const struct sizes *z,
-                  const struct cols *c) {
+static int figure(const char *path, const char *title, const char *c1, const char *c2,
+                  const int *list, int np, int max_cols, int cell_w, int cell_h,
+                  const struct sizes *z, const struct cols *c) {
     int use[MAX_PANELS], n = 0;
     for (int p = 0; p < np; p++)
         if (has_data(list[p], c)) use[n++] = list[p];
     if (n == 0) return 0;
     if (!figure_path_ok(path)) return -1;
     const int nx = n < max_cols ? n : max_cols, ny = (n + nx - 1) / nx;
-    const double band_t = 2.4 * z->title + 8, band_b = 2.2 * z->small + 8;
-    const int w = nx * cell_w + 20, h = (int)(ny * cell_h + band_t + band_b);
+    const int w = nx * cell_w + 20;
+    char one[1100];
+    snprintf(one, sizeof one, "%s; %s", c1, c2);
+    const int lines = text_w(one, z->small) <= w - 20 ? 1 : 2;
+    const double band_t = 2.4 * z->title + 8, band_b = (0.8 + 1.6 * lines) * z->small + 8;
+    const int h = (int)(ny * cell_h + band_t + band_b);
     fig_begin(path, w, h);
     const double ts = fit_size(title, 1.25 * z->title, w - 20);
     txt(w / 2.0, 1.0 * ts + 8, 0.5, ts, title);
-    const double cs = fit_size(cap, z->small, w - 20);
-    txt(w / 2.0, h - 0.9 * z->small - 6, 0.5, cs, cap);
+    for (int l = 0; l < lines; l++) {
+        const char *s = lines == 1 ? one : l ? c2 : c1;
+        const double cs = fit_size(s, z->small, w - 20);
+        txt(w / 2.0, h - (0.9 + 1.6 * (lines - 1 - l)) * z->small - 6, 0.5, cs, s);
+    }
     for (int p = 0; p < n; p++) {
         const int cx = p % nx, cy = p / nx;
         const struct box cell = {10 + cx * cell_w + 6, band_t + cy * cell_h,
@@ -1208,12 +1240,12 @@ static int figure(const char *path, const char *title, const char *cap, const in
 static int draw_model(const struct model_set *ms, const char *dir, char *names, size_t ncap) {
     struct cols c;
     if (!cols_build(ms, &c)) return 0;
-    char path[4096], title[512], cap[512];
+    char path[4096], title[512], c1[512], c2[512];
     const struct vq_results *r = &ms->r;
     snprintf(title, sizeof title, "%s  (%s, %d layers, %d kv heads, head_dim %d; ctx %d)", ms->stem,
              r->model.arch, r->model.n_layers, r->model.n_kv_heads, r->model.head_dim,
              r->protocol.ctx);
-    caption(r, cap, sizeof cap);
+    caption(r, c1, c2, sizeof c1);
     /* bar panels grow with the configs: a row of 30 pixels each */
     const int nn = c.n > 4 ? c.n : 4;
     const int h_bars = 180 + 30 * nn;
@@ -1234,7 +1266,7 @@ static int draw_model(const struct model_set *ms, const char *dir, char *names, 
     names[0] = 0;
     for (size_t f = 0; f < sizeof FIGS / sizeof FIGS[0] && rc == 1; f++) {
         snprintf(path, sizeof path, "%s/%s-%s.png", dir, ms->stem, FIGS[f].name);
-        const int d = figure(path, title, cap, FIGS[f].panels, FIGS[f].np, 2, FIGS[f].w,
+        const int d = figure(path, title, c1, c2, FIGS[f].panels, FIGS[f].np, 2, FIGS[f].w,
                              FIGS[f].h ? FIGS[f].h : h_bars, &z, &c);
         if (d < 0) rc = -1;
         if (d > 0) {
@@ -1246,7 +1278,7 @@ static int draw_model(const struct model_set *ms, const char *dir, char *names, 
                                  P_KLD_BARS, P_COS_BARS, P_OUTPUT,   P_MEMORY};
     snprintf(path, sizeof path, "%s/%s-report.png", dir, ms->stem);
     if (rc == 1) {
-        const int d = figure(path, title, cap, SHEET, 8, 4, 760, h_bars > 660 ? h_bars : 660, &z,
+        const int d = figure(path, title, c1, c2, SHEET, 8, 4, 760, h_bars > 660 ? h_bars : 660, &z,
                              &c);
         if (d < 0) rc = -1;
         if (d > 0) {
