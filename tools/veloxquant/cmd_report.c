@@ -117,12 +117,12 @@ struct box {
     double x0, y0, x1, y1;
 };
 
-enum { K_TEXT, K_MARK };
+enum { K_TEXT, K_MARK, K_LINE }; /* K_LINE: a stretch of a data line, for the label layout */
 
 struct lbox {
     struct box b;
     int panel; /* index into g.panels, -1 = the page (title, caption) */
-    int kind;  /* K_TEXT or K_MARK */
+    int kind;  /* K_TEXT, K_MARK or K_LINE */
     char text[72];
 };
 
@@ -427,8 +427,11 @@ static void fig_end(void) {
         fprintf(f,
                 "%s\n    {\"kind\": \"%s\", \"panel\": %d, \"box\": [%.1f, %.1f, %.1f, %.1f], "
                 "\"text\": ",
-                i ? "," : "", e->kind == K_TEXT ? "text" : "mark", e->panel, e->b.x0, e->b.y0,
-                e->b.x1, e->b.y1);
+                i ? "," : "",
+                e->kind == K_TEXT   ? "text"
+                : e->kind == K_MARK ? "mark"
+                                    : "line",
+                e->panel, e->b.x0, e->b.y0, e->b.x1, e->b.y1);
         json_str(f, e->text);
         fputc('}', f);
     }
@@ -451,6 +454,16 @@ static double px_x(const struct axes *a, double wx) {
 }
 static double px_y(const struct axes *a, double wy) {
     return a->f.y1 - (wy - a->wy0) / (a->wy1 - a->wy0) * (a->f.y1 - a->f.y0);
+}
+
+/* Records the line from (x0, y0) to (x1, y1) (page pixels) as small K_LINE boxes. */
+static void line_boxes(double x0, double y0, double x1, double y1) {
+    const int n = 1 + (int)(hypot(x1 - x0, y1 - y0) / 4);
+    for (int i = 0; i <= n; i++) {
+        const double x = x0 + (x1 - x0) * i / n, y = y0 + (y1 - y0) * i / n;
+        const struct box b = {x - 2, y - 2, x + 2, y + 2};
+        record(b, K_LINE, "");
+    }
 }
 
 /* Makes a's frame the PLplot viewport and its window the world window (for plline). */
@@ -750,8 +763,8 @@ static int place_label(double px, double py, double r, double w, double s, struc
 /* Draws the lower-left frontier of the points i with sel[i] == want (x ascending; a point is on
  * it when its y is below every point with x <= its own) as a line in colour col and style sty,
  * in the current world window (x and y in the window's units, e.g. log2 and log10). */
-static void frontier(int n, const double *x, const double *y, const int *sel, int want, int col,
-                     int sty) {
+static void frontier(const struct axes *ax, int n, const double *x, const double *y, const int *sel,
+                     int want, int col, int sty) {
     int *idx = malloc((size_t)(n ? n : 1) * sizeof *idx);
     PLFLT *fx = malloc((size_t)(n ? n : 1) * sizeof *fx),
           *fy = malloc((size_t)(n ? n : 1) * sizeof *fy);
@@ -782,6 +795,8 @@ static void frontier(int n, const double *x, const double *y, const int *sel, in
         plwidth(1.0);
         pllsty(1);
     }
+    for (int j = 1; j < k; j++) /* labels keep off the line: a small box every 4 pixels */
+        line_boxes(px_x(ax, fx[j - 1]), px_y(ax, fy[j - 1]), px_x(ax, fx[j]), px_y(ax, fy[j]));
 out:
     free(idx);
     free(fx);
@@ -975,7 +990,8 @@ static void scatter(struct box cell, const struct sizes *z, const char *title, c
             if (seen || nd == 8) continue;
             done[nd++] = c->lbits[i];
             const double x = px_x(&a, c->lbits[i]);
-            seg(x, a.f.y0 + 1, x, a.f.y1 - 1, 1, 1.5, 2);
+            seg(x, a.f.y0 + 1, x, a.f.y1 - 1, C_LEADER, 1.5, 3);
+            line_boxes(x, a.f.y0 + 1, x, a.f.y1 - 1);
             const char *ref = "fp16: KL = 0";
             const double w = text_w(ref, z->small);
             /* beside the line, at the top, on the side with room */
@@ -984,8 +1000,8 @@ static void scatter(struct box cell, const struct sizes *z, const char *title, c
             txt(lx, a.f.y0 + 1.0 * z->small + 3, 0, z->small, ref);
         }
         axes_set(&a);
-        frontier(c->n, c->lbits, y, c->llama, 0, 1, 1);
-        frontier(c->n, c->lbits, y, c->llama, 1, 1, 2);
+        frontier(&a, c->n, c->lbits, y, c->llama, 0, 1, 1);
+        frontier(&a, c->n, c->lbits, y, c->llama, 1, 1, 2);
         if (c->any_llama) { /* the key, in the top left corner */
             const char *k1 = "filled, solid line: veloxquant (frontier)";
             const char *k2 = "hollow, dashed line: llama.cpp";
