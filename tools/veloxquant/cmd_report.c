@@ -103,6 +103,25 @@ static int merge_into(struct vq_results *dst, struct vq_results *src) {
     return 1;
 }
 
+/* Formats v with `digits` significant digits in plain notation (3: "203", "73.9", "0.0303"),
+ * values of 10^digits and above as integers and tiny ones (below 10^-digits) in exponent form,
+ * so that one figure or table column never mixes precisions. */
+static void fmt_sig(char *buf, size_t cap, double v, int digits) {
+    if (v == 0) {
+        snprintf(buf, cap, "0");
+        return;
+    }
+    const double a = fabs(v);
+    if (a >= pow(10, digits)) snprintf(buf, cap, "%.0f", v);
+    else if (a < pow(10, -digits)) snprintf(buf, cap, "%.*e", digits - 1, v);
+    else {
+        int dec = digits - 1 - (int)floor(log10(a));
+        /* rounding may carry to the next power of ten (99.96 -> 100.0) */
+        if (a * pow(10, dec) >= pow(10, digits) - 0.5) dec--;
+        snprintf(buf, cap, "%.*f", dec < 0 ? 0 : dec, v);
+    }
+}
+
 #if VQ_HAVE_PLPLOT
 /* ---- page, text boxes and the layout record ---------------------------------------------- */
 
@@ -569,24 +588,6 @@ struct sizes {
     double title, label, tick, small;
 };
 
-/* Formats v with 3 significant digits ("203", "73.9", "0.0303"; 1000 and above as integers,
- * tiny values in exponent form). */
-static void fmt_sig3(char *buf, size_t cap, double v) {
-    if (v == 0) {
-        snprintf(buf, cap, "0");
-        return;
-    }
-    const double a = fabs(v);
-    if (a >= 1000) snprintf(buf, cap, "%.0f", v);
-    else if (a < 1e-3) snprintf(buf, cap, "%.2e", v);
-    else {
-        int dec = 2 - (int)floor(log10(a));
-        /* rounding may carry to the next power of ten (99.96 -> 100.0) */
-        if (a * pow(10, dec) >= 999.5) dec--;
-        snprintf(buf, cap, "%.*f", dec < 0 ? 0 : dec, v);
-    }
-}
-
 /* The title of a panel, centred at the top of its cell and shrunk to fit its width. Returns
  * the y below it. */
 static double panel_title(struct box cell, const char *title, double s) {
@@ -656,7 +657,7 @@ static void hbars(struct box cell, const struct sizes *z, const char *title, con
         for (int i = 0; i < n; i++)
             if (isfinite(vals[s][i])) {
                 if (ints) snprintf(buf, sizeof buf, "%.0f", vals[s][i]);
-                else fmt_sig3(buf, sizeof buf, vals[s][i]);
+                else fmt_sig(buf, sizeof buf, vals[s][i], 3);
                 vlw = fmax(vlw, text_w(buf, vs));
             }
     if (xmax <= xmin) xmax = xmin + 1;
@@ -692,7 +693,7 @@ static void hbars(struct box cell, const struct sizes *z, const char *title, con
             plfill(4, bx, by);
             restore(sv);
             if (ints) snprintf(buf, sizeof buf, "%.0f", v);
-            else fmt_sig3(buf, sizeof buf, v);
+            else fmt_sig(buf, sizeof buf, v, 3);
             prev = txt(lx, ym + 0.1 * vs, 0, vs, buf);
         }
     }
@@ -1311,10 +1312,29 @@ static int draw_model(const struct model_set *ms, const char *dir, char *names, 
 
 /* ---- table.md ---------------------------------------------------------------------------- */
 
-static void md_num(FILE *f, double v) {
-    if (isfinite(v) && v == floor(v) && fabs(v) < 1e15) fprintf(f, " %.0f |", v);
-    else if (isfinite(v)) fprintf(f, " %.6g |", v);
-    else fprintf(f, " — |");
+/* One number cell: counts (bytes, tokens, MB) as integers, everything else with 4 significant
+ * digits (fmt_sig), "—" when not measured. */
+static void md_num(FILE *f, double v, int count) {
+    char buf[48];
+    if (!isfinite(v)) fprintf(f, " — |");
+    else if (count) fprintf(f, " %.0f |", v);
+    else {
+        fmt_sig(buf, sizeof buf, v, 4);
+        fprintf(f, " %s |", buf);
+    }
+}
+
+/* What config c stands for in the config grammar, modifiers included: a named configuration's
+ * definition ("kv4" -> "kivi-4:turboquant_mse-4+g64+res0+s1+kc"), else its name, which is
+ * written in the grammar already; "—" for llama.cpp rows. */
+static const char *md_definition(const struct vq_result_config *c) {
+    if (c->engine[0] && strcmp(c->engine, "veloxquant")) return "—";
+    const int n = vq_kv_preset_count();
+    for (int i = 0; i < n; i++) {
+        struct vq_kv_preset_info pi;
+        if (vq_kv_preset_get(i, &pi) == VQ_STATUS_OK && !strcmp(pi.name, c->name)) return pi.config;
+    }
+    return c->name;
 }
 
 static void md_text(FILE *f, const char *s, size_t max) {
@@ -1356,24 +1376,33 @@ static int write_table(struct model_set *ms, int n_models, const char *dir) {
             r->protocol.max_tokens, (unsigned long long)r->protocol.seed, r->protocol.n_prompts);
         fprintf(f, "- hardware: %s, %d threads, ISA %s, %.0f MB RAM\n", r->hardware.cpu,
                 r->hardware.cores, r->hardware.isa, r->hardware.ram_mb);
-        fprintf(f, "- created %s, git %s\n\n", r->created_utc, r->git_commit);
+        fprintf(f, "- created %s, git %s\n", r->created_utc, r->git_commit);
+        fprintf(f,
+                "- numbers: 4 significant digits; KV bytes, tokens and MB as integers; one run "
+                "per config (no repeats recorded)\n\n");
         fprintf(
             f,
-            "| config | K | V | bits/elem | KV bytes | key_x | fullKV_x | ppl | kld_mean | "
+            "| config | definition | K | V | bits/elem | KV bytes | key_x | fullKV_x | ppl | kld_mean | "
             "kld_median | kld_p99 | top1 | cosine_k | cosine_v | prefill tok/s | decode tok/s | "
             "tokens generated | fp16 prefix match | peak RSS MB | error |\n");
         fprintf(f,
-                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
+                "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
                 "---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
         for (int i = 0; i < r->n_results; i++) {
             const struct vq_result *e = &r->results[i];
             fputs("| ", f);
             md_text(f, e->config.name, 200);
             fputs(" | ", f);
+            md_text(f, md_definition(&e->config), 200);
+            fputs(" | ", f);
+            /* llama.cpp rows: its cache type names (q8_0), which carry their width */
+            const int ll = !strcmp(e->config.engine, "llama.cpp");
             md_text(f, e->config.k_method, 200);
-            fprintf(f, "-%g | ", e->config.k_bits);
+            if (!ll) fprintf(f, "-%g", e->config.k_bits);
+            fputs(" | ", f);
             md_text(f, e->config.v_method, 200);
-            fprintf(f, "-%g |", e->config.v_bits);
+            if (!ll) fprintf(f, "-%g", e->config.v_bits);
+            fputs(" |", f);
             const double v[] = {e->bits_per_elem,
                                 e->kv_bytes,
                                 e->key_x,
@@ -1390,7 +1419,8 @@ static int write_table(struct model_set *ms, int n_models, const char *dir) {
                                 e->tokens_generated,
                                 e->fp16_prefix_match,
                                 e->peak_rss_mb};
-            for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) md_num(f, v[k]);
+            /* counts: KV bytes, tokens generated, fp16 prefix match, peak RSS MB */
+            for (size_t k = 0; k < sizeof v / sizeof v[0]; k++) md_num(f, v[k], k == 1 || k >= 13);
             fputc(' ', f);
             if (e->error) md_text(f, e->error, 200);
             fputs(" |\n", f);
