@@ -1380,11 +1380,11 @@ static int write_table(struct model_set *ms, int n_models, const char *dir) {
         fprintf(f,
                 "- numbers: 4 significant digits; KV bytes, tokens and MB as integers; one run "
                 "per config (no repeats recorded)\n\n");
-        fprintf(
-            f,
-            "| config | definition | K | V | bits/elem | KV bytes | key_x | fullKV_x | ppl | kld_mean | "
-            "kld_median | kld_p99 | top1 | cosine_k | cosine_v | prefill tok/s | decode tok/s | "
-            "tokens generated | fp16 prefix match | peak RSS MB | error |\n");
+        fprintf(f,
+                "| config | definition | K | V | bits/elem | KV bytes | key_x | fullKV_x | ppl | "
+                "kld_mean | kld_median | kld_p99 | top1 | cosine_k | cosine_v | prefill tok/s | "
+                "decode tok/s | "
+                "tokens generated | fp16 prefix match | peak RSS MB | error |\n");
         fprintf(f,
                 "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
                 "---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
