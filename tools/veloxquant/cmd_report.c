@@ -509,13 +509,18 @@ static int ticks(int kind, double w0, double w1, int want, double *t, char (*lab
             snprintf(lab[n], 24, "%.*f", dec, t[n]);
             n++;
         }
-    } else if (kind == AX_LOG10) {
-        for (int k = (int)ceil(w0 - 1e-9); k <= (int)floor(w1 + 1e-9) && n < cap; k++) {
-            t[n] = k;
-            if (k >= 0) snprintf(lab[n], 24, "%.0f", pow(10, k));
-            else snprintf(lab[n], 24, "%.*f", -k, pow(10, k));
-            n++;
-        }
+    } else if (kind == AX_LOG10) { /* decades; 2 and 5 between them over less than 2.5 */
+        static const int M[3] = {1, 2, 5};
+        const int nm = w1 - w0 < 2.5 && want > 3 ? 3 : 1;
+        for (int k = (int)floor(w0); k <= (int)ceil(w1) && n < cap; k++)
+            for (int j = 0; j < nm && n < cap; j++) {
+                const double v = k + log10(M[j]);
+                if (v < w0 - 1e-9 || v > w1 + 1e-9) continue;
+                t[n] = v;
+                if (k >= 0) snprintf(lab[n], 24, "%.0f", M[j] * pow(10, k));
+                else snprintf(lab[n], 24, "%.*f", -k, M[j] * pow(10, k));
+                n++;
+            }
     } else {
         static const double B[] = {0.5, 1, 1.5, 2, 3, 4, 6, 8, 12, 16, 24, 32};
         for (size_t i = 0; i < sizeof B / sizeof B[0] && n < cap; i++)
@@ -536,7 +541,16 @@ static double axes_draw(const struct axes *a, int xk, int yk, double s, int gx, 
     char lab[64][24];
     axes_set(a);
     const double tl = 0.35 * s; /* tick length, pixels */
+    /* fewer ticks when the labels of 6 would touch */
     int n = ticks(xk, a->wx0, a->wx1, 6, t, lab, 64);
+    for (int i = 1; i < n; i++) {
+        const struct box p = text_box(px_x(a, t[i - 1]), 0, 0.5, s, lab[i - 1]);
+        const struct box q = text_box(px_x(a, t[i]), 0, 0.5, s, lab[i]);
+        if (q.x0 < p.x1 + 0.5 * s) {
+            n = ticks(xk, a->wx0, a->wx1, 3, t, lab, 64);
+            break;
+        }
+    }
     for (int i = 0; i < n; i++) {
         const double x = px_x(a, t[i]);
         if (gx) seg(x, a->f.y0, x, a->f.y1, C_GRID, 1.0, 1);
@@ -545,7 +559,12 @@ static double axes_draw(const struct axes *a, int xk, int yk, double s, int gx, 
         if (xlabels) txt(x, a->f.y1 + 0.45 * s + 0.62 * s, 0.5, s, lab[i]);
     }
     double wmax = 0;
-    const int m = ylabels ? ticks(yk, a->wy0, a->wy1, 6, t, lab, 64) : 0;
+    int m = ylabels ? ticks(yk, a->wy0, a->wy1, 6, t, lab, 64) : 0;
+    for (int i = 1; i < m; i++)
+        if (fabs(px_y(a, t[i]) - px_y(a, t[i - 1])) < 1.6 * s) {
+            m = ticks(yk, a->wy0, a->wy1, 3, t, lab, 64);
+            break;
+        }
     for (int i = 0; i < m; i++) {
         const double y = px_y(a, t[i]);
         if (gy) seg(a->f.x0, y, a->f.x1, y, C_GRID, 1.0, 1);
@@ -669,7 +688,7 @@ static void hbars(struct box cell, const struct sizes *z, const char *title, con
     axes_draw(&a, AX_LIN, AX_LIN, z->tick, 1, 0, 1, 0); /* rows are labelled below */
     txt((a.f.x0 + a.f.x1) / 2, a.f.y1 + (0.45 + 1.45 + 0.8) * z->label + 0.2 * z->label, 0.5,
         z->label, xlabel);
-    const double bh = row_h * 0.8 / n_series;
+    const double bh = fmin(row_h * 0.8 / n_series, 1.6 * z->label); /* one config: not a slab */
     for (int i = 0; i < n; i++) {
         const double yc = a.f.y0 + (i + 0.5) * row_h;
         txt(a.f.x0 - 0.4 * ls - 2.6 * mr, yc + 0.1 * ls, 1.0, ls, labels[i]);
@@ -677,7 +696,7 @@ static void hbars(struct box cell, const struct sizes *z, const char *title, con
         struct box prev = {0, 0, 0, 0};
         for (int s = 0; s < n_series; s++) {
             const double v = vals[s][i];
-            const double y0 = yc - 0.4 * row_h + s * bh, y1 = y0 + 0.92 * bh;
+            const double y0 = yc - 0.5 * n_series * bh + s * bh, y1 = y0 + 0.92 * bh;
             const double ym = (y0 + y1) / 2;
             double lx = px_x(&a, isfinite(v) ? fmax(v, 0) : 0) + 0.3 * vs;
             if (s > 0 && overlap(text_box(lx, ym + 0.1 * vs, 0, vs, "n/a"), prev))
@@ -961,11 +980,23 @@ static void scatter(struct box cell, const struct sizes *z, const char *title, c
     a.wx1 = c->bx1;
     a.wy0 = ymin - 0.1 * dy;
     a.wy1 = ymax + 0.1 * dy;
-    if (logy) { /* whole decades, so that at least two are labelled */
-        a.wy0 = floor(ymin - 0.05);
-        a.wy1 = ceil(ymax + 0.05);
-        if (a.wy1 - a.wy0 < 1) a.wy1 = a.wy0 + 1;
+    if (logy) { /* at least a decade, so that a few ticks are labelled */
+        const double pad = fmax(0.1 * (ymax - ymin), 0.12);
+        a.wy0 = ymin - pad;
+        a.wy1 = ymax + pad;
+        if (a.wy1 - a.wy0 < 1) {
+            const double mid = (a.wy0 + a.wy1) / 2;
+            a.wy0 = mid - 0.5;
+            a.wy1 = mid + 0.5;
+        }
     }
+    /* the llama.cpp key goes in a corner of the frame with no point under it; when every
+     * corner has one, the window grows upwards to make room at the top left */
+    const char *k1 = "filled, solid line: veloxquant (frontier)";
+    const char *k2 = "hollow, dashed line: llama.cpp";
+    const int key = kl && c->any_llama;
+    const double kw = fmax(text_w(k1, z->small), text_w(k2, z->small)) + z->small;
+    const double kh = 3.4 * z->small + 6;
     /* y tick labels: the widest of them sets the left margin */
     double t[64], yw = 0;
     char lab[64][24];
@@ -975,6 +1006,38 @@ static void scatter(struct box cell, const struct sizes *z, const char *title, c
     a.f.x1 = cell.x1 - 0.6 * text_w("16", z->tick) - 4;
     a.f.y0 = top;
     a.f.y1 = cell.y1 - (0.45 + 1.45 + 0.8 + 1.45) * z->label - 4;
+    double kx = a.f.x0 + 0.5 * z->small, ky = a.f.y0;
+    for (int tries = 0; key && tries < 8; tries++) {
+        const double cx[4] = {a.f.x0 + 0.5 * z->small, a.f.x1 - kw, a.f.x0 + 0.5 * z->small,
+                              a.f.x1 - kw};
+        const double cy[4] = {a.f.y0, a.f.y0, a.f.y1 - kh, a.f.y1 - kh};
+        const double pr = 0.42 * z->small + 6;
+        int corner = -1;
+        for (int k = 0; k < 4 && corner < 0; k++) {
+            const struct box kb = {cx[k], cy[k], cx[k] + kw, cy[k] + kh};
+            int hit = 0;
+            for (int i = 0; i < c->n && !hit; i++) {
+                if (!isfinite(c->lbits[i])) continue;
+                const double px = px_x(&a, c->lbits[i]);
+                if (c->kld[i] == 0) { /* the fp16 reference label, either side of its line */
+                    const double fw = text_w("fp16: KL = 0", z->small) + 0.5 * z->small;
+                    const struct box fb = {px - fw, a.f.y0, px + fw, a.f.y0 + 2.4 * z->small};
+                    hit = overlap(kb, fb);
+                } else if (isfinite(y[i])) {
+                    const double py = px_y(&a, y[i]);
+                    const struct box pb = {px - pr, py - pr, px + pr, py + pr};
+                    hit = overlap(kb, pb);
+                }
+            }
+            if (!hit) corner = k;
+        }
+        if (corner >= 0) {
+            kx = cx[corner];
+            ky = cy[corner];
+            break;
+        }
+        a.wy1 += (a.wy1 - a.wy0) * kh / (a.f.y1 - a.f.y0); /* one key height more on top */
+    }
     axes_draw(&a, AX_BITS, logy ? AX_LOG10 : AX_LIN, z->tick, 1, 1, 1, 1);
     txt((a.f.x0 + a.f.x1) / 2, a.f.y1 + (0.45 + 1.45 + 0.8) * z->label + 0.2 * z->label, 0.5,
         z->label, "bits / element (K+V, log scale)");
@@ -1003,11 +1066,9 @@ static void scatter(struct box cell, const struct sizes *z, const char *title, c
         axes_set(&a);
         frontier(&a, c->n, c->lbits, y, c->llama, 0, 1, 1);
         frontier(&a, c->n, c->lbits, y, c->llama, 1, 1, 2);
-        if (c->any_llama) { /* the key, in the top left corner */
-            const char *k1 = "filled, solid line: veloxquant (frontier)";
-            const char *k2 = "hollow, dashed line: llama.cpp";
-            txt(a.f.x0 + 0.5 * z->small, a.f.y0 + 1.0 * z->small + 3, 0, z->small, k1);
-            txt(a.f.x0 + 0.5 * z->small, a.f.y0 + 2.6 * z->small + 3, 0, z->small, k2);
+        if (key) {
+            txt(kx, ky + 1.0 * z->small + 3, 0, z->small, k1);
+            txt(kx, ky + 2.6 * z->small + 3, 0, z->small, k2);
         }
     }
     for (int i = 0; i < c->n; i++)
