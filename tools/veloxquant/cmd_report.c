@@ -10,8 +10,23 @@
  *   FIGDIR/<model>-distortion.png   kld_mean and cosine_k per config (bars)
  *   FIGDIR/<model>-output.png       tokens generated and fp16 prefix match per config (bars)
  *   FIGDIR/<model>-report.png       one sheet with all the panels
- * and FIGDIR/table.md with every result field of every model. Failed configs (an `error`
- * entry) appear in the table with their error and are left out of the figures.
+ * and FIGDIR/table.md with every result field of every model (4 significant digits, counts as
+ * integers, each named config with its definition in the config grammar). Failed configs (an
+ * `error` entry) appear in the table with their error and are left out of the figures.
+ *
+ * Figures: config i is drawn in colour i % 10 (Tableau 10) with marker shape i % 7, the same
+ * in every panel (bars carry the marker beside their label), so that up to 70 configs differ;
+ * llama.cpp rows are hollow. A panel without data (no cosine in a llama.cpp comparison, no
+ * timings) is left out and the figure uses the panels that have some; a figure with none is
+ * not written. The two scatter panels share one bits/elem axis (log2). On the KL panel (log
+ * axis) fp16's KL of 0 is a labelled vertical reference line. Value labels have 3 significant
+ * digits, token counts none. The caption gives CPU, threads and runs per config (the results
+ * file records no repeats, so there are no error bars). Everything is placed in page pixels by
+ * this file: a label layout pass puts each scatter label at the first free spot among
+ * candidate offsets around its point (then further out with a leader line), avoiding the
+ * boxes already placed, markers, data lines and the frame; titles and captions shrink to fit.
+ * --layout-json FILE writes every text box and marker of every figure, so that
+ * tests/cli/report.sh checks that none overlap.
  *
  * Without PLplot (configured with -DVQ_PLPLOT=OFF, or AUTO when it was not found) the command
  * reads, checks and merges the files as usual and writes table.md, then says in one line how
@@ -1386,8 +1401,9 @@ static void md_num(FILE *f, double v, int count) {
 }
 
 /* What config c stands for in the config grammar, modifiers included: a named configuration's
- * definition ("kv4" -> "kivi-4:turboquant_mse-4+g64+res0+s1+kc"), else its name, which is
- * written in the grammar already; "—" for llama.cpp rows. */
+ * definition as the library's preset table gives it (vq_kv_preset_get: "kv4" -> its KIVI keys,
+ * rotated values and modifiers), else its name, which is written in the grammar already; "—"
+ * for llama.cpp rows. */
 static const char *md_definition(const struct vq_result_config *c) {
     if (c->engine[0] && strcmp(c->engine, "veloxquant")) return "—";
     const int n = vq_kv_preset_count();
