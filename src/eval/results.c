@@ -17,6 +17,9 @@
 
 #include <cjson/cJSON.h>
 
+#include "core/core.h"
+#include "core/fileio.h"
+
 /* write(2) behind a pointer so that tests can simulate a full disk. */
 static ssize_t (*results_write_fn)(int, const void *, size_t) = write;
 
@@ -559,38 +562,21 @@ vq_status vq_results_from_json(const char *text, size_t len, struct vq_results *
 
 vq_status vq_results_read(const char *path, struct vq_results *r, char *err, size_t errlen) {
     vq_results_init(r);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (err && errlen) snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return VQ_STATUS_IO;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) {
-            fclose(f);
-            return VQ_STATUS_NO_MEMORY;
-        }
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            continue;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int rerr = ferror(f);
-    fclose(f);
-    if (rerr) {
-        free(buf);
-        if (err && errlen) snprintf(err, errlen, "%s: read error", path);
-        return VQ_STATUS_IO;
+    if (err && errlen) err[0] = 0;
+    /* regular files only, opened without blocking, at most VQ_FILE_MAX_RESULTS bytes */
+    char *buf = NULL;
+    size_t n = 0;
+    const vq_status fs = vq_file_read_all(path, VQ_FILE_MAX_RESULTS, "results file", &buf, &n);
+    if (fs != VQ_STATUS_OK) {
+        const int e = errno;
+        if (err && errlen) snprintf(err, errlen, "%s", vq_file_error());
+        errno = e;
+        return fs;
     }
     vq_status st = vq_results_from_json(buf, n, r, err, errlen);
     free(buf);
+    if (st != VQ_STATUS_OK && err && errlen && !err[0])
+        snprintf(err, errlen, "%s", vq_status_str(st));
     return st;
 }
 
@@ -614,6 +600,8 @@ vq_status vq_results_write(const struct vq_results *r, const char *path) {
 
 vq_status vq_write_file_atomic(const char *path, const void *data, size_t len) {
     if (!path || (!data && len)) return VQ_STATUS_INVALID_ARG;
+    /* never rename over a device node, FIFO, socket or folder (nor a symlink to one) */
+    VQ_RETURN_IF_ERR(vq_file_check_output(path));
     size_t pl = strlen(path);
     char *tmp = malloc(pl + 16), *dir = malloc(pl + 2);
     if (!tmp || !dir) {
@@ -647,6 +635,8 @@ vq_status vq_write_file_atomic(const char *path, const void *data, size_t len) {
     }
     int ok = left == 0 && fsync(fd) == 0;
     if (close(fd) != 0) ok = 0;
+    /* again just before the rename: the target may have changed during the write */
+    if (ok && vq_file_check_output(path) != VQ_STATUS_OK) ok = 0;
     if (ok && rename(tmp, path) == 0) {
         int dfd = open(dir, O_RDONLY | O_DIRECTORY);
         if (dfd >= 0) {

@@ -127,7 +127,10 @@ char *vq_results_to_json(const struct vq_results *r);
  * be NULL) and leaves *r empty. */
 vq_status vq_results_from_json(const char *text, size_t len, struct vq_results *r, char *err,
                                size_t errlen);
-/* Reads a file with vq_results_from_json; IO when the file cannot be read. */
+/* Reads a file with vq_results_from_json. The file must be a regular file of at most
+ * VQ_FILE_MAX_RESULTS bytes, opened without blocking (vq_file_read_all): IO when it cannot be
+ * opened or is not a regular file (errno the cause: ENOENT when missing), RANGE when over the
+ * cap, NO_MEMORY. err (may be NULL) always receives a message on failure. */
 vq_status vq_results_read(const char *path, struct vq_results *r, char *err, size_t errlen);
 /* Writes the JSON atomically (vq_write_file_atomic). */
 vq_status vq_results_write(const struct vq_results *r, const char *path);
@@ -136,7 +139,9 @@ vq_status vq_results_write(const struct vq_results *r, const char *path);
  * rename over path, fsync of the directory. The file gets mode 0666 & ~umask (the umask is
  * read by setting and restoring it: do not call this while another thread changes it). On any
  * failure the temp file is removed, an existing file at path is left intact, and IO (or
- * NO_MEMORY) is returned. */
+ * NO_MEMORY) is returned. A path that exists and is not a regular file after following
+ * symlinks (device node, FIFO, socket, folder) is never replaced: IO, checked before the write
+ * and again before the rename (vq_file_check_output; the reason in vq_file_error()). */
 vq_status vq_write_file_atomic(const char *path, const void *data, size_t len);
 
 #endif

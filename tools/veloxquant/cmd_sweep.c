@@ -99,13 +99,10 @@ static int write_probe(const char *path, int n_prompts, int max_tokens, const in
 
 /* Reads a probe reference; returns 0 on any mismatch/format problem. */
 static int read_probe(const char *path, int n_prompts, int max_tokens, int32_t *ids, int *lens) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    char *buf = malloc(1 << 22);
-    size_t n = buf ? fread(buf, 1, (1 << 22) - 1, f) : 0;
-    fclose(f);
-    if (!buf) return 0;
-    buf[n] = 0;
+    char *buf = NULL; /* regular files only, opened without blocking, at most 4 MiB */
+    size_t n = 0;
+    if (vq_file_read_all(path, (uint64_t)1 << 22, "probe reference", &buf, &n) != VQ_STATUS_OK)
+        return 0;
     cJSON *o = cJSON_Parse(buf);
     free(buf);
     int ok = 0;
@@ -311,12 +308,12 @@ static int srun_build_inputs(const struct srun_opts *o, struct srun_state *s) {
     if (!s->tokens || !s->ids || (o->probe_ref && !s->ref)) return 1;
     s->pp.bos = vq_eval_chunk_bos(&s->em);
     if (o->base && !(s->bf = vq_logits_open(o->base, &st))) {
-        fprintf(stderr, "%s: %s: %s\n", C, o->base, vq_status_str(st));
+        vq_cli_file_fail(C, "--kl-base", o->base, st);
         return 1;
     }
     if (o->save &&
         !(s->sf = vq_logits_create(o->save, s->pp.top_k, s->em.info->n_vocab, o->ctx, &st))) {
-        fprintf(stderr, "%s: %s: %s\n", C, o->save, vq_status_str(st));
+        vq_cli_file_fail(C, "--save-logits", o->save, st);
         return 1;
     }
     if (o->probe_ref &&
@@ -348,7 +345,7 @@ static int srun_ppl(const struct srun_opts *o, struct srun_state *s) {
         st = vq_logits_close(s->sf);
         s->sf = NULL;
         if (st != VQ_STATUS_OK) {
-            fprintf(stderr, "%s: %s: %s\n", C, o->save, vq_status_str(st));
+            vq_cli_file_fail(C, "--save-logits", o->save, st);
             return 1;
         }
     }
@@ -418,7 +415,8 @@ static int srun_probe(const struct srun_opts *o, struct srun_state *s) {
     e->decode_tok_s = s->dec_tok_s > 0 ? s->dec_tok_s : NAN;
     detok_preview(&s->em, s->ids, s->lens[0], &e->output_preview);
     if (o->save_probe && !write_probe(o->save_probe, n_prompts, max_tokens, s->ids, s->lens)) {
-        fprintf(stderr, "%s: cannot write %s\n", C, o->save_probe);
+        fprintf(stderr, "%s: cannot write %s%s%s\n", C, o->save_probe,
+                vq_file_error()[0] ? ": " : "", vq_file_error());
         return 1;
     }
     e->peak_rss_mb = vq_peak_rss_mb();
@@ -449,7 +447,8 @@ static int srun_report(const struct srun_opts *o, struct srun_state *s) {
     r.protocol.seed = s->kp.seed;
     if (vq_results_add(&r, &s->e) != VQ_STATUS_OK ||
         vq_results_write(&r, o->outp) != VQ_STATUS_OK) {
-        fprintf(stderr, "%s: cannot write %s\n", C, o->outp);
+        fprintf(stderr, "%s: cannot write %s%s%s\n", C, o->outp, vq_file_error()[0] ? ": " : "",
+                vq_file_error());
         vq_results_clear(&r);
         return 1;
     }
@@ -717,6 +716,13 @@ static int sweep_load(const struct sweep_opts *o, const char *exe, const char *m
         fprintf(stderr, "%s: %s: cannot read\n", CMD, model);
         return 0;
     }
+    /* the files it replaces must be regular files (or missing), never a device or FIFO */
+    const char *outs[] = {p->results, p->ref_logits, p->ref_probe, p->tmpres};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
+        if (vq_file_check_output(outs[i]) != VQ_STATUS_OK) {
+            fprintf(stderr, "%s: %s\n", CMD, vq_file_error());
+            return 0;
+        }
     vq_status st = vq_results_read(p->results, r, err, sizeof err);
     const char *why = NULL;
     if (st == VQ_STATUS_OK) vq_kv_results_upgrade(r);
@@ -799,7 +805,10 @@ static int sweep_run_config(const struct sweep_opts *o, const char *exe, const c
     printf("%s: %s: %s ...\n", CMD, model, name);
     fflush(stdout);
     unlink(p->tmpres);
-    char *cerr = run_child(exe, ca.argv, log, o->timeout);
+    /* the log is truncated in place: never a device or FIFO (which would block the child) */
+    char *cerr = vq_file_check_output(log) != VQ_STATUS_OK
+                   ? strdup(vq_file_error())
+                   : run_child(exe, ca.argv, log, o->timeout);
     vq_result_init(e);
     if (!cerr) {
         struct vq_results one;
@@ -852,7 +861,8 @@ static int sweep_model(const struct sweep_opts *o, const char *exe, const char *
             return 0;
         }
         if (vq_results_write(&r, p.results) != VQ_STATUS_OK) {
-            fprintf(stderr, "%s: cannot write %s (the previous file is intact)\n", CMD, p.results);
+            fprintf(stderr, "%s: cannot write %s (the previous file is intact)%s%s\n", CMD,
+                    p.results, vq_file_error()[0] ? ": " : "", vq_file_error());
             vq_results_clear(&r);
             return 0;
         }
@@ -1025,11 +1035,14 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
         fprintf(stderr, "%s: --ctx must be even\n", CMD);
         return 0;
     }
-    if (access(o->text, R_OK) != 0) {
-        fprintf(stderr, "%s: %s: %s%s\n", CMD, o->text, strerror(errno),
+    /* a regular file under the text cap: a FIFO or /dev/zero would stall or never end */
+    int tfd;
+    if (vq_file_open_input(o->text, VQ_FILE_MAX_TEXT, "text", &tfd, NULL) != VQ_STATUS_OK) {
+        fprintf(stderr, "%s: -f: %s%s\n", CMD, vq_file_error(),
                 !strcmp(o->text, "data/corpus_en.txt") ? " (run `make bench-data`)" : "");
         return 0;
     }
+    close(tfd);
     return 1;
 }
 

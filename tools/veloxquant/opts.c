@@ -9,6 +9,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "vq_tools.h"
+
 int vq_opt_long(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out) {
     if (!val) {
         fprintf(stderr, "%s: %s needs a value\n", cmd, opt);
@@ -171,4 +173,19 @@ void vq_cli_model_stem(const char *file, char *out, size_t cap) {
     }
     out[j] = 0;
     if (out[0] == '.') out[0] = '_'; /* no hidden, "." or ".." folder */
+}
+
+int vq_opt_output(const char *cmd, const char *opt, const char *path) {
+    if (vq_file_check_output(path) == VQ_STATUS_OK) return 1;
+    fprintf(stderr, "%s: %s: %s\n", cmd, opt, vq_file_error());
+    return 0;
+}
+
+void vq_cli_file_fail(const char *cmd, const char *opt, const char *path, vq_status st) {
+    const int e = errno;
+    const char *why = vq_file_error();
+    if (why[0]) fprintf(stderr, "%s: %s: %s\n", cmd, opt, why);
+    else if (st == VQ_STATUS_IO && e)
+        fprintf(stderr, "%s: %s %s: %s (%s)\n", cmd, opt, path, vq_status_str(st), strerror(e));
+    else fprintf(stderr, "%s: %s %s: %s\n", cmd, opt, path, vq_status_str(st));
 }
