@@ -53,7 +53,8 @@ V, ctx, chunks = 8, 8, 1
 with open(sys.argv[1], "wb") as f:
     f.write(b"VQRAWLG1" + struct.pack("<IIIIQ", 1, V, ctx, chunks, 0))
     for i in range(chunks * (ctx // 2 - 1)):
-        f.write(struct.pack("<I", i % V) + struct.pack("<%df" % V, *[float(j) for j in range(V)]))
+        row = struct.pack("<%df" % V, *[float(j) for j in range(V)])
+        f.write(struct.pack("<I", i % V) + row)
 PY
 for n in dev link fifo dir; do
     refused $n "$VQ" score-logits -i "$TMP/s1" --save-logits "$TMP/n/$n" --top-k 4
