@@ -177,26 +177,28 @@ VQ_API void vq_ctx_free(vq_ctx *c);
 
 /* Runs n tokens (n >= 1) at positions n_past .. n_past+n-1 through the model, appending their
  * keys/values to the cache. logits (may be NULL): (n, n_vocab) when logits_all, else (n_vocab)
- * for the last token. Returns INVALID_ARG (token id out of range, n < 1), CAPACITY (n_past + n
- * > n_ctx), or a cache status (NON_FINITE, RANGE). On error the tokens of this call are
- * dropped from the cache again (vq_ctx_n_past is unchanged) when the cache can truncate that
- * far; otherwise (outlier-channel statistics of an earlier batch of the call within the first
- * n_calib_tokens) only the failing batch of n_batch tokens is dropped and vq_ctx_n_past reports
- * the tokens kept; for codecs that cannot re-open a multi-token block (KIVI), n_past reports
- * what the cache kept.
+ * for the last token. Returns INVALID_ARG (c or tokens NULL, n < 1, token id out of range),
+ * CAPACITY (n_past + n > n_ctx: checked before any token id is read, so a wrong, large n never
+ * reads past the caller's buffer), or a cache status (NON_FINITE, RANGE). On error the tokens
+ * of this call are dropped from the cache again (vq_ctx_n_past is unchanged) when the cache can
+ * truncate that far; otherwise (outlier-channel statistics of an earlier batch of the call
+ * within the first n_calib_tokens) only the failing batch of n_batch tokens is dropped and
+ * vq_ctx_n_past reports the tokens kept; for codecs that cannot re-open a multi-token block
+ * (KIVI), n_past reports what the cache kept.
  * Buffers come from vq_ctx_create (no allocation here). */
 VQ_API vq_status vq_ctx_eval(vq_ctx *c, const int32_t *tokens, int64_t n, float *logits);
-/* Tokens evaluated so far (the cache length). */
+/* Tokens evaluated so far (the cache length); 0 for NULL. */
 VQ_API int64_t vq_ctx_n_past(const vq_ctx *c);
-/* Forgets every token (the cache keeps its pages). */
+/* Forgets every token (the cache keeps its pages). NULL is a no-op. */
 VQ_API void vq_ctx_reset(vq_ctx *c);
-/* Keeps the first n tokens (see vq_cache_truncate for codecs with multi-token blocks). */
+/* Keeps the first n tokens (see vq_cache_truncate for codecs with multi-token blocks).
+ * INVALID_ARG for c NULL or n outside [0, vq_ctx_n_past]. */
 VQ_API vq_status vq_ctx_truncate(vq_ctx *c, int64_t n);
-/* The context's cache (for vq_cache_memory); owned by the context. */
+/* The context's cache (for vq_cache_memory); owned by the context. NULL for NULL. */
 VQ_API const vq_cache *vq_ctx_cache(const vq_ctx *c);
-/* The cache parameters actually used (geometry filled in). */
+/* The cache parameters actually used (geometry filled in). NULL for NULL. */
 VQ_API const struct vq_cache_params *vq_ctx_cache_params(const vq_ctx *c);
-/* Bytes the context allocated for activations and scratch (excluding the cache). */
+/* Bytes the context allocated for activations and scratch (excluding the cache); 0 for NULL. */
 VQ_API size_t vq_ctx_scratch_bytes(const vq_ctx *c);
 
 /* ---- per-phase timings (diagnostics; off by default) ----
@@ -294,9 +296,9 @@ VQ_API struct vq_sampler_params vq_sampler_params_default(void);
 VQ_API vq_sampler *vq_sampler_create(const struct vq_sampler_params *p, int n_vocab, vq_status *st);
 VQ_API void vq_sampler_free(vq_sampler *s);
 /* Picks a token id from logits (n_vocab floats; NaN logits are never picked unless all are).
- * Deterministic for a seed and the sequence of calls. No allocation. */
+ * Deterministic for a seed and the sequence of calls. No allocation. -1 for s or logits NULL. */
 VQ_API int32_t vq_sampler_sample(vq_sampler *s, const float *logits);
-/* Restarts the random stream from seed. */
+/* Restarts the random stream from seed. NULL is a no-op. */
 VQ_API void vq_sampler_reseed(vq_sampler *s, uint64_t seed);
 
 #ifdef __cplusplus

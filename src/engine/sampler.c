@@ -59,7 +59,9 @@ void vq_sampler_free(vq_sampler *s) {
     free(s);
 }
 
-void vq_sampler_reseed(vq_sampler *s, uint64_t seed) { vq_rng_seed(&s->rng, seed); }
+void vq_sampler_reseed(vq_sampler *s, uint64_t seed) {
+    if (s) vq_rng_seed(&s->rng, seed);
+}
 
 /* Descending by logit, ascending id on ties (deterministic). */
 static int cand_cmp(const void *a, const void *b) {
@@ -91,6 +93,7 @@ static int32_t argmax(const float *logits, int n) {
 }
 
 int32_t vq_sampler_sample(vq_sampler *s, const float *logits) {
+    if (!s || !logits) return -1;
     const int n = s->n_vocab;
     if (s->p.temperature <= 0.0f || s->p.top_k == 1) return argmax(logits, n);
     int m = 0;

@@ -670,6 +670,73 @@ TEST(sampler) {
     vq_sampler_free(NULL);
 }
 
+
+/* Public entry points check counts and sizes before using them (issue 41): vq_ctx_eval compares
+ * n with the room left before it reads a token id, so a wrong, large n over a small buffer is
+ * CAPACITY, not a read past the buffer (ASan would report one); n < 1 and NULL arguments are
+ * INVALID_ARG; the accessors and the sampler take NULL. The context is unchanged after each
+ * refusal and still evaluates. */
+TEST(api_checks_counts_first) {
+    rs = 5;
+    make_weights(0);
+    int32_t tok[MAXT];
+    vq_model *m = load_llama_f32(tok);
+    struct vq_ctx_params cp = vq_ctx_params_default();
+    cp.n_ctx = 8;
+    cp.n_batch = 4;
+    vq_status st;
+    vq_ctx *c = vq_ctx_create(m, &cp, &st);
+    ASSERT(c != NULL);
+    int32_t two[2] = {1, 2};
+    static float lg[NV];
+    ASSERT_STATUS(vq_ctx_eval(c, two, (int64_t)1 << 40, lg), VQ_STATUS_CAPACITY);
+    ASSERT_STATUS(vq_ctx_eval(c, two, 9, lg), VQ_STATUS_CAPACITY);
+    ASSERT_STATUS(vq_ctx_eval(c, two, 0, lg), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_ctx_eval(c, two, -3, lg), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_ctx_eval(c, NULL, 1, lg), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_ctx_eval(NULL, two, 1, lg), VQ_STATUS_INVALID_ARG);
+    int32_t badid[1] = {NV};
+    ASSERT_STATUS(vq_ctx_eval(c, badid, 1, lg), VQ_STATUS_INVALID_ARG);
+    ASSERT_EQ_INT(vq_ctx_n_past(c), 0);
+    ASSERT_STATUS(vq_ctx_eval(c, two, 2, lg), VQ_STATUS_OK);
+    ASSERT_EQ_INT(vq_ctx_n_past(c), 2);
+    /* six left: seven is refused before the ids are read, six fit */
+    ASSERT_STATUS(vq_ctx_eval(c, tok, 7, lg), VQ_STATUS_CAPACITY);
+    ASSERT_STATUS(vq_ctx_eval(c, tok, 6, lg), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_ctx_eval(c, two, 1, lg), VQ_STATUS_CAPACITY);
+    ASSERT_STATUS(vq_ctx_truncate(c, 9), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_ctx_truncate(c, -1), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_ctx_truncate(NULL, 0), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_ctx_truncate(c, 1), VQ_STATUS_OK);
+    ASSERT_EQ_INT(vq_ctx_n_past(NULL), 0);
+    ASSERT(vq_ctx_cache(NULL) == NULL && vq_ctx_cache_params(NULL) == NULL);
+    ASSERT(vq_ctx_scratch_bytes(NULL) == 0);
+    struct vq_ctx_timings tm;
+    vq_ctx_get_timings(NULL, &tm);
+    ASSERT(tm.passes[0] == 0 && tm.passes[1] == 0);
+    vq_ctx_get_timings(c, NULL);
+    vq_ctx_reset_timings(NULL);
+    vq_ctx_reset(NULL);
+    vq_ctx_free(c);
+    vq_model_free(m);
+    ASSERT_EQ_INT(vq_sampler_sample(NULL, lg), -1);
+    vq_sampler_reseed(NULL, 1);
+    /* the cache: counts checked before the buffers are touched */
+    struct vq_cache_params pp = vq_cache_params_default();
+    pp.n_layers = 1;
+    pp.n_kv_heads = 1;
+    pp.head_dim = 16;
+    pp.max_tokens = 4;
+    vq_cache *kc = vq_cache_create(&pp, &st);
+    ASSERT(kc != NULL);
+    float kv[16] = {0};
+    ASSERT_STATUS(vq_cache_append(kc, 0, kv, kv, VQ_DTYPE_F32, -1), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_cache_append(kc, 1, kv, kv, VQ_DTYPE_F32, 1), VQ_STATUS_INVALID_ARG);
+    ASSERT(vq_cache_append(kc, 0, kv, kv, VQ_DTYPE_F32, (int64_t)1 << 40) != VQ_STATUS_OK);
+    ASSERT_STATUS(vq_cache_read(kc, 0, 1, kv, kv), VQ_STATUS_INVALID_ARG);
+    vq_cache_free(kc);
+}
+
 int main(void) {
     snprintf(g_path, sizeof g_path, "/tmp/vq_tiny_%d.gguf", (int)getpid());
     RUN(llama_f32_matches_reference);
@@ -681,6 +748,7 @@ int main(void) {
     RUN(bad_models_fail_cleanly);
     RUN(model_check_lists_every_problem);
     RUN(sampler);
+    RUN(api_checks_counts_first);
     remove(g_path);
     free_t();
     return TEST_REPORT();
