@@ -106,6 +106,23 @@ static vq_status get_f32_opt(const vq_gguf *g, const char *arch, const char *suf
     return VQ_STATUS_OK;
 }
 
+/* The kernels read weights in place through block structs and float pointers, so a tensor's
+ * data must start at a multiple of its element or block alignment: 4 bytes when the type's
+ * size is a multiple of 4 (f32, q4_1, q5_1, ...), else 2 (f16, q4_0, q8_0, ...; every block
+ * opens with an fp16 scale). A file with general.alignment 1 or 2 can place data where that
+ * fails; it is refused naming the tensor (a load through misaligned pointers is undefined). */
+static vq_status check_data_alignment(const char *name, const struct vq_gguf_tensor *t) {
+    const struct vq_ggml_type_info *ti = vq_ggml_type_info(t->type);
+    if (!ti) return VQ_STATUS_OK; /* unknown types are reported by the callers */
+    const unsigned need = ti->type_size % 4 == 0 ? 4u : ti->type_size % 2 == 0 ? 2u : 1u;
+    if ((uintptr_t)t->data % need == 0) return VQ_STATUS_OK;
+    return fail(VQ_STATUS_UNSUPPORTED,
+                "model: tensor '%s' (%s) data at offset %llu of the data section is not a "
+                "multiple of %u bytes (general.alignment too small): the kernels read it in "
+                "place and need that alignment",
+                name, ti->name, (unsigned long long)t->offset, need);
+}
+
 /* Finds a 2-D weight named name with ne = (cols, rows); checks its type has kernels. */
 static vq_status bind_matrix(const vq_model *m, const char *name, int64_t rows, int64_t cols,
                              enum vq_isa isa, struct vq_weight *w) {
@@ -125,6 +142,7 @@ static vq_status bind_matrix(const vq_model *m, const char *name, int64_t rows, 
                     "model: tensor '%s' has ggml type %u (%s), which the "
                     "engine does not support",
                     name, t->type, vq_ggml_type_name(t->type));
+    VQ_RETURN_IF_ERR(check_data_alignment(name, t));
     const struct vq_ggml_type_info *ti = vq_ggml_type_info(t->type);
     w->data = t->data;
     w->type = t->type;
@@ -161,6 +179,7 @@ static vq_status bind_vector(struct loader *L, const char *name, int64_t n, int 
     if (!k)
         return fail(VQ_STATUS_UNSUPPORTED, "model: tensor '%s' has unsupported ggml type %u (%s)",
                     name, t->type, vq_ggml_type_name(t->type));
+    VQ_RETURN_IF_ERR(check_data_alignment(name, t));
     float *dst;
     if (t->type == VQ_GGML_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
         *out = t->data;

@@ -121,7 +121,8 @@ enum corrupt {
     C_ARCH = 4,
     C_TYPE = 8,
     C_NO_META = 16,
-    C_ROPE_FREQS = 32
+    C_ROPE_FREQS = 32,
+    C_ALIGN1 = 64 /* general.alignment 1, tensors packed from an address 1 mod 4 */
 };
 
 /* Writes the current weights as a GGUF file; matrices in wtype (F32 or Q8_0). */
@@ -133,7 +134,7 @@ static void write_model(const char *path, const char *arch, uint32_t wtype, unsi
     put(&b, "GGUF", 4);
     put_u32(&b, 3);
     put_u64(&b, (uint64_t)n_t);
-    put_u64(&b, cor & C_NO_META ? 8 : 9);
+    put_u64(&b, (cor & C_NO_META ? 8u : 9u) + (cor & C_ALIGN1 ? 2u : 0u));
     char k[64];
     kv_str(&b, "general.architecture", cor & C_ARCH ? "gpt9" : arch);
 #define KU(s, v) (snprintf(k, sizeof k, "%s." s, arch), kv_u32(&b, k, v))
@@ -148,6 +149,19 @@ static void write_model(const char *path, const char *arch, uint32_t wtype, unsi
     KF("attention.layer_norm_rms_epsilon", 1e-5f);
 #undef KU
 #undef KF
+    if (cor & C_ALIGN1) {
+        kv_u32(&b, "general.alignment", 1);
+        /* a padding string sized so that the data section (right after the tensor infos, no
+         * padding at alignment 1) starts at 1 mod 4: every tensor is then misaligned */
+        size_t info = 0;
+        for (int i = 0; i < nT; i++)
+            if (i != skip) info += 8 + strlen(T[i].name) + 4 + 8 * (T[i].rows == 1 ? 1 : 2) + 12;
+        const size_t fixed = b.n + 8 + strlen("general.pad") + 4 + 8 + info;
+        char pad[8] = "xxxxxxx";
+        pad[(5 - fixed % 4) % 4] = 0;
+        kv_str(&b, "general.pad", pad);
+    }
+    const int a32 = cor & C_ALIGN1 ? 1 : 32;
     uint64_t off = 0;
     size_t sizes[64];
     uint32_t types[64];
@@ -176,9 +190,9 @@ static void write_model(const char *path, const char *arch, uint32_t wtype, unsi
         }
         put_u32(&b, ty);
         put_u64(&b, off);
-        off += (sizes[i] + 31) / 32 * 32;
+        off += (sizes[i] + (size_t)a32 - 1) / (size_t)a32 * (size_t)a32;
     }
-    while (b.n % 32) put(&b, "", 1);
+    while (b.n % (size_t)a32) put(&b, "", 1);
     for (int i = 0; i < nT; i++) {
         if (i == skip) continue;
         size_t start = b.n;
@@ -194,7 +208,7 @@ static void write_model(const char *path, const char *arch, uint32_t wtype, unsi
         } else {
             put(&b, T[i].w, sizes[i]);
         }
-        while ((b.n - start) % 32) put(&b, "", 1);
+        while ((b.n - start) % (size_t)a32) put(&b, "", 1);
     }
     FILE *f = fopen(path, "wb");
     fwrite(b.p, 1, b.n, f);
@@ -565,6 +579,21 @@ TEST(bad_models_fail_cleanly) {
     ASSERT(vq_model_load(g_path, &st) == NULL);
     ASSERT_STATUS(st, VQ_STATUS_BAD_FORMAT);
     ASSERT(strstr(vq_engine_last_error(), "attn_k") != NULL);
+    /* general.alignment 1 with tensor data at odd addresses: the kernels read blocks and
+     * floats in place, so the file is refused naming the tensor (UBSan: no misaligned load) */
+    rs = 99;
+    make_weights(0);
+    write_model(g_path, "llama", VQ_GGML_F32, C_ALIGN1);
+    ASSERT(vq_model_load(g_path, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_UNSUPPORTED);
+    ASSERT(strstr(vq_engine_last_error(), "is not a multiple of 4 bytes") != NULL);
+    ASSERT(strstr(vq_engine_last_error(), "general.alignment") != NULL);
+    rs = 99;
+    make_weights(0);
+    write_model(g_path, "llama", VQ_GGML_Q8_0, C_ALIGN1);
+    ASSERT(vq_model_load(g_path, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_UNSUPPORTED);
+    ASSERT(strstr(vq_engine_last_error(), "bytes (general.alignment too small)") != NULL);
 }
 
 struct problems {
