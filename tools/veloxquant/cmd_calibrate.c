@@ -182,7 +182,13 @@ static int calib_tokens(const char *cmd, const struct vq_calib_build *b, struct 
     }
     vq_status st;
     vq_tokenizer *tok = vq_tok_create(vq_model_gguf(r->m), &st);
-    if (tok && !vq_cli_vocab_check(cmd, b->model_path, tok, vq_model_info_get(r->m)->n_vocab)) {
+    if (!tok) {
+        fprintf(stderr, "%s: %s: model has no usable %s\n", cmd, b->model_path,
+                vq_engine_last_error());
+        free(text);
+        return 1;
+    }
+    if (!vq_cli_vocab_check(cmd, b->model_path, tok, vq_model_info_get(r->m)->n_vocab)) {
         vq_tok_free(tok);
         free(text);
         return 1;
@@ -195,7 +201,8 @@ static int calib_tokens(const char *cmd, const struct vq_calib_build *b, struct 
     vq_tok_free(tok);
     free(text);
     if (n < 16) {
-        fprintf(stderr, "%s: need at least 16 tokens of text (got %lld)\n", cmd, (long long)n);
+        fprintf(stderr, "%s: need at least 16 tokens of text (got %lld from %s)\n", cmd,
+                (long long)n, b->text_path ? b->text_path : "the built-in text");
         return 1;
     }
     r->n = n;

@@ -563,7 +563,7 @@ static int gen_build(const struct gen_opts *o, struct gen_state *g) {
     g->I = vq_model_info_get(g->m);
     g->tok = vq_tok_create(vq_model_gguf(g->m), &st);
     if (!g->tok) {
-        fprintf(stderr, "generate: model has no usable tokenizer: %s\n", vq_status_str(st));
+        fprintf(stderr, "generate: model has no usable %s\n", vq_engine_last_error());
         return 1;
     }
     if (!vq_cli_vocab_check("generate", o->model, g->tok, g->I->n_vocab)) return 1;

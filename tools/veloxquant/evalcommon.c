@@ -27,7 +27,7 @@ int vq_eval_model_open(const char *cmd, const char *path, struct vq_eval_model *
     em->info = vq_model_info_get(em->m);
     em->tok = vq_tok_create(vq_model_gguf(em->m), &st);
     if (!em->tok) {
-        fprintf(stderr, "%s: %s: tokenizer: %s\n", cmd, path, vq_status_str(st));
+        fprintf(stderr, "%s: %s: model has no usable %s\n", cmd, path, vq_engine_last_error());
         vq_model_free(em->m);
         em->m = NULL;
         return 0;
