@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1046,6 +1047,44 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
     return 1;
 }
 
+/* Takes the lock of output folder dir: an exclusive flock on dir/.sweep.lock, which holds the
+ * pid of its holder, kept until the process exits (O_CLOEXEC: the children do not inherit it).
+ * Two sweeps into one folder would otherwise race on results.json and the fp16 reference.
+ * Returns the lock's descriptor, or -1 after printing why (held: by which pid). */
+static int sweep_lock(const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%.4000s/.sweep.lock", dir);
+    const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fprintf(stderr, "%s: cannot use the lock file %s: %s\n", CMD, path,
+                fd < 0 ? strerror(errno) : "not a regular file");
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int e = errno;
+        char who[32] = {0};
+        const ssize_t n = pread(fd, who, sizeof who - 1, 0);
+        if (n > 0) who[n] = 0;
+        who[strcspn(who, "\r\n")] = 0;
+        if (e == EWOULDBLOCK)
+            fprintf(stderr,
+                    "%s: output folder %s is in use by another sweep (pid %s, lock %s); wait for "
+                    "it to finish or use another -o\n",
+                    CMD, dir, who[0] ? who : "unknown", path);
+        else fprintf(stderr, "%s: cannot lock %s: %s\n", CMD, path, strerror(e));
+        close(fd);
+        return -1;
+    }
+    char pid[32];
+    const int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+        /* the lock holds without the pid; only the message of a second sweep loses it */
+    }
+    return fd;
+}
+
 /* --print-kv-config: every config as its children would resolve it, one JSON line each. */
 static int sweep_print_configs(const struct sweep_opts *o) {
     for (int i = 0; i < o->n_configs; i++) {
@@ -1078,6 +1117,11 @@ int vq_cmd_sweep(int argc, char **argv) {
         free(o.list);
         return 1;
     }
+    const int lock_fd = sweep_lock(o.dir);
+    if (lock_fd < 0) {
+        free(o.list);
+        return 1;
+    }
     int n_failed = 0, rc = 0;
     for (int m = 0; m < o.n_models; m++) {
         char dir[4096];
@@ -1085,6 +1129,7 @@ int vq_cmd_sweep(int argc, char **argv) {
         if (!sweep_model(&o, exe, o.models[m], dir, &n_failed)) rc = 1;
     }
     free(o.list);
+    close(lock_fd); /* releases the lock (the pid stays: a stale pid is never believed alone) */
     if (n_failed) {
         fprintf(stderr, "%s: %d config(s) failed (recorded as error entries)\n", CMD, n_failed);
         rc = 1;
