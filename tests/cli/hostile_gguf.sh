@@ -3,7 +3,9 @@
 # what was expected and what was found (copies of the default model edited by gguf_edit.py):
 # every token string empty, BPE merges missing or empty, an unknown tokenizer.ggml.pre, the
 # tokenizer model 'bert' or empty, a scores / token_type array of another count or type, a
-# 70 KB token piece. Each is refused by generate and named the same way by perplexity.
+# 70 KB token piece. Each is refused by generate, named the same way by perplexity and listed by
+# info (the loader's checks, vq_model_check). Also: a tokenizer of another size than the
+# vocabulary, and block_count smaller than the layers whose tensors the file holds.
 set -u
 VQ="$1"
 export LSAN_OPTIONS="suppressions=$(pwd)/tests/cli/lsan.supp${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
@@ -31,6 +33,11 @@ refused() {
     grep -q "truncated" "$ERR" && bad "'truncated' for a file that is not" || ok
     expect_exit 1 timeout 120 "$VQ" perplexity -m "$TMP/m.gguf" -f "$TMP/t.txt" -c 64 -t 2
     has "perplexity: $TMP/m.gguf: model has no usable tokenizer: $msg"
+    # info lists it by the same checks (vq_model_check), exit 0: the file is readable GGUF
+    expect_exit 0 timeout 120 "$VQ" info "$TMP/m.gguf"
+    grep -qF "engine: cannot run this model" "$OUT" &&
+        grep -qF -- "- model has no usable tokenizer: $msg" "$OUT" &&
+        ok || { bad "info does not list '$msg'"; cat "$OUT" >&2; }
 }
 refused --empty-tokens -- \
     "every one of the 49152 strings of 'tokenizer.ggml.tokens' is empty"
@@ -56,6 +63,30 @@ refused --token-text 300 "$(python3 -c 'print("y" * 70000, end="")')" -- \
     "entry 300 of 'tokenizer.ggml.tokens' is 70000 bytes, expected at most 65536"
 refused --set-str tokenizer.ggml.bos_token_id x -- \
     "'tokenizer.ggml.bos_token_id' is a string, expected a u32 token id"
+
+# a tokenizer of another size than the model's vocabulary: generate and info alike
+python3 "$EDIT" "$MODEL" "$TMP/v.gguf" --drop-tokens 100
+V="the tokenizer has 49052 tokens but the model's vocabulary (token embedding / output layer)"
+V="$V has 49152"
+expect_exit 1 "$VQ" generate -m "$TMP/v.gguf" -p Hello -n 2 -c 64 -t 2
+has "$V"
+expect_exit 0 "$VQ" info "$TMP/v.gguf"
+grep -qF -- "- $V" "$OUT" && ok || { bad "info: vocabulary"; cat "$OUT" >&2; }
+expect_exit 0 "$VQ" info --json "$TMP/v.gguf"
+python3 - "$OUT" <<'EOF' && ok || bad "info --json: engine_problems"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert any("49052 tokens" in p for p in d["engine_problems"]), d
+EOF
+
+# block_count 29 for a 30-layer file: layer 29's tensors would be silently ignored
+python3 "$EDIT" "$MODEL" "$TMP/b.gguf" --set-u32 llama.block_count 29
+B="9 tensors of layers beyond llama.block_count = 29 (e.g. 'blk.29.attn_norm.weight',"
+B="$B layers up to 29)"
+expect_exit 1 "$VQ" generate -m "$TMP/b.gguf" -p Hello -n 2 -c 64 -t 2
+has "$B"
+expect_exit 0 "$VQ" info "$TMP/b.gguf"
+grep -qF -- "- $B" "$OUT" && ok || { bad "info: block_count"; cat "$OUT" >&2; }
 
 echo "hostile_gguf: $pass passed, $fail failed"
 [ "$fail" -eq 0 ]
