@@ -122,8 +122,10 @@ void vq_results_fill_hardware(struct vq_results *r, int n_threads);
 /* Serialises to a newly malloc'd, NUL-terminated JSON text (pretty-printed); NULL on OOM. */
 char *vq_results_to_json(const struct vq_results *r);
 /* Parses JSON text into *r (which is first initialised). Strict: the schema tag must be
- * VQ_RESULTS_SCHEMA, required fields must be present with the right types, numbers finite.
- * On failure returns BAD_FORMAT (or NO_MEMORY), writes a reason into err (errlen bytes, may
+ * VQ_RESULTS_SCHEMA, required fields must be present with the right types, numbers finite
+ * (1e999 is named as beyond the double range), strings with the schema's minLength non-empty,
+ * hardware.isa one of its enum, config names unique, and nothing but white space may follow
+ * the object (docs/results.schema.json in full). On failure returns BAD_FORMAT (or NO_MEMORY), writes a reason into err (errlen bytes, may
  * be NULL) and leaves *r empty. */
 vq_status vq_results_from_json(const char *text, size_t len, struct vq_results *r, char *err,
                                size_t errlen);
