@@ -125,8 +125,8 @@ char *vq_results_to_json(const struct vq_results *r);
  * VQ_RESULTS_SCHEMA, required fields must be present with the right types, numbers finite
  * (1e999 is named as beyond the double range), strings with the schema's minLength non-empty,
  * hardware.isa one of its enum, config names unique, and nothing but white space may follow
- * the object (docs/results.schema.json in full). On failure returns BAD_FORMAT (or NO_MEMORY), writes a reason into err (errlen bytes, may
- * be NULL) and leaves *r empty. */
+ * the object (docs/results.schema.json in full). On failure returns BAD_FORMAT (or
+ * NO_MEMORY), writes a reason into err (errlen bytes, may be NULL) and leaves *r empty. */
 vq_status vq_results_from_json(const char *text, size_t len, struct vq_results *r, char *err,
                                size_t errlen);
 /* Reads a file with vq_results_from_json. The file must be a regular file of at most
