@@ -484,6 +484,11 @@ vq_tokenizer *vq_tok_create_vocab(const struct vq_tok_vocab *v, vq_status *st) {
         int32_t ty = v->types ? v->types[i] : VQ_TOK_TYPE_NORMAL;
         t->types[i] = (uint8_t)((ty >= 0 && ty <= VQ_TOK_TYPE_BYTE) ? ty : VQ_TOK_TYPE_UNDEFINED);
     }
+    if (t->text_len == 0) { /* nothing to match or print: no tokenizer at all */
+        vq_engine_set_error("tokenizer: every token string is empty (%d tokens)", t->n_vocab);
+        *st = VQ_STATUS_BAD_FORMAT;
+        goto fail;
+    }
     t->n_ids = t->n_vocab;
     for (int32_t i = 0; i < t->n_vocab; i++) text_insert(t, i);
 

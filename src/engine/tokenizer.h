@@ -104,7 +104,8 @@ void vq_tok_vocab_init(struct vq_tok_vocab *v);
  * return. */
 vq_tokenizer *vq_tok_create(const vq_gguf *g, vq_status *st);
 
-/* Same from a vocabulary description (see struct vq_tok_vocab). */
+/* Same from a vocabulary description (see struct vq_tok_vocab). BAD_FORMAT also when every
+ * token string is empty (message in vq_engine_last_error()). */
 vq_tokenizer *vq_tok_create_vocab(const struct vq_tok_vocab *v, vq_status *st);
 
 /* Frees a tokenizer; NULL is a no-op. */
