@@ -122,7 +122,8 @@ struct vq_model_info {
 VQ_API vq_model *vq_model_load(const char *path, vq_status *st);
 /* Frees a model (NULL: no-op). Every context of the model must be freed first. */
 VQ_API void vq_model_free(vq_model *m);
-/* Hyper-parameters of a loaded model (library-owned, valid until vq_model_free). */
+/* Hyper-parameters of a loaded model (library-owned, valid until vq_model_free); NULL for
+ * NULL. */
 VQ_API const struct vq_model_info *vq_model_info_get(const vq_model *m);
 /* Attention window of a layer: W > 0 when a query at position p attends to positions
  * p-W+1 .. p only (sliding window), 0 for full attention, -1 for a bad layer index or a NULL

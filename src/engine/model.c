@@ -52,7 +52,7 @@ static vq_status report(vq_status st, int go_on, const char *fmt, ...) {
 
 const vq_gguf *vq_model_gguf(const vq_model *m) { return m->gguf; }
 
-const struct vq_model_info *vq_model_info_get(const vq_model *m) { return &m->info; }
+const struct vq_model_info *vq_model_info_get(const vq_model *m) { return m ? &m->info : NULL; }
 
 int vq_model_layer_window(const vq_model *m, int layer) {
     if (!m || layer < 0 || layer >= m->info.n_layers) return -1;

@@ -750,6 +750,9 @@ TEST(api_checks_counts_first) {
     vq_model_free(m);
     ASSERT_EQ_INT(vq_sampler_sample(NULL, lg), -1);
     vq_sampler_reseed(NULL, 1);
+    ASSERT(vq_model_info_get(NULL) == NULL);
+    int pc, pv;
+    ASSERT_STATUS(vq_vecinfer_shape(NULL, &pc, &pv), VQ_STATUS_INVALID_ARG);
     /* the cache: counts checked before the buffers are touched */
     struct vq_cache_params pp = vq_cache_params_default();
     pp.n_layers = 1;
