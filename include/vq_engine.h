@@ -140,8 +140,9 @@ typedef void (*vq_model_problem_fn)(void *user, const char *problem);
  * (tokenizer.ggml.model or .tokens), the tokenizer the tools build from it (every reason it is
  * refused: 'bert' or empty model, tokens missing, arrays of another type or count, pieces over
  * the limit; and a token count other than the model's vocabulary). A file without any
- * tokenizer metadata runs through this API on token ids and is not reported for it. fn is called once per problem, on the calling thread; user is passed through.
- * Returns the number of problems (0: the file loads), or -1 when path or fn is NULL or the file
+ * tokenizer metadata runs through this API on token ids and is not reported for it. fn is
+ * called once per problem, on the calling thread; user is passed through. Returns the number
+ * of problems (0: the file loads and its tokenizer, if any, is usable), or -1 when path or fn is NULL or the file
  * is not readable GGUF (message in vq_engine_last_error()). Thread-safe. */
 VQ_API int vq_model_check(const char *path, vq_model_problem_fn fn, void *user);
 /* Thread-local text of the last load/create failure ("" if none). */
