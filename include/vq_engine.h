@@ -142,8 +142,8 @@ typedef void (*vq_model_problem_fn)(void *user, const char *problem);
  * the limit; and a token count other than the model's vocabulary). A file without any
  * tokenizer metadata runs through this API on token ids and is not reported for it. fn is
  * called once per problem, on the calling thread; user is passed through. Returns the number
- * of problems (0: the file loads and its tokenizer, if any, is usable), or -1 when path or fn is NULL or the file
- * is not readable GGUF (message in vq_engine_last_error()). Thread-safe. */
+ * of problems (0: the file loads and its tokenizer, if any, is usable), or -1 when path or fn
+ * is NULL or the file is not readable GGUF (message in vq_engine_last_error()). Thread-safe. */
 VQ_API int vq_model_check(const char *path, vq_model_problem_fn fn, void *user);
 /* Thread-local text of the last load/create failure ("" if none). */
 VQ_API const char *vq_engine_last_error(void);
