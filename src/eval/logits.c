@@ -4,6 +4,7 @@
  */
 #include "eval/logits.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,7 +173,12 @@ vq_logits_file *vq_logits_create(const char *path, int top_k, int n_vocab, int c
         if (st) *st = cs;
         return NULL;
     }
-    lf->f = fopen(lf->tmp, "wb");
+    /* the temp file is made afresh: a device node, FIFO or symlink left at its name is removed
+     * (never written through), a folder there makes the create fail */
+    (void)unlink(lf->tmp); /* fails for a folder, which O_EXCL then refuses */
+    const int tfd = open(lf->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    lf->f = tfd >= 0 ? fdopen(tfd, "wb") : NULL;
+    if (tfd >= 0 && !lf->f) close(tfd);
     uint8_t h[HDR_BYTES];
     make_header(lf, h);
     if (!lf->f || fwrite(h, 1, HDR_BYTES, lf->f) != HDR_BYTES) {

@@ -69,6 +69,11 @@ expect_exit 1 $T "$VQ" score-logits -i "$TMP/s1" --kl-base "$TMP/n/dir"
 has "score-logits: --kl-base: cannot read logits file '$TMP/n/dir': not a regular file (a folder)"
 expect_exit 1 $T "$VQ" score-logits -i "$TMP/s1" --kl-base "$TMP/none.logits"
 has "score-logits: --kl-base: cannot open logits file '$TMP/none.logits': No such file or directory"
+# a device (symlink) left at the writer's temp name is replaced, never written through
+ln -s "$TMP/n/dev" "$TMP/ok.logits.tmp"
+expect_exit 0 "$VQ" score-logits -i "$TMP/s1" --save-logits "$TMP/ok.logits" --top-k 4
+[ -f "$TMP/ok.logits" ] && [ ! -L "$TMP/ok.logits" ] && [ ! -e "$TMP/ok.logits.tmp" ] && ok ||
+    { bad "temp name symlink"; ls -la "$TMP" >&2; }
 nodes_intact "score-logits"
 
 # ---- precompute --out: the table file in the folder is a node; --out a regular file

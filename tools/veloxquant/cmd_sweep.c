@@ -535,8 +535,13 @@ static void git_commit(const char *exe, char *out, size_t cap) {
 /* Last non-empty line of a log file into out. */
 static void last_line(const char *path, char *out, size_t cap) {
     out[0] = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return;
+    int fd; /* a regular file only, opened without blocking (no cap: read line by line) */
+    if (vq_file_open_input(path, UINT64_MAX, "log", &fd, NULL) != VQ_STATUS_OK) return;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return;
+    }
     char line[512];
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\r\n")] = 0;
