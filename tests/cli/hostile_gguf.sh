@@ -53,6 +53,8 @@ refused --set-str tokenizer.ggml.model "" -- \
     "'tokenizer.ggml.model' is empty (0 bytes), expected 'gpt2' or 'llama'"
 refused --drop-key tokenizer.ggml.model -- \
     "metadata 'tokenizer.ggml.model' is missing"
+refused --drop-key tokenizer.ggml.tokens -- \
+    "metadata 'tokenizer.ggml.tokens' is missing"
 refused --trunc-arr tokenizer.ggml.token_type 100 -- \
     "'tokenizer.ggml.token_type' is an array of 100 i32, expected an array of 49152 i32"
 refused --set-str tokenizer.ggml.token_type x -- \
