@@ -93,29 +93,11 @@ static void usage(FILE *f) {
           f);
 }
 
-/* Checks before the run that FILE can be written: not a folder, and its folder exists and is
- * writable (the file itself is written atomically through a temp file there). */
+/* Checks before the run that FILE can be written (vq_opt_output): its folder exists and is
+ * writable (the file is written atomically through a temp file there), and FILE is missing or
+ * a regular file, never a folder, device, FIFO or socket (which the rename would replace). */
 static int observe_path_ok(const char *path) {
-    struct stat sb;
-    if (!*path) {
-        fprintf(stderr, "generate: --observe: empty path\n");
-        return 0;
-    }
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "generate: --observe: '%s' is a folder\n", path);
-        return 0;
-    }
-    char dir[4096];
-    const char *sl = strrchr(path, '/');
-    if (!sl) snprintf(dir, sizeof dir, ".");
-    else if (sl == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(sl - path), path);
-    if (access(dir, W_OK | X_OK) != 0) {
-        fprintf(stderr, "generate: --observe: cannot write '%s': folder '%s': %s\n", path, dir,
-                strerror(errno));
-        return 0;
-    }
-    return 1;
+    return vq_opt_output("generate", "--observe", path);
 }
 
 /* Option codes of generate's own long options (above the KV family's codes). */
