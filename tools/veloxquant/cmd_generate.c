@@ -75,7 +75,9 @@ static void usage(FILE *f) {
         "                        goes: attention with the KV cache (append + attend), q/k/v,\n"
         "                        attention output and FFN matmuls, output head, the rest\n"
         "      --f32-activations exact fp32 matmul inputs instead of llama.cpp's int8 ones\n"
-        "                        (prefill ~1.3x, decode ~6x slower; no int8 rounding noise)\n" VQ_SAMPLING_HELP
+        "                        (prefill ~1.3x, decode ~6x slower; no int8 rounding noise)\n"
+        /* -s, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --stop */
+        VQ_SAMPLING_HELP
         "      --isa ISA         auto|scalar|avx2|avx512 weight and codec kernels (default auto)\n"
         "      --json            print one JSON object (text and statistics) instead of streaming\n"
         "      --observe FILE    also keep an exact fp32 shadow of K/V and write per-layer "
