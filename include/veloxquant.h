@@ -258,8 +258,8 @@ VQ_API vq_status vq_codec_params_set_bits(struct vq_codec_params *p, double bits
 VQ_API double vq_codec_params_bits(const struct vq_codec_params *p);
 /* vecinfer's product-VQ shape for params p (the codebook a calibration must fit): (c, v) =
  * (pq_codeword_bits, pq_subvec_dim) when both are set, else the preset of p->bits (1: (8,8),
- * 2: (8,4), 3: (12,4), 4: (8,2)). Returns INVALID_ARG when only one of c, v is set or bits has
- * no preset; does not check head_dim. Pure, thread-safe. */
+ * 2: (8,4), 3: (12,4), 4: (8,2)). Returns INVALID_ARG for a NULL argument, when only one of
+ * c, v is set or bits has no preset; does not check head_dim. Pure, thread-safe. */
 VQ_API vq_status vq_vecinfer_shape(const struct vq_codec_params *p, int *c, int *v);
 /* Display label of a codec config: "turboquant_mse/4-bit", "vecinfer/1.5-bit", "qjl"
  * (methods without a choice of width have no "/B-bit"). Returns the length it needs (like

@@ -100,7 +100,8 @@ grep -q "veloxquant report $TMP/two -o" "$OUT" && ok || bad "sweep does not name
 python3 - "$TMP/two" "$R" <<'EOF' && ok || bad "two-model sweep results"
 import json, os, sys
 d = sys.argv[1]
-assert sorted(os.listdir(d)) == ["SmolLM2-135M-Instruct.Q4_1", "qwen3"], os.listdir(d)
+# (and the lock file the sweep holds while it runs)
+assert sorted(os.listdir(d)) == [".sweep.lock", "SmolLM2-135M-Instruct.Q4_1", "qwen3"], os.listdir(d)
 a = json.load(open(d + "/SmolLM2-135M-Instruct.Q4_1/results.json"))
 b = json.load(open(d + "/qwen3/results.json"))
 one = {x["config"]["name"]: x for x in json.load(open(sys.argv[2]))["results"]}

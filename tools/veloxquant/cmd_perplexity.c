@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -184,12 +185,12 @@ static int ppl_run(const struct ppl_opts *o, struct ppl_state *s, struct vq_ppl_
     if (!tokens) goto out;
     s->pp.bos = vq_eval_chunk_bos(&s->em);
     if (o->base_path && !(base = vq_logits_open(o->base_path, &st))) {
-        fprintf(stderr, "%s: --kl-base %s: %s\n", CMD, o->base_path, vq_status_str(st));
+        vq_cli_file_fail(CMD, "--kl-base", o->base_path, st);
         goto out;
     }
     if (o->save_path &&
         !(save = vq_logits_create(o->save_path, o->top_k, s->em.info->n_vocab, o->ctx, &st))) {
-        fprintf(stderr, "%s: --save-logits %s: %s\n", CMD, o->save_path, vq_status_str(st));
+        vq_cli_file_fail(CMD, "--save-logits", o->save_path, st);
         goto out;
     }
     struct vq_progress prog;
@@ -302,10 +303,30 @@ static void ppl_report_text(const struct ppl_opts *o, const struct ppl_state *s,
     printf("forward passes: %.2f s, %.1f tok/s\n", res->seconds, res->prefill_tok_s);
 }
 
+/* The files of a run, before the model is loaded: the text and --kl-base must be readable
+ * regular files (the text under VQ_FILE_MAX_TEXT), --save-logits writable and not a device,
+ * FIFO or folder. 1 ok, 0 printed. */
+static int ppl_check_files(const struct ppl_opts *o) {
+    int fd;
+    if (o->text && vq_file_open_input(o->text, VQ_FILE_MAX_TEXT, "text", &fd, NULL) != 0) {
+        fprintf(stderr, "%s: -f: %s\n", CMD, vq_file_error());
+        return 0;
+    }
+    if (o->text) close(fd);
+    if (o->base_path &&
+        vq_file_open_input(o->base_path, UINT64_MAX, "logits file", &fd, NULL) != 0) {
+        fprintf(stderr, "%s: --kl-base: %s\n", CMD, vq_file_error());
+        return 0;
+    }
+    if (o->base_path) close(fd);
+    return !o->save_path || vq_opt_output(CMD, "--save-logits", o->save_path);
+}
+
 int vq_cmd_perplexity(int argc, char **argv) {
     struct ppl_opts o;
     const int pr = ppl_parse(argc, argv, &o);
     if (pr <= 0) return pr < 0 ? 0 : 2;
+    if (!o.ko.print_config && !ppl_check_files(&o)) return 1;
     struct ppl_state s;
     memset(&s, 0, sizeof s);
     int rc = ppl_build(&o, &s);

@@ -1267,6 +1267,11 @@ static void panel(int which, struct box cell, const struct sizes *z, const struc
 /* 1 if the figure path can be written (a folder or an unwritable file in its place would make
  * PLplot abort), else 0 after printing why. */
 static int figure_path_ok(const char *path) {
+    /* never a device, FIFO (the open below would block) or folder in its place */
+    if (vq_file_check_output(path) != VQ_STATUS_OK) {
+        fprintf(stderr, "%s: %s\n", CMD, vq_file_error());
+        return 0;
+    }
     const int fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC, 0666);
     if (fd < 0) {
         fprintf(stderr, "%s: cannot write %s: %s\n", CMD, path, strerror(errno));
@@ -1694,7 +1699,9 @@ int vq_cmd_report(int argc, char **argv) {
         char err[512];
         vq_status st = vq_results_read(in[a], &r, err, sizeof err);
         if (st != VQ_STATUS_OK) {
-            fprintf(stderr, "%s: %s: %s\n", CMD, in[a], err[0] ? err : vq_status_str(st));
+            if (st == VQ_STATUS_IO || st == VQ_STATUS_RANGE || st == VQ_STATUS_NO_MEMORY)
+                fprintf(stderr, "%s: %s\n", CMD, err); /* the file gate's message names it */
+            else fprintf(stderr, "%s: %s: %s\n", CMD, in[a], err[0] ? err : vq_status_str(st));
             rc = 1;
             break;
         }
@@ -1746,7 +1753,8 @@ int vq_cmd_report(int argc, char **argv) {
     }
     if (rc == 0) {
         if (!write_table(ms, n_models, dir)) {
-            fprintf(stderr, "%s: cannot write %s/table.md\n", CMD, dir);
+            fprintf(stderr, "%s: cannot write %s/table.md%s%s\n", CMD, dir,
+                    vq_file_error()[0] ? ": " : "", vq_file_error());
             rc = 1;
         } else {
             printf("%s: %s/table.md\n", CMD, dir);

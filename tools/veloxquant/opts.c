@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "vq_engine.h"
+#include "vq_tools.h"
 
 int vq_opt_long(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out) {
     if (!val) {
@@ -243,4 +244,19 @@ const char *vq_cli_default_corpus(char *buf, size_t cap) {
     }
     snprintf(buf, cap, "data/corpus_en.txt");
     return buf;
+}
+
+int vq_opt_output(const char *cmd, const char *opt, const char *path) {
+    if (vq_file_check_output(path) == VQ_STATUS_OK) return 1;
+    fprintf(stderr, "%s: %s: %s\n", cmd, opt, vq_file_error());
+    return 0;
+}
+
+void vq_cli_file_fail(const char *cmd, const char *opt, const char *path, vq_status st) {
+    const int e = errno;
+    const char *why = vq_file_error();
+    if (why[0]) fprintf(stderr, "%s: %s: %s\n", cmd, opt, why);
+    else if (st == VQ_STATUS_IO && e)
+        fprintf(stderr, "%s: %s %s: %s (%s)\n", cmd, opt, path, vq_status_str(st), strerror(e));
+    else fprintf(stderr, "%s: %s %s: %s\n", cmd, opt, path, vq_status_str(st));
 }

@@ -43,6 +43,15 @@ const char *vq_cli_model(const char *given, char *buf, size_t cap);
  * the repository, <exe>/../share/veloxquant/ once installed), else data/corpus_en.txt. Writes
  * the path into buf (cap bytes) and returns buf. */
 const char *vq_cli_default_corpus(char *buf, size_t cap);
+/* 1 if path may be written as an output file: its folder exists and is writable, and path is
+ * absent or (after following symlinks) a regular file, never a device, FIFO, socket or folder
+ * (vq_file_check_output). Otherwise prints "<cmd>: <opt>: <reason naming the path>" and returns
+ * 0. Commands call it on every output option before they start work. */
+int vq_opt_output(const char *cmd, const char *opt, const char *path);
+/* Prints why a file operation on path (given with option opt) failed with st: "<cmd>: <opt>:
+ * <reason>" where the file gate recorded a reason naming the path (vq_file_error()), else
+ * "<cmd>: <opt> <path>: <status text>" (with strerror(errno) for IO). */
+void vq_cli_file_fail(const char *cmd, const char *opt, const char *path, vq_status st);
 /* Monotonic clock in seconds. */
 double vq_now_s(void);
 /* Median of n doubles (sorts a copy of at most 256 values). */
