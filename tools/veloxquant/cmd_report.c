@@ -1676,6 +1676,10 @@ int vq_cmd_report(int argc, char **argv) {
     }
 #endif
     if (!out_dir_ok(dir)) return 1;
+    if (layout && vq_file_check_output(layout) != VQ_STATUS_OK) { /* refused before drawing */
+        fprintf(stderr, "%s: --layout-json: %s\n", CMD, vq_file_error());
+        return 1;
+    }
 #if VQ_HAVE_PLPLOT
     char *lay_buf = NULL;
     size_t lay_len = 0;
@@ -1684,8 +1688,6 @@ int vq_cmd_report(int argc, char **argv) {
         return 1;
     }
     if (g.layout) fprintf(g.layout, "{\"schema\": \"veloxquant.report-layout.v1\", \"figures\": [");
-#else
-    (void)layout;
 #endif
     char **in = NULL;
     int n_in = 0, cap_in = 0, rc = 0;
@@ -1774,7 +1776,8 @@ int vq_cmd_report(int argc, char **argv) {
         g.layout = NULL;
         if (rc == 0 && ok && vq_write_file_atomic(layout, lay_buf, lay_len) != VQ_STATUS_OK) ok = 0;
         if (rc == 0 && !ok) {
-            fprintf(stderr, "%s: cannot write %s\n", CMD, layout);
+            fprintf(stderr, "%s: cannot write %s%s%s\n", CMD, layout,
+                    vq_file_error()[0] ? ": " : "", vq_file_error());
             rc = 1;
         }
         free(lay_buf);
