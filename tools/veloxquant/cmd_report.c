@@ -636,13 +636,17 @@ static double panel_title(struct box cell, const char *title, double s) {
 static void hbars(struct box cell, const struct sizes *z, const char *title, const char *xlabel,
                   int n, const char *const *labels, const struct style *st, int n_series,
                   const double *const *vals, const int *series_col, const char *const *series_names,
-                  int ints) {
+                  int ints, const double *also) {
+    /* also (NULL = none): the values of the other panel of the figure in the same unit, so
+     * that both get one x range (prefill and decode throughput) */
+    const double *xv[3] = {vals[0], n_series > 1 ? vals[1] : also, also};
+    const int nv = n_series + (also != NULL);
     double xmax = 0, xmin = 0;
-    for (int s = 0; s < n_series; s++)
+    for (int s = 0; s < nv; s++)
         for (int i = 0; i < n; i++)
-            if (isfinite(vals[s][i])) {
-                xmax = fmax(xmax, vals[s][i]);
-                xmin = fmin(xmin, vals[s][i]);
+            if (isfinite(xv[s][i])) {
+                xmax = fmax(xmax, xv[s][i]);
+                xmin = fmin(xmin, xv[s][i]);
             }
     double top = panel_title(cell, title, z->title);
     if (n_series > 1 && series_names) { /* the series key, one row under the title */
@@ -687,11 +691,11 @@ static void hbars(struct box cell, const struct sizes *z, const char *title, con
     const double vs = fmin(z->small, (n_series > 1 ? 0.6 : 0.9) * row_h / 1.45);
     char buf[40];
     double vlw = text_w("n/a", vs);
-    for (int s = 0; s < n_series; s++)
+    for (int s = 0; s < nv; s++)
         for (int i = 0; i < n; i++)
-            if (isfinite(vals[s][i])) {
-                if (ints) snprintf(buf, sizeof buf, "%.0f", vals[s][i]);
-                else fmt_sig(buf, sizeof buf, vals[s][i], 3);
+            if (isfinite(xv[s][i])) {
+                if (ints) snprintf(buf, sizeof buf, "%.0f", xv[s][i]);
+                else fmt_sig(buf, sizeof buf, xv[s][i], 3);
                 vlw = fmax(vlw, text_w(buf, vs));
             }
     if (xmax <= xmin) xmax = xmin + 1;
@@ -1226,13 +1230,13 @@ static void panel(int which, struct box cell, const struct sizes *z, const struc
     case P_PREFILL: {
         const double *v[1] = {c->prefill};
         hbars(cell, z, "Prefill throughput", "tokens / s", c->n, c->labels, c->st, 1, v, NULL, NULL,
-              0);
+              0, c->decode);
         break;
     }
     case P_DECODE: {
         const double *v[1] = {c->decode};
         hbars(cell, z, "Decode throughput", "tokens / s", c->n, c->labels, c->st, 1, v, NULL, NULL,
-              0);
+              0, c->prefill);
         break;
     }
     case P_COS_BITS:
@@ -1246,19 +1250,19 @@ static void panel(int which, struct box cell, const struct sizes *z, const struc
     case P_KLD_BARS: {
         const double *v[1] = {c->kld};
         hbars(cell, z, "Next-token KL divergence (mean)", "KL(fp16 || config)", c->n, c->labels,
-              c->st, 1, v, NULL, NULL, 0);
+              c->st, 1, v, NULL, NULL, 0, NULL);
         break;
     }
     case P_COS_BARS: {
         const double *v[1] = {c->cosk};
         hbars(cell, z, "Key cosine", "cosine similarity of keys", c->n, c->labels, c->st, 1, v,
-              NULL, NULL, 0);
+              NULL, NULL, 0, NULL);
         break;
     }
     case P_OUTPUT: {
         const double *v[2] = {c->tokgen, c->prefix};
         hbars(cell, z, "Greedy output vs fp16 (mean per prompt)", "tokens", c->n, c->labels, c->st,
-              2, v, two, out_names, 1);
+              2, v, two, out_names, 1, NULL);
         break;
     }
     }
