@@ -248,6 +248,14 @@ EOF
     python3 "$TMP/layout_check.py" "$TMP/p.json" && ok || bad "presets: text boxes overlap"
     # fp16 (KL 0) is a labelled reference line on the log KL axis; captions give the threads
     L22="$TMP/layout_c22.json"
+    # one x range inside a figure: the two quality panels (bits/elem), prefill and decode
+    python3 - "$L22" <<'EOF' && ok || bad "the panels of a figure do not share their x range"
+import json, sys
+for f in json.load(open(sys.argv[1]))["figures"]:
+    if f["file"].endswith(("-quality.png", "-throughput.png")):
+        xr = f["x_ranges"]
+        assert len(xr) == 2 and xr[0] == xr[1], (f["file"], xr)
+EOF
     grep -q '"fp16: KL = 0"' "$L22" && ok || bad "no fp16 reference on the KL panel"
     grep -q '1 thread; one run per config' "$L22" && ok || bad "caption: threads, runs"
 fi

@@ -167,7 +167,8 @@ static struct {
     struct lbox *boxes;
     int nb, cap; /* recorded boxes of the current figure */
     struct box panels[MAX_PANELS];
-    int np, cur; /* panels of the figure; the panel being drawn (-1: page) */
+    double xr[MAX_PANELS][2]; /* each panel's x window (world units), for the layout record */
+    int np, cur;              /* panels of the figure; the panel being drawn (-1: page) */
     const char *path;
     FILE *layout; /* --layout-json, NULL when not asked for */
     int n_figs;
@@ -455,6 +456,9 @@ static void fig_end(void) {
     for (int p = 0; p < g.np; p++)
         fprintf(f, "%s[%.1f, %.1f, %.1f, %.1f]", p ? ", " : "", g.panels[p].x0, g.panels[p].y0,
                 g.panels[p].x1, g.panels[p].y1);
+    fprintf(f, "],\n   \"x_ranges\": [");
+    for (int p = 0; p < g.np; p++)
+        fprintf(f, "%s[%.6g, %.6g]", p ? ", " : "", g.xr[p][0], g.xr[p][1]);
     fprintf(f, "],\n   \"boxes\": [");
     for (int i = 0; i < g.nb; i++) {
         const struct lbox *e = &g.boxes[i];
@@ -552,6 +556,10 @@ static int ticks(int kind, double w0, double w1, int want, double *t, char (*lab
  * of the widest y tick label (for placing the y axis title). */
 static double axes_draw(const struct axes *a, int xk, int yk, double s, int gx, int gy, int xlabels,
                         int ylabels) {
+    if (g.cur >= 0) {
+        g.xr[g.cur][0] = a->wx0;
+        g.xr[g.cur][1] = a->wx1;
+    }
     double t[64];
     char lab[64][24];
     axes_set(a);
