@@ -11,7 +11,7 @@
  *   FIGDIR/<model>-output.png       tokens generated and fp16 prefix match per config (bars)
  *   FIGDIR/<model>-report.png       one sheet with all the panels
  * and FIGDIR/table.md with every result field of every model (4 significant digits, counts as
- * integers, each named config with its definition in the config grammar). Failed configs (an
+ * integers, each named config's definition listed under it). Failed configs (an
  * `error` entry) appear in the table with their error and are left out of the figures.
  *
  * Figures: config i is drawn in colour i % 10 (Tableau 10) with marker shape i % 7, the same
@@ -1419,10 +1419,10 @@ static void md_num(FILE *f, double v, int count) {
 
 /* What config c stands for in the config grammar, modifiers included: a named configuration's
  * definition as the library's preset table gives it (vq_kv_preset_get: "kv4" -> its KIVI keys,
- * rotated values and modifiers), else its name, which is written in the grammar already; "—"
- * for llama.cpp rows. */
+ * rotated values and modifiers), else its name (written in the grammar already, or a llama.cpp
+ * row). */
 static const char *md_definition(const struct vq_result_config *c) {
-    if (c->engine[0] && strcmp(c->engine, "veloxquant")) return "—";
+    if (c->engine[0] && strcmp(c->engine, "veloxquant")) return c->name;
     const int n = vq_kv_preset_count();
     for (int i = 0; i < n; i++) {
         struct vq_kv_preset_info pi;
@@ -1475,19 +1475,17 @@ static int write_table(struct model_set *ms, int n_models, const char *dir) {
                 "- numbers: 4 significant digits; KV bytes, tokens and MB as integers; one run "
                 "per config (no repeats recorded)\n\n");
         fprintf(f,
-                "| config | definition | K | V | bits/elem | KV bytes | key_x | fullKV_x | ppl | "
+                "| config | K | V | bits/elem | KV bytes | key_x | fullKV_x | ppl | "
                 "kld_mean | kld_median | kld_p99 | top1 | cosine_k | cosine_v | prefill tok/s | "
                 "decode tok/s | "
                 "tokens generated | fp16 prefix match | peak RSS MB | error |\n");
         fprintf(f,
-                "|---|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
+                "|---|---|---|---:|---:|---:|---:|---:|---:|---:|"
                 "---:|---:|---:|---:|---:|---:|---:|---:|---:|---|\n");
         for (int i = 0; i < r->n_results; i++) {
             const struct vq_result *e = &r->results[i];
             fputs("| ", f);
             md_text(f, e->config.name, 200);
-            fputs(" | ", f);
-            md_text(f, md_definition(&e->config), 200);
             fputs(" | ", f);
             /* llama.cpp rows: its cache type names (q8_0), which carry their width */
             const int ll = !strcmp(e->config.engine, "llama.cpp");
@@ -1519,10 +1517,24 @@ static int write_table(struct model_set *ms, int n_models, const char *dir) {
             if (e->error) md_text(f, e->error, 200);
             fputs(" |\n", f);
         }
-        int any_opts = 0, any_prev = 0;
+        int any_opts = 0, any_prev = 0, any_def = 0;
         for (int i = 0; i < r->n_results; i++) {
             any_opts |= r->results[i].config.n_opts > 0;
             any_prev |= r->results[i].output_preview != NULL;
+            any_def |= strcmp(md_definition(&r->results[i].config), r->results[i].config.name);
+        }
+        if (any_def) { /* the K and V columns leave out the modifiers: the named configs here */
+            fprintf(f, "\nDefinitions (config grammar, modifiers included):\n\n");
+            for (int i = 0; i < r->n_results; i++) {
+                const struct vq_result_config *cf = &r->results[i].config;
+                const char *d = md_definition(cf);
+                if (!strcmp(d, cf->name)) continue;
+                fputs("- ", f);
+                md_text(f, cf->name, 200);
+                fputs(": `", f);
+                md_text(f, d, 200);
+                fputs("`\n", f);
+            }
         }
         if (any_opts) {
             fprintf(f, "\nOptions:\n\n");
