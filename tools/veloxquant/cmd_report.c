@@ -630,12 +630,20 @@ struct sizes {
     double title, label, tick, small;
 };
 
-/* The title of a panel, centred at the top of its cell and shrunk to fit its width. Returns
- * the y below it. */
-static double panel_title(struct box cell, const char *title, double s) {
+/* The y below the title of a panel (shrunk to fit the cell's width). */
+static double panel_top(struct box cell, const char *title, double s) {
     const double fs = fit_size(title, s, cell.x1 - cell.x0 - 8);
-    txt((cell.x0 + cell.x1) / 2, cell.y0 + 0.8 * fs + 4, 0.5, fs, title);
     return cell.y0 + 2.2 * fs + 6;
+}
+
+/* Draws the title of a panel centred over its frame [fx0, fx1], moved sideways as far as it
+ * must to stay inside the cell. */
+static void panel_title_at(struct box cell, const char *title, double s, double fx0, double fx1) {
+    const double fs = fit_size(title, s, cell.x1 - cell.x0 - 8), w = text_w(title, fs);
+    double cx = (fx0 + fx1) / 2;
+    if (cx + w / 2 > cell.x1 - 4) cx = cell.x1 - 4 - w / 2;
+    if (cx - w / 2 < cell.x0 + 4) cx = cell.x0 + 4 + w / 2;
+    txt(cx, cell.y0 + 0.8 * fs + 4, 0.5, fs, title);
 }
 
 /* Horizontal bars, one row per config (first on top), n_series bars per row. ints: values
@@ -656,7 +664,7 @@ static void hbars(struct box cell, const struct sizes *z, const char *title, con
                 xmax = fmax(xmax, xv[s][i]);
                 xmin = fmin(xmin, xv[s][i]);
             }
-    double top = panel_title(cell, title, z->title);
+    double top = panel_top(cell, title, z->title);
     if (n_series > 1 && series_names) { /* the series key, one row under the title */
         double w = 0;
         for (int s = 0; s < n_series; s++) w += 1.6 * z->small + text_w(series_names[s], z->small);
@@ -713,6 +721,7 @@ static void hbars(struct box cell, const struct sizes *z, const char *title, con
     a.wy0 = 0;
     a.wy1 = n > 0 ? n : 1;
     axes_draw(&a, AX_LIN, AX_LIN, z->tick, 1, 0, 1, 0); /* rows are labelled below */
+    panel_title_at(cell, title, z->title, a.f.x0, a.f.x1);
     txt((a.f.x0 + a.f.x1) / 2, a.f.y1 + (0.45 + 1.45 + 0.8) * z->label + 0.2 * z->label, 0.5,
         z->label, xlabel);
     const double bh = fmin(row_h * 0.8 / n_series, 1.6 * z->label); /* one config: not a slab */
@@ -1002,7 +1011,7 @@ static void scatter(struct box cell, const struct sizes *z, const char *title, c
     double dy = ymax - ymin;
     if (!(dy > 0)) dy = logy ? 1 : fabs(ymax) > 0 ? fabs(ymax) * 0.2 : 1;
     struct axes a;
-    const double top = panel_title(cell, title, z->title);
+    const double top = panel_top(cell, title, z->title);
     a.wx0 = c->bx0;
     a.wx1 = c->bx1;
     a.wy0 = ymin - 0.1 * dy;
@@ -1066,6 +1075,7 @@ static void scatter(struct box cell, const struct sizes *z, const char *title, c
         a.wy1 += (a.wy1 - a.wy0) * kh / (a.f.y1 - a.f.y0); /* one key height more on top */
     }
     axes_draw(&a, AX_BITS, logy ? AX_LOG10 : AX_LIN, z->tick, 1, 1, 1, 1);
+    panel_title_at(cell, title, z->title, a.f.x0, a.f.x1);
     txt((a.f.x0 + a.f.x1) / 2, a.f.y1 + (0.45 + 1.45 + 0.8) * z->label + 0.2 * z->label, 0.5,
         z->label, "bits / element (K+V, log scale)");
     txt_rot(cell.x0 + 6 + 0.8 * z->label, (a.f.y0 + a.f.y1) / 2, 0.5, z->label, 1, 1, ylabel);
@@ -1171,7 +1181,8 @@ static void memory_panel(struct box cell, const struct sizes *z, const struct co
             ymin = fmin(ymin, log10(c->mb[i]));
             ymax = fmax(ymax, log10(c->mb[i]));
         }
-    const double top = panel_title(cell, "KV cache memory at scale (analytic)", z->title);
+    const char *title = "KV cache memory at scale (analytic)";
+    const double top = panel_top(cell, title, z->title);
     double tw = 0;
     for (int i = 0; i < c->n; i++) tw = fmax(tw, text_w(c->labels[i], z->small));
     const double kw = fmin(tw + 4.5 * z->small, 0.45 * (cell.x1 - cell.x0));
@@ -1189,6 +1200,7 @@ static void memory_panel(struct box cell, const struct sizes *z, const struct co
     a.f.y0 = top;
     a.f.y1 = cell.y1 - (0.45 + 1.45 + 0.8 + 1.45) * z->label - 4;
     axes_draw(&a, AX_LOG10, AX_LOG10, z->tick, 1, 1, 1, 1);
+    panel_title_at(cell, title, z->title, a.f.x0, a.f.x1);
     txt((a.f.x0 + a.f.x1) / 2, a.f.y1 + (0.45 + 1.45 + 0.8) * z->label + 0.2 * z->label, 0.5,
         z->label, "context tokens (log scale)");
     txt_rot(cell.x0 + 6 + 0.8 * z->label, (a.f.y0 + a.f.y1) / 2, 0.5, z->label, 1, 1,
