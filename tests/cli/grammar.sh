@@ -39,6 +39,15 @@ for c in generate perplexity sweep bench estimate-memory chat; do
     expect_exit 2 "$VQ" $c --kv kv33 --print-kv-config
     grep -q "did you mean kv3?" "$ERR" && ok || bad "$c --kv kv33: $(cat "$ERR")"
 done
+# a width a method does not take is refused with the method's widths, not ignored
+for c in generate perplexity sweep bench estimate-memory chat; do
+    expect_exit 2 "$VQ" $c --method qjl --bits 3 --print-kv-config
+    grep -q "qjl has a fixed width (1)" "$ERR" && ok || bad "$c qjl --bits 3: $(cat "$ERR")"
+    expect_exit 2 "$VQ" $c --method polar --k-bits 7 --print-kv-config
+    grep -q "key bits 7: polar has a fixed width (4)" "$ERR" && ok || bad "$c polar --k-bits 7: $(cat "$ERR")"
+done
+expect_exit 2 "$VQ" sweep --configs polar-7 --print-kv-config
+grep -q "polar has a fixed width (4)" "$ERR" && ok || bad "sweep --configs polar-7: $(cat "$ERR")"
 # llama.cpp habits
 for a in "-ctk q8_0" "-ctv q4_0" "--cache-type-k q8_0" "-ngl 99" "-fa" "-cnv" "--flash-attn"; do
     expect_exit 2 "$VQ" generate -p hi $a

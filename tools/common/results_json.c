@@ -15,8 +15,6 @@
 
 #include <cjson/cJSON.h>
 
-#include "core/core.h"
-#include "core/fileio.h"
 
 /* Metric fields of struct vq_result, in the order they are written, with the range the reader
  * accepts: [lo, hi], or (lo, hi] when lo_open (the ranges of docs/results.schema.json:

@@ -488,7 +488,7 @@ static int gen_build(const struct gen_opts *o, struct gen_state *g) {
     }
     g->I = vq_model_info_get(g->m);
     if (vq_tokenize(g->m, "", 0, 0, 0, NULL, 0) == VQ_TEXT_ERROR) { /* no usable tokenizer */
-        fprintf(stderr, "generate: %s: %s\n", o->model, vq_engine_last_error());
+        fprintf(stderr, "generate: %s\n", vq_engine_last_error());
         return 1;
     }
     const int rc = gen_build_prompt(o, g);
