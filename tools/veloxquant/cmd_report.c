@@ -72,7 +72,8 @@ static void usage(FILE *f) {
         f,
         "usage: veloxquant report RESULTS [MORE ...] -o FIGDIR\n\n"
         "Draws six PNG figures per model (throughput, quality vs compression, memory at scale,\n"
-        "attention distortion, output comparison, full report sheet) and FIGDIR/table.md from\n"
+        "attention distortion, output comparison, full report sheet; panels without data are\n"
+        "left out, and a figure with none is not written) and FIGDIR/table.md from\n"
         "results.json files written by `veloxquant sweep`. RESULTS is a results.json or a\n"
         "sweep's output folder (its results.json and those of its per-model subfolders).\n\n"
         "  -o, --out FIGDIR      output folder (created if missing)\n"
