@@ -91,10 +91,12 @@ has "precompute: --out $TMP/afile: exists and is not a folder"
 FIX=tests/golden/results_fixture.json
 STEM=SmolLM2-135M-Instruct.Q4_1
 mkdir -p "$TMP/rep"
-ln -s "$TMP/n/fifo" "$TMP/rep/$STEM-throughput.png"
-expect_exit 1 $T "$VQ" report "$FIX" -o "$TMP/rep"
-has "report: refusing to replace '$TMP/rep/$STEM-throughput.png': not a regular file (a FIFO)"
-nodes_intact "report figure"
+if [ "$FIGURES" -eq 1 ]; then  # a figure path that is a FIFO (no figures without PLplot)
+    ln -s "$TMP/n/fifo" "$TMP/rep/$STEM-throughput.png"
+    expect_exit 1 $T "$VQ" report "$FIX" -o "$TMP/rep"
+    has "report: refusing to replace '$TMP/rep/$STEM-throughput.png': not a regular file (a FIFO)"
+    nodes_intact "report figure"
+fi
 expect_exit 1 $T "$VQ" report /dev/zero -o "$TMP/rep2"
 has "report: cannot read results file '/dev/zero': not a regular file (a character device)"
 expect_exit 1 $T "$VQ" report "$TMP/n/fifo" -o "$TMP/rep2"

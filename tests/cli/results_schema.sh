@@ -42,7 +42,7 @@ refused "$TMP/isa.json" "hardware.isa: \"sse9\" is not one of scalar, avx2, avx5
 { cat "$FIX"; echo '{"x": 1}'; } > "$TMP/trail.json"
 refused "$TMP/trail.json" "data after the JSON object (at byte"
 { cat "$FIX"; printf '\n\n  \n'; } > "$TMP/ws.json"
-expect_exit 0 "$VQ" report "$TMP/ws.json" -o "$TMP/r"
+expect_exit $REPORT_OK "$VQ" report "$TMP/ws.json" -o "$TMP/r"
 python3 - "$FIX" "$TMP/big.json" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
