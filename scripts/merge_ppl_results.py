@@ -3,10 +3,11 @@
 into one results.json (schema veloxquant.results.v1, docs/results.schema.json) that
 `veloxquant report` turns into table.md and the quality figure.
 
-  python3 scripts/merge_ppl_results.py --llamacpp OUT/llamacpp/results.json \
+  python3 scripts/merge_ppl_results.py --llamacpp OUT/llamacpp/results.json [MORE ...] \
       --ours OUT/fp16.json OUT/kv8.json ... --commit abc1234 --threads 1 -o DIR/results.json
 
-Every perplexity JSON must share the llama.cpp run's protocol (text, ctx, chunks). Paths are
+Every perplexity JSON and further llama.cpp results.json (configs run into separate folders at
+the same time) must share the first llama.cpp run's protocol (text, ctx, chunks). Paths are
 written relative (the model by its file name): committed results carry no absolute paths.
 """
 import argparse
@@ -18,15 +19,22 @@ import sys
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--llamacpp", required=True, help="results.json of scripts/llamacpp_ppl.py")
+    ap.add_argument("--llamacpp", nargs="+", required=True,
+                    help="results.json files of scripts/llamacpp_ppl.py")
     ap.add_argument("--ours", nargs="+", required=True, help="perplexity --json outputs")
     ap.add_argument("--commit", required=True, help="commit of the veloxquant binary")
     ap.add_argument("--threads", type=int, required=True, help="threads per run")
     ap.add_argument("-o", "--out", required=True)
     args = ap.parse_args()
 
-    with open(args.llamacpp) as f:
+    with open(args.llamacpp[0]) as f:
         doc = json.load(f)
+    for path in args.llamacpp[1:]:
+        with open(path) as f:
+            more = json.load(f)
+        if more["protocol"] != doc["protocol"]:
+            sys.exit("merge_ppl_results: %s: protocol differs from %s" % (path, args.llamacpp[0]))
+        doc["results"] += more["results"]
     doc["model"]["file"] = os.path.basename(doc["model"]["file"])
     doc["git_commit"] = args.commit
     doc["hardware"]["cores"] = args.threads
