@@ -6,7 +6,7 @@ CMAKE_FLAGS ?=
 # Gemma 3 270M, both golden-tested by `make test`.
 MODELS ?= smollm2 gemma3-270m
 
-.PHONY: all deps models bench-data test test-python test-asan test-tsan demo bench install clean \
+.PHONY: all deps models bench-data test test-large test-python test-asan test-tsan demo bench install clean \
         fuzz format \
         format-check
 
@@ -28,11 +28,19 @@ bench-data:
 
 # Installs packages, fetches the models ($(MODELS)), extracts the corpus, builds, runs the whole
 # suite, then the sanitizer builds: gcc with ASan + UBSan, clang with TSan (the threaded tests).
+# Tests labelled "large" (test_large_*.c) are left to `make test-large`.
 test: deps models bench-data all
-	cd $(BUILD) && ctest --output-on-failure -j 2
+	cd $(BUILD) && ctest --output-on-failure -j 2 -LE large
 	$(MAKE) test-python
 	$(MAKE) test-asan
 	$(MAKE) test-tsan
+
+# The large-model tests (label "large", not in `make test`): fetches Qwen2.5-Coder 1.5B Instruct
+# Q4_K_M (1.1 GB, scripts/fetch_models.sh qwen2.5-1.5b) and runs its golden test against
+# llama.cpp (tests/unit/test_large_qwen25.c, a few minutes on 2 threads).
+test-large: all
+	bash scripts/fetch_models.sh qwen2.5-1.5b
+	cd $(BUILD) && ctest --output-on-failure -L large
 
 # The Python package (python/): a venv in $(BUILD)/venv with NumPy and pytest from PyPI, the
 # package installed from python/ with the library just built, then its pytest suite.

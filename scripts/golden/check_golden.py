@@ -66,7 +66,8 @@ def write_logits(path, text_ids, logprobs, n_ctx, flags, k=32, reserved=0):
 
 MANIFEST_FILES = ["text_en.txt", "smollm2_logits.bin", "smollm2_logits_ref64.bin",
                   "tokenizer_ids.json", "greedy.json", "gemma3_logits.bin",
-                  "gemma3_tokenizer_ids.json", "gemma3_greedy.json"]
+                  "gemma3_tokenizer_ids.json", "gemma3_greedy.json", "qwen25_logits.bin",
+                  "qwen25_tokenizer_ids.json", "qwen25_greedy.json"]
 
 
 def write_manifest(golden_dir):

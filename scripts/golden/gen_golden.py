@@ -2,18 +2,20 @@
 """Generate llama.cpp reference ("golden") data for the golden-tested models.
 
 Produces, in tests/golden/ (see tests/golden/README.md for the formats), per model
-(--name smollm2, the default model, or gemma3 for Gemma 3 270M):
+(--name smollm2, the default model, gemma3 for Gemma 3 270M, or qwen2.5 for Qwen2.5-Coder 1.5B
+Instruct):
   text_en.txt          fixed English prose (Python 3.11 tutorial, rst markup stripped)
   <name>_logits.bin    per-position top-32 log-probs of the text, one context
   tokenizer_ids.json   llama.cpp token ids + detokenized text for fixed prompts
-                       (gemma3_tokenizer_ids.json for gemma3)
-  greedy.json          greedy (argmax) continuations of 3 fixed prompts (gemma3_greedy.json)
+                       (<name>_tokenizer_ids.json for gemma3 and qwen2.5: gemma3_, qwen25_)
+  greedy.json          greedy (argmax) continuations of 3 fixed prompts (gemma3_greedy.json,
+                       qwen25_greedy.json)
   SHA256SUMS           sha256 manifest of the files above (+ smollm2_logits_ref64.bin,
                        written by ref_forward.py)
 
 Requires llama-cpp-python (version pinned in tests/golden/README.md) and numpy.
 NOT run by CI: its outputs are committed. Rerun:
-  python3 scripts/golden/gen_golden.py [--name smollm2|gemma3] [--model PATH] [--out tests/golden]
+  python3 scripts/golden/gen_golden.py [--name smollm2|gemma3|qwen2.5] [--model PATH] [--out tests/golden]
                                        [--regen-text]
 
 Without --regen-text the committed text_en.txt is reused (the rst sources may differ
@@ -50,9 +52,10 @@ GREEDY_N = 64
 SEED = 1234
 
 SYSTEM_DEFAULT = ("You are a helpful AI assistant named SmolLM, trained by Hugging Face")
+SYSTEM_DEFAULT_QWEN = "You are Qwen, created by Alibaba Cloud. You are a helpful assistant."
 
 
-def chatml(messages, add_generation_prompt=True):
+def chatml(messages, add_generation_prompt=True, system_default=SYSTEM_DEFAULT):
     """Render the model's ChatML template (tokenizer.chat_template of SmolLM2) as text.
 
     Same output as the GGUF's Jinja template: a default system message is inserted when
@@ -60,15 +63,20 @@ def chatml(messages, add_generation_prompt=True):
     out = []
     for i, m in enumerate(messages):
         if i == 0 and messages[0]["role"] != "system":
-            out.append("<|im_start|>system\n" + SYSTEM_DEFAULT + "<|im_end|>\n")
+            out.append("<|im_start|>system\n" + system_default + "<|im_end|>\n")
         out.append("<|im_start|>" + m["role"] + "\n" + m["content"] + "<|im_end|>\n")
     if add_generation_prompt:
         out.append("<|im_start|>assistant\n")
     return "".join(out)
 
 
-def check_chat_template(llm):
-    """Cross-check chatml() against the GGUF Jinja template rendered by jinja2."""
+def qwen_chat(messages, add_generation_prompt=True):
+    """Qwen2.5's template without tools: ChatML with Qwen's default system message."""
+    return chatml(messages, add_generation_prompt, SYSTEM_DEFAULT_QWEN)
+
+
+def check_chat_template(llm, chat=chatml):
+    """Cross-check chat() against the GGUF Jinja template rendered by jinja2."""
     tmpl = llm.metadata.get("tokenizer.chat_template")
     if tmpl is None:
         return "no template in GGUF"
@@ -78,8 +86,9 @@ def check_chat_template(llm):
         return "jinja2 missing: not cross-checked"
     msgs = [{"role": "user", "content": "What is the capital of France?"}]
     j = jinja2.Environment().from_string(tmpl).render(messages=msgs, add_generation_prompt=True)
-    if j != chatml(msgs):
-        raise SystemExit("chatml() differs from the GGUF template:\n%r\n%r" % (j, chatml(msgs)))
+    if j != chat(msgs):
+        raise SystemExit("%s() differs from the GGUF template:\n%r\n%r" % (
+            chat.__name__, j, chat(msgs)))
     return "matches GGUF tokenizer.chat_template (jinja2)"
 
 
@@ -115,6 +124,11 @@ MODELS = {
     "gemma3": dict(file="gemma-3-270m-q4_k_m.gguf", logits="gemma3_logits.bin",
                    tokenizer="gemma3_tokenizer_ids.json", greedy="gemma3_greedy.json",
                    chat=gemma_chat, n_ctx=1280, n_eval=1280, swa_full=True),
+    # Qwen2.5-Coder 1.5B Instruct Q4_K_M (scripts/fetch_models.sh qwen2.5-1.5b): 1280 positions
+    # as for Gemma 3 (three ubatches: 512, 512, 256).
+    "qwen2.5": dict(file="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", logits="qwen25_logits.bin",
+                    tokenizer="qwen25_tokenizer_ids.json", greedy="qwen25_greedy.json",
+                    chat=qwen_chat, n_ctx=1280, n_eval=1280, swa_full=None),
 }
 
 
@@ -293,8 +307,8 @@ def main():
     print("llama-cpp-python", llama_cpp.__version__)
     print("add_bos_token:", llm._model.add_bos_token(), "metadata:",
           llm.metadata.get("tokenizer.ggml.add_bos_token"))
-    if chat is chatml:
-        print("chat template:", check_chat_template(llm))
+    if chat in (chatml, qwen_chat):
+        print("chat template:", check_chat_template(llm, chat))
 
     text_ids = tokenize(llm, text)
     print("text: %d bytes, %d tokens" % (len(text.encode("utf-8")), len(text_ids)))

@@ -21,36 +21,42 @@ static const char *find_in(const char *hay, size_t hl, const char *needle) {
     return NULL;
 }
 
+/* The text from p to the next '<|im_end|>' (before end) into out, "\n" escapes unescaped, when
+ * it is plain literal text: not empty, no Jinja expression, quote or string concatenation. */
+static bool extract_literal(const char *p, const char *end, char *out, size_t cap) {
+    const char *e = find_in(p, (size_t)(end - p), "<|im_end|>");
+    if (!e) return false;
+    size_t n = (size_t)(e - p);
+    /* a Jinja expression (e.g. message['content']) is not a literal default */
+    if (n == 0 || find_in(p, n, "{{") || find_in(p, n, "'") || find_in(p, n, "\"") ||
+        find_in(p, n, "+"))
+        return false;
+    size_t w = 0;
+    for (size_t i = 0; i < n; i++) {
+        char c = p[i];
+        if (c == '\\' && i + 1 < n && p[i + 1] == 'n') {
+            c = '\n';
+            i++;
+        }
+        if (w + 1 >= cap) return false;
+        out[w++] = c;
+    }
+    out[w] = 0;
+    return true;
+}
+
 /* Extracts the literal text of a default system turn, written in the template as
  * '<|im_start|>system\nTEXT<|im_end|>' inside a Jinja string literal (the "\n" may appear as
- * an escape or a real newline). Only plain literal text is accepted. */
+ * an escape or a real newline). Only plain literal text is accepted. Every occurrence of the
+ * head is tried in order: Qwen2.5's template writes it first alone (its tools branch) and as
+ * '<|im_start|>system\n' + messages[0]['content'] before the literal default. */
 static bool extract_default_system(const char *tmpl, size_t len, char *out, size_t cap) {
     static const char *const heads[] = {"<|im_start|>system\\n", "<|im_start|>system\n", NULL};
-    for (int h = 0; heads[h]; h++) {
-        const char *p = find_in(tmpl, len, heads[h]);
-        if (!p) continue;
-        p += strlen(heads[h]);
-        size_t rest = len - (size_t)(p - tmpl);
-        const char *e = find_in(p, rest, "<|im_end|>");
-        if (!e) continue;
-        size_t n = (size_t)(e - p);
-        /* a Jinja expression (e.g. message['content']) is not a literal default */
-        if (n == 0 || find_in(p, n, "{{") || find_in(p, n, "'") || find_in(p, n, "\"") ||
-            find_in(p, n, "+"))
-            continue;
-        size_t w = 0;
-        for (size_t i = 0; i < n; i++) {
-            char c = p[i];
-            if (c == '\\' && i + 1 < n && p[i + 1] == 'n') {
-                c = '\n';
-                i++;
-            }
-            if (w + 1 >= cap) return false;
-            out[w++] = c;
-        }
-        out[w] = 0;
-        return true;
-    }
+    const char *end = tmpl + len;
+    for (int h = 0; heads[h]; h++)
+        for (const char *p = find_in(tmpl, len, heads[h]); p;
+             p = find_in(p + 1, (size_t)(end - p - 1), heads[h]))
+            if (extract_literal(p + strlen(heads[h]), end, out, cap)) return true;
     return false;
 }
 

@@ -474,6 +474,21 @@ TEST(test_chat_formats) {
         "message['content'] + '<|im_end|>' + '\\n'}}{% endfor %}";
     ASSERT_STATUS(vq_chat_template_parse(qwen, strlen(qwen), &ct), VQ_STATUS_OK);
     ASSERT(!ct.has_default_system);
+    /* Qwen2.5's template (its opening, cut): the system head first alone (tools branch), then
+     * concatenated with the content, and only then the literal default */
+    const char *qwen25 =
+        "{%- if tools %}\n    {{- '<|im_start|>system\\n' }}\n    {%- if messages[0]['role'] == "
+        "'system' %}\n        {{- messages[0]['content'] }}\n    {%- else %}\n        {{- 'You "
+        "are Qwen, created by Alibaba Cloud. You are a helpful assistant.' }}\n    {%- endif "
+        "%}\n    {{- \"\\n\\n# Tools\" }}\n    {{- \"<|im_end|>\\n\" }}\n{%- else %}\n    {%- if "
+        "messages[0]['role'] == 'system' %}\n        {{- '<|im_start|>system\\n' + "
+        "messages[0]['content'] + '<|im_end|>\\n' }}\n    {%- else %}\n        {{- "
+        "'<|im_start|>system\\nYou are Qwen, created by Alibaba Cloud. You are a helpful "
+        "assistant.<|im_end|>\\n' }}\n    {%- endif %}\n{%- endif %}\n";
+    ASSERT_STATUS(vq_chat_template_parse(qwen25, strlen(qwen25), &ct), VQ_STATUS_OK);
+    ASSERT(ct.has_default_system);
+    ASSERT(strcmp(ct.default_system,
+                  "You are Qwen, created by Alibaba Cloud. You are a helpful assistant.") == 0);
     const char *l3 = "{{ '<|start_header_id|>' + message['role'] + '<|end_header_id|>' }}";
     ASSERT_STATUS(vq_chat_template_parse(l3, strlen(l3), &ct), VQ_STATUS_OK);
     ASSERT_EQ_INT(ct.format, VQ_CHAT_LLAMA3);
