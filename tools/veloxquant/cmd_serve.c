@@ -416,7 +416,8 @@ static int parse_request(struct server *sv, const char *body, size_t len, bool c
     ok = ok && num_field(js, "max_tokens", -1e18, 1e18, 1, &max_tokens, e);
     if (ok && chat && cJSON_GetObjectItemCaseSensitive(js, "max_completion_tokens"))
         ok = num_field(js, "max_completion_tokens", -1e18, 1e18, 1, &max_tokens, e);
-    if (ok && cJSON_GetObjectItemCaseSensitive(js, "max_tokens") && max_tokens < 1)
+    const cJSON *mt = ok ? cJSON_GetObjectItemCaseSensitive(js, "max_tokens") : NULL;
+    if (ok && mt && !cJSON_IsNull(mt) && max_tokens < 1)
         ok = fail(e, 400, "max_tokens", "invalid_value", "'max_tokens' must be at least 1");
     ok = ok && num_field(js, "temperature", 0, 2, 0, &temp, e);
     ok = ok && num_field(js, "top_p", 0, 1, 0, &top_p, e);

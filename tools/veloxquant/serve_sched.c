@@ -228,6 +228,7 @@ static void slot_end(struct srv *s, int i, vq_status err_st) {
     sl->retained = mem.total_bytes < r->charge ? mem.total_bytes : r->charge;
     sl->req = NULL;
     sl->last_used = srv_now();
+    s->mt.active--;
     s->mt.kv_in_use = in_use(s);
     pthread_cond_broadcast(&s->cv);
     pthread_mutex_unlock(&s->mu);
