@@ -333,9 +333,9 @@ static int mm_rowwise(const vq_ctx *c, const struct vq_weight *w) {
 static void mm_ld(vq_ctx *c, const struct vq_weight *w, const float *x, int64_t n_tok, float *y,
                   int64_t ld) {
     quantize_rows(c, w, x, n_tok, c->act);
-    const struct vq_ggml_mm_job j = {w->k,    w->data,         w->row_bytes,  w->rows,
-                                     w->cols, c->act,          c->act_stride, y,
-                                     ld,      mm_rowwise(c, w)};
+    const struct vq_ggml_mm_job j = {w->k,    w->data,          w->row_bytes,  w->rows,
+                                     w->cols, c->act,           c->act_stride, y,
+                                     ld,      mm_rowwise(c, w), NULL};
     vq_ggml_matmul_multi(&j, 1, n_tok, c->n_threads);
 }
 
@@ -373,9 +373,9 @@ static void matmul_shared(vq_ctx *c, const struct vq_weight *const *ws, float *c
             fmt_buf[a] = base;
             n_fmt++;
         }
-        jobs[i] = (struct vq_ggml_mm_job){w->k,    w->data,         w->row_bytes,  w->rows,
-                                          w->cols, fmt_buf[a],      c->act_stride, ys[i],
-                                          w->rows, mm_rowwise(c, w)};
+        jobs[i] = (struct vq_ggml_mm_job){w->k,    w->data,          w->row_bytes,  w->rows,
+                                          w->cols, fmt_buf[a],       c->act_stride, ys[i],
+                                          w->rows, mm_rowwise(c, w), NULL};
     }
     vq_ggml_matmul_multi(jobs, n, n_tok, c->n_threads);
 }
@@ -574,9 +574,20 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
         const ptrdiff_t ld = n > 1 ? row_logits[1] - row_logits[0] : I->n_vocab;
         int even = ld >= I->n_vocab;
         for (int64_t t = 1; t < n && even; t++) even = row_logits[t] - row_logits[t - 1] == ld;
-        if (even) mm_ld(c, &m->output, c->h, n, row_logits[0], (int64_t)ld);
-        else
-            for (int64_t t = 0; t < n; t++) mm_ld(c, &m->output, c->h + t * E, 1, row_logits[t], 1);
+        const struct vq_weight *w = &m->output;
+        quantize_rows(c, w, c->h, n, c->act);
+        const struct vq_ggml_mm_job j = {w->k,
+                                         w->data,
+                                         w->row_bytes,
+                                         w->rows,
+                                         w->cols,
+                                         c->act,
+                                         c->act_stride,
+                                         even ? row_logits[0] : NULL,
+                                         even ? (int64_t)ld : 0,
+                                         even ? mm_rowwise(c, w) : 1,
+                                         even ? NULL : row_logits};
+        vq_ggml_matmul_multi(&j, 1, n, c->n_threads);
         return VQ_STATUS_OK;
     }
     if (!logits) return VQ_STATUS_OK;
