@@ -78,7 +78,8 @@ void srv_req_unref(struct srv_req *r);
 /* Queues r (the scheduler takes its own reference). Returns 0, -1 when the queue is full
  * (503), -2 when the charge exceeds the whole budget (it can never run), -3 when draining. */
 int srv_submit(struct srv *s, struct srv_req *r);
-/* KV bytes of a sequence of n tokens in a slot's cache (exact, vq_kv_estimate). */
+/* KV bytes of a sequence of n tokens in a slot's cache (exact, vq_kv_estimate; configs with
+ * outlier tokens as if every token were one); SIZE_MAX when it cannot be estimated. */
 size_t srv_kv_bytes(const struct srv *s, int64_t n);
 /* Snapshot of the counters. */
 void srv_metrics(struct srv *s, struct srv_metrics *m);

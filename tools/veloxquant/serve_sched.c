@@ -5,6 +5,7 @@
  * sequence still prefilling, then one decode step of all the others together
  * (vq_ctx_eval_batch: the weights read once for all rows). Sequences join and leave between
  * steps. */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -74,7 +75,10 @@ void srv_req_unref(struct srv_req *r) {
 size_t srv_kv_bytes(const struct srv *s, int64_t n) {
     struct vq_cache_memory m;
     if (n < 1) return 0;
-    if (vq_kv_estimate(vq_ctx_cache_params(s->cfg.slots[0]), n, &m) != VQ_STATUS_OK) return 0;
+    const struct vq_cache_params *p = vq_ctx_cache_params(s->cfg.slots[0]);
+    /* outlier tokens depend on the data: charged as if every token were one (the most) */
+    if (vq_kv_estimate_outliers(p, n, p->outlier_token_k > 0 ? n : 0, &m) != VQ_STATUS_OK)
+        return SIZE_MAX;
     return m.total_bytes;
 }
 
@@ -227,7 +231,7 @@ static void slot_end(struct srv *s, int i, vq_status err_st) {
     s->mt.completion_tokens += (uint64_t)res.n_generated;
     s->active_bytes -= r->charge;
     /* the cache stays for prefix reuse, charged at its exact size (<= the request's charge) */
-    sl->retained = mem.total_bytes < r->charge ? mem.total_bytes : r->charge;
+    sl->retained = mem.total_bytes;
     sl->req = NULL;
     sl->last_used = srv_now();
     s->mt.active--;
