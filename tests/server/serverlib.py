@@ -65,13 +65,20 @@ class Server:
         return out
 
     def stop(self, timeout=60):
-        """SIGTERM; returns the exit code."""
+        """SIGTERM; returns the exit code (1 when the server's stderr holds a sanitizer
+        report: UBSan prints without failing the exit code)."""
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
         try:
-            rc = self.proc.wait(timeout=timeout)
+            rest, _ = self.proc.communicate(timeout=timeout)
+            rc = self.proc.returncode
         except subprocess.TimeoutExpired:
             self.proc.kill()
-            rc = self.proc.wait()
-        self.proc.stderr.close()
+            rest, _ = self.proc.communicate()
+            rc = self.proc.returncode
+        self.log.append(rest or "")
+        text = "".join(self.log)
+        if "runtime error:" in text or "Sanitizer" in text:
+            print(text[-4000:])
+            return rc or 1
         return rc
