@@ -45,6 +45,7 @@ struct srv {
     float *b_block; /* (n_slots, n_vocab) the step's logits in one array: the output matrix is
                      * then read once in four-token groups; copied to each session after */
     int *b_slot;
+    int rr; /* the slot the next step's prefill starts at */
 };
 
 struct srv_req *srv_req_new(void) {
@@ -269,8 +270,15 @@ static void *sched_main(void *arg) {
             sl->g = vq_gen_begin(sl->ctx, r->ids, r->n_ids, &r->gp, &st);
             if (!sl->g) slot_end(s, started[k], st);
         }
-        /* one prefill chunk for each sequence still prefilling */
-        for (int i = 0; i < N; i++) {
+        /* prefill: while others decode, about one chunk (-b) of prompt tokens per step in all
+         * (round robin over the sequences still prefilling), so a long prompt delays a decode
+         * step by one chunk; with nobody decoding, a chunk of each */
+        int decoding = 0;
+        for (int i = 0; i < N; i++)
+            decoding += s->slots[i].g && vq_gen_prefill_left(s->slots[i].g) == 0;
+        int64_t pf_budget = decoding ? s->cfg.prefill_chunk : INT64_MAX;
+        for (int ii = 0; ii < N && pf_budget > 0; ii++) {
+            const int i = (ii + s->rr) % N;
             struct slot *sl = &s->slots[i];
             if (!sl->g || vq_gen_prefill_left(sl->g) == 0) continue;
             if (req_cancelled(sl->req)) {
@@ -278,7 +286,14 @@ static void *sched_main(void *arg) {
                 continue;
             }
             const int64_t left = vq_gen_prefill_left(sl->g);
-            const int64_t k = left < s->cfg.prefill_chunk ? left : s->cfg.prefill_chunk;
+            int64_t k = left < s->cfg.prefill_chunk ? left : s->cfg.prefill_chunk;
+            if (decoding) {
+                /* whole chunks only (a chunk cut short would change the numerics: vq_gen_prefill)
+                 * so the first one may pass the budget; later ones must fit it */
+                if (k > pf_budget && pf_budget < s->cfg.prefill_chunk) break;
+                pf_budget -= k;
+                s->rr = i + 1; /* the next step starts after this one */
+            }
             const double t0 = srv_now();
             const vq_status st = vq_gen_prefill(sl->g, k);
             const double dt = srv_now() - t0;
