@@ -55,7 +55,7 @@ test-asan:
 # libFuzzer targets (clang), the library instrumented too; each runs FUZZ_TIME seconds from the
 # seeds in fuzz/corpus/ and reports executions and edges covered (scripts/fuzz.sh).
 FUZZ_TIME ?= 60
-FUZZ_TARGETS = fuzz_artifact fuzz_gguf fuzz_tokenizer
+FUZZ_TARGETS = fuzz_api fuzz_artifact fuzz_codec fuzz_gguf fuzz_tokenizer
 fuzz:
 	cmake -S . -B $(BUILD)-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 	    -DVQ_BUILD_FUZZ=ON -DVQ_BUILD_TESTS=OFF -DVQ_BUILD_BENCH=OFF -DVQ_OPENMP=OFF $(CMAKE_FLAGS)

@@ -95,6 +95,11 @@ typedef int vq_status;
 
 /* Returns a static, human-readable string for a status (unknown codes give "unknown status"). */
 VQ_API const char *vq_status_str(vq_status st);
+/* Index of the entry of names[0..n) nearest to name when it is close enough to be a likely
+ * typo (edit distance, an adjacent swap counting as one edit, at most a third of name's length
+ * and at least one), else -1; NULL entries are skipped. For "did you mean ...?" messages.
+ * Pure, thread-safe. */
+VQ_API int vq_nearest_name(const char *name, const char *const *names, int n);
 
 /* ---------------------------------------------------------------------------------------- */
 /* Element types of caller buffers.                                                          */
@@ -253,8 +258,8 @@ VQ_API vq_status vq_codec_params_set_bits(struct vq_codec_params *p, double bits
 VQ_API double vq_codec_params_bits(const struct vq_codec_params *p);
 /* vecinfer's product-VQ shape for params p (the codebook a calibration must fit): (c, v) =
  * (pq_codeword_bits, pq_subvec_dim) when both are set, else the preset of p->bits (1: (8,8),
- * 2: (8,4), 3: (12,4), 4: (8,2)). Returns INVALID_ARG when only one of c, v is set or bits has
- * no preset; does not check head_dim. Pure, thread-safe. */
+ * 2: (8,4), 3: (12,4), 4: (8,2)). Returns INVALID_ARG for a NULL argument, when only one of
+ * c, v is set or bits has no preset; does not check head_dim. Pure, thread-safe. */
 VQ_API vq_status vq_vecinfer_shape(const struct vq_codec_params *p, int *c, int *v);
 /* Display label of a codec config: "turboquant_mse/4-bit", "vecinfer/1.5-bit", "qjl"
  * (methods without a choice of width have no "/B-bit"). Returns the length it needs (like
@@ -827,6 +832,11 @@ struct vq_kv_preset_info {
     double max_bits;         /* tier presets: the bits/elem budget; else 0 */
     int tier;                /* 1 = a kv preset, 0 = a named sweep configuration */
 };
+/* The known name nearest to name (edit distance, an adjacent swap counting as one edit) when
+ * it is close enough to be a likely typo (at most a third of its length, at least one edit),
+ * else NULL: among the method names when methods_only, else among the named configurations
+ * and the methods. Static storage. For "did you mean ...?" messages. Thread-safe. */
+VQ_API const char *vq_kv_nearest_name(const char *name, int methods_only);
 /* Number of named configurations. */
 VQ_API int vq_kv_preset_count(void);
 /* Entry i (0 .. count-1): fp16 first, then the tier presets kv8 to kv2, then the other named

@@ -124,9 +124,18 @@ struct vq_model_info {
  * weights: 30-45 ms for the 97 MB default model on a shared 2-vCPU machine).
  * Caller-owned. */
 VQ_API vq_model *vq_model_load(const char *path, vq_status *st);
+/* The default model's file name (SmolLM2-135M-Instruct Q4_1, the model every test and
+ * benchmark of the project runs on; scripts/fetch_models.sh fetches it). Static. */
+#define VQ_DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
+/* Writes the default model's path into buf (cap bytes, NUL-terminated): $VQ_MODELS/FILE when
+ * VQ_MODELS is set and not empty, else $HOME/.cache/veloxquant/models/FILE. Returns the
+ * length, or -(length + 1) when cap is too small. Reads the environment; thread-safe if nobody
+ * modifies it. */
+VQ_API int vq_model_default_path(char *buf, size_t cap);
 /* Frees a model (NULL: no-op). Every context of the model must be freed first. */
 VQ_API void vq_model_free(vq_model *m);
-/* Hyper-parameters of a loaded model (library-owned, valid until vq_model_free). */
+/* Hyper-parameters of a loaded model (library-owned, valid until vq_model_free); NULL for
+ * NULL. */
 VQ_API const struct vq_model_info *vq_model_info_get(const vq_model *m);
 /* Attention window of a layer: W > 0 when a query at position p attends to positions
  * p-W+1 .. p only (sliding window), 0 for full attention, -1 for a bad layer index or a NULL
@@ -138,10 +147,15 @@ typedef void (*vq_model_problem_fn)(void *user, const char *problem);
  * the first as vq_model_load does: an unsupported architecture (the file is then checked against
  * the llama layout, what the engine would need), each missing or mistyped metadata key (missing
  * geometry keys end the check: tensor shapes cannot be derived), each missing or misshapen
- * tensor, and each ggml tensor type without engine kernels (once per type, with its tensor
- * count). fn is called once per problem, on the calling thread; user is passed through.
- * Returns the number of problems (0: the file loads), or -1 when path or fn is NULL or the file
- * is not readable GGUF (message in vq_engine_last_error()). Thread-safe. */
+ * tensor, tensors of layers beyond block_count, each ggml tensor type without engine kernels
+ * (once per type, with its tensor count), and, when the file has tokenizer metadata
+ * (tokenizer.ggml.model or .tokens), the tokenizer the tools build from it (every reason it is
+ * refused: 'bert' or empty model, tokens missing, arrays of another type or count, pieces over
+ * the limit; and a token count other than the model's vocabulary). A file without any
+ * tokenizer metadata runs through this API on token ids and is not reported for it. fn is
+ * called once per problem, on the calling thread; user is passed through. Returns the number
+ * of problems (0: the file loads and its tokenizer, if any, is usable), or -1 when path or fn
+ * is NULL or the file is not readable GGUF (message in vq_engine_last_error()). Thread-safe. */
 VQ_API int vq_model_check(const char *path, vq_model_problem_fn fn, void *user);
 /* Thread-local text of the last load/create failure ("" if none). */
 VQ_API const char *vq_engine_last_error(void);
@@ -193,13 +207,14 @@ VQ_API vq_ctx *vq_ctx_create_kv(const vq_model *m, const struct vq_ctx_params *p
 
 /* Runs n tokens (n >= 1) at positions n_past .. n_past+n-1 through the model, appending their
  * keys/values to the cache. logits (may be NULL): (n, n_vocab) when logits_all, else (n_vocab)
- * for the last token. Returns INVALID_ARG (token id out of range, n < 1), CAPACITY (n_past + n
- * > n_ctx), or a cache status (NON_FINITE, RANGE). On error the tokens of this call are
- * dropped from the cache again (vq_ctx_n_past is unchanged) when the cache can truncate that
- * far; otherwise (outlier-channel statistics of an earlier batch of the call within the first
- * n_calib_tokens) only the failing batch of n_batch tokens is dropped and vq_ctx_n_past reports
- * the tokens kept; for codecs that cannot re-open a multi-token block (KIVI), n_past reports
- * what the cache kept.
+ * for the last token. Returns INVALID_ARG (c or tokens NULL, n < 1, token id out of range),
+ * CAPACITY (n_past + n > n_ctx: checked before any token id is read, so a wrong, large n never
+ * reads past the caller's buffer), or a cache status (NON_FINITE, RANGE). On error the tokens
+ * of this call are dropped from the cache again (vq_ctx_n_past is unchanged) when the cache can
+ * truncate that far; otherwise (outlier-channel statistics of an earlier batch of the call
+ * within the first n_calib_tokens) only the failing batch of n_batch tokens is dropped and
+ * vq_ctx_n_past reports the tokens kept; for codecs that cannot re-open a multi-token block
+ * (KIVI), n_past reports what the cache kept.
  * Buffers come from vq_ctx_create (no allocation here). */
 VQ_API vq_status vq_ctx_eval(vq_ctx *c, const int32_t *tokens, int64_t n, float *logits);
 /* One decode step of n sequences at once: token tokens[i] is evaluated on context ctxs[i] at
@@ -210,34 +225,37 @@ VQ_API vq_status vq_ctx_eval(vq_ctx *c, const int32_t *tokens, int64_t n, float 
  * attention runs on its own context's cache. The results equal n calls vq_ctx_eval(ctxs[i],
  * &tokens[i], 1, logits[i]) bit for bit (the four-token kernels of Q4_K, whose float order
  * differs, are run one token at a time here). Contexts with a layer hook, f32_activations or
- * timings, and n == 1, are evaluated one by one with vq_ctx_eval. When the logits rows are
- * equally spaced (one (n, n_vocab) array) the output matrix is read once, else once per row.
+ * timings, and n == 1, are evaluated one by one with vq_ctx_eval. The output matrix is read
+ * once either way; logits rows equally spaced (one (n, n_vocab) array) let it run in four-token
+ * groups, rows in separate buffers one token at a time per weight tile (slower).
  * Returns INVALID_ARG (NULL arguments, n < 1, a token id out of range, a context repeated or
  * of another model), CAPACITY (a context is full; nothing evaluated), or a cache status; on an
  * error the rows of the failing batch keep none of its token (earlier batches of n_batch rows
  * keep theirs). Uses the contexts from one thread; no allocation. */
 VQ_API vq_status vq_ctx_eval_batch(vq_ctx *const *ctxs, const int32_t *tokens, int n,
                                    float *const *logits);
-/* Tokens evaluated so far (the cache length). */
+/* Tokens evaluated so far (the cache length); 0 for NULL. */
 VQ_API int64_t vq_ctx_n_past(const vq_ctx *c);
-/* The context's size in tokens (vq_ctx_params.n_ctx). */
+/* The context's size in tokens (vq_ctx_params.n_ctx); 0 for NULL. */
 VQ_API int64_t vq_ctx_n_ctx(const vq_ctx *c);
-/* The model the context was created on (borrowed). */
+/* The model the context was created on (borrowed); NULL for NULL. */
 VQ_API const vq_model *vq_ctx_model(const vq_ctx *c);
-/* Forgets every token (the cache keeps its pages). */
+/* Forgets every token (the cache keeps its pages). NULL is a no-op. */
 VQ_API void vq_ctx_reset(vq_ctx *c);
-/* Keeps the first n tokens (see vq_cache_truncate for codecs with multi-token blocks). */
+/* Keeps the first n tokens (see vq_cache_truncate for codecs with multi-token blocks).
+ * INVALID_ARG for c NULL or n outside [0, vq_ctx_n_past]. */
 VQ_API vq_status vq_ctx_truncate(vq_ctx *c, int64_t n);
-/* The context's cache (for vq_cache_memory); owned by the context. */
+/* The context's cache (for vq_cache_memory); owned by the context. NULL for NULL. */
 VQ_API const vq_cache *vq_ctx_cache(const vq_ctx *c);
-/* The cache parameters actually used (geometry filled in). */
+/* The cache parameters actually used (geometry filled in). NULL for NULL. */
 VQ_API const struct vq_cache_params *vq_ctx_cache_params(const vq_ctx *c);
-/* Threads the context runs on (vq_ctx_params.n_threads resolved: vq_threads_resolve). */
+/* Threads the context runs on (vq_ctx_params.n_threads resolved: vq_threads_resolve); 0 for
+ * NULL. */
 VQ_API int vq_ctx_n_threads(const vq_ctx *c);
 /* Kernel variant the context runs (vq_ctx_params.isa resolved: AUTO is vq_isa_default(), which
  * honours $VQ_ISA; an explicit variant this CPU lacks falls back to scalar). */
 VQ_API enum vq_isa vq_ctx_isa(const vq_ctx *c);
-/* Bytes the context allocated for activations and scratch (excluding the cache). */
+/* Bytes the context allocated for activations and scratch (excluding the cache); 0 for NULL. */
 VQ_API size_t vq_ctx_scratch_bytes(const vq_ctx *c);
 
 /* ---- per-phase timings (diagnostics; off by default) ----
@@ -349,13 +367,13 @@ VQ_API vq_sampler *vq_sampler_create(const struct vq_sampler_params *p, int n_vo
 VQ_API void vq_sampler_free(vq_sampler *s);
 /* Picks a token id from logits (n_vocab floats, not modified; NaN logits are never picked unless
  * all are). Deterministic for a seed and the sequence of calls. The pick is not recorded for
- * the repetition penalty: call vq_sampler_accept. No allocation. */
+ * the repetition penalty: call vq_sampler_accept. No allocation. -1 for s or logits NULL. */
 VQ_API int32_t vq_sampler_sample(vq_sampler *s, const float *logits);
 /* Records a token of the text (prompt or generated) in the sampler's window of the last
- * repeat_last_n tokens that the repetition penalty reads; a no-op when the penalty is off.
- * No allocation. */
+ * repeat_last_n tokens that the repetition penalty reads; a no-op when the penalty is off or s
+ * is NULL. No allocation. */
 VQ_API void vq_sampler_accept(vq_sampler *s, int32_t token);
-/* Restarts the random stream from seed (the repetition window is kept). */
+/* Restarts the random stream from seed (the repetition window is kept). NULL is a no-op. */
 VQ_API void vq_sampler_reseed(vq_sampler *s, uint64_t seed);
 
 /* ---- text: tokenizer, chat template, generation, conversations ----

@@ -36,6 +36,7 @@
 #include <unistd.h>
 
 #include "artifact/artifact.h"
+#include "core/fileio.h"
 
 #define REC_HEAD 20u
 
@@ -379,9 +380,12 @@ vq_status vq_calib_data_save(const vq_calib_data *cd, const char *path, const ch
 }
 
 vq_status vq_calib_write_atomic(const char *path, const uint8_t *buf, size_t len) {
+    vq_file_error_clear(); /* a failed mkdir below leaves no older reason in place */
     if (!path || !*path || (!buf && len)) return VQ_STATUS_INVALID_ARG;
     vq_status s = mkdirs_(path);
     if (s != VQ_STATUS_OK) return s;
+    /* never rename over a device node, FIFO, socket or folder (nor a symlink to one) */
+    VQ_RETURN_IF_ERR(vq_file_check_output(path));
     const size_t pl = strlen(path);
     char *tmp = malloc(pl + 40);
     if (!tmp) return VQ_STATUS_NO_MEMORY;
@@ -413,6 +417,10 @@ vq_status vq_calib_write_atomic(const char *path, const uint8_t *buf, size_t len
         err = errno;
     }
     if (close(fd) != 0 && s == VQ_STATUS_OK) {
+        s = VQ_STATUS_IO;
+        err = errno;
+    }
+    if (s == VQ_STATUS_OK && vq_file_check_output(path) != VQ_STATUS_OK) {
         s = VQ_STATUS_IO;
         err = errno;
     }
@@ -449,18 +457,13 @@ vq_status vq_calib_read_file(const char *path, uint8_t **out, size_t *out_len) {
     if (!path || !out || !out_len) return VQ_STATUS_INVALID_ARG;
     *out = NULL;
     *out_len = 0;
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) return VQ_STATUS_IO;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
-        return VQ_STATUS_IO;
-    }
-    if ((uint64_t)sb.st_size > VQ_CALIB_MAX_FILE) {
-        close(fd);
-        return VQ_STATUS_BAD_FORMAT;
-    }
-    const size_t len = (size_t)sb.st_size;
+    /* regular files only, opened without blocking: a FIFO in the artifact cache would
+     * otherwise stall every run that looks the artifact up */
+    int fd;
+    uint64_t size;
+    const vq_status os = vq_file_open_input(path, VQ_CALIB_MAX_FILE, "artifact", &fd, &size);
+    if (os != VQ_STATUS_OK) return os == VQ_STATUS_RANGE ? VQ_STATUS_BAD_FORMAT : os;
+    const size_t len = (size_t)size;
     uint8_t *buf = vq_alloc(len ? len : 1);
     if (!buf) {
         close(fd);

@@ -62,9 +62,13 @@ vq_status vq_calib_attach_sets(struct vq_cache_params *cp, int n_layers, int hea
 
 /* Writes len bytes atomically to path (temp file in the same folder, fsync, rename; missing
  * folders created). Returns OK, INVALID_ARG, IO or NO_MEMORY; on IO, errno holds the cause
- * (of the mkdir, open, write, fsync, close or rename that failed). */
+ * (of the mkdir, open, write, fsync, close or rename that failed). A path that exists and is
+ * not a regular file after following symlinks (device, FIFO, socket, folder) is never replaced:
+ * IO, checked before the write and again before the rename (vq_file_check_output; the reason
+ * in vq_file_error()). */
 vq_status vq_calib_write_atomic(const char *path, const uint8_t *buf, size_t len);
-/* Reads a whole regular file (at most VQ_CALIB_MAX_FILE bytes) into *out (vq_alloc'd, caller
+/* Reads a whole regular file (at most VQ_CALIB_MAX_FILE bytes; opened without blocking, so a
+ * FIFO or device is IO at once) into *out (vq_alloc'd, caller
  * frees with vq_free) and its length. Returns OK, INVALID_ARG, IO, BAD_FORMAT (too large) or
  * NO_MEMORY. */
 vq_status vq_calib_read_file(const char *path, uint8_t **out, size_t *out_len);

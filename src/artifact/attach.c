@@ -10,6 +10,7 @@
 
 #include "artifact/artifact.h"
 #include "codecs/codec_impl.h"
+#include "core/fileio.h"
 #include "core/sha256.h"
 
 static int cmp_str_(const void *a, const void *b) {
@@ -46,7 +47,7 @@ static const char *load_reason_(vq_status st) {
     case VQ_STATUS_BAD_FORMAT: return "corrupt or truncated (bad header, records or checksum)";
     case VQ_STATUS_UNSUPPORTED: return "written by a newer format version";
     case VQ_STATUS_NOT_FOUND: return "made for another model or method";
-    case VQ_STATUS_IO: return "cannot be read";
+    case VQ_STATUS_IO: return vq_file_error()[0] ? vq_file_error() : "cannot be read";
     default: return vq_status_str(st);
     }
 }

@@ -515,6 +515,7 @@ static vq_status vi_kernels(const struct vq_codec *c, struct vi_impl *m) {
 }
 
 vq_status vq_vecinfer_shape(const struct vq_codec_params *p, int *c, int *v) {
+    if (!p || !c || !v) return VQ_STATUS_INVALID_ARG;
     int cb = p->pq_codeword_bits, sv = p->pq_subvec_dim;
     if ((cb == 0) != (sv == 0)) return VQ_STATUS_INVALID_ARG;
     if (cb == 0) {

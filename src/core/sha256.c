@@ -2,6 +2,7 @@
  * sha256.c — SHA-256 (FIPS 180-4), see sha256.h.
  */
 #include "core/sha256.h"
+#include "core/fileio.h"
 
 #include <fcntl.h>
 #include <stdio.h>
@@ -96,14 +97,10 @@ void vq_sha256_final(struct vq_sha256 *s, uint8_t out[32]) {
 }
 
 vq_status vq_sha256_file(const char *path, char hex[65]) {
-    /* only regular files: a FIFO would block the open (O_NONBLOCK) and then the reads */
-    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) return VQ_STATUS_IO;
-    struct stat sb;
-    if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-        close(fd);
+    /* only regular files (the file gate): a FIFO would block the open and then the reads */
+    int fd;
+    if (vq_file_open_input(path, UINT64_MAX, "model", &fd, NULL) != VQ_STATUS_OK)
         return VQ_STATUS_IO;
-    }
     FILE *f = fdopen(fd, "rb");
     if (!f) {
         close(fd);

@@ -206,37 +206,46 @@ vq_ctx *vq_ctx_create(const vq_model *m, const struct vq_ctx_params *p, vq_statu
     return c;
 }
 
-int64_t vq_ctx_n_past(const vq_ctx *c) { return c->n_past; }
+int64_t vq_ctx_n_past(const vq_ctx *c) { return c ? c->n_past : 0; }
 const int32_t *vq_ctx_tokens(const vq_ctx *c) { return c ? c->ids : NULL; }
-int64_t vq_ctx_n_ctx(const vq_ctx *c) { return c->p.n_ctx; }
+int64_t vq_ctx_n_ctx(const vq_ctx *c) { return c ? c->p.n_ctx : 0; }
 const vq_model *vq_ctx_model(const vq_ctx *c) { return c ? c->m : NULL; }
 
 void vq_ctx_reset(vq_ctx *c) {
+    if (!c) return;
     vq_cache_reset(c->cache);
     c->n_past = 0;
 }
 
 vq_status vq_ctx_truncate(vq_ctx *c, int64_t n) {
-    if (n < 0 || n > c->n_past) return VQ_STATUS_INVALID_ARG;
+    if (!c || n < 0 || n > c->n_past) return VQ_STATUS_INVALID_ARG;
     VQ_RETURN_IF_ERR(vq_cache_truncate(c->cache, n));
     c->n_past = n;
     return VQ_STATUS_OK;
 }
 
-const vq_cache *vq_ctx_cache(const vq_ctx *c) { return c->cache; }
+const vq_cache *vq_ctx_cache(const vq_ctx *c) { return c ? c->cache : NULL; }
 void vq_ctx_set_layer_hook(vq_ctx *c, vq_layer_hook_fn fn, void *user) {
     if (!c) return;
     c->hook = fn;
     c->hook_user = fn ? user : NULL;
 }
 void *vq_ctx_layer_hook_user(const vq_ctx *c) { return c ? c->hook_user : NULL; }
-const struct vq_cache_params *vq_ctx_cache_params(const vq_ctx *c) { return &c->p.cache; }
-size_t vq_ctx_scratch_bytes(const vq_ctx *c) { return c->scratch_bytes; }
-int vq_ctx_n_threads(const vq_ctx *c) { return c->n_threads; }
-enum vq_isa vq_ctx_isa(const vq_ctx *c) { return vq_isa_resolve(c->p.isa); }
+const struct vq_cache_params *vq_ctx_cache_params(const vq_ctx *c) {
+    return c ? &c->p.cache : NULL;
+}
+size_t vq_ctx_scratch_bytes(const vq_ctx *c) { return c ? c->scratch_bytes : 0; }
+int vq_ctx_n_threads(const vq_ctx *c) { return c ? c->n_threads : 0; }
+enum vq_isa vq_ctx_isa(const vq_ctx *c) { return vq_isa_resolve(c ? c->p.isa : VQ_ISA_AUTO); }
 
-void vq_ctx_get_timings(const vq_ctx *c, struct vq_ctx_timings *t) { *t = c->tm; }
-void vq_ctx_reset_timings(vq_ctx *c) { memset(&c->tm, 0, sizeof c->tm); }
+void vq_ctx_get_timings(const vq_ctx *c, struct vq_ctx_timings *t) {
+    if (!t) return;
+    if (c) *t = c->tm;
+    else memset(t, 0, sizeof *t);
+}
+void vq_ctx_reset_timings(vq_ctx *c) {
+    if (c) memset(&c->tm, 0, sizeof c->tm);
+}
 
 const char *vq_phase_name(enum vq_phase ph) {
     static const char *const names[VQ_PHASE_COUNT] = {"qkv", "attention", "attn_out",
@@ -601,9 +610,11 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
 vq_status vq_ctx_eval(vq_ctx *c, const int32_t *tokens, int64_t n, float *logits) {
     if (!c || !tokens || n < 1) return VQ_STATUS_INVALID_ARG;
     const struct vq_model_info *I = &c->m->info;
+    /* the count against the room left first: a wrong, large n must not read past the
+     * caller's buffer while the ids are checked */
+    if (n > c->p.n_ctx - c->n_past) return VQ_STATUS_CAPACITY;
     for (int64_t i = 0; i < n; i++)
         if (tokens[i] < 0 || tokens[i] >= I->n_vocab) return VQ_STATUS_INVALID_ARG;
-    if (n > c->p.n_ctx - c->n_past) return VQ_STATUS_CAPACITY;
     const int64_t start = c->n_past;
     memcpy(c->ids + start, tokens, (size_t)n * sizeof *tokens); /* positions start.. */
     for (int64_t done = 0; done < n;) {

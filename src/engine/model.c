@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "engine/tokenizer.h"
 
 static _Thread_local char g_err[320];
 
@@ -51,7 +52,7 @@ static vq_status report(vq_status st, int go_on, const char *fmt, ...) {
 
 const vq_gguf *vq_model_gguf(const vq_model *m) { return m->gguf; }
 
-const struct vq_model_info *vq_model_info_get(const vq_model *m) { return &m->info; }
+const struct vq_model_info *vq_model_info_get(const vq_model *m) { return m ? &m->info : NULL; }
 
 int vq_model_layer_window(const vq_model *m, int layer) {
     if (!m || layer < 0 || layer >= m->info.n_layers) return -1;
@@ -108,6 +109,23 @@ static vq_status get_f32_opt(const vq_gguf *g, const char *arch, const char *suf
     return VQ_STATUS_OK;
 }
 
+/* The kernels read weights in place through block structs and float pointers, so a tensor's
+ * data must start at a multiple of its element or block alignment: 4 bytes when the type's
+ * size is a multiple of 4 (f32, q4_1, q5_1, ...), else 2 (f16, q4_0, q8_0, ...; every block
+ * opens with an fp16 scale). A file with general.alignment 1 or 2 can place data where that
+ * fails; it is refused naming the tensor (a load through misaligned pointers is undefined). */
+static vq_status check_data_alignment(const char *name, const struct vq_gguf_tensor *t) {
+    const struct vq_ggml_type_info *ti = vq_ggml_type_info(t->type);
+    if (!ti) return VQ_STATUS_OK; /* unknown types are reported by the callers */
+    const unsigned need = ti->type_size % 4 == 0 ? 4u : ti->type_size % 2 == 0 ? 2u : 1u;
+    if ((uintptr_t)t->data % need == 0) return VQ_STATUS_OK;
+    return fail(VQ_STATUS_UNSUPPORTED,
+                "model: tensor '%s' (%s) data at offset %llu of the data section is not a "
+                "multiple of %u bytes (general.alignment too small): the kernels read it in "
+                "place and need that alignment",
+                name, ti->name, (unsigned long long)t->offset, need);
+}
+
 /* Finds a 2-D weight named name with ne = (cols, rows); checks its type has kernels. */
 static vq_status bind_matrix(const vq_model *m, const char *name, int64_t rows, int64_t cols,
                              enum vq_isa isa, struct vq_weight *w) {
@@ -127,6 +145,7 @@ static vq_status bind_matrix(const vq_model *m, const char *name, int64_t rows, 
                     "model: tensor '%s' has ggml type %u (%s), which the "
                     "engine does not support",
                     name, t->type, vq_ggml_type_name(t->type));
+    VQ_RETURN_IF_ERR(check_data_alignment(name, t));
     const struct vq_ggml_type_info *ti = vq_ggml_type_info(t->type);
     w->data = t->data;
     w->type = t->type;
@@ -163,6 +182,7 @@ static vq_status bind_vector(struct loader *L, const char *name, int64_t n, int 
     if (!k)
         return fail(VQ_STATUS_UNSUPPORTED, "model: tensor '%s' has unsupported ggml type %u (%s)",
                     name, t->type, vq_ggml_type_name(t->type));
+    VQ_RETURN_IF_ERR(check_data_alignment(name, t));
     float *dst;
     if (t->type == VQ_GGML_F32 && ((uintptr_t)t->data % sizeof(float)) == 0) {
         *out = t->data;
@@ -499,6 +519,36 @@ static vq_status load_tensors(struct loader *L, enum vq_isa isa) {
 
 /* Opens path and runs the loader (hyper-parameters, then every tensor) into a new model; on
  * failure the model is freed. In check mode the model comes back half-bound (never use it). */
+/* Tensors of layers the file does not declare: "blk.N.*" with N >= block_count. A smaller
+ * block_count than the layers present would run the model with layers silently left out.
+ * Reports the first such tensor with the count of them (BAD_FORMAT). */
+static vq_status check_extra_layers(const vq_model *m) {
+    const vq_gguf *g = m->gguf;
+    const int nl = m->info.n_layers;
+    int64_t count = 0, first = -1;
+    int top = -1;
+    for (int64_t i = 0; i < vq_gguf_n_tensors(g); i++) {
+        const struct vq_gguf_tensor *t = vq_gguf_tensor_at(g, i);
+        const char *p = t->name.ptr;
+        if (t->name.len < 6 || memcmp(p, "blk.", 4) || p[4] < '0' || p[4] > '9') continue;
+        long long idx = 0;
+        size_t k = 4;
+        while (k < t->name.len && p[k] >= '0' && p[k] <= '9' && idx < 1000000)
+            idx = idx * 10 + (p[k++] - '0');
+        if (idx < nl) continue;
+        if (first < 0) first = i;
+        if (idx > top) top = (int)idx;
+        count++;
+    }
+    if (first < 0) return VQ_STATUS_OK;
+    const struct vq_gguf_tensor *t = vq_gguf_tensor_at(g, first);
+    return fail(VQ_STATUS_BAD_FORMAT,
+                "model: %lld tensor%s of layers beyond %s.block_count = %d (e.g. '%.*s', layers up "
+                "to %d): the file holds more layers than it declares",
+                (long long)count, count > 1 ? "s" : "", m->info.arch, nl,
+                (int)(t->name.len < 120 ? t->name.len : 120), t->name.ptr, top);
+}
+
 static vq_model *load(const char *path, vq_status *st) {
     vq_status s = VQ_STATUS_OK;
     vq_model *m = calloc(1, sizeof *m);
@@ -546,9 +596,25 @@ static vq_model *load(const char *path, vq_status *st) {
             vq_engine_set_error("model: out of memory");
             s = VQ_STATUS_NO_MEMORY;
         } else s = load_tensors(&L, vq_ggml_isa_default());
+        if (s == VQ_STATUS_OK) s = check_extra_layers(m);
     }
     *st = s;
     return m;
+}
+
+int vq_model_default_path(char *buf, size_t cap) {
+    const char *dir = getenv("VQ_MODELS");
+    char tmp[4096];
+    int n;
+    if (dir && *dir) n = snprintf(tmp, sizeof tmp, "%s/%s", dir, VQ_DEFAULT_MODEL_FILE);
+    else {
+        const char *home = getenv("HOME");
+        n = snprintf(tmp, sizeof tmp, "%s/.cache/veloxquant/models/%s", home ? home : ".",
+                     VQ_DEFAULT_MODEL_FILE);
+    }
+    if (n < 0 || (size_t)n >= sizeof tmp || !buf || (size_t)n + 1 > cap) return -(n + 1);
+    memcpy(buf, tmp, (size_t)n + 1);
+    return n;
 }
 
 vq_model *vq_model_load(const char *path, vq_status *st) {
@@ -591,8 +657,28 @@ int vq_model_check(const char *path, vq_model_problem_fn fn, void *user) {
         ck.n++;
         fn(user, g_err);
     }
-    /* every ggml type without engine kernels, once, with its tensor count and an example */
+    /* the tokenizer, by the checks generate runs (vq_tok_create and the vocabulary size), when
+     * the file has one at all: a file without tokenizer metadata runs through the API on ids */
     const vq_gguf *g = m->gguf;
+    vq_status ts;
+    const int has_tok = vq_gguf_find(g, "tokenizer.ggml.model") != NULL ||
+                        vq_gguf_find(g, "tokenizer.ggml.tokens") != NULL;
+    vq_tokenizer *tok = has_tok ? vq_tok_create(g, &ts) : NULL;
+    char msg[sizeof g_err + 32];
+    if (has_tok && !tok) {
+        snprintf(msg, sizeof msg, "model has no usable %s", g_err);
+        ck.n++;
+        fn(user, msg);
+    } else if (tok && s == VQ_STATUS_OK && vq_tok_n_vocab(tok) != m->info.n_vocab) {
+        snprintf(msg, sizeof msg,
+                 "the tokenizer has %d tokens but the model's vocabulary (token embedding / "
+                 "output layer) has %d",
+                 vq_tok_n_vocab(tok), m->info.n_vocab);
+        ck.n++;
+        fn(user, msg);
+    }
+    vq_tok_free(tok);
+    /* every ggml type without engine kernels, once, with its tensor count and an example */
     for (int64_t i = 0; i < vq_gguf_n_tensors(g); i++) {
         const struct vq_gguf_tensor *t = vq_gguf_tensor_at(g, i);
         int64_t first = -1, count = 0;
@@ -602,7 +688,6 @@ int vq_model_check(const char *path, vq_model_problem_fn fn, void *user) {
                 count++;
             }
         if (first != i || vq_ggml_kernels(t->type, VQ_ISA_SCALAR)) continue;
-        char msg[320];
         snprintf(msg, sizeof msg,
                  "model: %lld tensor%s of ggml type %u (%s), which the engine does not "
                  "support (e.g. '%.*s')",

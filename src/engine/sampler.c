@@ -90,7 +90,9 @@ void vq_sampler_free(vq_sampler *s) {
     free(s);
 }
 
-void vq_sampler_reseed(vq_sampler *s, uint64_t seed) { vq_rng_seed(&s->rng, seed); }
+void vq_sampler_reseed(vq_sampler *s, uint64_t seed) {
+    if (s) vq_rng_seed(&s->rng, seed);
+}
 
 void vq_sampler_accept(vq_sampler *s, int32_t token) {
     if (!s || !s->hist) return;
@@ -148,6 +150,7 @@ static int32_t argmax(const float *logits, int n) {
 }
 
 int32_t vq_sampler_sample(vq_sampler *s, const float *logits) {
+    if (!s || !logits) return -1;
     const int n = s->n_vocab;
     logits = apply_penalty(s, logits);
     if (s->p.temperature <= 0.0f || s->p.top_k == 1) return argmax(logits, n);

@@ -13,6 +13,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
+#include <stdio.h>
 #include <string.h>
 #include <time.h>
 
@@ -54,7 +55,12 @@ static const struct vq_model_text *model_text(const vq_model *m, vq_status *st) 
     }
     t->tok = vq_tok_create(m->gguf, &s);
     if (!t->tok) {
-        vq_engine_set_error("text: the model has no usable tokenizer: %s", vq_status_str(s));
+        /* the tokenizer's own message names the key and what is wrong with it */
+        char why[512];
+        snprintf(why, sizeof why, "%s", vq_engine_last_error());
+        if (strncmp(why, "tokenizer: ", 11) == 0)
+            vq_engine_set_error("model has no usable tokenizer: %s", why + 11);
+        else vq_engine_set_error("model has no usable tokenizer: %s", vq_status_str(s));
         free(t);
         if (st) *st = s;
         return NULL;

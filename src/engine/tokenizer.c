@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "core/core.h"
+#include "engine/model.h"
 #include "engine/tokenizer_unicode.h"
 
 #define TOK_MAX_TOKENS (1 << 24)
@@ -258,7 +259,9 @@ static const struct merge_slot *merge_lookup(const vq_tokenizer *t, int32_t a, i
 /* ======================================================================================== */
 
 static bool text_append(vq_tokenizer *t, const char *s, size_t n) {
-    if (t->text_len + n > t->text_cap) {
+    /* allocated on the first call even for n = 0: a vocabulary of empty strings must not leave
+     * text_buf NULL for the pointer arithmetic and memcpy calls of the decoders */
+    if (!t->text_buf || t->text_len + n > t->text_cap) {
         size_t cap = t->text_cap ? t->text_cap : 4096;
         while (cap < t->text_len + n) cap *= 2;
         char *nb = realloc(t->text_buf, cap);
@@ -481,6 +484,11 @@ vq_tokenizer *vq_tok_create_vocab(const struct vq_tok_vocab *v, vq_status *st) {
         int32_t ty = v->types ? v->types[i] : VQ_TOK_TYPE_NORMAL;
         t->types[i] = (uint8_t)((ty >= 0 && ty <= VQ_TOK_TYPE_BYTE) ? ty : VQ_TOK_TYPE_UNDEFINED);
     }
+    if (t->text_len == 0) { /* nothing to match or print: no tokenizer at all */
+        vq_engine_set_error("tokenizer: every token string is empty (%d tokens)", t->n_vocab);
+        *st = VQ_STATUS_BAD_FORMAT;
+        goto fail;
+    }
     t->n_ids = t->n_vocab;
     for (int32_t i = 0; i < t->n_vocab; i++) text_insert(t, i);
 
@@ -670,37 +678,94 @@ static bool gguf_id(const vq_gguf *g, const char *key, int32_t *out) {
     return true;
 }
 
+/* GGUF value type names for messages. */
+static const char *gguf_type_name(enum vq_gguf_type ty) {
+    static const char *const n[] = {"u8",   "i8",     "u16",   "i16", "u32", "i32", "f32",
+                                    "bool", "string", "array", "u64", "i64", "f64"};
+    return (unsigned)ty < sizeof n / sizeof n[0] ? n[ty] : "an unknown type";
+}
+
+/* Describes kv's type ("array of u32", "string") into buf. */
+static const char *kv_type_desc(const struct vq_gguf_kv *kv, char *buf, size_t cap) {
+    if (!kv) snprintf(buf, cap, "missing");
+    else if (kv->type == VQ_GGUF_ARRAY)
+        snprintf(buf, cap, "an array of %llu %s", (unsigned long long)kv->arr_count,
+                 gguf_type_name(kv->arr_type));
+    else snprintf(buf, cap, "a %s", gguf_type_name(kv->type));
+    return buf;
+}
+
+/* 1 if a gpt2 (BPE) pre-tokenizer name is one this tokenizer implements. */
+static int pre_known(const char *pre) {
+    return !pre || !*pre || !strcmp(pre, "default") || pre_from_name(pre) != PRE_DEFAULT;
+}
+
 vq_tokenizer *vq_tok_create(const vq_gguf *g, vq_status *st) {
     vq_status dummy;
     if (!st) st = &dummy;
     if (!g) {
         *st = VQ_STATUS_INVALID_ARG;
+        vq_engine_set_error("tokenizer: no GGUF file");
         return NULL;
     }
     struct vq_tok_vocab v;
     vq_tok_vocab_init(&v);
     struct vq_gguf_str s;
+    char tb[64];
     vq_status r = vq_gguf_get_str(g, "tokenizer.ggml.model", &s);
     if (r != VQ_STATUS_OK) {
         *st = r;
+        const struct vq_gguf_kv *km = vq_gguf_find(g, "tokenizer.ggml.model");
+        if (!km) vq_engine_set_error("tokenizer: metadata 'tokenizer.ggml.model' is missing");
+        else
+            vq_engine_set_error("tokenizer: 'tokenizer.ggml.model' is %s, expected a string",
+                                kv_type_desc(km, tb, sizeof tb));
         return NULL;
     }
-    if (s.len > 64) {
-        *st = VQ_STATUS_BAD_FORMAT;
+    if (s.len > 64 || s.len == 0) {
+        *st = s.len ? VQ_STATUS_BAD_FORMAT : VQ_STATUS_UNSUPPORTED;
+        vq_engine_set_error(
+            "tokenizer: 'tokenizer.ggml.model' is %s%zu bytes), expected "
+            "'gpt2' or 'llama'",
+            s.len ? "too long (" : "empty (", s.len);
         return NULL;
     }
     char model[72], pre[72];
     memcpy(model, s.ptr, s.len);
     model[s.len] = 0;
     v.model = model;
-    if (vq_gguf_get_str(g, "tokenizer.ggml.pre", &s) == VQ_STATUS_OK && s.len <= 64) {
+    if (strcmp(model, "gpt2") && strcmp(model, "llama")) {
+        *st = VQ_STATUS_UNSUPPORTED;
+        vq_engine_set_error(
+            "tokenizer: 'tokenizer.ggml.model' is '%s'; this engine has the "
+            "'gpt2' (BPE) and 'llama' (SentencePiece) tokenizers only",
+            model);
+        return NULL;
+    }
+    const struct vq_gguf_kv *kpre = vq_gguf_find(g, "tokenizer.ggml.pre");
+    if (kpre) {
+        if (vq_gguf_get_str(g, "tokenizer.ggml.pre", &s) != VQ_STATUS_OK || s.len > 64) {
+            *st = VQ_STATUS_BAD_FORMAT;
+            vq_engine_set_error(
+                "tokenizer: 'tokenizer.ggml.pre' is %s%s, expected a string of "
+                "at most 64 bytes",
+                kv_type_desc(kpre, tb, sizeof tb), kpre->type == VQ_GGUF_STRING ? " too long" : "");
+            return NULL;
+        }
         memcpy(pre, s.ptr, s.len);
         pre[s.len] = 0;
         v.pre = pre;
-    }
-    if (strcmp(model, "gpt2") && strcmp(model, "llama")) {
-        *st = VQ_STATUS_UNSUPPORTED;
-        return NULL;
+        /* a BPE pre-tokenizer this engine does not implement would split text differently
+         * from the model's training: the ids would be another tokenization */
+        if (!strcmp(model, "gpt2") && !pre_known(pre)) {
+            *st = VQ_STATUS_UNSUPPORTED;
+            vq_engine_set_error(
+                "tokenizer: 'tokenizer.ggml.pre' is '%s', a pre-tokenizer this "
+                "engine does not implement (smollm, gpt2, llama3, qwen2 and "
+                "their aliases, default)",
+                pre);
+            return NULL;
+        }
     }
 
     const struct vq_gguf_kv *ktok = vq_gguf_find(g, "tokenizer.ggml.tokens");
@@ -709,19 +774,50 @@ vq_tokenizer *vq_tok_create(const vq_gguf *g, vq_status *st) {
     const struct vq_gguf_kv *kmg = vq_gguf_find(g, "tokenizer.ggml.merges");
     if (!ktok) {
         *st = VQ_STATUS_NOT_FOUND;
+        vq_engine_set_error("tokenizer: metadata 'tokenizer.ggml.tokens' is missing");
         return NULL;
     }
     *st = VQ_STATUS_BAD_FORMAT;
     if (ktok->type != VQ_GGUF_ARRAY || ktok->arr_type != VQ_GGUF_STRING || ktok->arr_count == 0 ||
-        ktok->arr_count > TOK_MAX_TOKENS)
+        ktok->arr_count > TOK_MAX_TOKENS) {
+        vq_engine_set_error(
+            "tokenizer: 'tokenizer.ggml.tokens' is %s, expected an array of "
+            "1..%d strings",
+            kv_type_desc(ktok, tb, sizeof tb), TOK_MAX_TOKENS);
         return NULL;
+    }
     int32_t n = (int32_t)ktok->arr_count;
-    if (ksc && (ksc->type != VQ_GGUF_ARRAY || ksc->arr_count != (uint64_t)n)) return NULL;
-    if (kty && (kty->type != VQ_GGUF_ARRAY || kty->arr_count != (uint64_t)n)) return NULL;
-    if (kmg && (kmg->type != VQ_GGUF_ARRAY || kmg->arr_type != VQ_GGUF_STRING ||
-                kmg->arr_count > TOK_MAX_TOKENS))
+    if (ksc && (ksc->type != VQ_GGUF_ARRAY || ksc->arr_count != (uint64_t)n)) {
+        vq_engine_set_error(
+            "tokenizer: 'tokenizer.ggml.scores' is %s, expected an array of %d "
+            "f32 (one per token)",
+            kv_type_desc(ksc, tb, sizeof tb), n);
         return NULL;
+    }
+    if (kty && (kty->type != VQ_GGUF_ARRAY || kty->arr_count != (uint64_t)n)) {
+        vq_engine_set_error(
+            "tokenizer: 'tokenizer.ggml.token_type' is %s, expected an array "
+            "of %d i32 (one per token)",
+            kv_type_desc(kty, tb, sizeof tb), n);
+        return NULL;
+    }
+    if (kmg && (kmg->type != VQ_GGUF_ARRAY || kmg->arr_type != VQ_GGUF_STRING ||
+                kmg->arr_count > TOK_MAX_TOKENS)) {
+        vq_engine_set_error(
+            "tokenizer: 'tokenizer.ggml.merges' is %s, expected an array of at "
+            "most %d strings",
+            kv_type_desc(kmg, tb, sizeof tb), TOK_MAX_TOKENS);
+        return NULL;
+    }
     int32_t nm = kmg ? (int32_t)kmg->arr_count : 0;
+    if (!strcmp(model, "gpt2") && nm == 0) {
+        /* BPE without merges never joins two symbols: every text would become bytes */
+        vq_engine_set_error(
+            "tokenizer: 'tokenizer.ggml.merges' is %s; a 'gpt2' (BPE) "
+            "tokenizer needs its merges",
+            kmg ? "empty" : "missing");
+        return NULL;
+    }
 
     const char **toks = malloc((size_t)n * sizeof *toks);
     uint32_t *tlens = malloc((size_t)n * sizeof *tlens);
@@ -732,32 +828,77 @@ vq_tokenizer *vq_tok_create(const vq_gguf *g, vq_status *st) {
     vq_tokenizer *t = NULL;
     if (!toks || !tlens || (ksc && !scores) || (kty && !types) || (nm && (!merges || !mlens))) {
         *st = VQ_STATUS_NO_MEMORY;
+        vq_engine_set_error("tokenizer: out of memory");
         goto done;
     }
+    uint64_t text_bytes = 0;
     for (int32_t i = 0; i < n; i++) {
-        if (vq_gguf_arr_str(g, ktok, (uint64_t)i, &s) != VQ_STATUS_OK || s.len > TOK_MAX_TEXT)
+        if (vq_gguf_arr_str(g, ktok, (uint64_t)i, &s) != VQ_STATUS_OK) {
+            vq_engine_set_error("tokenizer: entry %d of 'tokenizer.ggml.tokens' is truncated", i);
             goto done;
+        }
+        if (s.len > TOK_MAX_TEXT) {
+            vq_engine_set_error(
+                "tokenizer: entry %d of 'tokenizer.ggml.tokens' is %zu bytes, "
+                "expected at most %d",
+                i, s.len, TOK_MAX_TEXT);
+            goto done;
+        }
         toks[i] = s.ptr;
         tlens[i] = (uint32_t)s.len;
-        if (ksc && vq_gguf_arr_f32(g, ksc, (uint64_t)i, &scores[i]) != VQ_STATUS_OK) goto done;
-        if (kty && vq_gguf_arr_i32(g, kty, (uint64_t)i, &types[i]) != VQ_STATUS_OK) goto done;
+        text_bytes += s.len;
+        if (ksc && vq_gguf_arr_f32(g, ksc, (uint64_t)i, &scores[i]) != VQ_STATUS_OK) {
+            vq_engine_set_error(
+                "tokenizer: entry %d of 'tokenizer.ggml.scores' (%s) is not a "
+                "number",
+                i, kv_type_desc(ksc, tb, sizeof tb));
+            goto done;
+        }
+        if (kty && vq_gguf_arr_i32(g, kty, (uint64_t)i, &types[i]) != VQ_STATUS_OK) {
+            vq_engine_set_error(
+                "tokenizer: entry %d of 'tokenizer.ggml.token_type' (%s) is not "
+                "an i32 token type",
+                i, kv_type_desc(kty, tb, sizeof tb));
+            goto done;
+        }
+    }
+    if (text_bytes == 0) {
+        vq_engine_set_error(
+            "tokenizer: every one of the %d strings of 'tokenizer.ggml.tokens' "
+            "is empty",
+            n);
+        goto done;
     }
     for (int32_t i = 0; i < nm; i++) {
-        if (vq_gguf_arr_str(g, kmg, (uint64_t)i, &s) != VQ_STATUS_OK || s.len > 2 * TOK_MAX_TEXT)
+        if (vq_gguf_arr_str(g, kmg, (uint64_t)i, &s) != VQ_STATUS_OK || s.len > 2 * TOK_MAX_TEXT) {
+            vq_engine_set_error("tokenizer: entry %d of 'tokenizer.ggml.merges' is %s", i,
+                                s.len > 2 * TOK_MAX_TEXT ? "too long" : "truncated");
             goto done;
+        }
         merges[i] = s.ptr;
         mlens[i] = (uint32_t)s.len;
     }
-    if (!gguf_id(g, "tokenizer.ggml.bos_token_id", &v.bos) ||
-        !gguf_id(g, "tokenizer.ggml.eos_token_id", &v.eos) ||
-        !gguf_id(g, "tokenizer.ggml.unknown_token_id", &v.unk) ||
-        !gguf_id(g, "tokenizer.ggml.padding_token_id", &v.pad) ||
-        !gguf_id(g, "tokenizer.ggml.eot_token_id", &v.eot) ||
-        !gguf_id(g, "tokenizer.ggml.eom_token_id", &v.eom) ||
-        !gguf_bool(g, "tokenizer.ggml.add_bos_token", &v.add_bos) ||
-        !gguf_bool(g, "tokenizer.ggml.add_eos_token", &v.add_eos) ||
-        !gguf_bool(g, "tokenizer.ggml.add_space_prefix", &v.add_space_prefix))
-        goto done;
+    static const char *const id_keys[6] = {
+        "tokenizer.ggml.bos_token_id",     "tokenizer.ggml.eos_token_id",
+        "tokenizer.ggml.unknown_token_id", "tokenizer.ggml.padding_token_id",
+        "tokenizer.ggml.eot_token_id",     "tokenizer.ggml.eom_token_id"};
+    int32_t *id_out[6] = {&v.bos, &v.eos, &v.unk, &v.pad, &v.eot, &v.eom};
+    for (int k = 0; k < 6; k++)
+        if (!gguf_id(g, id_keys[k], id_out[k])) {
+            vq_engine_set_error("tokenizer: '%s' is %s, expected a u32 token id", id_keys[k],
+                                kv_type_desc(vq_gguf_find(g, id_keys[k]), tb, sizeof tb));
+            goto done;
+        }
+    static const char *const bool_keys[3] = {"tokenizer.ggml.add_bos_token",
+                                             "tokenizer.ggml.add_eos_token",
+                                             "tokenizer.ggml.add_space_prefix"};
+    int *bool_out[3] = {&v.add_bos, &v.add_eos, &v.add_space_prefix};
+    for (int k = 0; k < 3; k++)
+        if (!gguf_bool(g, bool_keys[k], bool_out[k])) {
+            vq_engine_set_error("tokenizer: '%s' is %s, expected a bool", bool_keys[k],
+                                kv_type_desc(vq_gguf_find(g, bool_keys[k]), tb, sizeof tb));
+            goto done;
+        }
     v.n_tokens = n;
     v.tokens = toks;
     v.token_lens = tlens;
@@ -767,6 +908,7 @@ vq_tokenizer *vq_tok_create(const vq_gguf *g, vq_status *st) {
     v.merges = merges;
     v.merge_lens = mlens;
     t = vq_tok_create_vocab(&v, st);
+    if (!t) vq_engine_set_error("tokenizer: %s", vq_status_str(*st));
 done:
     free(toks);
     free(tlens);

@@ -95,12 +95,17 @@ void vq_tok_vocab_init(struct vq_tok_vocab *v);
 /* Builds a tokenizer from the tokenizer.ggml.* metadata of an open GGUF file (model, pre,
  * tokens, scores, token_type, merges, bos/eos/unknown/padding/eot/eom ids, add_bos_token,
  * add_eos_token, add_space_prefix). Returns NULL and *st (optional) = NOT_FOUND when the file
- * has no tokenizer, UNSUPPORTED for another tokenizer model (bert, t5, ...), BAD_FORMAT for
- * inconsistent metadata (wrong types, lengths, ids out of range), NO_MEMORY. Free with
- * vq_tok_free. The gguf handle is not referenced after return. */
+ * has no tokenizer, UNSUPPORTED for another tokenizer model (bert, t5, empty, ...) or a
+ * 'gpt2' pre-tokenizer (tokenizer.ggml.pre) this engine does not implement, BAD_FORMAT for
+ * inconsistent metadata (wrong types, counts that differ from the token count, a piece over
+ * the length limit, every token string empty, a 'gpt2' tokenizer without merges), NO_MEMORY.
+ * Every failure leaves a message naming the key, what was expected and what was found in
+ * vq_engine_last_error(). Free with vq_tok_free. The gguf handle is not referenced after
+ * return. */
 vq_tokenizer *vq_tok_create(const vq_gguf *g, vq_status *st);
 
-/* Same from a vocabulary description (see struct vq_tok_vocab). */
+/* Same from a vocabulary description (see struct vq_tok_vocab). BAD_FORMAT also when every
+ * token string is empty (message in vq_engine_last_error()). */
 vq_tokenizer *vq_tok_create_vocab(const struct vq_tok_vocab *v, vq_status *st);
 
 /* Frees a tokenizer; NULL is a no-op. */

@@ -4,10 +4,14 @@
  */
 #include "eval/logits.h"
 
+#include <fcntl.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+
+#include "core/fileio.h"
 
 static const char MAGIC[8] = {'V', 'Q', 'L', 'O', 'G', 'I', 'T', '1'};
 #define HDR_BYTES 64
@@ -162,7 +166,19 @@ vq_logits_file *vq_logits_create(const char *path, int top_k, int n_vocab, int c
     lf->n_vocab = n_vocab;
     lf->ctx = ctx;
     lf->token_hash = VQ_LOGITS_HASH_INIT;
-    lf->f = fopen(lf->tmp, "wb");
+    /* never replace a device node, FIFO, socket or folder (checked again before the rename) */
+    const vq_status cs = vq_file_check_output(path);
+    if (cs != VQ_STATUS_OK) {
+        lf_free(lf);
+        if (st) *st = cs;
+        return NULL;
+    }
+    /* the temp file is made afresh: a device node, FIFO or symlink left at its name is removed
+     * (never written through), a folder there makes the create fail */
+    (void)unlink(lf->tmp); /* fails for a folder, which O_EXCL then refuses */
+    const int tfd = open(lf->tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+    lf->f = tfd >= 0 ? fdopen(tfd, "wb") : NULL;
+    if (tfd >= 0 && !lf->f) close(tfd);
     uint8_t h[HDR_BYTES];
     make_header(lf, h);
     if (!lf->f || fwrite(h, 1, HDR_BYTES, lf->f) != HDR_BYTES) {
@@ -185,10 +201,14 @@ vq_logits_file *vq_logits_open(const char *path, vq_status *st) {
         if (st) *st = VQ_STATUS_NO_MEMORY;
         return NULL;
     }
-    lf->f = fopen(path, "rb");
-    if (!lf->f) {
+    /* regular files only, opened without blocking (a FIFO would wait for a writer); records
+     * are streamed, so there is no size cap */
+    int fd;
+    const vq_status os = vq_file_open_input(path, UINT64_MAX, "logits file", &fd, NULL);
+    if (os != VQ_STATUS_OK || !(lf->f = fdopen(fd, "rb"))) {
+        if (os == VQ_STATUS_OK) close(fd);
         lf_free(lf);
-        if (st) *st = VQ_STATUS_IO;
+        if (st) *st = os != VQ_STATUS_OK ? os : VQ_STATUS_NO_MEMORY;
         return NULL;
     }
     uint8_t h[HDR_BYTES];
@@ -278,7 +298,8 @@ vq_status vq_logits_close(vq_logits_file *f) {
                  fflush(f->f) == 0 && fsync(fileno(f->f)) == 0;
         ok = (fclose(f->f) == 0) && ok;
         f->f = NULL;
-        if (ok && rename(f->tmp, f->path) == 0) st = VQ_STATUS_OK;
+        if (ok && vq_file_check_output(f->path) == VQ_STATUS_OK && rename(f->tmp, f->path) == 0)
+            st = VQ_STATUS_OK;
         else {
             unlink(f->tmp);
             st = VQ_STATUS_IO;

@@ -59,11 +59,14 @@ double vq_logit_kl(const struct vq_logit_rec *base, const float *logits, int n_v
 
 typedef struct vq_logits_file vq_logits_file;
 
-/* Creates a file for writing (header written now, completed by vq_logits_close). NULL with
- * *st = IO / INVALID_ARG. */
+/* Creates a file for writing (header written now into path + ".tmp", renamed over path by
+ * vq_logits_close). NULL with *st = IO / INVALID_ARG; IO too when path exists and is not a
+ * regular file after following symlinks, or its folder is missing or not writable
+ * (vq_file_check_output: the reason in vq_file_error()). */
 vq_logits_file *vq_logits_create(const char *path, int top_k, int n_vocab, int ctx, vq_status *st);
 /* Opens a file for reading and validates the header and the size. NULL with *st = IO /
- * BAD_FORMAT. */
+ * BAD_FORMAT. Only regular files, opened without blocking (vq_file_open_input: a FIFO, folder
+ * or device is IO with the reason in vq_file_error()). */
 vq_logits_file *vq_logits_open(const char *path, vq_status *st);
 /* Header fields. */
 int vq_logits_top_k(const vq_logits_file *f);
@@ -76,7 +79,8 @@ uint64_t vq_logits_token_hash(const vq_logits_file *f);
 vq_status vq_logits_write(vq_logits_file *f, const struct vq_logit_rec *r);
 vq_status vq_logits_read(vq_logits_file *f, struct vq_logit_rec *r);
 /* Finishes a writer (record count and hash, fsync) and closes; closes a reader. Returns IO if
- * finishing failed. NULL is a no-op. */
+ * finishing failed or path became something other than a regular file meanwhile (nothing is
+ * replaced then). NULL is a no-op. */
 vq_status vq_logits_close(vq_logits_file *f);
 /* Abandons a writer: closes it and removes its temporary file (the path is never created or
  * replaced). For a reader, same as vq_logits_close. NULL is a no-op. */

@@ -17,6 +17,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/core.h"
+#include "core/fileio.h"
+
 /* write(2) behind a pointer so that tests can simulate a full disk. */
 static ssize_t (*results_write_fn)(int, const void *, size_t) = write;
 
@@ -126,6 +129,8 @@ void vq_results_fill_hardware(struct vq_results *r, int n_threads) {
 
 vq_status vq_write_file_atomic(const char *path, const void *data, size_t len) {
     if (!path || (!data && len)) return VQ_STATUS_INVALID_ARG;
+    /* never rename over a device node, FIFO, socket or folder (nor a symlink to one) */
+    VQ_RETURN_IF_ERR(vq_file_check_output(path));
     size_t pl = strlen(path);
     char *tmp = malloc(pl + 16), *dir = malloc(pl + 2);
     if (!tmp || !dir) {
@@ -159,6 +164,8 @@ vq_status vq_write_file_atomic(const char *path, const void *data, size_t len) {
     }
     int ok = left == 0 && fsync(fd) == 0;
     if (close(fd) != 0) ok = 0;
+    /* again just before the rename: the target may have changed during the write */
+    if (ok && vq_file_check_output(path) != VQ_STATUS_OK) ok = 0;
     if (ok && rename(tmp, path) == 0) {
         int dfd = open(dir, O_RDONLY | O_DIRECTORY);
         if (dfd >= 0) {

@@ -96,44 +96,16 @@ static vq_status fail(char *err, size_t cap, vq_status st, const char *fmt, ...)
     return st;
 }
 
-/* Edit distance of a and b counting a swap of adjacent characters as one edit (optimal string
- * alignment); both < 64 chars, longer: a large value. */
-static int edit_distance(const char *a, const char *b) {
-    const int na = (int)strlen(a), nb = (int)strlen(b);
-    if (na >= 64 || nb >= 64) return 1000;
-    int d[65][65];
-    for (int i = 0; i <= na; i++) d[i][0] = i;
-    for (int j = 0; j <= nb; j++) d[0][j] = j;
-    for (int i = 1; i <= na; i++)
-        for (int j = 1; j <= nb; j++) {
-            int v = d[i - 1][j - 1] + (a[i - 1] != b[j - 1]);
-            if (d[i - 1][j] + 1 < v) v = d[i - 1][j] + 1;
-            if (d[i][j - 1] + 1 < v) v = d[i][j - 1] + 1;
-            if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] &&
-                d[i - 2][j - 2] + 1 < v)
-                v = d[i - 2][j - 2] + 1;
-            d[i][j] = v;
-        }
-    return d[na][nb];
-}
-
-/* The nearest known name (named configurations and methods) to s, or NULL if none is close
- * (distance at most a third of the length, at least 1..2). */
-static const char *nearest_name(const char *s) {
-    const char *best = NULL;
-    int bd = 1000;
-    for (int i = 0; i < N_NAMED; i++) {
-        const int d = edit_distance(s, g_named[i].name);
-        if (d < bd) bd = d, best = g_named[i].name;
-    }
+const char *vq_kv_nearest_name(const char *s, int methods_only) {
+    const char *names[N_NAMED + 64];
+    int n = 0;
+    for (int i = 0; !methods_only && i < N_NAMED; i++) names[n++] = g_named[i].name;
     for (int m = 0; m < 64; m++) {
-        const char *n = vq_method_name((enum vq_method)m);
-        if (!n || !strcmp(n, "unknown")) continue;
-        const int d = edit_distance(s, n);
-        if (d < bd) bd = d, best = n;
+        const char *mn = vq_method_name((enum vq_method)m);
+        if (mn && strcmp(mn, "unknown")) names[n++] = mn;
     }
-    const int len = (int)strlen(s), lim = len <= 4 ? 1 : len / 3 + 1;
-    return bd <= lim ? best : NULL;
+    const int i = vq_nearest_name(s, names, n);
+    return i >= 0 ? names[i] : NULL;
 }
 
 /* ---- spec basics ---- */
@@ -412,7 +384,7 @@ static vq_status parse_mb(const char *s, size_t n, enum vq_method *m, double *bi
         *dash = 0;
     }
     if (vq_method_from_name(buf, m) == VQ_STATUS_OK) return VQ_STATUS_OK;
-    const char *near = nearest_name(buf);
+    const char *near = vq_kv_nearest_name(buf, 0);
     if (near)
         return fail(err, cap, VQ_STATUS_INVALID_ARG, "unknown method '%s': did you mean %s?", buf,
                     near);
@@ -578,7 +550,7 @@ static vq_status parse_name(const char *name, struct vq_kv_spec *o, char *err, s
         char *d = strrchr(base, '-');
         if (d) *d = 0;
         if (vq_method_from_name(base, &m) != VQ_STATUS_OK) {
-            const char *near = nearest_name(name);
+            const char *near = vq_kv_nearest_name(name, 0);
             if (near)
                 return fail(err, cap, VQ_STATUS_INVALID_ARG,
                             "unknown KV config '%s': did you mean %s?", name, near);

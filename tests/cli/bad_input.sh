@@ -47,7 +47,7 @@ has "report: cannot create the output folder $TMP/afile/sub: Not a directory"
 if [ "$FIGURES" -eq 1 ]; then  # a figure path that is a folder (no figures without PLplot)
     mkdir -p "$TMP/r2/SmolLM2-135M-Instruct.Q4_1-throughput.png"
     expect_exit 1 "$VQ" report "$FIX" -o "$TMP/r2"
-    has "report: cannot write $TMP/r2/SmolLM2-135M-Instruct.Q4_1-throughput.png: Is a directory"
+    has "report: cannot write '$TMP/r2/SmolLM2-135M-Instruct.Q4_1-throughput.png': it is a folder, not a regular file"
     grep -q "Too many tries" "$ERR" && bad "PLplot abort reached" || ok
 fi
 edit_fix "$TMP/pipe.json" 'd["results"][0]["config"]["name"] = "a|b\nc"; d["results"] = d["results"][:3]'

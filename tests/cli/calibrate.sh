@@ -8,7 +8,9 @@ fail=0; pass=0
 TMP=$(mktemp -d); trap 'rm -rf "$TMP"' EXIT
 export VQ_CACHE_DIR="$TMP/cache"
 "$VQ" calibrate --help >/dev/null && ok || bad "--help"
-"$VQ" calibrate >/dev/null 2>&1; [ $? -eq 2 ] && ok || bad "missing -m must exit 2"
+# no -m: the default model, as every command takes it ($VQ_MODELS decides where it is)
+VQ_MODELS="$TMP/nomodels" "$VQ" calibrate >/dev/null 2>"$TMP/err"; [ $? -eq 1 ] && ok || bad "calibrate without the default model must exit 1"
+grep -q "nomodels/SmolLM2-135M-Instruct.Q4_1.gguf" "$TMP/err" && ok || bad "calibrate default model: $(cat "$TMP/err")"
 "$VQ" calibrate -m x --method nope >/dev/null 2>&1; [ $? -eq 2 ] && ok || bad "bad --method must exit 2"
 "$VQ" calibrate -m x --key-pq 13,4 >/dev/null 2>&1; [ $? -eq 2 ] && ok || bad "bad --key-pq must exit 2"
 "$VQ" calibrate -m /nonexistent.gguf --method spectral >/dev/null 2>&1; [ $? -eq 1 ] && ok || bad "missing model must exit 1"

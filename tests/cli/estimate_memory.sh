@@ -23,6 +23,17 @@ expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --method kivi --bits 9
 grep -q "kivi accepts 2..8" "$ERR" && ok || bad "kivi --bits 9 message: $(cat "$ERR")"
 expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --bogus
 expect_exit 2 "$VQ" estimate-memory -c 100 $GEO --head-dim abc
+# issue 41: ctx 0 (also after a valid -c) is refused, not printed as 0/0 ratios; a head size the
+# cache cannot take is blamed on --head-dim, not on another option
+expect_exit 2 "$VQ" estimate-memory -c 0 $GEO
+grep -qF "estimate-memory: --ctx: 0 is out of range [1, " "$ERR" && ok || bad "-c 0 message"
+expect_exit 2 "$VQ" estimate-memory -c 64 -c 0 $GEO
+grep -qF "estimate-memory: --ctx: 0 is out of range" "$ERR" && ok || bad "-c 64 -c 0 message"
+for hd in 12 2048; do
+    expect_exit 2 "$VQ" estimate-memory -c 64 --layers 2 --kv-heads 2 --head-dim $hd --ratequant 3
+    grep -qF "estimate-memory: --head-dim: $hd is not a multiple of 8 in 8..1024" "$ERR" &&
+        ! grep -q ratequant "$ERR" && ok || { bad "--head-dim $hd message"; cat "$ERR" >&2; }
+done
 expect_exit 1 "$VQ" estimate-memory -c 100 -m /nonexistent/model.gguf
 
 # fp16: exactly 2 bytes x (K, V) x layers x heads x head_dim x ctx

@@ -150,7 +150,8 @@ python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sy
 
 # --- info
 expect_exit 0 "$VQ" info --help
-expect_exit 2 "$VQ" info
+VQ_MODELS="$TMP/nomodels" expect_exit 1 "$VQ" info   # no model given: the default one
+grep -q "nomodels/SmolLM2-135M-Instruct.Q4_1.gguf" "$ERR" && ok || bad "info default model"
 expect_exit 0 "$VQ" info "$MODEL"
 for k in "general.architecture" "Q4_1" "KV geometry" "head_dim 64" "30 layers"; do
     grep -q "$k" "$OUT" && ok || bad "info lacks '$k'"

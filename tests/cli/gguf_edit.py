@@ -10,6 +10,11 @@ section) stay valid.
     --find-token TEXT      print the id of the token stored as TEXT and exit (OUT unused)
     --offset NAME OFF      set the data offset of tensor NAME
     --type NAME TYPE       set the ggml type id of tensor NAME
+    --empty-tokens         make every tokenizer token string empty
+    --set-u32 KEY V        set (or add) the u32 metadata KEY
+    --drop-key KEY         remove the metadata KEY
+    --set-str KEY V        set (or add) the string metadata KEY
+    --trunc-arr KEY N      keep the first N entries of the array KEY
 """
 import os
 import struct
@@ -88,9 +93,37 @@ def main(argv):
             t = next(t for t in tensors if t[0] == edits[i + 1].encode())
             t[3 if op == "--offset" else 2] = int(edits[i + 2])
             i += 3
+        elif op == "--empty-tokens":
+            et, items = kv[b"tokenizer.ggml.tokens"][2]
+            kv[b"tokenizer.ggml.tokens"][2] = (et, [b""] * len(items))
+            i += 1
+        elif op == "--set-u32":
+            key = edits[i + 1].encode()
+            if key in kv:
+                kv[key][1], kv[key][2] = 4, int(edits[i + 2])
+            else:
+                kvs.append([key, 4, int(edits[i + 2])])
+                kv[key] = kvs[-1]
+            i += 3
+        elif op in ("--set-str", "--trunc-arr"):
+            key = edits[i + 1].encode()
+            if op == "--trunc-arr":
+                et, items = kv[key][2]
+                kv[key][2] = (et, items[:int(edits[i + 2])])
+            elif key in kv:
+                kv[key][1], kv[key][2] = STR, edits[i + 2].encode()
+            else:
+                kvs.append([key, STR, edits[i + 2].encode()])
+                kv[key] = kvs[-1]
+            i += 3
+        elif op == "--drop-key":
+            key = edits[i + 1].encode()
+            kvs = [e for e in kvs if e[0] != key]
+            kv.pop(key, None)
+            i += 2
         else:
             raise SystemExit("gguf_edit.py: unknown edit " + op)
-    out = bytearray(struct.pack("<IIQQ", magic, version, n_t, n_kv))
+    out = bytearray(struct.pack("<IIQQ", magic, version, n_t, len(kvs)))
     for k, t, v in kvs:
         out += pack_str(k) + struct.pack("<I", t) + pack_value(t, v)
     for name, ne, ty, off in tensors:

@@ -18,7 +18,9 @@ OUT="$TMP/out"; ERR="$TMP/err"
 
 expect_exit 0 "$VQ" sweep --help
 expect_exit 2 "$VQ" sweep -m "$MODEL" --configs fp16                       # no -o
-expect_exit 2 "$VQ" sweep -o "$TMP/x" --configs fp16                        # no model
+# no -m: the default model, as in every command ($VQ_MODELS decides where it is)
+VQ_MODELS="$TMP/nomodels" expect_exit 1 "$VQ" sweep -o "$TMP/x" --configs fp16
+grep -q "nomodels/SmolLM2-135M-Instruct.Q4_1.gguf" "$ERR" && ok || bad "sweep default model"
 expect_exit 2 "$VQ" sweep -m "$MODEL" -o "$TMP/x" --configs fp16,nonsense
 grep -q "unknown KV config 'nonsense'" "$ERR" && ok || bad "bad config name message"
 # a width the method does not take is refused before anything runs, with its widths
@@ -38,6 +40,8 @@ ARGS=(-m "$MODEL" -o "$TMP/sw" -f "$TMP/slice.txt" -c 64 --chunks 1 --max-tokens
 # turboquant_mse-3+oc40 resolves, but 40 outlier channels exceed head_dim / 2: the child fails
 expect_exit 1 "$VQ" sweep "${ARGS[@]}" --configs turboquant_mse-4,turboquant_mse-3+oc40,fp16
 R="$TMP/sw/results.json"
+grep -q "fp16 \.\.\. \[1/3\]" "$OUT" && grep -q "\[3/3, [0-9]* s elapsed, ETA [0-9]* s\]" "$OUT" && ok \
+    || bad "sweep progress (i/N, elapsed, ETA): $(cat "$OUT")"
 python3 - "$R" <<'EOF' && ok || bad "results.json after a sweep with a failing config"
 import json, sys
 d = json.load(open(sys.argv[1]))
@@ -96,7 +100,8 @@ grep -q "veloxquant report $TMP/two -o" "$OUT" && ok || bad "sweep does not name
 python3 - "$TMP/two" "$R" <<'EOF' && ok || bad "two-model sweep results"
 import json, os, sys
 d = sys.argv[1]
-assert sorted(os.listdir(d)) == ["SmolLM2-135M-Instruct.Q4_1", "qwen3"], os.listdir(d)
+# (and the lock file the sweep holds while it runs)
+assert sorted(os.listdir(d)) == [".sweep.lock", "SmolLM2-135M-Instruct.Q4_1", "qwen3"], os.listdir(d)
 a = json.load(open(d + "/SmolLM2-135M-Instruct.Q4_1/results.json"))
 b = json.load(open(d + "/qwen3/results.json"))
 one = {x["config"]["name"]: x for x in json.load(open(sys.argv[2]))["results"]}
@@ -119,7 +124,7 @@ for m in ("SmolLM2-135M-Instruct.Q4_1", "qwen3"):
         assert os.path.isfile(os.path.join(d, m, f)), (m, f)
 EOF
 expect_exit 0 "$VQ" sweep -m "$MODEL" -m "$SYN" -o "$TMP/two" "${TWO[@]}"
-[ "$(grep -c ' cached$' "$OUT")" -eq 4 ] && ok || bad "two-model rerun does not keep all four entries"
+[ "$(grep -c ' cached \[[0-9]*/[0-9]*\]$' "$OUT")" -eq 4 ] && ok || bad "two-model rerun does not keep all four entries"
 expect_exit $REPORT_OK "$VQ" report "$TMP/two" -o "$TMP/fig2"
 for s in SmolLM2-135M-Instruct.Q4_1 qwen3; do
     [ "$FIGURES" -eq 1 ] || break  # built without PLplot: table.md only

@@ -13,7 +13,9 @@ OUT="$TMP/out"; ERR="$TMP/err"
 . "$(dirname "$0")/lib.sh"
 
 expect_exit 0 "$VQ" perplexity --help
-expect_exit 2 "$VQ" perplexity -f "$CORPUS"                                  # no model
+# no -m: the default model, as in every command
+VQ_MODELS="$TMP/nomodels" expect_exit 1 "$VQ" perplexity -f "$CORPUS"
+grep -q "nomodels/SmolLM2-135M-Instruct.Q4_1.gguf" "$ERR" && ok || bad "perplexity default model"
 expect_exit 2 "$VQ" perplexity -m "$MODEL" -f "$CORPUS" -c 63                # odd ctx
 expect_exit 2 "$VQ" perplexity -m "$MODEL" -f "$CORPUS" --top-k 0
 expect_exit 2 "$VQ" perplexity -m "$MODEL" -f "$CORPUS" --method nope

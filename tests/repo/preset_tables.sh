@@ -3,14 +3,15 @@
 # "kivi-4:turboquant_mse-4+g64+res0+s1+kc", ...) is defined in src/kvspec/kvspec.c only; every
 # other file (tools/, bench/, src/, scripts/, python/, examples/) resolves names through the
 # library's KV specs (vq_kv_spec_parse). A definition is recognised by what only a definition
-# spells: a KIVI-keys config of the presets' shape ("kivi-N:turboquant_mse-N"), the presets'
-# modifier tails ("+s1+kc", "+res0+s1"), or a preset name next to a method name on one line
-# ("kv4" ... "kivi"). Tests and docs may spell them (they check or explain them). The check
+# spells: the presets' configs ("kivi-N:turboquant_mse-N+g64+res0...", the modifier tail
+# "+s1+kc"), or a preset name mapped to something in a table ({"kv4", "..."} in C,
+# "kv4": "..." in Python). Tests and docs may spell them (they check or explain them); build
+# folders are skipped. The check
 # first runs on a small tree with a table in bench/ and must reject it (a check that cannot
 # fail tests nothing). Usage: bash tests/repo/preset_tables.sh [ROOT].
 set -u
 ROOT=${1:-$(cd "$(dirname "$0")/../.." && pwd)}
-PAT='kivi(_sink)?-[0-9]:turboquant_mse-[0-9]|\+s1\+kcz?|\+res0\+s1|"kv[2-8]"[^;]*"(kivi|int8|turboquant)'
+PAT='turboquant_mse-[0-9]\+g64\+res0|\+s1\+kcz?|\{ *"kv[2-8]", *"|"kv[2-8]" *: *"'
 DIRS="tools bench src scripts python examples fuzz"
 
 check_tree() {  # check_tree ROOT -> prints offending lines, returns 1 if any
@@ -18,7 +19,8 @@ check_tree() {  # check_tree ROOT -> prints offending lines, returns 1 if any
     for d in $DIRS; do
         [ -d "$root/$d" ] || continue
         hits=$(grep -rnE --include='*.c' --include='*.h' --include='*.py' --include='*.sh' \
-                   "$PAT" "$root/$d" | grep -v "^$root/src/kvspec/" | sed "s|^$root/||")
+                   "$PAT" "$root/$d" | grep -v "^$root/src/kvspec/" | grep -v "/build[^/]*/" |
+                   sed "s|^$root/||")
         if [ -n "$hits" ]; then
             echo "$hits" | sed 's/^/preset definition outside src\/kvspec: /'
             bad=1

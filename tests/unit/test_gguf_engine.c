@@ -121,7 +121,8 @@ enum corrupt {
     C_ARCH = 4,
     C_TYPE = 8,
     C_NO_META = 16,
-    C_ROPE_FREQS = 32
+    C_ROPE_FREQS = 32,
+    C_ALIGN1 = 64 /* general.alignment 1, tensors packed from an address 1 mod 4 */
 };
 
 /* Writes the current weights as a GGUF file; matrices in wtype (F32 or Q8_0). */
@@ -133,7 +134,7 @@ static void write_model(const char *path, const char *arch, uint32_t wtype, unsi
     put(&b, "GGUF", 4);
     put_u32(&b, 3);
     put_u64(&b, (uint64_t)n_t);
-    put_u64(&b, cor & C_NO_META ? 8 : 9);
+    put_u64(&b, (cor & C_NO_META ? 8u : 9u) + (cor & C_ALIGN1 ? 2u : 0u));
     char k[64];
     kv_str(&b, "general.architecture", cor & C_ARCH ? "gpt9" : arch);
 #define KU(s, v) (snprintf(k, sizeof k, "%s." s, arch), kv_u32(&b, k, v))
@@ -148,6 +149,19 @@ static void write_model(const char *path, const char *arch, uint32_t wtype, unsi
     KF("attention.layer_norm_rms_epsilon", 1e-5f);
 #undef KU
 #undef KF
+    if (cor & C_ALIGN1) {
+        kv_u32(&b, "general.alignment", 1);
+        /* a padding string sized so that the data section (right after the tensor infos, no
+         * padding at alignment 1) starts at 1 mod 4: every tensor is then misaligned */
+        size_t info = 0;
+        for (int i = 0; i < nT; i++)
+            if (i != skip) info += 8 + strlen(T[i].name) + 4 + 8 * (T[i].rows == 1 ? 1 : 2) + 12;
+        const size_t fixed = b.n + 8 + strlen("general.pad") + 4 + 8 + info;
+        char pad[8] = "xxxxxxx";
+        pad[(5 - fixed % 4) % 4] = 0;
+        kv_str(&b, "general.pad", pad);
+    }
+    const int a32 = cor & C_ALIGN1 ? 1 : 32;
     uint64_t off = 0;
     size_t sizes[64];
     uint32_t types[64];
@@ -176,9 +190,9 @@ static void write_model(const char *path, const char *arch, uint32_t wtype, unsi
         }
         put_u32(&b, ty);
         put_u64(&b, off);
-        off += (sizes[i] + 31) / 32 * 32;
+        off += (sizes[i] + (size_t)a32 - 1) / (size_t)a32 * (size_t)a32;
     }
-    while (b.n % 32) put(&b, "", 1);
+    while (b.n % (size_t)a32) put(&b, "", 1);
     for (int i = 0; i < nT; i++) {
         if (i == skip) continue;
         size_t start = b.n;
@@ -194,7 +208,7 @@ static void write_model(const char *path, const char *arch, uint32_t wtype, unsi
         } else {
             put(&b, T[i].w, sizes[i]);
         }
-        while ((b.n - start) % 32) put(&b, "", 1);
+        while ((b.n - start) % (size_t)a32) put(&b, "", 1);
     }
     FILE *f = fopen(path, "wb");
     fwrite(b.p, 1, b.n, f);
@@ -565,6 +579,21 @@ TEST(bad_models_fail_cleanly) {
     ASSERT(vq_model_load(g_path, &st) == NULL);
     ASSERT_STATUS(st, VQ_STATUS_BAD_FORMAT);
     ASSERT(strstr(vq_engine_last_error(), "attn_k") != NULL);
+    /* general.alignment 1 with tensor data at odd addresses: the kernels read blocks and
+     * floats in place, so the file is refused naming the tensor (UBSan: no misaligned load) */
+    rs = 99;
+    make_weights(0);
+    write_model(g_path, "llama", VQ_GGML_F32, C_ALIGN1);
+    ASSERT(vq_model_load(g_path, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_UNSUPPORTED);
+    ASSERT(strstr(vq_engine_last_error(), "is not a multiple of 4 bytes") != NULL);
+    ASSERT(strstr(vq_engine_last_error(), "general.alignment") != NULL);
+    rs = 99;
+    make_weights(0);
+    write_model(g_path, "llama", VQ_GGML_Q8_0, C_ALIGN1);
+    ASSERT(vq_model_load(g_path, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_UNSUPPORTED);
+    ASSERT(strstr(vq_engine_last_error(), "bytes (general.alignment too small)") != NULL);
 }
 
 struct problems {
@@ -670,6 +699,76 @@ TEST(sampler) {
     vq_sampler_free(NULL);
 }
 
+
+/* Public entry points check counts and sizes before using them (issue 41): vq_ctx_eval compares
+ * n with the room left before it reads a token id, so a wrong, large n over a small buffer is
+ * CAPACITY, not a read past the buffer (ASan would report one); n < 1 and NULL arguments are
+ * INVALID_ARG; the accessors and the sampler take NULL. The context is unchanged after each
+ * refusal and still evaluates. */
+TEST(api_checks_counts_first) {
+    rs = 5;
+    make_weights(0);
+    int32_t tok[MAXT];
+    vq_model *m = load_llama_f32(tok);
+    struct vq_ctx_params cp = vq_ctx_params_default();
+    cp.n_ctx = 8;
+    cp.n_batch = 4;
+    vq_status st;
+    vq_ctx *c = vq_ctx_create(m, &cp, &st);
+    ASSERT(c != NULL);
+    int32_t two[2] = {1, 2};
+    static float lg[NV];
+    ASSERT_STATUS(vq_ctx_eval(c, two, (int64_t)1 << 40, lg), VQ_STATUS_CAPACITY);
+    ASSERT_STATUS(vq_ctx_eval(c, two, 9, lg), VQ_STATUS_CAPACITY);
+    ASSERT_STATUS(vq_ctx_eval(c, two, 0, lg), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_ctx_eval(c, two, -3, lg), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_ctx_eval(c, NULL, 1, lg), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_ctx_eval(NULL, two, 1, lg), VQ_STATUS_INVALID_ARG);
+    int32_t badid[1] = {NV};
+    ASSERT_STATUS(vq_ctx_eval(c, badid, 1, lg), VQ_STATUS_INVALID_ARG);
+    ASSERT_EQ_INT(vq_ctx_n_past(c), 0);
+    ASSERT_STATUS(vq_ctx_eval(c, two, 2, lg), VQ_STATUS_OK);
+    ASSERT_EQ_INT(vq_ctx_n_past(c), 2);
+    /* six left: seven is refused before the ids are read, six fit */
+    ASSERT_STATUS(vq_ctx_eval(c, tok, 7, lg), VQ_STATUS_CAPACITY);
+    ASSERT_STATUS(vq_ctx_eval(c, tok, 6, lg), VQ_STATUS_OK);
+    ASSERT_STATUS(vq_ctx_eval(c, two, 1, lg), VQ_STATUS_CAPACITY);
+    ASSERT_STATUS(vq_ctx_truncate(c, 9), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_ctx_truncate(c, -1), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_ctx_truncate(NULL, 0), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_ctx_truncate(c, 1), VQ_STATUS_OK);
+    ASSERT_EQ_INT(vq_ctx_n_past(NULL), 0);
+    ASSERT(vq_ctx_cache(NULL) == NULL && vq_ctx_cache_params(NULL) == NULL);
+    ASSERT(vq_ctx_scratch_bytes(NULL) == 0);
+    struct vq_ctx_timings tm;
+    vq_ctx_get_timings(NULL, &tm);
+    ASSERT(tm.passes[0] == 0 && tm.passes[1] == 0);
+    vq_ctx_get_timings(c, NULL);
+    vq_ctx_reset_timings(NULL);
+    vq_ctx_reset(NULL);
+    vq_ctx_free(c);
+    vq_model_free(m);
+    ASSERT_EQ_INT(vq_sampler_sample(NULL, lg), -1);
+    vq_sampler_reseed(NULL, 1);
+    ASSERT(vq_model_info_get(NULL) == NULL);
+    int pc, pv;
+    ASSERT_STATUS(vq_vecinfer_shape(NULL, &pc, &pv), VQ_STATUS_INVALID_ARG);
+    /* the cache: counts checked before the buffers are touched */
+    struct vq_cache_params pp = vq_cache_params_default();
+    pp.n_layers = 1;
+    pp.n_kv_heads = 1;
+    pp.head_dim = 16;
+    pp.max_tokens = 4;
+    vq_cache *kc = vq_cache_create(&pp, &st);
+    ASSERT(kc != NULL);
+    float kv[16] = {0};
+    ASSERT_STATUS(vq_cache_append(kc, 0, kv, kv, VQ_DTYPE_F32, -1), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_cache_append(kc, 1, kv, kv, VQ_DTYPE_F32, 1), VQ_STATUS_INVALID_ARG);
+    ASSERT(vq_cache_append(kc, 0, kv, kv, VQ_DTYPE_F32, (int64_t)1 << 40) != VQ_STATUS_OK);
+    ASSERT_STATUS(vq_cache_read(kc, 0, 1, kv, kv), VQ_STATUS_INVALID_ARG);
+    vq_cache_free(kc);
+}
+
 int main(void) {
     snprintf(g_path, sizeof g_path, "/tmp/vq_tiny_%d.gguf", (int)getpid());
     RUN(llama_f32_matches_reference);
@@ -681,6 +780,7 @@ int main(void) {
     RUN(bad_models_fail_cleanly);
     RUN(model_check_lists_every_problem);
     RUN(sampler);
+    RUN(api_checks_counts_first);
     remove(g_path);
     free_t();
     return TEST_REPORT();

@@ -8,6 +8,7 @@
 #include "test.h"
 #include "engine/chat.h"
 #include "engine/tokenizer.h"
+#include "vq_engine.h"
 
 /* ---- tiny byte-level BPE vocabulary ------------------------------------------------------ */
 
@@ -393,6 +394,15 @@ TEST(test_bad_vocab) {
     vq_tok_free(t);
     vq_tok_free(NULL);
     ASSERT(vq_tok_create(NULL, &st) == NULL);
+    /* every token string empty: refused with a message (and no NULL text buffer reaches
+     * memcpy on the way: UBSan) */
+    const char *empty[3] = {"", "", ""};
+    v.tokens = empty;
+    v.n_tokens = 3;
+    v.n_merges = 0;
+    ASSERT(vq_tok_create_vocab(&v, &st) == NULL);
+    ASSERT_STATUS(st, VQ_STATUS_BAD_FORMAT);
+    ASSERT(strstr(vq_engine_last_error(), "every token string is empty") != NULL);
 }
 
 /* ---- chat formats ------------------------------------------------------------------------ */

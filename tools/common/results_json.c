@@ -15,6 +15,7 @@
 
 #include <cjson/cJSON.h>
 
+
 /* Metric fields of struct vq_result, in the order they are written, with the range the reader
  * accepts: [lo, hi], or (lo, hi] when lo_open (the ranges of docs/results.schema.json:
  * minimum / exclusiveMinimum / maximum; test_eval_results checks that the two agree). */
@@ -254,6 +255,15 @@ static void rd_str(struct rd *d, const cJSON *o, const char *where, const char *
     copy_str(dst, cap, v->valuestring);
 }
 
+/* rd_str for the schema's strings with minLength 1: an empty string is refused by name. */
+static void rd_str1(struct rd *d, const cJSON *o, const char *where, const char *k, char *dst,
+                    size_t cap, int required) {
+    rd_str(d, o, where, k, dst, cap, required);
+    const cJSON *v = cJSON_GetObjectItemCaseSensitive(o, k);
+    if (!d->bad && v && cJSON_IsString(v) && !v->valuestring[0])
+        fail(d, "%s.%s: empty string (the schema asks for at least 1 character)", where, k);
+}
+
 static void rd_dstr(struct rd *d, const cJSON *o, const char *where, const char *k, char **dst,
                     int required) {
     const cJSON *v = get(d, o, where, k, required);
@@ -270,8 +280,13 @@ static double rd_num_range(struct rd *d, const cJSON *o, const char *where, cons
                            int required, double lo, double hi, int lo_open, int integer) {
     const cJSON *v = get(d, o, where, k, required);
     if (!v) return NAN;
-    if (!cJSON_IsNumber(v) || !isfinite(v->valuedouble)) {
+    if (!cJSON_IsNumber(v)) {
         fail(d, "%s.%s: expected a number", where, k);
+        return NAN;
+    }
+    if (!isfinite(v->valuedouble)) { /* 1e999 parses as an infinity */
+        fail(d, "%s.%s: %s is not a finite number", where, k,
+             isnan(v->valuedouble) ? "NaN" : "a value beyond the double range");
         return NAN;
     }
     double x = v->valuedouble;
@@ -337,12 +352,12 @@ static void rd_result(struct rd *d, const cJSON *o, int idx, struct vq_result *e
         char w2[64];
         snprintf(w2, sizeof w2, "%s.config", where);
         struct vq_result_config *cf = &e->config;
-        rd_str(d, c, w2, "name", cf->name, sizeof cf->name, 1);
+        rd_str1(d, c, w2, "name", cf->name, sizeof cf->name, 1);
         rd_str(d, c, w2, "engine", cf->engine, sizeof cf->engine, 0);
         if (cf->engine[0] && strcmp(cf->engine, "veloxquant") && strcmp(cf->engine, "llama.cpp"))
             fail(d, "%s.engine: expected \"veloxquant\" or \"llama.cpp\"", w2);
-        rd_str(d, c, w2, "k_method", cf->k_method, sizeof cf->k_method, 1);
-        rd_str(d, c, w2, "v_method", cf->v_method, sizeof cf->v_method, 1);
+        rd_str1(d, c, w2, "k_method", cf->k_method, sizeof cf->k_method, 1);
+        rd_str1(d, c, w2, "v_method", cf->v_method, sizeof cf->v_method, 1);
         cf->k_bits = rd_num(d, c, w2, "k_bits", 1, 0, 64, 0);
         cf->v_bits = rd_num(d, c, w2, "v_bits", 1, 0, 64, 0);
         const cJSON *opts = get(d, c, w2, "options", 0);
@@ -367,6 +382,8 @@ static void rd_result(struct rd *d, const cJSON *o, int idx, struct vq_result *e
                                      METRICS[i].lo_open, METRICS[i].integer);
     rd_dstr(d, o, where, "output_preview", &e->output_preview, 0);
     rd_dstr(d, o, where, "error", &e->error, 0);
+    if (!d->bad && e->error && !e->error[0])
+        fail(d, "%s.error: empty string (the schema asks for at least 1 character)", where);
 }
 
 vq_status vq_results_from_json(const char *text, size_t len, struct vq_results *r, char *err,
@@ -374,11 +391,24 @@ vq_status vq_results_from_json(const char *text, size_t len, struct vq_results *
     struct rd d = {err, errlen, 0};
     if (err && errlen) err[0] = 0;
     vq_results_init(r);
-    cJSON *root = cJSON_ParseWithLength(text, len);
+    const char *end = NULL;
+    cJSON *root = text ? cJSON_ParseWithLengthOpts(text, len, &end, 0) : NULL;
     if (!root) {
-        fail(&d, "not valid JSON");
+        const char *at = cJSON_GetErrorPtr();
+        if (text && at && at >= text && at <= text + len) {
+            size_t line = 1;
+            for (const char *p = text; p < at; p++) line += *p == '\n';
+            fail(&d, "not valid JSON (at byte %zu, line %zu)", (size_t)(at - text), line);
+        } else fail(&d, "not valid JSON");
         return VQ_STATUS_BAD_FORMAT;
     }
+    /* the object must be all of the text: anything but white space after it is refused */
+    for (const char *p = end; p && p < text + len; p++)
+        if (!(*p == ' ' || *p == '\n' || *p == '\r' || *p == '\t')) {
+            fail(&d, "data after the JSON object (at byte %zu)", (size_t)(p - text));
+            cJSON_Delete(root);
+            return VQ_STATUS_BAD_FORMAT;
+        }
     if (!cJSON_IsObject(root)) {
         fail(&d, "top level: expected an object");
         cJSON_Delete(root);
@@ -388,13 +418,20 @@ vq_status vq_results_from_json(const char *text, size_t len, struct vq_results *
     rd_str(&d, root, "top", "schema", schema, sizeof schema, 1);
     if (!d.bad && strcmp(schema, VQ_RESULTS_SCHEMA) != 0)
         fail(&d, "schema \"%s\" is not \"%s\"", schema, VQ_RESULTS_SCHEMA);
-    rd_str(&d, root, "top", "created_utc", r->created_utc, sizeof r->created_utc, 1);
+    rd_str1(&d, root, "top", "created_utc", r->created_utc, sizeof r->created_utc, 1);
     rd_str(&d, root, "top", "git_commit", r->git_commit, sizeof r->git_commit, 1);
     const cJSON *hw = rd_obj(&d, root, "top", "hardware");
     if (hw) {
         rd_str(&d, hw, "hardware", "cpu", r->hardware.cpu, sizeof r->hardware.cpu, 1);
         r->hardware.cores = (int)rd_num(&d, hw, "hardware", "cores", 1, 0, 1 << 20, 1);
         rd_str(&d, hw, "hardware", "isa", r->hardware.isa, sizeof r->hardware.isa, 1);
+        static const char *const isas[] = {"scalar", "avx2", "avx512", "auto"};
+        int known = 0;
+        for (size_t i = 0; i < sizeof isas / sizeof isas[0]; i++)
+            known |= !strcmp(r->hardware.isa, isas[i]);
+        if (!d.bad && !known)
+            fail(&d, "hardware.isa: \"%s\" is not one of scalar, avx2, avx512, auto",
+                 r->hardware.isa);
         r->hardware.ram_mb = rd_num(&d, hw, "hardware", "ram_mb", 1, 0, HUGE_VAL, 0);
     }
     const cJSON *md = rd_obj(&d, root, "top", "model");
@@ -446,6 +483,11 @@ vq_status vq_results_from_json(const char *text, size_t len, struct vq_results *
             struct vq_result e;
             vq_result_init(&e);
             rd_result(&d, it, idx++, &e);
+            /* names are unique within a file (report keys its rows by them) */
+            for (int k = 0; !d.bad && k < r->n_results; k++)
+                if (!strcmp(r->results[k].config.name, e.config.name))
+                    fail(&d, "results[%d].config.name: \"%s\" is also the name of results[%d]",
+                         idx - 1, e.config.name, k);
             if (d.bad || vq_results_add(r, &e) != VQ_STATUS_OK) {
                 if (!d.bad) fail(&d, "out of memory");
                 vq_result_clear(&e);
@@ -463,38 +505,21 @@ vq_status vq_results_from_json(const char *text, size_t len, struct vq_results *
 
 vq_status vq_results_read(const char *path, struct vq_results *r, char *err, size_t errlen) {
     vq_results_init(r);
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        if (err && errlen) snprintf(err, errlen, "%s: %s", path, strerror(errno));
-        return VQ_STATUS_IO;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) {
-            fclose(f);
-            return VQ_STATUS_NO_MEMORY;
-        }
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            continue;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    int rerr = ferror(f);
-    fclose(f);
-    if (rerr) {
-        free(buf);
-        if (err && errlen) snprintf(err, errlen, "%s: read error", path);
-        return VQ_STATUS_IO;
+    if (err && errlen) err[0] = 0;
+    /* regular files only, opened without blocking, at most VQ_FILE_MAX_RESULTS bytes */
+    char *buf = NULL;
+    size_t n = 0;
+    const vq_status fs = vq_file_read_all(path, VQ_FILE_MAX_RESULTS, "results file", &buf, &n);
+    if (fs != VQ_STATUS_OK) {
+        const int e = errno;
+        if (err && errlen) snprintf(err, errlen, "%s", vq_file_error());
+        errno = e;
+        return fs;
     }
     vq_status st = vq_results_from_json(buf, n, r, err, errlen);
     free(buf);
+    if (st != VQ_STATUS_OK && err && errlen && !err[0])
+        snprintf(err, errlen, "%s", vq_status_str(st));
     return st;
 }
 

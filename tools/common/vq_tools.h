@@ -25,6 +25,11 @@
  * are refused without blocking) and hex parsing, for results.json and artifact lookup. */
 #include "core/sha256.h"
 
+/* The gate for files: inputs opened without blocking, regular files only, under a cap per kind
+ * (vq_file_open_input / vq_file_read_all); outputs checked before a run (vq_file_check_output:
+ * never replace a device, FIFO, socket or folder); the reason of a refusal in vq_file_error(). */
+#include "core/fileio.h"
+
 /* GGUF metadata and tensor directory (`info`), the GGUF handle of a loaded model
  * (vq_model_gguf), the tokenizer with its streaming detokenizer, and chat templates. */
 #include "engine/gguf.h"

@@ -47,23 +47,22 @@ static void usage(FILE *f) {
         "Times encode (append) and fused attend of a KV method on synthetic keys, next to an fp16\n"
         "cache at the same seq_len in the same run, and reports the method's quality.\n\n"
         "  --method M, --bits B and every KV option below (required: a method)\n"
-        "  --head_dim D          head dimension (default 128)\n"
-        "  --seq_len T           cached tokens (default 1000)\n"
-        "  --seq_lens T1 T2 ...  several seq_lens (overrides --seq_len)\n"
+        "  --head-dim D          head dimension (default 128)\n"
+        "  --seq-len T           cached tokens (default 1000)\n"
+        "  --seq-lens T1 T2 ...  several seq_lens (overrides --seq-len)\n"
         "  --seed S              synthetic data seed (default 42; codec seeds: --kv-seed)\n"
-        "  --compare_optimized   also time the decode-then-dot reference attend and print\n"
+        "  --compare-optimized   also time the decode-then-dot reference attend and print\n"
         "                        seq_len | baseline_attend_ms | optimized_attend_ms | speedup\n"
         "  --repeats N           timed repeats; medians are reported (default 7)\n"
-        "  --threads N           attention threads (default 1)\n"
-        "  --kv_heads H          KV heads in the cache, one query head each (default 1: one\n"
+        "  -t, --threads N       attention threads (default 1)\n"
+        "  --kv-heads H          KV heads in the cache, one query head each (default 1: one\n"
         "                        head's codes stay in the CPU caches; 32 or more at long\n"
         "                        seq_len make every attend stream the cache from DRAM, as a\n"
         "                        decode step over a real model's layers does)\n"
         "  --isa ISA             auto|scalar|avx2|avx512 kernels (default auto)\n"
-        "  --group_size, --residual_length, --n_sink_tokens, --jl_dim, --n_outlier_channels,\n"
-        "  --n_calib_tokens, --outlier_tokens: the KV options below with '_' for '-' (the\n"
-        "                        reference tool's spelling)\n"
-        "                        With a modifier, the method's cache (timing, bytes) uses it and\n"
+        "  Every option may also be spelled with '_' for '-' (--seq_lens, --compare_optimized,\n"
+        "  --group_size, ...: the reference tool's spelling); --n-outlier-channels is\n"
+        "  --outlier-channels. With a modifier, the method's cache (timing, bytes) uses it and\n"
         "                        cos_k / ip_slope / softmax_kl are measured on the keys as that\n"
         "                        cache stores them (vq_cache_read, centering off) instead of\n"
         "                        on the bare key codec\n"
@@ -401,82 +400,89 @@ static int fit_synthetic_calib(const struct bench_opts *o, vq_calib_data **cd, i
 
 /* ---- main --------------------------------------------------------------------------------- */
 
-/* A KV option of the shared table given as "--name" or in the reference tool's spelling
- * "--name_with_underscores": its getopt code and whether it takes a value; 0 if none. */
-static int kv_option_code(const char *a, int *has_arg) {
-    static const struct option kvlo[] = {VQ_KV_LONG_OPTIONS, {0, 0, 0, 0}};
-    char name[64];
-    if (strncmp(a, "--", 2) != 0 || strlen(a + 2) >= sizeof name) return 0;
-    snprintf(name, sizeof name, "%s", a + 2);
-    for (char *c = name; *c; c++)
-        if (*c == '_') *c = '-';
-    if (!strcmp(name, "n-outlier-channels")) snprintf(name, sizeof name, "outlier-channels");
-    for (const struct option *op = kvlo; op->name; op++)
-        if (!strcmp(op->name, name)) {
-            *has_arg = op->has_arg == required_argument;
-            return op->val;
-        }
-    return 0;
-}
+/* bench's own getopt codes (above the KV family's). */
+enum {
+    B_HEAD_DIM = VQ_KVOPT_LAST + 1,
+    B_SEQ_LEN,
+    B_SEQ_LENS,
+    B_SEED,
+    B_COMPARE,
+    B_REPEATS,
+    B_KV_HEADS,
+    B_THREADS,
+    B_ISA,
+    B_JSON,
+    B_N_OUTLIER_CHANNELS
+};
 
 /* Parse step: bench's own options and the KV table, then the KV config resolved into
- * o->cfg. 1 ok, 0 usage error printed, -1 help printed. */
+ * o->cfg. 1 ok, 0 usage error printed, -1 help printed. The original benchmark's underscore
+ * spellings (--seq_lens, --compare_optimized, --head_dim, --kv_heads, --group_size, ...) reach
+ * here as dashes (main.c's shared grammar). */
 static int parse(int argc, char **argv, struct bench_opts *o) {
     const char *cmd = "bench";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        int code, has_arg = 0;
-#define NEXT() (i++, val)
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return -1;
-        } else if (!strcmp(a, "--head_dim") || !strcmp(a, "--head-dim")) {
-            if (!vq_opt_int(cmd, a, NEXT(), 8, 1024, &o->head_dim)) return 0;
-        } else if (!strcmp(a, "--seq_len")) {
-            long v;
-            if (!vq_opt_long(cmd, a, NEXT(), 1, 1L << 20, &v)) return 0;
+    static const struct option lo[] = {
+        {"help", no_argument, 0, 'h'},
+        {"head-dim", required_argument, 0, B_HEAD_DIM},
+        {"seq-len", required_argument, 0, B_SEQ_LEN},
+        {"seq-lens", required_argument, 0, B_SEQ_LENS},
+        {"seed", required_argument, 0, B_SEED},
+        {"compare-optimized", no_argument, 0, B_COMPARE},
+        {"repeats", required_argument, 0, B_REPEATS},
+        {"kv-heads", required_argument, 0, B_KV_HEADS},
+        {"threads", required_argument, 0, B_THREADS},
+        {"isa", required_argument, 0, B_ISA},
+        {"json", no_argument, 0, B_JSON},
+        {"n-outlier-channels", required_argument, 0, B_N_OUTLIER_CHANNELS},
+        VQ_KV_LONG_OPTIONS,
+        {0, 0, 0, 0},
+    };
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":ht:", lo, NULL)) != -1) {
+        int ok = 1;
+        long v;
+        switch (c) {
+        case 'h': usage(stdout); return -1;
+        case B_HEAD_DIM: ok = vq_opt_int(cmd, "--head-dim", optarg, 8, 1024, &o->head_dim); break;
+        case B_SEQ_LEN:
+            ok = vq_opt_long(cmd, "--seq-len", optarg, 1, 1L << 20, &v);
             o->seq_lens[0] = v;
             o->n_seq = 1;
-        } else if (!strcmp(a, "--seq_lens")) {
+            break;
+        case B_SEQ_LENS: /* T1 T2 ...: the value and the words after it up to an option */
             o->n_seq = 0;
-            while (i + 1 < argc && argv[i + 1][0] != '-') {
-                long v;
+            for (const char *t = optarg; ok && t;
+                 t = optind < argc && argv[optind][0] != '-' ? argv[optind++] : NULL) {
                 if (o->n_seq == MAX_SEQ_LENS) {
                     fprintf(stderr, "bench: at most %d seq_lens\n", MAX_SEQ_LENS);
                     return 0;
                 }
-                if (!vq_opt_long(cmd, a, argv[++i], 1, 1L << 20, &v)) return 0;
+                ok = vq_opt_long(cmd, "--seq-lens", t, 1, 1L << 20, &v);
                 o->seq_lens[o->n_seq++] = v;
             }
-            if (o->n_seq == 0) {
-                fprintf(stderr, "bench: --seq_lens needs at least one value\n");
-                return 0;
-            }
-        } else if (!strcmp(a, "--seed")) {
-            if (!vq_opt_u64(cmd, a, NEXT(), &o->seed)) return 0;
-        } else if (!strcmp(a, "--compare_optimized")) o->compare = 1;
-        else if (!strcmp(a, "--repeats")) {
-            if (!vq_opt_int(cmd, a, NEXT(), 1, 64, &o->repeats)) return 0;
-        } else if (!strcmp(a, "--kv_heads")) {
-            if (!vq_opt_int(cmd, a, NEXT(), 1, 256, &o->kv_heads)) return 0;
-        } else if (!strcmp(a, "--threads")) {
-            if (!vq_opt_int(cmd, a, NEXT(), 1, 256, &o->threads)) return 0;
-        } else if (!strcmp(a, "--isa")) {
-            if (!vq_opt_isa(cmd, a, NEXT(), &o->isa)) return 0;
-        } else if (!strcmp(a, "--json")) o->json = 1;
-        else if ((code = kv_option_code(a, &has_arg)) != 0) {
-            if (has_arg && !val) {
-                fprintf(stderr, "%s: %s needs a value\n", cmd, a);
-                return 0;
-            }
-            if (vq_kv_opts_handle(&o->kv, cmd, code, has_arg ? NEXT() : NULL) != 1) return 0;
-        } else {
-            fprintf(stderr, "bench: unknown option '%s'\n", a);
-            usage(stderr);
-            return 0;
+            break;
+        case B_SEED: ok = vq_opt_u64(cmd, "--seed", optarg, &o->seed); break;
+        case B_COMPARE: o->compare = 1; break;
+        case B_REPEATS: ok = vq_opt_int(cmd, "--repeats", optarg, 1, 64, &o->repeats); break;
+        case B_KV_HEADS: ok = vq_opt_int(cmd, "--kv-heads", optarg, 1, 256, &o->kv_heads); break;
+        case 't':
+        case B_THREADS: ok = vq_opt_int(cmd, "--threads", optarg, 1, 256, &o->threads); break;
+        case B_ISA: ok = vq_opt_isa(cmd, "--isa", optarg, &o->isa); break;
+        case B_JSON: o->json = 1; break;
+        case B_N_OUTLIER_CHANNELS: /* the reference tool's name of --outlier-channels */
+            ok = vq_kv_opts_handle(&o->kv, cmd, VQ_KVOPT_OUTLIER_CHANNELS, optarg);
+            break;
+        case ':':
+        case '?': vq_cli_bad_option(cmd, c, argc, argv, lo); return 0;
+        default: ok = vq_kv_opts_handle(&o->kv, cmd, c, optarg); break;
         }
-#undef NEXT
+        if (ok != 1) return 0;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "bench: unexpected argument '%s'\n", argv[optind]);
+        return 0;
     }
     if (!vq_kv_opts_prepare(cmd, &o->kv, &o->cfg, o->name, sizeof o->name)) return 0;
     if (o->kv.print_config) return 1;

@@ -45,10 +45,10 @@ static const char *default_text_ =
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: veloxquant calibrate -m MODEL [options]\n\n"
+            "usage: veloxquant calibrate [-m MODEL] [options]\n\n"
             "Runs calibration text through the model with an fp32 KV cache, records the post-RoPE\n"
             "keys and values of every layer (heads pooled) and writes calibration artifacts.\n\n"
-            "  -m, --model PATH        GGUF model (required)\n"
+            "  -m, --model PATH        GGUF model (default: the default model)\n"
             "  --method M              vecinfer | spectral | ratequant | all (default all)\n"
             "  --text FILE             calibration text (default: built-in English prose)\n"
             "  --n_tokens N            tokens of text to use (default 512)\n"
@@ -72,29 +72,6 @@ static int parse_pq(const char *val, int *c, int *v) {
     return 1;
 }
 
-static char *read_file(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        n += fread(buf + n, 1, cap - n, f);
-        if (n < cap) break;
-        if (cap >= ((size_t)1 << 28)) break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    fclose(f);
-    *len = n;
-    return buf;
-}
-
 /* Writes one artifact; 0 on success. When it cannot be written: 1 after an error, or, with
  * optional (an on-demand build whose sets are used from memory), 0 after a warning. */
 static int save(const char *cmd, FILE *rep, const vq_calib_data *cd, const char *out,
@@ -112,7 +89,9 @@ static int save(const char *cmd, FILE *rep, const vq_calib_data *cd, const char 
     errno = 0;
     st = vq_calib_data_save(cd, path, method, sha, params);
     if (st != VQ_STATUS_OK) {
-        const char *why = st == VQ_STATUS_IO && errno ? strerror(errno) : vq_status_str(st);
+        const char *why = vq_file_error()[0]          ? vq_file_error()
+                        : st == VQ_STATUS_IO && errno ? strerror(errno)
+                                                      : vq_status_str(st);
         if (optional) {
             fprintf(stderr,
                     "%s: warning: the %s calibration could not be cached at %s: %s; "
@@ -191,9 +170,9 @@ static int calib_tokens(const char *cmd, const struct vq_calib_build *b, struct 
     size_t tlen = 0;
     char *text = NULL;
     if (b->text_path) {
-        text = read_file(b->text_path, &tlen);
-        if (!text) {
-            fprintf(stderr, "%s: cannot read %s\n", cmd, b->text_path);
+        /* regular files only (a FIFO, a folder or /dev/zero is refused), VQ_FILE_MAX_TEXT */
+        if (vq_file_read_all(b->text_path, VQ_FILE_MAX_TEXT, "text", &text, &tlen) != 0) {
+            fprintf(stderr, "%s: --text: %s\n", cmd, vq_file_error());
             return 1;
         }
     } else {
@@ -203,7 +182,13 @@ static int calib_tokens(const char *cmd, const struct vq_calib_build *b, struct 
     }
     vq_status st;
     vq_tokenizer *tok = vq_tok_create(vq_model_gguf(r->m), &st);
-    if (tok && !vq_cli_vocab_check(cmd, b->model_path, tok, vq_model_info_get(r->m)->n_vocab)) {
+    if (!tok) {
+        fprintf(stderr, "%s: %s: model has no usable %s\n", cmd, b->model_path,
+                vq_engine_last_error());
+        free(text);
+        return 1;
+    }
+    if (!vq_cli_vocab_check(cmd, b->model_path, tok, vq_model_info_get(r->m)->n_vocab)) {
         vq_tok_free(tok);
         free(text);
         return 1;
@@ -216,7 +201,8 @@ static int calib_tokens(const char *cmd, const struct vq_calib_build *b, struct 
     vq_tok_free(tok);
     free(text);
     if (n < 16) {
-        fprintf(stderr, "%s: need at least 16 tokens of text (got %lld)\n", cmd, (long long)n);
+        fprintf(stderr, "%s: need at least 16 tokens of text (got %lld from %s)\n", cmd,
+                (long long)n, b->text_path ? b->text_path : "the built-in text");
         return 1;
     }
     r->n = n;
@@ -429,15 +415,26 @@ int vq_cmd_calibrate(int argc, char **argv) {
                 method);
         return 2;
     }
-    if (!b.model_path) {
-        fprintf(stderr, "calibrate: -m MODEL is required\n");
-        usage(stderr);
-        return 2;
-    }
+    static char model_buf[4096];
+    b.model_path = vq_cli_model(b.model_path, model_buf, sizeof model_buf);
     if (b.out && !strcmp(method, "all")) {
         fprintf(stderr, "calibrate: --out needs one --method\n");
         return 2;
     }
+    /* the files before the model is loaded: --out never replaces a device, FIFO, socket or
+     * folder (a missing folder is created when the artifact is written); --text is a
+     * regular file */
+    if (b.out && vq_file_check_output(b.out) != VQ_STATUS_OK && errno != ENOENT) {
+        fprintf(stderr, "calibrate: --out: %s\n", vq_file_error());
+        return 1;
+    }
+    int tfd;
+    if (b.text_path &&
+        vq_file_open_input(b.text_path, VQ_FILE_MAX_TEXT, "text", &tfd, NULL) != VQ_STATUS_OK) {
+        fprintf(stderr, "calibrate: --text: %s\n", vq_file_error());
+        return 1;
+    }
+    if (b.text_path) close(tfd);
     b.report = stdout;
     return vq_cli_calib_build("calibrate", &b);
 }

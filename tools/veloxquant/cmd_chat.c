@@ -20,21 +20,15 @@
 #include "cli.h"
 #include "kvconfig.h"
 #include "opts.h"
+#include "sampling.h"
 #include "vq_tools.h"
-
-#define DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
-#define MAX_STOPS 32
 
 struct chat_opts {
     const char *model, *system;
     bool json;
     long n_predict, n_ctx;
     int threads, batch;
-    uint64_t seed;
-    double temp, top_p, min_p, repeat_penalty;
-    int top_k, repeat_last_n;
-    const char *stops[MAX_STOPS];
-    int n_stops;
+    struct vq_sampling_opts smp; /* the sampling options (sampling.h), as in generate */
     enum vq_isa isa;
     struct vq_kv_opts kv;         /* every KV option (kvconfig.h), as in generate */
     struct vq_cache_params cache; /* the KV config resolved from kv */
@@ -65,63 +59,29 @@ static void usage(FILE *f) {
         "kv_fp16_bytes, n_past, prefill_tok_s, decode_tok_s). A turn that does not fit the\n"
         "context is reported (\"context full: N tokens needed, M free\") and skipped; the exit\n"
         "status is then 1.\n\n"
-        "  -m, --model PATH      GGUF file (default $VQ_MODELS/" DEFAULT_MODEL_FILE
+        "  -m, --model PATH      GGUF file (default $VQ_MODELS/" VQ_DEFAULT_MODEL_FILE
         ",\n"
-        "                        else ~/.cache/veloxquant/models/" DEFAULT_MODEL_FILE
+        "                        else ~/.cache/veloxquant/models/" VQ_DEFAULT_MODEL_FILE
         ")\n"
         "      --system TEXT     system prompt (default: the template's own, if any)\n"
         "  -n, --n-predict N     max tokens per answer (default 512)\n"
         "  -c, --ctx N           context size in tokens for the whole conversation (default\n"
         "                        4096); also --ctx-size\n"
         "  -t, --threads N       threads (default: all cores)\n"
-        "  -b, --batch N         prefill tokens per forward pass (default 512)\n"
-        "      --stop S          end an answer where it contains S (repeatable, up to 32)\n"
-        "  -s, --seed S          sampling seed (default 42)\n"
-        "      --temp T          temperature; 0 = greedy (default 0)\n"
-        "      --top-k K         top-k for temperature sampling (default 40; 0 = off)\n"
-        "      --top-p P         nucleus mass in (0, 1] (default 0.95)\n"
-        "      --min-p P         keep tokens with probability >= P x the best one's (default 0)\n"
-        "      --repeat-penalty R  repetition penalty over the last --repeat-last-n tokens\n"
-        "                        (default 1 = off)\n"
-        "      --repeat-last-n N tokens the repeat penalty looks back on (default 64)\n"
+        "  -b, --batch N         prefill tokens per forward pass (default 512)\n" VQ_SAMPLING_HELP
         "      --isa ISA         auto|scalar|avx2|avx512 weight and codec kernels (default auto)\n"
         "      --json            one JSON object per turn on stdout (no streaming)\n");
     fputs("\nKV cache (the same options and defaults as `generate`):\n" VQ_KV_HELP, f);
 }
 
-static const char *default_model(char *buf, size_t cap) {
-    const char *dir = getenv("VQ_MODELS");
-    if (dir && *dir) snprintf(buf, cap, "%s/%s", dir, DEFAULT_MODEL_FILE);
-    else {
-        const char *home = getenv("HOME");
-        snprintf(buf, cap, "%s/.cache/veloxquant/models/%s", home ? home : ".", DEFAULT_MODEL_FILE);
-    }
-    return buf;
-}
-
-enum {
-    CHAT_SYSTEM = VQ_KVOPT_LAST + 1,
-    CHAT_JSON,
-    CHAT_TEMP,
-    CHAT_TOP_K,
-    CHAT_TOP_P,
-    CHAT_MIN_P,
-    CHAT_REPEAT_PENALTY,
-    CHAT_REPEAT_LAST_N,
-    CHAT_STOP,
-    CHAT_ISA
-};
+enum { CHAT_SYSTEM = VQ_KVOPT_LAST + 1, CHAT_JSON, CHAT_ISA };
 
 static void chat_opts_init(struct chat_opts *o) {
     memset(o, 0, sizeof *o);
     o->n_predict = 512;
     o->n_ctx = 4096;
     o->batch = 512;
-    o->seed = 42;
-    o->top_k = 40;
-    o->top_p = 0.95;
-    o->repeat_penalty = 1.0;
-    o->repeat_last_n = 64;
+    vq_sampling_opts_init(&o->smp);
     o->isa = VQ_ISA_AUTO;
     vq_kv_opts_init(&o->kv);
 }
@@ -139,14 +99,7 @@ static int parse(int argc, char **argv, struct chat_opts *o) {
         {"ctx-size", required_argument, 0, 'c'},
         {"threads", required_argument, 0, 't'},
         {"batch", required_argument, 0, 'b'},
-        {"seed", required_argument, 0, 's'},
-        {"temp", required_argument, 0, CHAT_TEMP},
-        {"top-k", required_argument, 0, CHAT_TOP_K},
-        {"top-p", required_argument, 0, CHAT_TOP_P},
-        {"min-p", required_argument, 0, CHAT_MIN_P},
-        {"repeat-penalty", required_argument, 0, CHAT_REPEAT_PENALTY},
-        {"repeat-last-n", required_argument, 0, CHAT_REPEAT_LAST_N},
-        {"stop", required_argument, 0, CHAT_STOP},
+        VQ_SAMPLING_LONG_OPTIONS,
         {"isa", required_argument, 0, CHAT_ISA},
         VQ_KV_LONG_OPTIONS,
         {0, 0, 0, 0},
@@ -163,45 +116,15 @@ static int parse(int argc, char **argv, struct chat_opts *o) {
         case 'c': ok = vq_opt_long(cmd, "--ctx", optarg, 1, 1L << 24, &o->n_ctx); break;
         case 't': ok = vq_opt_int(cmd, "--threads", optarg, 1, 1024, &o->threads); break;
         case 'b': ok = vq_opt_int(cmd, "--batch", optarg, 1, 65536, &o->batch); break;
-        case 's': ok = vq_opt_u64(cmd, "--seed", optarg, &o->seed); break;
         case CHAT_SYSTEM: o->system = optarg; break;
         case CHAT_JSON: o->json = true; break;
-        case CHAT_TEMP: ok = vq_opt_double(cmd, "--temp", optarg, 0.0, 100.0, &o->temp); break;
-        case CHAT_TOP_K: ok = vq_opt_int(cmd, "--top-k", optarg, 0, 1 << 24, &o->top_k); break;
-        case CHAT_TOP_P:
-            ok = vq_opt_double(cmd, "--top-p", optarg, 0.0, 1.0, &o->top_p);
-            if (ok && o->top_p <= 0.0) {
-                fprintf(stderr, "%s: --top-p: must be in (0, 1]\n", cmd);
-                ok = 0;
-            }
-            break;
-        case CHAT_MIN_P: ok = vq_opt_double(cmd, "--min-p", optarg, 0.0, 1.0, &o->min_p); break;
-        case CHAT_REPEAT_PENALTY:
-            ok = vq_opt_double(cmd, "--repeat-penalty", optarg, 0.0, 100.0, &o->repeat_penalty);
-            if (ok && o->repeat_penalty <= 0.0) {
-                fprintf(stderr, "%s: --repeat-penalty: must be > 0\n", cmd);
-                ok = 0;
-            }
-            break;
-        case CHAT_REPEAT_LAST_N:
-            ok = vq_opt_int(cmd, "--repeat-last-n", optarg, 0, 1 << 24, &o->repeat_last_n);
-            break;
-        case CHAT_STOP:
-            if (o->n_stops == MAX_STOPS) {
-                fprintf(stderr, "%s: --stop: at most %d stop strings\n", cmd, MAX_STOPS);
-                ok = 0;
-            } else if (!*optarg) {
-                fprintf(stderr, "%s: --stop: empty string\n", cmd);
-                ok = 0;
-            } else o->stops[o->n_stops++] = optarg;
-            break;
         case CHAT_ISA: ok = vq_opt_isa(cmd, "--isa", optarg, &o->isa); break;
-        case ':': fprintf(stderr, "%s: %s needs a value\n", cmd, argv[optind - 1]); return 0;
-        case '?':
-            fprintf(stderr, "%s: unknown option '%s' (see veloxquant chat --help)\n", cmd,
-                    argv[optind - 1]);
-            return 0;
-        default: ok = vq_kv_opts_handle(&o->kv, cmd, c, optarg); break;
+        case ':':
+        case '?': vq_cli_bad_option(cmd, c, argc, argv, lo); return 0;
+        default:
+            ok = vq_sampling_opts_handle(&o->smp, cmd, c, optarg);
+            if (ok < 0) ok = vq_kv_opts_handle(&o->kv, cmd, c, optarg);
+            break;
         }
         if (ok != 1) return 0;
     }
@@ -351,16 +274,8 @@ static int chat_loop(const struct chat_opts *o, struct chat_state *s) {
     const bool tty = isatty(STDIN_FILENO) == 1;
     const bool stream = !o->json;
     struct vq_gen_params gp = vq_gen_params_default();
-    gp.sampling.temperature = (float)o->temp;
-    gp.sampling.top_k = o->top_k;
-    gp.sampling.top_p = (float)o->top_p;
-    gp.sampling.seed = o->seed;
-    gp.sampling.min_p = (float)o->min_p;
-    gp.sampling.repeat_penalty = (float)o->repeat_penalty;
-    gp.sampling.repeat_last_n = o->repeat_last_n;
+    vq_sampling_opts_apply(&o->smp, &gp);
     gp.max_tokens = o->n_predict;
-    gp.stop = o->stops;
-    gp.n_stop = o->n_stops;
     gp.on_piece = stream ? stream_piece : NULL;
     if (tty) {
         struct sigaction sa;
@@ -442,7 +357,7 @@ int vq_cmd_chat(int argc, char **argv) {
     if (!pr) return 2;
     if (pr == 2) return vq_kv_print_config(o.kv_name, &o.cache);
     char mbuf[4096];
-    if (!o.model) o.model = default_model(mbuf, sizeof mbuf);
+    o.model = vq_cli_model(o.model, mbuf, sizeof mbuf);
     struct chat_state s;
     memset(&s, 0, sizeof s);
     int rc = chat_build(&o, &s);

@@ -78,6 +78,7 @@ static int em_parse(int argc, char **argv, struct em_opts *o) {
     static const struct option lo[] = {
         {"model", required_argument, 0, 'm'},
         {"ctx", required_argument, 0, 'c'},
+        {"ctx-size", required_argument, 0, 'c'},
         {"layers", required_argument, 0, 'L'},
         {"kv-heads", required_argument, 0, 'H'},
         {"head-dim", required_argument, 0, 'D'},
@@ -101,7 +102,8 @@ static int em_parse(int argc, char **argv, struct em_opts *o) {
         int ok = 1;
         switch (c) {
         case 'm': o->model = optarg; break;
-        case 'c': ok = vq_opt_long(CMD, "--ctx", optarg, 0, 1L << 31, &o->ctx); break;
+        /* at least one token: at 0 there is nothing to estimate (the ratios would be 0/0) */
+        case 'c': ok = vq_opt_long(CMD, "--ctx", optarg, 1, 1L << 31, &o->ctx); break;
         case 'L': ok = vq_opt_int(CMD, "--layers", optarg, 1, 4096, &o->layers); break;
         case 'H': ok = vq_opt_int(CMD, "--kv-heads", optarg, 1, 4096, &o->kv); break;
         case 'D': ok = vq_opt_int(CMD, "--head-dim", optarg, 1, 4096, &o->hd); break;
@@ -119,8 +121,8 @@ static int em_parse(int argc, char **argv, struct em_opts *o) {
             break;
         }
         case 'h': usage(stdout); return -1;
-        case ':': fprintf(stderr, "%s: %s needs a value\n", CMD, argv[optind - 1]); return 0;
-        case '?': fprintf(stderr, "%s: unknown option '%s'\n", CMD, argv[optind - 1]); return 0;
+        case ':':
+        case '?': vq_cli_bad_option(CMD, c, argc, argv, lo); return 0;
         default: ok = vq_kv_opts_handle(&o->ko, CMD, c, optarg); break;
         }
         if (ok != 1) return 0;
@@ -132,6 +134,13 @@ static int em_parse(int argc, char **argv, struct em_opts *o) {
     if (o->ko.print_config) return 1; /* the config alone: no geometry or ctx needed */
     if (o->ctx < 0) {
         fprintf(stderr, "%s: -c/--ctx is required\n", CMD);
+        return 0;
+    }
+    if (o->hd && (o->hd % 8 || o->hd > 1024)) { /* the cache's limits, named with the option */
+        fprintf(stderr,
+                "%s: --head-dim: %d is not a multiple of 8 in 8..1024 (the head sizes the KV "
+                "cache takes)\n",
+                CMD, o->hd);
         return 0;
     }
     const int manual = o->layers || o->kv || o->hd;

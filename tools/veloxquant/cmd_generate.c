@@ -22,11 +22,10 @@
 #include "evalcommon.h"
 #include "kvconfig.h"
 #include "opts.h"
+#include "sampling.h"
 #include "vq_tools.h"
 
-#define DEFAULT_MODEL_FILE "SmolLM2-135M-Instruct.Q4_1.gguf"
 #define MAX_PROMPT_BYTES (64u << 20)
-#define MAX_STOPS 32
 
 struct gen_opts {
     const char *model, *prompt, *file, *system;
@@ -35,11 +34,8 @@ struct gen_opts {
     long prompt_tokens; /* --prompt-tokens: keep the first N prompt tokens (0: all) */
     long depth;         /* --depth: prompt tokens evaluated untimed before the timed prefill */
     int threads, batch;
-    uint64_t seed; /* sampling seed (the codecs' seed is --kv-seed) */
-    double temp, top_p, min_p, repeat_penalty;
-    int top_k, repeat_last_n;
-    const char *stops[MAX_STOPS]; /* --stop, in order */
-    int n_stops;
+    struct vq_sampling_opts smp; /* sampling seed, temperature, ..., stop strings (sampling.h;
+                                  * the codecs' seed is --kv-seed) */
     enum vq_isa isa;
     const char *observe; /* --observe FILE: per-layer KV quality JSON */
     int observe_queries;
@@ -56,9 +52,9 @@ static void usage(FILE *f) {
         "streams the generated text to stdout, then prints prefill and decode tok/s, tokens\n"
         "generated, KV bytes, key_x / fullKV_x (fp16 bytes / stored bytes) and peak RSS to "
         "stderr.\n\n"
-        "  -m, --model PATH      GGUF file (default $VQ_MODELS/" DEFAULT_MODEL_FILE
+        "  -m, --model PATH      GGUF file (default $VQ_MODELS/" VQ_DEFAULT_MODEL_FILE
         ",\n"
-        "                        else ~/.cache/veloxquant/models/" DEFAULT_MODEL_FILE
+        "                        else ~/.cache/veloxquant/models/" VQ_DEFAULT_MODEL_FILE
         ")\n"
         "  -p, --prompt TEXT     prompt text\n"
         "  -f, --file PATH       read the prompt from a file ('-': standard input; at most 64 "
@@ -68,8 +64,6 @@ static void usage(FILE *f) {
         "  -n, --n-predict N     max new tokens (default 128; stops early at end-of-generation)\n"
         "  -c, --ctx N           context size in tokens, prompt + generated (default 2048);\n"
         "                        also --ctx-size (llama.cpp's spelling)\n"
-        "      --stop S          stop where the text contains S (repeatable, up to 32); S and\n"
-        "                        what follows are not printed\n"
         "  -t, --threads N       threads (default: all cores)\n"
         "  -b, --batch N         prefill tokens per forward pass (default 512)\n"
         "      --prompt-tokens N keep only the first N tokens of the tokenized prompt (error if\n"
@@ -82,15 +76,8 @@ static void usage(FILE *f) {
         "                        attention output and FFN matmuls, output head, the rest\n"
         "      --f32-activations exact fp32 matmul inputs instead of llama.cpp's int8 ones\n"
         "                        (prefill ~1.3x, decode ~6x slower; no int8 rounding noise)\n"
-        "  -s, --seed S          sampling seed (default 42)\n"
-        "      --temp T          temperature; 0 = greedy (default 0)\n"
-        "      --top-k K         top-k for temperature sampling (default 40; 0 = off)\n"
-        "      --top-p P         nucleus mass in (0, 1] (default 0.95)\n"
-        "      --min-p P         keep tokens with probability >= P x the best one's (default 0 "
-        "= off)\n"
-        "      --repeat-penalty R  divide positive / multiply negative logits of the tokens of\n"
-        "                        the last --repeat-last-n by R (default 1 = off; also greedy)\n"
-        "      --repeat-last-n N tokens the repeat penalty looks back on (default 64; 0 = off)\n"
+        /* -s, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --stop */
+        VQ_SAMPLING_HELP
         "      --isa ISA         auto|scalar|avx2|avx512 weight and codec kernels (default auto)\n"
         "      --json            print one JSON object (text and statistics) instead of streaming\n"
         "      --observe FILE    also keep an exact fp32 shadow of K/V and write per-layer "
@@ -108,40 +95,11 @@ static void usage(FILE *f) {
           f);
 }
 
-/* Resolves the default model path into buf. */
-static const char *default_model(char *buf, size_t cap) {
-    const char *dir = getenv("VQ_MODELS");
-    if (dir && *dir) snprintf(buf, cap, "%s/%s", dir, DEFAULT_MODEL_FILE);
-    else {
-        const char *home = getenv("HOME");
-        snprintf(buf, cap, "%s/.cache/veloxquant/models/%s", home ? home : ".", DEFAULT_MODEL_FILE);
-    }
-    return buf;
-}
-
-/* Checks before the run that FILE can be written: not a folder, and its folder exists and is
- * writable (the file itself is written atomically through a temp file there). */
+/* Checks before the run that FILE can be written (vq_opt_output): its folder exists and is
+ * writable (the file is written atomically through a temp file there), and FILE is missing or
+ * a regular file, never a folder, device, FIFO or socket (which the rename would replace). */
 static int observe_path_ok(const char *path) {
-    struct stat sb;
-    if (!*path) {
-        fprintf(stderr, "generate: --observe: empty path\n");
-        return 0;
-    }
-    if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {
-        fprintf(stderr, "generate: --observe: '%s' is a folder\n", path);
-        return 0;
-    }
-    char dir[4096];
-    const char *sl = strrchr(path, '/');
-    if (!sl) snprintf(dir, sizeof dir, ".");
-    else if (sl == path) snprintf(dir, sizeof dir, "/");
-    else snprintf(dir, sizeof dir, "%.*s", (int)(sl - path), path);
-    if (access(dir, W_OK | X_OK) != 0) {
-        fprintf(stderr, "generate: --observe: cannot write '%s': folder '%s': %s\n", path, dir,
-                strerror(errno));
-        return 0;
-    }
-    return 1;
+    return vq_opt_output("generate", "--observe", path);
 }
 
 /* Option codes of generate's own long options (above the KV family's codes). */
@@ -150,19 +108,12 @@ enum {
     GEN_CHAT,
     GEN_JSON,
     GEN_F32,
-    GEN_TEMP,
-    GEN_TOP_K,
-    GEN_TOP_P,
     GEN_ISA,
     GEN_OBSERVE,
     GEN_OBSERVE_Q,
     GEN_PROMPT_TOKENS,
     GEN_DEPTH,
     GEN_TIMINGS,
-    GEN_STOP,
-    GEN_MIN_P,
-    GEN_REPEAT_PENALTY,
-    GEN_REPEAT_LAST_N
 };
 
 static void gen_opts_init(struct gen_opts *o) {
@@ -170,12 +121,7 @@ static void gen_opts_init(struct gen_opts *o) {
     o->n_predict = 128;
     o->n_ctx = 2048;
     o->batch = 512;
-    o->seed = 42;
-    o->top_k = 40;
-    o->top_p = 0.95;
-    o->min_p = 0.0;
-    o->repeat_penalty = 1.0;
-    o->repeat_last_n = 64;
+    vq_sampling_opts_init(&o->smp);
     o->isa = VQ_ISA_AUTO;
     vq_kv_opts_init(&o->kv);
 }
@@ -199,14 +145,7 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
         {"ctx-size", required_argument, 0, 'c'},
         {"threads", required_argument, 0, 't'},
         {"batch", required_argument, 0, 'b'},
-        {"seed", required_argument, 0, 's'},
-        {"stop", required_argument, 0, GEN_STOP},
-        {"min-p", required_argument, 0, GEN_MIN_P},
-        {"repeat-penalty", required_argument, 0, GEN_REPEAT_PENALTY},
-        {"repeat-last-n", required_argument, 0, GEN_REPEAT_LAST_N},
-        {"temp", required_argument, 0, GEN_TEMP},
-        {"top-k", required_argument, 0, GEN_TOP_K},
-        {"top-p", required_argument, 0, GEN_TOP_P},
+        VQ_SAMPLING_LONG_OPTIONS,
         {"isa", required_argument, 0, GEN_ISA},
         {"observe", required_argument, 0, GEN_OBSERVE},
         {"observe-queries", required_argument, 0, GEN_OBSERVE_Q},
@@ -235,36 +174,6 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
         case GEN_CHAT: o->chat = true; break;
         case GEN_JSON: o->json = true; break;
         case GEN_F32: o->f32_act = true; break;
-        case 's': ok = vq_opt_u64(cmd, "--seed", optarg, &o->seed); break;
-        case GEN_STOP:
-            if (o->n_stops == MAX_STOPS) {
-                fprintf(stderr, "%s: --stop: at most %d stop strings\n", cmd, MAX_STOPS);
-                ok = 0;
-            } else if (!*optarg) {
-                fprintf(stderr, "%s: --stop: empty string\n", cmd);
-                ok = 0;
-            } else o->stops[o->n_stops++] = optarg;
-            break;
-        case GEN_MIN_P: ok = vq_opt_double(cmd, "--min-p", optarg, 0.0, 1.0, &o->min_p); break;
-        case GEN_REPEAT_PENALTY:
-            ok = vq_opt_double(cmd, "--repeat-penalty", optarg, 0.0, 100.0, &o->repeat_penalty);
-            if (ok && o->repeat_penalty <= 0.0) {
-                fprintf(stderr, "%s: --repeat-penalty: must be > 0\n", cmd);
-                ok = 0;
-            }
-            break;
-        case GEN_REPEAT_LAST_N:
-            ok = vq_opt_int(cmd, "--repeat-last-n", optarg, 0, 1 << 24, &o->repeat_last_n);
-            break;
-        case GEN_TEMP: ok = vq_opt_double(cmd, "--temp", optarg, 0.0, 100.0, &o->temp); break;
-        case GEN_TOP_K: ok = vq_opt_int(cmd, "--top-k", optarg, 0, 1 << 24, &o->top_k); break;
-        case GEN_TOP_P:
-            ok = vq_opt_double(cmd, "--top-p", optarg, 0.0, 1.0, &o->top_p);
-            if (ok && o->top_p <= 0.0) {
-                fprintf(stderr, "%s: --top-p: must be in (0, 1]\n", cmd);
-                ok = 0;
-            }
-            break;
         case GEN_ISA: ok = vq_opt_isa(cmd, "--isa", optarg, &o->isa); break;
         case GEN_OBSERVE: o->observe = optarg; break;
         case GEN_PROMPT_TOKENS:
@@ -275,12 +184,12 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
         case GEN_OBSERVE_Q:
             ok = vq_opt_int(cmd, "--observe-queries", optarg, 1, 4096, &o->observe_queries);
             break;
-        case ':': fprintf(stderr, "%s: %s needs a value\n", cmd, argv[optind - 1]); return 0;
-        case '?':
-            fprintf(stderr, "%s: unknown option '%s' (see veloxquant generate --help)\n", cmd,
-                    argv[optind - 1]);
-            return 0;
-        default: ok = vq_kv_opts_handle(&o->kv, cmd, c, optarg); break;
+        case ':':
+        case '?': vq_cli_bad_option(cmd, c, argc, argv, lo); return 0;
+        default:
+            ok = vq_sampling_opts_handle(&o->smp, cmd, c, optarg);
+            if (ok < 0) ok = vq_kv_opts_handle(&o->kv, cmd, c, optarg);
+            break;
         }
         if (ok != 1) return 0;
     }
@@ -394,8 +303,8 @@ static int write_observation(vq_observer *obs, const char *path, const char *mod
         cJSON_AddNumberToObject(cfg, "center_keys", cpp->center_keys);
         cJSON_AddNumberToObject(cfg, "center_values", cpp->center_values);
         cJSON_AddNumberToObject(cfg, "n_ctx", (double)o->n_ctx);
-        cJSON_AddNumberToObject(cfg, "seed", (double)o->seed);
-        cJSON_AddNumberToObject(cfg, "temp", o->temp);
+        cJSON_AddNumberToObject(cfg, "seed", (double)o->smp.sp.seed);
+        cJSON_AddNumberToObject(cfg, "temp", o->smp.sp.temperature);
         cJSON_AddBoolToObject(cfg, "chat", o->chat);
         cJSON_AddItemToObject(js, "config", cfg);
     }
@@ -579,7 +488,7 @@ static int gen_build(const struct gen_opts *o, struct gen_state *g) {
     }
     g->I = vq_model_info_get(g->m);
     if (vq_tokenize(g->m, "", 0, 0, 0, NULL, 0) == VQ_TEXT_ERROR) { /* no usable tokenizer */
-        fprintf(stderr, "generate: %s: %s\n", o->model, vq_engine_last_error());
+        fprintf(stderr, "generate: %s\n", vq_engine_last_error());
         return 1;
     }
     const int rc = gen_build_prompt(o, g);
@@ -607,16 +516,8 @@ static int gen_run(const struct gen_opts *o, struct gen_state *g, struct vq_gen_
         return 1;
     }
     struct vq_gen_params gp = vq_gen_params_default();
-    gp.sampling.temperature = (float)o->temp;
-    gp.sampling.top_k = o->top_k;
-    gp.sampling.top_p = (float)o->top_p;
-    gp.sampling.seed = o->seed;
-    gp.sampling.min_p = (float)o->min_p;
-    gp.sampling.repeat_penalty = (float)o->repeat_penalty;
-    gp.sampling.repeat_last_n = o->repeat_last_n;
+    vq_sampling_opts_apply(&o->smp, &gp);
     gp.max_tokens = o->n_predict;
-    gp.stop = o->stops;
-    gp.n_stop = o->n_stops;
     gp.on_piece = stream ? stream_piece : NULL;
     st = vq_generate_tokens(g->ctx, g->ids, g->n_prompt, &gp, r);
     if (st != VQ_STATUS_OK) {
@@ -714,7 +615,7 @@ static void gen_report(const struct gen_opts *o, const struct gen_state *g,
     cJSON_AddNumberToObject(js, "threads", threads);
     cJSON_AddStringToObject(js, "isa", vq_isa_name(vq_ctx_isa(g->ctx)));
     cJSON_AddStringToObject(js, "activations", o->f32_act ? "f32" : "int8");
-    cJSON_AddNumberToObject(js, "seed", (double)o->seed);
+    cJSON_AddNumberToObject(js, "seed", (double)o->smp.sp.seed);
     cJSON_AddNumberToObject(js, "kv_seed", (double)cpp->key.seed);
     cJSON_AddNumberToObject(js, "prompt_tokens", (double)g->n_prompt);
     cJSON_AddNumberToObject(js, "depth", (double)o->depth);
@@ -755,7 +656,7 @@ int vq_cmd_generate(int argc, char **argv) {
     if (!pr) return 2;
     if (pr == 2) return vq_kv_print_config(o.kv_name, &o.cache);
     char mbuf[4096];
-    if (!o.model) o.model = default_model(mbuf, sizeof mbuf);
+    o.model = vq_cli_model(o.model, mbuf, sizeof mbuf);
     struct gen_state g;
     memset(&g, 0, sizeof g);
     struct vq_gen_result r;

@@ -20,10 +20,10 @@
 static void usage(FILE *f) {
     fprintf(
         f,
-        "usage: veloxquant info [options] MODEL\n\n"
+        "usage: veloxquant info [options] [-m] [MODEL]\n\n"
         "Prints a GGUF file's metadata, its tensor types and the KV-cache geometry of the "
         "model.\n\n"
-        "  -m, --model PATH   the GGUF file (or give it as the last argument)\n"
+        "  -m, --model PATH   the GGUF file (or the last argument; default: the default model)\n"
         "      --tensors      list every tensor (name, type, shape, bytes)\n"
         "      --ctx N        context length used for the KV byte figures (default 4096)\n"
         "      --method M     also show the KV bytes with method M for keys and values\n"
@@ -178,10 +178,8 @@ static int info_parse(int argc, char **argv, struct info_opts *o) {
             return 0;
         } else o->path = a;
     }
-    if (!o->path) {
-        fprintf(stderr, "%s: give a GGUF file (veloxquant info MODEL)\n", cmd);
-        return 0;
-    }
+    static char model_buf[4096];
+    o->path = vq_cli_model(o->path, model_buf, sizeof model_buf); /* default: the default model */
     char err[256];
     if (vq_kv_spec_codecs(&o->ko.s, &o->cp, &o->vcp, err, sizeof err) != VQ_STATUS_OK) {
         fprintf(stderr, "%s: %s\n", cmd, err);
@@ -229,6 +227,9 @@ static int info_build(const struct info_opts *o, struct info_state *s) {
         snprintf(s->model_err, sizeof s->model_err, "%s", vq_engine_last_error());
         if (vq_model_check(o->path, add_problem, &s->pr) < 0 || s->pr.n == 0)
             add_problem(&s->pr, s->model_err); /* e.g. out of memory: the load's own message */
+    } else if (vq_model_check(o->path, add_problem, &s->pr) > 0) {
+        /* loads, but the run would be refused (the tokenizer): the same checks as generate */
+        snprintf(s->model_err, sizeof s->model_err, "%s", s->pr.msg[0]);
     }
 
     /* tensor type histogram */
@@ -326,13 +327,13 @@ static void info_json_file(const struct info_opts *o, const struct info_state *s
 /* JSON print step, part 2: the model object (geometry, KV bytes) or the engine's problems. */
 static void info_json_model(const struct info_opts *o, const struct info_state *s, cJSON *js) {
     const struct vq_model_info *I = s->I;
-    if (!I) {
+    if (!I || s->pr.n) {
         cJSON_AddStringToObject(js, "engine_error", s->model_err);
         cJSON *arr = cJSON_AddArrayToObject(js, "engine_problems");
         for (int i = 0; i < s->pr.n; i++)
             cJSON_AddItemToArray(arr, cJSON_CreateString(s->pr.msg[i]));
-        return;
     }
+    if (!I) return;
     const long n_ctx = o->n_ctx;
     cJSON *kvg = cJSON_AddObjectToObject(js, "model");
     cJSON_AddStringToObject(kvg, "arch", I->arch);
@@ -435,14 +436,20 @@ static void info_text_file(const struct info_opts *o, const struct info_state *s
     }
 }
 
-/* Text print step, part 3: the model geometry and KV bytes, or why the engine cannot run it. */
+/* "engine: cannot run this model" and every reason, when there is one. */
+static void print_problems(const struct problems *pr) {
+    if (!pr->n) return;
+    printf("\nengine: cannot run this model (%d problem%s):\n", pr->n, pr->n == 1 ? "" : "s");
+    for (int i = 0; i < pr->n && i < 24; i++) printf("  - %s\n", pr->msg[i]);
+    if (pr->n > 24) printf("  ... and %d more\n", pr->n - 24);
+}
+
+/* Text print step, part 3: the model geometry and KV bytes, and why the engine cannot run it
+ * (a file may load and still be refused for its tokenizer: then both). */
 static void info_text_model(const struct info_opts *o, const struct info_state *s) {
     const struct vq_model_info *I = s->I;
     if (!I) {
-        const struct problems *pr = &s->pr;
-        printf("\nengine: cannot run this model (%d problem%s):\n", pr->n, pr->n == 1 ? "" : "s");
-        for (int i = 0; i < pr->n && i < 24; i++) printf("  - %s\n", pr->msg[i]);
-        if (pr->n > 24) printf("  ... and %d more\n", pr->n - 24);
+        print_problems(&s->pr);
         return;
     }
     const long n_ctx = o->n_ctx;
@@ -473,6 +480,7 @@ static void info_text_model(const struct info_opts *o, const struct info_state *
                    m_bytes_tok ? (double)fp16_per_tok / (double)m_bytes_tok : 0.0);
         else vq_opt_codec_error("info", "KV", o->cp.method, o->cp.bits, I->head_dim, s->mst);
     }
+    print_problems(&s->pr);
 }
 
 int vq_cmd_info(int argc, char **argv) {

@@ -6,6 +6,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -21,11 +22,11 @@ static const char *CMD = "perplexity";
 static void usage(FILE *f) {
     fprintf(
         f,
-        "usage: veloxquant perplexity -m MODEL -f TEXT [-c CTX] [options]\n\n"
+        "usage: veloxquant perplexity [-m MODEL] [-f TEXT] [-c CTX] [options]\n\n"
         "Perplexity over TEXT in non-overlapping chunks of CTX tokens, scoring the second half of\n"
         "each chunk, with the KV cache compressed as it fills (attention reads the codes).\n\n"
-        "  -m, --model FILE      GGUF model (required)\n"
-        "  -f, --file TEXT       text file (required), e.g. data/corpus_en.txt (make bench-data)\n"
+        "  -m, --model FILE      GGUF model (default: the default model, as every command)\n"
+        "  -f, --file TEXT       text file (default data/corpus_en.txt: make bench-data)\n"
         "  -c, --ctx CTX         tokens per chunk (default 512; even, >= 4)\n"
         "  --chunks N            score only the first N chunks (default: all)\n"
         "  -b, --batch N         tokens per forward pass (default: CTX)\n"
@@ -56,6 +57,7 @@ static int ppl_parse(int argc, char **argv, struct ppl_opts *o) {
         {"model", required_argument, 0, 'm'},
         {"file", required_argument, 0, 'f'},
         {"ctx", required_argument, 0, 'c'},
+        {"ctx-size", required_argument, 0, 'c'},
         {"chunks", required_argument, 0, 'C'},
         {"batch", required_argument, 0, 'b'},
         {"threads", required_argument, 0, 't'},
@@ -90,8 +92,8 @@ static int ppl_parse(int argc, char **argv, struct ppl_opts *o) {
         case 'j': o->json = 1; break;
         case 'A': o->f32act = 1; break;
         case 'h': usage(stdout); return -1;
-        case ':': fprintf(stderr, "%s: %s needs a value\n", CMD, argv[optind - 1]); return 0;
-        case '?': fprintf(stderr, "%s: unknown option '%s'\n", CMD, argv[optind - 1]); return 0;
+        case ':':
+        case '?': vq_cli_bad_option(CMD, c, argc, argv, lo); return 0;
         default: ok = vq_kv_opts_handle(&o->ko, CMD, c, optarg); break;
         }
         if (ok != 1) return 0;
@@ -100,10 +102,9 @@ static int ppl_parse(int argc, char **argv, struct ppl_opts *o) {
         fprintf(stderr, "%s: unexpected argument '%s'\n", CMD, argv[optind]);
         return 0;
     }
-    if ((!o->model || !o->text) && !o->ko.print_config) {
-        fprintf(stderr, "%s: -m MODEL and -f TEXT are required\n", CMD);
-        return 0;
-    }
+    static char model_buf[4096], text_buf[4096];
+    o->model = vq_cli_model(o->model, model_buf, sizeof model_buf);
+    if (!o->text) o->text = vq_cli_default_corpus(text_buf, sizeof text_buf);
     if (o->ctx % 2) {
         fprintf(stderr, "%s: --ctx must be even\n", CMD);
         return 0;
@@ -184,12 +185,12 @@ static int ppl_run(const struct ppl_opts *o, struct ppl_state *s, struct vq_ppl_
     if (!tokens) goto out;
     s->pp.bos = vq_eval_chunk_bos(&s->em);
     if (o->base_path && !(base = vq_logits_open(o->base_path, &st))) {
-        fprintf(stderr, "%s: --kl-base %s: %s\n", CMD, o->base_path, vq_status_str(st));
+        vq_cli_file_fail(CMD, "--kl-base", o->base_path, st);
         goto out;
     }
     if (o->save_path &&
         !(save = vq_logits_create(o->save_path, o->top_k, s->em.info->n_vocab, o->ctx, &st))) {
-        fprintf(stderr, "%s: --save-logits %s: %s\n", CMD, o->save_path, vq_status_str(st));
+        vq_cli_file_fail(CMD, "--save-logits", o->save_path, st);
         goto out;
     }
     struct vq_progress prog;
@@ -302,10 +303,30 @@ static void ppl_report_text(const struct ppl_opts *o, const struct ppl_state *s,
     printf("forward passes: %.2f s, %.1f tok/s\n", res->seconds, res->prefill_tok_s);
 }
 
+/* The files of a run, before the model is loaded: the text and --kl-base must be readable
+ * regular files (the text under VQ_FILE_MAX_TEXT), --save-logits writable and not a device,
+ * FIFO or folder. 1 ok, 0 printed. */
+static int ppl_check_files(const struct ppl_opts *o) {
+    int fd;
+    if (o->text && vq_file_open_input(o->text, VQ_FILE_MAX_TEXT, "text", &fd, NULL) != 0) {
+        fprintf(stderr, "%s: -f: %s\n", CMD, vq_file_error());
+        return 0;
+    }
+    if (o->text) close(fd);
+    if (o->base_path &&
+        vq_file_open_input(o->base_path, UINT64_MAX, "logits file", &fd, NULL) != 0) {
+        fprintf(stderr, "%s: --kl-base: %s\n", CMD, vq_file_error());
+        return 0;
+    }
+    if (o->base_path) close(fd);
+    return !o->save_path || vq_opt_output(CMD, "--save-logits", o->save_path);
+}
+
 int vq_cmd_perplexity(int argc, char **argv) {
     struct ppl_opts o;
     const int pr = ppl_parse(argc, argv, &o);
     if (pr <= 0) return pr < 0 ? 0 : 2;
+    if (!o.ko.print_config && !ppl_check_files(&o)) return 1;
     struct ppl_state s;
     memset(&s, 0, sizeof s);
     int rc = ppl_build(&o, &s);

@@ -6,9 +6,11 @@
  * to the ones this build computes at start-up (a portability / regression check of the
  * numerics across compilers, ISAs and versions; exit 1 on any difference, missing or corrupt
  * file). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "veloxquant.h"
 #include "cli.h"
@@ -100,6 +102,11 @@ int vq_cmd_precompute(int argc, char **argv) {
             }
         bname[i] = (char)('0' + bits[i]);
     }
+    struct stat sb; /* --out is a folder (created when missing), never a file */
+    if (out_dir && stat(out_dir, &sb) == 0 && !S_ISDIR(sb.st_mode)) {
+        fprintf(stderr, "precompute: --out %s: exists and is not a folder\n", out_dir);
+        return 1;
+    }
     int rc = 0;
     for (int i = 0; i < n_dims; i++) {
         struct vq_precomp want, have;
@@ -136,9 +143,10 @@ int vq_cmd_precompute(int argc, char **argv) {
             }
             vq_precomp_free(&have);
         } else {
+            errno = 0;
             st = vq_precomp_save(&want, path);
             if (st != VQ_STATUS_OK) {
-                fprintf(stderr, "precompute: writing %s: %s\n", path, vq_status_str(st));
+                vq_cli_file_fail("precompute", "writing", path, st);
                 rc = 1;
             } else {
                 printf("wrote %s (%d tables)\n", path, want.n_tables);

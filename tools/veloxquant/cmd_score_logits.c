@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cjson/cJSON.h>
 
@@ -71,8 +72,8 @@ int vq_cmd_score_logits(int argc, char **argv) {
         case 'k': ok = vq_opt_int(CMD, "--top-k", optarg, 1, VQ_LOGITS_MAX_TOPK, &top_k); break;
         case 'j': json = 1; break;
         case 'h': usage(stdout); return 0;
-        case ':': fprintf(stderr, "%s: %s needs a value\n", CMD, argv[optind - 1]); return 2;
-        default: fprintf(stderr, "%s: unknown option '%s'\n", CMD, argv[optind - 1]); return 2;
+        case ':':
+        default: vq_cli_bad_option(CMD, c, argc, argv, lo); return 2;
         }
         if (ok != 1) return 2;
     }
@@ -80,10 +81,27 @@ int vq_cmd_score_logits(int argc, char **argv) {
         fprintf(stderr, "%s: unexpected argument '%s'\n", CMD, argv[optind]);
         return 2;
     }
-    FILE *in = stdin;
-    if (in_path && strcmp(in_path, "-") && !(in = fopen(in_path, "rb"))) {
-        fprintf(stderr, "%s: %s: %s\n", CMD, in_path, strerror(errno));
+    /* outputs and inputs before reading the stream: --save-logits never replaces a device,
+     * FIFO or folder; a named input is a regular file (a stream comes on stdin, "-") */
+    if (save_path && !vq_opt_output(CMD, "--save-logits", save_path)) return 1;
+    int kfd;
+    if (base_path && vq_file_open_input(base_path, UINT64_MAX, "logits file", &kfd, NULL) != 0) {
+        fprintf(stderr, "%s: --kl-base: %s\n", CMD, vq_file_error());
         return 1;
+    }
+    if (base_path) close(kfd);
+    FILE *in = stdin;
+    if (in_path && strcmp(in_path, "-")) {
+        int ifd;
+        if (vq_file_open_input(in_path, UINT64_MAX, "logits stream", &ifd, NULL) != 0) {
+            fprintf(stderr, "%s: -i: %s (a stream goes on stdin: -i -)\n", CMD, vq_file_error());
+            return 1;
+        }
+        if (!(in = fdopen(ifd, "rb"))) {
+            close(ifd);
+            fprintf(stderr, "%s: %s: %s\n", CMD, in_path, strerror(errno));
+            return 1;
+        }
     }
     const char *in_name = in_path ? in_path : "stdin";
     int rc = 1;
@@ -107,7 +125,7 @@ int vq_cmd_score_logits(int argc, char **argv) {
     vq_status st;
     if (base_path) {
         if (!(base = vq_logits_open(base_path, &st))) {
-            fprintf(stderr, "%s: --kl-base %s: %s\n", CMD, base_path, vq_status_str(st));
+            vq_cli_file_fail(CMD, "--kl-base", base_path, st);
             goto out;
         }
         if (vq_logits_n_vocab(base) != (int)n_vocab || vq_logits_ctx(base) != (int)ctx ||
@@ -120,8 +138,13 @@ int vq_cmd_score_logits(int argc, char **argv) {
             goto out;
         }
     }
+    if (save_path && (uint32_t)top_k > n_vocab) {
+        fprintf(stderr, "%s: --top-k %d is larger than the stream's vocabulary (n_vocab %u)\n", CMD,
+                top_k, n_vocab);
+        goto out;
+    }
     if (save_path && !(save = vq_logits_create(save_path, top_k, (int)n_vocab, (int)ctx, &st))) {
-        fprintf(stderr, "%s: --save-logits %s: %s\n", CMD, save_path, vq_status_str(st));
+        vq_cli_file_fail(CMD, "--save-logits", save_path, st);
         goto out;
     }
     row = malloc((size_t)n_vocab * sizeof *row);
@@ -152,7 +175,7 @@ int vq_cmd_score_logits(int argc, char **argv) {
         st = vq_logits_close(save);
         save = NULL;
         if (st != VQ_STATUS_OK) {
-            fprintf(stderr, "%s: --save-logits: %s\n", CMD, vq_status_str(st));
+            vq_cli_file_fail(CMD, "--save-logits", save_path, st);
             goto out;
         }
     }

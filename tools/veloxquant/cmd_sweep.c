@@ -21,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -42,12 +43,12 @@ static const char *CMD = "sweep";
 static void usage(FILE *f) {
     fprintf(
         f,
-        "usage: veloxquant sweep -m MODEL [-m MODEL ...] [--configs LIST] -o DIR [options]\n\n"
+        "usage: veloxquant sweep [-m MODEL ...] [--configs LIST] -o DIR [options]\n\n"
         "Measures every (model, KV config) in a fresh child process: perplexity and KL vs the\n"
         "fp16-KV run on TEXT, greedy probe (tokens generated, identical prefix vs fp16), prefill\n"
         "and decode tok/s, exact KV bytes, compression, peak RSS; writes results.json "
         "(resumable).\n\n"
-        "  -m, --model FILE      GGUF model (repeatable)\n"
+        "  -m, --model FILE      GGUF model (repeatable; default: the default model)\n"
         "  --configs LIST        comma-separated configs (default: all presets). A config is a\n"
         "                        preset (listed below), METHOD-B, METHOD-kBvB,\n"
         "                        KMETHOD-B:VMETHOD-B or ratequant-B; suffixes +rqB (RateQuant\n"
@@ -100,13 +101,10 @@ static int write_probe(const char *path, int n_prompts, int max_tokens, const in
 
 /* Reads a probe reference; returns 0 on any mismatch/format problem. */
 static int read_probe(const char *path, int n_prompts, int max_tokens, int32_t *ids, int *lens) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return 0;
-    char *buf = malloc(1 << 22);
-    size_t n = buf ? fread(buf, 1, (1 << 22) - 1, f) : 0;
-    fclose(f);
-    if (!buf) return 0;
-    buf[n] = 0;
+    char *buf = NULL; /* regular files only, opened without blocking, at most 4 MiB */
+    size_t n = 0;
+    if (vq_file_read_all(path, (uint64_t)1 << 22, "probe reference", &buf, &n) != VQ_STATUS_OK)
+        return 0;
     cJSON *o = cJSON_Parse(buf);
     free(buf);
     int ok = 0;
@@ -170,6 +168,7 @@ static int srun_parse(int argc, char **argv, struct srun_opts *o) {
         {"config", required_argument, 0, 'n'},
         {"file", required_argument, 0, 'f'},
         {"ctx", required_argument, 0, 'c'},
+        {"ctx-size", required_argument, 0, 'c'},
         {"chunks", required_argument, 0, 'C'},
         {"max-tokens", required_argument, 0, 'T'},
         {"prompts", required_argument, 0, 'P'},
@@ -209,8 +208,8 @@ static int srun_parse(int argc, char **argv, struct srun_opts *o) {
         case 'K': o->base = optarg; break;
         case 'p': o->save_probe = optarg; break;
         case 'r': o->probe_ref = optarg; break;
-        case ':': fprintf(stderr, "%s: %s needs a value\n", C, argv[optind - 1]); return 0;
-        case '?': fprintf(stderr, "%s: unknown option '%s'\n", C, argv[optind - 1]); return 0;
+        case ':':
+        case '?': vq_cli_bad_option(C, c, argc, argv, lo); return 0;
         default: ok = vq_kv_opts_handle(&o->ko, C, c, optarg); break;
         }
         if (ok != 1) return 0;
@@ -306,12 +305,12 @@ static int srun_build_inputs(const struct srun_opts *o, struct srun_state *s) {
     if (!s->tokens || !s->ids || (o->probe_ref && !s->ref)) return 1;
     s->pp.bos = vq_eval_chunk_bos(&s->em);
     if (o->base && !(s->bf = vq_logits_open(o->base, &st))) {
-        fprintf(stderr, "%s: %s: %s\n", C, o->base, vq_status_str(st));
+        vq_cli_file_fail(C, "--kl-base", o->base, st);
         return 1;
     }
     if (o->save &&
         !(s->sf = vq_logits_create(o->save, s->pp.top_k, s->em.info->n_vocab, o->ctx, &st))) {
-        fprintf(stderr, "%s: %s: %s\n", C, o->save, vq_status_str(st));
+        vq_cli_file_fail(C, "--save-logits", o->save, st);
         return 1;
     }
     if (o->probe_ref &&
@@ -343,7 +342,7 @@ static int srun_ppl(const struct srun_opts *o, struct srun_state *s) {
         st = vq_logits_close(s->sf);
         s->sf = NULL;
         if (st != VQ_STATUS_OK) {
-            fprintf(stderr, "%s: %s: %s\n", C, o->save, vq_status_str(st));
+            vq_cli_file_fail(C, "--save-logits", o->save, st);
             return 1;
         }
     }
@@ -413,7 +412,8 @@ static int srun_probe(const struct srun_opts *o, struct srun_state *s) {
     e->decode_tok_s = s->dec_tok_s > 0 ? s->dec_tok_s : NAN;
     detok_preview(&s->em, s->ids, s->lens[0], &e->output_preview);
     if (o->save_probe && !write_probe(o->save_probe, n_prompts, max_tokens, s->ids, s->lens)) {
-        fprintf(stderr, "%s: cannot write %s\n", C, o->save_probe);
+        fprintf(stderr, "%s: cannot write %s%s%s\n", C, o->save_probe,
+                vq_file_error()[0] ? ": " : "", vq_file_error());
         return 1;
     }
     e->peak_rss_mb = vq_peak_rss_mb();
@@ -444,7 +444,8 @@ static int srun_report(const struct srun_opts *o, struct srun_state *s) {
     r.protocol.seed = s->kp.seed;
     if (vq_results_add(&r, &s->e) != VQ_STATUS_OK ||
         vq_results_write(&r, o->outp) != VQ_STATUS_OK) {
-        fprintf(stderr, "%s: cannot write %s\n", C, o->outp);
+        fprintf(stderr, "%s: cannot write %s%s%s\n", C, o->outp, vq_file_error()[0] ? ": " : "",
+                vq_file_error());
         vq_results_clear(&r);
         return 1;
     }
@@ -487,6 +488,8 @@ struct sweep_opts {
     const char *dir, *text;
     int force, ctx, chunks, max_tokens, prompts, threads, timeout;
     char *list;                   /* owns the --configs tokens */
+    char corpus_buf[4096];        /* the default corpus's path (vq_cli_default_corpus) */
+    char model_buf[4096];         /* the default model's path when no -m is given */
     char canon[MAX_CONFIGS][256]; /* canonical names of the --configs (vq_kv_spec_name) */
     char extra[256];              /* the config spelled with KV options (--method ...), if any */
     int print_config;             /* --print-kv-config */
@@ -531,8 +534,13 @@ static void git_commit(const char *exe, char *out, size_t cap) {
 /* Last non-empty line of a log file into out. */
 static void last_line(const char *path, char *out, size_t cap) {
     out[0] = 0;
-    FILE *f = fopen(path, "rb");
-    if (!f) return;
+    int fd; /* a regular file only, opened without blocking (no cap: read line by line) */
+    if (vq_file_open_input(path, UINT64_MAX, "log", &fd, NULL) != VQ_STATUS_OK) return;
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return;
+    }
     char line[512];
     while (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\r\n")] = 0;
@@ -729,6 +737,13 @@ static int sweep_load(const struct sweep_opts *o, const char *exe, const char *m
         fprintf(stderr, "%s: %s: cannot read\n", CMD, model);
         return 0;
     }
+    /* the files it replaces must be regular files (or missing), never a device or FIFO */
+    const char *outs[] = {p->results, p->ref_logits, p->ref_probe, p->tmpres};
+    for (size_t i = 0; i < sizeof outs / sizeof outs[0]; i++)
+        if (vq_file_check_output(outs[i]) != VQ_STATUS_OK) {
+            fprintf(stderr, "%s: %s\n", CMD, vq_file_error());
+            return 0;
+        }
     vq_status st = vq_results_read(p->results, r, err, sizeof err);
     const char *why = NULL;
     if (st == VQ_STATUS_OK) vq_kv_results_upgrade(r);
@@ -801,7 +816,7 @@ static vq_status sweep_store(struct vq_results *r, const char *name, struct vq_r
  * with the child's row, or with an error row. Returns 1 when measured, 0 when it failed. */
 static int sweep_run_config(const struct sweep_opts *o, const char *exe, const char *model,
                             const struct sweep_paths *p, const char *name, int is_ref,
-                            struct vq_result *e) {
+                            const char *progress, struct vq_result *e) {
     char log[4200], err[512];
     struct vq_kv_opts ko;
     vq_kv_opts_init(&ko);
@@ -809,10 +824,13 @@ static int sweep_run_config(const struct sweep_opts *o, const char *exe, const c
     snprintf(log, sizeof log, "%s/%s.log", p->logdir, name);
     struct child_args ca;
     child_args(&ca, exe, o, model, name, &ko, p->tmpres, p->ref_logits, p->ref_probe, is_ref);
-    printf("%s: %s: %s ...\n", CMD, model, name);
+    printf("%s: %s: %s ... %s\n", CMD, model, name, progress);
     fflush(stdout);
     unlink(p->tmpres);
-    char *cerr = run_child(exe, ca.argv, log, o->timeout);
+    /* the log is truncated in place: never a device or FIFO (which would block the child) */
+    char *cerr = vq_file_check_output(log) != VQ_STATUS_OK
+                   ? strdup(vq_file_error())
+                   : run_child(exe, ca.argv, log, o->timeout);
     vq_result_init(e);
     if (!cerr) {
         struct vq_results one;
@@ -848,16 +866,27 @@ static int sweep_model(const struct sweep_opts *o, const char *exe, const char *
     char *order[MAX_CONFIGS + 1];
     int need_ref;
     const int n_order = sweep_order(o, &p, &r, order, &need_ref);
+    const double t0 = vq_now_s();
+    int n_run = 0; /* configs measured so far (cached ones take no time) */
     for (int i = 0; i < n_order; i++) {
         const char *name = order[i];
         const int is_ref = !strcmp(name, "fp16") && need_ref;
         const int j = vq_results_find(&r, name);
         if (j >= 0 && !r.results[j].error && !is_ref) {
-            printf("%s: %s: %s cached\n", CMD, model, name);
+            printf("%s: %s: %s cached [%d/%d]\n", CMD, model, name, i + 1, n_order);
             continue;
         }
+        /* i/N, time so far, and the time left at the mean of the configs measured so far */
+        char progress[96];
+        const double el = vq_now_s() - t0;
+        if (n_run > 0)
+            snprintf(progress, sizeof progress, "[%d/%d, %.0f s elapsed, ETA %.0f s]", i + 1,
+                     n_order, el, el / n_run * (n_order - i));
+        else snprintf(progress, sizeof progress, "[%d/%d]", i + 1, n_order);
+        fflush(stdout);
         struct vq_result e;
-        const int ok = sweep_run_config(o, exe, model, &p, name, is_ref, &e);
+        const int ok = sweep_run_config(o, exe, model, &p, name, is_ref, progress, &e);
+        n_run++;
         *n_failed += !ok;
         if (sweep_store(&r, name, &e) != VQ_STATUS_OK) {
             fprintf(stderr, "%s: out of memory\n", CMD);
@@ -865,7 +894,8 @@ static int sweep_model(const struct sweep_opts *o, const char *exe, const char *
             return 0;
         }
         if (vq_results_write(&r, p.results) != VQ_STATUS_OK) {
-            fprintf(stderr, "%s: cannot write %s (the previous file is intact)\n", CMD, p.results);
+            fprintf(stderr, "%s: cannot write %s (the previous file is intact)%s%s\n", CMD,
+                    p.results, vq_file_error()[0] ? ": " : "", vq_file_error());
             vq_results_clear(&r);
             return 0;
         }
@@ -935,6 +965,7 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
         {"force", no_argument, 0, 'F'},
         {"file", required_argument, 0, 'f'},
         {"ctx", required_argument, 0, 'c'},
+        {"ctx-size", required_argument, 0, 'c'},
         {"chunks", required_argument, 0, 'C'},
         {"max-tokens", required_argument, 0, 'T'},
         {"prompts", required_argument, 0, 'P'},
@@ -945,7 +976,7 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
         {0, 0, 0, 0},
     };
     memset(o, 0, sizeof *o);
-    o->text = "data/corpus_en.txt";
+    o->text = vq_cli_default_corpus(o->corpus_buf, sizeof o->corpus_buf);
     o->ctx = 512;
     o->chunks = 4;
     o->max_tokens = 200;
@@ -984,8 +1015,8 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
         case 't': ok = vq_opt_int(CMD, "--threads", optarg, 0, 1024, &o->threads); break;
         case 'W': ok = vq_opt_int(CMD, "--timeout", optarg, 0, 1 << 30, &o->timeout); break;
         case 'h': usage(stdout); return -1;
-        case ':': fprintf(stderr, "%s: %s needs a value\n", CMD, argv[optind - 1]); return 0;
-        case '?': fprintf(stderr, "%s: unknown option '%s'\n", CMD, argv[optind - 1]); return 0;
+        case ':':
+        case '?': vq_cli_bad_option(CMD, c, argc, argv, lo); return 0;
         default: ok = vq_kv_opts_handle(&ko, CMD, c, optarg); break;
         }
         if (ok != 1) return 0;
@@ -1034,20 +1065,63 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
         return 0;
     }
     if (o->print_config) return 1;
-    if (!o->n_models || !o->dir) {
-        fprintf(stderr, "%s: -m MODEL and -o DIR are required\n", CMD);
+    if (!o->n_models) /* the default model, as every command takes it */
+        o->models[o->n_models++] = vq_cli_model(NULL, o->model_buf, sizeof o->model_buf);
+    if (!o->dir) {
+        fprintf(stderr, "%s: -o DIR is required\n", CMD);
         return 0;
     }
     if (o->ctx % 2) {
         fprintf(stderr, "%s: --ctx must be even\n", CMD);
         return 0;
     }
-    if (access(o->text, R_OK) != 0) {
-        fprintf(stderr, "%s: %s: %s%s\n", CMD, o->text, strerror(errno),
-                !strcmp(o->text, "data/corpus_en.txt") ? " (run `make bench-data`)" : "");
+    /* a regular file under the text cap: a FIFO or /dev/zero would stall or never end */
+    int tfd;
+    if (vq_file_open_input(o->text, VQ_FILE_MAX_TEXT, "text", &tfd, NULL) != VQ_STATUS_OK) {
+        fprintf(stderr, "%s: -f: %s%s\n", CMD, vq_file_error(),
+                strstr(o->text, "corpus_en.txt") ? " (run `make bench-data`)" : "");
         return 0;
     }
+    close(tfd);
     return 1;
+}
+
+/* Takes the lock of output folder dir: an exclusive flock on dir/.sweep.lock, which holds the
+ * pid of its holder, kept until the process exits (O_CLOEXEC: the children do not inherit it).
+ * Two sweeps into one folder would otherwise race on results.json and the fp16 reference.
+ * Returns the lock's descriptor, or -1 after printing why (held: by which pid). */
+static int sweep_lock(const char *dir) {
+    char path[4200];
+    snprintf(path, sizeof path, "%.4000s/.sweep.lock", dir);
+    const int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666);
+    struct stat sb;
+    if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        fprintf(stderr, "%s: cannot use the lock file %s: %s\n", CMD, path,
+                fd < 0 ? strerror(errno) : "not a regular file");
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+        const int e = errno;
+        char who[32] = {0};
+        const ssize_t n = pread(fd, who, sizeof who - 1, 0);
+        if (n > 0) who[n] = 0;
+        who[strcspn(who, "\r\n")] = 0;
+        if (e == EWOULDBLOCK)
+            fprintf(stderr,
+                    "%s: output folder %s is in use by another sweep (pid %s, lock %s); wait for "
+                    "it to finish or use another -o\n",
+                    CMD, dir, who[0] ? who : "unknown", path);
+        else fprintf(stderr, "%s: cannot lock %s: %s\n", CMD, path, strerror(e));
+        close(fd);
+        return -1;
+    }
+    char pid[32];
+    const int n = snprintf(pid, sizeof pid, "%ld\n", (long)getpid());
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, pid, (size_t)n, 0) != n) {
+        /* the lock holds without the pid; only the message of a second sweep loses it */
+    }
+    return fd;
 }
 
 /* --print-kv-config: every config as its children would resolve it, one JSON line each. */
@@ -1084,6 +1158,11 @@ int vq_cmd_sweep(int argc, char **argv) {
         free(o.list);
         return 1;
     }
+    const int lock_fd = sweep_lock(o.dir);
+    if (lock_fd < 0) {
+        free(o.list);
+        return 1;
+    }
     int n_failed = 0, rc = 0;
     for (int m = 0; m < o.n_models; m++) {
         char dir[4096];
@@ -1091,6 +1170,7 @@ int vq_cmd_sweep(int argc, char **argv) {
         if (!sweep_model(&o, exe, o.models[m], dir, &n_failed)) rc = 1;
     }
     free(o.list);
+    close(lock_fd); /* releases the lock (the pid stays: a stale pid is never believed alone) */
     if (n_failed) {
         fprintf(stderr, "%s: %d config(s) failed (recorded as error entries)\n", CMD, n_failed);
         rc = 1;

@@ -27,7 +27,7 @@ int vq_eval_model_open(const char *cmd, const char *path, struct vq_eval_model *
     em->info = vq_model_info_get(em->m);
     em->tok = vq_tok_create(vq_model_gguf(em->m), &st);
     if (!em->tok) {
-        fprintf(stderr, "%s: %s: tokenizer: %s\n", cmd, path, vq_status_str(st));
+        fprintf(stderr, "%s: %s: model has no usable %s\n", cmd, path, vq_engine_last_error());
         vq_model_free(em->m);
         em->m = NULL;
         return 0;
@@ -57,30 +57,11 @@ void vq_eval_model_close(struct vq_eval_model *em) {
 
 int32_t *vq_eval_tokenize_file(const char *cmd, const struct vq_eval_model *em, const char *path,
                                int64_t *n) {
-    FILE *f = fopen(path, "rb");
-    if (!f) {
-        fprintf(stderr, "%s: %s: %s\n", cmd, path, strerror(errno));
-        return NULL;
-    }
-    size_t cap = 1 << 16, len = 0;
-    char *buf = malloc(cap);
-    while (buf) {
-        len += fread(buf + len, 1, cap - len, f);
-        if (len < cap) break;
-        char *nb = realloc(buf, cap * 2);
-        if (!nb) {
-            free(buf);
-            buf = NULL;
-            break;
-        }
-        buf = nb;
-        cap *= 2;
-    }
-    const int rerr = ferror(f);
-    fclose(f);
-    if (!buf || rerr) {
-        free(buf);
-        fprintf(stderr, "%s: %s: %s\n", cmd, path, rerr ? "read error" : "out of memory");
+    /* regular files only (a FIFO or /dev/zero would block or never end), VQ_FILE_MAX_TEXT */
+    char *buf = NULL;
+    size_t len = 0;
+    if (vq_file_read_all(path, VQ_FILE_MAX_TEXT, "text", &buf, &len) != VQ_STATUS_OK) {
+        fprintf(stderr, "%s: %s\n", cmd, vq_file_error());
         return NULL;
     }
     int64_t need = vq_tok_encode(em->tok, buf, len, true, false, NULL, 0);

@@ -2,12 +2,16 @@
 #include "opts.h"
 
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 #include <time.h>
 #include <unistd.h>
+
+#include "vq_engine.h"
+#include "vq_tools.h"
 
 int vq_opt_long(const char *cmd, const char *opt, const char *val, long lo, long hi, long *out) {
     if (!val) {
@@ -81,6 +85,11 @@ int vq_opt_method(const char *cmd, const char *opt, const char *val, enum vq_met
     if (vq_method_from_name(val, out) == VQ_STATUS_OK) {
         struct vq_method_info mi;
         if (vq_method_info_get(*out, &mi) == VQ_STATUS_OK && mi.implemented) return 1;
+    }
+    const char *near = vq_kv_nearest_name(val, 1);
+    if (near) {
+        fprintf(stderr, "%s: %s: unknown method '%s': did you mean %s?\n", cmd, opt, val, near);
+        return 0;
     }
     fprintf(stderr, "%s: %s: unknown method '%s'; available:", cmd, opt, val);
     for (int m = 0; m < VQ_METHOD_COUNT; m++) {
@@ -171,4 +180,83 @@ void vq_cli_model_stem(const char *file, char *out, size_t cap) {
     }
     out[j] = 0;
     if (out[0] == '.') out[0] = '_'; /* no hidden, "." or ".." folder */
+}
+
+/* The long option of lo nearest to name (without its dashes), or NULL: a likely typo. */
+static const char *nearest_option(const char *name, const struct option *lo) {
+    const char *names[256];
+    int n = 0;
+    for (; lo && lo->name && n < 256; lo++) names[n++] = lo->name;
+    const int i = vq_nearest_name(name, names, n);
+    return i >= 0 ? names[i] : NULL;
+}
+
+void vq_cli_bad_option(const char *cmd, int c, int argc, char **argv, const struct option *lo) {
+    /* getopt_long leaves optind past the element it read; a short option inside a bundle
+     * (-xyz) is reported by its letter, a long one by its element */
+    const char *elem = optind - 1 < argc && optind >= 1 ? argv[optind - 1] : "?";
+    char shown[80];
+    if (optopt && !(elem[0] == '-' && elem[1] == '-')) snprintf(shown, sizeof shown, "-%c", optopt);
+    else snprintf(shown, sizeof shown, "%.70s", elem);
+    if (c == ':') {
+        fprintf(stderr, "%s: %s needs a value\n", cmd, shown);
+        return;
+    }
+    const char *near = NULL;
+    if (shown[0] == '-' && shown[1] == '-') {
+        char name[80];
+        snprintf(name, sizeof name, "%s", shown + 2);
+        name[strcspn(name, "=")] = 0;
+        near = nearest_option(name, lo);
+    }
+    if (near)
+        fprintf(stderr, "%s: unknown option '%s': did you mean --%s? (veloxquant %s --help)\n", cmd,
+                shown, near, cmd);
+    else fprintf(stderr, "%s: unknown option '%s' (veloxquant %s --help)\n", cmd, shown, cmd);
+}
+
+const char *vq_cli_model(const char *given, char *buf, size_t cap) {
+    if (given) return given;
+    if (vq_model_default_path(buf, cap) < 0 && cap) buf[0] = 0;
+    return buf;
+}
+
+const char *vq_cli_default_corpus(char *buf, size_t cap) {
+    snprintf(buf, cap, "data/corpus_en.txt"); /* from the repository root: recorded as is */
+    if (access(buf, R_OK) == 0) return buf;
+    const char *d = getenv("VQ_DATA");
+    if (d && *d) {
+        snprintf(buf, cap, "%s/corpus_en.txt", d);
+        return buf;
+    }
+    char exe[4096];
+    const ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n > 0) {
+        exe[n] = 0;
+        char *sl = strrchr(exe, '/');
+        if (sl) *sl = 0;
+        static const char *const rel[2] = {"../data/corpus_en.txt",
+                                           "../share/veloxquant/corpus_en.txt"};
+        for (int i = 0; i < 2; i++) {
+            snprintf(buf, cap, "%s/%s", exe, rel[i]);
+            if (access(buf, R_OK) == 0) return buf;
+        }
+    }
+    snprintf(buf, cap, "data/corpus_en.txt");
+    return buf;
+}
+
+int vq_opt_output(const char *cmd, const char *opt, const char *path) {
+    if (vq_file_check_output(path) == VQ_STATUS_OK) return 1;
+    fprintf(stderr, "%s: %s: %s\n", cmd, opt, vq_file_error());
+    return 0;
+}
+
+void vq_cli_file_fail(const char *cmd, const char *opt, const char *path, vq_status st) {
+    const int e = errno;
+    const char *why = vq_file_error();
+    if (why[0]) fprintf(stderr, "%s: %s: %s\n", cmd, opt, why);
+    else if (st == VQ_STATUS_IO && e)
+        fprintf(stderr, "%s: %s %s: %s (%s)\n", cmd, opt, path, vq_status_str(st), strerror(e));
+    else fprintf(stderr, "%s: %s %s: %s\n", cmd, opt, path, vq_status_str(st));
 }
