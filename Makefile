@@ -6,7 +6,8 @@ CMAKE_FLAGS ?=
 # Gemma 3 270M, both golden-tested by `make test`.
 MODELS ?= smollm2 gemma3-270m
 
-.PHONY: all deps models bench-data test test-large test-python test-asan test-tsan demo bench install clean \
+.PHONY: all deps models bench-data venv test test-large test-python test-asan test-tsan demo bench \
+        install clean \
         fuzz format \
         format-check
 
@@ -29,7 +30,7 @@ bench-data:
 # Installs packages, fetches the models ($(MODELS)), extracts the corpus, builds, runs the whole
 # suite, then the sanitizer builds: gcc with ASan + UBSan, clang with TSan (the threaded tests).
 # Tests labelled "large" (test_large_*.c) are left to `make test-large`.
-test: deps models bench-data all
+test: deps models bench-data all venv
 	cd $(BUILD) && ctest --output-on-failure -j 2 -LE large
 	$(MAKE) test-python
 	$(MAKE) test-asan
@@ -44,10 +45,13 @@ test-large: all
 
 # The Python package (python/): a venv in $(BUILD)/venv with NumPy and pytest from PyPI, the
 # package installed from python/ with the library just built, then its pytest suite.
+# The venv also holds the openai client for the server tests (tests/server/, CTest server_api).
 VENV = $(abspath $(BUILD))/venv
-test-python: all
+venv:
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)
-	$(VENV)/bin/pip install -q numpy pytest
+	$(VENV)/bin/pip install -q numpy pytest openai
+
+test-python: all venv
 	VQ_LIBRARY=$(abspath $(BUILD))/libveloxquant.so $(VENV)/bin/pip install -q ./python
 	VQ_CLI=$(abspath $(BUILD))/veloxquant $(VENV)/bin/pytest -q python/tests
 
@@ -55,7 +59,7 @@ test-python: all
 test-asan:
 	cmake -S . -B $(BUILD)-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DVQ_SANITIZE=address,undefined -DVQ_OPENMP=OFF -DVQ_BUILD_BENCH=OFF -DVQ_PLPLOT=OFF $(CMAKE_FLAGS)
 	cmake --build $(BUILD)-asan -j $(JOBS)
-	cd $(BUILD)-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j 2 -LE model
+	cd $(BUILD)-asan && VQ_PYTHON=$(VENV)/bin/python ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 ctest --output-on-failure -j 2 -LE model
 
 # libFuzzer targets (clang), the library instrumented too; each runs FUZZ_TIME seconds from the
 # seeds in fuzz/corpus/ and reports executions and edges covered (scripts/fuzz.sh).

@@ -217,6 +217,23 @@ VQ_API vq_ctx *vq_ctx_create_kv(const vq_model *m, const struct vq_ctx_params *p
  * (KIVI), n_past reports what the cache kept.
  * Buffers come from vq_ctx_create (no allocation here). */
 VQ_API vq_status vq_ctx_eval(vq_ctx *c, const int32_t *tokens, int64_t n, float *logits);
+/* One decode step of n sequences at once: token tokens[i] is evaluated on context ctxs[i] at
+ * its own position (vq_ctx_n_past) and its logits (n_vocab) written to logits[i]. The contexts
+ * are distinct, of one model, each with room for one more token; their caches may differ (fp16,
+ * kv4, ...). The weight matmuls run once over all n rows (in batches of ctxs[0]'s n_batch, in
+ * ctxs[0]'s buffers and threads: the weights are read once per step, not n times); each row's
+ * attention runs on its own context's cache. The results equal n calls vq_ctx_eval(ctxs[i],
+ * &tokens[i], 1, logits[i]) bit for bit (the four-token kernels of Q4_K, whose float order
+ * differs, are run one token at a time here). Contexts with a layer hook, f32_activations or
+ * timings, and n == 1, are evaluated one by one with vq_ctx_eval. The output matrix is read
+ * once either way; logits rows equally spaced (one (n, n_vocab) array) let it run in four-token
+ * groups, rows in separate buffers one token at a time per weight tile (slower).
+ * Returns INVALID_ARG (NULL arguments, n < 1, a token id out of range, a context repeated or
+ * of another model), CAPACITY (a context is full; nothing evaluated), or a cache status; on an
+ * error the rows of the failing batch keep none of its token (earlier batches of n_batch rows
+ * keep theirs). Uses the contexts from one thread; no allocation. */
+VQ_API vq_status vq_ctx_eval_batch(vq_ctx *const *ctxs, const int32_t *tokens, int n,
+                                   float *const *logits);
 /* Tokens evaluated so far (the cache length); 0 for NULL. */
 VQ_API int64_t vq_ctx_n_past(const vq_ctx *c);
 /* The context's size in tokens (vq_ctx_params.n_ctx); 0 for NULL. */
@@ -520,6 +537,57 @@ VQ_API vq_status vq_generate(vq_ctx *c, const char *prompt, const struct vq_gen_
  * vq_generate. */
 VQ_API vq_status vq_generate_tokens(vq_ctx *c, const int32_t *ids, int64_t n,
                                     const struct vq_gen_params *p, struct vq_gen_result *r);
+
+/* ---- step-wise generation: a session ----
+ *
+ * The loop of vq_generate_tokens in steps, so that a caller (a server's scheduler) can run many
+ * generations on many contexts and evaluate their next tokens together (vq_ctx_eval_batch):
+ *     vq_gen_session *g = vq_gen_begin(ctx, ids, n, &gp, &st);     // prefix reuse, no eval
+ *     while (vq_gen_prefill_left(g)) st = vq_gen_prefill(g, 512);  // the prompt, in chunks
+ *     for (int32_t t; !vq_gen_next(g, &t) && t >= 0;)              // sample, stream, stop?
+ *         vq_gen_decoded(g, vq_ctx_eval(ctx, &t, 1, vq_gen_logits(g)));
+ *     st = vq_gen_end(g, &r);                                      // the result; frees g
+ * vq_generate_tokens is exactly this loop (prefill in one call), so a session computes what it
+ * computes. A session uses its context from one thread at a time; sessions on distinct contexts
+ * are independent. */
+typedef struct vq_gen_session vq_gen_session;
+/* Starts a generation from n >= 1 prompt ids on c as vq_generate_tokens does (validation, the
+ * cache cut back to the longest reusable prefix, sampler set up) without evaluating anything.
+ * p (NULL: defaults) is copied; its stop strings and user pointer stay borrowed until
+ * vq_gen_end. NULL with *st = vq_generate_tokens's statuses (INVALID_ARG, CAPACITY, NOT_FOUND,
+ * BAD_FORMAT, NO_MEMORY) and a message in vq_engine_last_error(). Caller-owned: vq_gen_end. */
+VQ_API vq_gen_session *vq_gen_begin(vq_ctx *c, const int32_t *ids, int64_t n,
+                                    const struct vq_gen_params *p, vq_status *st);
+/* Prompt tokens still to evaluate (0 once the prefill is done or after an error). */
+VQ_API int64_t vq_gen_prefill_left(const vq_gen_session *g);
+/* Evaluates the next max_tokens (0: all) prompt tokens; the last chunk leaves the logits of the
+ * last prompt token in vq_gen_logits. Chunks of a multiple of the context's n_batch give the
+ * numerics of one call. Returns OK (also when nothing is left) or the evaluation's status (the
+ * session then only ends: vq_gen_end returns it). */
+VQ_API vq_status vq_gen_prefill(vq_gen_session *g, int64_t max_tokens);
+/* One decode step after the prefill: samples a token from vq_gen_logits, streams its text
+ * (on_piece), checks end-of-generation, stop strings, max_tokens and the context. *token is the
+ * sampled id that the caller must now evaluate on vq_gen_ctx(g) into vq_gen_logits(g) (alone
+ * or in a vq_ctx_eval_batch) and report with vq_gen_decoded, or -1 when the generation is
+ * finished. Returns OK, INVALID_ARG (NULL arguments, prefill not done, the previous token not
+ * reported), NO_MEMORY, or the session's earlier error. */
+VQ_API vq_status vq_gen_next(vq_gen_session *g, int32_t *token);
+/* Reports the status of the evaluation of the token vq_gen_next returned: OK counts a decode
+ * step; an error ends the session with that status. Returns it (INVALID_ARG with no token
+ * pending). */
+VQ_API vq_status vq_gen_decoded(vq_gen_session *g, vq_status eval_status);
+/* 1 when vq_gen_next has no more tokens to give (finished or failed), else 0. */
+VQ_API int vq_gen_finished(const vq_gen_session *g);
+/* The session's logits row (n_vocab floats, owned by the session) and its context. */
+VQ_API float *vq_gen_logits(vq_gen_session *g);
+VQ_API vq_ctx *vq_gen_ctx(const vq_gen_session *g);
+/* Ends a session and frees it (NULL: INVALID_ARG). *r (may be NULL) receives what
+ * vq_generate_tokens would return: counts, times, finish, the text (caller frees with
+ * vq_gen_result_free); the last text held back for stop strings is delivered to on_piece here.
+ * A session ended before it finished is cancelled: finish CALLBACK, the text delivered so far.
+ * Returns OK or the session's error (r->text NULL). */
+VQ_API vq_status vq_gen_end(vq_gen_session *g, struct vq_gen_result *r);
+
 /* The ids the context evaluated, in order (vq_ctx_n_past of them; after vq_ctx_truncate the
  * first n_past). Borrowed, valid until the next eval, truncate, reset or free of c. */
 VQ_API const int32_t *vq_ctx_tokens(const vq_ctx *c);

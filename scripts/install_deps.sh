@@ -2,7 +2,7 @@
 # Installs the Debian packages veloxquant builds and tests with. Idempotent; skips apt when
 # everything is present.
 set -euo pipefail
-PKGS="build-essential cmake pkg-config libcjson-dev libplplot-dev plplot-driver-cairo python3 python3-pip python3-venv unzip python3.11-doc"
+PKGS="build-essential cmake pkg-config libcjson-dev libmicrohttpd-dev libplplot-dev plplot-driver-cairo python3 python3-pip python3-venv unzip python3.11-doc"
 # The clang build of `make test` (ThreadSanitizer with LLVM's OpenMP runtime and its Archer tool,
 # both in libomp-dev), `make fuzz` (libFuzzer and the sanitizer runtimes: libclang-rt-dev),
 # symbolized sanitizer reports (llvm-symbolizer: llvm) and `make format` (clang-format).

@@ -15,6 +15,7 @@
  * pass adds each phase's wall time to the context's totals (lap(), vq_ctx_get_timings).
  */
 #include <math.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,6 +61,7 @@ struct vq_ctx {
     vq_layer_hook_fn hook; /* optional per-layer observer (vq_ctx_set_layer_hook) */
     void *hook_user;
     struct vq_ctx_timings tm; /* per-phase totals (p.timings) */
+    int rowwise; /* 1 while a vq_ctx_eval_batch runs on this context's buffers (mm_rowwise) */
 };
 
 struct vq_ctx_params vq_ctx_params_default(void) {
@@ -330,15 +332,29 @@ static void quantize_rows(const vq_ctx *c, const struct vq_weight *w, const floa
                                  (uint8_t *)dst + (size_t)t * c->act_stride, w->cols);
 }
 
+/* Kernels whose four-token (gemm) results differ from one-token (gemv) results: Q4_K
+ * (ggml.h); a batch of decode rows of several sequences (c->rowwise) runs them row by row. */
+static int mm_rowwise(const vq_ctx *c, const struct vq_weight *w) {
+    return c->rowwise && w->k->type == VQ_GGML_Q4_K;
+}
+
+/* y (n_tok rows, ld floats apart) = x (n_tok, w->cols) W^T, quantizing x into c->act. */
+static void mm_ld(vq_ctx *c, const struct vq_weight *w, const float *x, int64_t n_tok, float *y,
+                  int64_t ld) {
+    quantize_rows(c, w, x, n_tok, c->act);
+    const struct vq_ggml_mm_job j = {w->k,    w->data,          w->row_bytes,  w->rows,
+                                     w->cols, c->act,           c->act_stride, y,
+                                     ld,      mm_rowwise(c, w), NULL};
+    vq_ggml_matmul_multi(&j, 1, n_tok, c->n_threads);
+}
+
 /* y (n_tok, w->rows) = x (n_tok, w->cols) W^T, quantizing x into c->act first. */
 static void matmul(vq_ctx *c, const struct vq_weight *w, const float *x, int64_t n_tok, float *y) {
     if (c->p.f32_activations) {
         matmul_f32(c, w, x, n_tok, y);
         return;
     }
-    quantize_rows(c, w, x, n_tok, c->act);
-    vq_ggml_matmul(w->k, w->data, w->row_bytes, w->rows, w->cols, c->act, c->act_stride, n_tok, y,
-                   w->rows, c->n_threads);
+    mm_ld(c, w, x, n_tok, y, w->rows);
 }
 
 /* Products sharing one input (q/k/v, gate/up) in one parallel loop; the input is quantized
@@ -366,8 +382,9 @@ static void matmul_shared(vq_ctx *c, const struct vq_weight *const *ws, float *c
             fmt_buf[a] = base;
             n_fmt++;
         }
-        jobs[i] = (struct vq_ggml_mm_job){w->k,       w->data,       w->row_bytes, w->rows, w->cols,
-                                          fmt_buf[a], c->act_stride, ys[i],        w->rows};
+        jobs[i] = (struct vq_ggml_mm_job){w->k,    w->data,          w->row_bytes,  w->rows,
+                                          w->cols, fmt_buf[a],       c->act_stride, ys[i],
+                                          w->rows, mm_rowwise(c, w), NULL};
     }
     vq_ggml_matmul_multi(jobs, n, n_tok, c->n_threads);
 }
@@ -382,7 +399,7 @@ static void add_bias(float *y, const float *b, int64_t n_tok, int64_t n) {
  * theta_i = pos * base^(-2i / rope_dim) as ggml's rope cache computes it (float theta,
  * multiplied by base^(-2 / rope_dim) per pair, times freq_scale, cosf / sinf: llama.cpp's
  * angles bit for bit). */
-static void rope_tables(vq_ctx *c, int64_t p0, int64_t n) {
+static void rope_tables(vq_ctx *c, int64_t p0, int64_t n, vq_ctx *const *rows) {
     const vq_model *m = c->m;
     const size_t half = (size_t)m->info.rope_dim / 2;
     for (int r = 0; r < m->n_rope; r++) {
@@ -391,7 +408,7 @@ static void rope_tables(vq_ctx *c, int64_t p0, int64_t n) {
         for (int64_t t = 0; t < n; t++) {
             float *cs = c->rope_cos + ((size_t)r * (size_t)c->p.n_batch + (size_t)t) * half;
             float *sn = c->rope_sin + ((size_t)r * (size_t)c->p.n_batch + (size_t)t) * half;
-            float th = (float)(p0 + t);
+            float th = (float)(rows ? rows[t]->n_past : p0 + t); /* batch: each row's own */
             for (size_t i = 0; i < half; i++) {
                 cs[i] = cosf(fs * th);
                 sn[i] = sinf(fs * th);
@@ -443,8 +460,31 @@ static void ffn_gate_act(const vq_ctx *c, float *g, const float *u, int64_t n_to
     }
 }
 
-/* One forward pass over n <= n_batch tokens at positions n_past..; logits may be NULL. */
-static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *logits) {
+/* Attention of one layer for rows of a batch of several sequences (vq_ctx_eval_batch): row t
+ * is one token of rows[t], at its position rows[t]->n_past, on its own cache, exactly as a
+ * one-token forward pass of rows[t] would run it. */
+static vq_status attend_rows(vq_ctx *c, vq_ctx *const *rows, int64_t n, int l, float scale) {
+    const struct vq_model_info *I = &c->m->info;
+    const int64_t NQ = (int64_t)I->n_heads * I->head_dim, NK = (int64_t)I->n_kv_heads * I->head_dim;
+    for (int64_t t = 0; t < n; t++) {
+        vq_ctx *r = rows[t];
+        float *q = c->q + t * NQ;
+        if (r->p.cache.key_scales == 2 || r->p.cache.key_channel_bits)
+            VQ_RETURN_IF_ERR(vq_cache_observe_queries(r->cache, l, q, I->n_heads, 1));
+        VQ_RETURN_IF_ERR(
+            vq_cache_append(r->cache, l, c->k + t * NK, c->v + t * NK, VQ_DTYPE_F32, 1));
+        VQ_RETURN_IF_ERR(
+            vq_cache_attend(r->cache, l, q, I->n_heads, 1, NULL, scale, c->att + t * NQ));
+    }
+    return VQ_STATUS_OK;
+}
+
+/* One forward pass over n <= n_batch tokens at positions n_past..; logits may be NULL.
+ * rows != NULL: a batch of several sequences in c's buffers (vq_ctx_eval_batch): token t
+ * belongs to rows[t] (attention on its cache at its position, attend_rows) and its logits go to
+ * row_logits[t]; c's own cache is not touched unless c is one of the rows. */
+static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *logits,
+                         vq_ctx *const *rows, float *const *row_logits) {
     const vq_model *m = c->m;
     const struct vq_model_info *I = &m->info;
     const int64_t E = I->n_embd, HD = I->head_dim;
@@ -453,9 +493,10 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
     /* softmax scale; with q_prescale it is applied to q (fp32, before the fp16 rounding) */
     const float attn_scale = m->q_prescale ? 1.0f : 1.0f / sqrtf((float)HD);
     /* rows carried through the last layer after attention: logits wanted for all, one, none */
-    const int64_t n_out = !logits ? 0 : c->p.logits_all ? n : 1;
+    const int64_t n_out = rows ? n : !logits ? 0 : c->p.logits_all ? n : 1;
     int64_t nr = n;
-    struct phase_clock pc = clock_start(c, n);
+    struct phase_clock pc = {NULL, 0}; /* batches of several sequences are not timed */
+    if (!rows) pc = clock_start(c, n);
 
     for (int64_t t = 0; t < n; t++)
         m->tok_embd.k->to_float(
@@ -463,7 +504,7 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
             c->x + t * E, E);
     if (m->embd_scale != 1.0f)
         for (int64_t i = 0; i < n * E; i++) c->x[i] *= m->embd_scale;
-    rope_tables(c, p0, n);
+    rope_tables(c, p0, n, rows);
 
     for (int l = 0; l < I->n_layers; l++) {
         const struct vq_layer *ly = &m->layers[l];
@@ -485,21 +526,26 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
         if (m->q_prescale)
             for (int64_t i = 0; i < n * NQ; i++) c->q[i] *= m->q_scale;
         lap(&pc, VQ_PHASE_OTHER);
-        /* query moments for the layer's key scales / per-channel key widths */
-        if (c->p.cache.key_scales == 2 || c->p.cache.key_channel_bits)
-            VQ_RETURN_IF_ERR(vq_cache_observe_queries(c->cache, l, c->q, I->n_heads, n));
-        VQ_RETURN_IF_ERR(vq_cache_append(c->cache, l, c->k, c->v, VQ_DTYPE_F32, n));
-        /* plain fp16 layers: llama.cpp's arithmetic inside the cache (vq_cache_attend), windows
+        if (rows) {
+            VQ_RETURN_IF_ERR(attend_rows(c, rows, n, l, attn_scale));
+            lap(&pc, VQ_PHASE_ATTN);
+        } else {
+            /* query moments for the layer's key scales / per-channel key widths */
+            if (c->p.cache.key_scales == 2 || c->p.cache.key_channel_bits)
+                VQ_RETURN_IF_ERR(vq_cache_observe_queries(c->cache, l, c->q, I->n_heads, n));
+            VQ_RETURN_IF_ERR(vq_cache_append(c->cache, l, c->k, c->v, VQ_DTYPE_F32, n));
+            /* plain fp16 layers: llama.cpp's arithmetic inside the cache (vq_cache_attend), windows
          * (layer_window) masked there */
-        VQ_RETURN_IF_ERR(
-            vq_cache_attend(c->cache, l, c->q, I->n_heads, n, NULL, attn_scale, c->att));
-        lap(&pc, VQ_PHASE_ATTN);
-        if (c->hook) {
-            const struct vq_layer_event ev = {l,       p0,         n,    I->n_heads, I->n_kv_heads,
-                                              (int)HD, attn_scale, c->q, c->k,       c->v,
-                                              c->att,  c->cache};
-            VQ_RETURN_IF_ERR(c->hook(c->hook_user, &ev));
-            lap(&pc, VQ_PHASE_OTHER);
+            VQ_RETURN_IF_ERR(
+                vq_cache_attend(c->cache, l, c->q, I->n_heads, n, NULL, attn_scale, c->att));
+            lap(&pc, VQ_PHASE_ATTN);
+            if (c->hook) {
+                const struct vq_layer_event ev = {
+                    l,          p0,   n,    I->n_heads, I->n_kv_heads, (int)HD,
+                    attn_scale, c->q, c->k, c->v,       c->att,        c->cache};
+                VQ_RETURN_IF_ERR(c->hook(c->hook_user, &ev));
+                lap(&pc, VQ_PHASE_OTHER);
+            }
         }
         matmul(c, &ly->wo, c->att, n, c->h);
         lap(&pc, VQ_PHASE_ATTN_OUT);
@@ -530,6 +576,29 @@ static vq_status forward(vq_ctx *c, const int32_t *tokens, int64_t n, float *log
         for (int64_t i = 0; i < nr * E; i++) c->x[i] += c->h[i];
     }
     lap(&pc, VQ_PHASE_OTHER);
+    if (rows) {
+        /* each row's logits to its own buffer: one product when the buffers are equally
+         * spaced, else one per row (the output matrix read n times) */
+        rmsnorm(c, c->x, m->output_norm, c->h, n, E, I->rms_eps);
+        const ptrdiff_t ld = n > 1 ? row_logits[1] - row_logits[0] : I->n_vocab;
+        int even = ld >= I->n_vocab;
+        for (int64_t t = 1; t < n && even; t++) even = row_logits[t] - row_logits[t - 1] == ld;
+        const struct vq_weight *w = &m->output;
+        quantize_rows(c, w, c->h, n, c->act);
+        const struct vq_ggml_mm_job j = {w->k,
+                                         w->data,
+                                         w->row_bytes,
+                                         w->rows,
+                                         w->cols,
+                                         c->act,
+                                         c->act_stride,
+                                         even ? row_logits[0] : NULL,
+                                         even ? (int64_t)ld : 0,
+                                         even ? mm_rowwise(c, w) : 1,
+                                         even ? NULL : row_logits};
+        vq_ggml_matmul_multi(&j, 1, n, c->n_threads);
+        return VQ_STATUS_OK;
+    }
     if (!logits) return VQ_STATUS_OK;
     /* nr rows of logits: all n (logits_all) or the last token's */
     rmsnorm(c, c->x, m->output_norm, c->h, nr, E, I->rms_eps);
@@ -554,7 +623,7 @@ vq_status vq_ctx_eval(vq_ctx *c, const int32_t *tokens, int64_t n, float *logits
         float *lg = NULL;
         if (logits && c->p.logits_all) lg = logits + done * (int64_t)I->n_vocab;
         else if (logits && last) lg = logits;
-        vq_status st = forward(c, tokens + done, chunk, lg);
+        vq_status st = forward(c, tokens + done, chunk, lg, NULL, NULL);
         if (st != VQ_STATUS_OK) {
             /* drop whatever part of the call reached the cache; when the cache cannot cut that
              * far back (outlier-channel statistics of an earlier chunk), drop at least this
@@ -566,6 +635,58 @@ vq_status vq_ctx_eval(vq_ctx *c, const int32_t *tokens, int64_t n, float *logits
             return st;
         }
         c->n_past += chunk;
+        done += chunk;
+    }
+    return VQ_STATUS_OK;
+}
+
+/* The batch of vq_ctx_eval_batch that fits c's buffers: n <= c's n_batch rows of distinct
+ * contexts of c's model, each with room for one more token. */
+static vq_status eval_rows(vq_ctx *c, vq_ctx *const *ctxs, const int32_t *tokens, int n,
+                           float *const *logits) {
+    c->rowwise = 1;
+    vq_status st = forward(c, tokens, n, NULL, ctxs, logits);
+    c->rowwise = 0;
+    for (int i = 0; i < n; i++) {
+        vq_ctx *r = ctxs[i];
+        if (st == VQ_STATUS_OK) {
+            r->ids[r->n_past++] = tokens[i];
+            continue;
+        }
+        /* drop the layers this token reached in every row's cache (a one-token append can
+         * always be cut back: the single-token eval relies on the same) */
+        if (vq_cache_truncate(r->cache, r->n_past) != VQ_STATUS_OK)
+            r->n_past = vq_cache_n_tokens(r->cache, r->m->info.n_layers - 1);
+    }
+    return st;
+}
+
+vq_status vq_ctx_eval_batch(vq_ctx *const *ctxs, const int32_t *tokens, int n,
+                            float *const *logits) {
+    if (!ctxs || !tokens || !logits || n < 1) return VQ_STATUS_INVALID_ARG;
+    for (int i = 0; i < n; i++) {
+        const vq_ctx *r = ctxs[i];
+        if (!r || !logits[i] || r->m != ctxs[0]->m || tokens[i] < 0 ||
+            tokens[i] >= r->m->info.n_vocab)
+            return VQ_STATUS_INVALID_ARG;
+        for (int j = 0; j < i; j++)
+            if (ctxs[j] == r) return VQ_STATUS_INVALID_ARG;
+    }
+    for (int i = 0; i < n; i++)
+        if (ctxs[i]->n_past >= ctxs[i]->p.n_ctx) return VQ_STATUS_CAPACITY;
+    vq_ctx *c = ctxs[0];
+    /* hooks, exact activations and timings see one sequence per pass: those rows run alone */
+    int plain = 1;
+    for (int i = 0; i < n; i++)
+        if (ctxs[i]->hook || ctxs[i]->p.f32_activations || ctxs[i]->p.timings) plain = 0;
+    if (!plain || n == 1) {
+        for (int i = 0; i < n; i++)
+            VQ_RETURN_IF_ERR(vq_ctx_eval(ctxs[i], &tokens[i], 1, logits[i]));
+        return VQ_STATUS_OK;
+    }
+    for (int done = 0; done < n;) {
+        const int chunk = n - done < c->p.n_batch ? n - done : c->p.n_batch;
+        VQ_RETURN_IF_ERR(eval_rows(c, ctxs + done, tokens + done, chunk, logits + done));
         done += chunk;
     }
     return VQ_STATUS_OK;

@@ -743,8 +743,8 @@ const struct vq_ggml_nn_kernels *vq_ggml_nn_kernels(enum vq_isa isa) {
 void vq_ggml_matmul(const struct vq_ggml_kernels *k, const void *w, size_t w_row_bytes,
                     int64_t n_rows, int64_t n_cols, const void *act, size_t act_stride,
                     int64_t n_tok, float *out, int64_t ld_out, int n_threads) {
-    const struct vq_ggml_mm_job j = {k,   w,          w_row_bytes, n_rows, n_cols,
-                                     act, act_stride, out,         ld_out};
+    const struct vq_ggml_mm_job j = {k,          w,   w_row_bytes, n_rows, n_cols, act,
+                                     act_stride, out, ld_out,      0,      NULL};
     vq_ggml_matmul_multi(&j, 1, n_tok, n_threads);
 }
 
@@ -766,7 +766,7 @@ static void mm_row_x4(const struct vq_ggml_mm_job *j, int64_t r, int64_t t) {
 static void mm_tile(const struct vq_ggml_mm_job *j, int64_t r0, int64_t r1, int64_t n_tok) {
     const uint8_t *wb = j->w, *ab = j->act;
     int64_t t = 0;
-    if (j->k->vec_dot4 || j->k->vec_dot_r4x4) {
+    if (!j->rowwise && (j->k->vec_dot4 || j->k->vec_dot_r4x4)) {
         while (t + 4 <= n_tok) {
             const int nt = j->k->vec_dot_r4x8 && t + 8 <= n_tok ? 8 : 4;
             const vq_ggml_vec_dot_r4x4_fn f = nt == 8 ? j->k->vec_dot_r4x8 : j->k->vec_dot_r4x4;
@@ -783,7 +783,7 @@ static void mm_tile(const struct vq_ggml_mm_job *j, int64_t r0, int64_t r1, int6
     }
     for (; t < n_tok; t++) {
         const void *a = ab + (size_t)t * j->act_stride;
-        float *o = j->out + t * j->ld_out;
+        float *o = j->out_rows ? j->out_rows[t] : j->out + t * j->ld_out;
         int64_t r = r0;
         if (j->k->vec_dot_r4)
             for (; r + 4 <= r1; r += 4)

@@ -405,6 +405,13 @@ struct vq_ggml_mm_job {
     size_t act_stride;
     float *out; /* out[t * ld_out + r] */
     int64_t ld_out;
+    /* 1: every token through the one-token (gemv) kernels, so that each token's result equals
+     * a one-token product bit for bit whatever the batch (vq_ctx_eval_batch: decode rows of
+     * several sequences); 0 (positional initializers): gemm for whole groups of 4 tokens */
+    int rowwise;
+    /* NULL: token t's outputs at out + t * ld_out; else at out_rows[t] (rowwise must be 1: the
+     * rows of several sequences' logits, each in its own buffer) */
+    float *const *out_rows;
 };
 
 /* Runs several products over the same n_tok tokens in one OpenMP parallel loop (one fork/join

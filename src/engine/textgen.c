@@ -343,48 +343,70 @@ static void ctx_cut(vq_ctx *c, int64_t keep) {
     vq_ctx_reset(c);
 }
 
-/* Everything one generation holds; released by gen_free. */
-struct gen {
+/* ---- the generation loop: a session stepped by vq_generate_tokens or by a scheduler ---- */
+
+enum gen_phase { GEN_PREFILL, GEN_DECODE, GEN_DONE };
+
+/* Everything one generation holds; released by vq_gen_end. */
+struct vq_gen_session {
+    vq_ctx *c;
+    const struct vq_model_text *mt;
+    struct vq_gen_params p; /* copy; the stop strings stay borrowed */
+    struct gen_trace *tr;   /* sampled ids (conversations), may be NULL */
     vq_sampler *smp;
     float *logits; /* (n_vocab) */
     struct stops stops;
     char *piece; /* (piece_cap) one detokenized piece */
     size_t piece_cap;
+    int32_t *ids;   /* (n) the prompt, until prefilled */
+    int64_t n, pos; /* prompt tokens, prompt tokens in the cache */
+    enum gen_phase phase;
+    int pending;   /* a token returned by vq_gen_next awaits vq_gen_decoded */
+    vq_status err; /* first error, OK while none */
+    struct gbuf out;
+    struct vq_tok_stream ts;
+    size_t emitted; /* bytes of out delivered (never part of a stop string) */
+    enum vq_finish_reason fin;
+    bool matched;
+    double t_decode; /* clock at the first vq_gen_next */
+    struct vq_ctx_timings t0, t1;
+    struct vq_gen_result r;
 };
 
-static void gen_free(struct gen *g) {
+static void session_free(vq_gen_session *g) {
     vq_sampler_free(g->smp);
     free(g->logits);
     free(g->stops.s);
     free(g->stops.len);
     free(g->stops.index);
     free(g->piece);
+    free(g->ids);
+    free(g->out.b);
+    free(g);
 }
 
-/* The generation of vq_generate_tokens; tr (may be NULL) receives the sampled ids. */
-static vq_status gen_core(vq_ctx *c, const struct vq_model_text *mt, const int32_t *ids, int64_t n,
-                          const struct vq_gen_params *p, struct vq_gen_result *r,
-                          struct gen_trace *tr) {
+/* vq_gen_begin with a trace for conversations (tr may be NULL). */
+static vq_gen_session *session_begin(vq_ctx *c, const struct vq_model_text *mt, const int32_t *ids,
+                                     int64_t n, const struct vq_gen_params *p, struct gen_trace *tr,
+                                     vq_status *st) {
     const vq_model *m = vq_ctx_model(c);
     const int n_vocab = m->info.n_vocab;
     const int64_t n_ctx = vq_ctx_n_ctx(c);
-    memset(r, 0, sizeof *r);
-    r->n_prompt = n;
-    r->stop_index = -1;
+    *st = VQ_STATUS_INVALID_ARG;
     if (p->max_tokens < 0 || p->n_stop < 0 || (p->n_stop > 0 && !p->stop)) {
         vq_engine_set_error("generate: max_tokens < 0, n_stop < 0 or NULL stop list");
-        return VQ_STATUS_INVALID_ARG;
+        return NULL;
     }
     for (int i = 0; i < p->n_stop; i++)
         if (!p->stop[i]) {
             vq_engine_set_error("generate: stop string %d is NULL", i);
-            return VQ_STATUS_INVALID_ARG;
+            return NULL;
         }
     for (int64_t i = 0; i < n; i++)
         if (ids[i] < 0 || ids[i] >= n_vocab) {
             vq_engine_set_error("generate: token id %d at %lld out of range (n_vocab %d)", ids[i],
                                 (long long)i, n_vocab);
-            return VQ_STATUS_INVALID_ARG;
+            return NULL;
         }
     /* the longest prefix the cache already holds, leaving the last prompt token to evaluate */
     const int32_t *hist = vq_ctx_tokens(c);
@@ -394,169 +416,274 @@ static vq_status gen_core(vq_ctx *c, const struct vq_model_text *mt, const int32
     if (n > n_ctx) {
         vq_engine_set_error("context full: %lld tokens needed, %lld free", (long long)(n - keep),
                             (long long)(n_ctx - keep));
-        return VQ_STATUS_CAPACITY;
+        *st = VQ_STATUS_CAPACITY;
+        return NULL;
     }
-    vq_status st = VQ_STATUS_OK;
-    struct gen g;
-    memset(&g, 0, sizeof g);
-    g.smp = vq_sampler_create(&p->sampling, n_vocab, &st);
-    if (!g.smp) {
-        vq_engine_set_error("generate: bad sampling parameters: %s", vq_status_str(st));
-        return st;
-    }
-    g.logits = malloc(sizeof(float) * (size_t)n_vocab);
-    g.piece_cap = 256;
-    g.piece = malloc(g.piece_cap);
-    if (p->n_stop > 0) {
-        g.stops.s = malloc(sizeof *g.stops.s * (size_t)p->n_stop);
-        g.stops.len = malloc(sizeof *g.stops.len * (size_t)p->n_stop);
-        g.stops.index = malloc(sizeof *g.stops.index * (size_t)p->n_stop);
-    }
-    struct gbuf out = {NULL, 0, 0};
-    if (!g.logits || !g.piece ||
-        (p->n_stop > 0 && (!g.stops.s || !g.stops.len || !g.stops.index)) ||
-        !gbuf_reserve(&out, 256)) {
-        gen_free(&g);
-        free(out.b);
+    vq_gen_session *g = calloc(1, sizeof *g);
+    if (!g) {
         vq_engine_set_error("generate: out of memory");
-        return VQ_STATUS_NO_MEMORY;
+        *st = VQ_STATUS_NO_MEMORY;
+        return NULL;
     }
-    out.b[0] = 0;
+    g->c = c;
+    g->mt = mt;
+    g->p = *p;
+    g->tr = tr;
+    g->n = n;
+    g->r.n_prompt = n;
+    g->r.stop_index = -1;
+    g->fin = VQ_FINISH_LENGTH;
+    g->smp = vq_sampler_create(&p->sampling, n_vocab, st);
+    if (!g->smp) {
+        vq_engine_set_error("generate: bad sampling parameters: %s", vq_status_str(*st));
+        session_free(g);
+        return NULL;
+    }
+    g->logits = malloc(sizeof(float) * (size_t)n_vocab);
+    g->piece_cap = 256;
+    g->piece = malloc(g->piece_cap);
+    g->ids = malloc(sizeof *g->ids * (size_t)n);
+    if (p->n_stop > 0) {
+        g->stops.s = malloc(sizeof *g->stops.s * (size_t)p->n_stop);
+        g->stops.len = malloc(sizeof *g->stops.len * (size_t)p->n_stop);
+        g->stops.index = malloc(sizeof *g->stops.index * (size_t)p->n_stop);
+    }
+    if (!g->logits || !g->piece || !g->ids ||
+        (p->n_stop > 0 && (!g->stops.s || !g->stops.len || !g->stops.index)) ||
+        !gbuf_reserve(&g->out, 256)) {
+        session_free(g);
+        vq_engine_set_error("generate: out of memory");
+        *st = VQ_STATUS_NO_MEMORY;
+        return NULL;
+    }
+    memcpy(g->ids, ids, sizeof *ids * (size_t)n);
+    g->out.b[0] = 0;
     for (int i = 0; i < p->n_stop; i++)
         if (p->stop[i][0]) {
-            g.stops.s[g.stops.n] = p->stop[i];
-            g.stops.index[g.stops.n] = i;
-            g.stops.len[g.stops.n++] = strlen(p->stop[i]);
+            g->stops.s[g->stops.n] = p->stop[i];
+            g->stops.index[g->stops.n] = i;
+            g->stops.len[g->stops.n++] = strlen(p->stop[i]);
         }
     const int rl = p->sampling.repeat_last_n;
     if (p->sampling.repeat_penalty != 1.0f && rl > 0)
-        for (int64_t i = n > rl ? n - rl : 0; i < n; i++) vq_sampler_accept(g.smp, ids[i]);
-
-    /* prefill */
+        for (int64_t i = n > rl ? n - rl : 0; i < n; i++) vq_sampler_accept(g->smp, ids[i]);
     ctx_cut(c, keep);
-    const int64_t cached = vq_ctx_n_past(c);
-    r->n_cached = cached;
-    struct vq_ctx_timings t0, t1, t2;
-    vq_ctx_get_timings(c, &t0);
-    double s0 = now_s();
-    st = vq_ctx_eval(c, ids + cached, n - cached, g.logits);
-    r->prefill_s = now_s() - s0;
-    vq_ctx_get_timings(c, &t1);
-    timings_sub(&r->prefill_timings, &t1, &t0);
-    if (st != VQ_STATUS_OK) {
-        vq_engine_set_error("generate: prefill of %lld tokens failed: %s", (long long)(n - cached),
-                            vq_status_str(st));
-        gen_free(&g);
-        free(out.b);
-        return st;
-    }
-    r->n_evaluated = n - cached;
+    g->pos = vq_ctx_n_past(c);
+    g->r.n_cached = g->pos;
+    vq_tok_stream_init(&g->ts);
+    vq_ctx_get_timings(c, &g->t0);
+    g->t1 = g->t0;
+    *st = VQ_STATUS_OK;
+    return g;
+}
 
-    /* sample, stream, decode */
-    struct vq_tok_stream ts;
-    vq_tok_stream_init(&ts);
-    size_t emitted = 0; /* bytes of out delivered (never part of a stop string) */
-    enum vq_finish_reason fin = VQ_FINISH_LENGTH;
-    bool matched = false;
-    s0 = now_s();
-    while (r->n_generated < p->max_tokens) {
-        const int32_t t = vq_sampler_sample(g.smp, g.logits);
-        vq_sampler_accept(g.smp, t);
-        if (tr) {
-            if (tr->n == tr->cap) {
-                int64_t nc = tr->cap ? tr->cap * 2 : 64;
-                int32_t *ni = realloc(tr->ids, sizeof *ni * (size_t)nc);
-                if (!ni) {
-                    st = VQ_STATUS_NO_MEMORY;
-                    break;
-                }
-                tr->ids = ni;
-                tr->cap = nc;
-            }
-            tr->ids[tr->n++] = t;
-        }
-        if (vq_tok_is_eog(mt->tok, t)) {
-            fin = VQ_FINISH_STOP;
-            break;
-        }
-        r->n_generated++;
-        int64_t w;
-        while ((w = vq_tok_stream_push(mt->tok, &ts, t, false, g.piece, g.piece_cap)) < 0) {
-            char *nb = realloc(g.piece, (size_t)-w);
-            if (!nb) break;
-            g.piece = nb;
-            g.piece_cap = (size_t)-w;
-        }
-        if (w < 0 || !gbuf_put(&out, g.piece, (size_t)w)) {
-            st = VQ_STATUS_NO_MEMORY;
-            break;
-        }
-        size_t safe;
-        const int64_t at = stops_scan(&g.stops, out.b, emitted, out.len, &safe, &r->stop_index);
-        if (at >= 0) {
-            out.len = (size_t)at;
-            out.b[out.len] = 0;
-            safe = out.len;
-            matched = true;
-        }
-        if (safe > emitted) {
-            const int stop_cb = p->on_piece &&
-                                p->on_piece(p->user, out.b + emitted, safe - emitted);
-            emitted = safe;
-            if (stop_cb) {
-                fin = VQ_FINISH_CALLBACK;
-                break;
-            }
-        }
-        if (matched) {
-            fin = VQ_FINISH_STOP;
-            break;
-        }
-        if (r->n_generated == p->max_tokens) break;
-        if (vq_ctx_n_past(c) >= n_ctx) {
-            fin = VQ_FINISH_CONTEXT;
-            break;
-        }
-        st = vq_ctx_eval(c, &t, 1, g.logits);
-        if (st != VQ_STATUS_OK) {
-            vq_engine_set_error("generate: decode step %lld failed: %s",
-                                (long long)r->n_decoded + 1, vq_status_str(st));
-            break;
-        }
-        r->n_decoded++;
+vq_gen_session *vq_gen_begin(vq_ctx *c, const int32_t *ids, int64_t n,
+                             const struct vq_gen_params *p, vq_status *st) {
+    vq_status s = VQ_STATUS_INVALID_ARG;
+    vq_gen_session *g = NULL;
+    if (!c || !ids || n < 1) vq_engine_set_error("vq_gen_begin: NULL context or ids, or n < 1");
+    else {
+        const struct vq_model_text *mt = model_text(vq_ctx_model(c), &s);
+        struct vq_gen_params d = vq_gen_params_default();
+        if (mt) g = session_begin(c, mt, ids, n, p ? p : &d, NULL, &s);
     }
-    r->decode_s = now_s() - s0;
-    vq_ctx_get_timings(c, &t2);
-    timings_sub(&r->decode_timings, &t2, &t1);
-    if (st == VQ_STATUS_NO_MEMORY) vq_engine_set_error("generate: out of memory");
-    if (st == VQ_STATUS_OK && fin == VQ_FINISH_CALLBACK) {
-        out.len = emitted; /* what the callback did not get is dropped */
-        out.b[out.len] = 0;
-    } else if (st == VQ_STATUS_OK && !matched) {
-        /* the end: an unfinished character, then everything held back for stop strings */
-        const int64_t w = vq_tok_stream_flush(&ts, g.piece, g.piece_cap); /* <= 4 bytes */
-        if (w > 0 && !gbuf_put(&out, g.piece, (size_t)w)) st = VQ_STATUS_NO_MEMORY;
-        size_t safe;
-        const int64_t at = st
-                             ? -1
-                             : stops_scan(&g.stops, out.b, emitted, out.len, &safe, &r->stop_index);
-        if (at >= 0) {
-            out.len = (size_t)at;
-            out.b[out.len] = 0;
-            fin = VQ_FINISH_STOP;
-        }
-        if (st == VQ_STATUS_OK && out.len > emitted && p->on_piece)
-            (void)p->on_piece(p->user, out.b + emitted, out.len - emitted);
-    }
-    gen_free(&g);
+    if (st) *st = s;
+    return g;
+}
+
+int64_t vq_gen_prefill_left(const vq_gen_session *g) {
+    return g && g->phase == GEN_PREFILL && g->err == VQ_STATUS_OK ? g->n - g->pos : 0;
+}
+
+vq_ctx *vq_gen_ctx(const vq_gen_session *g) { return g ? g->c : NULL; }
+
+float *vq_gen_logits(vq_gen_session *g) { return g ? g->logits : NULL; }
+
+int vq_gen_finished(const vq_gen_session *g) {
+    return !g || g->phase == GEN_DONE || g->err != VQ_STATUS_OK;
+}
+
+vq_status vq_gen_prefill(vq_gen_session *g, int64_t max_tokens) {
+    if (!g || max_tokens < 0) return VQ_STATUS_INVALID_ARG;
+    if (g->err != VQ_STATUS_OK) return g->err;
+    if (g->phase != GEN_PREFILL) return VQ_STATUS_OK;
+    const int64_t left = g->n - g->pos;
+    const int64_t k = max_tokens == 0 || max_tokens > left ? left : max_tokens;
+    const bool last = k == left;
+    const double s0 = now_s();
+    vq_status st = vq_ctx_eval(g->c, g->ids + g->pos, k, last ? g->logits : NULL);
+    g->r.prefill_s += now_s() - s0;
     if (st != VQ_STATUS_OK) {
-        free(out.b);
+        vq_engine_set_error("generate: prefill of %lld tokens failed: %s", (long long)k,
+                            vq_status_str(st));
+        g->err = st;
         return st;
     }
-    r->finish = fin;
-    r->text = out.b;
-    r->text_len = out.len;
+    g->pos += k;
+    g->r.n_evaluated += k;
+    if (last) {
+        vq_ctx_get_timings(g->c, &g->t1);
+        timings_sub(&g->r.prefill_timings, &g->t1, &g->t0);
+        g->phase = GEN_DECODE;
+        free(g->ids);
+        g->ids = NULL;
+    }
     return VQ_STATUS_OK;
+}
+
+vq_status vq_gen_decoded(vq_gen_session *g, vq_status eval_status) {
+    if (!g || !g->pending) return VQ_STATUS_INVALID_ARG;
+    g->pending = 0;
+    if (eval_status != VQ_STATUS_OK) {
+        vq_engine_set_error("generate: decode step %lld failed: %s", (long long)g->r.n_decoded + 1,
+                            vq_status_str(eval_status));
+        g->err = eval_status;
+        return eval_status;
+    }
+    g->r.n_decoded++;
+    return VQ_STATUS_OK;
+}
+
+/* Ends the decode with reason f (the text is settled by vq_gen_end). */
+static void session_finish(vq_gen_session *g, enum vq_finish_reason f) {
+    g->fin = f;
+    g->phase = GEN_DONE;
+}
+
+vq_status vq_gen_next(vq_gen_session *g, int32_t *token) {
+    if (token) *token = -1;
+    if (!g || !token || g->pending || g->phase == GEN_PREFILL) {
+        vq_engine_set_error("vq_gen_next: NULL session, prefill not done or a token not decoded");
+        return VQ_STATUS_INVALID_ARG;
+    }
+    if (g->err != VQ_STATUS_OK) return g->err;
+    if (g->phase == GEN_DONE) return VQ_STATUS_OK;
+    if (g->t_decode == 0) g->t_decode = now_s();
+    struct vq_gen_result *r = &g->r;
+    const struct vq_gen_params *p = &g->p;
+    if (r->n_generated >= p->max_tokens) {
+        session_finish(g, VQ_FINISH_LENGTH);
+        return VQ_STATUS_OK;
+    }
+    const int32_t t = vq_sampler_sample(g->smp, g->logits);
+    vq_sampler_accept(g->smp, t);
+    struct gen_trace *tr = g->tr;
+    if (tr) {
+        if (tr->n == tr->cap) {
+            int64_t nc = tr->cap ? tr->cap * 2 : 64;
+            int32_t *ni = realloc(tr->ids, sizeof *ni * (size_t)nc);
+            if (!ni) return g->err = VQ_STATUS_NO_MEMORY;
+            tr->ids = ni;
+            tr->cap = nc;
+        }
+        tr->ids[tr->n++] = t;
+    }
+    if (vq_tok_is_eog(g->mt->tok, t)) {
+        session_finish(g, VQ_FINISH_STOP);
+        return VQ_STATUS_OK;
+    }
+    r->n_generated++;
+    int64_t w;
+    while ((w = vq_tok_stream_push(g->mt->tok, &g->ts, t, false, g->piece, g->piece_cap)) < 0) {
+        char *nb = realloc(g->piece, (size_t)-w);
+        if (!nb) break;
+        g->piece = nb;
+        g->piece_cap = (size_t)-w;
+    }
+    if (w < 0 || !gbuf_put(&g->out, g->piece, (size_t)w)) return g->err = VQ_STATUS_NO_MEMORY;
+    size_t safe;
+    const int64_t at = stops_scan(&g->stops, g->out.b, g->emitted, g->out.len, &safe,
+                                  &r->stop_index);
+    if (at >= 0) {
+        g->out.len = (size_t)at;
+        g->out.b[g->out.len] = 0;
+        safe = g->out.len;
+        g->matched = true;
+    }
+    if (safe > g->emitted) {
+        const int stop_cb = p->on_piece &&
+                            p->on_piece(p->user, g->out.b + g->emitted, safe - g->emitted);
+        g->emitted = safe;
+        if (stop_cb) {
+            session_finish(g, VQ_FINISH_CALLBACK);
+            return VQ_STATUS_OK;
+        }
+    }
+    if (g->matched) session_finish(g, VQ_FINISH_STOP);
+    else if (r->n_generated == p->max_tokens) session_finish(g, VQ_FINISH_LENGTH);
+    else if (vq_ctx_n_past(g->c) >= vq_ctx_n_ctx(g->c)) session_finish(g, VQ_FINISH_CONTEXT);
+    else {
+        *token = t;
+        g->pending = 1;
+    }
+    return VQ_STATUS_OK;
+}
+
+vq_status vq_gen_end(vq_gen_session *g, struct vq_gen_result *r) {
+    if (r) memset(r, 0, sizeof *r);
+    if (!g) return VQ_STATUS_INVALID_ARG;
+    vq_status st = g->err;
+    const bool prefilled = g->phase != GEN_PREFILL;
+    if (st == VQ_STATUS_OK && g->phase != GEN_DONE) session_finish(g, VQ_FINISH_CALLBACK);
+    if (prefilled) {
+        if (g->t_decode != 0) g->r.decode_s = now_s() - g->t_decode;
+        struct vq_ctx_timings t2;
+        vq_ctx_get_timings(g->c, &t2);
+        timings_sub(&g->r.decode_timings, &t2, &g->t1);
+    }
+    if (st == VQ_STATUS_NO_MEMORY) vq_engine_set_error("generate: out of memory");
+    struct gbuf *out = &g->out;
+    if (st == VQ_STATUS_OK && g->fin == VQ_FINISH_CALLBACK) {
+        out->len = g->emitted; /* what the callback did not get is dropped */
+        out->b[out->len] = 0;
+    } else if (st == VQ_STATUS_OK && !g->matched) {
+        /* the end: an unfinished character, then everything held back for stop strings */
+        const int64_t w = vq_tok_stream_flush(&g->ts, g->piece, g->piece_cap); /* <= 4 bytes */
+        if (w > 0 && !gbuf_put(out, g->piece, (size_t)w)) st = VQ_STATUS_NO_MEMORY;
+        size_t safe;
+        const int64_t at = st ? -1
+                              : stops_scan(&g->stops, out->b, g->emitted, out->len, &safe,
+                                           &g->r.stop_index);
+        if (at >= 0) {
+            out->len = (size_t)at;
+            out->b[out->len] = 0;
+            g->fin = VQ_FINISH_STOP;
+        }
+        if (st == VQ_STATUS_OK && out->len > g->emitted && g->p.on_piece)
+            (void)g->p.on_piece(g->p.user, out->b + g->emitted, out->len - g->emitted);
+    }
+    if (r) {
+        *r = g->r;
+        if (st == VQ_STATUS_OK) {
+            r->finish = g->fin;
+            r->text = out->b;
+            r->text_len = out->len;
+            out->b = NULL;
+        }
+    }
+    session_free(g);
+    return st;
+}
+
+/* The generation of vq_generate_tokens on one context; tr (may be NULL) receives the sampled
+ * ids. */
+static vq_status gen_core(vq_ctx *c, const struct vq_model_text *mt, const int32_t *ids, int64_t n,
+                          const struct vq_gen_params *p, struct vq_gen_result *r,
+                          struct gen_trace *tr) {
+    memset(r, 0, sizeof *r);
+    r->n_prompt = n;
+    r->stop_index = -1;
+    vq_status st;
+    vq_gen_session *g = session_begin(c, mt, ids, n, p, tr, &st);
+    if (!g) return st;
+    st = vq_gen_prefill(g, 0);
+    while (st == VQ_STATUS_OK) {
+        int32_t t;
+        st = vq_gen_next(g, &t);
+        if (st != VQ_STATUS_OK || t < 0) break;
+        st = vq_gen_decoded(g, vq_ctx_eval(c, &t, 1, g->logits));
+    }
+    return vq_gen_end(g, r);
 }
 
 vq_status vq_generate_tokens(vq_ctx *c, const int32_t *ids, int64_t n,

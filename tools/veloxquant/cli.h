@@ -21,6 +21,7 @@ int vq_cmd_methods(int argc, char **argv);
 int vq_cmd_bench(int argc, char **argv);
 int vq_cmd_generate(int argc, char **argv);
 int vq_cmd_chat(int argc, char **argv);
+int vq_cmd_serve(int argc, char **argv);
 int vq_cmd_info(int argc, char **argv);
 
 int vq_cmd_estimate_memory(int argc, char **argv);

@@ -20,6 +20,7 @@ static int cmd_version(int argc, char **argv) {
 static const struct vq_cli_cmd cmds[] = {
     {"generate", vq_cmd_generate, "run a prompt through a GGUF model with a compressed KV cache"},
     {"chat", vq_cmd_chat, "multi-turn chat with a GGUF model; the compressed cache keeps the talk"},
+    {"serve", vq_cmd_serve, "OpenAI-compatible HTTP server; batched decode, KV-memory admission"},
     {"info", vq_cmd_info, "GGUF metadata, tensor types and KV geometry of a model"},
     {"methods", vq_cmd_methods, "list KV methods, parameters and bits/elem formulas"},
     {"bench", vq_cmd_bench, "model-free encode/attend microbenchmark on synthetic keys"},
