@@ -1011,8 +1011,7 @@ int vq_cmd_serve(int argc, char **argv) {
         }
     }
     struct srv_config sc = {sv.m, slots, o.parallel, 0, o.queue_max, 0};
-    sc.prefill_chunk = vq_ctx_params_default().n_batch; /* replaced below */
-    sc.prefill_chunk = o.batch < o.n_ctx ? o.batch : (int)o.n_ctx;
+    sc.prefill_chunk = o.batch < o.n_ctx ? o.batch : (int)o.n_ctx; /* the context's n_batch */
     struct vq_cache_memory full;
     if (vq_kv_estimate(vq_ctx_cache_params(slots[0]), o.n_ctx, &full) != VQ_STATUS_OK) {
         fprintf(stderr, "serve: cannot estimate the KV bytes of '%s'\n", o.kv_name);
