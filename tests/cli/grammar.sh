@@ -11,7 +11,7 @@ trap 'rm -rf "$TMP"' EXIT
 OUT="$TMP/out"; ERR="$TMP/err"
 . "$(dirname "$0")/lib.sh"
 
-CMDS="generate chat info methods bench perplexity score-logits sweep report estimate-memory
+CMDS="generate chat serve info methods bench perplexity score-logits sweep report estimate-memory
 calibrate precompute"
 for c in $CMDS; do
     expect_exit 0 "$VQ" $c --help
