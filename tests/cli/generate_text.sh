@@ -70,6 +70,13 @@ assert a["prompt_tokens"] == b["prompt_tokens"] and a["text"] == b["text"], (a, 
 PY
 "$VQ" generate -m "$MODEL" -f - -n 1 -t 1 </dev/null >"$OUT" 2>"$ERR"
 [ $? -eq 1 ] && grep -q "empty" "$ERR" && ok || bad "-f - with empty stdin: exit 1, message"
+# -f FILE goes through the tools' input gate: a FIFO or /dev/zero is refused, never read
+mkfifo "$TMP/prompt.fifo"
+expect_exit 1 timeout 30 "$VQ" generate -m "$MODEL" -f "$TMP/prompt.fifo" -n 1 -t 1
+grep -q "prompt file '$TMP/prompt.fifo': not a regular file (a FIFO)" "$ERR" && ok \
+    || bad "-f FIFO: $(cat "$ERR")"
+expect_exit 1 timeout 30 "$VQ" generate -m "$MODEL" -f /dev/zero -n 1 -t 1
+grep -q "not a regular file" "$ERR" && ok || bad "-f /dev/zero: $(cat "$ERR")"
 
 # --- --ctx-size is -c; -s is --seed
 expect_exit 0 "$VQ" generate -m "$MODEL" -p "$P" -n 4 -t 1 --ctx-size 96 --json

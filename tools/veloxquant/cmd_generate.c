@@ -222,35 +222,33 @@ static int parse(int argc, char **argv, struct gen_opts *o) {
 
 /* Reads the prompt file ("-": standard input), at most MAX_PROMPT_BYTES. */
 static char *read_file(const char *path, size_t *len) {
-    const bool in = !strcmp(path, "-");
-    FILE *f = in ? stdin : fopen(path, "rb");
-    if (in) path = "standard input";
-    if (!f) {
-        fprintf(stderr, "generate: cannot open '%s': %s\n", path, strerror(errno));
-        return NULL;
+    if (strcmp(path, "-") != 0) { /* a file: the tools' one input gate (regular files only) */
+        char *b = NULL;
+        if (vq_file_read_all(path, MAX_PROMPT_BYTES, "prompt file", &b, len) != VQ_STATUS_OK)
+            fprintf(stderr, "generate: -f: %s\n", vq_file_error());
+        return b;
     }
+    /* standard input: read up to the same cap */
     size_t cap = 4096, n = 0;
     char *b = malloc(cap + 1);
     while (b) {
-        n += fread(b + n, 1, cap - n, f);
+        n += fread(b + n, 1, cap - n, stdin);
         if (n < cap) break;
         if (cap >= MAX_PROMPT_BYTES) {
-            fprintf(stderr, "generate: '%s' is larger than %u bytes\n", path, MAX_PROMPT_BYTES);
+            fprintf(stderr, "generate: standard input is larger than %u bytes\n", MAX_PROMPT_BYTES);
             free(b);
-            b = NULL;
-            break;
+            return NULL;
         }
         cap *= 2;
         char *nb = realloc(b, cap + 1);
         if (!nb) free(b);
         b = nb;
     }
-    if (b && ferror(f)) {
-        fprintf(stderr, "generate: read error on '%s'\n", path);
+    if (b && ferror(stdin)) {
+        fprintf(stderr, "generate: read error on standard input\n");
         free(b);
         b = NULL;
     }
-    if (!in) fclose(f);
     if (b) {
         b[n] = 0;
         *len = n;
