@@ -756,6 +756,7 @@ struct vq_conversation {
     int32_t *toks;
     int64_t *end;
     int64_t n_toks, cap_toks;
+    uint64_t n_turns; /* turns generated since create / reset: mixed into each turn's seed */
 };
 
 vq_conversation *vq_conversation_create(vq_ctx *c, const char *system, vq_status *st) {
@@ -806,6 +807,7 @@ void vq_conversation_reset(vq_conversation *v) {
     v->n_msgs = keep;
     v->text.len = 0;
     v->n_toks = 0;
+    v->n_turns = 0;
     vq_ctx_reset(v->c);
 }
 
@@ -877,8 +879,11 @@ vq_status vq_conversation_turn(vq_conversation *v, const char *user_text,
         vq_engine_set_error("vq_conversation_turn: NULL conversation, text or result");
         return VQ_STATUS_INVALID_ARG;
     }
-    struct vq_gen_params d = vq_gen_params_default();
-    if (!p) p = &d;
+    /* turn k samples with the seed mixed with k: a seeded conversation replays exactly, and its
+     * turns do not restart one random stream (turn 0 uses the seed as given) */
+    struct vq_gen_params d = p ? *p : vq_gen_params_default();
+    d.sampling.seed ^= v->n_turns * 0x9E3779B97F4A7C15ull;
+    p = &d;
     if (!conv_push_msg(v, "user", user_text, strlen(user_text))) {
         vq_engine_set_error("vq_conversation_turn: out of memory");
         return VQ_STATUS_NO_MEMORY;
@@ -930,6 +935,7 @@ vq_status vq_conversation_turn(vq_conversation *v, const char *user_text,
         v->end[v->n_toks++] = (int64_t)v->text.len;
     }
     if (!conv_push_msg(v, "assistant", r->text, r->text_len)) goto nomem_after;
+    v->n_turns++;
     free(f);
     free(want);
     free(tr.ids);
