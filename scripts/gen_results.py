@@ -27,6 +27,7 @@ import difflib
 import json
 import os
 import re
+import subprocess
 import sys
 
 BEGIN = re.compile(r"^<!-- table: ([A-Za-z0-9_.-]+) -->$")
@@ -62,6 +63,28 @@ TABLES = {
     "gemma3-speed-512t2": ("bench/results/llama_bench_gemma3_depths_512t2.json", "bench", {}),
     # Qwen2.5-Coder 1.5B Instruct Q4_K_M
     "qwen25-presets": ("docs/results/qwen25-presets-ctx2048/results.json", "presets", {}),
+}
+
+# Committed results files that no table of RESULTS.md shows, and why. --check fails on a
+# results file (docs/results/**/*.json, bench/results/*.json) that is in neither TABLES nor
+# here, so that a new file gets its table or its reason; the table "other-files" lists these.
+NOT_SHOWN = {
+    "docs/results/gemma3-ctx2048/results.json":
+        "an early partial Gemma 3 sweep (commit e7db769): its fp16 row only, behind the figures "
+        "of its folder",
+    "docs/results/llamacpp-ctx2048-c1/llamacpp.json":
+        "scripts/llamacpp_ppl.py's own output behind the results.json of its folder (the "
+        "smollm2-llamacpp-1chunk table)",
+    "bench/results/llama_bench.json":
+        "bench/llama_bench.sh's default output: depth 8192 at commit 76bec21, superseded by "
+        "the later depth-8192 runs",
+    "bench/results/llama_bench_vq_smollm2_512.json":
+        "depth 512, veloxquant only, commit 7775a26: superseded by the 596965a grid",
+    "bench/results/llamacpp_smollm2.json":
+        "llama.cpp f16 alone (scripts/golden/bench_llamacpp.py, AMD EPYC, 2026-11-30), before "
+        "bench/llama_bench.sh timed both engines in one run",
+    "bench/results/llamacpp_smollm2_quiet.json":
+        "the same on a quieter hour of that machine",
 }
 
 DEFAULT_MODEL = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -247,10 +270,37 @@ def table_bench(path, d, opts):
     return header + table(head, "rrll" + "r" * (len(head) - 4), out)
 
 
+def committed_files(root):
+    """The results files under docs/results/ and bench/results/ (relative paths, sorted): the
+    ones git tracks, or every one when root is not a git checkout."""
+    try:
+        r = subprocess.run(["git", "-C", root, "ls-files", "-z", "--", "docs/results",
+                            "bench/results"], capture_output=True, check=True)
+        return sorted(f for f in r.stdout.decode().split("\0") if f.endswith(".json"))
+    except (OSError, subprocess.CalledProcessError):
+        pass
+    out = []
+    for top in ("docs/results", "bench/results"):
+        for d, _, files in os.walk(os.path.join(root, top)):
+            out += [os.path.relpath(os.path.join(d, f), root).replace(os.sep, "/")
+                    for f in files if f.endswith(".json")]
+    return sorted(out)
+
+
+def table_files(root):
+    """Every committed results file that no table shows, with the reason."""
+    shown = {t[0] for t in TABLES.values()}
+    rows = [["`%s`" % f, NOT_SHOWN[f]] for f in committed_files(root)
+            if f not in shown and f in NOT_SHOWN]
+    return table(["file", "why no table"], "ll", rows)
+
+
 KINDS = {"sweep": table_sweep, "presets": table_presets, "bench": table_bench}
 
 
 def generate(root, name):
+    if name == "other-files":
+        return table_files(root)
     if name not in TABLES:
         raise Bad("unknown table '%s' (scripts/gen_results.py TABLES: %s)" %
                   (name, ", ".join(sorted(TABLES))))
@@ -292,6 +342,11 @@ def render(root, text):
         used.add(m.group(1))
         out += [lines[i]] + generate(root, m.group(1)) + [END]
         i = j + 1
+    shown = {t[0] for t in TABLES.values()}
+    for f in committed_files(root):
+        if f not in shown and f not in NOT_SHOWN:
+            raise Bad("%s: a committed results file with no table (add it to TABLES in "
+                      "scripts/gen_results.py and a marker here, or its reason to NOT_SHOWN)" % f)
     return "\n".join(out)
 
 

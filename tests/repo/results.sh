@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # results.sh — docs/RESULTS.md is what scripts/gen_results.py makes of the committed results
-# files: every table between its markers equals the table generated from its file, and no
-# Markdown table stands outside the markers (a table without a results file behind it). The
+# files: every table between its markers equals the table generated from its file, no
+# Markdown table stands outside the markers (a table without a results file behind it), and
+# every committed results file has a table or a stated reason for none. The
 # check first runs on a scratch document with one fault of each kind and must reject each.
 # Usage: bash tests/repo/results.sh [ROOT]. Needs python3 (standard library only).
 set -u
@@ -26,4 +27,13 @@ python3 "$GEN" --root "$ROOT" --doc "$T/loose.md" --check >/dev/null 2>&1 &&
 printf '<!-- table: no-such-table -->\n<!-- end table -->\n' > "$T/unknown.md"
 python3 "$GEN" --root "$ROOT" --doc "$T/unknown.md" --check >/dev/null 2>&1 &&
     { echo "results: self-test: an unknown table passed"; exit 1; }
+# a results file that no table shows and no reason explains (a scratch tree, not a checkout)
+Q=docs/results/qwen25-presets-ctx2048
+mkdir -p "$T/root/$Q" "$T/root/bench/results"
+cp "$ROOT/$Q/results.json" "$T/root/$Q/"
+python3 "$GEN" --root "$T/root" --doc "$T/doc.md" --check >/dev/null ||
+    { echo "results: self-test: a scratch tree with every file shown failed"; exit 1; }
+cp "$ROOT/$Q/results.json" "$T/root/bench/results/new.json"
+python3 "$GEN" --root "$T/root" --doc "$T/doc.md" --check >/dev/null 2>&1 &&
+    { echo "results: self-test: a results file without a table passed"; exit 1; }
 python3 "$GEN" --root "$ROOT" --check
