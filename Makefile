@@ -7,7 +7,7 @@ CMAKE_FLAGS ?=
 MODELS ?= smollm2 gemma3-270m
 
 .PHONY: all deps models bench-data venv test test-large test-python test-asan test-tsan demo bench \
-        install clean \
+        install clean results \
         fuzz format \
         format-check
 
@@ -26,6 +26,11 @@ models:
 # English prose for perplexity (data/corpus_en.txt, sha256-pinned) from python3.11-doc.
 bench-data:
 	python3 scripts/extract_corpus.py
+
+# The tables of docs/RESULTS.md from the committed results files (docs/results/, bench/results/);
+# the test repo_results fails when the document and the files disagree.
+results:
+	python3 scripts/gen_results.py
 
 # Installs packages, fetches the models ($(MODELS)), extracts the corpus, builds, runs the whole
 # suite, then the sanitizer builds: gcc with ASan + UBSan, clang with TSan (the threaded tests).

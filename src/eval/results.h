@@ -24,6 +24,8 @@
 
 #define VQ_RESULTS_SCHEMA "veloxquant.results.v1"
 #define VQ_RESULT_MAX_OPTS 8
+/* Most speed repeats one row records (sweep --repeats). */
+#define VQ_RESULT_MAX_RUNS 64
 
 /* One named integer option of a config (group_size, residual_length, n_sink_tokens, jl_dim). */
 struct vq_result_opt {
@@ -58,6 +60,11 @@ struct vq_result {
     double ppl, kld_mean, kld_median, kld_p99, top1;
     double kld_full_mean; /* KL over the full vocabulary (kld_* use the base's top-k + rest) */
     double cosine_k, cosine_v;
+    /* Speed repeats (sweep --repeats N): each run's tok/s, in run order; prefill_tok_s and
+     * decode_tok_s are then their medians. 0 runs (files written without repeats, or N = 1):
+     * one measurement, the metric alone. JSON: prefill_tok_s_runs / decode_tok_s_runs. */
+    int n_prefill_runs, n_decode_runs;
+    double prefill_runs[VQ_RESULT_MAX_RUNS], decode_runs[VQ_RESULT_MAX_RUNS];
     char *output_preview; /* owned, may be NULL */
     char *error;          /* owned; non-NULL when the config failed */
 };

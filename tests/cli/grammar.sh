@@ -12,7 +12,7 @@ OUT="$TMP/out"; ERR="$TMP/err"
 . "$(dirname "$0")/lib.sh"
 
 CMDS="generate chat serve info methods bench perplexity score-logits sweep report estimate-memory
-calibrate precompute"
+calibrate precompute version"
 for c in $CMDS; do
     expect_exit 0 "$VQ" $c --help
     grep -q "usage: veloxquant $c" "$OUT" && ok || bad "$c --help: no usage line"
@@ -29,9 +29,45 @@ grep -q "did you mean --method?" "$ERR" && ok || bad "bench --mehtod: $(cat "$ER
 # a short option inside an unknown bundle is named by its letter, not by the previous word
 expect_exit 2 "$VQ" perplexity -c 64 -Z
 grep -q "unknown option '-Z'" "$ERR" && ok || bad "-Z: $(cat "$ERR")"
+# the last commands moved off strcmp chains: a misspelled long option gets the nearest one,
+# an option without its value names itself, underscore spellings are aliases
+for a in "calibrate --mehtod all:--mehtod:--method" "precompute --chek:--chek:--check" \
+         "methods --jsn:--jsn:--json" "info --tensros:--tensros:--tensors" \
+         "info --ctxx 3:--ctxx:--ctx"; do
+    IFS=: read -r args opt want <<< "$a"
+    # shellcheck disable=SC2086  # the words split on purpose
+    expect_exit 2 "$VQ" $args
+    grep -q "unknown option '$opt': did you mean $want?" "$ERR" && ok || bad "$args: $(cat "$ERR")"
+done
+expect_exit 2 "$VQ" calibrate --n_tokens
+grep -q "calibrate: --n-tokens needs a value" "$ERR" && ok || bad "calibrate --n_tokens: $(cat "$ERR")"
+expect_exit 2 "$VQ" precompute --head_dim 64
+grep -q "precompute: --head-dim and --bits are required" "$ERR" && ok || bad "precompute --head_dim: $(cat "$ERR")"
+expect_exit 0 "$VQ" precompute --head_dim 64 --bits 2 --out "$TMP/pc"
+expect_exit 0 "$VQ" precompute --head-dim 64 --bits 2 -o "$TMP/pc" --check
+expect_exit 2 "$VQ" precompute 64
+grep -q "unexpected argument '64'" "$ERR" && ok || bad "precompute 64: $(cat "$ERR")"
 # misspelled command, method, preset
 expect_exit 2 "$VQ" genrate
 grep -q "unknown command 'genrate': did you mean generate?" "$ERR" && ok || bad "genrate: $(cat "$ERR")"
+# every command that takes a method or a preset names the misspelled one and the nearest valid
+# one (report, score-logits and precompute take neither; version takes nothing)
+expect_exit 2 "$VQ" info --method turboqant_mse
+grep -q "unknown method 'turboqant_mse': did you mean turboquant_mse?" "$ERR" && ok || bad "info --method: $(cat "$ERR")"
+expect_exit 2 "$VQ" methods turboqant_mse
+grep -q "unknown method or config 'turboqant_mse': did you mean turboquant_mse?" "$ERR" && ok || bad "methods NAME: $(cat "$ERR")"
+expect_exit 2 "$VQ" methods kv33
+grep -q "did you mean kv3?" "$ERR" && ok || bad "methods kv33: $(cat "$ERR")"
+expect_exit 0 "$VQ" methods kv4
+grep -q "^  kv4 " "$OUT" && [ "$(grep -c '^  kv' "$OUT")" = 1 ] && ok || bad "methods kv4 lists kv4 alone: $(cat "$OUT")"
+expect_exit 2 "$VQ" calibrate --method vecinfr
+grep -q "unknown calibration 'vecinfr': did you mean vecinfer?" "$ERR" && ok || bad "calibrate --method: $(cat "$ERR")"
+expect_exit 2 "$VQ" serve --kv kv33 --print-kv-config
+grep -q "did you mean kv3?" "$ERR" && ok || bad "serve --kv kv33: $(cat "$ERR")"
+expect_exit 2 "$VQ" serve --method turboqant_mse --print-kv-config
+grep -q "did you mean turboquant_mse?" "$ERR" && ok || bad "serve --method: $(cat "$ERR")"
+expect_exit 2 "$VQ" sweep --configs fp16,kivi-4,turboqant_mse-3 --print-kv-config
+grep -q "did you mean turboquant_mse-3?" "$ERR" && ok || bad "sweep --configs: $(cat "$ERR")"
 for c in generate perplexity sweep bench estimate-memory chat; do
     expect_exit 2 "$VQ" $c --method turboqant_mse --print-kv-config
     grep -q "unknown method 'turboqant_mse': did you mean turboquant_mse?" "$ERR" && ok \

@@ -168,7 +168,7 @@ bad = []
 for f in d["figures"]:
     page = [0, 0, f["width"], f["height"]]
     texts = [b for b in f["boxes"] if b["kind"] == "text"]
-    marks = [b for b in f["boxes"] if b["kind"] == "mark"]
+    marks = [b for b in f["boxes"] if b["kind"] in ("mark", "errbar")]
     ov = lambda a, b: a[0] < b[2] and b[0] < a[2] and a[1] < b[3] and b[1] < a[3]
     ins = lambda a, o: a[0] >= o[0] and a[2] <= o[2] and a[1] >= o[1] and a[3] <= o[3]
     for i, a in enumerate(texts):
@@ -177,7 +177,7 @@ for f in d["figures"]:
             bad.append("%s: outside its panel: %r" % (f["file"], a["text"]))
         bad += ["%s: overlap: %r / %r" % (f["file"], a["text"], b["text"]) for b in texts[i + 1:]
                 if ov(a["box"], b["box"])]
-        bad += ["%s: %r covers a marker" % (f["file"], a["text"]) for m in marks
+        bad += ["%s: %r covers a marker or error bar" % (f["file"], a["text"]) for m in marks
                 if ov(a["box"], m["box"])]
     if f["file"].endswith("-quality.png"):
         for p in range(len(f["panels"])):
@@ -263,6 +263,40 @@ for f in json.load(open(sys.argv[1]))["figures"]:
 EOF
     grep -q '"fp16: KL = 0"' "$L22" && ok || bad "no fp16 reference on the KL panel"
     grep -q '1 thread; one run per config' "$L22" && ok || bad "caption: threads, runs"
+    grep -q '"errbar"' "$L22" && bad "error bars drawn for a file without repeats" || ok
+    # speed repeats (sweep --repeats: prefill_tok_s_runs / decode_tok_s_runs): the throughput
+    # bars are the medians with a min .. max error bar per config, the caption says how many
+    # runs and threads; nothing overlaps
+    python3 - "$TMP/three.json" "$TMP/runs.json" <<'EOF2'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for i, r in enumerate(d["results"]):
+    for k in ("prefill_tok_s", "decode_tok_s"):
+        runs = [r[k] * f for f in (0.9, 1.0, 1.05 + 0.05 * i)]
+        r[k + "_runs"] = runs
+        r[k] = sorted(runs)[1]
+json.dump(d, open(sys.argv[2], "w"))
+EOF2
+    expect_exit 0 "$VQ" report "$TMP/runs.json" -o "$TMP/lay_runs" --layout-json "$TMP/runs_lay.json"
+    python3 "$TMP/layout_check.py" "$TMP/runs_lay.json" && ok || bad "repeats: text boxes overlap"
+    python3 - "$TMP/runs.json" "$TMP/runs_lay.json" <<'EOF2' && ok || bad "repeats: error bars or caption"
+import json, sys
+d = json.load(open(sys.argv[1]))
+lay = json.load(open(sys.argv[2]))
+for f in lay["figures"]:
+    errs = [b for b in f["boxes"] if b["kind"] == "errbar"]
+    texts = [b["text"] for b in f["boxes"] if b["kind"] == "text"]
+    if f["file"].endswith(("-throughput.png", "-report.png")):
+        # one bar per config and throughput panel, spanning its runs' min .. max
+        assert len(errs) == 2 * len(d["results"]), (f["file"], len(errs))
+        for r in d["results"]:
+            for k in ("prefill_tok_s_runs", "decode_tok_s_runs"):
+                want = "%s: %.4g .. %.4g" % (r["config"]["name"], min(r[k]), max(r[k]))
+                assert any(e["text"] == want for e in errs), (f["file"], want)
+    else:
+        assert not errs, f["file"]
+    assert any("2 threads; 3 runs per config" in t for t in texts), (f["file"], texts[-2:])
+EOF2
 fi
 
 echo "$pass passed, $fail failed"

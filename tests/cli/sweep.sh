@@ -2,7 +2,8 @@
 # CLI test for `sweep`: each config runs in a child process; a config made to fail (bits out of
 # range) becomes an `error` entry while the others are measured and written; a second run
 # keeps finished entries (cached) and retries only the failed one; usage errors; two models in
-# one sweep (a folder each) and `report` over that folder. Tiny protocol
+# one sweep (a folder each) and `report` over that folder; --repeats and the error bars it gives
+# the report. Tiny protocol
 # (ctx 64, 1 chunk, 1 probe prompt x 8 tokens) on the first 6 KiB of the corpus.
 set -u
 VQ="$1"
@@ -159,6 +160,33 @@ expect_exit $REPORT_OK "$VQ" report "$TMP/three" -o "$TMP/fig4"
     || bad "report table names the windows"
 expect_exit 1 "$VQ" report "$TMP/b" -o "$TMP/fig3"
 grep -q "no results.json" "$ERR" && ok || bad "report of a folder without results"
+
+# --repeats N: each config's speed measured N times; results.json records every run and their
+# medians as prefill_tok_s / decode_tok_s; without --repeats no runs are recorded (the files
+# written before repeats existed read the same); `report` draws the error bars
+expect_exit 2 "$VQ" sweep "${ARGS[@]}" --configs fp16 --repeats 0
+grep -q "repeats: 0 is out of range" "$ERR" && ok || bad "--repeats 0: $(cat "$ERR")"
+expect_exit 0 "$VQ" sweep "${ARGS[@]}" -o "$TMP/rep" --configs fp16,kv4 --repeats 3
+python3 - "$TMP/rep/results.json" "$TMP/sw/results.json" <<'EOF' && ok || bad "--repeats 3 in results.json"
+import json, statistics, sys
+rows = json.load(open(sys.argv[1]))["results"]
+assert [r["config"]["name"] for r in rows] == ["fp16", "kv4"], rows
+for r in rows:
+    for k in ("prefill_tok_s", "decode_tok_s"):
+        runs = r[k + "_runs"]
+        assert len(runs) == 3 and all(x > 0 for x in runs), (k, runs)
+        assert r[k] == statistics.median(runs), (k, r[k], runs)
+assert all("decode_tok_s_runs" not in r for r in json.load(open(sys.argv[2]))["results"])
+EOF
+if [ "$FIGURES" -eq 1 ]; then
+    expect_exit 0 "$VQ" report "$TMP/rep" -o "$TMP/fig_rep" --layout-json "$TMP/rep_lay.json"
+    python3 - "$TMP/rep_lay.json" <<'EOF' && ok || bad "report of a --repeats sweep: error bars, caption"
+import json, sys
+f = [f for f in json.load(open(sys.argv[1]))["figures"] if f["file"].endswith("-throughput.png")][0]
+assert sum(b["kind"] == "errbar" for b in f["boxes"]) >= 1, "no error bar"
+assert any("1 thread; 3 runs per config" in b["text"] for b in f["boxes"]), "caption"
+EOF
+fi
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

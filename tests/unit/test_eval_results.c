@@ -535,6 +535,50 @@ TEST(engine_field) {
     vq_results_clear(&r);
 }
 
+/* Speed repeats (sweep --repeats): each run round-trips in order, validates against the schema,
+ * and a file without them reads as 0 runs; the reader refuses an empty array, a negative or
+ * non-numeric run and more than VQ_RESULT_MAX_RUNS runs, naming the field. */
+TEST(speed_runs) {
+    struct vq_results r, q;
+    sample(&r);
+    struct vq_result *e = &r.results[0];
+    const double pre[3] = {800.5, 812.5, 830.25}, dec[3] = {96.5, 95.25, 90.0};
+    e->n_prefill_runs = e->n_decode_runs = 3;
+    memcpy(e->prefill_runs, pre, sizeof pre);
+    memcpy(e->decode_runs, dec, sizeof dec);
+    char *txt = vq_results_to_json(&r);
+    char err[256];
+    ASSERT(txt && strstr(txt, "\"decode_tok_s_runs\"") && strstr(txt, "\"prefill_tok_s_runs\""));
+    ASSERT_EQ_INT(validate_text(txt), 0);
+    ASSERT_STATUS(vq_results_from_json(txt, strlen(txt), &q, err, sizeof err), VQ_STATUS_OK);
+    if (q.n_results == 2) {
+        ASSERT_EQ_INT(q.results[0].n_prefill_runs, 3);
+        ASSERT_EQ_INT(q.results[0].n_decode_runs, 3);
+        ASSERT(!memcmp(q.results[0].prefill_runs, pre, sizeof pre));
+        ASSERT(!memcmp(q.results[0].decode_runs, dec, sizeof dec));
+        ASSERT_EQ_INT(q.results[1].n_decode_runs, 0); /* none recorded: none read */
+    }
+    vq_results_clear(&q);
+    cJSON *doc = cJSON_Parse(txt);
+    cJSON *row = cJSON_GetArrayItem(cJSON_GetObjectItem(doc, "results"), 0);
+    const char *bad_runs[] = {"[]", "[1, -2]", "[1, \"2\"]", "3", NULL};
+    char many[1024] = "[1";
+    for (int i = 1; i <= VQ_RESULT_MAX_RUNS; i++) strcat(many, ", 1");
+    strcat(many, "]");
+    bad_runs[4] = many;
+    for (size_t i = 0; i < sizeof bad_runs / sizeof bad_runs[0]; i++) {
+        cJSON_ReplaceItemInObject(row, "decode_tok_s_runs", cJSON_Parse(bad_runs[i]));
+        char *bad = cJSON_Print(doc);
+        ASSERT_STATUS(vq_results_from_json(bad, strlen(bad), &q, err, sizeof err),
+                      VQ_STATUS_BAD_FORMAT);
+        ASSERT(strstr(err, "results[0].decode_tok_s_runs") != NULL);
+        free(bad);
+    }
+    cJSON_Delete(doc);
+    free(txt);
+    vq_results_clear(&r);
+}
+
 TEST(reader_is_strict) {
     struct vq_results q;
     char err[256];
@@ -649,6 +693,7 @@ int main(void) {
     RUN(layer_window);
     RUN(validator_catches_errors);
     RUN(reader_is_strict);
+    RUN(speed_runs);
     RUN(engine_field);
     RUN(reader_ranges_are_the_schema);
     RUN(atomic_write);

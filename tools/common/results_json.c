@@ -122,6 +122,14 @@ static int add_str(cJSON *o, const char *k, const char *v) {
     return 0;
 }
 
+/* k: [v[0], ..., v[n-1]] (speed repeats). */
+static int add_runs(cJSON *o, const char *k, const double *v, int n) {
+    cJSON *a = cJSON_CreateDoubleArray(v, n);
+    if (a && cJSON_AddItemToObject(o, k, a)) return 1;
+    cJSON_Delete(a);
+    return 0;
+}
+
 static cJSON *result_to_json(const struct vq_result *e) {
     cJSON *o = cJSON_CreateObject(), *c = cJSON_CreateObject(), *opts = cJSON_CreateObject();
     int ok = o && c && opts;
@@ -145,6 +153,10 @@ static cJSON *result_to_json(const struct vq_result *e) {
         double v = metric_c(e, i);
         if (isfinite(v)) ok = add_num(o, METRICS[i].name, v);
     }
+    if (ok && e->n_prefill_runs > 0)
+        ok = add_runs(o, "prefill_tok_s_runs", e->prefill_runs, e->n_prefill_runs);
+    if (ok && e->n_decode_runs > 0)
+        ok = add_runs(o, "decode_tok_s_runs", e->decode_runs, e->n_decode_runs);
     if (ok && e->output_preview) ok = add_str(o, "output_preview", e->output_preview);
     if (ok && e->error) ok = add_str(o, "error", e->error);
     cJSON_Delete(c);
@@ -340,6 +352,29 @@ static void rd_layer_window(struct rd *d, const cJSON *md, struct vq_results_mod
     }
 }
 
+/* A speed-repeats array (optional): 1 .. VQ_RESULT_MAX_RUNS finite numbers >= 0 into v, their
+ * count into *n (0 when absent). */
+static void rd_runs(struct rd *d, const cJSON *o, const char *where, const char *k, double *v,
+                    int *n) {
+    const cJSON *a = get(d, o, where, k, 0), *it;
+    *n = 0;
+    if (!a || d->bad) return;
+    const int len = cJSON_IsArray(a) ? cJSON_GetArraySize(a) : -1;
+    if (len < 1 || len > VQ_RESULT_MAX_RUNS) {
+        fail(d, "%s.%s: expected an array of 1 to %d numbers", where, k, VQ_RESULT_MAX_RUNS);
+        return;
+    }
+    cJSON_ArrayForEach(it, a) {
+        const double x = cJSON_IsNumber(it) ? it->valuedouble : -1;
+        if (!(x >= 0 && isfinite(x))) {
+            fail(d, "%s.%s[%d]: expected a finite number >= 0", where, k, *n);
+            *n = 0;
+            return;
+        }
+        v[(*n)++] = x;
+    }
+}
+
 static void rd_result(struct rd *d, const cJSON *o, int idx, struct vq_result *e) {
     char where[48];
     snprintf(where, sizeof where, "results[%d]", idx);
@@ -380,6 +415,8 @@ static void rd_result(struct rd *d, const cJSON *o, int idx, struct vq_result *e
     for (size_t i = 0; i < N_METRICS; i++)
         *metric(e, i) = rd_num_range(d, o, where, METRICS[i].name, 0, METRICS[i].lo, METRICS[i].hi,
                                      METRICS[i].lo_open, METRICS[i].integer);
+    rd_runs(d, o, where, "prefill_tok_s_runs", e->prefill_runs, &e->n_prefill_runs);
+    rd_runs(d, o, where, "decode_tok_s_runs", e->decode_runs, &e->n_decode_runs);
     rd_dstr(d, o, where, "output_preview", &e->output_preview, 0);
     rd_dstr(d, o, where, "error", &e->error, 0);
     if (!d->bad && e->error && !e->error[0])

@@ -9,6 +9,7 @@
  * --ratequant-bits B it also prints the RateQuant per-layer key bit allocation for mean B.
  */
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,17 +49,18 @@ static void usage(FILE *f) {
             "usage: veloxquant calibrate [-m MODEL] [options]\n\n"
             "Runs calibration text through the model with an fp32 KV cache, records the post-RoPE\n"
             "keys and values of every layer (heads pooled) and writes calibration artifacts.\n\n"
-            "  -m, --model PATH        GGUF model (default: the default model)\n"
+            "  -m, --model PATH        GGUF model (default: the default model, as every command)\n"
             "  --method M              vecinfer | spectral | ratequant | all (default all)\n"
-            "  --text FILE             calibration text (default: built-in English prose)\n"
-            "  --n_tokens N            tokens of text to use (default 512)\n"
+            "  -f, --text FILE         calibration text (default: built-in English prose)\n"
+            "  --n-tokens N            tokens of text to use (default 512)\n"
             "  --key-pq C,V            vecinfer key codebook: C bits per codeword, V-dim\n"
             "                          sub-vectors (default 8,4 = `--bits 2` preset)\n"
             "  --value-pq C,V          vecinfer value codebook (default 8,4)\n"
             "  --ratequant-bits B      also print the RateQuant key bits per layer for mean B\n"
-            "  --out PATH              write to PATH instead of the cache (one --method only)\n"
+            "  -o, --out PATH          write to PATH instead of the cache (one --method only)\n"
             "  --seed S                k-means seed (default 42)\n"
-            "  --threads N             threads (default: OpenMP default)\n");
+            "  -t, --threads N         threads (default: OpenMP default)\n"
+            "  -h, --help              this help\n");
 }
 
 static int parse_pq(const char *val, int *c, int *v) {
@@ -345,76 +347,86 @@ int vq_cli_calib_build(const char *cmd, const struct vq_calib_build *b) {
     return rc;
 }
 
+/* The calibration sets --method names; all = every one. */
+static const char *const CALIB_METHODS[4] = {"vecinfer", "spectral", "ratequant", "all"};
+
+/* Parse step: 1 ok, 0 usage error (printed), -1 --help printed. */
+static int calib_parse(int argc, char **argv, struct vq_calib_build *b, const char **method) {
+    static const char *C = "calibrate";
+    static const struct option lo[] = {
+        {"model", required_argument, 0, 'm'},
+        {"method", required_argument, 0, 'M'},
+        {"text", required_argument, 0, 'f'},
+        {"file", required_argument, 0, 'f'},
+        {"n-tokens", required_argument, 0, 'n'},
+        {"key-pq", required_argument, 0, 'K'},
+        {"value-pq", required_argument, 0, 'V'},
+        {"ratequant-bits", required_argument, 0, 'R'},
+        {"out", required_argument, 0, 'o'},
+        {"seed", required_argument, 0, 's'},
+        {"threads", required_argument, 0, 't'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":m:f:o:t:h", lo, NULL)) != -1) {
+        int ok = 1;
+        switch (c) {
+        case 'm': b->model_path = optarg; break;
+        case 'M': *method = optarg; break;
+        case 'f': b->text_path = optarg; break;
+        case 'o': b->out = optarg; break;
+        case 'n': ok = vq_opt_int(C, "--n-tokens", optarg, 16, 1 << 20, &b->n_tokens); break;
+        case 't': ok = vq_opt_int(C, "--threads", optarg, 0, 1024, &b->threads); break;
+        case 's': ok = vq_opt_u64(C, "--seed", optarg, &b->seed); break;
+        case 'R': ok = vq_opt_double(C, "--ratequant-bits", optarg, 1, 4, &b->rq_bits); break;
+        case 'K':
+        case 'V':
+            if (!parse_pq(optarg, c == 'K' ? &b->kc : &b->vc, c == 'K' ? &b->kv : &b->vv)) {
+                fprintf(stderr, "%s: %s: '%s': want C,V with C 1..12, V 1..16\n", C,
+                        c == 'K' ? "--key-pq" : "--value-pq", optarg);
+                ok = 0;
+            }
+            break;
+        case 'h': usage(stdout); return -1;
+        case ':':
+        case '?': vq_cli_bad_option(C, c, argc, argv, lo); return 0;
+        }
+        if (!ok) return 0;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "%s: unexpected argument '%s' (the model is -m MODEL)\n", C, argv[optind]);
+        return 0;
+    }
+    int known = 0;
+    for (int i = 0; i < 4; i++) known |= !strcmp(*method, CALIB_METHODS[i]);
+    if (!known) {
+        const int near = vq_nearest_name(*method, CALIB_METHODS, 4);
+        if (near >= 0)
+            fprintf(stderr, "%s: --method: unknown calibration '%s': did you mean %s?\n", C,
+                    *method, CALIB_METHODS[near]);
+        else
+            fprintf(stderr,
+                    "%s: --method: unknown calibration '%s' (vecinfer, spectral, ratequant, "
+                    "all)\n",
+                    C, *method);
+        return 0;
+    }
+    return 1;
+}
+
 int vq_cmd_calibrate(int argc, char **argv) {
     struct vq_calib_build b;
     vq_calib_build_init(&b);
     const char *method = "all";
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        const char *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
-        }
-#define NEED() \
-    do { \
-        if (!val) { \
-            fprintf(stderr, "calibrate: %s needs a value\n", a); \
-            return 2; \
-        } \
-        i++; \
-    } while (0)
-        if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            NEED();
-            b.model_path = val;
-        } else if (!strcmp(a, "--method")) {
-            NEED();
-            method = val;
-        } else if (!strcmp(a, "--text")) {
-            NEED();
-            b.text_path = val;
-        } else if (!strcmp(a, "--out")) {
-            NEED();
-            b.out = val;
-        } else if (!strcmp(a, "--n_tokens") || !strcmp(a, "--n-tokens")) {
-            NEED();
-            if (!vq_opt_int("calibrate", a, val, 16, 1 << 20, &b.n_tokens)) return 2;
-        } else if (!strcmp(a, "--threads")) {
-            NEED();
-            if (!vq_opt_int("calibrate", a, val, 0, 1024, &b.threads)) return 2;
-        } else if (!strcmp(a, "--seed")) {
-            NEED();
-            if (!vq_opt_u64("calibrate", a, val, &b.seed)) return 2;
-        } else if (!strcmp(a, "--ratequant-bits")) {
-            NEED();
-            if (!vq_opt_double("calibrate", a, val, 1, 4, &b.rq_bits)) return 2;
-        } else if (!strcmp(a, "--key-pq")) {
-            NEED();
-            if (!parse_pq(val, &b.kc, &b.kv)) {
-                fprintf(stderr, "calibrate: --key-pq: want C,V with C 1..12, V 1..16\n");
-                return 2;
-            }
-        } else if (!strcmp(a, "--value-pq")) {
-            NEED();
-            if (!parse_pq(val, &b.vc, &b.vv)) {
-                fprintf(stderr, "calibrate: --value-pq: want C,V with C 1..12, V 1..16\n");
-                return 2;
-            }
-        } else {
-            fprintf(stderr, "calibrate: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
-#undef NEED
-    }
+    const int pr = calib_parse(argc, argv, &b, &method);
+    if (pr < 0) return 0;
+    if (!pr) return 2;
     b.do_vi = !strcmp(method, "vecinfer") || !strcmp(method, "all");
     b.do_sp = !strcmp(method, "spectral") || !strcmp(method, "all");
     b.do_rq = !strcmp(method, "ratequant") || !strcmp(method, "all");
-    if (!b.do_vi && !b.do_sp && !b.do_rq) {
-        fprintf(stderr, "calibrate: --method: unknown '%s' (vecinfer, spectral, ratequant, all)\n",
-                method);
-        return 2;
-    }
     static char model_buf[4096];
     b.model_path = vq_cli_model(b.model_path, model_buf, sizeof model_buf);
     if (b.out && !strcmp(method, "all")) {

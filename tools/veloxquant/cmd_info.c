@@ -3,6 +3,7 @@
  * or corrupt file gives an error and exit status 1. A valid GGUF file the engine cannot run
  * (unsupported architecture, missing keys or tensors, tensor types without kernels) is listed
  * all the same, with every reason (vq_model_check), and exits 0. */
+#include <getopt.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,10 +26,11 @@ static void usage(FILE *f) {
         "model.\n\n"
         "  -m, --model PATH   the GGUF file (or the last argument; default: the default model)\n"
         "      --tensors      list every tensor (name, type, shape, bytes)\n"
-        "      --ctx N        context length used for the KV byte figures (default 4096)\n"
+        "  -c, --ctx N        context length used for the KV byte figures (default 4096)\n"
         "      --method M     also show the KV bytes with method M for keys and values\n"
         "      --bits B       bits for --method (default: the method's default)\n"
-        "      --json         one JSON object instead of text\n\n"
+        "      --json         one JSON object instead of text\n"
+        "  -h, --help         this help\n\n"
         "Exit status: 0 when the file is readable GGUF, also when the engine cannot run it (the\n"
         "output then ends with every reason: 'engine: cannot run this model', JSON\n"
         "engine_problems); 1 when it is not readable GGUF; 2 for bad options.\n");
@@ -147,36 +149,51 @@ static int info_parse(int argc, char **argv, struct info_opts *o) {
     memset(o, 0, sizeof *o);
     o->n_ctx = 4096;
     vq_kv_opts_init(&o->ko);
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return -1;
-        } else if (!strcmp(a, "-m") || !strcmp(a, "--model")) {
-            if (!val) {
-                fprintf(stderr, "%s: %s needs a value\n", cmd, a);
+    static const struct option lo[] = {
+        {"model", required_argument, 0, 'm'},
+        {"tensors", no_argument, 0, 'T'},
+        {"json", no_argument, 0, 'j'},
+        {"ctx", required_argument, 0, 'c'},
+        {"ctx-size", required_argument, 0, 'c'},
+        {"method", required_argument, 0, VQ_KVOPT_METHOD},
+        {"bits", required_argument, 0, VQ_KVOPT_BITS},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":m:c:h", lo, NULL)) != -1) {
+        int ok = 1;
+        switch (c) {
+        case 'm':
+            if (o->path) {
+                fprintf(stderr, "%s: one model at a time ('%s' and '%s')\n", cmd, o->path, optarg);
                 return 0;
             }
-            o->path = argv[++i];
-        } else if (!strcmp(a, "--tensors")) o->tensors = true;
-        else if (!strcmp(a, "--json")) o->json = true;
-        else if (!strcmp(a, "--ctx")) {
-            i++;
-            if (!vq_opt_long(cmd, a, val, 1, 1L << 30, &o->n_ctx)) return 0;
-        } else if (!strcmp(a, "--method")) {
-            i++;
-            if (vq_kv_opts_handle(&o->ko, cmd, VQ_KVOPT_METHOD, val) != 1) return 0;
+            o->path = optarg;
+            break;
+        case 'T': o->tensors = true; break;
+        case 'j': o->json = true; break;
+        case 'c': ok = vq_opt_long(cmd, "--ctx", optarg, 1, 1L << 30, &o->n_ctx); break;
+        case VQ_KVOPT_METHOD:
+            ok = vq_kv_opts_handle(&o->ko, cmd, c, optarg) == 1;
             o->method_set = true;
-        } else if (!strcmp(a, "--bits")) {
-            i++;
-            if (vq_kv_opts_handle(&o->ko, cmd, VQ_KVOPT_BITS, val) != 1) return 0;
-        } else if (a[0] == '-' && a[1]) {
-            fprintf(stderr, "%s: unknown option '%s' (see veloxquant info --help)\n", cmd, a);
+            break;
+        case VQ_KVOPT_BITS: ok = vq_kv_opts_handle(&o->ko, cmd, c, optarg) == 1; break;
+        case 'h': usage(stdout); return -1;
+        case ':':
+        case '?': vq_cli_bad_option(cmd, c, argc, argv, lo); return 0;
+        }
+        if (!ok) return 0;
+    }
+    for (; optind < argc; optind++) { /* the model may also be the last argument */
+        if (o->path) {
+            fprintf(stderr, "%s: one model at a time ('%s' and '%s')\n", cmd, o->path,
+                    argv[optind]);
             return 0;
-        } else if (o->path) {
-            fprintf(stderr, "%s: one model at a time ('%s' and '%s')\n", cmd, o->path, a);
-            return 0;
-        } else o->path = a;
+        }
+        o->path = argv[optind];
     }
     static char model_buf[4096];
     o->path = vq_cli_model(o->path, model_buf, sizeof model_buf); /* default: the default model */

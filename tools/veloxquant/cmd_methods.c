@@ -1,5 +1,6 @@
 /* cmd_methods.c — `veloxquant methods [--json]`: every method, its parameters, its bits/elem
  * formula, whether it needs calibration and whether this build implements it. */
+#include <getopt.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -8,6 +9,7 @@
 #include "veloxquant.h"
 #include "cli.h"
 #include "kvconfig.h"
+#include "opts.h"
 
 /* ctx of the bits/elem listed for the --kv presets (the acceptance protocol's) */
 #define VQ_TIER_CTX 2048
@@ -96,32 +98,73 @@ static const char *widths(const struct vq_method_info *mi, char *buf, size_t cap
 
 static void usage(FILE *f) {
     fprintf(f,
-            "usage: veloxquant methods [--json | --configs]\n\n"
+            "usage: veloxquant methods [--json | --configs] [NAME]\n\n"
             "Lists every KV-cache method with its parameters, the exact bits per element of its\n"
             "stored codes (d = head_dim), whether it needs calibration, and whether this build\n"
             "implements it, then the kv presets. --configs lists every named config the\n"
             "library knows (`--kv NAME`, `sweep --configs`): name, what it stands for, and a\n"
-            "line on what it is for.\n");
+            "line on what it is for. NAME (a method or a named config) lists that one only.\n\n"
+            "  --json      one JSON array instead of text\n"
+            "  --configs   the named configs (presets and sweep configs)\n"
+            "  -h, --help  this help\n");
 }
 
+/* 1 when name is a method (built or listed as planned) or a named config. */
+static int known_name(const char *name) {
+    enum vq_method m;
+    if (vq_method_from_name(name, &m) == VQ_STATUS_OK) return 1;
+    for (size_t i = 0; i < sizeof planned / sizeof planned[0]; i++)
+        if (!strcmp(planned[i].name, name)) return 1;
+    struct vq_kv_preset_info pi;
+    for (int i = 0; vq_kv_preset_get(i, &pi) == VQ_STATUS_OK; i++)
+        if (!strcmp(pi.name, name)) return 1;
+    return 0;
+}
+
+/* 1 when the row called name is listed (no NAME given, or NAME is it). */
+static int listed(const char *only, const char *name) { return !only || !strcmp(only, name); }
+
 int vq_cmd_methods(int argc, char **argv) {
+    static const struct option lo[] = {
+        {"json", no_argument, 0, 'j'},
+        {"configs", no_argument, 0, 'c'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
     int json = 0, configs = 0;
-    for (int i = 1; i < argc; i++) {
-        if (!strcmp(argv[i], "--json")) json = 1;
-        else if (!strcmp(argv[i], "--configs")) configs = 1;
-        else if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
-            usage(stdout);
-            return 0;
-        } else {
-            fprintf(stderr, "methods: unknown option '%s'\n", argv[i]);
-            usage(stderr);
-            return 2;
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+        switch (c) {
+        case 'j': json = 1; break;
+        case 'c': configs = 1; break;
+        case 'h': usage(stdout); return 0;
+        default: vq_cli_bad_option("methods", c, argc, argv, lo); return 2;
         }
+    }
+    const char *only = optind < argc ? argv[optind] : NULL; /* one method or named config */
+    if (optind + 1 < argc) {
+        fprintf(stderr, "methods: one name at a time ('%s' and '%s')\n", argv[optind],
+                argv[optind + 1]);
+        return 2;
+    }
+    if (only && !known_name(only)) {
+        const char *near = vq_kv_nearest_name(only, 0);
+        if (near)
+            fprintf(stderr, "methods: unknown method or config '%s': did you mean %s?\n", only,
+                    near);
+        else
+            fprintf(stderr,
+                    "methods: unknown method or config '%s' (veloxquant methods lists them)\n",
+                    only);
+        return 2;
     }
     if (configs) { /* the library's named configs, one per line */
         struct vq_kv_preset_info pi;
         for (int i = 0; vq_kv_preset_get(i, &pi) == VQ_STATUS_OK; i++)
-            printf("%-22s %-42s %s\n", pi.name, pi.config, pi.description);
+            if (listed(only, pi.name))
+                printf("%-22s %-42s %s\n", pi.name, pi.config, pi.description);
         return 0;
     }
     struct vq_method_info all[VQ_METHOD_COUNT + sizeof planned / sizeof planned[0]];
@@ -136,6 +179,7 @@ int vq_cmd_methods(int argc, char **argv) {
     if (json) {
         cJSON *arr = cJSON_CreateArray();
         for (int i = 0; i < n; i++) {
+            if (!listed(only, all[i].name)) continue;
             cJSON *o = cJSON_CreateObject();
             cJSON_AddStringToObject(o, "name", all[i].name);
             cJSON_AddStringToObject(o, "params", all[i].params);
@@ -156,7 +200,7 @@ int vq_cmd_methods(int argc, char **argv) {
         }
         struct vq_kv_preset_info pi;
         for (int i = 0; vq_kv_preset_get(i, &pi) == VQ_STATUS_OK; i++) {
-            if (!pi.tier) continue;
+            if (!pi.tier || !listed(only, pi.name)) continue;
             double b = 0, mb = 0;
             if (!tier_bits(pi.name, VQ_TIER_CTX, &b, &mb)) return 1;
             cJSON *o = cJSON_CreateObject();
@@ -181,9 +225,13 @@ int vq_cmd_methods(int argc, char **argv) {
         cJSON_Delete(arr);
         return 0;
     }
-    printf("%-16s %-13s %-5s %-7s %-9s %s\n", "method", "status", "calib", "default", "bits",
-           "bits/elem  |  parameters");
+    int n_listed = 0;
+    for (int i = 0; i < n; i++) n_listed += listed(only, all[i].name);
+    if (n_listed)
+        printf("%-16s %-13s %-5s %-7s %-9s %s\n", "method", "status", "calib", "default", "bits",
+               "bits/elem  |  parameters");
     for (int i = 0; i < n; i++) {
+        if (!listed(only, all[i].name)) continue;
         char def[16], wb[32];
         if (all[i].default_bits) snprintf(def, sizeof def, "%d", all[i].default_bits);
         else snprintf(def, sizeof def, "-");
@@ -193,16 +241,23 @@ int vq_cmd_methods(int argc, char **argv) {
                all[i].bits_formula[0] ? all[i].bits_formula : "-",
                all[i].params[0] ? all[i].params : "-");
     }
+    struct vq_kv_preset_info pi;
+    int n_tiers = 0;
+    for (int i = 0; vq_kv_preset_get(i, &pi) == VQ_STATUS_OK; i++) {
+        if (listed(only, pi.name) && !pi.tier && only && !n_listed) /* a named sweep config */
+            printf("%-22s %-42s %s\n", pi.name, pi.config, pi.description);
+        n_tiers += pi.tier && listed(only, pi.name);
+    }
+    if (!n_tiers) return 0;
     printf(
-        "\n--kv presets: the lowest KL measured on the default model within the budget; "
+        "%s--kv presets: the lowest KL measured on the default model within the budget; "
         "bits/elem of K\nand V together incl. side data and windows (SmolLM2-135M "
         "geometry) at ctx %d and averaged\nover ctx %d..%d (KIVI keys wait in fp16 until "
         "a group is full):\n",
-        VQ_TIER_CTX, VQ_TIER_CTX - VQ_TIER_CYCLE + 1, VQ_TIER_CTX);
+        n_listed ? "\n" : "", VQ_TIER_CTX, VQ_TIER_CTX - VQ_TIER_CYCLE + 1, VQ_TIER_CTX);
     printf("  %-4s %-6s %9s %9s  %s\n", "name", "budget", "at ctx", "mean", "config");
-    struct vq_kv_preset_info pi;
     for (int i = 0; vq_kv_preset_get(i, &pi) == VQ_STATUS_OK; i++) {
-        if (!pi.tier) continue;
+        if (!pi.tier || !listed(only, pi.name)) continue;
         double b = 0, mb = 0;
         if (!tier_bits(pi.name, VQ_TIER_CTX, &b, &mb)) return 1;
         printf("  %-4s <= %-3g %9.4f %9.4f  %s\n", pi.name, pi.max_bits, b, mb, pi.config);

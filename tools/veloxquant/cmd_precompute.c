@@ -7,6 +7,7 @@
  * numerics across compilers, ISAs and versions; exit 1 on any difference, missing or corrupt
  * file). */
 #include <errno.h>
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,7 +32,8 @@ static void usage(FILE *f) {
         "  --seed S          RHT seed (default 42, the codecs' default)\n"
         "  --check           verify stored tables equal the ones computed now (bit for bit);\n"
         "                    exit 1 on a difference, a missing or a corrupt file\n"
-        "  --out DIR         folder instead of the artifact cache\n");
+        "  -o, --out DIR     folder instead of the artifact cache\n"
+        "  -h, --help        this help\n");
 }
 
 static int parse_ints(const char *opt, const char *arg, int lo, int hi, int *out, int max, int *n) {
@@ -53,36 +55,39 @@ static int parse_ints(const char *opt, const char *arg, int lo, int hi, int *out
 }
 
 int vq_cmd_precompute(int argc, char **argv) {
+    static const char *C = "precompute";
+    static const struct option lo[] = {
+        {"head-dim", required_argument, 0, 'd'},
+        {"bits", required_argument, 0, 'b'},
+        {"seed", required_argument, 0, 's'},
+        {"check", no_argument, 0, 'k'},
+        {"out", required_argument, 0, 'o'},
+        {"help", no_argument, 0, 'h'},
+        {0, 0, 0, 0},
+    };
     int dims[32], bits[6], n_dims = 0, n_bits = 0, check = 0;
     uint64_t seed = 42;
     const char *out_dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *val = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            usage(stdout);
-            return 0;
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":o:h", lo, NULL)) != -1) {
+        int ok = 1;
+        switch (c) {
+        case 'd': ok = parse_ints("--head-dim", optarg, 8, 1024, dims, 32, &n_dims); break;
+        case 'b': ok = parse_ints("--bits", optarg, 1, 6, bits, 6, &n_bits); break;
+        case 's': ok = vq_opt_u64(C, "--seed", optarg, &seed); break;
+        case 'k': check = 1; break;
+        case 'o': out_dir = optarg; break;
+        case 'h': usage(stdout); return 0;
+        case ':':
+        case '?': vq_cli_bad_option(C, c, argc, argv, lo); return 2;
         }
-        if (!strcmp(a, "--check")) {
-            check = 1;
-            continue;
-        }
-        if (!val) {
-            fprintf(stderr, "precompute: %s: unknown option or missing value\n", a);
-            return 2;
-        }
-        i++;
-        if (!strcmp(a, "--head-dim")) {
-            if (!parse_ints(a, val, 8, 1024, dims, 32, &n_dims)) return 2;
-        } else if (!strcmp(a, "--bits")) {
-            if (!parse_ints(a, val, 1, 6, bits, 6, &n_bits)) return 2;
-        } else if (!strcmp(a, "--seed")) {
-            if (!vq_opt_u64("precompute", a, val, &seed)) return 2;
-        } else if (!strcmp(a, "--out")) out_dir = val;
-        else {
-            fprintf(stderr, "precompute: unknown option '%s'\n", a);
-            usage(stderr);
-            return 2;
-        }
+        if (!ok) return 2;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "%s: unexpected argument '%s'\n", C, argv[optind]);
+        return 2;
     }
     if (!n_dims || !n_bits) {
         fprintf(stderr, "precompute: --head-dim and --bits are required\n");

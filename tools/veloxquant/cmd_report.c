@@ -20,13 +20,14 @@
  * timings) is left out and the figure uses the panels that have some; a figure with none is
  * not written. The two scatter panels share one bits/elem axis (log2). On the KL panel (log
  * axis) fp16's KL of 0 is a labelled vertical reference line. Value labels have 3 significant
- * digits, token counts none. The caption gives CPU, threads and runs per config (the results
- * file records no repeats, so there are no error bars). Everything is placed in page pixels by
- * this file: a label layout pass puts each scatter label at the first free spot among
+ * digits, token counts none. The caption gives CPU, threads and runs per config; where a
+ * results file records speed repeats (sweep --repeats: prefill_tok_s_runs, decode_tok_s_runs)
+ * the throughput bars are the medians with min .. max error bars. Everything is placed in page
+ * pixels by this file: a label layout pass puts each scatter label at the first free spot among
  * candidate offsets around its point (then further out with a leader line), avoiding the
  * boxes already placed, markers, data lines and the frame; titles and captions shrink to fit.
- * --layout-json FILE writes every text box and marker of every figure, so that
- * tests/cli/report.sh checks that none overlap.
+ * --layout-json FILE writes every text box, marker and error bar of every figure, so that
+ * tests/cli/report.sh checks that no label overlaps another, a marker or an error bar.
  *
  * Without PLplot (configured with -DVQ_PLPLOT=OFF, or AUTO when it was not found) the command
  * reads, checks and merges the files as usual and writes table.md, then says in one line how
@@ -152,13 +153,15 @@ struct box {
     double x0, y0, x1, y1;
 };
 
-enum { K_TEXT, K_MARK, K_LINE }; /* K_LINE: a stretch of a data line, for the label layout */
+/* K_LINE: a stretch of a data line, for the label layout; K_ERR: an error bar (min .. max of a
+ * config's repeats) */
+enum { K_TEXT, K_MARK, K_LINE, K_ERR };
 
 struct lbox {
     struct box b;
     int panel; /* index into g.panels, -1 = the page (title, caption) */
     int kind;  /* K_TEXT, K_MARK or K_LINE */
-    char text[72];
+    char text[160];
 };
 
 #define MAX_PANELS 8
@@ -469,6 +472,7 @@ static void fig_end(void) {
                 i ? "," : "",
                 e->kind == K_TEXT   ? "text"
                 : e->kind == K_MARK ? "mark"
+                : e->kind == K_ERR  ? "errbar"
                                     : "line",
                 e->panel, e->b.x0, e->b.y0, e->b.x1, e->b.y1);
         json_str(f, e->text);
@@ -653,11 +657,14 @@ static void panel_title_at(struct box cell, const char *title, double s, double 
 static void hbars(struct box cell, const struct sizes *z, const char *title, const char *xlabel,
                   int n, const char *const *labels, const struct style *st, int n_series,
                   const double *const *vals, const int *series_col, const char *const *series_names,
-                  int ints, const double *also) {
+                  int ints, const double *also, const double *lo, const double *hi) {
     /* also (NULL = none): the values of the other panel of the figure in the same unit, so
-     * that both get one x range (prefill and decode throughput) */
-    const double *xv[3] = {vals[0], n_series > 1 ? vals[1] : also, also};
-    const int nv = n_series + (also != NULL);
+     * that both get one x range (prefill and decode throughput); lo / hi (NULL = none, one
+     * series only): each config's smallest and largest repeat, drawn as an error bar where
+     * they differ (a config measured once has lo = hi = its value) */
+    const double *xv[4] = {vals[0], n_series > 1 ? vals[1] : also, also, hi};
+    int nv = n_series + (also != NULL);
+    if (hi && n_series == 1) xv[nv++] = hi;
     double xmax = 0, xmin = 0;
     for (int s = 0; s < nv; s++)
         for (int i = 0; i < n; i++)
@@ -738,6 +745,8 @@ static void hbars(struct box cell, const struct sizes *z, const char *title, con
             double lx = px_x(&a, isfinite(v) ? fmax(v, 0) : 0) + 0.3 * vs;
             if (s > 0 && overlap(text_box(lx, ym + 0.1 * vs, 0, vs, "n/a"), prev))
                 lx = fmax(lx, prev.x1 + 0.5 * vs);
+            if (hi && n_series == 1 && isfinite(v) && isfinite(hi[i]))
+                lx = fmax(lx, px_x(&a, fmax(hi[i], 0)) + 0.3 * vs);
             if (!isfinite(v)) {
                 prev = txt(lx, ym + 0.1 * vs, 0, vs, "n/a");
                 continue;
@@ -748,6 +757,18 @@ static void hbars(struct box cell, const struct sizes *z, const char *title, con
             plcol0(series_col ? series_col[s] : st[i].color);
             plfill(4, bx, by);
             restore(sv);
+            if (lo && hi && n_series == 1 && isfinite(lo[i]) && isfinite(hi[i]) && hi[i] > lo[i]) {
+                /* the error bar: min .. max of the repeats, capped, over the bar's middle */
+                const double e0 = px_x(&a, lo[i]), e1 = px_x(&a, hi[i]), cap = 0.3 * (y1 - y0);
+                seg(e0, ym, e1, ym, 1, 1.5, 1);
+                seg(e0, ym - cap, e0, ym + cap, 1, 1.5, 1);
+                seg(e1, ym - cap, e1, ym + cap, 1, 1.5, 1);
+                const struct box eb = {e0, ym - cap, e1, ym + cap};
+                char what[72];
+                snprintf(what, sizeof what, "%.40s: %.4g .. %.4g", labels[i], lo[i], hi[i]);
+                record(eb, K_ERR, what);
+                lx = fmax(lx, e1 + 0.3 * vs);
+            }
             if (ints) snprintf(buf, sizeof buf, "%.0f", v);
             else fmt_sig(buf, sizeof buf, v, 3);
             prev = txt(lx, ym + 0.1 * vs, 0, vs, buf);
@@ -872,6 +893,8 @@ struct cols {
     struct style *st;
     int *llama; /* 1: a llama.cpp row (config.engine), 0: veloxquant */
     double *prefill, *decode, *bpe, *lbits, *cosk, *kld, *lkld, *tokgen, *prefix;
+    /* each config's smallest / largest repeat (the value itself when measured once) */
+    double *prefill_lo, *prefill_hi, *decode_lo, *decode_hi;
     double *mb;      /* (n, N_CTX) KV MB, NaN where unknown */
     double bx0, bx1; /* shared bits axis of the scatter panels, log2 units */
     int any_llama;
@@ -910,6 +933,15 @@ static void memory_of(const struct vq_results *r, const struct vq_result *e, dou
     }
 }
 
+/* The smallest and largest of n repeats (v itself when there are none). */
+static void runs_range(double v, const double *runs, int n, double *lo, double *hi) {
+    *lo = *hi = v;
+    for (int i = 0; i < n; i++) {
+        *lo = i ? fmin(*lo, runs[i]) : runs[i];
+        *hi = i ? fmax(*hi, runs[i]) : runs[i];
+    }
+}
+
 static void cols_free(struct cols *c) {
     free(c->labels);
     free(c->st);
@@ -924,7 +956,7 @@ static int cols_build(const struct model_set *ms, struct cols *c) {
     c->labels = calloc((size_t)m, sizeof *c->labels);
     c->st = calloc((size_t)m, sizeof *c->st);
     c->llama = calloc((size_t)m, sizeof *c->llama);
-    c->prefill = calloc((size_t)m * (9 + N_CTX), sizeof *c->prefill);
+    c->prefill = calloc((size_t)m * (13 + N_CTX), sizeof *c->prefill);
     if (!c->labels || !c->st || !c->llama || !c->prefill) {
         cols_free(c);
         return 0;
@@ -938,7 +970,11 @@ static int cols_build(const struct model_set *ms, struct cols *c) {
     c->lkld = all + 6 * m;
     c->tokgen = all + 7 * m;
     c->prefix = all + 8 * m;
-    c->mb = all + 9 * m;
+    c->prefill_lo = all + 9 * m;
+    c->prefill_hi = all + 10 * m;
+    c->decode_lo = all + 11 * m;
+    c->decode_hi = all + 12 * m;
+    c->mb = all + 13 * m;
     double lo = HUGE_VAL, hi = -HUGE_VAL;
     for (int i = 0; i < n; i++) {
         const struct vq_result *e = &ms->r.results[ms->ok[i]];
@@ -948,6 +984,10 @@ static int cols_build(const struct model_set *ms, struct cols *c) {
         c->st[i] = style_of(i, c->llama[i]);
         c->prefill[i] = e->prefill_tok_s;
         c->decode[i] = e->decode_tok_s;
+        runs_range(e->prefill_tok_s, e->prefill_runs, e->n_prefill_runs, &c->prefill_lo[i],
+                   &c->prefill_hi[i]);
+        runs_range(e->decode_tok_s, e->decode_runs, e->n_decode_runs, &c->decode_lo[i],
+                   &c->decode_hi[i]);
         c->bpe[i] = e->bits_per_elem;
         c->lbits[i] = e->bits_per_elem > 0 ? log2(e->bits_per_elem) : NAN;
         c->cosk[i] = e->cosine_k;
@@ -1251,13 +1291,13 @@ static void panel(int which, struct box cell, const struct sizes *z, const struc
     case P_PREFILL: {
         const double *v[1] = {c->prefill};
         hbars(cell, z, "Prefill throughput", "tokens / s", c->n, c->labels, c->st, 1, v, NULL, NULL,
-              0, c->decode);
+              0, c->decode_hi, c->prefill_lo, c->prefill_hi);
         break;
     }
     case P_DECODE: {
         const double *v[1] = {c->decode};
         hbars(cell, z, "Decode throughput", "tokens / s", c->n, c->labels, c->st, 1, v, NULL, NULL,
-              0, c->prefill);
+              0, c->prefill_hi, c->decode_lo, c->decode_hi);
         break;
     }
     case P_COS_BITS:
@@ -1271,19 +1311,19 @@ static void panel(int which, struct box cell, const struct sizes *z, const struc
     case P_KLD_BARS: {
         const double *v[1] = {c->kld};
         hbars(cell, z, "Next-token KL divergence (mean)", "KL(fp16 || config)", c->n, c->labels,
-              c->st, 1, v, NULL, NULL, 0, NULL);
+              c->st, 1, v, NULL, NULL, 0, NULL, NULL, NULL);
         break;
     }
     case P_COS_BARS: {
         const double *v[1] = {c->cosk};
         hbars(cell, z, "Key cosine", "cosine similarity of keys", c->n, c->labels, c->st, 1, v,
-              NULL, NULL, 0, NULL);
+              NULL, NULL, 0, NULL, NULL, NULL);
         break;
     }
     case P_OUTPUT: {
         const double *v[2] = {c->tokgen, c->prefix};
         hbars(cell, z, "Greedy output vs fp16 (mean per prompt)", "tokens", c->n, c->labels, c->st,
-              2, v, two, out_names, 1, NULL);
+              2, v, two, out_names, 1, NULL, NULL, NULL);
         break;
     }
     }
@@ -1310,10 +1350,26 @@ static int figure_path_ok(const char *path) {
  * numbers were measured (CPU, threads, runs) and on what (corpus, ctx, when, which commit). */
 static void caption(const struct vq_results *r, char *c1, char *c2, size_t cap) {
     const int t = r->hardware.cores;
-    snprintf(c1, cap,
-             "%s, %s, %d thread%s; one run per config (the results file records no repeats, so "
-             "no error bars)",
-             r->hardware.cpu[0] ? r->hardware.cpu : "CPU ?", r->hardware.isa, t, t == 1 ? "" : "s");
+    int lo = 0, hi = 0; /* fewest and most speed runs of a config that has a speed */
+    for (int i = 0; i < r->n_results; i++) {
+        const struct vq_result *e = &r->results[i];
+        if (e->error || (!isfinite(e->prefill_tok_s) && !isfinite(e->decode_tok_s))) continue;
+        const int n = e->n_prefill_runs > e->n_decode_runs ? e->n_prefill_runs : e->n_decode_runs;
+        const int k = n > 1 ? n : 1;
+        lo = lo ? (k < lo ? k : lo) : k;
+        hi = k > hi ? k : hi;
+    }
+    char runs[160];
+    if (hi <= 1)
+        snprintf(runs, sizeof runs,
+                 "one run per config (the results file records no repeats, so no error bars)");
+    else if (lo == hi)
+        snprintf(runs, sizeof runs, "%d runs per config: bars the median, whiskers min .. max", hi);
+    else
+        snprintf(runs, sizeof runs,
+                 "%d to %d runs per config: bars the median, whiskers min .. max", lo, hi);
+    snprintf(c1, cap, "%s, %s, %d thread%s; %s", r->hardware.cpu[0] ? r->hardware.cpu : "CPU ?",
+             r->hardware.isa, t, t == 1 ? "" : "s", runs);
     snprintf(c2, cap, "corpus %s, ctx %d, %d chunks; created %s, git %s",
              r->protocol.corpus ? r->protocol.corpus : "none", r->protocol.ctx, r->protocol.chunks,
              r->created_utc[0] ? r->created_utc : "?", r->git_commit[0] ? r->git_commit : "?");

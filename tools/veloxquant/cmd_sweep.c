@@ -68,6 +68,9 @@ static void usage(FILE *f) {
         "  --max-tokens T        greedy tokens per probe prompt (default 200)\n"
         "  --prompts N           probe prompts (default 8, at most %d)\n"
         "  -t, --threads N       threads per child (default: OpenMP default)\n"
+        "  --repeats N           measure prefill and decode speed N times per config (default\n"
+        "                        1): runs 2..N repeat the greedy probe and one perplexity\n"
+        "                        chunk; results.json records each run and their median\n"
         "  --timeout S           kill a config after S seconds (default 0 = none)\n"
         "  -h, --help            this help\n",
         vq_probe_n_prompts);
@@ -154,7 +157,7 @@ static void detok_preview(const struct vq_eval_model *em, const int32_t *ids, in
 struct srun_opts {
     const char *model, *name, *text, *outp, *save, *base;
     const char *save_probe, *probe_ref;
-    int ctx, chunks, max_tokens, n_prompts, threads;
+    int ctx, chunks, max_tokens, n_prompts, threads, repeats;
     struct vq_kv_opts ko;
     struct vq_ppl_params pp; /* perplexity parameters, the KV config resolved from ko */
 };
@@ -178,6 +181,7 @@ static int srun_parse(int argc, char **argv, struct srun_opts *o) {
         {"kl-base", required_argument, 0, 'K'},
         {"save-probe", required_argument, 0, 'p'},
         {"probe-ref", required_argument, 0, 'r'},
+        {"repeats", required_argument, 0, 'R'},
         VQ_KV_LONG_OPTIONS,
         {0, 0, 0, 0},
     };
@@ -186,6 +190,7 @@ static int srun_parse(int argc, char **argv, struct srun_opts *o) {
     o->chunks = 4;
     o->max_tokens = 200;
     o->n_prompts = 8;
+    o->repeats = 1;
     vq_kv_opts_init(&o->ko);
     optind = 1;
     opterr = 0;
@@ -208,6 +213,9 @@ static int srun_parse(int argc, char **argv, struct srun_opts *o) {
         case 'K': o->base = optarg; break;
         case 'p': o->save_probe = optarg; break;
         case 'r': o->probe_ref = optarg; break;
+        case 'R':
+            ok = vq_opt_int(C, "--repeats", optarg, 1, VQ_RESULT_MAX_RUNS, &o->repeats);
+            break;
         case ':':
         case '?': vq_cli_bad_option(C, c, argc, argv, lo); return 0;
         default: ok = vq_kv_opts_handle(&o->ko, C, c, optarg); break;
@@ -420,6 +428,50 @@ static int srun_probe(const struct srun_opts *o, struct srun_state *s) {
     return 0;
 }
 
+/* Run step 3 (--repeats N > 1): the speed measured N - 1 more times, each run a perplexity
+ * chunk without logits (prefill tok/s) and the greedy probe again (decode tok/s); the result
+ * records every run (the first: the measurements above) and their medians. Returns 0 or exit
+ * code 1 (printed). */
+static int srun_repeats(const struct srun_opts *o, struct srun_state *s) {
+    static const char *C = "sweep-run";
+    struct vq_result *e = &s->e;
+    const int n = o->repeats;
+    if (n <= 1) return 0;
+    e->prefill_runs[0] = s->pr.prefill_tok_s;
+    e->decode_runs[0] = s->dec_tok_s;
+    struct vq_ppl_params pp1 = s->pp;
+    pp1.n_chunks = 1;
+    int lens[64];
+    for (int r = 1; r < n; r++) {
+        struct vq_progress prog;
+        char label[96], err[512];
+        snprintf(label, sizeof label, "  %s speed run %d/%d", o->name, r + 1, n);
+        vq_progress_init(&prog, label);
+        struct vq_ppl_result res;
+        vq_status st = vq_ppl_run(s->em.m, s->tokens, s->n_tok, &pp1, NULL, NULL, vq_progress_ppl,
+                                  &prog, &res, err, sizeof err);
+        if (st != VQ_STATUS_OK) {
+            vq_progress_done(&prog);
+            fprintf(stderr, "%s: speed run %d: perplexity: %s\n", C, r + 1, err);
+            return 1;
+        }
+        double dec = 0;
+        st = vq_eval_probe(&s->em, s->gctx, o->n_prompts, o->max_tokens, s->ids, lens, &dec, &prog);
+        vq_progress_done(&prog);
+        if (st != VQ_STATUS_OK) {
+            fprintf(stderr, "%s: speed run %d: probe: %s\n", C, r + 1, vq_status_str(st));
+            return 1;
+        }
+        e->prefill_runs[r] = res.prefill_tok_s;
+        e->decode_runs[r] = dec;
+    }
+    e->n_prefill_runs = e->n_decode_runs = n;
+    e->prefill_tok_s = vq_median(e->prefill_runs, n);
+    const double d = vq_median(e->decode_runs, n);
+    e->decode_tok_s = d > 0 ? d : NAN;
+    return 0;
+}
+
 /* Report step: the one-result file (--out), then the summary line on stdout. Returns 0 or exit
  * code 1 (printed). */
 static int srun_report(const struct srun_opts *o, struct srun_state *s) {
@@ -454,8 +506,8 @@ static int srun_report(const struct srun_opts *o, struct srun_state *s) {
         "%s: ppl %.4f kld %.5f top1 %.3f tokens %.1f prefix %.1f prefill %.1f tok/s decode %.1f"
         " tok/s KV %.0f bytes (x%.2f) rss %.0f MB\n",
         o->name, pr->ppl, s->bf ? pr->kld_mean : 0.0, s->bf ? pr->top1 : 1.0, s->tg / n_prompts,
-        s->ref ? s->pm / n_prompts : s->tg / n_prompts, pr->prefill_tok_s, s->dec_tok_s,
-        (double)pr->mem.total_bytes,
+        s->ref ? s->pm / n_prompts : s->tg / n_prompts, s->e.prefill_tok_s,
+        isfinite(s->e.decode_tok_s) ? s->e.decode_tok_s : 0.0, (double)pr->mem.total_bytes,
         pr->mem.total_bytes ? (double)pr->mem.fp16_bytes / (double)pr->mem.total_bytes : 0.0,
         vq_peak_rss_mb());
     return 0;
@@ -473,6 +525,7 @@ int vq_cmd_sweep_run(int argc, char **argv) {
     rc = srun_build_inputs(&o, &s);
     if (!rc) rc = srun_ppl(&o, &s);
     if (!rc) rc = srun_probe(&o, &s);
+    if (!rc) rc = srun_repeats(&o, &s);
     if (!rc) rc = srun_report(&o, &s);
     srun_free(&s);
     return rc;
@@ -486,7 +539,7 @@ struct sweep_opts {
     char *configs[MAX_CONFIGS];
     int n_configs;
     const char *dir, *text;
-    int force, ctx, chunks, max_tokens, prompts, threads, timeout;
+    int force, ctx, chunks, max_tokens, prompts, threads, timeout, repeats;
     char *list;                   /* owns the --configs tokens */
     char corpus_buf[4096];        /* the default corpus's path (vq_cli_default_corpus) */
     char model_buf[4096];         /* the default model's path when no -m is given */
@@ -646,6 +699,11 @@ static void child_args(struct child_args *a, const char *exe, const struct sweep
     snprintf(a->nums[4], 32, "%d", o->threads);
     A("-t");
     A(a->nums[4]);
+    if (o->repeats > 1) {
+        snprintf(a->nums[5], 32, "%d", o->repeats);
+        A("--repeats");
+        A(a->nums[5]);
+    }
     A("--out");
     A(out);
     if (is_ref) {
@@ -971,6 +1029,7 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
         {"prompts", required_argument, 0, 'P'},
         {"threads", required_argument, 0, 't'},
         {"timeout", required_argument, 0, 'W'},
+        {"repeats", required_argument, 0, 'R'},
         {"help", no_argument, 0, 'h'},
         VQ_KV_LONG_OPTIONS,
         {0, 0, 0, 0},
@@ -981,6 +1040,7 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
     o->chunks = 4;
     o->max_tokens = 200;
     o->prompts = 8;
+    o->repeats = 1;
     const char *configs = NULL;
     struct vq_kv_opts ko;
     vq_kv_opts_init(&ko);
@@ -1014,6 +1074,9 @@ static int sweep_parse(int argc, char **argv, struct sweep_opts *o) {
             break;
         case 't': ok = vq_opt_int(CMD, "--threads", optarg, 0, 1024, &o->threads); break;
         case 'W': ok = vq_opt_int(CMD, "--timeout", optarg, 0, 1 << 30, &o->timeout); break;
+        case 'R':
+            ok = vq_opt_int(CMD, "--repeats", optarg, 1, VQ_RESULT_MAX_RUNS, &o->repeats);
+            break;
         case 'h': usage(stdout); return -1;
         case ':':
         case '?': vq_cli_bad_option(CMD, c, argc, argv, lo); return 0;

@@ -3,16 +3,32 @@
  * --compare_optimized, --head_dim, ...) are rewritten to them before any command parses;
  * llama.cpp options veloxquant does not take are recognised and explained in one line instead
  * of failing as bundles of short options. */
+#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "veloxquant.h"
 #include "cli.h"
+#include "opts.h"
 
 static int cmd_version(int argc, char **argv) {
-    (void)argc;
-    (void)argv;
+    static const struct option lo[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    optind = 1;
+    opterr = 0;
+    int c;
+    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+        if (c == 'h') {
+            printf("usage: veloxquant version\n\nPrints the library version.\n");
+            return 0;
+        }
+        vq_cli_bad_option("version", c, argc, argv, lo);
+        return 2;
+    }
+    if (optind < argc) {
+        fprintf(stderr, "version: unexpected argument '%s'\n", argv[optind]);
+        return 2;
+    }
     printf("veloxquant %s\n", vq_version());
     return 0;
 }
