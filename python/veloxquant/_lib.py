@@ -89,6 +89,28 @@ synth_seed = _fn("vq_synth_seed", None, C.POINTER(Synth), C.c_uint64)
 synth_normal = _fn("vq_synth_normal", None, C.POINTER(Synth), c_float_p, C.c_int64)
 synth_keys = _fn("vq_synth_keys", None, C.POINTER(Synth), c_float_p, C.c_int64, C.c_int)
 
+class KvSpec(C.Structure):
+    """struct vq_kv_spec"""
+    _fields_ = [("has_method", C.c_int), ("has_k_method", C.c_int), ("has_v_method", C.c_int),
+                ("method", C.c_int), ("k_method", C.c_int), ("v_method", C.c_int),
+                ("bits", C.c_double), ("k_bits", C.c_double), ("v_bits", C.c_double),
+                ("group_size", C.c_int), ("residual_length", C.c_int),
+                ("n_sink_tokens", C.c_int), ("jl_dim", C.c_int), ("has_seed", C.c_int),
+                ("seed", C.c_uint64), ("n_k_bpl", C.c_int), ("n_v_bpl", C.c_int),
+                ("k_bpl_pattern", C.c_int), ("v_bpl_pattern", C.c_int),
+                ("k_bpl", C.c_int * 512), ("v_bpl", C.c_int * 512), ("fp16_first", C.c_int),
+                ("fp16_last", C.c_int), ("ratequant", C.c_double), ("rq_values", C.c_int),
+                ("calib_tokens", C.c_int), ("outlier_token_k", C.c_float),
+                ("n_outlier_channels", C.c_int), ("n_calib_tokens", C.c_int),
+                ("stream_window", C.c_int), ("stream_sinks", C.c_int), ("key_scales", C.c_int),
+                ("key_channel_bits", C.c_int), ("preset", C.c_int)]
+
+
+kv_spec_parse = _fn("vq_kv_spec_parse", C.c_int, C.c_char_p, C.POINTER(KvSpec), C.c_char_p,
+                    C.c_size_t)
+kv_spec_bits_per_elem = _fn("vq_kv_spec_bits_per_elem", C.c_int, C.POINTER(KvSpec), C.c_int,
+                            C.c_int, C.c_int, C.c_int64, C.POINTER(C.c_double))
+
 model_load = _fn("vq_model_load", P, C.c_char_p, C.POINTER(C.c_int))
 model_free = _fn("vq_model_free", None, P)
 engine_last_error = _fn("vq_engine_last_error", C.c_char_p)

@@ -57,6 +57,38 @@ def presets():
     return out
 
 
+def check_kv_name(kv):
+    """Parses a KV config name with the library's grammar (vq_kv_spec_parse); raises
+    InvalidArgumentError with the library's reason ("did you mean ...") if it is not one."""
+    spec = L.KvSpec()
+    err = C.create_string_buffer(512)
+    st = L.kv_spec_parse(kv.encode(), C.byref(spec), err, 512)
+    raise_for(st, err.value.decode() or _status_msg(st, kv))
+    return spec
+
+
+def kv_bits_per_elem(kv, n_layers, n_kv_heads, head_dim, n_tokens):
+    """Exact stored bits per element (keys and values together: codes, side data, windows,
+    centering and scale vectors) of the KV config kv on a geometry after n_tokens tokens: the
+    library's formula (vq_kv_spec_bits_per_elem, docs/FORMAT.md), the one `veloxquant methods`
+    and estimate-memory print."""
+    spec = check_kv_name(kv)
+    bits = C.c_double(0)
+    st = L.kv_spec_bits_per_elem(C.byref(spec), int(n_layers), int(n_kv_heads), int(head_dim),
+                                 int(n_tokens), C.byref(bits))
+    raise_for(st, _status_msg(st, f"bits per element of {kv}"))
+    return bits.value
+
+
+def kv_bytes(kv, n_layers, n_kv_heads, head_dim, n_tokens):
+    """Exact bytes of a cache of config kv holding n_tokens tokens on a geometry (keys and
+    values), from kv_bits_per_elem: what Cache.nbytes reports for the same tokens."""
+    if n_tokens < 1:
+        return 0
+    elems = 2 * int(n_layers) * int(n_kv_heads) * int(head_dim) * int(n_tokens)
+    return int(round(kv_bits_per_elem(kv, n_layers, n_kv_heads, head_dim, n_tokens) * elems / 8))
+
+
 _SUFFIX = {"group_size": "g", "residual_length": "res", "n_sink_tokens": "sink", "jl_dim": "jl",
            "seed": "seed"}
 
