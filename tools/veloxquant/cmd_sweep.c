@@ -307,8 +307,8 @@ static int srun_build_inputs(const struct srun_opts *o, struct srun_state *s) {
         vq_cli_file_fail(C, "--kl-base", o->base, st);
         return 1;
     }
-    if (o->save &&
-        !(s->sf = vq_logits_create(o->save, VQ_PPL_TOP_K_DEFAULT, s->em.info->n_vocab, o->ctx, &st))) {
+    if (o->save && !(s->sf = vq_logits_create(o->save, VQ_PPL_TOP_K_DEFAULT, s->em.info->n_vocab,
+                                              o->ctx, &st))) {
         vq_cli_file_fail(C, "--save-logits", o->save, st);
         return 1;
     }
