@@ -660,7 +660,7 @@ VQ_API vq_ctx *vq_conversation_ctx(const vq_conversation *v);
 struct vq_ppl_params {
     int ctx;             /* tokens per chunk (>= 4, even); default 512 */
     int n_chunks;        /* chunks to score; 0 (default) = every whole chunk of the tokens */
-    int n_batch;         /* tokens per forward pass (1 .. ctx); 0 (default) = ctx */
+    int n_batch;         /* tokens per forward pass; 0 (default) or more than ctx: ctx */
     int n_threads;       /* OpenMP threads; 0 (default) = the OpenMP default */
     int32_t bos;         /* >= 0: each chunk's first token is replaced by this id; -1: never;
                           * VQ_PPL_BOS_AUTO (default): as the model's tokenizer adds BOS */
