@@ -6,7 +6,8 @@ CMAKE_FLAGS ?=
 # Gemma 3 270M, both golden-tested by `make test`.
 MODELS ?= smollm2 gemma3-270m
 
-.PHONY: all deps models bench-data venv test test-large test-python test-asan test-tsan demo bench \
+.PHONY: all deps models bench-data venv test test-large test-python test-transformers test-asan \
+        test-tsan demo bench \
         install clean results \
         fuzz format \
         format-check
@@ -59,6 +60,18 @@ venv:
 test-python: all venv
 	VQ_LIBRARY=$(abspath $(BUILD))/libveloxquant.so $(VENV)/bin/pip install -q ./python
 	VQ_CLI=$(abspath $(BUILD))/veloxquant $(VENV)/bin/pytest -q python/tests
+
+# The transformers integration (veloxquant.transformers, python/tests/test_transformers.py), not in
+# `make test`: a venv of its own, $(BUILD)/venv-transformers, with torch and transformers
+# (scripts/install_transformers.sh: TORCH=debian, the default, is Debian's CPU-only torch, ~137 MB;
+# TORCH=pypi the current PyPI releases, whose Linux torch is the CUDA build, ~5.6 GB), then the
+# package with its [transformers] extras and the tests on tiny random Llama and Qwen2 models.
+TORCH ?= debian
+TF_VENV = $(abspath $(BUILD))/venv-transformers
+test-transformers: all
+	bash scripts/install_transformers.sh $(TF_VENV) $(TORCH)
+	VQ_LIBRARY=$(abspath $(BUILD))/libveloxquant.so $(TF_VENV)/bin/pip install -q "./python[transformers]"
+	$(TF_VENV)/bin/pytest -q python/tests/test_transformers.py
 
 # Also the configure without PLplot (VQ_PLPLOT=OFF): every test but the figure ones must pass.
 test-asan:

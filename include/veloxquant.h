@@ -844,6 +844,35 @@ VQ_API int vq_kv_preset_count(void);
 VQ_API vq_status vq_kv_preset_get(int i, struct vq_kv_preset_info *out);
 
 /* ---------------------------------------------------------------------------------------- */
+/* Synthetic vectors: the data of `veloxquant bench`.                                        */
+
+/* The generator behind every number `veloxquant bench` prints (docs/BENCHMARK.md), public so
+ * that a binding or another benchmark draws exactly the same vectors for the same seed and
+ * shape instead of copying the generator. xorshift64 (shifts 13, 7, 17) gives uniforms
+ * u = ((s >> 11) + 0.5) / 2^53 in (0, 1); a normal is (float)(sqrt(-2 ln u1) cos(2 pi u2)) from
+ * two of them (no second value kept). Plain state, no hidden globals: a generator is used by
+ * one thread at a time; distinct generators are independent. The sequence is part of the
+ * contract (changing it changes the benchmark's published figures).
+ *
+ * `veloxquant bench --seed S --head-dim D --seq-len T --kv-heads H` draws, from
+ * vq_synth_seed(S): keys vq_synth_keys(T*H rows), then values vq_synth_normal(T*H*D), then the
+ * H queries vq_synth_normal(H*D), then the score-statistics queries; its cosine_k / cosine_v are
+ * the mean cosines between the first min(T, 2048) rows (rounded down to the codec's block) of the
+ * keys / values and their decoded codes (vq_codec_encode, vq_codec_decode), dot products summed
+ * in double in index order. Calibrated methods first fit on a separate draw seeded with
+ * S ^ 0x63616c6962 ("calib"). */
+typedef struct vq_synth {
+    uint64_t state;
+} vq_synth;
+/* Seeds g: state = seed * 0x9E3779B97F4A7C15 + 1 (mod 2^64). */
+VQ_API void vq_synth_seed(vq_synth *g, uint64_t seed);
+/* n i.i.d. N(0, 1) floats into x, in order. */
+VQ_API void vq_synth_normal(vq_synth *g, float *x, int64_t n);
+/* n synthetic key rows of d floats into x (row-major): N(0, 1) draws in order, plus 4.0f on the
+ * channels j with j % max(d / 4, 1) == 3 (four channel-aligned outliers, as real keys have). */
+VQ_API void vq_synth_keys(vq_synth *g, float *x, int64_t n, int d);
+
+/* ---------------------------------------------------------------------------------------- */
 /* Scalars.                                                                                  */
 
 /* IEEE binary16 and bfloat16 conversion (round to nearest even). Thread-safe. */

@@ -30,6 +30,9 @@
  *   vq_generate turns a prompt into text (sampling, stop strings, a streaming callback) and a
  *   vq_conversation keeps a multi-turn chat whose turns evaluate only their new tokens (section
  *   "text" below).
+ *   Evaluation: vq_perplexity scores a token stream with llama.cpp's perplexity protocol on a
+ *   context of its own (section "evaluation" below), the one implementation the CLI and the
+ *   Python package call.
  *
  * Example
  *     vq_status st;
@@ -415,6 +418,9 @@ VQ_API int vq_token_is_eog(const vq_model *m, int32_t id);
 /* Beginning- / end-of-sequence token ids; -1 when the model has none or no tokenizer. */
 VQ_API int32_t vq_token_bos(const vq_model *m);
 VQ_API int32_t vq_token_eos(const vq_model *m);
+/* 1 when vq_tokenize with add_special prepends BOS (the tokenizer's add_bos_token: Gemma yes,
+ * SmolLM2 no), else 0 (also for a model without tokenizer). Thread-safe. */
+VQ_API int vq_token_add_bos(const vq_model *m);
 
 /* Incremental detokenizer: turns ids one at a time into text that is always whole UTF-8
  * characters (a byte-level BPE token may hold part of a character; up to 3 bytes are held
@@ -634,6 +640,77 @@ VQ_API const struct vq_chat_message *vq_conversation_message(const vq_conversati
 VQ_API int64_t vq_conversation_n_past(const vq_conversation *v);
 /* The context the conversation runs on. */
 VQ_API vq_ctx *vq_conversation_ctx(const vq_conversation *v);
+
+/* ---- evaluation: perplexity ----
+ *
+ * The perplexity protocol of llama.cpp's perplexity tool (docs/EVALUATION.md "Protocol"), in one
+ * implementation: `veloxquant perplexity` and the Python package's Model.perplexity both call
+ * vq_perplexity (`sweep` and the CLI's --save-logits / --kl-base runs the same code with their
+ * logits files added). The token stream is cut into non-overlapping chunks of ctx tokens (a
+ * trailing partial chunk is dropped); every chunk starts from an empty KV cache, its first token
+ * replaced by BOS where the model's tokenizer adds one (bos below); the chunk is evaluated in
+ * forward passes of n_batch tokens whose keys and values go through the compressed cache
+ * (attention always reads the cache), and positions ctx/2 .. ctx-2 are scored against the next
+ * token: nll = logsumexp(row) - row[next], in double. ppl = exp(mean nll) over every scored
+ * position of every chunk. For a fixed model, tokens, thread count and KV config the result is
+ * the same in every run, bit for bit. */
+
+/* vq_ppl_params.bos: the model's BOS id when vq_tokenize's add_special prepends one (its
+ * tokenizer's add_bos_token; also what llama.cpp does), else no replacement. */
+#define VQ_PPL_BOS_AUTO (-2)
+
+struct vq_ppl_params {
+    int ctx;             /* tokens per chunk (>= 4, even); default 512 */
+    int n_chunks;        /* chunks to score; 0 (default) = every whole chunk of the tokens */
+    int n_batch;         /* tokens per forward pass; 0 (default) or more than ctx: ctx */
+    int n_threads;       /* OpenMP threads; 0 (default) = the OpenMP default */
+    int32_t bos;         /* >= 0: each chunk's first token is replaced by this id; -1: never;
+                          * VQ_PPL_BOS_AUTO (default): as the model's tokenizer adds BOS */
+    int f32_activations; /* vq_ctx_params.f32_activations (default 0: int8, as llama.cpp) */
+    /* K/V methods when vq_perplexity is given no config name (geometry, max_tokens and threads
+     * are filled by the engine); default vq_cache_params_default(): fp16 */
+    struct vq_cache_params cache;
+};
+
+/* Defaults listed above. Thread-safe. */
+VQ_API struct vq_ppl_params vq_ppl_params_default(void);
+
+struct vq_ppl_result {
+    int n_chunks;      /* chunks scored */
+    int64_t n_scored;  /* positions scored: n_chunks * (ctx - 1 - ctx/2) */
+    double nll_mean;   /* mean negative log-likelihood (nats) */
+    double ppl;        /* exp(nll_mean) */
+    double ppl_stderr; /* standard error of ppl (delta method over the scored nll) */
+    /* KL(base || this run) mean / median / p99 and top-1 agreement against a saved base run;
+     * NaN from vq_perplexity (the tools' --kl-base runs fill them) */
+    double kld_mean, kld_median, kld_p99, top1;
+    double seconds;             /* wall time of the forward passes */
+    double prefill_tok_s;       /* chunk tokens / forward-pass seconds */
+    struct vq_cache_memory mem; /* the cache's bytes after the first chunk */
+};
+
+/* Called on the calling thread after each chunk with the running perplexity (may be NULL). */
+typedef void (*vq_ppl_progress_fn)(void *user, int chunk, int n_chunks, double ppl_so_far);
+
+/* Runs the protocol above on n_tokens token ids (tokenize the text with vq_tokenize, add_special
+ * = 1, parse_special = 0, as the CLI does) on a context created here for it (n_ctx = ctx,
+ * n_batch, n_threads, all logits) and freed before returning. kv names the KV config ("kv4",
+ * "fp16", "turboquant_mse-3", any name vq_kv_spec_parse takes, resolved for the model exactly
+ * as vq_ctx_create_kv resolves it, calibration from the artifact cache included); NULL uses
+ * p->cache as given. p NULL: the defaults. progress (may be NULL) gets user back after every
+ * chunk. *out is overwritten (zeroed first). err (errlen bytes, may be NULL) gets a one-line
+ * reason on failure. Returns OK; INVALID_ARG (NULL m / tokens / out, ctx odd or < 4, negative
+ * n_chunks or n_batch, fewer tokens than one chunk, an unknown or unfitting config name);
+ * NOT_FOUND (calibration missing); vq_ctx_create's and vq_ctx_eval's statuses (e.g. a token id
+ * out of the vocabulary); NON_FINITE (non-finite logits); NO_MEMORY. Borrows m, tokens and p
+ * for the call; allocates the context, one (n_batch, n_vocab) logits buffer and one chunk of
+ * ids, and frees them. Thread-safe for distinct outputs: the model may be shared (it is
+ * immutable), every call has its own context; it uses n_threads OpenMP threads itself and
+ * never prints. */
+VQ_API vq_status vq_perplexity(const vq_model *m, const int32_t *tokens, int64_t n_tokens,
+                               const struct vq_ppl_params *p, const char *kv,
+                               vq_ppl_progress_fn progress, void *user, struct vq_ppl_result *out,
+                               char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

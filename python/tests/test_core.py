@@ -153,3 +153,55 @@ def test_cache_errors():
         vq.Cache(1, 1, 64, kv="kv33")
     c2 = vq.Cache(1, 1, 64, key="turboquant_mse-4", value="kivi-2")
     assert c2.kv == "turboquant_mse-4:kivi-2"
+
+
+def _bench_cos(x, y):
+    """bench's mean cosine (tools/veloxquant/cmd_bench.c rows_cos): float products summed in
+    double in index order (np.cumsum is sequential), rows in order, 0 for a zero row."""
+    x, y = x.astype(np.float64), y.astype(np.float64)
+    xy = np.cumsum(x * y, axis=1)[:, -1]
+    nx = np.sqrt(np.cumsum(x * x, axis=1)[:, -1])
+    ny = np.sqrt(np.cumsum(y * y, axis=1)[:, -1])
+    ok = (nx > 0) & (ny > 0)
+    per = np.where(ok, xy / np.where(ok, nx * ny, 1.0), 0.0)
+    return float(np.cumsum(per)[-1] / len(per))
+
+
+BENCH = [("turboquant_mse", 4), ("turboquant_mse", 2), ("turboquant_prod", 3), ("kivi", 2),
+         ("polar", None), ("int8", None)]
+
+
+@pytest.mark.parametrize("method,bits", BENCH)
+def test_codec_cosine_equals_bench(cli, method, bits):
+    """The cosine of decode(encode(x)) on bench's own synthetic vectors (the library's vq_synth,
+    drawn in bench's order by vq.bench_data) equals `veloxquant bench --json`'s cosine_k and
+    cosine_v for the same seed and shape (cJSON prints within one ulp: rel 1e-14)."""
+    T, d, seed = 600, 128, 7
+    cmd = [cli, "bench", "--method", method, "--seq-len", str(T), "--head-dim", str(d), "--seed",
+           str(seed), "--repeats", "1", "--json"]
+    if bits is not None:
+        cmd += ["--bits", str(bits)]
+    row = json.loads(subprocess.check_output(cmd, stderr=subprocess.DEVNULL))["rows"][0]
+    k, v, _ = vq.bench_data(T, d, seed=seed)
+    for role, x, want in (("key", k[:, 0], row["cosine_k"]), ("value", v[:, 0], row["cosine_v"])):
+        c = vq.Codec(method, bits, head_dim=d, role=role)
+        n = min(T, 2048) // c.block_tokens * c.block_tokens
+        got = _bench_cos(x[:n], c.decode(c.encode(x[:n])))
+        assert got == pytest.approx(want, rel=1e-14, abs=0), (method, bits, role, got, want)
+
+
+def test_synth_is_the_library_stream():
+    """Synth draws one stream: keys then values continue where the previous call stopped, the
+    keys carry the +4 outlier channels, and a seed repeats its data."""
+    a = vq.Synth(3)
+    k, v = a.keys(4, 16), a.normal(4, 16)
+    b = vq.Synth(3)
+    both = b.normal(8 * 16)
+    assert np.array_equal(v.ravel(), both[64:])
+    out = np.tile(np.arange(16) % 4 == 3, 4)  # the outlier channels of d = 16
+    assert np.array_equal(k.ravel()[~out], both[:64][~out])
+    assert np.allclose(k.ravel()[out] - both[:64][out], 4.0, atol=1e-5)
+    k2, v2, q2 = vq.bench_data(5, 16, seed=9)
+    k3, v3, q3 = vq.bench_data(5, 16, seed=9)
+    assert k2.shape == v2.shape == (5, 1, 16) and q2.shape == (1, 16)
+    assert np.array_equal(k2, k3) and np.array_equal(v2, v3) and not np.array_equal(v2, q2[0])

@@ -1,6 +1,7 @@
 """Model on the default model: greedy fp16 generation equals `veloxquant generate`, streaming
-equals the whole text, chat turns reuse the cache, perplexity with kv4 stays near fp16's, and
-errors are the documented exceptions."""
+equals the whole text, chat turns reuse the cache, perplexity equals `veloxquant perplexity`'s
+(one library call behind both) and kv4's stays near fp16's, and errors are the documented
+exceptions."""
 import json
 import os
 import subprocess
@@ -65,16 +66,41 @@ def test_chat_reuses_cache(model_path):
         assert 0 < mem["total_bytes"] < mem["fp16_bytes"]
 
 
-def test_perplexity_kv4_near_fp16(model_path):
-    corpus = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "golden", "text_en.txt")
-    text = open(corpus, encoding="utf-8").read()
+CORPUS = os.path.join(os.path.dirname(__file__), "..", "..", "tests", "golden", "text_en.txt")
+
+
+def _cli_ppl(cli, model_path, kv, ctx, chunks, threads):
+    out = subprocess.check_output([cli, "perplexity", "-m", model_path, "-f", CORPUS, "-c",
+                                   str(ctx), "--chunks", str(chunks), "--kv", kv, "-t",
+                                   str(threads), "--json"], stderr=subprocess.DEVNULL)
+    return json.loads(out)
+
+
+def test_perplexity_equals_cli(model_path, cli):
+    """Model.perplexity and `veloxquant perplexity` both run the library's vq_perplexity: the
+    same text, ctx, chunks, kv and threads give the same perplexity (cJSON prints the double to
+    15 or 17 significant digits, always within one ulp, hence the 1e-14 relative bound)."""
+    text = open(CORPUS, encoding="utf-8").read()
     res = {}
     for kv in ("fp16", "kv4"):
-        with vq.Model(model_path, kv=kv, n_ctx=256, threads=2) as m:
-            res[kv] = m.perplexity(text, ctx=256)
-    assert res["fp16"]["n"] == res["kv4"]["n"] > 100
+        with vq.Model(model_path, kv=kv, n_ctx=64, threads=2) as m:
+            got = res[kv] = m.perplexity(text, ctx=128, chunks=2)
+        want = _cli_ppl(cli, model_path, kv, 128, 2, 2)
+        assert got["n"] == want["tokens_scored"] == 2 * 63 and got["chunks"] == want["chunks"]
+        assert got["ppl"] == pytest.approx(want["ppl"], rel=1e-14, abs=0), (kv, got, want)
+        assert got["nll"] == pytest.approx(want["nll_mean"], rel=1e-14, abs=0)
+        assert got["ppl_stderr"] == pytest.approx(want["ppl_stderr"], rel=1e-12)
+        assert got["kv_bytes"] == want["kv_bytes"]
     assert 1 < res["fp16"]["ppl"] < 100
-    assert abs(res["kv4"]["ppl"] / res["fp16"]["ppl"] - 1) < 0.05, res
+    assert abs(res["kv4"]["ppl"] / res["fp16"]["ppl"] - 1) < 0.1, res
+    assert res["kv4"]["kv_bytes"] < res["fp16"]["kv_bytes"] == res["fp16"]["fp16_bytes"]
+
+
+def test_perplexity_errors(fp16):
+    with pytest.raises(vq.InvalidArgumentError, match="fewer than one chunk"):
+        fp16.perplexity("Too short.", ctx=128)
+    with pytest.raises(vq.InvalidArgumentError, match="even"):
+        fp16.perplexity(list(range(300)), ctx=127)
 
 
 def test_read_kv(model_path):

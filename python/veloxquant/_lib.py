@@ -78,6 +78,39 @@ cache_n_tokens = _fn("vq_cache_n_tokens", C.c_int64, P, C.c_int)
 cache_memory = _fn("vq_cache_memory", None, P, C.POINTER(CacheMemory))
 cache_reset = _fn("vq_cache_reset", None, P)
 
+
+
+class Synth(C.Structure):
+    """vq_synth"""
+    _fields_ = [("state", C.c_uint64)]
+
+
+synth_seed = _fn("vq_synth_seed", None, C.POINTER(Synth), C.c_uint64)
+synth_normal = _fn("vq_synth_normal", None, C.POINTER(Synth), c_float_p, C.c_int64)
+synth_keys = _fn("vq_synth_keys", None, C.POINTER(Synth), c_float_p, C.c_int64, C.c_int)
+
+class KvSpec(C.Structure):
+    """struct vq_kv_spec"""
+    _fields_ = [("has_method", C.c_int), ("has_k_method", C.c_int), ("has_v_method", C.c_int),
+                ("method", C.c_int), ("k_method", C.c_int), ("v_method", C.c_int),
+                ("bits", C.c_double), ("k_bits", C.c_double), ("v_bits", C.c_double),
+                ("group_size", C.c_int), ("residual_length", C.c_int),
+                ("n_sink_tokens", C.c_int), ("jl_dim", C.c_int), ("has_seed", C.c_int),
+                ("seed", C.c_uint64), ("n_k_bpl", C.c_int), ("n_v_bpl", C.c_int),
+                ("k_bpl_pattern", C.c_int), ("v_bpl_pattern", C.c_int),
+                ("k_bpl", C.c_int * 512), ("v_bpl", C.c_int * 512), ("fp16_first", C.c_int),
+                ("fp16_last", C.c_int), ("ratequant", C.c_double), ("rq_values", C.c_int),
+                ("calib_tokens", C.c_int), ("outlier_token_k", C.c_float),
+                ("n_outlier_channels", C.c_int), ("n_calib_tokens", C.c_int),
+                ("stream_window", C.c_int), ("stream_sinks", C.c_int), ("key_scales", C.c_int),
+                ("key_channel_bits", C.c_int), ("preset", C.c_int)]
+
+
+kv_spec_parse = _fn("vq_kv_spec_parse", C.c_int, C.c_char_p, C.POINTER(KvSpec), C.c_char_p,
+                    C.c_size_t)
+kv_spec_bits_per_elem = _fn("vq_kv_spec_bits_per_elem", C.c_int, C.POINTER(KvSpec), C.c_int,
+                            C.c_int, C.c_int, C.c_int64, C.POINTER(C.c_double))
+
 model_load = _fn("vq_model_load", P, C.c_char_p, C.POINTER(C.c_int))
 model_free = _fn("vq_model_free", None, P)
 engine_last_error = _fn("vq_engine_last_error", C.c_char_p)
@@ -198,3 +231,29 @@ conversation_turn = _fn("vq_conversation_turn", C.c_int, P, C.c_char_p, C.POINTE
                         C.POINTER(GenResult))
 conversation_reset = _fn("vq_conversation_reset", None, P)
 conversation_n_past = _fn("vq_conversation_n_past", C.c_int64, P)
+token_bos = _fn("vq_token_bos", C.c_int32, P)
+token_add_bos = _fn("vq_token_add_bos", C.c_int, P)
+
+
+# ---- evaluation: perplexity (vq_engine.h) ----
+
+class PplParams(C.Structure):
+    """struct vq_ppl_params"""
+    _fields_ = [("ctx", C.c_int), ("n_chunks", C.c_int), ("n_batch", C.c_int),
+                ("n_threads", C.c_int), ("bos", C.c_int32), ("f32_activations", C.c_int),
+                ("cache", CacheParams)]
+
+
+class PplResult(C.Structure):
+    """struct vq_ppl_result"""
+    _fields_ = [("n_chunks", C.c_int), ("n_scored", C.c_int64), ("nll_mean", C.c_double),
+                ("ppl", C.c_double), ("ppl_stderr", C.c_double), ("kld_mean", C.c_double),
+                ("kld_median", C.c_double), ("kld_p99", C.c_double), ("top1", C.c_double),
+                ("seconds", C.c_double), ("prefill_tok_s", C.c_double), ("mem", CacheMemory)]
+
+
+PPL_PROGRESS_FN = C.CFUNCTYPE(None, C.c_void_p, C.c_int, C.c_int, C.c_double)
+ppl_params_default = _fn("vq_ppl_params_default", PplParams)
+perplexity = _fn("vq_perplexity", C.c_int, P, C.POINTER(C.c_int32), C.c_int64,
+                 C.POINTER(PplParams), C.c_char_p, PPL_PROGRESS_FN, C.c_void_p,
+                 C.POINTER(PplResult), C.c_char_p, C.c_size_t)

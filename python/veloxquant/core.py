@@ -57,6 +57,38 @@ def presets():
     return out
 
 
+def check_kv_name(kv):
+    """Parses a KV config name with the library's grammar (vq_kv_spec_parse); raises
+    InvalidArgumentError with the library's reason ("did you mean ...") if it is not one."""
+    spec = L.KvSpec()
+    err = C.create_string_buffer(512)
+    st = L.kv_spec_parse(kv.encode(), C.byref(spec), err, 512)
+    raise_for(st, err.value.decode() or _status_msg(st, kv))
+    return spec
+
+
+def kv_bits_per_elem(kv, n_layers, n_kv_heads, head_dim, n_tokens):
+    """Exact stored bits per element (keys and values together: codes, side data, windows,
+    centering and scale vectors) of the KV config kv on a geometry after n_tokens tokens: the
+    library's formula (vq_kv_spec_bits_per_elem, docs/FORMAT.md), the one `veloxquant methods`
+    and estimate-memory print."""
+    spec = check_kv_name(kv)
+    bits = C.c_double(0)
+    st = L.kv_spec_bits_per_elem(C.byref(spec), int(n_layers), int(n_kv_heads), int(head_dim),
+                                 int(n_tokens), C.byref(bits))
+    raise_for(st, _status_msg(st, f"bits per element of {kv}"))
+    return bits.value
+
+
+def kv_bytes(kv, n_layers, n_kv_heads, head_dim, n_tokens):
+    """Exact bytes of a cache of config kv holding n_tokens tokens on a geometry (keys and
+    values), from kv_bits_per_elem: what Cache.nbytes reports for the same tokens."""
+    if n_tokens < 1:
+        return 0
+    elems = 2 * int(n_layers) * int(n_kv_heads) * int(head_dim) * int(n_tokens)
+    return int(round(kv_bits_per_elem(kv, n_layers, n_kv_heads, head_dim, n_tokens) * elems / 8))
+
+
 _SUFFIX = {"group_size": "g", "residual_length": "res", "n_sink_tokens": "sink", "jl_dim": "jl",
            "seed": "seed"}
 
@@ -319,3 +351,40 @@ class Cache:
     def reset(self):
         """Forgets every token."""
         L.cache_reset(self._c)
+
+
+class Synth:
+    """The library's synthetic-vector generator (vq_synth, veloxquant.h), the data every number
+    of `veloxquant bench` is measured on: Synth(seed) then draws in order, so that the same calls
+    give the same float32 arrays as the C benchmark, bit for bit. Not thread-safe (one stream)."""
+
+    def __init__(self, seed=42):
+        self._g = L.Synth()
+        L.synth_seed(C.byref(self._g), int(seed) & (2 ** 64 - 1))
+
+    def normal(self, *shape):
+        """A float32 array of the given shape, i.i.d. N(0, 1) in C order."""
+        out = np.empty(shape, dtype=np.float32)
+        L.synth_normal(C.byref(self._g), out.ctypes.data_as(L.c_float_p), out.size)
+        return out
+
+    def keys(self, n, d):
+        """(n, d) float32 synthetic keys: N(0, 1) plus 4.0 on the channels j % max(d // 4, 1)
+        == 3 (channel-aligned outliers, as real keys have)."""
+        out = np.empty((int(n), int(d)), dtype=np.float32)
+        L.synth_keys(C.byref(self._g), out.ctypes.data_as(L.c_float_p), out.shape[0], out.shape[1])
+        return out
+
+
+def bench_data(seq_len, head_dim=128, seed=42, kv_heads=1):
+    """The keys, values and queries `veloxquant bench --seq-len T --head-dim D --seed S
+    --kv-heads H` draws (docs/BENCHMARK.md): keys and values (T, H, D), queries (H, D), from the
+    library's generator in the benchmark's order. bench's cosine_k / cosine_v are the mean
+    cosines between the first min(T, 2048) rows of keys[:, 0] / values[:, 0] (H = 1), rounded
+    down to the codec's block, and their decoded codes."""
+    g = Synth(seed)
+    t, h, d = int(seq_len), int(kv_heads), int(head_dim)
+    k = g.keys(t * h, d).reshape(t, h, d)
+    v = g.normal(t, h, d)
+    q = g.normal(h, d)
+    return k, v, q

@@ -6,7 +6,7 @@ import threading
 import numpy as np
 
 from . import _lib as L
-from .errors import FileError, InvalidArgumentError, raise_for
+from .errors import FileError, raise_for
 
 
 def _last_error(st, what):
@@ -52,12 +52,11 @@ class Model:
             self._m = None
             raise_for(st.value, err)
         self._conv = None
-        self._score_ctx = None
 
     def close(self):
         """Frees the context and the model (also done when the object is collected)."""
-        for name, free in (("_conv", L.conversation_free), ("_score_ctx", L.ctx_free),
-                           ("_ctx", L.ctx_free), ("_m", L.model_free)):
+        for name, free in (("_conv", L.conversation_free), ("_ctx", L.ctx_free),
+                           ("_m", L.model_free)):
             h = getattr(self, name, None)
             if h:
                 free(h)
@@ -221,46 +220,43 @@ class Model:
             raise_for(st, f"read layer {layer}")
         return k.transpose(1, 0, 2).copy(), v.transpose(1, 0, 2).copy()
 
-    def perplexity(self, text, ctx=512):
-        """Perplexity of text with the model's compressed cache, llama.cpp's protocol: the
-        tokens in chunks of ctx (each starting from an empty cache), the second half of each
-        chunk scored from the logits of the token before. Returns a dict: ppl, nll (mean), n
-        (scored tokens), chunks."""
-        ids = self.tokenize(text, add_special=False)
-        ctx = int(ctx)
-        if ctx < 4 or ctx > self.n_ctx:
-            raise InvalidArgumentError(f"perplexity: ctx {ctx} (4 .. n_ctx {self.n_ctx})")
-        n_chunks = len(ids) // ctx
-        if n_chunks < 1:
-            raise InvalidArgumentError(f"perplexity: the text has {len(ids)} tokens, fewer than "
-                                       f"ctx {ctx}")
-        if not self._score_ctx:
-            p = L.CtxParams.from_buffer_copy(self._params)
-            p.logits_all = 1
-            p.n_ctx = ctx
-            st = C.c_int(0)
-            self._score_ctx = L.ctx_create_kv(self._m, C.byref(p), self.kv.encode(),
-                                              C.byref(st))
-            if not self._score_ctx:
-                raise_for(st.value, _last_error(st.value, "perplexity context"))
-            self._score_n = ctx
-        elif self._score_n != ctx:
-            raise InvalidArgumentError("perplexity: one ctx per Model (create another Model)")
-        nv = L.model_info_get(self._m).contents.n_vocab
-        logits = np.empty((ctx, nv), dtype=np.float32)
-        nll, n = 0.0, 0
-        for c in range(n_chunks):
-            L.ctx_reset(self._score_ctx)
-            chunk = (C.c_int32 * ctx)(*ids[c * ctx:(c + 1) * ctx])
-            st = L.ctx_eval(self._score_ctx, chunk, ctx, logits.ctypes.data_as(L.c_float_p))
-            raise_for(st, _last_error(st, "perplexity"))
-            lg = logits[ctx // 2 - 1:ctx - 1].astype(np.float64)
-            tgt = np.asarray(chunk[ctx // 2:ctx])
-            mx = lg.max(axis=1)
-            lse = mx + np.log(np.exp(lg - mx[:, None]).sum(axis=1))
-            nll += float((lse - lg[np.arange(len(tgt)), tgt]).sum())
-            n += len(tgt)
-        return {"ppl": float(np.exp(nll / n)), "nll": nll / n, "n": n, "chunks": n_chunks}
+    def perplexity(self, text, ctx=512, chunks=0, batch=0, threads=None,
+                   f32_activations=False, progress=None):
+        """Perplexity of text (a str, or a sequence of token ids) with the model's KV config,
+        computed by the library (vq_perplexity: llama.cpp's protocol, the code `veloxquant
+        perplexity` runs, so the same text, ctx, kv and threads give the same number bit for
+        bit). The text is tokenized as the CLI does (add_special, no special-token parsing); the
+        ids are cut into chunks of ctx tokens (even, >= 4; a partial last chunk is dropped), each
+        starting from an empty compressed cache (its first token replaced by BOS where the model
+        adds one), and the second half of each chunk is scored against the next token. chunks:
+        score only the first N (0: all); batch: tokens per forward pass (0: ctx); threads: OpenMP
+        threads (None: the Model's); f32_activations: exact fp32 matmul inputs instead of
+        llama.cpp's int8 ones; progress: called as progress(chunk, n_chunks, ppl_so_far) after
+        each chunk. The run has a context of its own (ctx tokens), not the Model's: n_ctx does
+        not limit ctx. The GIL is released during the call (except around progress).
+
+        Returns a dict: ppl, ppl_stderr, nll (mean, nats), n (scored tokens), chunks, tokens
+        (ids in the text), kv_bytes and fp16_bytes (the cache after one chunk), seconds and
+        tok_s (forward passes)."""
+        ids = self.tokenize(text, add_special=True) if isinstance(text, str) else \
+            [int(t) for t in text]
+        arr = (C.c_int32 * max(len(ids), 1))(*ids)
+        p = L.ppl_params_default()
+        p.ctx, p.n_chunks, p.n_batch = int(ctx), int(chunks), int(batch)
+        p.n_threads = self._params.n_threads if threads is None else int(threads)
+        p.f32_activations = int(bool(f32_activations))
+        cb = L.PPL_PROGRESS_FN()  # NULL
+        if progress is not None:
+            cb = L.PPL_PROGRESS_FN(lambda _u, i, n, x: progress(i, n, x))
+        r = L.PplResult()
+        err = C.create_string_buffer(512)
+        st = L.perplexity(self._m, arr, len(ids), C.byref(p), self.kv.encode(), cb, None,
+                          C.byref(r), err, 512)
+        raise_for(st, f"perplexity: {err.value.decode(errors='replace') or L.status_str(st)}")
+        return {"ppl": r.ppl, "ppl_stderr": r.ppl_stderr, "nll": r.nll_mean, "n": int(r.n_scored),
+                "chunks": r.n_chunks, "tokens": len(ids), "kv_bytes": int(r.mem.total_bytes),
+                "fp16_bytes": int(r.mem.fp16_bytes), "seconds": r.seconds,
+                "tok_s": r.prefill_tok_s}
 
 
 class _Stream:

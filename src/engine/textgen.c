@@ -140,6 +140,11 @@ int32_t vq_token_eos(const vq_model *m) {
     return t ? vq_tok_eos(t->tok) : -1;
 }
 
+int vq_token_add_bos(const vq_model *m) {
+    const struct vq_model_text *t = model_text(m, NULL);
+    return t && vq_tok_add_bos(t->tok) ? 1 : 0;
+}
+
 /* ---- incremental detokenizer ---- */
 
 struct vq_detok {

@@ -1,6 +1,7 @@
 /*
- * ppl.c — chunked perplexity with KL against a base run, and greedy probe generation
- * (see ppl.h).
+ * ppl.c — chunked perplexity (vq_engine.h "evaluation"; the public entry vq_perplexity, which
+ * resolves a KV config name, is in src/kvspec/perplexity.c) with saved logits and KL against a
+ * base run, and greedy probe generation (see ppl.h).
  */
 #include "eval/ppl.h"
 
@@ -38,8 +39,7 @@ struct vq_ppl_params vq_ppl_params_default(void) {
     struct vq_ppl_params p;
     memset(&p, 0, sizeof p);
     p.ctx = 512;
-    p.bos = -1;
-    p.top_k = 32;
+    p.bos = VQ_PPL_BOS_AUTO;
     p.cache = vq_cache_params_default();
     return p;
 }
@@ -147,30 +147,66 @@ void vq_ppl_scorer_free(struct vq_ppl_scorer *s) {
     s->kls = NULL;
 }
 
-vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tokens,
-                     const struct vq_ppl_params *p, vq_logits_file *save, vq_logits_file *base,
-                     vq_ppl_progress_fn progress, void *user, struct vq_ppl_result *out, char *err,
-                     size_t errlen) {
+struct vq_ctx_params vq_ppl_ctx_params(const struct vq_ppl_params *p) {
+    struct vq_ctx_params cp = vq_ctx_params_default();
+    cp.n_ctx = p->ctx;
+    cp.n_batch = p->n_batch > 0 && p->n_batch < p->ctx ? p->n_batch : p->ctx;
+    cp.n_threads = p->n_threads;
+    cp.logits_all = 1;
+    cp.f32_activations = p->f32_activations;
+    cp.cache = p->cache;
+    return cp;
+}
+
+vq_status vq_ppl_check(const vq_model *m, const int32_t *tokens, int64_t n_tokens,
+                       const struct vq_ppl_params *p, const struct vq_ppl_result *out, char *err,
+                       size_t errlen) {
     if (err && errlen) err[0] = 0;
-    if (!model || !tokens || !p || !out || p->ctx < 4 || p->ctx % 2 || p->n_chunks < 0 ||
-        p->n_batch < 0) {
-        seterr(err, errlen, "invalid parameters");
+    if (!m || !tokens || !p || !out) {
+        seterr(err, errlen, "NULL model, tokens, params or result");
         return VQ_STATUS_INVALID_ARG;
     }
+    if (p->ctx < 4 || p->ctx % 2 || p->n_chunks < 0 || p->n_batch < 0) {
+        seterr(err, errlen, "ctx %d (even, >= 4), n_chunks %d, n_batch %d (>= 0)", p->ctx,
+               p->n_chunks, p->n_batch);
+        return VQ_STATUS_INVALID_ARG;
+    }
+    if (n_tokens < p->ctx) {
+        seterr(err, errlen, "text has %lld tokens, fewer than one chunk of %d",
+               (long long)(n_tokens > 0 ? n_tokens : 0), p->ctx);
+        return VQ_STATUS_INVALID_ARG;
+    }
+    return VQ_STATUS_OK;
+}
+
+/* The id that replaces each chunk's first token, or -1. */
+static int32_t chunk_bos(const vq_model *m, int32_t bos) {
+    if (bos != VQ_PPL_BOS_AUTO) return bos >= 0 ? bos : -1;
+    return vq_token_add_bos(m) ? vq_token_bos(m) : -1;
+}
+
+vq_status vq_ppl_run_ctx(vq_ctx *c, const int32_t *tokens, int64_t n_tokens,
+                         const struct vq_ppl_params *p, vq_logits_file *save, vq_logits_file *base,
+                         vq_ppl_progress_fn progress, void *user, struct vq_ppl_result *out,
+                         char *err, size_t errlen) {
+    const vq_model *model = vq_ctx_model(c);
+    vq_status st = vq_ppl_check(model, tokens, n_tokens, p, out, err, errlen);
+    if (st != VQ_STATUS_OK) return st;
     memset(out, 0, sizeof *out);
     out->kld_mean = out->kld_median = out->kld_p99 = out->top1 = NAN;
     const int ctx = p->ctx;
     const int64_t avail = n_tokens / ctx;
-    if (avail < 1) {
-        seterr(err, errlen, "text has %lld tokens, fewer than one chunk of %d", (long long)n_tokens,
-               ctx);
-        return VQ_STATUS_INVALID_ARG;
-    }
     const int n_chunks = (int)(p->n_chunks && p->n_chunks < avail ? p->n_chunks : avail);
-    const int n_batch = p->n_batch ? (p->n_batch < ctx ? p->n_batch : ctx) : ctx;
+    const int n_batch = vq_ppl_ctx_params(p).n_batch;
     const int n_vocab = vq_model_info_get(model)->n_vocab;
     const int first = ctx / 2;
     const int64_t per_chunk = ctx - 1 - first;
+    const int32_t bos = chunk_bos(model, p->bos);
+    if (vq_ctx_n_ctx(c) < ctx) {
+        seterr(err, errlen, "context of %lld tokens for chunks of %d", (long long)vq_ctx_n_ctx(c),
+               ctx);
+        return VQ_STATUS_INVALID_ARG;
+    }
     if (base && (vq_logits_n_vocab(base) != n_vocab || vq_logits_ctx(base) != ctx ||
                  vq_logits_n_records(base) != (uint64_t)(per_chunk * n_chunks))) {
         seterr(err, errlen,
@@ -186,19 +222,6 @@ vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tok
         return VQ_STATUS_INVALID_ARG;
     }
 
-    struct vq_ctx_params cp = vq_ctx_params_default();
-    cp.n_ctx = ctx;
-    cp.n_batch = n_batch;
-    cp.n_threads = p->n_threads;
-    cp.logits_all = 1;
-    cp.f32_activations = p->f32_activations;
-    cp.cache = p->cache;
-    vq_status st;
-    vq_ctx *c = vq_ctx_create(model, &cp, &st);
-    if (!c) {
-        seterr(err, errlen, "context: %s (%s)", vq_status_str(st), vq_engine_last_error());
-        return st;
-    }
     struct vq_ppl_scorer sc;
     float *logits = malloc((size_t)n_batch * (size_t)n_vocab * sizeof *logits);
     int32_t *chunk = malloc((size_t)ctx * sizeof *chunk);
@@ -211,7 +234,7 @@ vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tok
     double eval_s = 0;
     for (int ch = 0; ch < n_chunks; ch++) {
         memcpy(chunk, tokens + (int64_t)ch * ctx, (size_t)ctx * sizeof *chunk);
-        if (p->bos >= 0) chunk[0] = p->bos;
+        if (bos >= 0) chunk[0] = bos;
         vq_ctx_reset(c);
         for (int off = 0; off < ctx; off += n_batch) {
             const int nb = ctx - off < n_batch ? ctx - off : n_batch;
@@ -245,6 +268,22 @@ done:
     vq_ppl_scorer_free(&sc);
     free(chunk);
     free(logits);
+    return st;
+}
+
+vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tokens,
+                     const struct vq_ppl_params *p, vq_logits_file *save, vq_logits_file *base,
+                     vq_ppl_progress_fn progress, void *user, struct vq_ppl_result *out, char *err,
+                     size_t errlen) {
+    vq_status st = vq_ppl_check(model, tokens, n_tokens, p, out, err, errlen);
+    if (st != VQ_STATUS_OK) return st;
+    const struct vq_ctx_params cp = vq_ppl_ctx_params(p);
+    vq_ctx *c = vq_ctx_create(model, &cp, &st);
+    if (!c) {
+        seterr(err, errlen, "context: %s (%s)", vq_status_str(st), vq_engine_last_error());
+        return st;
+    }
+    st = vq_ppl_run_ctx(c, tokens, n_tokens, p, save, base, progress, user, out, err, errlen);
     vq_ctx_free(c);
     return st;
 }

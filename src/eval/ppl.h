@@ -1,17 +1,8 @@
 /*
- * ppl.h — perplexity, KL divergence against a saved base run, and the greedy reliability
- * probe, over the engine (include/vq_engine.h). Not part of the public API.
- *
- * Perplexity protocol (docs/EVALUATION.md "Protocol", as llama.cpp's perplexity tool): the
- * token stream is cut into non-overlapping chunks of ctx tokens (a trailing partial chunk is
- * dropped); every chunk starts from an empty KV cache (when the tokenizer adds BOS, the chunk's
- * first token is replaced by BOS); the chunk is evaluated in forward passes of n_batch tokens whose
- * keys and values go through the compressed cache (attention always reads the cache), and the
- * positions ctx/2 .. ctx-2 are scored against the next token: nll = logsumexp(row) - row[next].
- * ppl = exp(mean nll) over every scored position of every chunk.
- *
- * Determinism: for a fixed model, text, thread count and KV config the result is the same
- * in every run (the engine and codecs are deterministic for a seed).
+ * ppl.h — perplexity with saved logits and KL divergence against a saved base run, and the
+ * greedy reliability probe, over the engine (include/vq_engine.h). Not part of the public API:
+ * the protocol itself, its parameters and its result are public (vq_perplexity, struct
+ * vq_ppl_params / vq_ppl_result in vq_engine.h); this header adds the tools' logits files.
  */
 #ifndef VQ_EVAL_PPL_H
 #define VQ_EVAL_PPL_H
@@ -21,41 +12,34 @@
 #include "vq_engine.h"
 #include "eval/logits.h"
 
-struct vq_ppl_params {
-    int ctx;             /* tokens per chunk (>= 4, even) */
-    int n_chunks;        /* chunks to score; 0 = every whole chunk of the text */
-    int n_batch;         /* tokens per forward pass; 0 = ctx */
-    int n_threads;       /* 0 = OpenMP default */
-    int32_t bos;         /* >= 0: replace each chunk's first token by this id */
-    int top_k;           /* summaries written to save (default 32) */
-    int f32_activations; /* vq_ctx_params.f32_activations (default 0: int8, as llama.cpp) */
-    struct vq_cache_params cache; /* K/V methods (geometry filled by the engine) */
-};
+/* Top-k summaries per scored position that the tools write with --save-logits by default. */
+#define VQ_PPL_TOP_K_DEFAULT 32
 
-/* ctx 512, all chunks, n_batch = ctx, threads 0, no BOS, top_k 32, fp16 cache. */
-struct vq_ppl_params vq_ppl_params_default(void);
+/* The context parameters the protocol runs on for p: n_ctx = p->ctx, n_batch = p->n_batch (0:
+ * ctx; clamped to ctx), n_threads, logits_all = 1, f32_activations and p->cache. Pure. */
+struct vq_ctx_params vq_ppl_ctx_params(const struct vq_ppl_params *p);
 
-struct vq_ppl_result {
-    int n_chunks;     /* chunks scored */
-    int64_t n_scored; /* positions scored */
-    double nll_mean, ppl;
-    double ppl_stderr; /* standard error of ppl (delta method over the scored nll) */
-    double kld_mean, kld_median, kld_p99, top1; /* NaN without a base */
-    double seconds;                             /* wall time of the forward passes */
-    double prefill_tok_s;                       /* chunk tokens / forward-pass seconds */
-    struct vq_cache_memory mem;                 /* cache bytes after the first full chunk */
-};
+/* Checks p and the token count before a context is made: INVALID_ARG with a reason in err for
+ * NULL m / tokens / p / out, ctx odd or < 4, negative n_chunks / n_batch, or fewer than ctx
+ * tokens; else OK. */
+vq_status vq_ppl_check(const vq_model *m, const int32_t *tokens, int64_t n_tokens,
+                       const struct vq_ppl_params *p, const struct vq_ppl_result *out, char *err,
+                       size_t errlen);
 
-/* Called after each chunk with the running perplexity (may be NULL). */
-typedef void (*vq_ppl_progress_fn)(void *user, int chunk, int n_chunks, double ppl_so_far);
+/* The protocol (vq_engine.h "evaluation") on context c, which the caller created from
+ * vq_ppl_ctx_params(p) (possibly through vq_ctx_create_kv) and still owns: c is reset before
+ * every chunk. When save != NULL, every scored position's summary (top_k =
+ * vq_logits_top_k(save)) is appended to it. When base != NULL, KL(base || this run) and top-1
+ * agreement are computed per position; the base must hold exactly the positions this run scores
+ * (same n_vocab, ctx, count and target ids: otherwise BAD_FORMAT with a reason in err). Statuses
+ * of vq_perplexity, plus BAD_FORMAT / IO for the logits files. */
+vq_status vq_ppl_run_ctx(vq_ctx *c, const int32_t *tokens, int64_t n_tokens,
+                         const struct vq_ppl_params *p, vq_logits_file *save, vq_logits_file *base,
+                         vq_ppl_progress_fn progress, void *user, struct vq_ppl_result *out,
+                         char *err, size_t errlen);
 
-/* Runs the protocol on tokens (n_tokens ids) with a context created here from model, p->ctx,
- * n_batch, n_threads and p->cache. When save != NULL, every scored position's summary (top_k
- * = vq_logits_top_k(save)) is appended to it. When base != NULL, KL(base || this run) and
- * top-1 agreement are computed per position; the base must hold exactly the positions this
- * run scores (same n_vocab, ctx, count and target ids: otherwise BAD_FORMAT with a reason in
- * err). Returns INVALID_ARG (text shorter than one chunk, bad params), the engine's status,
- * or IO/NO_MEMORY. err (errlen bytes, may be NULL) gets a reason on failure. */
+/* vq_ppl_run_ctx on a context created here from p->cache (vq_ctx_create) and freed before
+ * returning: vq_perplexity with no config name, plus the logits files. */
 vq_status vq_ppl_run(const vq_model *model, const int32_t *tokens, int64_t n_tokens,
                      const struct vq_ppl_params *p, vq_logits_file *save, vq_logits_file *base,
                      vq_ppl_progress_fn progress, void *user, struct vq_ppl_result *out, char *err,

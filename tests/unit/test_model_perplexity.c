@@ -98,6 +98,52 @@ TEST(reproducible_and_self_kl_zero) {
     ASSERT_EQ_INT(a.mem.total_bytes, 2ull * 2 * 30 * 3 * 64 * CTX);
 }
 
+/* The public entry (vq_perplexity, vq_engine.h) is the same protocol: with no config name it
+ * equals vq_ppl_run bit for bit, with the name "fp16" (resolved by the KV spec, as the CLI and
+ * Python pass it) too; a name it cannot resolve, an odd ctx and a short text are refused with
+ * a reason. The progress callback sees every chunk. */
+static int n_progress;
+static void count_progress(void *user, int chunk, int n, double ppl) {
+    (void)user;
+    (void)ppl;
+    n_progress += chunk >= 1 && chunk <= n;
+}
+
+TEST(public_entry_is_the_protocol) {
+    struct vq_ppl_params p = params(VQ_METHOD_FP16, 16);
+    struct vq_ppl_result a, b, c;
+    char err[256];
+    ASSERT_STATUS(
+        vq_ppl_run(model, tokens, n_tokens, &p, NULL, NULL, NULL, NULL, &a, err, sizeof err),
+        VQ_STATUS_OK);
+    n_progress = 0;
+    ASSERT_STATUS(
+        vq_perplexity(model, tokens, n_tokens, &p, NULL, count_progress, NULL, &b, err, sizeof err),
+        VQ_STATUS_OK);
+    ASSERT_EQ_INT(n_progress, CHUNKS);
+    ASSERT(a.nll_mean == b.nll_mean && a.ppl == b.ppl && a.n_scored == b.n_scored);
+    ASSERT_STATUS(
+        vq_perplexity(model, tokens, n_tokens, &p, "fp16", NULL, NULL, &c, err, sizeof err),
+        VQ_STATUS_OK);
+    ASSERT(c.nll_mean == a.nll_mean && c.mem.total_bytes == a.mem.total_bytes);
+    ASSERT(isnan(b.kld_mean) && isnan(c.top1));
+    ASSERT_STATUS(
+        vq_perplexity(model, tokens, n_tokens, &p, "kv44", NULL, NULL, &c, err, sizeof err),
+        VQ_STATUS_INVALID_ARG);
+    ASSERT(strstr(err, "kv4") != NULL);
+    p.ctx = CTX + 1;
+    ASSERT_STATUS(vq_perplexity(model, tokens, n_tokens, &p, NULL, NULL, NULL, &c, err, sizeof err),
+                  VQ_STATUS_INVALID_ARG);
+    p.ctx = CTX;
+    ASSERT_STATUS(vq_perplexity(model, tokens, CTX - 1, &p, NULL, NULL, NULL, &c, err, sizeof err),
+                  VQ_STATUS_INVALID_ARG);
+    ASSERT(strstr(err, "fewer than one chunk") != NULL);
+    ASSERT_STATUS(vq_perplexity(NULL, tokens, n_tokens, &p, NULL, NULL, NULL, &c, NULL, 0),
+                  VQ_STATUS_INVALID_ARG);
+    /* SmolLM2's tokenizer adds no BOS: VQ_PPL_BOS_AUTO replaces nothing */
+    ASSERT_EQ_INT(vq_token_add_bos(model), 0);
+}
+
 TEST(base_mismatch_rejected) {
     struct vq_ppl_params p = params(VQ_METHOD_FP16, 16);
     p.n_chunks = CHUNKS - 1; /* fewer positions than the base holds */
@@ -212,6 +258,7 @@ int main(void) {
     }
     RUN(reproducible_and_self_kl_zero);
     RUN(base_mismatch_rejected);
+    RUN(public_entry_is_the_protocol);
     RUN(kl_grows_as_bits_drop);
     RUN(probe_greedy);
     unlink(BASE);

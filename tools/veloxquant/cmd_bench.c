@@ -2,8 +2,9 @@
  * over synthetic keys, with an fp16 cache timed at the same seq_len in the same run, and the
  * vector/attention quality of the method (docs/BENCHMARK.md).
  *
- * Synthetic data: keys and values are i.i.d. N(0,1) per coordinate plus a fixed offset of +4 on
- * four channels of the keys (real keys have channel-aligned outliers); queries are N(0,1).
+ * Synthetic data (the library's vq_synth_*, veloxquant.h): keys and values are i.i.d. N(0,1) per
+ * coordinate plus a fixed offset of +4 on four channels of the keys (real keys have
+ * channel-aligned outliers); queries are N(0,1).
  * One layer, --kv_heads kv heads (default 1) with one query head each, one query per attend
  * call (a decode step).
  *
@@ -74,26 +75,11 @@ static void usage(FILE *f) {
 
 /* ---- synthetic data ---------------------------------------------------------------------- */
 
-static uint64_t rng_state;
-static double rnd_u(void) {
-    rng_state ^= rng_state << 13;
-    rng_state ^= rng_state >> 7;
-    rng_state ^= rng_state << 17;
-    return ((double)(rng_state >> 11) + 0.5) * (1.0 / 9007199254740992.0);
-}
-static float rnd_n(void) {
-    double u1 = rnd_u(), u2 = rnd_u();
-    return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
-}
-
-static void fill_keys(float *k, int64_t n, int d) {
-    for (int64_t t = 0; t < n; t++)
-        for (int j = 0; j < d; j++)
-            k[t * d + j] = rnd_n() + ((j % (d / 4 > 0 ? d / 4 : 1)) == 3 ? 4.0f : 0.0f);
-}
-static void fill_normal(float *x, int64_t n) {
-    for (int64_t i = 0; i < n; i++) x[i] = rnd_n();
-}
+/* The library's generator (vq_synth_*, veloxquant.h): one stream for the whole run, so that
+ * bindings reproduce the data from the documented call sequence. */
+static vq_synth synth;
+static void fill_keys(float *k, int64_t n, int d) { vq_synth_keys(&synth, k, n, d); }
+static void fill_normal(float *x, int64_t n) { vq_synth_normal(&synth, x, n); }
 
 /* ---- quality ------------------------------------------------------------------------------ */
 
@@ -388,7 +374,7 @@ static int fit_synthetic_calib(const struct bench_opts *o, vq_calib_data **cd, i
         fprintf(stderr, "bench: %s\n", vq_status_str(st));
         return 0;
     }
-    rng_state = (o->seed ^ 0x63616c6962ull) * 0x9E3779B97F4A7C15ull + 1; /* "calib" draw */
+    vq_synth_seed(&synth, o->seed ^ 0x63616c6962ull); /* the "calib" draw */
     if ((ki.needs_calibration && !fit_role(o, *cd, &o->cfg.key, VQ_ROLE_KEY, nk)) ||
         (vi.needs_calibration && !fit_role(o, *cd, &o->cfg.value, VQ_ROLE_VALUE, nv))) {
         vq_calib_data_free(*cd);
@@ -613,7 +599,7 @@ static int bench_build_data(const struct bench_opts *o, struct bench_state *s) {
         fprintf(stderr, "bench: out of memory\n");
         return 1;
     }
-    rng_state = o->seed * 0x9E3779B97F4A7C15ull + 1;
+    vq_synth_seed(&synth, o->seed);
     fill_keys(s->k, rows, d);
     fill_normal(s->v, rows * d);
     fill_normal(s->qv, (int64_t)d * o->kv_heads);

@@ -1,5 +1,6 @@
 /* cmd_perplexity.c — `veloxquant perplexity`: chunked perplexity over a text file with the KV
- * cache compressed as it fills (src/eval/ppl.h), optional saved top-k logits and KL divergence
+ * cache compressed as it fills (vq_perplexity, vq_engine.h; src/eval/ppl.h with logits files),
+ * optional saved top-k logits and KL divergence
  * / top-1 agreement against a saved base run (src/eval/logits.h for the file format). */
 #include <getopt.h>
 #include <math.h>
@@ -72,7 +73,7 @@ static int ppl_parse(int argc, char **argv, struct ppl_opts *o) {
     };
     memset(o, 0, sizeof *o);
     o->ctx = 512;
-    o->top_k = 32;
+    o->top_k = VQ_PPL_TOP_K_DEFAULT;
     vq_kv_opts_init(&o->ko);
     optind = 1;
     opterr = 0;
@@ -161,7 +162,6 @@ static int ppl_build(const struct ppl_opts *o, struct ppl_state *s) {
     pp->n_batch = o->batch;
     pp->n_threads = o->threads;
     vq_cli_warn_wait_policy(CMD, o->threads);
-    pp->top_k = o->top_k;
     pp->f32_activations = o->f32act;
     if (!vq_kv_opts_prepare(CMD, &o->ko, &pp->cache, s->name, sizeof s->name)) return 2;
     if (o->ko.print_config) return 0;
@@ -183,7 +183,6 @@ static int ppl_run(const struct ppl_opts *o, struct ppl_state *s, struct vq_ppl_
     vq_logits_file *save = NULL, *base = NULL;
     vq_status st;
     if (!tokens) goto out;
-    s->pp.bos = vq_eval_chunk_bos(&s->em);
     if (o->base_path && !(base = vq_logits_open(o->base_path, &st))) {
         vq_cli_file_fail(CMD, "--kl-base", o->base_path, st);
         goto out;
@@ -196,8 +195,14 @@ static int ppl_run(const struct ppl_opts *o, struct ppl_state *s, struct vq_ppl_
     struct vq_progress prog;
     vq_progress_init(&prog, CMD);
     char err[512];
-    st = vq_ppl_run(s->em.m, tokens, *n_tok, &s->pp, save, base, vq_progress_ppl, &prog, res, err,
-                    sizeof err);
+    /* the library's perplexity (vq_perplexity, as Python's Model.perplexity); with logits files
+     * the same protocol with the files added (vq_ppl_run) */
+    if (save || base)
+        st = vq_ppl_run(s->em.m, tokens, *n_tok, &s->pp, save, base, vq_progress_ppl, &prog, res,
+                        err, sizeof err);
+    else
+        st = vq_perplexity(s->em.m, tokens, *n_tok, &s->pp, NULL, vq_progress_ppl, &prog, res, err,
+                           sizeof err);
     vq_progress_done(&prog);
     if (st != VQ_STATUS_OK) {
         fprintf(stderr, "%s: %s\n", CMD, err[0] ? err : vq_status_str(st));

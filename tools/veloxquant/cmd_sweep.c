@@ -311,13 +311,12 @@ static int srun_build_inputs(const struct srun_opts *o, struct srun_state *s) {
     s->ref = o->probe_ref ? malloc(n_ids * sizeof *s->ref) : NULL;
     vq_status st;
     if (!s->tokens || !s->ids || (o->probe_ref && !s->ref)) return 1;
-    s->pp.bos = vq_eval_chunk_bos(&s->em);
     if (o->base && !(s->bf = vq_logits_open(o->base, &st))) {
         vq_cli_file_fail(C, "--kl-base", o->base, st);
         return 1;
     }
-    if (o->save &&
-        !(s->sf = vq_logits_create(o->save, s->pp.top_k, s->em.info->n_vocab, o->ctx, &st))) {
+    if (o->save && !(s->sf = vq_logits_create(o->save, VQ_PPL_TOP_K_DEFAULT, s->em.info->n_vocab,
+                                              o->ctx, &st))) {
         vq_cli_file_fail(C, "--save-logits", o->save, st);
         return 1;
     }

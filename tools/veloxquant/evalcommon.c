@@ -84,10 +84,6 @@ int32_t *vq_eval_tokenize_file(const char *cmd, const struct vq_eval_model *em, 
     return ids;
 }
 
-int32_t vq_eval_chunk_bos(const struct vq_eval_model *em) {
-    return vq_tok_add_bos(em->tok) ? vq_tok_bos(em->tok) : -1;
-}
-
 void vq_progress_init(struct vq_progress *p, const char *label) {
     p->label = label;
     p->tty = isatty(STDERR_FILENO);

@@ -34,9 +34,6 @@ int vq_cli_vocab_check(const char *cmd, const char *path, const vq_tokenizer *to
 int32_t *vq_eval_tokenize_file(const char *cmd, const struct vq_eval_model *em, const char *path,
                                int64_t *n);
 
-/* BOS id to put at the start of every perplexity chunk, or -1 when the model adds none. */
-int32_t vq_eval_chunk_bos(const struct vq_eval_model *em);
-
 /* Progress display for vq_ppl_run; label is printed before the numbers. */
 struct vq_progress {
     const char *label;
