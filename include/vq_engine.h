@@ -622,8 +622,9 @@ VQ_API void vq_conversation_free(vq_conversation *v);
  * (NULL: defaults; add_special / parse_special are not used: the template decides) into *r as
  * vq_generate_tokens does, and records the reply. Turn k (counted from create or reset, 0 first)
  * samples with p->sampling.seed XOR k * 0x9E3779B97F4A7C15: a conversation replays exactly for a
- * seed and the same inputs, and later turns do not repeat the first turn's random draws. r->n_prompt counts the whole templated
- * conversation, r->n_cached the tokens reused, r->n_evaluated the new ones. Returns OK, or
+ * seed and the same inputs, and later turns do not repeat the first turn's random draws.
+ * r->n_prompt counts the whole templated conversation, r->n_cached the tokens reused,
+ * r->n_evaluated the new ones. Returns OK, or
  * INVALID_ARG, CAPACITY (the prompt does not fit: "context full: N tokens needed, M free"),
  * NO_MEMORY or an evaluation status; on an error the conversation's messages are unchanged
  * (the cache may hold fewer tokens; the next turn evaluates what it lacks). A reply cut by a
