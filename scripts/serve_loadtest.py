@@ -3,13 +3,19 @@
 
 C concurrent clients each send R streamed completion requests one after another; reported:
 p50 / p99 time to first token, p50 / p99 latency, aggregate tokens/s (completion tokens of all
-clients / wall time), errors (must be 0), the most sequences the server ran at once and the
-server's peak RSS. Either against a running server (--url) or one it starts (--serve "ARGS",
-e.g. --serve "--kv kv4 --parallel 16 -c 2048 --kv-budget 180M"; needs build/veloxquant).
+clients / wall time), errors (must be 0), the most sequences the server ran at once, the mean
+rows of its batched decode steps and the server's peak RSS. Either against a running server
+(--url) or one it starts (--serve "ARGS", e.g. --serve "--kv kv4 --parallel 16 -c 2048
+--kv-budget 180M"; needs build/veloxquant).
 
 --reserve N asks each request for max_tokens = N - prompt tokens (the KV budget is charged for
 an N-token conversation) but reads only --max-tokens tokens and then closes the stream (the
 server frees the slot at once): conversations of N tokens admitted, at the cost of short ones.
+
+With --serve it also reports the server's CPU time over the run (user + system, from
+/proc/PID/stat) and the completion tokens per server CPU-second, and the machine's 1-minute load
+average before and after: on a shared machine the wall-clock tok/s follows the other jobs' load,
+the tokens per CPU-second much less (the clients' own CPU is not in it).
 
 Output: a human summary on stderr and one JSON line on stdout.
   python3 scripts/serve_loadtest.py --serve "--kv kv4 --parallel 16" -C 16 -R 20
@@ -102,6 +108,13 @@ async def metrics_poll(url, stop, out):
             pass
 
 
+def cpu_seconds(pid):
+    """User + system CPU seconds of process pid so far (all its threads)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def read_metrics(url):
     import urllib.request
     out = {}
@@ -146,8 +159,12 @@ def main():
         url = srv.url
     model = json.loads(__import__("urllib.request").request.urlopen(url + "/v1/models").read()
                        )["data"][0]["id"]
+    load0 = os.getloadavg()[0]
+    cpu0 = cpu_seconds(srv.proc.pid) if srv else None
     try:
         stats, wall, seen = asyncio.run(main_async(args, url, model))
+        cpu = cpu_seconds(srv.proc.pid) - cpu0 if srv else None
+        load1 = os.getloadavg()[0]
         m = read_metrics(url)
         rss_mb = None
         if srv:
@@ -166,17 +183,27 @@ def main():
         "completion_tokens": stats["tokens"],
         "aggregate_tok_s": round(stats["tokens"] / wall, 2) if wall > 0 else 0,
         "server_decode_tok_s": m.get("vq_decode_tokens_per_second"),
+        "rows_per_decode_step": (round(m["vq_decode_rows_total"] / m["vq_decode_steps_total"], 2)
+                                 if m.get("vq_decode_steps_total") else None),
         "max_active": int(max(seen.get("max_active", 0), m.get("vq_sequences_active_max", 0))),
         "kv_budget": int(m.get("vq_kv_bytes_budget", 0)),
         "max_kv_in_use": seen.get("max_kv_in_use"),
         "peak_rss_mb": rss_mb, "server_exit": rc,
+        "server_cpu_s": round(cpu, 2) if cpu is not None else None,
+        "tok_per_server_cpu_s": round(stats["tokens"] / cpu, 2) if cpu else None,
+        "loadavg_1m": [round(load0, 2), round(load1, 2)],
     }
     print(json.dumps(res))
     r = res
     print(f"{r['clients']} clients x {args.requests} requests: errors {r['errors']}, "
           f"TTFT p50 {r['ttft_p50_s']:.3f} s p99 {r['ttft_p99_s']:.3f} s, latency p50 "
           f"{r['latency_p50_s']:.3f} s p99 {r['latency_p99_s']:.3f} s, {r['aggregate_tok_s']} "
-          f"tok/s aggregate, {r['max_active']} sequences at once", file=sys.stderr)
+          f"tok/s aggregate, {r['max_active']} sequences at once, "
+          f"{r['rows_per_decode_step']} rows per decode step", file=sys.stderr)
+    if r["server_cpu_s"] is not None:
+        print(f"server CPU {r['server_cpu_s']} s: {r['tok_per_server_cpu_s']} tokens per "
+              f"CPU-second; load average {r['loadavg_1m'][0]} -> {r['loadavg_1m'][1]}",
+              file=sys.stderr)
     if stats["error_samples"]:
         print("errors: " + "; ".join(stats["error_samples"][:5]), file=sys.stderr)
     return 1 if stats["errors"] or rc else 0

@@ -620,11 +620,13 @@ void vq_ggml_quantize_act(enum vq_ggml_act act, const float *x, void *y, int64_t
 }
 
 #define K_(t, act, deq, dot) \
-    { t, act, deq, dot, NULL, NULL, NULL, NULL }
+    { t, act, deq, dot, NULL, NULL, NULL, NULL, NULL }
 #define K4_(t, act, deq, dot, dot4) \
-    { t, act, deq, dot, dot4, NULL, NULL, NULL }
+    { t, act, deq, dot, dot4, NULL, NULL, NULL, NULL }
 #define KR_(t, act, deq, dot, dot4, dot_r4, dot_r4x4, dot_r4x8) \
-    { t, act, deq, dot, dot4, dot_r4, dot_r4x4, dot_r4x8 }
+    { t, act, deq, dot, dot4, dot_r4, dot_r4x4, dot_r4x8, NULL }
+#define KR16_(t, act, deq, dot, dot4, dot_r4, dot_r4x4, dot_r4x8, dot_r16) \
+    { t, act, deq, dot, dot4, dot_r4, dot_r4x4, dot_r4x8, dot_r16 }
 static const struct vq_ggml_kernels g_ref[] = {
     K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_ref),
     K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_ref),
@@ -667,31 +669,34 @@ static const struct vq_ggml_kernels g_avx2[] = {
 #define VNNI_R4(t) vq_vec_dotr4_##t##_q8a_avx512vnni
 #define VNNI_R4X4(t) vq_vec_dotr4x4_##t##_q8a_avx512vnni
 #define VNNI_R4X8(t) vq_vec_dotr4x8_##t##_q8a_avx512vnni
+#define VNNI_R16(t) vq_vec_dotr16_##t##_q8a_avx512vnni
 #define VNNI_R4X4K(t) vq_vec_dotr4x4_##t##_q8_K_avx512vnni
 #define VNNI_R4K(t) vq_vec_dotr4_##t##_q8_K_avx512vnni
-#define AVX512_TABLE(R4, R4X4, R4X8, R4K, R4X4K) \
+#define AVX512_TABLE(R4, R4X4, R4X8, R16, R4K, R4X4K) \
     { \
         K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_avx512), \
             K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_avx2), \
             K_(VQ_GGML_BF16, VQ_ACT_F32, vq_dequantize_row_bf16_ref, vq_vec_dot_bf16_f32_avx2), \
-            KR_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx2, \
-                vq_vec_dot4_q4_0_q8a_avx2, R4(q4_0), R4X4(q4_0), R4X8(q4_0)), \
-            KR_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, vq_vec_dot_q4_1_q8a_avx512, \
-                vq_vec_dot4_q4_1_q8a_avx512, R4(q4_1), R4X4(q4_1), R4X8(q4_1)), \
+            KR16_(VQ_GGML_Q4_0, VQ_ACT_Q8A, vq_dequantize_row_q4_0_ref, vq_vec_dot_q4_0_q8a_avx2, \
+                  vq_vec_dot4_q4_0_q8a_avx2, R4(q4_0), R4X4(q4_0), R4X8(q4_0), R16(q4_0)), \
+            KR16_(VQ_GGML_Q4_1, VQ_ACT_Q8A, vq_dequantize_row_q4_1_ref, \
+                  vq_vec_dot_q4_1_q8a_avx512, vq_vec_dot4_q4_1_q8a_avx512, R4(q4_1), R4X4(q4_1), \
+                  R4X8(q4_1), R16(q4_1)), \
             KR_(VQ_GGML_Q5_0, VQ_ACT_Q8A, vq_dequantize_row_q5_0_ref, vq_vec_dot_q5_0_q8a_avx2, \
                 vq_vec_dot4_q5_0_q8a_avx2, R4(q5_0), R4X4(q5_0), R4X8(q5_0)), \
             K_(VQ_GGML_Q5_1, VQ_ACT_Q8A, vq_dequantize_row_q5_1_ref, vq_vec_dot_q5_1_q8a_avx2), \
-            KR_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2, \
-                vq_vec_dot4_q8_0_q8a_avx2, R4(q8_0), R4X4(q8_0), R4X8(q8_0)), \
+            KR16_(VQ_GGML_Q8_0, VQ_ACT_Q8A, vq_dequantize_row_q8_0_ref, vq_vec_dot_q8_0_q8a_avx2, \
+                  vq_vec_dot4_q8_0_q8a_avx2, R4(q8_0), R4X4(q8_0), R4X8(q8_0), R16(q8_0)), \
             KR_(VQ_GGML_Q4_K, VQ_ACT_Q8K, vq_dequantize_row_q4_K_ref, vq_vec_dot_q4_K_q8_K_avx2, \
                 vq_vec_dot4_q4_K_q8_K_avx2, R4K(q4_K), R4X4K(q4_K), NULL), \
             K_(VQ_GGML_Q5_K, VQ_ACT_Q8K, vq_dequantize_row_q5_K_ref, vq_vec_dot_q5_K_q8_K_ref), \
             KR_(VQ_GGML_Q6_K, VQ_ACT_Q8K, vq_dequantize_row_q6_K_ref, vq_vec_dot_q6_K_q8_K_avx2, \
                 NULL, R4K(q6_K), R4X4K(q6_K), NULL), \
     }
-static const struct vq_ggml_kernels g_avx512[] = AVX512_TABLE(NO_R4, NO_R4, NO_R4, NO_R4, NO_R4);
+static const struct vq_ggml_kernels g_avx512[] = AVX512_TABLE(NO_R4, NO_R4, NO_R4, NO_R4, NO_R4,
+                                                              NO_R4);
 static const struct vq_ggml_kernels g_avx512vnni[] = AVX512_TABLE(VNNI_R4, VNNI_R4X4, VNNI_R4X8,
-                                                                  VNNI_R4K, VNNI_R4X4K);
+                                                                  VNNI_R16, VNNI_R4K, VNNI_R4X4K);
 static_assert(sizeof g_avx2 == sizeof g_ref && sizeof g_avx512 == sizeof g_ref &&
                   sizeof g_avx512vnni == sizeof g_ref,
               "tables");
@@ -738,7 +743,11 @@ const struct vq_ggml_nn_kernels *vq_ggml_nn_kernels(enum vq_isa isa) {
 
 /* ---- matrix product ------------------------------------------------------------------ */
 
-#define VQ_MM_TILE 16
+#define VQ_MM_TILE 16 /* vec_dot_r16 takes whole tiles */
+/* Tokens from which a tile runs through vec_dot_r16 (its repack then costs less than it saves) */
+#ifndef VQ_MM_R16_MIN_TOK
+#define VQ_MM_R16_MIN_TOK 2
+#endif
 
 void vq_ggml_matmul(const struct vq_ggml_kernels *k, const void *w, size_t w_row_bytes,
                     int64_t n_rows, int64_t n_cols, const void *act, size_t act_stride,
@@ -761,11 +770,33 @@ static void mm_row_x4(const struct vq_ggml_mm_job *j, int64_t r, int64_t t) {
     for (int q = 0; q < 4; q++) j->out[(t + q) * j->ld_out + r] = o4[q];
 }
 
-/* Computes rows [r0, r1) of one job for every token: tokens in groups of 8 (vec_dot_r4x8) or
- * 4 (vec_dot_r4x4 / vec_dot4) while they last, as ggml's gemm, the rest one by one (gemv). */
+/* A whole tile of 16 rows against every token through vec_dot_r16, in groups of at most
+ * VQ_R16_MAX_TOK tokens of about equal size (each group repacks the tile's weights once). */
+static void mm_tile_r16(const struct vq_ggml_mm_job *j, int64_t r0, int64_t n_tok) {
+    const int64_t n_grp = (n_tok + VQ_R16_MAX_TOK - 1) / VQ_R16_MAX_TOK;
+    const int64_t per = (n_tok + n_grp - 1) / n_grp;
+    float *o[VQ_R16_MAX_TOK];
+    for (int64_t t = 0; t < n_tok; t += per) {
+        const int nt = (int)(n_tok - t < per ? n_tok - t : per);
+        for (int q = 0; q < nt; q++)
+            o[q] = (j->out_rows ? j->out_rows[t + q] : j->out + (t + q) * j->ld_out) + r0;
+        j->k->vec_dot_r16(j->n_cols, (const uint8_t *)j->w + (size_t)r0 * j->w_row_bytes,
+                          j->w_row_bytes, (const uint8_t *)j->act + (size_t)t * j->act_stride,
+                          j->act_stride, nt, o);
+    }
+}
+
+/* Computes rows [r0, r1) of one job for every token: a whole tile against VQ_MM_R16_MIN_TOK or
+ * more tokens through vec_dot_r16 (equal to vec_dot: rowwise jobs too); else tokens in groups
+ * of 8 (vec_dot_r4x8) or 4 (vec_dot_r4x4 / vec_dot4) while they last, as ggml's gemm, the rest
+ * one by one (gemv). */
 static void mm_tile(const struct vq_ggml_mm_job *j, int64_t r0, int64_t r1, int64_t n_tok) {
     const uint8_t *wb = j->w, *ab = j->act;
     int64_t t = 0;
+    if (j->k->vec_dot_r16 && r1 - r0 == VQ_MM_TILE && n_tok >= VQ_MM_R16_MIN_TOK) {
+        mm_tile_r16(j, r0, n_tok);
+        return;
+    }
     if (!j->rowwise && (j->k->vec_dot4 || j->k->vec_dot_r4x4)) {
         while (t + 4 <= n_tok) {
             const int nt = j->k->vec_dot_r4x8 && t + 8 <= n_tok ? 8 : 4;

@@ -189,6 +189,15 @@ typedef void (*vq_ggml_vec_dot_r4_fn)(int64_t n, const void *w, size_t w_stride,
 typedef void (*vq_ggml_vec_dot_r4x4_fn)(int64_t n, const void *w, size_t w_stride, const void *a,
                                         size_t a_stride, float *out, size_t ld_out);
 
+/* Dots of 16 weight rows (w, w + w_stride, ...) with n_tok activation rows (a, a + a_stride,
+ * ...; 1 <= n_tok <= VQ_R16_MAX_TOK): out[t][r] for row r < 16 and activation row t, the weights
+ * repacked once for all n_tok rows. Equal to vec_dot on each pair bit for bit, whatever n_tok,
+ * so the matmuls use it for rowwise jobs too (only types whose gemm equals their gemv have
+ * one). */
+#define VQ_R16_MAX_TOK 32
+typedef void (*vq_ggml_vec_dot_r16_fn)(int64_t n, const void *w, size_t w_stride, const void *a,
+                                       size_t a_stride, int n_tok, float *const *out);
+
 struct vq_ggml_kernels {
     uint32_t type;
     enum vq_ggml_act act;
@@ -200,6 +209,8 @@ struct vq_ggml_kernels {
     /* vec_dot_r4x4's contract for 8 activation rows (t < 8), the weights unpacked once for
      * the 8; NULL: vec_dot_r4x4 twice */
     vq_ggml_vec_dot_r4x4_fn vec_dot_r4x8;
+    /* tiles of 16 rows against VQ_MM_R16_MIN_TOK or more tokens; NULL: the kernels above */
+    vq_ggml_vec_dot_r16_fn vec_dot_r16;
 };
 
 /* Kernels of a weight type for an ISA (VQ_ISA_AUTO resolves to the best available; types with
@@ -374,6 +385,12 @@ VQ_GGML_VNNI_S8(q5_0)
 VQ_GGML_VNNI_S8(q8_0)
 void vq_vec_dotr4x4_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
                                         size_t a_stride, float *out, size_t ld_out);
+void vq_vec_dotr16_q4_1_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                       size_t a_stride, int n_tok, float *const *out);
+void vq_vec_dotr16_q4_0_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                       size_t a_stride, int n_tok, float *const *out);
+void vq_vec_dotr16_q8_0_q8a_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,
+                                       size_t a_stride, int n_tok, float *const *out);
 /* K-quants x Q8_K (ggml_kquant_avx512vnni.c): r4x4 Q4_K in its four-row (gemm) order, r4
  * (decode) in vec_dot's one-row order; Q6_K in vec_dot's */
 void vq_vec_dotr4_q4_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride, const void *a,

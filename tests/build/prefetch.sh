@@ -17,6 +17,8 @@ command -v objdump >/dev/null || { echo "skip: objdump missing"; exit 77; }
 KERNELS="vq_vec_dotr4_q4_0_q8a_avx512vnni vq_vec_dotr4_q4_1_q8a_avx512vnni
 vq_vec_dotr4_q5_0_q8a_avx512vnni vq_vec_dotr4_q8_0_q8a_avx512vnni
 vq_vec_dotr4_q4_K_q8_K_avx512vnni vq_vec_dotr4_q6_K_q8_K_avx512vnni
+vq_vec_dotr16_q4_0_q8a_avx512vnni vq_vec_dotr16_q4_1_q8a_avx512vnni
+vq_vec_dotr16_q8_0_q8a_avx512vnni
 vq_ggml_scores_f16_avx512 vq_ggml_pv_f16_avx512 vq_ggml_pv_f16_avx2
 vq_kivi_score_tiles_avx2 vq_kivi_score_tiles_avx512 vq_kivi_score_tiles_avx512vnni
 vq_tq_accumulate_avx2 vq_tq_accumulate_avx512 vq_tq_accumulate_multi_avx512

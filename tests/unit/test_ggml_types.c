@@ -453,6 +453,64 @@ TEST(vec_dot_r4_bitwise_equals_vec_dot) {
     ASSERT(checked > 0 || !vq_cpu_avx512vnni());
 }
 
+/* vec_dot_r16 (16 weight rows x 1..VQ_R16_MAX_TOK activation rows, the weights repacked once)
+ * equals the scalar vec_dot on each pair bit for bit: rows at an odd stride, block counts that
+ * end inside the first repack chunk of 32 blocks and after one and two more, token counts odd
+ * and even up to the maximum, activations with all-zero blocks (d = 0) and blocks at the
+ * extremes (+-127: the offset sums of signed weights at their largest), fresh random blocks
+ * (q8_0 weights of -128 included). */
+TEST(vec_dot_r16_bitwise_equals_vec_dot) {
+    enum { NB = 69, STRIDE = 34 * NB + 6, NT = VQ_R16_MAX_TOK };
+    static uint8_t w[16 * STRIDE];
+    static vq_block_q8a act[NT][NB];
+    static float x[32 * NB], o[NT][16];
+    const int nbs[] = {1, 3, 18, 32, 33, 48, 69}, nts[] = {1, 2, 3, 7, 16, NT};
+    int checked = 0;
+    for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
+        if (!vq_ggml_isa_available((enum vq_isa)isa)) continue;
+        for (size_t k = 0; k < N_TYPES; k++) {
+            const struct vq_ggml_kernels *kv = vq_ggml_kernels(all_types[k], (enum vq_isa)isa);
+            const struct vq_ggml_kernels *kr = vq_ggml_kernels(all_types[k], VQ_ISA_SCALAR);
+            if (!kv->vec_dot_r16) continue;
+            for (size_t ib = 0; ib < sizeof nbs / sizeof nbs[0]; ib++) {
+                const int nb = nbs[ib];
+                const int64_t n = 32 * nb;
+                for (int r = 0; r < 16; r++) fill_random_blocks(all_types[k], w + r * STRIDE, n);
+                for (int t = 0; t < NT; t++) {
+                    for (int64_t i = 0; i < n; i++) x[i] = frand() * (float)(t + 1);
+                    if (t % 5 == 1) memset(x + 32 * (t % nb), 0, 32 * sizeof(float)); /* d = 0 */
+                    if (t % 5 == 2)
+                        for (int i = 0; i < 32; i++) x[32 * (nb - 1) + i] = i % 3 ? 9.0f : -9.0f;
+                    vq_quantize_row_q8a_ref(x, act[t], n);
+                }
+                for (size_t it = 0; it < sizeof nts / sizeof nts[0]; it++) {
+                    const int nt = nts[it];
+                    float *out[NT];
+                    for (int t = 0; t < nt; t++) {
+                        out[t] = o[t];
+                        for (int r = 0; r < 16; r++) o[t][r] = -999.0f;
+                    }
+                    kv->vec_dot_r16(n, w, STRIDE, act[NT - nt], sizeof act[0], nt, out);
+                    for (int t = 0; t < nt; t++)
+                        for (int r = 0; r < 16; r++) {
+                            const float want = kr->vec_dot(n, w + r * STRIDE, act[NT - nt + t]);
+                            if (memcmp(&want, &o[t][r], 4))
+                                fprintf(stderr,
+                                        "isa %d %s r16 nb %d nt %d row %d act %d: %.9g vs %.9g\n",
+                                        isa, vq_ggml_type_name(all_types[k]), nb, nt, r, t, want,
+                                        o[t][r]);
+                            ASSERT(!memcmp(&want, &o[t][r], 4));
+                            checked++;
+                        }
+                }
+            }
+        }
+    }
+    fprintf(stderr, "  vec_dot_r16: %d dots checked%s\n", checked,
+            vq_cpu_avx512vnni() ? "" : " (no AVX512_VNNI here: no 16-row kernels)");
+    ASSERT(checked >= 3 * 7 * 16 * (1 + 2 + 3 + 7 + 16 + NT) || !vq_cpu_avx512vnni());
+}
+
 /* The K-quant four-row kernels (4 weight rows x 4 Q8_K activation rows) equal the scalar
  * twins bit for bit: Q4_K its four-row kernel (vec_dot4, the gemm order), Q6_K vec_dot; the
  * decode kernels (4 weight rows x 1 activation row) vec_dot; rows at an odd stride, 1..7
@@ -741,6 +799,7 @@ int main(void) {
     RUN(isa_variants_match_ref);
     RUN(vec_dot4_bitwise_equals_vec_dot);
     RUN(vec_dot_r4_bitwise_equals_vec_dot);
+    RUN(vec_dot_r16_bitwise_equals_vec_dot);
     RUN(kquant_r4x4_bitwise_equals_scalar);
     RUN(q4_K_gemm_and_gemv_orders);
     RUN(matmul_odd_shapes);
