@@ -8,7 +8,7 @@ MODELS ?= smollm2 gemma3-270m
 
 .PHONY: all deps models bench-data venv test test-large test-python test-transformers test-asan \
         test-tsan demo bench \
-        install clean results \
+        install clean results llamacpp-venv \
         fuzz format \
         format-check
 
@@ -52,6 +52,11 @@ test-large: all
 # The Python package (python/): a venv in $(BUILD)/venv with NumPy and pytest from PyPI, the
 # package installed from python/ with the library just built, then its pytest suite.
 # The venv also holds the openai client for the server tests (tests/server/, CTest server_api).
+# llama.cpp beside us (scripts/llamacpp_ppl.py, scripts/golden/): llama-cpp-python 0.3.36
+# built from source with numpy and gguf in $(BUILD)/llama-venv; not needed by `make test`.
+llamacpp-venv:
+	LLAMA_VENV=$(abspath $(BUILD))/llama-venv bash scripts/install_llamacpp.sh
+
 VENV = $(abspath $(BUILD))/venv
 venv:
 	test -x $(VENV)/bin/python || python3 -m venv $(VENV)

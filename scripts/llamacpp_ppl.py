@@ -312,6 +312,12 @@ def main():
                          "instead (e.g. veloxquant's own fp16 run, to check bit identity)")
     ap.add_argument("--force", action="store_true", help="rerun finished configs")
     args = ap.parse_args()
+    try:
+        import gguf  # noqa: F401
+        import llama_cpp  # noqa: F401
+    except ImportError as e:
+        sys.exit("llamacpp_ppl: %s: run `make llamacpp-venv` (scripts/install_llamacpp.sh), then "
+                 "this script with build/llama-venv/bin/python" % e)
     ensure_noamx()
     import llama_cpp
     from llama_cpp import Llama
