@@ -701,9 +701,8 @@ static_assert(sizeof g_avx2 == sizeof g_ref && sizeof g_avx512 == sizeof g_ref &
  * they run. */
 #define KX_(t, dot) \
     { t, VQ_ACT_Q8K, NULL, NULL, NULL, NULL, NULL, NULL, dot }
-static const struct vq_ggml_kernels g_x16_ref[] = {
-    KX_(VQ_GGML_Q4_K, vq_vec_dot_x16_q4_K_q8_K_ref),
-    KX_(VQ_GGML_Q6_K, vq_vec_dot_x16_q6_K_q8_K_ref)};
+static const struct vq_ggml_kernels g_x16_ref[] = {KX_(VQ_GGML_Q4_K, vq_vec_dot_x16_q4_K_q8_K_ref),
+                                                   KX_(VQ_GGML_Q6_K, vq_vec_dot_x16_q6_K_q8_K_ref)};
 #ifdef VQ_HAVE_X86
 static const struct vq_ggml_kernels g_x16_vnni[] = {
     KX_(VQ_GGML_Q4_K, vq_vec_dot_x16_q4_K_q8_K_avx512vnni),

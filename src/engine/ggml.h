@@ -214,10 +214,11 @@ struct vq_ggml_kernels {
 };
 
 /* ---- repacked weights (16-row groups) -------------------------------------------------
- * Q4_K and Q6_K matrices whose row count is a multiple of 16 can be rewritten in place, group by group,
- * into an interleaved layout of the same size (VQ_X16_ROWS rows x row bytes per group), whose
- * kernels load 4 code bytes of each of the 16 rows in one 64-byte vector (as llama.cpp repacks
- * K-quants into 8-row blocks for its gemm). Per super-block i of a Q4_K group (2304 bytes):
+ * Q4_K and Q6_K matrices whose row count is a multiple of 16 can be rewritten in place, group
+ * by group, into an interleaved layout of the same size (VQ_X16_ROWS rows x row bytes per
+ * group), whose kernels load 4 code bytes of each of the 16 rows in one 64-byte vector (as
+ * llama.cpp repacks K-quants into 8-row blocks for its gemm). Per super-block i of a Q4_K
+ * group (2304 bytes):
  *   bytes    0..31   d of rows 0..15 (fp16)
  *           32..63   dmin of rows 0..15
  *           64..255  the 12 scale bytes as three 64-byte parts: 32-bit word j of row r's scales
@@ -249,12 +250,10 @@ void vq_vec_dot_x16_q4_K_q8_K_ref(int64_t n, const void *w, const void *a, size_
  * order (vec_dot's) whatever gemm says. */
 void vq_vec_dot_x16_q6_K_q8_K_ref(int64_t n, const void *w, const void *a, size_t a_stride,
                                   int n_tok, int gemm, float *out, size_t ld_out);
-void vq_vec_dot_x16_q6_K_q8_K_avx512vnni(int64_t n, const void *w, const void *a,
-                                         size_t a_stride, int n_tok, int gemm, float *out,
-                                         size_t ld_out);
-void vq_vec_dot_x16_q4_K_q8_K_avx512vnni(int64_t n, const void *w, const void *a,
-                                         size_t a_stride, int n_tok, int gemm, float *out,
-                                         size_t ld_out);
+void vq_vec_dot_x16_q6_K_q8_K_avx512vnni(int64_t n, const void *w, const void *a, size_t a_stride,
+                                         int n_tok, int gemm, float *out, size_t ld_out);
+void vq_vec_dot_x16_q4_K_q8_K_avx512vnni(int64_t n, const void *w, const void *a, size_t a_stride,
+                                         int n_tok, int gemm, float *out, size_t ld_out);
 
 /* Kernels of a weight type for an ISA (VQ_ISA_AUTO resolves to the best available; types with
  * no variant for an ISA fall back to the next lower one). NULL if the type has no kernels. */

@@ -42,7 +42,9 @@ static void unpack_q4_K(const uint8_t *src, int r, vq_block_q4_K *out) {
  * k (0..7) 384 bytes, in the kernel's reading order: for h = 0, 1 the ql bytes
  * 64 h + 4 k .. + 3, 64 h + 32 + 4 k .. + 3 and the qh bytes 32 h + 4 k .. + 3 of every row
  * (row r at + 4 r of each 64-byte piece). */
-static size_t q6_K_ql_at(int h, int s, int k) { return 288 + 384 * (size_t)k + 64 * (size_t)(3 * h + s); }
+static size_t q6_K_ql_at(int h, int s, int k) {
+    return 288 + 384 * (size_t)k + 64 * (size_t)(3 * h + s);
+}
 static size_t q6_K_qh_at(int h, int k) { return 288 + 384 * (size_t)k + 64 * (size_t)(3 * h + 2); }
 
 static void pack_q6_K(const vq_block_q6_K *const src[VQ_X16_ROWS], uint8_t *dst) {
@@ -52,7 +54,8 @@ static void pack_q6_K(const vq_block_q6_K *const src[VQ_X16_ROWS], uint8_t *dst)
         for (int k = 0; k < 8; k++)
             for (int h = 0; h < 2; h++) {
                 for (int s = 0; s < 2; s++)
-                    memcpy(dst + q6_K_ql_at(h, s, k) + 4 * r, src[r]->ql + 64 * h + 32 * s + 4 * k, 4);
+                    memcpy(dst + q6_K_ql_at(h, s, k) + 4 * r, src[r]->ql + 64 * h + 32 * s + 4 * k,
+                           4);
                 memcpy(dst + q6_K_qh_at(h, k) + 4 * r, src[r]->qh + 32 * h + 4 * k, 4);
             }
     }
@@ -126,8 +129,8 @@ void vq_vec_dot_x16_q4_K_q8_K_ref(int64_t n, const void *w, const void *a, size_
                 vq_vec_dot4_q4_K_q8_K_ref(n, row, act + (size_t)t * a_stride, a_stride, o4);
                 for (int q = 0; q < 4; q++) out[(size_t)(t + q) * ld_out + (size_t)r] = o4[q];
             } else
-                out[(size_t)t * ld_out + (size_t)r] =
-                    vq_vec_dot_q4_K_q8_K_ref(n, row, act + (size_t)t * a_stride);
+                out[(size_t)t * ld_out + (size_t)r] = vq_vec_dot_q4_K_q8_K_ref(
+                    n, row, act + (size_t)t * a_stride);
         }
     }
 }
@@ -143,7 +146,7 @@ void vq_vec_dot_x16_q6_K_q8_K_ref(int64_t n, const void *w, const void *a, size_
         for (int64_t i = 0; i < nb; i++)
             unpack_q6_K((const uint8_t *)w + (size_t)i * X16_Q6_K_SB, r, &row[i]);
         for (int t = 0; t < n_tok; t++)
-            out[(size_t)t * ld_out + (size_t)r] =
-                vq_vec_dot_q6_K_q8_K_ref(n, row, act + (size_t)t * a_stride);
+            out[(size_t)t * ld_out + (size_t)r] = vq_vec_dot_q6_K_q8_K_ref(
+                n, row, act + (size_t)t * a_stride);
     }
 }

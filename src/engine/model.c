@@ -569,7 +569,7 @@ static void repack_weights(vq_model *m, enum vq_isa isa) {
         struct vq_layer *ly = &m->layers[l < 0 ? 0 : l];
         /* l = -1: a separate output matrix (a tied one is the token embedding) */
         struct vq_weight *head[] = {&m->output};
-        struct vq_weight *lw[] = {&ly->wq, &ly->wk, &ly->wv, &ly->wo,
+        struct vq_weight *lw[] = {&ly->wq,     &ly->wk,   &ly->wv,    &ly->wo,
                                   &ly->w_gate, &ly->w_up, &ly->w_down};
         struct vq_weight **ws = l < 0 ? head : lw;
         const size_t nw = l < 0 ? (m->output.data != m->tok_embd.data) : 7;

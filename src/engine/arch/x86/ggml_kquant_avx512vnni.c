@@ -420,8 +420,8 @@ void vq_vec_dotr4_q6_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride
  * floats, the same order. T tokens share each decoded weight vector. */
 static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint8_t *w,
                                                            const uint8_t *a, size_t a_stride,
-                                                           const int T, const int gemm,
-                                                           float *out, size_t ld_out) {
+                                                           const int T, const int gemm, float *out,
+                                                           size_t ld_out) {
     const __m512i m15 = _mm512_set1_epi8(15);
     const __m512i k1 = _mm512_set1_epi32(0x3f3f3f3f), k2 = _mm512_set1_epi32(0x0f0f0f0f),
                   k3 = _mm512_set1_epi32(0x03030303);
@@ -441,8 +441,9 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *g = w + (size_t)i * (VQ_X16_ROWS * sizeof(vq_block_q4_K));
         for (int l = 0; l < 4; l++) /* d, dmin, scales */
-            _mm_prefetch((const char *)(g + VQ_PF_X16 * VQ_X16_ROWS * sizeof(vq_block_q4_K) + 64 * l),
-                         VQ_PF_X16_HINT);
+            _mm_prefetch(
+                (const char *)(g + VQ_PF_X16 * VQ_X16_ROWS * sizeof(vq_block_q4_K) + 64 * l),
+                VQ_PF_X16_HINT);
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
         const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + 32)));
         /* ggml's utmp unpacking, one row per lane: sc0..3, sc4..7, m0..3, m4..7 */
@@ -450,7 +451,8 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
                       u2 = _mm512_loadu_si512(g + 192);
         const __m512i sc03 = _mm512_and_si512(u0, k1);
         const __m512i sc47 = _mm512_or_si512(
-            _mm512_and_si512(u2, k2), _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), k3), 4));
+            _mm512_and_si512(u2, k2),
+            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), k3), 4));
         const __m512i m03 = _mm512_and_si512(u1, k1);
         const __m512i m47 = _mm512_or_si512(
             _mm512_and_si512(_mm512_srli_epi32(u2, 4), k2),
@@ -469,9 +471,10 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
             __m512i lo[8], hi[8];
             for (int t = 0; t < T; t++) lo[t] = hi[t] = _mm512_setzero_si512();
             for (int l = 0; l < 8; l++)
-                _mm_prefetch((const char *)(q + 512 * p + VQ_PF_X16 * VQ_X16_ROWS * sizeof(vq_block_q4_K) +
-                                            64 * l),
-                             VQ_PF_X16_HINT);
+                _mm_prefetch(
+                    (const char *)(q + 512 * p + VQ_PF_X16 * VQ_X16_ROWS * sizeof(vq_block_q4_K) +
+                                   64 * l),
+                    VQ_PF_X16_HINT);
             for (int k = 0; k < 8; k++) {
                 const __m512i raw = _mm512_loadu_si512(q + 64 * (8 * p + k));
                 const __m512i wl = _mm512_and_si512(raw, m15);
@@ -494,7 +497,8 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
                 const __m512i imin = _mm512_madd_epi16(mp, _mm512_set1_epi32(bsp[t][p]));
                 if (gemm) {
                     const __m512 ya = _mm512_set1_ps(y[t]->d);
-                    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, ya), acc[t]);
+                    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, ya),
+                                             acc[t]);
                     accm[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmin, ya),
                                               accm[t]);
                 } else {
@@ -511,12 +515,12 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
                                           accm[t]);
             }
     }
-    for (int t = 0; t < T; t++) _mm512_storeu_ps(out + (size_t)t * ld_out, _mm512_sub_ps(acc[t], accm[t]));
+    for (int t = 0; t < T; t++)
+        _mm512_storeu_ps(out + (size_t)t * ld_out, _mm512_sub_ps(acc[t], accm[t]));
 }
 
-void vq_vec_dot_x16_q4_K_q8_K_avx512vnni(int64_t n, const void *w, const void *a,
-                                         size_t a_stride, int n_tok, int gemm, float *out,
-                                         size_t ld_out) {
+void vq_vec_dot_x16_q4_K_q8_K_avx512vnni(int64_t n, const void *w, const void *a, size_t a_stride,
+                                         int n_tok, int gemm, float *out, size_t ld_out) {
     const uint8_t *wb = w, *ab = a;
     if (gemm) {
         if (n_tok == 8) x16_q4_K(n, wb, ab, a_stride, 8, 1, out, ld_out);
@@ -545,8 +549,7 @@ void vq_vec_dot_x16_q4_K_q8_K_avx512vnni(int64_t n, const void *w, const void *a
  * super-block into float lane k and hsum8's order at the end. */
 static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint8_t *w,
                                                            const uint8_t *a, size_t a_stride,
-                                                           const int T, float *out,
-                                                           size_t ld_out) {
+                                                           const int T, float *out, size_t ld_out) {
     const __m512i m15 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
     const __m512i lo16 = _mm512_set1_epi32(0xffff);
     __m512 acc[8][8]; /* [token][lane k] */
@@ -556,8 +559,9 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *g = w + (size_t)i * (VQ_X16_ROWS * sizeof(vq_block_q6_K));
         for (int l = 0; l < 5; l++) /* d and scales */
-            _mm_prefetch((const char *)(g + VQ_PF_X16 * VQ_X16_ROWS * sizeof(vq_block_q6_K) + 64 * l),
-                         VQ_PF_X16_HINT);
+            _mm_prefetch(
+                (const char *)(g + VQ_PF_X16 * VQ_X16_ROWS * sizeof(vq_block_q6_K) + 64 * l),
+                VQ_PF_X16_HINT);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
         /* scale j of each row, sign-extended; sd[j]: in both int16 halves of the word */
         __m512i scj[16], sd[16];
@@ -575,8 +579,9 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
         for (int k = 0; k < 8; k++) {
             const uint8_t *wk = g + 288 + 384 * k; /* ql (h 0), ql (h 0, +32), qh (h 0), h 1 */
             for (int l = 0; l < 6; l++)
-                _mm_prefetch((const char *)(wk + VQ_PF_X16 * VQ_X16_ROWS * sizeof(vq_block_q6_K) + 64 * l),
-                             VQ_PF_X16_HINT);
+                _mm_prefetch(
+                    (const char *)(wk + VQ_PF_X16 * VQ_X16_ROWS * sizeof(vq_block_q6_K) + 64 * l),
+                    VQ_PF_X16_HINT);
             /* (sc[2k], sc[2k+1]) of each row against the pair (bsums[2k], bsums[2k+1]) */
             const __m512i sp = _mm512_or_si512(_mm512_and_si512(scj[2 * k], lo16),
                                                _mm512_slli_epi32(scj[2 * k + 1], 16));
@@ -584,8 +589,9 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
             for (int t = 0; t < T; t++) {
                 int32_t bp;
                 memcpy(&bp, y[t]->bsums + 2 * k, 4);
-                s[t] = _mm512_sub_epi32(_mm512_setzero_si512(),
-                                        _mm512_slli_epi32(_mm512_madd_epi16(sp, _mm512_set1_epi32(bp)), 5));
+                s[t] = _mm512_sub_epi32(
+                    _mm512_setzero_si512(),
+                    _mm512_slli_epi32(_mm512_madd_epi16(sp, _mm512_set1_epi32(bp)), 5));
             }
             for (int h = 0; h < 2; h++) {
                 const __m512i qhv = _mm512_loadu_si512(wk + 64 * (3 * h + 2));
@@ -594,7 +600,8 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
                     for (int up = 0; up < 2; up++) {
                         const int gg = hs + 2 * up; /* group within the 128-element half */
                         const int gp = 4 * h + gg;  /* group of 32 in the super-block */
-                        const __m512i low4 = _mm512_and_si512(up ? _mm512_srli_epi16(qlv, 4) : qlv, m15);
+                        const __m512i low4 = _mm512_and_si512(up ? _mm512_srli_epi16(qlv, 4) : qlv,
+                                                              m15);
                         const __m512i hi2 = _mm512_and_si512(_mm512_srli_epi16(qhv, 2 * gg), m3);
                         const __m512i q = _mm512_or_si512(low4, _mm512_slli_epi16(hi2, 4));
                         const __m512i sc = sd[2 * gp + (k >= 4)];
@@ -620,9 +627,8 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
     }
 }
 
-void vq_vec_dot_x16_q6_K_q8_K_avx512vnni(int64_t n, const void *w, const void *a,
-                                         size_t a_stride, int n_tok, int gemm, float *out,
-                                         size_t ld_out) {
+void vq_vec_dot_x16_q6_K_q8_K_avx512vnni(int64_t n, const void *w, const void *a, size_t a_stride,
+                                         int n_tok, int gemm, float *out, size_t ld_out) {
     (void)gemm; /* one order */
     const uint8_t *wb = w, *ab = a;
     for (int t = 0; t < n_tok; t += 4) {
