@@ -316,7 +316,11 @@ static void matmul_f32(vq_ctx *c, const struct vq_weight *w, const float *x, int
 #else
         float *row = c->wrow;
 #endif
-        w->k->to_float((const uint8_t *)w->data + (size_t)r * w->row_bytes, row, w->cols);
+        if (w->k->vec_dot_x16) /* repacked 16-row groups (ggml.h) */
+            vq_ggml_dequantize_row_x16(
+                w->type, (const uint8_t *)w->data + (size_t)(r - r % VQ_X16_ROWS) * w->row_bytes,
+                (int)(r % VQ_X16_ROWS), row, w->cols);
+        else w->k->to_float((const uint8_t *)w->data + (size_t)r * w->row_bytes, row, w->cols);
         for (int64_t t = 0; t < n_tok; t++)
             y[t * w->rows + r] = c->dot32->vec_dot(w->cols, row, x + t * w->cols);
     }

@@ -620,13 +620,13 @@ void vq_ggml_quantize_act(enum vq_ggml_act act, const float *x, void *y, int64_t
 }
 
 #define K_(t, act, deq, dot) \
-    { t, act, deq, dot, NULL, NULL, NULL, NULL, NULL }
+    { t, act, deq, dot, NULL, NULL, NULL, NULL, NULL, NULL }
 #define K4_(t, act, deq, dot, dot4) \
-    { t, act, deq, dot, dot4, NULL, NULL, NULL, NULL }
+    { t, act, deq, dot, dot4, NULL, NULL, NULL, NULL, NULL }
 #define KR_(t, act, deq, dot, dot4, dot_r4, dot_r4x4, dot_r4x8) \
-    { t, act, deq, dot, dot4, dot_r4, dot_r4x4, dot_r4x8, NULL }
+    { t, act, deq, dot, dot4, dot_r4, dot_r4x4, dot_r4x8, NULL, NULL }
 #define KR16_(t, act, deq, dot, dot4, dot_r4, dot_r4x4, dot_r4x8, dot_r16) \
-    { t, act, deq, dot, dot4, dot_r4, dot_r4x4, dot_r4x8, dot_r16 }
+    { t, act, deq, dot, dot4, dot_r4, dot_r4x4, dot_r4x8, dot_r16, NULL }
 static const struct vq_ggml_kernels g_ref[] = {
     K_(VQ_GGML_F32, VQ_ACT_F32, vq_dequantize_row_f32_ref, vq_vec_dot_f32_f32_ref),
     K_(VQ_GGML_F16, VQ_ACT_F32, vq_dequantize_row_f16_ref, vq_vec_dot_f16_f32_ref),
@@ -701,6 +701,30 @@ static_assert(sizeof g_avx2 == sizeof g_ref && sizeof g_avx512 == sizeof g_ref &
                   sizeof g_avx512vnni == sizeof g_ref,
               "tables");
 #endif
+
+/* Repacked Q4_K / Q6_K (ggml.h): the scalar references everywhere, the VNNI kernels where
+ * they run. */
+#define KX_(t, dot) \
+    { t, VQ_ACT_Q8K, NULL, NULL, NULL, NULL, NULL, NULL, NULL, dot }
+static const struct vq_ggml_kernels g_x16_ref[] = {KX_(VQ_GGML_Q4_K, vq_vec_dot_x16_q4_K_q8_K_ref),
+                                                   KX_(VQ_GGML_Q6_K, vq_vec_dot_x16_q6_K_q8_K_ref)};
+#ifdef VQ_HAVE_X86
+static const struct vq_ggml_kernels g_x16_vnni[] = {
+    KX_(VQ_GGML_Q4_K, vq_vec_dot_x16_q4_K_q8_K_avx512vnni),
+    KX_(VQ_GGML_Q6_K, vq_vec_dot_x16_q6_K_q8_K_avx512vnni)};
+#endif
+
+const struct vq_ggml_kernels *vq_ggml_kernels_x16(uint32_t type, enum vq_isa isa) {
+    if (type != VQ_GGML_Q4_K && type != VQ_GGML_Q6_K) return NULL;
+    const int i = type == VQ_GGML_Q6_K;
+    if (isa == VQ_ISA_AUTO) isa = vq_ggml_isa_default();
+    if (!vq_ggml_isa_available(isa)) isa = VQ_ISA_SCALAR;
+    if (isa == VQ_ISA_SCALAR) return &g_x16_ref[i];
+#ifdef VQ_HAVE_X86
+    if (isa == VQ_ISA_AVX512 && vq_cpu_avx512vnni()) return &g_x16_vnni[i];
+#endif
+    return NULL;
+}
 
 const struct vq_ggml_kernels *vq_ggml_kernels(uint32_t type, enum vq_isa isa) {
     if (isa == VQ_ISA_AUTO) isa = vq_ggml_isa_default();
@@ -793,6 +817,22 @@ static void mm_tile_r16(const struct vq_ggml_mm_job *j, int64_t r0, int64_t n_to
 static void mm_tile(const struct vq_ggml_mm_job *j, int64_t r0, int64_t r1, int64_t n_tok) {
     const uint8_t *wb = j->w, *ab = j->act;
     int64_t t = 0;
+    if (j->k->vec_dot_x16) { /* one repacked 16-row group: gemm by 8 or 4 tokens, then gemv */
+        const uint8_t *g = wb + (size_t)r0 * j->w_row_bytes;
+        VQ_DASSERT(r1 - r0 == VQ_X16_ROWS && VQ_MM_TILE == VQ_X16_ROWS);
+        for (int nt; !j->rowwise && t + 4 <= n_tok; t += nt) {
+            nt = t + 8 <= n_tok ? 8 : 4;
+            j->k->vec_dot_x16(j->n_cols, g, ab + (size_t)t * j->act_stride, j->act_stride, nt, 1,
+                              j->out + t * j->ld_out + r0, (size_t)j->ld_out);
+        }
+        for (int nt; t < n_tok; t += nt) {
+            nt = j->out_rows ? 1 : n_tok - t < 8 ? (int)(n_tok - t) : 8;
+            float *o = j->out_rows ? j->out_rows[t] + r0 : j->out + t * j->ld_out + r0;
+            j->k->vec_dot_x16(j->n_cols, g, ab + (size_t)t * j->act_stride, j->act_stride, nt, 0, o,
+                              (size_t)j->ld_out);
+        }
+        return;
+    }
     if (j->k->vec_dot_r16 && r1 - r0 == VQ_MM_TILE && n_tok >= VQ_MM_R16_MIN_TOK) {
         mm_tile_r16(j, r0, n_tok);
         return;

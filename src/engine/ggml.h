@@ -197,6 +197,13 @@ typedef void (*vq_ggml_vec_dot_r4x4_fn)(int64_t n, const void *w, size_t w_strid
 #define VQ_R16_MAX_TOK 32
 typedef void (*vq_ggml_vec_dot_r16_fn)(int64_t n, const void *w, size_t w_stride, const void *a,
                                        size_t a_stride, int n_tok, float *const *out);
+/* Weights repacked in groups of 16 rows (vq_ggml_repack_x16): rows 0..15 of one group
+ * (w: the group's first byte) against n_tok activation rows (a, a + a_stride, ...; n_tok 1..8)
+ * into out[t * ld_out + r] for r < 16. gemm 1: the four-row (gemm) float order of the type's
+ * vec_dot4 for every token (n_tok a multiple of 4); 0: vec_dot's one-row (gemv) order. Equal
+ * bit for bit to vec_dot4 / vec_dot on the rows before repacking. */
+typedef void (*vq_ggml_vec_dot_x16_fn)(int64_t n, const void *w, const void *a, size_t a_stride,
+                                       int n_tok, int gemm, float *out, size_t ld_out);
 
 struct vq_ggml_kernels {
     uint32_t type;
@@ -211,7 +218,52 @@ struct vq_ggml_kernels {
     vq_ggml_vec_dot_r4x4_fn vec_dot_r4x8;
     /* tiles of 16 rows against VQ_MM_R16_MIN_TOK or more tokens; NULL: the kernels above */
     vq_ggml_vec_dot_r16_fn vec_dot_r16;
+    /* non-NULL only in the tables of repacked weights (vq_ggml_kernels_x16): the products of
+     * 16-row groups; to_float and the other kernels are then NULL */
+    vq_ggml_vec_dot_x16_fn vec_dot_x16;
 };
+
+/* ---- repacked weights (16-row groups) -------------------------------------------------
+ * Q4_K and Q6_K matrices whose row count is a multiple of 16 can be rewritten in place, group
+ * by group, into an interleaved layout of the same size (VQ_X16_ROWS rows x row bytes per
+ * group), whose kernels load 4 code bytes of each of the 16 rows in one 64-byte vector (as
+ * llama.cpp repacks K-quants into 8-row blocks for its gemm). Per super-block i of a Q4_K
+ * group (2304 bytes):
+ *   bytes    0..31   d of rows 0..15 (fp16)
+ *           32..63   dmin of rows 0..15
+ *           64..255  the 12 scale bytes as three 64-byte parts: 32-bit word j of row r's scales
+ *                    at 64 + 64 j + 4 r
+ *          256..2303 codes: bytes 4k..4k+3 of the 32-byte chunk p of row r (qs[32p + 4k ..])
+ *                    at 256 + 64 (8p + k) + 4 r
+ * The float results are those of the rows before repacking (vec_dot_x16's contract). */
+#define VQ_X16_ROWS 16
+/* Kernels of type's repacked layout for isa (AUTO: the default), or NULL where the type or the
+ * ISA has none (then keep the rows as they are). */
+const struct vq_ggml_kernels *vq_ggml_kernels_x16(uint32_t type, enum vq_isa isa);
+/* Rewrites rows (a multiple of VQ_X16_ROWS) x cols (a multiple of 256, at most
+ * VQ_X16_MAX_COLS) of type in data into the repacked layout, in place (one group of scratch
+ * allocated). Returns 0, or -1 (data untouched) for a type without a layout, shapes outside
+ * those bounds or no memory for the scratch. */
+#define VQ_X16_MAX_COLS 65536
+int vq_ggml_repack_x16(uint32_t type, void *data, int64_t rows, int64_t cols);
+/* Dequantizes row r (0..VQ_X16_ROWS-1) of a repacked group (group: its first byte; n
+ * elements) into y: the type's _ref dequantization of the row before repacking. */
+void vq_ggml_dequantize_row_x16(uint32_t type, const void *group, int r, float *y, int64_t n);
+/* Scalar reference of vec_dot_x16 for Q4_K (normative: each row unpacked, then
+ * vq_vec_dot4_q4_K_q8_K_ref / vq_vec_dot_q4_K_q8_K_ref). */
+void vq_vec_dot_x16_q4_K_q8_K_ref(int64_t n, const void *w, const void *a, size_t a_stride,
+                                  int n_tok, int gemm, float *out, size_t ld_out);
+/* Q6_K's layout (repacked 16-row super-block of 3360 bytes): d of rows 0..15 (fp16) at 0;
+ * scale j of row r at 32 + 16 j + r; then per word k (0..7) 384 bytes: for h = 0, 1 the ql
+ * bytes 64 h + 4 k .. + 3 and 64 h + 32 + 4 k .. + 3 and the qh bytes 32 h + 4 k .. + 3 of
+ * every row (row r at + 4 r of each 64-byte piece), the kernel's reading order. One float
+ * order (vec_dot's) whatever gemm says. */
+void vq_vec_dot_x16_q6_K_q8_K_ref(int64_t n, const void *w, const void *a, size_t a_stride,
+                                  int n_tok, int gemm, float *out, size_t ld_out);
+void vq_vec_dot_x16_q6_K_q8_K_avx512vnni(int64_t n, const void *w, const void *a, size_t a_stride,
+                                         int n_tok, int gemm, float *out, size_t ld_out);
+void vq_vec_dot_x16_q4_K_q8_K_avx512vnni(int64_t n, const void *w, const void *a, size_t a_stride,
+                                         int n_tok, int gemm, float *out, size_t ld_out);
 
 /* Kernels of a weight type for an ISA (VQ_ISA_AUTO resolves to the best available; types with
  * no variant for an ISA fall back to the next lower one). NULL if the type has no kernels. */

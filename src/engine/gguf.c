@@ -31,6 +31,7 @@ struct vq_gguf {
     size_t size;
     void *map; /* the file's mapping or read_huge copy, or NULL (caller buffer) */
     size_t map_len;
+    int copy; /* 1: map is a read_huge copy (vq_gguf_set_writable may open it) */
     uint32_t version;
     uint32_t alignment;
     uint64_t data_off; /* start of the tensor data section */
@@ -631,6 +632,7 @@ static vq_gguf *open_file(const char *path, int read, vq_status *st) {
         return NULL;
     }
     void *m = read ? read_huge(fd, (size_t)sb.st_size) : NULL;
+    const int copy = m != NULL;
     if (!m) m = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_PRIVATE, fd, 0);
     close(fd);
     if (m == MAP_FAILED) {
@@ -647,9 +649,15 @@ static vq_gguf *open_file(const char *path, int read, vq_status *st) {
     }
     g->map = m;
     g->map_len = (size_t)sb.st_size;
+    g->copy = copy;
     g->base = m;
     g->size = (size_t)sb.st_size;
     return open_common(g, st);
+}
+
+int vq_gguf_set_writable(vq_gguf *g, int on) {
+    if (!g || !g->copy) return -1;
+    return mprotect(g->map, g->map_len, on ? PROT_READ | PROT_WRITE : PROT_READ) == 0 ? 0 : -1;
 }
 
 vq_gguf *vq_gguf_open(const char *path, vq_status *st) { return open_file(path, 0, st); }

@@ -85,6 +85,11 @@ vq_gguf *vq_gguf_open(const char *path, vq_status *st);
  * file is mapped as by vq_gguf_open. For the model loader: weights read in full every decode
  * step then miss the TLB once per 2 MiB instead of once per 4 KiB. */
 vq_gguf *vq_gguf_open_read(const char *path, vq_status *st);
+/* Opens (on = 1) or closes (0) the tensor data of a vq_gguf_open_read copy for writing, so
+ * that the model loader can rewrite weights in place (vq_ggml_repack_x16). Returns 0, or -1
+ * when g's bytes are a file mapping or a caller buffer (never writable) or the protection
+ * cannot be changed. Not thread-safe against readers of g while open. */
+int vq_gguf_set_writable(vq_gguf *g, int on);
 /* Same over a caller buffer that must outlive the handle (fuzzing, tests). */
 vq_gguf *vq_gguf_open_mem(const void *buf, size_t len, vq_status *st);
 void vq_gguf_close(vq_gguf *g);

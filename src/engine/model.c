@@ -549,6 +549,47 @@ static vq_status check_extra_layers(const vq_model *m) {
                 (int)(t->name.len < 120 ? t->name.len : 120), t->name.ptr, top);
 }
 
+/* Rewrites the Q4_K / Q6_K layer matrices (and a separate output matrix) that are whole
+ * tensors with a multiple of 16 rows into the 16-row groups of the ISA's repacked kernels
+ * (ggml.h), in place in the read copy of the file
+ * (no extra memory), when that copy is writable (not a file mapping: VQ_WEIGHTS=mmap or no
+ * huge pages keep the rows as they are) and the ISA has a vector kernel for the layout. The
+ * token embedding (and a tied output) stays in its rows (looked up by token). The results are
+ * those of the original rows bit for bit (vec_dot_x16's contract). */
+static void repack_weights(vq_model *m, enum vq_isa isa) {
+    const char *env = getenv("VQ_REPACK");
+    if (env && !strcmp(env, "0")) return;
+    int any = 0;
+    for (uint32_t ty = VQ_GGML_Q4_K; ty <= VQ_GGML_Q6_K; ty++) {
+        const struct vq_ggml_kernels *k16 = vq_ggml_kernels_x16(ty, isa);
+        any |= k16 && k16 != vq_ggml_kernels_x16(ty, VQ_ISA_SCALAR);
+    }
+    if (!any || vq_gguf_set_writable(m->gguf, 1) != 0) return;
+    for (int l = -1; l < m->info.n_layers; l++) {
+        struct vq_layer *ly = &m->layers[l < 0 ? 0 : l];
+        /* l = -1: a separate output matrix (a tied one is the token embedding) */
+        struct vq_weight *head[] = {&m->output};
+        struct vq_weight *lw[] = {&ly->wq,     &ly->wk,   &ly->wv,    &ly->wo,
+                                  &ly->w_gate, &ly->w_up, &ly->w_down};
+        struct vq_weight **ws = l < 0 ? head : lw;
+        const size_t nw = l < 0 ? (m->output.data != m->tok_embd.data) : 7;
+        for (size_t i = 0; i < nw; i++) {
+            struct vq_weight *w = ws[i];
+            const struct vq_ggml_kernels *k16 = vq_ggml_kernels_x16(w->type, isa);
+            if (!k16 || k16 == vq_ggml_kernels_x16(w->type, VQ_ISA_SCALAR) || w->k->vec_dot_x16)
+                continue;
+            const struct vq_gguf_tensor *t = NULL;
+            for (int64_t j = 0; j < vq_gguf_n_tensors(m->gguf) && !t; j++) {
+                const struct vq_gguf_tensor *c = vq_gguf_tensor_at(m->gguf, j);
+                if (c->data == w->data && c->ne[1] == (uint64_t)w->rows) t = c;
+            }
+            if (t && vq_ggml_repack_x16(w->type, (void *)(uintptr_t)w->data, w->rows, w->cols) == 0)
+                w->k = k16;
+        }
+    }
+    vq_gguf_set_writable(m->gguf, 0);
+}
+
 static vq_model *load(const char *path, vq_status *st) {
     vq_status s = VQ_STATUS_OK;
     vq_model *m = calloc(1, sizeof *m);
@@ -597,6 +638,7 @@ static vq_model *load(const char *path, vq_status *st) {
             s = VQ_STATUS_NO_MEMORY;
         } else s = load_tensors(&L, vq_ggml_isa_default());
         if (s == VQ_STATUS_OK) s = check_extra_layers(m);
+        if (s == VQ_STATUS_OK) repack_weights(m, vq_ggml_isa_default());
     }
     *st = s;
     return m;

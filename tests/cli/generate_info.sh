@@ -70,6 +70,22 @@ import json, sys
 a, b = (json.load(open(p)) for p in sys.argv[1:3])
 assert a["text"] == b["text"] and len(a["text"]) > 0, (a["text"], b["text"])
 PY
+# K-quant weights repacked at load into 16-row groups (default) or kept in their rows
+# (VQ_REPACK=0; docs/ALGORITHMS.md §9.19): the same logits, so the same greedy text, on Gemma 3's
+# Q4_K / Q6_K matrices, over a prompt long enough for the four- and eight-token gemm
+GEMMA="${VQ_MODELS:-$HOME/.cache/veloxquant/models}/gemma-3-270m-q4_k_m.gguf"
+if [ -r "$GEMMA" ]; then
+    P="The history of the printing press begins in the fifteenth century, when movable type"
+    expect_exit 0 "$VQ" generate -m "$GEMMA" -p "$P" -n 12 -c 96 -t 2 --json
+    cp "$OUT" "$TMP/repacked.json"
+    VQ_REPACK=0 expect_exit 0 "$VQ" generate -m "$GEMMA" -p "$P" -n 12 -c 96 -t 2 --json
+    python3 - "$TMP/repacked.json" "$OUT" <<'PY' && ok || bad "VQ_REPACK=0 changes the generated text"
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+assert a["prompt_tokens"] >= 13, a["prompt_tokens"]
+assert a["text"] == b["text"] and len(a["text"]) > 0, (a["text"], b["text"])
+PY
+fi
 # --timings: per-phase ms per token of the prefill and the decode, as text and in --json; the
 # phases add up to the total, the decode counts its evaluated tokens, no "timings" without it
 expect_exit 0 "$VQ" generate -m "$MODEL" -p "Once upon a time" -n 6 -c 64 -t 1 --kv kv4 --timings -q

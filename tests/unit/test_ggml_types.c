@@ -614,6 +614,101 @@ TEST(q4_K_gemm_and_gemv_orders) {
     ASSERT(checked >= 80);
 }
 
+/* Q4_K and Q6_K repacked in 16-row groups (ggml.h): the in-place rewrite keeps every row
+ * (dequantization equal), and the products through the repacked kernels of every ISA equal,
+ * bit for bit, the scalar products of the original rows as the tile loop orders them (Q4_K:
+ * gemm for whole groups of 4 tokens, gemv for the rest and for every token of a rowwise job
+ * and of out_rows; Q6_K: vec_dot for all): 32 rows (two groups), 1, 2 and 7 super-blocks,
+ * 1..13 tokens, 1 and 2 threads; shapes without a layout are refused, the data untouched. */
+TEST(kquant_x16_repacked_equals_rows) {
+    enum { ROWS = 32, NB = 7, TOK = 13, LD = 37 };
+    static uint8_t w[ROWS * NB * 210], orig[ROWS * NB * 210];
+    static vq_block_q8_K act[TOK][NB];
+    static float x[256 * NB], want[TOK * LD], got[TOK * LD], fa[256 * NB], fb[256 * NB];
+    ASSERT(vq_ggml_kernels_x16(VQ_GGML_Q5_K, VQ_ISA_SCALAR) == NULL);
+    int checked = 0, isas = 0;
+    const int nbs[] = {1, 2, NB};
+    for (int ty = 0; ty < 2; ty++)
+        for (size_t b = 0; b < 3; b++) {
+            const uint32_t type = ty ? VQ_GGML_Q6_K : VQ_GGML_Q4_K;
+            const struct vq_ggml_kernels *kr = vq_ggml_kernels(type, VQ_ISA_SCALAR);
+            ASSERT(vq_ggml_kernels_x16(type, VQ_ISA_SCALAR) != NULL);
+            const int nb = nbs[b];
+            const int64_t n = 256 * nb;
+            const size_t rb = (size_t)nb * (ty ? 210 : 144);
+            fill_random_blocks(type, orig, ROWS * n);
+            for (int t = 0; t < TOK; t++) {
+                for (int64_t i = 0; i < n; i++) x[i] = frand() * (float)(t % 3 + 1);
+                vq_quantize_row_q8_K_ref(x, act[t], n);
+            }
+            memcpy(w, orig, ROWS * rb);
+            ASSERT_EQ_INT(vq_ggml_repack_x16(type, w, 24, n), -1); /* not 16-row groups */
+            ASSERT_EQ_INT(vq_ggml_repack_x16(VQ_GGML_Q5_K, w, ROWS, n), -1);
+            ASSERT(!memcmp(w, orig, ROWS * rb));
+            ASSERT_EQ_INT(vq_ggml_repack_x16(type, w, ROWS, n), 0);
+            ASSERT(memcmp(w, orig, ROWS * rb) != 0);
+            for (int r = 0; r < ROWS; r++) {
+                kr->to_float(orig + r * rb, fa, n);
+                vq_ggml_dequantize_row_x16(type, w + (r / 16) * 16 * rb, r % 16, fb, n);
+                ASSERT(!memcmp(fa, fb, (size_t)n * sizeof(float)));
+            }
+            for (int ntok = 1; ntok <= TOK; ntok++)
+                for (int rowwise = 0; rowwise < 3; rowwise++) { /* 2: out_rows */
+                    float *rows_out[TOK];
+                    for (int t = 0; t < TOK; t++) rows_out[t] = got + t * LD;
+                    for (int t = 0; t < ntok; t++)
+                        for (int r = 0; r < ROWS; r++) {
+                            const uint8_t *wr = orig + r * rb;
+                            if (!ty && !rowwise && t < ntok - ntok % 4) {
+                                float o4[4];
+                                kr->vec_dot4(n, wr, act[t - t % 4], sizeof act[0], o4);
+                                want[t * LD + r] = o4[t % 4];
+                            } else want[t * LD + r] = kr->vec_dot(n, wr, act[t]);
+                        }
+                    for (int isa = VQ_ISA_SCALAR; isa < VQ_ISA_COUNT; isa++) {
+                        const struct vq_ggml_kernels *kx = vq_ggml_kernels_x16(type,
+                                                                               (enum vq_isa)isa);
+                        if (!vq_ggml_isa_available((enum vq_isa)isa) || !kx) continue;
+                        if (b == 0 && ntok == 1 && rowwise == 0) isas++;
+                        for (int th = 1; th <= 2; th++) {
+                            for (int i = 0; i < TOK * LD; i++) got[i] = -999.0f;
+                            const struct vq_ggml_mm_job j = {kx,
+                                                             w,
+                                                             rb,
+                                                             ROWS,
+                                                             n,
+                                                             act[0],
+                                                             sizeof act[0],
+                                                             got,
+                                                             LD,
+                                                             rowwise != 0,
+                                                             rowwise == 2 ? rows_out : NULL};
+                            vq_ggml_matmul_multi(&j, 1, ntok, th);
+                            for (int t = 0; t < TOK; t++)
+                                for (int r = 0; r < LD; r++) {
+                                    const int e = t * LD + r;
+                                    if (t >= ntok || r >= ROWS) {
+                                        ASSERT(got[e] == -999.0f); /* nothing written outside */
+                                        continue;
+                                    }
+                                    if (memcmp(&want[e], &got[e], 4))
+                                        fprintf(stderr,
+                                                "%s isa %d nb %d ntok %d rowwise %d row %d tok %d: "
+                                                "%.9g vs %.9g\n",
+                                                vq_ggml_type_name(type), isa, nb, ntok, rowwise, r,
+                                                t, want[e], got[e]);
+                                    ASSERT(!memcmp(&want[e], &got[e], 4));
+                                    checked++;
+                                }
+                        }
+                    }
+                }
+        }
+    fprintf(stderr, "  Q4_K / Q6_K x16: %d products of %d type x ISA kernels checked%s\n", checked,
+            isas, vq_cpu_avx512vnni() ? "" : " (no AVX512_VNNI here: scalar layout kernels only)");
+    ASSERT(isas >= (vq_cpu_avx512vnni() ? 4 : 2));
+}
+
 /* Matrix product with odd rows/tokens equals per-row reference dots. */
 TEST(matmul_odd_shapes) {
     /* 13 tokens: one group of 8, one of 4, one alone; 37 rows: tiles of 16 with a tail of 5 */
@@ -802,6 +897,7 @@ int main(void) {
     RUN(vec_dot_r16_bitwise_equals_vec_dot);
     RUN(kquant_r4x4_bitwise_equals_scalar);
     RUN(q4_K_gemm_and_gemv_orders);
+    RUN(kquant_x16_repacked_equals_rows);
     RUN(matmul_odd_shapes);
     RUN(q8a_matches_ggml_q8_1);
     RUN(swiglu_bitwise);

@@ -397,3 +397,248 @@ void vq_vec_dotr4_q6_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride
         out[2 * q + 1] = hsum256(_mm512_extractf32x8_ps(acc[q], 1));
     }
 }
+
+/* Super-blocks ahead that the repacked kernels ask for into L2, a line for each line read
+ * (the groups of a thread's tiles follow each other in memory, so the stream runs on across
+ * tiles). 4 ahead into L2 read a 191 MB Q6_K and a 131 MB Q4_K matrix on one token 5-40 %
+ * faster than 2 ahead into L1 on the Intel Xeon (noisy shared VM; 8 ahead about the same). */
+#ifndef VQ_PF_X16
+#define VQ_PF_X16 4
+#endif
+#ifndef VQ_PF_X16_HINT
+#define VQ_PF_X16_HINT _MM_HINT_T1
+#endif
+
+/* ---- Q4_K repacked in 16-row groups (ggml.h, "repacked weights") --------------------------
+ * The 16 rows sit in the 16 int32 / float lanes: one 64-byte load holds 4 code bytes of every
+ * row, VPDPBUSD against the 4 matching activation bytes broadcast gives each row's partial dot
+ * in its lane, so no lane shuffles or reductions are needed. Per 32-element sub-block the dot
+ * is multiplied by the row's 6-bit scale (VPMULLD), per 64-element chunk p the two sub-blocks'
+ * products give isum_p and the mins x block-pair sums imin_p (VPMADDWD); then the float chains
+ * of vq_vec_dot4_q4_K_q8_K_ref (gemm: one fma per chunk) or vq_vec_dot_q4_K_q8_K_ref (gemv:
+ * one per super-block on the totals), per (row, token) lane: the same integers, the same
+ * floats, the same order. T tokens share each decoded weight vector. */
+static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint8_t *w,
+                                                           const uint8_t *a, size_t a_stride,
+                                                           const int T, const int gemm, float *out,
+                                                           size_t ld_out) {
+    const __m512i m15 = _mm512_set1_epi8(15);
+    const __m512i k1 = _mm512_set1_epi32(0x3f3f3f3f), k2 = _mm512_set1_epi32(0x0f0f0f0f),
+                  k3 = _mm512_set1_epi32(0x03030303);
+    /* PSHUFB selectors (indices within a 128-bit lane, so each word adds its offset 4 j):
+     * byte b of each 32-bit word zero-extended, and the int16 pairs (byte 0, byte 1),
+     * (byte 2, byte 3) of each word */
+    const __m512i off = _mm512_set_epi32(12, 8, 4, 0, 12, 8, 4, 0, 12, 8, 4, 0, 12, 8, 4, 0);
+    const __m512i off2 = _mm512_or_si512(off, _mm512_slli_epi32(off, 16));
+    __m512i bsel[4];
+    for (int b = 0; b < 4; b++)
+        bsel[b] = _mm512_add_epi32(off, _mm512_set1_epi32((int)(0x80808000u | (unsigned)b)));
+    const __m512i psel[2] = {_mm512_add_epi32(off2, _mm512_set1_epi32((int)0x80018000u)),
+                             _mm512_add_epi32(off2, _mm512_set1_epi32((int)0x80038002u))};
+    __m512 acc[8], accm[8];
+    for (int t = 0; t < T; t++) acc[t] = accm[t] = _mm512_setzero_ps();
+    const int64_t nb = n / VQ_QK_K;
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *g = w + (size_t)i * (VQ_X16_ROWS * sizeof(vq_block_q4_K));
+        for (int l = 0; l < 4; l++) /* d, dmin, scales */
+            _mm_prefetch(
+                (const char *)(g + VQ_PF_X16 * VQ_X16_ROWS * sizeof(vq_block_q4_K) + 64 * l),
+                VQ_PF_X16_HINT);
+        const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
+        const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + 32)));
+        /* ggml's utmp unpacking, one row per lane: sc0..3, sc4..7, m0..3, m4..7 */
+        const __m512i u0 = _mm512_loadu_si512(g + 64), u1 = _mm512_loadu_si512(g + 128),
+                      u2 = _mm512_loadu_si512(g + 192);
+        const __m512i sc03 = _mm512_and_si512(u0, k1);
+        const __m512i sc47 = _mm512_or_si512(
+            _mm512_and_si512(u2, k2),
+            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u0, 6), k3), 4));
+        const __m512i m03 = _mm512_and_si512(u1, k1);
+        const __m512i m47 = _mm512_or_si512(
+            _mm512_and_si512(_mm512_srli_epi32(u2, 4), k2),
+            _mm512_slli_epi32(_mm512_and_si512(_mm512_srli_epi32(u1, 6), k3), 4));
+        const vq_block_q8_K *y[8];
+        int32_t bsp[8][4]; /* token t: (BS[2p], BS[2p+1]) as int16 pairs */
+        for (int t = 0; t < T; t++) {
+            y[t] = (const vq_block_q8_K *)(const void *)(a + (size_t)t * a_stride +
+                                                         (size_t)i * sizeof(vq_block_q8_K));
+            _mm_storeu_si128((__m128i *)bsp[t], q8_K_pair_sums(y[t]));
+        }
+        __m512i itot[8], mtot[8];
+        for (int t = 0; t < T; t++) itot[t] = mtot[t] = _mm512_setzero_si512();
+        const uint8_t *q = g + 256;
+        for (int p = 0; p < 4; p++) {
+            __m512i lo[8], hi[8];
+            for (int t = 0; t < T; t++) lo[t] = hi[t] = _mm512_setzero_si512();
+            for (int l = 0; l < 8; l++)
+                _mm_prefetch(
+                    (const char *)(q + 512 * p + VQ_PF_X16 * VQ_X16_ROWS * sizeof(vq_block_q4_K) +
+                                   64 * l),
+                    VQ_PF_X16_HINT);
+            for (int k = 0; k < 8; k++) {
+                const __m512i raw = _mm512_loadu_si512(q + 64 * (8 * p + k));
+                const __m512i wl = _mm512_and_si512(raw, m15);
+                const __m512i wh = _mm512_and_si512(_mm512_srli_epi16(raw, 4), m15);
+                for (int t = 0; t < T; t++) {
+                    int32_t al, ah;
+                    memcpy(&al, y[t]->qs + 64 * p + 4 * k, 4);
+                    memcpy(&ah, y[t]->qs + 64 * p + 32 + 4 * k, 4);
+                    lo[t] = _mm512_dpbusd_epi32(lo[t], wl, _mm512_set1_epi32(al));
+                    hi[t] = _mm512_dpbusd_epi32(hi[t], wh, _mm512_set1_epi32(ah));
+                }
+            }
+            const __m512i scs = p < 2 ? sc03 : sc47, ms = p < 2 ? m03 : m47;
+            const __m512i sl = _mm512_shuffle_epi8(scs, bsel[2 * (p & 1)]);
+            const __m512i sh = _mm512_shuffle_epi8(scs, bsel[2 * (p & 1) + 1]);
+            const __m512i mp = _mm512_shuffle_epi8(ms, psel[p & 1]);
+            for (int t = 0; t < T; t++) {
+                const __m512i isum = _mm512_add_epi32(_mm512_mullo_epi32(lo[t], sl),
+                                                      _mm512_mullo_epi32(hi[t], sh));
+                const __m512i imin = _mm512_madd_epi16(mp, _mm512_set1_epi32(bsp[t][p]));
+                if (gemm) {
+                    const __m512 ya = _mm512_set1_ps(y[t]->d);
+                    acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), _mm512_mul_ps(d, ya),
+                                             acc[t]);
+                    accm[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(imin), _mm512_mul_ps(dmin, ya),
+                                              accm[t]);
+                } else {
+                    itot[t] = _mm512_add_epi32(itot[t], isum);
+                    mtot[t] = _mm512_add_epi32(mtot[t], imin);
+                }
+            }
+        }
+        if (!gemm)
+            for (int t = 0; t < T; t++) {
+                const __m512 ya = _mm512_set1_ps(y[t]->d);
+                acc[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(itot[t]), _mm512_mul_ps(d, ya), acc[t]);
+                accm[t] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(mtot[t]), _mm512_mul_ps(dmin, ya),
+                                          accm[t]);
+            }
+    }
+    for (int t = 0; t < T; t++)
+        _mm512_storeu_ps(out + (size_t)t * ld_out, _mm512_sub_ps(acc[t], accm[t]));
+}
+
+void vq_vec_dot_x16_q4_K_q8_K_avx512vnni(int64_t n, const void *w, const void *a, size_t a_stride,
+                                         int n_tok, int gemm, float *out, size_t ld_out) {
+    const uint8_t *wb = w, *ab = a;
+    if (gemm) {
+        if (n_tok == 8) x16_q4_K(n, wb, ab, a_stride, 8, 1, out, ld_out);
+        else x16_q4_K(n, wb, ab, a_stride, 4, 1, out, ld_out);
+        return;
+    }
+    for (int t = 0; t < n_tok; t += 4) {
+        const uint8_t *at = ab + (size_t)t * a_stride;
+        float *o = out + (size_t)t * ld_out;
+        switch (n_tok - t < 4 ? n_tok - t : 4) {
+        case 1: x16_q4_K(n, wb, at, a_stride, 1, 0, o, ld_out); break;
+        case 2: x16_q4_K(n, wb, at, a_stride, 2, 0, o, ld_out); break;
+        case 3: x16_q4_K(n, wb, at, a_stride, 3, 0, o, ld_out); break;
+        default: x16_q4_K(n, wb, at, a_stride, 4, 0, o, ld_out); break;
+        }
+    }
+}
+
+/* ---- Q6_K repacked in 16-row groups --------------------------------------------------------
+ * Rows in the 16 lanes as for Q4_K. ggml's AVX2 order keeps 8 int32 lanes k per super-block,
+ * lane k holding elements e with (e mod 32) / 4 == k: here lane k of a row is one vector
+ * (word k of the layout's 64-byte pieces), summed over the 8 groups of 32 elements with
+ * PMADDUBSW (6-bit codes x int8, pair sums <= 2 x 63 x 128: no saturation) and VPDPWSSD by
+ * the row's scale of that group's half (both int16 halves of the word); it starts at
+ * -32 x (sc[2k] x bsums[2k] + sc[2k+1] x bsums[2k+1]) as in ggml, then one fma per
+ * super-block into float lane k and hsum8's order at the end. */
+static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint8_t *w,
+                                                           const uint8_t *a, size_t a_stride,
+                                                           const int T, float *out, size_t ld_out) {
+    const __m512i m15 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
+    const __m512i lo16 = _mm512_set1_epi32(0xffff);
+    __m512 acc[8][8]; /* [token][lane k] */
+    for (int t = 0; t < T; t++)
+        for (int k = 0; k < 8; k++) acc[t][k] = _mm512_setzero_ps();
+    const int64_t nb = n / VQ_QK_K;
+    for (int64_t i = 0; i < nb; i++) {
+        const uint8_t *g = w + (size_t)i * (VQ_X16_ROWS * sizeof(vq_block_q6_K));
+        for (int l = 0; l < 5; l++) /* d and scales */
+            _mm_prefetch(
+                (const char *)(g + VQ_PF_X16 * VQ_X16_ROWS * sizeof(vq_block_q6_K) + 64 * l),
+                VQ_PF_X16_HINT);
+        const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
+        /* scale j of each row, sign-extended; sd[j]: in both int16 halves of the word */
+        __m512i scj[16], sd[16];
+        for (int j = 0; j < 16; j++) {
+            scj[j] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(g + 32 + 16 * j)));
+            sd[j] = _mm512_or_si512(_mm512_and_si512(scj[j], lo16), _mm512_slli_epi32(scj[j], 16));
+        }
+        const vq_block_q8_K *y[8];
+        __m512 dd[8];
+        for (int t = 0; t < T; t++) {
+            y[t] = (const vq_block_q8_K *)(const void *)(a + (size_t)t * a_stride +
+                                                         (size_t)i * sizeof(vq_block_q8_K));
+            dd[t] = _mm512_mul_ps(_mm512_set1_ps(y[t]->d), dw);
+        }
+        for (int k = 0; k < 8; k++) {
+            const uint8_t *wk = g + 288 + 384 * k; /* ql (h 0), ql (h 0, +32), qh (h 0), h 1 */
+            for (int l = 0; l < 6; l++)
+                _mm_prefetch(
+                    (const char *)(wk + VQ_PF_X16 * VQ_X16_ROWS * sizeof(vq_block_q6_K) + 64 * l),
+                    VQ_PF_X16_HINT);
+            /* (sc[2k], sc[2k+1]) of each row against the pair (bsums[2k], bsums[2k+1]) */
+            const __m512i sp = _mm512_or_si512(_mm512_and_si512(scj[2 * k], lo16),
+                                               _mm512_slli_epi32(scj[2 * k + 1], 16));
+            __m512i s[8];
+            for (int t = 0; t < T; t++) {
+                int32_t bp;
+                memcpy(&bp, y[t]->bsums + 2 * k, 4);
+                s[t] = _mm512_sub_epi32(
+                    _mm512_setzero_si512(),
+                    _mm512_slli_epi32(_mm512_madd_epi16(sp, _mm512_set1_epi32(bp)), 5));
+            }
+            for (int h = 0; h < 2; h++) {
+                const __m512i qhv = _mm512_loadu_si512(wk + 64 * (3 * h + 2));
+                for (int hs = 0; hs < 2; hs++) {
+                    const __m512i qlv = _mm512_loadu_si512(wk + 64 * (3 * h + hs));
+                    for (int up = 0; up < 2; up++) {
+                        const int gg = hs + 2 * up; /* group within the 128-element half */
+                        const int gp = 4 * h + gg;  /* group of 32 in the super-block */
+                        const __m512i low4 = _mm512_and_si512(up ? _mm512_srli_epi16(qlv, 4) : qlv,
+                                                              m15);
+                        const __m512i hi2 = _mm512_and_si512(_mm512_srli_epi16(qhv, 2 * gg), m3);
+                        const __m512i q = _mm512_or_si512(low4, _mm512_slli_epi16(hi2, 4));
+                        const __m512i sc = sd[2 * gp + (k >= 4)];
+                        for (int t = 0; t < T; t++) {
+                            int32_t av;
+                            memcpy(&av, y[t]->qs + 32 * gp + 4 * k, 4);
+                            s[t] = _mm512_dpwssd_epi32(
+                                s[t], _mm512_maddubs_epi16(q, _mm512_set1_epi32(av)), sc);
+                        }
+                    }
+                }
+            }
+            for (int t = 0; t < T; t++)
+                acc[t][k] = _mm512_fmadd_ps(dd[t], _mm512_cvtepi32_ps(s[t]), acc[t][k]);
+        }
+    }
+    for (int t = 0; t < T; t++) {
+        const __m512 *c = acc[t];
+        const __m512 r = _mm512_add_ps(
+            _mm512_add_ps(_mm512_add_ps(c[4], c[0]), _mm512_add_ps(c[6], c[2])),
+            _mm512_add_ps(_mm512_add_ps(c[5], c[1]), _mm512_add_ps(c[7], c[3])));
+        _mm512_storeu_ps(out + (size_t)t * ld_out, r);
+    }
+}
+
+void vq_vec_dot_x16_q6_K_q8_K_avx512vnni(int64_t n, const void *w, const void *a, size_t a_stride,
+                                         int n_tok, int gemm, float *out, size_t ld_out) {
+    (void)gemm; /* one order */
+    const uint8_t *wb = w, *ab = a;
+    for (int t = 0; t < n_tok; t += 4) {
+        const uint8_t *at = ab + (size_t)t * a_stride;
+        float *o = out + (size_t)t * ld_out;
+        switch (n_tok - t < 4 ? n_tok - t : 4) {
+        case 1: x16_q6_K(n, wb, at, a_stride, 1, o, ld_out); break;
+        case 2: x16_q6_K(n, wb, at, a_stride, 2, o, ld_out); break;
+        case 3: x16_q6_K(n, wb, at, a_stride, 3, o, ld_out); break;
+        default: x16_q6_K(n, wb, at, a_stride, 4, o, ld_out); break;
+        }
+    }
+}
