@@ -62,6 +62,7 @@ TABLES = {
     "gemma3-speed-depths": ("bench/results/llama_bench_gemma3_depths.json", "bench", {}),
     "gemma3-speed-512t2": ("bench/results/llama_bench_gemma3_depths_512t2.json", "bench", {}),
     # Qwen2.5-Coder 1.5B Instruct Q4_K_M
+    "qwen25-presets-c8": ("docs/results/qwen25-presets-ctx2048-c8/results.json", "presets", {}),
     "qwen25-presets": ("docs/results/qwen25-presets-ctx2048/results.json", "presets", {}),
     "qwen25-speed": ("bench/results/llama_bench_qwen25.json", "bench", {}),
 }
