@@ -464,23 +464,45 @@ static void ffn_gate_act(const vq_ctx *c, float *g, const float *u, int64_t n_to
     }
 }
 
-/* Attention of one layer for rows of a batch of several sequences (vq_ctx_eval_batch): row t
- * is one token of rows[t], at its position rows[t]->n_past, on its own cache, exactly as a
- * one-token forward pass of rows[t] would run it. */
-static vq_status attend_rows(vq_ctx *c, vq_ctx *const *rows, int64_t n, int l, float scale) {
+/* Attention of one layer for one row of a batch: token t of the batch, on rows[t]'s cache at
+ * its position. */
+static vq_status attend_row(vq_ctx *c, vq_ctx *r, int64_t t, int l, float scale) {
     const struct vq_model_info *I = &c->m->info;
     const int64_t NQ = (int64_t)I->n_heads * I->head_dim, NK = (int64_t)I->n_kv_heads * I->head_dim;
+    float *q = c->q + t * NQ;
+    if (r->p.cache.key_scales == 2 || r->p.cache.key_channel_bits)
+        VQ_RETURN_IF_ERR(vq_cache_observe_queries(r->cache, l, q, I->n_heads, 1));
+    VQ_RETURN_IF_ERR(vq_cache_append(r->cache, l, c->k + t * NK, c->v + t * NK, VQ_DTYPE_F32, 1));
+    return vq_cache_attend(r->cache, l, q, I->n_heads, 1, NULL, scale, c->att + t * NQ);
+}
+
+/* Attention of one layer for rows of a batch of several sequences (vq_ctx_eval_batch): row t
+ * is one token of rows[t], at its position rows[t]->n_past, on its own cache, exactly as a
+ * one-token forward pass of rows[t] would run it. The rows run in parallel, one thread each
+ * (distinct contexts: no cache is shared); a cache's own parallel regions then run on the one
+ * thread (OpenMP nests inactive by default), with the work split its n_threads decides, so
+ * the bits are those of the one-token pass. The status is the first failing row's. */
+static vq_status attend_rows(vq_ctx *c, vq_ctx *const *rows, int64_t n, int l, float scale) {
+    int64_t bad = n;
+    vq_status st = VQ_STATUS_OK;
+    const int nt = n > 1 ? c->n_threads : 1;
+    (void)nt;
+#ifdef _OPENMP
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
+#endif
     for (int64_t t = 0; t < n; t++) {
-        vq_ctx *r = rows[t];
-        float *q = c->q + t * NQ;
-        if (r->p.cache.key_scales == 2 || r->p.cache.key_channel_bits)
-            VQ_RETURN_IF_ERR(vq_cache_observe_queries(r->cache, l, q, I->n_heads, 1));
-        VQ_RETURN_IF_ERR(
-            vq_cache_append(r->cache, l, c->k + t * NK, c->v + t * NK, VQ_DTYPE_F32, 1));
-        VQ_RETURN_IF_ERR(
-            vq_cache_attend(r->cache, l, q, I->n_heads, 1, NULL, scale, c->att + t * NQ));
+        const vq_status s = attend_row(c, rows[t], t, l, scale);
+        if (s != VQ_STATUS_OK) {
+#ifdef _OPENMP
+#pragma omp critical(vq_attend_rows)
+#endif
+            if (t < bad) {
+                bad = t;
+                st = s;
+            }
+        }
     }
-    return VQ_STATUS_OK;
+    return st;
 }
 
 /* One forward pass over n <= n_batch tokens at positions n_past..; logits may be NULL.

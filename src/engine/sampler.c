@@ -143,10 +143,13 @@ static void sift_down(struct cand *h, int n, int i) {
 }
 
 static int32_t argmax(const float *logits, int n) {
-    int32_t best = -1;
+    /* the largest value (NaN never wins a >), then its first index: two passes the compiler
+     * vectorizes, the id of the one-pass scan (first maximum, NaN skipped, 0 if none) */
+    float mx = -INFINITY;
+    for (int i = 0; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
     for (int i = 0; i < n; i++)
-        if (!isnan(logits[i]) && (best < 0 || logits[i] > logits[best])) best = i;
-    return best < 0 ? 0 : best;
+        if (logits[i] == mx) return i;
+    return 0;
 }
 
 int32_t vq_sampler_sample(vq_sampler *s, const float *logits) {

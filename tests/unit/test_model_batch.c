@@ -1,5 +1,5 @@
 /* test_model_batch.c — vq_ctx_eval_batch against one vq_ctx_eval per context, bit for bit: six
- * contexts (fp16 and kv4 caches) at different depths decode together for several steps on the
+ * contexts (fp16, kv4 and kv3 caches; one and two threads) at different depths decode together for several steps on the
  * default model (Q4_1 weights) and on Gemma 3 270M (Q4_K, whose four-token kernels sum in
  * another order and must run one token at a time in a batch); and generation sessions
  * (vq_gen_begin ... vq_gen_end) stepped together through vq_ctx_eval_batch give the text of
@@ -22,12 +22,16 @@ static const char *PROMPTS[N_SEQ] = {
     "Water boils at",           "A list of prime numbers: 2, 3, 5,",     "Hello",
 };
 
+static int g_threads = 1; /* every context's n_threads (2: the rows' attention in parallel) */
+
 static vq_ctx *make(vq_model *m, int i) {
+    static const char *const KV[3] = {"fp16", "kv4", "kv3"};
     struct vq_ctx_params cp = vq_ctx_params_default();
     cp.n_ctx = 256;
-    cp.n_threads = 1;
+    cp.n_batch = 4; /* batches of 6 rows run as 4 + 2; prompts prefill in chunks of 4 */
+    cp.n_threads = g_threads;
     vq_status st;
-    vq_ctx *c = vq_ctx_create_kv(m, &cp, i % 2 ? "kv4" : "fp16", &st);
+    vq_ctx *c = vq_ctx_create_kv(m, &cp, KV[i % 3], &st);
     if (!c) fprintf(stderr, "ctx: %s\n", vq_engine_last_error());
     return c;
 }
@@ -105,7 +109,8 @@ static void sessions_equal_generate(vq_model *m) {
         vq_status st;
         g[i] = vq_gen_begin(cb[i], ids, n, &gp, &st);
         ASSERT(g[i] != NULL);
-        while (vq_gen_prefill_left(g[i]) > 0) ASSERT_STATUS(vq_gen_prefill(g[i], 3), VQ_STATUS_OK);
+        /* chunks of n_batch: the numerics of one call (vq_gen_prefill), so of generate's */
+        while (vq_gen_prefill_left(g[i]) > 0) ASSERT_STATUS(vq_gen_prefill(g[i], 4), VQ_STATUS_OK);
     }
     for (int live = N_SEQ; live > 0;) {
         vq_ctx *cs[N_SEQ];
@@ -147,6 +152,13 @@ static void sessions_equal_generate(vq_model *m) {
 static vq_model *g_model;
 
 TEST(smollm2_batch) { batch_equals_single(g_model); }
+/* two threads: the batch's rows attend in parallel, each cache's own split on one thread */
+TEST(smollm2_batch_2threads) {
+    g_threads = 2;
+    batch_equals_single(g_model);
+    sessions_equal_generate(g_model);
+    g_threads = 1;
+}
 TEST(smollm2_sessions) { sessions_equal_generate(g_model); }
 TEST(gemma3_batch) { batch_equals_single(g_model); }
 
@@ -160,10 +172,13 @@ int main(void) {
     if (!g_model) return 1;
     RUN(smollm2_batch);
     RUN(smollm2_sessions);
+    RUN(smollm2_batch_2threads);
     vq_model_free(g_model);
     if (access(GEMMA, R_OK) == 0) {
         g_model = vq_model_load(GEMMA, &st);
         if (!g_model) return 1;
+        RUN(gemma3_batch);
+        g_threads = 2;
         RUN(gemma3_batch);
         vq_model_free(g_model);
     } else fprintf(stderr, "note: %s missing; the Q4_K batch check is skipped\n", GEMMA);

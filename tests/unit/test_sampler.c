@@ -4,7 +4,9 @@
  * token of the last repeat_last_n accepted ones, greedy included; determinism for a seed. */
 #include "test.h"
 
+#include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "vq_engine.h"
 
@@ -120,10 +122,44 @@ TEST(deterministic_with_penalty) {
     ASSERT(!memcmp(a, b, sizeof a));
 }
 
+/* Greedy picks the first largest logit, skips NaN, and gives 0 when every logit is NaN: the
+ * one-pass scan below on random vectors with ties, NaN and infinities, odd sizes. */
+static int32_t scan_argmax(const float *x, int n) {
+    int32_t best = -1;
+    for (int i = 0; i < n; i++)
+        if (!isnan(x[i]) && (best < 0 || x[i] > x[best])) best = i;
+    return best < 0 ? 0 : best;
+}
+
+TEST(greedy_first_max) {
+    uint64_t r = 0x9E3779B97F4A7C15u;
+    float x[1003];
+    for (int iter = 0; iter < 300; iter++) {
+        const int n = 1 + iter * 1002 / 299;
+        for (int i = 0; i < n; i++) {
+            r = r * 6364136223846793005u + 1442695040888963407u;
+            const int u = (int)(r >> 59); /* 0..31 */
+            x[i] = u == 0 ? NAN : u == 1 ? -INFINITY : u == 2 && iter % 7 == 0 ? INFINITY
+                                                                               : (float)(u % 9);
+        }
+        if (iter % 50 == 3)
+            for (int i = 0; i < n; i++) x[i] = NAN;
+        if (iter % 50 == 4)
+            for (int i = 0; i < n; i++) x[i] = i % 2 ? NAN : -INFINITY;
+        struct vq_sampler_params p = vq_sampler_params_default();
+        vq_status st;
+        vq_sampler *s = vq_sampler_create(&p, n, &st);
+        ASSERT(s != NULL);
+        ASSERT_EQ_INT(vq_sampler_sample(s, x), scan_argmax(x, n));
+        vq_sampler_free(s);
+    }
+}
+
 int main(void) {
     RUN(defaults_and_checks);
     RUN(min_p_cut);
     RUN(repeat_penalty_greedy);
     RUN(deterministic_with_penalty);
+    RUN(greedy_first_max);
     return TEST_REPORT();
 }

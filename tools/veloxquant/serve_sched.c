@@ -41,9 +41,8 @@ struct srv {
     /* decode step buffers (n_slots) */
     vq_ctx **b_ctx;
     int32_t *b_tok;
-    float **b_logits;
-    float *b_block; /* (n_slots, n_vocab) the step's logits in one array: the output matrix is
-                     * then read once in four-token groups; copied to each session after */
+    float **b_logits; /* each row's session's own logits row (the 16-row output products
+                       * take one pointer per row: the matrix is still read once per step) */
     int *b_slot;
     int rr; /* the slot the next step's prefill starts at */
 };
@@ -316,19 +315,14 @@ static void *sched_main(void *arg) {
             }
             s->b_ctx[n] = sl->ctx;
             s->b_tok[n] = t;
-            s->b_logits[n] = s->b_block + (size_t)n * (size_t)vq_model_info_get(s->cfg.m)->n_vocab;
+            s->b_logits[n] = vq_gen_logits(sl->g);
             s->b_slot[n++] = i;
         }
         if (n > 0) {
             const double t0 = srv_now();
             const vq_status st = vq_ctx_eval_batch(s->b_ctx, s->b_tok, n, s->b_logits);
             const double dt = srv_now() - t0;
-            const size_t V = (size_t)vq_model_info_get(s->cfg.m)->n_vocab;
-            for (int k = 0; k < n; k++) {
-                vq_gen_session *g = s->slots[s->b_slot[k]].g;
-                if (st == VQ_STATUS_OK) memcpy(vq_gen_logits(g), s->b_logits[k], sizeof(float) * V);
-                vq_gen_decoded(g, st);
-            }
+            for (int k = 0; k < n; k++) vq_gen_decoded(s->slots[s->b_slot[k]].g, st);
             pthread_mutex_lock(&s->mu);
             s->mt.decode_tokens += (uint64_t)n;
             s->mt.decode_s += dt;
@@ -363,9 +357,7 @@ struct srv *srv_create(const struct srv_config *cfg) {
     s->b_tok = calloc(N, sizeof *s->b_tok);
     s->b_logits = calloc(N, sizeof *s->b_logits);
     s->b_slot = calloc(N, sizeof *s->b_slot);
-    s->b_block = malloc(sizeof(float) * N * (size_t)vq_model_info_get(cfg->m)->n_vocab);
-    if (!s->slots || !s->queue || !s->b_ctx || !s->b_tok || !s->b_logits || !s->b_slot ||
-        !s->b_block) {
+    if (!s->slots || !s->queue || !s->b_ctx || !s->b_tok || !s->b_logits || !s->b_slot) {
         srv_free(s);
         return NULL;
     }
@@ -401,7 +393,6 @@ void srv_free(struct srv *s) {
     free(s->b_tok);
     free(s->b_logits);
     free(s->b_slot);
-    free(s->b_block);
     free(s);
 }
 
