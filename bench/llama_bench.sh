@@ -15,6 +15,8 @@
 # What is timed (the same on both sides, DEPTH d, PREFILL p, GEN g):
 #   prefill: p tokens evaluated in one batch after d tokens already in the cache (untimed):
 #            llama-bench `-p p -d d`; veloxquant `generate --prompt-tokens d+p --depth d -n 0`
+#   peak RSS: GNU time's maximum resident set of each process (llama-bench: its prefill and
+#            decode tests; veloxquant: the larger of its two runs), the largest over the rounds
 #   decode:  g single-token steps after d tokens in the cache: llama-bench `-n g -d d`;
 #            veloxquant `generate --prompt-tokens max(d,1) -n g+1` (g evaluated steps), with
 #            --timings: the attention's share of a step (append + attend, ms per token) is
@@ -185,7 +187,8 @@ fi
 run_llama() { # $1 cache, $2 depth, $3 threads, $4 output file
     local type=${1%-fa} fa=on
     [ "$1" = f16 ] && fa=off # f16: llama.cpp's default; a quantized V needs flash attention
-    LD_PRELOAD="$NOAMX${LD_PRELOAD:+ $LD_PRELOAD}" "$LB" -m "$MODEL" -p "$PREFILL" -n "$GEN" \
+    LD_PRELOAD="$NOAMX${LD_PRELOAD:+ $LD_PRELOAD}" /usr/bin/time -f %M -o "$4.rss" \
+        "$LB" -m "$MODEL" -p "$PREFILL" -n "$GEN" \
         -d "$2" -t "$3" -ctk "$type" -ctv "$type" -fa "$fa" -r 1 -o json > "$4" 2> "$4.err" ||
         { cat "$4.err" >&2; die "llama-bench failed ($1, depth $2, $3 threads)"; }
 }
@@ -197,11 +200,13 @@ prompt_file() { # $1 tokens -> a file of the corpus' first bytes, ~6 bytes per t
 run_vq() { # $1 cache, $2 depth, $3 threads, $4 output prefix (.pp, .tg)
     local args=(--kv "$1") np=$(($2 > 0 ? $2 : 1))
     [ "$1" = fp16 ] && args=(--method fp16)
-    "$VQ" generate -m "$MODEL" -f "$(prompt_file $(($2 + PREFILL)))" -t "$3" \
+    /usr/bin/time -f %M -o "$4.pp.rss" \
+        "$VQ" generate -m "$MODEL" -f "$(prompt_file $(($2 + PREFILL)))" -t "$3" \
         --prompt-tokens $(($2 + PREFILL)) --depth "$2" -n 0 -c $(($2 + PREFILL + 1)) \
         "${args[@]}" --json > "$4.pp" 2> "$4.err" ||
         { cat "$4.err" >&2; die "veloxquant generate failed (prefill, $1, depth $2)"; }
-    "$VQ" generate -m "$MODEL" -f "$(prompt_file "$np")" -t "$3" --prompt-tokens "$np" \
+    /usr/bin/time -f %M -o "$4.tg.rss" \
+        "$VQ" generate -m "$MODEL" -f "$(prompt_file "$np")" -t "$3" --prompt-tokens "$np" \
         -n $((GEN + 1)) -c $((np + GEN + 1)) "${args[@]}" --timings --json > "$4.tg" 2> "$4.err" ||
         { cat "$4.err" >&2; die "veloxquant generate failed (decode, $1, depth $2)"; }
 }
@@ -229,6 +234,13 @@ reps, prefill, gen = int(E["REPS"]), int(E["PREFILL"]), int(E["GEN"])
 lcp = E["LLAMA_CPP_PYTHON_VERSION"]
 cells = {}  # (depth, threads, engine, kv) -> {"pp": [tok/s], "tg": [tok/s]}
 commit = build = None
+
+
+def rss_mb(path):  # GNU time's %M: the peak resident set in KiB (last line of its file)
+    with open(path) as f:
+        return int(f.read().split()[-1]) / 1024.0
+
+
 for d in depths:
     for th in threads:
         for kv in lkvs:
@@ -240,6 +252,8 @@ for d in depths:
                     commit, build = t.get("build_commit"), t.get("build_number")
                     n = t["n_prompt"] or t["n_gen"]
                     c["pp" if t["n_prompt"] else "tg"] += [n * 1e9 / ns for ns in t["samples_ns"]]
+                c.setdefault("rss", []).append(rss_mb(os.path.join(
+                    tmp, "llama-%s-%d-%d-%d.json.rss" % (kv, d, th, r))))
 short = []
 for d in depths:
     for th in threads:
@@ -250,6 +264,8 @@ for d in depths:
                 pp, tg = json.load(open(base + ".pp")), json.load(open(base + ".tg"))
                 assert pp["depth"] == d and pp["prefill_tokens"] == prefill, pp
                 c["pp"].append(pp["prefill_tok_s"])
+                c.setdefault("rss", []).append(max(rss_mb(base + ".pp.rss"),
+                                                   rss_mb(base + ".tg.rss")))
                 c["tg"].append(tg["decode_tok_s"])
                 c["attn"].append(tg["timings"]["decode"]["ms_per_token"]["attention"])
                 c["step_bytes"] = tg["step_weight_bytes"] + tg["kv_bytes"]
@@ -257,6 +273,10 @@ for d in depths:
                 if tg["decode_tokens"] < gen:
                     short.append("%s d%d t%d: %d decode steps" % (kv, d, th,
                                                                   tg["decode_tokens"]))
+
+
+LLAMA_BYTES = {"f16": 2.0, "q8_0": 34 / 32, "q5_0": 22 / 32, "q5_1": 24 / 32, "q4_0": 18 / 32,
+               "q4_1": 20 / 32, "iq4_nl": 18 / 32}  # bytes per element of each cache type
 
 
 def med(xs):
@@ -290,6 +310,11 @@ for d in depths:
                 row["decode_attn_samples"] = c.get("attn", [])
                 row["decode_attn_x_fp16"] = aref / a if a and aref else None
                 row["kv_bytes"] = c.get("kv_bytes")
+                if engine == "llama.cpp" and f16.get("kv_bytes"):
+                    # the same tokens in llama.cpp's cache types: f16 2 bytes an element,
+                    # q8_0 34 and q4_0 18 bytes a block of 32, ...
+                    row["kv_bytes"] = round(f16["kv_bytes"] * LLAMA_BYTES[kv.split("-")[0]] / 2)
+                row["peak_rss_mb"] = max(c["rss"]) if c.get("rss") else None
                 row["step_bytes"] = c.get("step_bytes")
                 row["decode_bound_x_fp16"] = (f16["step_bytes"] / c["step_bytes"]
                                               if "step_bytes" in c and "step_bytes" in f16

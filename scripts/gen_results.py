@@ -65,6 +65,8 @@ TABLES = {
     "qwen25-presets-c8": ("docs/results/qwen25-presets-ctx2048-c8/results.json", "presets", {}),
     "qwen25-presets": ("docs/results/qwen25-presets-ctx2048/results.json", "presets", {}),
     "qwen25-speed": ("bench/results/llama_bench_qwen25.json", "bench", {}),
+    "qwen25-speed-8192": ("bench/results/llama_bench_qwen25_8192.json", "bench",
+                          {"attention": True, "memory": True}),
 }
 
 # Committed results files that no table of RESULTS.md shows, and why. --check fails on a
@@ -237,6 +239,10 @@ def bench_command(d):
     env += ['DEPTHS="%s"' % " ".join(str(x) for x in d["depths"]),
             'THREADS="%s"' % " ".join(str(x) for x in d["threads"]),
             'KVS="%s"' % uniq(ours), 'LLAMA_KVS="%s"' % uniq(theirs), "REPS=%d" % d["reps"]]
+    if d.get("prefill_tokens", 512) != 512:
+        env.append("PREFILL=%d" % d["prefill_tokens"])
+    if d.get("decode_tokens", 128) != 128:
+        env.append("GEN=%d" % d["decode_tokens"])
     return " ".join(env) + " bench/llama_bench.sh"
 
 
@@ -256,6 +262,8 @@ def table_bench(path, d, opts):
     head += ["prefill × our fp16", "decode × our fp16"]
     if opts.get("attention"):
         head += ["decode attention ms", "attention × fp16", "byte bound × fp16"]
+    if opts.get("memory"):
+        head += ["KV MB", "peak RSS MB"]
     out = []
     for r in rows:
         cells = [str(r["depth"]), str(r["threads"]), r["engine"], r["kv"],
@@ -268,6 +276,10 @@ def table_bench(path, d, opts):
             cells += [num(r.get("decode_attn_ms"), "%.2f"), num(r.get("decode_attn_x_fp16"),
                                                                  "%.2f"),
                       num(r.get("decode_bound_x_fp16"), "%.2f")]
+        if opts.get("memory"):
+            kvb = r.get("kv_bytes")
+            cells += [num(kvb / 1e6 if kvb is not None else None, "%.1f"),
+                      num(r.get("peak_rss_mb"), "%.0f")]
         out.append(cells)
     return header + table(head, "rrll" + "r" * (len(head) - 4), out)
 
