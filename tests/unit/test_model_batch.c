@@ -1,9 +1,9 @@
 /* test_model_batch.c — vq_ctx_eval_batch against one vq_ctx_eval per context, bit for bit: six
- * contexts (fp16, kv4 and kv3 caches; one and two threads) at different depths decode together for several steps on the
- * default model (Q4_1 weights) and on Gemma 3 270M (Q4_K, whose four-token kernels sum in
- * another order and must run one token at a time in a batch); and generation sessions
- * (vq_gen_begin ... vq_gen_end) stepped together through vq_ctx_eval_batch give the text of
- * vq_generate_tokens on each context alone. */
+ * contexts (fp16, kv4 and kv3 caches; one and two threads) at different depths decode together
+ * for several steps on the default model (Q4_1 weights) and on Gemma 3 270M (Q4_K, whose
+ * four-token kernels sum in another order and must run one token at a time in a batch); and
+ * generation sessions (vq_gen_begin ... vq_gen_end) stepped together through
+ * vq_ctx_eval_batch give the text of vq_generate_tokens on each context alone. */
 #include "test.h"
 
 #include <stdint.h>
