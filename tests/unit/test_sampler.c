@@ -139,8 +139,10 @@ TEST(greedy_first_max) {
         for (int i = 0; i < n; i++) {
             r = r * 6364136223846793005u + 1442695040888963407u;
             const int u = (int)(r >> 59); /* 0..31 */
-            x[i] = u == 0 ? NAN : u == 1 ? -INFINITY : u == 2 && iter % 7 == 0 ? INFINITY
-                                                                               : (float)(u % 9);
+            x[i] = u == 0                  ? NAN
+                 : u == 1                  ? -INFINITY
+                 : u == 2 && iter % 7 == 0 ? INFINITY
+                                           : (float)(u % 9);
         }
         if (iter % 50 == 3)
             for (int i = 0; i < n; i++) x[i] = NAN;
