@@ -400,14 +400,27 @@ void vq_vec_dotr4_q6_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride
 
 /* Super-blocks ahead that the repacked kernels ask for into L2, a line for each line read
  * (the groups of a thread's tiles follow each other in memory, so the stream runs on across
- * tiles). 4 ahead into L2 read a 191 MB Q6_K and a 131 MB Q4_K matrix on one token 5-40 %
- * faster than 2 ahead into L1 on the Intel Xeon (noisy shared VM; 8 ahead about the same). */
+ * tiles), and, for the same line, the super-block just ahead into L1. 4 ahead into L2 read a
+ * 191 MB Q6_K and a 131 MB Q4_K matrix on one token 5-40 % faster than 2 ahead into L1 on the
+ * Intel Xeon (noisy shared VM; 8 ahead about the same); the second, near request raised one
+ * thread's stream from huge-page memory from 14.6 to 15.8 GB/s (Q4_K) and 14.3 to 14.8 GB/s
+ * (Q6_K) against a plain read's 17.3-18.7 (idle machine; bench/bench_read_bw.c). */
 #ifndef VQ_PF_X16
 #define VQ_PF_X16 4
 #endif
 #ifndef VQ_PF_X16_HINT
 #define VQ_PF_X16_HINT _MM_HINT_T1
 #endif
+#ifndef VQ_PF_X16_NEAR
+#define VQ_PF_X16_NEAR 1
+#endif
+
+/* The line at p of a repacked super-block of sb bytes, VQ_PF_X16 super-blocks ahead into L2
+ * and VQ_PF_X16_NEAR ahead into L1. */
+static inline __attribute__((always_inline)) void pf_x16(const uint8_t *p, size_t sb) {
+    _mm_prefetch((const char *)(p + VQ_PF_X16 * sb), VQ_PF_X16_HINT);
+    _mm_prefetch((const char *)(p + VQ_PF_X16_NEAR * sb), _MM_HINT_T0);
+}
 
 /* ---- Q4_K repacked in 16-row groups (ggml.h, "repacked weights") --------------------------
  * The 16 rows sit in the 16 int32 / float lanes: one 64-byte load holds 4 code bytes of every
@@ -441,9 +454,7 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *g = w + (size_t)i * (VQ_X16_ROWS * sizeof(vq_block_q4_K));
         for (int l = 0; l < 4; l++) /* d, dmin, scales */
-            _mm_prefetch(
-                (const char *)(g + VQ_PF_X16 * VQ_X16_ROWS * sizeof(vq_block_q4_K) + 64 * l),
-                VQ_PF_X16_HINT);
+            pf_x16(g + 64 * l, VQ_X16_ROWS * sizeof(vq_block_q4_K));
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
         const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + 32)));
         /* ggml's utmp unpacking, one row per lane: sc0..3, sc4..7, m0..3, m4..7 */
@@ -471,10 +482,7 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
             __m512i lo[8], hi[8];
             for (int t = 0; t < T; t++) lo[t] = hi[t] = _mm512_setzero_si512();
             for (int l = 0; l < 8; l++)
-                _mm_prefetch(
-                    (const char *)(q + 512 * p + VQ_PF_X16 * VQ_X16_ROWS * sizeof(vq_block_q4_K) +
-                                   64 * l),
-                    VQ_PF_X16_HINT);
+                pf_x16(q + 512 * p + 64 * l, VQ_X16_ROWS * sizeof(vq_block_q4_K));
             for (int k = 0; k < 8; k++) {
                 const __m512i raw = _mm512_loadu_si512(q + 64 * (8 * p + k));
                 const __m512i wl = _mm512_and_si512(raw, m15);
@@ -559,9 +567,7 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *g = w + (size_t)i * (VQ_X16_ROWS * sizeof(vq_block_q6_K));
         for (int l = 0; l < 5; l++) /* d and scales */
-            _mm_prefetch(
-                (const char *)(g + VQ_PF_X16 * VQ_X16_ROWS * sizeof(vq_block_q6_K) + 64 * l),
-                VQ_PF_X16_HINT);
+            pf_x16(g + 64 * l, VQ_X16_ROWS * sizeof(vq_block_q6_K));
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
         /* scale j of each row, sign-extended; sd[j]: in both int16 halves of the word */
         __m512i scj[16], sd[16];
@@ -578,10 +584,7 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
         }
         for (int k = 0; k < 8; k++) {
             const uint8_t *wk = g + 288 + 384 * k; /* ql (h 0), ql (h 0, +32), qh (h 0), h 1 */
-            for (int l = 0; l < 6; l++)
-                _mm_prefetch(
-                    (const char *)(wk + VQ_PF_X16 * VQ_X16_ROWS * sizeof(vq_block_q6_K) + 64 * l),
-                    VQ_PF_X16_HINT);
+            for (int l = 0; l < 6; l++) pf_x16(wk + 64 * l, VQ_X16_ROWS * sizeof(vq_block_q6_K));
             /* (sc[2k], sc[2k+1]) of each row against the pair (bsums[2k], bsums[2k+1]) */
             const __m512i sp = _mm512_or_si512(_mm512_and_si512(scj[2 * k], lo16),
                                                _mm512_slli_epi32(scj[2 * k + 1], 16));
