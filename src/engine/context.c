@@ -281,9 +281,12 @@ static void lap(struct phase_clock *pc, enum vq_phase ph) {
 /* ---- building blocks ----------------------------------------------------------------- */
 
 /* Threads for a row-parallel step of `work` floats: the context's above 64 Ki floats (a
- * prefill batch), else 1 (decode: a fork would cost more than the work). Rows are independent,
- * so the split never changes the bits. */
-static int row_threads(const vq_ctx *c, int64_t work) { return work < 65536 ? 1 : c->n_threads; }
+ * prefill batch) or 8 Ki in a batch of sequences (c->rowwise: the other threads would only wait
+ * at the next product), else 1 (decode: a fork would cost more than the work). Rows are
+ * independent, so the split never changes the bits. */
+static int row_threads(const vq_ctx *c, int64_t work) {
+    return work < (c->rowwise ? 8192 : 65536) ? 1 : c->n_threads;
+}
 
 static void rmsnorm(const vq_ctx *c, const float *x, const float *w, float *y, int64_t n_rows,
                     int64_t n, float eps) {
