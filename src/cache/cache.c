@@ -1394,15 +1394,7 @@ static vq_status layer_encode(struct vq_cache *c, struct vq_layer *L, const void
         const vq_status r = stream_encode(c, L, j % 2 ? &L->v : &L->k, j / 2, j % 2 ? v : k, dt,
                                           plan_of(c, j), seg,
                                           c->stage + (size_t)tid * c->stage_floats);
-        if (r != VQ_STATUS_OK) {
-#ifdef _OPENMP
-#pragma omp critical(vq_layer_encode)
-#endif
-            if (u < bad) {
-                bad = u;
-                st = r;
-            }
-        }
+        vq_first_error(u, r, &bad, &st);
     }
     return st;
 }

@@ -25,6 +25,21 @@ void vq_assert_fail(const char *expr, const char *file, int line);
         if (st_ != VQ_STATUS_OK) return st_; \
     } while (0)
 
+/* The status of a parallel loop: item i's status s, kept when it fails at a lower index than
+ * the failure kept so far (*first: the loop's item count or more at the start, *st: OK), so
+ * that the loop reports the first failing item's status whatever the threads' order. Callable
+ * from any thread of the loop (an OpenMP critical section). */
+static inline void vq_first_error(int64_t i, vq_status s, int64_t *first, vq_status *st) {
+    if (s == VQ_STATUS_OK) return;
+#ifdef _OPENMP
+#pragma omp critical(vq_first_error)
+#endif
+    if (i < *first) {
+        *first = i;
+        *st = s;
+    }
+}
+
 /* ---- memory: 64-byte aligned, zeroed; vq_free(NULL) is a no-op ---- */
 /* Asks for the cache line holding p to be brought into every cache level (read). Never
  * faults, so p may lie past the end of its allocation. On x86 a PREFETCHT0 asm statement:

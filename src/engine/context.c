@@ -494,16 +494,7 @@ static vq_status attend_rows(vq_ctx *c, vq_ctx *const *rows, int64_t n, int l, f
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
 #endif
     for (int64_t t = 0; t < n; t++) {
-        const vq_status s = attend_row(c, rows[t], t, l, scale);
-        if (s != VQ_STATUS_OK) {
-#ifdef _OPENMP
-#pragma omp critical(vq_attend_rows)
-#endif
-            if (t < bad) {
-                bad = t;
-                st = s;
-            }
-        }
+        vq_first_error(t, attend_row(c, rows[t], t, l, scale), &bad, &st);
     }
     return st;
 }
