@@ -258,8 +258,20 @@ VQ_API int vq_ctx_n_threads(const vq_ctx *c);
 /* Kernel variant the context runs (vq_ctx_params.isa resolved: AUTO is vq_isa_default(), which
  * honours $VQ_ISA; an explicit variant this CPU lacks falls back to scalar). */
 VQ_API enum vq_isa vq_ctx_isa(const vq_ctx *c);
-/* Bytes the context allocated for activations and scratch (excluding the cache); 0 for NULL. */
+/* Bytes the context allocated for activations and scratch (excluding the cache); 0 for NULL
+ * and for a context that uses another's (vq_ctx_share_scratch). */
 VQ_API size_t vq_ctx_scratch_bytes(const vq_ctx *c);
+/* Makes c use donor's activation buffers (the forward pass's scratch: residual stream, q/k/v,
+ * FFN rows, quantized activations, RoPE tables; n_batch rows each) instead of its own, which
+ * are freed: contexts that never evaluate at the same time (a server's slots, run by one
+ * scheduler thread) then hold one set of buffers instead of one each. Nothing is kept in them
+ * between calls, so results do not change. donor: a context of the same model, not itself
+ * sharing, with an n_batch at least c's and the same f32_activations (with them, at least c's
+ * threads); it must outlive c, and no two contexts among donor and those sharing its buffers
+ * may be evaluated at the same time. Returns OK, or INVALID_ARG (NULL, c == donor, another
+ * model, c or donor already sharing, a smaller n_batch, other activations). Call it while
+ * neither context is being evaluated. */
+VQ_API vq_status vq_ctx_share_scratch(vq_ctx *c, vq_ctx *donor);
 
 /* ---- per-phase timings (diagnostics; off by default) ----
  *

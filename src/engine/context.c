@@ -58,7 +58,8 @@ struct vq_ctx {
     size_t wrow_floats;
     const struct vq_ggml_kernels *dot32; /* fp32 x fp32 dot (f32_activations) */
     size_t scratch_bytes;
-    vq_layer_hook_fn hook; /* optional per-layer observer (vq_ctx_set_layer_hook) */
+    const vq_ctx *scratch_owner; /* NULL: x .. wrow are this context's; else owner's (shared) */
+    vq_layer_hook_fn hook;       /* optional per-layer observer (vq_ctx_set_layer_hook) */
     void *hook_user;
     struct vq_ctx_timings tm; /* per-phase totals (p.timings) */
     int rowwise; /* 1 while a vq_ctx_eval_batch runs on this context's buffers (mm_rowwise) */
@@ -81,11 +82,9 @@ void vq_ctx_own_calib(vq_ctx *c, vq_calib_data *a, vq_calib_data *b) {
     c->own_calib[1] = b;
 }
 
-void vq_ctx_free(vq_ctx *c) {
-    if (!c) return;
-    vq_cache_free(c->cache);
-    vq_calib_data_free(c->own_calib[0]);
-    vq_calib_data_free(c->own_calib[1]);
+/* The activation buffers, unless they are another context's (vq_ctx_share_scratch). */
+static void free_scratch(vq_ctx *c) {
+    if (c->scratch_owner) return;
     vq_free(c->x);
     vq_free(c->h);
     vq_free(c->q);
@@ -98,8 +97,44 @@ void vq_ctx_free(vq_ctx *c) {
     vq_free(c->rope_cos);
     vq_free(c->rope_sin);
     vq_free(c->wrow);
+}
+
+void vq_ctx_free(vq_ctx *c) {
+    if (!c) return;
+    vq_cache_free(c->cache);
+    vq_calib_data_free(c->own_calib[0]);
+    vq_calib_data_free(c->own_calib[1]);
+    free_scratch(c);
     free(c->ids);
     free(c);
+}
+
+vq_status vq_ctx_share_scratch(vq_ctx *c, vq_ctx *donor) {
+    if (!c || !donor || c == donor || c->m != donor->m || c->scratch_owner ||
+        donor->scratch_owner || donor->p.n_batch < c->p.n_batch ||
+        donor->p.f32_activations != c->p.f32_activations ||
+        (c->p.f32_activations && donor->n_threads < c->n_threads)) {
+        vq_engine_set_error(
+            "vq_ctx_share_scratch: NULL, the same context, another model, a "
+            "sharing context, a smaller n_batch or other activations");
+        return VQ_STATUS_INVALID_ARG;
+    }
+    free_scratch(c);
+    c->x = donor->x;
+    c->h = donor->h;
+    c->q = donor->q;
+    c->k = donor->k;
+    c->v = donor->v;
+    c->att = donor->att;
+    c->g = donor->g;
+    c->u = donor->u;
+    c->act = donor->act;
+    c->rope_cos = donor->rope_cos;
+    c->rope_sin = donor->rope_sin;
+    c->wrow = donor->wrow;
+    c->scratch_bytes = 0;
+    c->scratch_owner = donor;
+    return VQ_STATUS_OK;
 }
 
 static void *alloc_track(vq_ctx *c, size_t bytes, int *ok) {

@@ -3,7 +3,8 @@
  * for several steps on the default model (Q4_1 weights) and on Gemma 3 270M (Q4_K, whose
  * four-token kernels sum in another order and must run one token at a time in a batch); and
  * generation sessions (vq_gen_begin ... vq_gen_end) stepped together through
- * vq_ctx_eval_batch give the text of vq_generate_tokens on each context alone. */
+ * vq_ctx_eval_batch give the text of vq_generate_tokens on each context alone; contexts that
+ * share one set of activation buffers (vq_ctx_share_scratch) give the logits of their own. */
 #include "test.h"
 
 #include <stdint.h>
@@ -149,6 +150,71 @@ static void sessions_equal_generate(vq_model *m) {
     }
 }
 
+/* Contexts sharing one context's activation buffers (vq_ctx_share_scratch), evaluated in
+ * turn and in a batch, give the logits of contexts with their own buffers; the refusals. */
+static void shared_scratch_equals_own(vq_model *m) {
+    const int V = vq_model_info_get(m)->n_vocab;
+    vq_ctx *cs[N_SEQ], *cr[N_SEQ];
+    float *ls = malloc(sizeof(float) * (size_t)V * N_SEQ), *lr = malloc(sizeof(float) * (size_t)V);
+    int32_t tok[N_SEQ];
+    for (int i = 0; i < N_SEQ; i++) {
+        cs[i] = make(m, i);
+        cr[i] = make(m, i);
+        ASSERT(cs[i] && cr[i]);
+        if (i > 0) {
+            ASSERT_STATUS(vq_ctx_share_scratch(cs[i], cs[0]), VQ_STATUS_OK);
+            ASSERT(vq_ctx_scratch_bytes(cs[i]) == 0);
+        }
+    }
+    ASSERT(vq_ctx_scratch_bytes(cs[0]) > 0);
+    /* refusals: NULL, itself, an already sharing context, a sharing donor, a larger n_batch */
+    ASSERT_STATUS(vq_ctx_share_scratch(NULL, cs[0]), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_ctx_share_scratch(cs[0], cs[0]), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_ctx_share_scratch(cs[1], cs[0]), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_ctx_share_scratch(cr[0], cs[1]), VQ_STATUS_INVALID_ARG);
+    struct vq_ctx_params big = vq_ctx_params_default();
+    big.n_ctx = 256;
+    big.n_batch = 8;
+    vq_status st;
+    vq_ctx *cb = vq_ctx_create(m, &big, &st);
+    ASSERT(cb != NULL);
+    ASSERT_STATUS(vq_ctx_share_scratch(cb, cr[0]), VQ_STATUS_INVALID_ARG);
+    vq_ctx_free(cb);
+    /* prompts in turn (each pass overwrites the shared buffers), then decode steps alternating
+     * one-token passes and batches */
+    int mismatches = 0;
+    for (int i = 0; i < N_SEQ; i++) {
+        int32_t ids[64];
+        const int64_t n = vq_tokenize(m, PROMPTS[i], strlen(PROMPTS[i]), 1, 0, ids, 64);
+        ASSERT(n > 0);
+        ASSERT_STATUS(vq_ctx_eval(cs[i], ids, n, ls + (size_t)i * V), VQ_STATUS_OK);
+        ASSERT_STATUS(vq_ctx_eval(cr[i], ids, n, lr), VQ_STATUS_OK);
+        mismatches += memcmp(lr, ls + (size_t)i * V, sizeof(float) * (size_t)V) != 0;
+        tok[i] = argmax(lr, V);
+    }
+    for (int step = 0; step < 4; step++) {
+        float *rows[N_SEQ];
+        for (int i = 0; i < N_SEQ; i++) rows[i] = ls + (size_t)i * V;
+        if (step % 2) ASSERT_STATUS(vq_ctx_eval_batch(cs, tok, N_SEQ, rows), VQ_STATUS_OK);
+        else
+            for (int i = N_SEQ - 1; i >= 0; i--)
+                ASSERT_STATUS(vq_ctx_eval(cs[i], &tok[i], 1, rows[i]), VQ_STATUS_OK);
+        for (int i = 0; i < N_SEQ; i++) {
+            ASSERT_STATUS(vq_ctx_eval(cr[i], &tok[i], 1, lr), VQ_STATUS_OK);
+            mismatches += memcmp(lr, rows[i], sizeof(float) * (size_t)V) != 0;
+            tok[i] = argmax(lr, V);
+        }
+    }
+    ASSERT_EQ_INT(mismatches, 0);
+    /* the sharing contexts first, the donor (cs[0]) last, as the contract asks */
+    for (int i = N_SEQ - 1; i >= 0; i--) {
+        vq_ctx_free(cs[i]);
+        vq_ctx_free(cr[i]);
+    }
+    free(ls);
+    free(lr);
+}
+
 static vq_model *g_model;
 
 TEST(smollm2_batch) { batch_equals_single(g_model); }
@@ -160,6 +226,7 @@ TEST(smollm2_batch_2threads) {
     g_threads = 1;
 }
 TEST(smollm2_sessions) { sessions_equal_generate(g_model); }
+TEST(smollm2_shared_scratch) { shared_scratch_equals_own(g_model); }
 TEST(gemma3_batch) { batch_equals_single(g_model); }
 
 int main(void) {
@@ -173,6 +240,7 @@ int main(void) {
     RUN(smollm2_batch);
     RUN(smollm2_sessions);
     RUN(smollm2_batch_2threads);
+    RUN(smollm2_shared_scratch);
     vq_model_free(g_model);
     if (access(GEMMA, R_OK) == 0) {
         g_model = vq_model_load(GEMMA, &st);

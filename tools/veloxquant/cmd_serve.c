@@ -1009,6 +1009,12 @@ int vq_cmd_serve(int argc, char **argv) {
             rc = st == VQ_STATUS_INVALID_ARG ? 2 : 1;
             goto done;
         }
+        /* one scheduler thread evaluates the slots one pass at a time: one set of activation
+         * buffers (-b rows) for all of them */
+        if (i > 0 && vq_ctx_share_scratch(slots[i], slots[0]) != VQ_STATUS_OK) {
+            fprintf(stderr, "serve: %s\n", vq_engine_last_error());
+            goto done;
+        }
     }
     struct srv_config sc = {sv.m, slots, o.parallel, 0, o.queue_max, 0};
     sc.prefill_chunk = o.batch < o.n_ctx ? o.batch : (int)o.n_ctx; /* the context's n_batch */
