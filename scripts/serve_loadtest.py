@@ -139,6 +139,24 @@ async def main_async(args, url, model):
     return stats, wall, seen
 
 
+def model_bytes(serve_args):
+    """Size of the GGUF that `serve` loads: its -m / --model, else the default model."""
+    a = shlex.split(serve_args)
+    path = None
+    for i, x in enumerate(a):
+        if x in ("-m", "--model") and i + 1 < len(a):
+            path = a[i + 1]
+        elif x.startswith("--model="):
+            path = x.split("=", 1)[1]
+    if path is None:
+        d = os.environ.get("VQ_MODELS") or os.path.expanduser("~/.cache/veloxquant/models")
+        path = os.path.join(d, "SmolLM2-135M-Instruct.Q4_1.gguf")
+    try:
+        return os.path.getsize(path)
+    except OSError:
+        return None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--url", help="a running server (default: start one with --serve)")
@@ -189,6 +207,10 @@ def main():
         "kv_budget": int(m.get("vq_kv_bytes_budget", 0)),
         "max_kv_in_use": seen.get("max_kv_in_use"),
         "peak_rss_mb": rss_mb, "server_exit": rc,
+        # the issue's bound: the server's peak RSS within the KV budget plus the model file
+        "model_mb": round(mb / 2**20, 1) if (mb := model_bytes(args.serve)) else None,
+        "rss_within_budget_plus_model": (rss_mb * 2**20 <= m.get("vq_kv_bytes_budget", 0) + mb
+                                         if rss_mb is not None and mb else None),
         "server_cpu_s": round(cpu, 2) if cpu is not None else None,
         "tok_per_server_cpu_s": round(stats["tokens"] / cpu, 2) if cpu else None,
         "loadavg_1m": [round(load0, 2), round(load1, 2)],
@@ -200,6 +222,11 @@ def main():
           f"{r['latency_p50_s']:.3f} s p99 {r['latency_p99_s']:.3f} s, {r['aggregate_tok_s']} "
           f"tok/s aggregate, {r['max_active']} sequences at once, "
           f"{r['rows_per_decode_step']} rows per decode step", file=sys.stderr)
+    if r["rss_within_budget_plus_model"] is not None:
+        print(f"peak RSS {r['peak_rss_mb']:.1f} MiB "
+              f"{'within' if r['rss_within_budget_plus_model'] else 'ABOVE'} the KV budget "
+              f"{r['kv_budget'] / 2**20:.1f} MiB + the model {r['model_mb']} MiB",
+              file=sys.stderr)
     if r["server_cpu_s"] is not None:
         print(f"server CPU {r['server_cpu_s']} s: {r['tok_per_server_cpu_s']} tokens per "
               f"CPU-second; load average {r['loadavg_1m'][0]} -> {r['loadavg_1m'][1]}",

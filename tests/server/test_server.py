@@ -3,12 +3,14 @@ chat, completion, streaming, stop sequences, usage counts; greedy output with an
 equals `veloxquant generate` (alone and with requests decoding side by side in one batch);
 a list of malformed requests each answered with its 4xx and an OpenAI error object while the
 server keeps serving; a client leaving mid-stream frees its slot; the bounded queue answers 503
-with Retry-After; the KV budget is never exceeded; SIGTERM drains and exits 0."""
+with Retry-After; the KV budget is never exceeded; SIGTERM drains and exits 0; the load-test
+script at a small size (0 errors, RSS within the KV budget plus the model)."""
 import concurrent.futures as cf
 import json
 import os
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -260,6 +262,25 @@ def test_disconnect_frees_slot(srv):
     assert m["vq_sequences_active"] == 0
     # cut short: the slot was freed when the next piece could not be sent, not at 400 tokens
     assert 0 < m["vq_completion_tokens_total"] - before < 400
+
+
+def test_load_script():
+    """scripts/serve_loadtest.py, the benchmark's load test, kept small: 8 clients x 2 streamed
+    requests on the benchmark's kv4 server (16 slots of 2048 tokens, the default budget); 0
+    errors, the percentiles reported, and the server's peak RSS within the KV budget plus the
+    model (not under a sanitizer, whose shadow memory counts)."""
+    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "serve_loadtest.py")
+    serve = "-m %s --kv kv4 --parallel 16 -c 2048 -t %s" % (MODEL, THREADS)
+    r = subprocess.run([sys.executable, script, "--serve", serve, "-C", "8", "-R", "2", "-n",
+                        "16"], capture_output=True, text=True, timeout=600)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout.splitlines()[0])
+    assert res["errors"] == 0 and res["completion_tokens"] > 0, res
+    for k in ("ttft_p50_s", "ttft_p99_s", "latency_p50_s", "latency_p99_s", "aggregate_tok_s"):
+        assert res[k] > 0, (k, res)
+    assert res["max_active"] >= 2, res
+    if not any(v in os.environ for v in ("ASAN_OPTIONS", "TSAN_OPTIONS")):
+        assert res["rss_within_budget_plus_model"] is True, res
 
 
 def test_metrics(srv):
