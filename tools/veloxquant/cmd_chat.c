@@ -69,7 +69,9 @@ static void usage(FILE *f) {
         "                        4096); also --ctx-size\n"
         "  -t, --threads N       threads (default: all cores)\n"
         "  -b, --batch N         prefill tokens per forward pass (default 512)\n" VQ_SAMPLING_HELP
-        "      --isa ISA         auto|scalar|avx2|avx512 weight and codec kernels (default auto)\n"
+        "      --isa ISA         auto|scalar|avx2|avx512 activation, attention and KV codec\n"
+        "                        kernels (default auto); the weight kernels follow $VQ_ISA,\n"
+        "                        chosen when the model loads\n"
         "      --json            one JSON object per turn on stdout (no streaming)\n");
     fputs("\nKV cache (the same options and defaults as `generate`):\n" VQ_KV_HELP, f);
 }

@@ -78,7 +78,9 @@ static void usage(FILE *f) {
         "                        (prefill ~1.3x, decode ~6x slower; no int8 rounding noise)\n"
         /* -s, --temp, --top-k, --top-p, --min-p, --repeat-penalty, --repeat-last-n, --stop */
         VQ_SAMPLING_HELP
-        "      --isa ISA         auto|scalar|avx2|avx512 weight and codec kernels (default auto)\n"
+        "      --isa ISA         auto|scalar|avx2|avx512 activation, attention and KV codec\n"
+        "                        kernels (default auto); the weight kernels follow $VQ_ISA,\n"
+        "                        chosen when the model loads\n"
         "      --json            print one JSON object (text and statistics) instead of streaming\n"
         "      --observe FILE    also keep an exact fp32 shadow of K/V and write per-layer "
         "KV quality\n"
