@@ -67,6 +67,8 @@ TABLES = {
     "qwen25-speed": ("bench/results/llama_bench_qwen25.json", "bench", {}),
     "qwen25-speed-8192": ("bench/results/llama_bench_qwen25_8192.json", "bench",
                           {"attention": True, "memory": True}),
+    "qwen25-speed-32768": ("bench/results/generate_qwen25_32768.json", "bench",
+                           {"attention": True, "memory": True}),
 }
 
 # Committed results files that no table of RESULTS.md shows, and why. --check fails on a
@@ -250,11 +252,14 @@ def table_bench(path, d, opts):
     rows = d["rows"]
     llama = d.get("llama_cpp") or {}
     lc = llama.get("commit")
-    header = ["`%s`: %s, a %d-token prefill and %d decode steps after `depth` tokens, medians "
-              "of %d runs; veloxquant commit %s%s; %s (%d CPUs); %s." % (
-                  path, d["model"], d["prefill_tokens"], d["decode_tokens"], d["reps"],
+    runs = "one run" if d["reps"] == 1 else "medians of %d runs" % d["reps"]
+    header = ["`%s`: %s, a %d-token prefill and %d decode steps after `depth` tokens, %s; "
+              "veloxquant commit %s%s; %s (%d CPUs); %s.%s" % (
+                  path, d["model"], d["prefill_tokens"], d["decode_tokens"], runs,
                   d["veloxquant_commit"], ", llama.cpp %s" % lc if lc else "", d["cpu"],
-                  d["nproc"], d["date"]), "", "```sh", bench_command(d), "```", ""]
+                  d["nproc"], d["date"], " " + d["note"][0].upper() + d["note"][1:] + "."
+                  if d.get("note") else ""),
+              "", "```sh", d.get("command") or bench_command(d), "```", ""]
     any_llama = any(r["engine"] == "llama.cpp" for r in rows)
     head = ["depth", "threads", "engine", "KV", "prefill tok/s", "decode tok/s"]
     if any_llama:
