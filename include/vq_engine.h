@@ -269,8 +269,8 @@ VQ_API size_t vq_ctx_scratch_bytes(const vq_ctx *c);
  * sharing, with an n_batch at least c's and the same f32_activations (with them, at least c's
  * threads); it must outlive c, and no two contexts among donor and those sharing its buffers
  * may be evaluated at the same time. Returns OK, or INVALID_ARG (NULL, c == donor, another
- * model, c or donor already sharing, a smaller n_batch, other activations). Call it while
- * neither context is being evaluated. */
+ * model, c or donor already sharing, c already a donor, a smaller n_batch, other activations).
+ * Call it while neither context is being evaluated. */
 VQ_API vq_status vq_ctx_share_scratch(vq_ctx *c, vq_ctx *donor);
 
 /* ---- per-phase timings (diagnostics; off by default) ----

@@ -59,6 +59,7 @@ struct vq_ctx {
     const struct vq_ggml_kernels *dot32; /* fp32 x fp32 dot (f32_activations) */
     size_t scratch_bytes;
     const vq_ctx *scratch_owner; /* NULL: x .. wrow are this context's; else owner's (shared) */
+    int scratch_lent;            /* 1: other contexts use this one's buffers */
     vq_layer_hook_fn hook;       /* optional per-layer observer (vq_ctx_set_layer_hook) */
     void *hook_user;
     struct vq_ctx_timings tm; /* per-phase totals (p.timings) */
@@ -110,13 +111,13 @@ void vq_ctx_free(vq_ctx *c) {
 }
 
 vq_status vq_ctx_share_scratch(vq_ctx *c, vq_ctx *donor) {
-    if (!c || !donor || c == donor || c->m != donor->m || c->scratch_owner ||
+    if (!c || !donor || c == donor || c->m != donor->m || c->scratch_owner || c->scratch_lent ||
         donor->scratch_owner || donor->p.n_batch < c->p.n_batch ||
         donor->p.f32_activations != c->p.f32_activations ||
         (c->p.f32_activations && donor->n_threads < c->n_threads)) {
         vq_engine_set_error(
             "vq_ctx_share_scratch: NULL, the same context, another model, a "
-            "sharing context, a smaller n_batch or other activations");
+            "sharing or lending context, a smaller n_batch or other activations");
         return VQ_STATUS_INVALID_ARG;
     }
     free_scratch(c);
@@ -134,6 +135,7 @@ vq_status vq_ctx_share_scratch(vq_ctx *c, vq_ctx *donor) {
     c->wrow = donor->wrow;
     c->scratch_bytes = 0;
     c->scratch_owner = donor;
+    donor->scratch_lent = 1;
     return VQ_STATUS_OK;
 }
 

@@ -167,11 +167,13 @@ static void shared_scratch_equals_own(vq_model *m) {
         }
     }
     ASSERT(vq_ctx_scratch_bytes(cs[0]) > 0);
-    /* refusals: NULL, itself, an already sharing context, a sharing donor, a larger n_batch */
+    /* refusals: NULL, itself, an already sharing context, a sharing donor, a donor sharing
+     * another's, a larger n_batch */
     ASSERT_STATUS(vq_ctx_share_scratch(NULL, cs[0]), VQ_STATUS_INVALID_ARG);
     ASSERT_STATUS(vq_ctx_share_scratch(cs[0], cs[0]), VQ_STATUS_INVALID_ARG);
     ASSERT_STATUS(vq_ctx_share_scratch(cs[1], cs[0]), VQ_STATUS_INVALID_ARG);
     ASSERT_STATUS(vq_ctx_share_scratch(cr[0], cs[1]), VQ_STATUS_INVALID_ARG);
+    ASSERT_STATUS(vq_ctx_share_scratch(cs[0], cr[0]), VQ_STATUS_INVALID_ARG); /* a donor */
     struct vq_ctx_params big = vq_ctx_params_default();
     big.n_ctx = 256;
     big.n_batch = 8;
