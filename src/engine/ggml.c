@@ -826,10 +826,18 @@ static void mm_tile(const struct vq_ggml_mm_job *j, int64_t r0, int64_t r1, int6
                               j->out + t * j->ld_out + r0, (size_t)j->ld_out);
         }
         for (int nt; t < n_tok; t += nt) {
-            nt = j->out_rows ? 1 : n_tok - t < 8 ? (int)(n_tok - t) : 8;
-            float *o = j->out_rows ? j->out_rows[t] + r0 : j->out + t * j->ld_out + r0;
+            nt = n_tok - t < 8 ? (int)(n_tok - t) : 8;
+            if (!j->out_rows) {
+                j->k->vec_dot_x16(j->n_cols, g, ab + (size_t)t * j->act_stride, j->act_stride, nt,
+                                  0, j->out + t * j->ld_out + r0, (size_t)j->ld_out);
+                continue;
+            }
+            /* rows scattered over their own buffers: the 8 tokens' 16 results here, then out */
+            float o[8 * VQ_X16_ROWS];
             j->k->vec_dot_x16(j->n_cols, g, ab + (size_t)t * j->act_stride, j->act_stride, nt, 0, o,
-                              (size_t)j->ld_out);
+                              VQ_X16_ROWS);
+            for (int q = 0; q < nt; q++)
+                memcpy(j->out_rows[t + q] + r0, o + q * VQ_X16_ROWS, sizeof(float) * VQ_X16_ROWS);
         }
         return;
     }
