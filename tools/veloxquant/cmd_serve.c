@@ -86,7 +86,7 @@ static void usage(FILE *f) {
             "      --host H          address to bind (default 127.0.0.1)\n"
             "      --port P          port (default 8080; 0 = any free port, printed)\n"
             "  -t, --threads N       threads (default: all cores)\n"
-            "  -b, --batch N         prefill tokens per step (default 512)\n"
+            "  -b, --batch N         prefill tokens per step (default 128)\n"
             "      --api-key KEY     require Authorization: Bearer KEY on /v1/*\n"
             "      --queue N         requests waiting at most (default 64)\n"
             "      --timeout S       seconds a request may take in all (default 600)\n"
@@ -947,7 +947,7 @@ int vq_cmd_serve(int argc, char **argv) {
     o.port = 8080;
     o.parallel = 4;
     o.n_ctx = 2048;
-    o.batch = 512;
+    o.batch = 128;
     o.queue_max = 64;
     o.timeout_s = 600;
     o.idle_s = 30;
