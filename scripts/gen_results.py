@@ -10,9 +10,10 @@ two marker lines,
 
 and NAME is one of TABLES below: a committed results file (docs/results/*/results.json written
 by `veloxquant sweep` or merged by scripts/merge_ppl_results.py, bench/results/*.json written
-by bench/llama_bench.sh) and the kind of table drawn from it. Every number of every table comes
-from its file; the prose around the tables may quote them. A Markdown table row (a line that
-starts with "|") outside the markers is an error: a table without a results file behind it.
+by bench/llama_bench.sh or bench/serve_bench.py) and the kind of table drawn from it. Every
+number of every table comes from its file; the prose around the tables may quote them. A
+Markdown table row (a line that starts with "|") outside the markers is an error: a table
+without a results file behind it.
 
 Usage:
     python3 scripts/gen_results.py            rewrite the tables of docs/RESULTS.md in place
@@ -69,6 +70,9 @@ TABLES = {
                           {"attention": True, "memory": True}),
     "qwen25-speed-32768": ("bench/results/generate_qwen25_32768.json", "bench",
                            {"attention": True, "memory": True}),
+    "qwen25-serve": ("bench/results/serve_qwen25.json", "serve", {}),
+    # veloxquant serve on the default model
+    "smollm2-serve": ("bench/results/serve_smollm2.json", "serve", {}),
 }
 
 # Committed results files that no table of RESULTS.md shows, and why. --check fails on a
@@ -289,6 +293,33 @@ def table_bench(path, d, opts):
     return header + table(head, "rrll" + "r" * (len(head) - 4), out)
 
 
+def table_serve(path, d, opts):
+    """bench/serve_bench.py: aggregate tokens/s of `veloxquant serve` per client count."""
+    runs = "one round" if d["rounds"] == 1 else "medians of %d alternated rounds" % d["rounds"]
+    header = ["`%s`: %s, `serve %s` (KV budget %.1f MiB, model %.1f MiB), %d tokens per "
+              "request, %s; veloxquant commit %s; %s (%d CPUs); %s.%s" % (
+                  path, d["model"], d["serve"], d["kv_budget"] / 2**20, d["model_mb"],
+                  d["max_tokens"], runs, d["veloxquant_commit"], d["cpu"], d["nproc"],
+                  d["date"], " " + d["note"][0].upper() + d["note"][1:] + "."
+                  if d.get("note") else ""),
+              "", "```sh", d["command"], "```", ""]
+    head = ["clients", "requests", "tok/s", "× 1 client", "decode tok/s", "rows per step",
+            "TTFT p50 / p99 s", "latency p50 / p99 s", "errors", "peak RSS MB",
+            "RSS ≤ budget + model"]
+    out = []
+    for r in d["rows"]:
+        out.append([str(r["clients"]), str(r["clients"] * r["requests_per_client"]),
+                    num(r["aggregate_tok_s"], "%.1f"), num(r["x_first"], "%.2f"),
+                    num(r.get("server_decode_tok_s"), "%.1f"),
+                    num(r.get("rows_per_decode_step"), "%.2f"),
+                    "%s / %s" % (num(r["ttft_p50_s"], "%.3f"), num(r["ttft_p99_s"], "%.3f")),
+                    "%s / %s" % (num(r["latency_p50_s"], "%.2f"),
+                                 num(r["latency_p99_s"], "%.2f")),
+                    str(r["errors"]), num(r["peak_rss_mb"], "%.0f"),
+                    "yes" if r["rss_within_budget_plus_model"] else "no"])
+    return header + table(head, "rr" + "r" * (len(head) - 2), out)
+
+
 def committed_files(root):
     """The results files under docs/results/ and bench/results/ (relative paths, sorted): the
     ones git tracks, or every one when root is not a git checkout."""
@@ -314,7 +345,8 @@ def table_files(root):
     return table(["file", "why no table"], "ll", rows)
 
 
-KINDS = {"sweep": table_sweep, "presets": table_presets, "bench": table_bench}
+KINDS = {"sweep": table_sweep, "presets": table_presets, "bench": table_bench,
+         "serve": table_serve}
 
 
 def generate(root, name):
