@@ -13,7 +13,9 @@ docs/SERVE.md explains the protocol; scripts/gen_results.py draws the table of d
         --clients 1:5,16:20 -n 128 --rounds 3 --out bench/results/serve_smollm2.json
 
 --clients C:R,...  client counts C, each sending R requests one after another (default
-                   1:5,16:20); -n tokens per request (default 128); --rounds (default 3).
+                   1:5,16:20); -n tokens per request (default 128); --rounds (default 3);
+--reserve N        each request charged for an N-token conversation (admission at a budget:
+                   the most sequences at once is the number the budget admits).
 Needs build/veloxquant (or $VQ_CLI) and the venv with the openai client (make venv).
 """
 import argparse
@@ -56,9 +58,11 @@ def model_name(serve):
     return "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
-def run_once(serve, clients, requests, n):
+def run_once(serve, clients, requests, n, reserve):
     cmd = [sys.executable, os.path.join(ROOT, "scripts", "serve_loadtest.py"), "--serve", serve,
            "-C", str(clients), "-R", str(requests), "-n", str(n)]
+    if reserve:
+        cmd += ["--reserve", str(reserve)]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit("serve_bench: %s failed (%d):\n%s" % (" ".join(cmd), r.returncode, r.stderr))
@@ -76,6 +80,9 @@ def main():
                     help="arguments of the veloxquant serve to start")
     ap.add_argument("--clients", default="1:5,16:20", help="C:R pairs, comma-separated")
     ap.add_argument("-n", "--max-tokens", type=int, default=128)
+    ap.add_argument("--reserve", type=int, default=0,
+                    help="charge each request for a conversation of this many tokens "
+                         "(serve_loadtest.py --reserve: admission at a budget)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--note", default="", help="a sentence for the table's header")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results", "serve.json"))
@@ -91,7 +98,7 @@ def main():
     results = {c: [] for c, _ in counts}
     for k in range(a.rounds):
         for c, r in counts:
-            res = run_once(a.serve, c, r, a.max_tokens)
+            res = run_once(a.serve, c, r, a.max_tokens, a.reserve)
             results[c].append(res)
             print("round %d/%d, %d clients: %.1f tok/s, errors %d, peak RSS %.1f MiB" %
                   (k + 1, a.rounds, c, res["aggregate_tok_s"], res["errors"],
@@ -109,6 +116,8 @@ def main():
             "latency_p50_s": med(rs, "latency_p50_s"),
             "latency_p99_s": med(rs, "latency_p99_s"),
             "rows_per_decode_step": med(rs, "rows_per_decode_step"),
+            "max_active": max(x["max_active"] for x in rs),
+            "max_kv_in_use": max(x["max_kv_in_use"] or 0 for x in rs),
             "errors": sum(x["errors"] for x in rs),
             "peak_rss_mb": max(x["peak_rss_mb"] or 0 for x in rs),
             "rss_within_budget_plus_model": all(x["rss_within_budget_plus_model"] for x in rs),
@@ -117,12 +126,14 @@ def main():
     serve = a.serve.replace(home + "/", "~/") if home != "/" else a.serve
     out = {
         "model": model_name(a.serve), "serve": serve, "max_tokens": a.max_tokens,
+        "reserve": a.reserve,
         "rounds": a.rounds, "veloxquant_commit": git_commit(), "cpu": cpu_name(),
         "nproc": os.cpu_count(), "kv_budget": results[counts[0][0]][0]["kv_budget"],
         "model_mb": results[counts[0][0]][0]["model_mb"],
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "command": "python3 bench/serve_bench.py --serve \"%s\" --clients %s -n %d --rounds %d"
-                   % (serve, a.clients, a.max_tokens, a.rounds),
+        "command": "python3 bench/serve_bench.py --serve \"%s\" --clients %s -n %d%s --rounds %d"
+                   % (serve, a.clients, a.max_tokens,
+                      " --reserve %d" % a.reserve if a.reserve else "", a.rounds),
         "rows": rows}
     if a.note:
         out["note"] = a.note

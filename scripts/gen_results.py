@@ -296,26 +296,29 @@ def table_bench(path, d, opts):
 def table_serve(path, d, opts):
     """bench/serve_bench.py: aggregate tokens/s of `veloxquant serve` per client count."""
     runs = "one round" if d["rounds"] == 1 else "medians of %d alternated rounds" % d["rounds"]
+    reserve = (" (each charged for a %d-token conversation)" % d["reserve"]
+               if d.get("reserve") else "")
     header = ["`%s`: %s, `serve %s` (KV budget %.1f MiB, model %.1f MiB), %d tokens per "
-              "request, %s; veloxquant commit %s; %s (%d CPUs); %s.%s" % (
+              "request%s, %s; veloxquant commit %s; %s (%d CPUs); %s.%s" % (
                   path, d["model"], d["serve"], d["kv_budget"] / 2**20, d["model_mb"],
-                  d["max_tokens"], runs, d["veloxquant_commit"], d["cpu"], d["nproc"],
+                  d["max_tokens"], reserve, runs, d["veloxquant_commit"], d["cpu"], d["nproc"],
                   d["date"], " " + d["note"][0].upper() + d["note"][1:] + "."
                   if d.get("note") else ""),
               "", "```sh", d["command"], "```", ""]
-    head = ["clients", "requests", "tok/s", "× 1 client", "decode tok/s", "rows per step",
-            "TTFT p50 / p99 s", "latency p50 / p99 s", "errors", "peak RSS MB",
-            "RSS ≤ budget + model"]
+    head = ["clients", "requests", "tok/s", "× 1 client", "decode tok/s", "at once",
+            "rows per step", "TTFT p50 / p99 s", "latency p50 / p99 s", "errors", "KV MB in use",
+            "peak RSS MB", "RSS ≤ budget + model"]
     out = []
     for r in d["rows"]:
         out.append([str(r["clients"]), str(r["clients"] * r["requests_per_client"]),
                     num(r["aggregate_tok_s"], "%.1f"), num(r["x_first"], "%.2f"),
-                    num(r.get("server_decode_tok_s"), "%.1f"),
+                    num(r.get("server_decode_tok_s"), "%.1f"), str(r["max_active"]),
                     num(r.get("rows_per_decode_step"), "%.2f"),
                     "%s / %s" % (num(r["ttft_p50_s"], "%.3f"), num(r["ttft_p99_s"], "%.3f")),
                     "%s / %s" % (num(r["latency_p50_s"], "%.2f"),
                                  num(r["latency_p99_s"], "%.2f")),
-                    str(r["errors"]), num(r["peak_rss_mb"], "%.0f"),
+                    str(r["errors"]), "%.1f" % (r["max_kv_in_use"] / 1e6),
+                    num(r["peak_rss_mb"], "%.0f"),
                     "yes" if r["rss_within_budget_plus_model"] else "no"])
     return header + table(head, "rr" + "r" * (len(head) - 2), out)
 
