@@ -558,8 +558,13 @@ void vq_vec_dot_x16_q4_K_q8_K_avx512vnni(int64_t n, const void *w, const void *a
 static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint8_t *w,
                                                            const uint8_t *a, size_t a_stride,
                                                            const int T, float *out, size_t ld_out) {
-    const __m512i m15 = _mm512_set1_epi8(15), m3 = _mm512_set1_epi8(3);
-    const __m512i lo16 = _mm512_set1_epi32(0xffff);
+    const __m512i m15 = _mm512_set1_epi8(15), m48 = _mm512_set1_epi8(48);
+    /* PSHUFB selector of a 16-byte row of scales broadcast to the four 128-bit lanes: dword w
+     * of lane L gets row 4 L + w's byte into the high byte of both its int16 halves, which an
+     * arithmetic shift by 8 then sign-extends */
+    int32_t dv[16];
+    for (int r = 0; r < 16; r++) dv[r] = (int32_t)(0x00800080u | (unsigned)r * 0x01000100u);
+    const __m512i dup = _mm512_loadu_si512(dv);
     __m512 acc[8][8]; /* [token][lane k] */
     for (int t = 0; t < T; t++)
         for (int k = 0; k < 8; k++) acc[t][k] = _mm512_setzero_ps();
@@ -569,12 +574,14 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
         for (int l = 0; l < 5; l++) /* d and scales */
             pf_x16(g + 64 * l, VQ_X16_ROWS * sizeof(vq_block_q6_K));
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
-        /* scale j of each row, sign-extended; sd[j]: in both int16 halves of the word */
-        __m512i scj[16], sd[16];
-        for (int j = 0; j < 16; j++) {
-            scj[j] = _mm512_cvtepi8_epi32(_mm_loadu_si128((const __m128i *)(g + 32 + 16 * j)));
-            sd[j] = _mm512_or_si512(_mm512_and_si512(scj[j], lo16), _mm512_slli_epi32(scj[j], 16));
-        }
+        /* sd[j]: scale j of each row in both int16 halves of its word */
+        __m512i sd[16];
+        for (int j = 0; j < 16; j++)
+            sd[j] = _mm512_srai_epi16(
+                _mm512_shuffle_epi8(
+                    _mm512_broadcast_i32x4(_mm_loadu_si128((const __m128i *)(g + 32 + 16 * j))),
+                    dup),
+                8);
         const vq_block_q8_K *y[8];
         __m512 dd[8];
         for (int t = 0; t < T; t++) {
@@ -586,8 +593,7 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
             const uint8_t *wk = g + 288 + 384 * k; /* ql (h 0), ql (h 0, +32), qh (h 0), h 1 */
             for (int l = 0; l < 6; l++) pf_x16(wk + 64 * l, VQ_X16_ROWS * sizeof(vq_block_q6_K));
             /* (sc[2k], sc[2k+1]) of each row against the pair (bsums[2k], bsums[2k+1]) */
-            const __m512i sp = _mm512_or_si512(_mm512_and_si512(scj[2 * k], lo16),
-                                               _mm512_slli_epi32(scj[2 * k + 1], 16));
+            const __m512i sp = _mm512_mask_blend_epi16(0xAAAAAAAAu, sd[2 * k], sd[2 * k + 1]);
             __m512i s[8];
             for (int t = 0; t < T; t++) {
                 int32_t bp;
@@ -603,10 +609,15 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
                     for (int up = 0; up < 2; up++) {
                         const int gg = hs + 2 * up; /* group within the 128-element half */
                         const int gp = 4 * h + gg;  /* group of 32 in the super-block */
-                        const __m512i low4 = _mm512_and_si512(up ? _mm512_srli_epi16(qlv, 4) : qlv,
-                                                              m15);
-                        const __m512i hi2 = _mm512_and_si512(_mm512_srli_epi16(qhv, 2 * gg), m3);
-                        const __m512i q = _mm512_or_si512(low4, _mm512_slli_epi16(hi2, 4));
+                        /* the code: bits 0-3 from ql (its low or high nibble), bits 4-5
+                         * the 2 bits of qh at 2 gg, moved there (one bitwise select) */
+                        const __m512i low = up ? _mm512_srli_epi16(qlv, 4) : qlv;
+                        const __m512i hib = gg == 0 ? _mm512_slli_epi16(qhv, 4)
+                                          : gg == 1 ? _mm512_slli_epi16(qhv, 2)
+                                          : gg == 2 ? qhv
+                                                    : _mm512_srli_epi16(qhv, 2);
+                        const __m512i q = _mm512_ternarylogic_epi32(
+                            m15, low, _mm512_and_si512(hib, m48), 0xCA);
                         const __m512i sc = sd[2 * gp + (k >= 4)];
                         for (int t = 0; t < T; t++) {
                             int32_t av;
