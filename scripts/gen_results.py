@@ -73,6 +73,9 @@ TABLES = {
     "qwen25-serve": ("bench/results/serve_qwen25.json", "serve", {}),
     # veloxquant serve on the default model
     "smollm2-serve": ("bench/results/serve_smollm2.json", "serve", {}),
+    "smollm2-serve-admission-fp16": ("bench/results/serve_admission_fp16.json", "serve", {}),
+    "smollm2-serve-admission-kv4": ("bench/results/serve_admission_kv4.json", "serve", {}),
+    "smollm2-serve-admission-kv3": ("bench/results/serve_admission_kv3.json", "serve", {}),
 }
 
 # Committed results files that no table of RESULTS.md shows, and why. --check fails on a
