@@ -44,8 +44,9 @@ test: deps models bench-data all venv
 
 # The large-model tests (label "large", not in `make test`): fetches Qwen2.5-Coder 1.5B Instruct
 # Q4_K_M (1.1 GB, scripts/fetch_models.sh qwen2.5-1.5b) and runs its golden test against
-# llama.cpp (tests/unit/test_large_qwen25.c, a few minutes on 2 threads).
-test-large: all
+# llama.cpp (tests/unit/test_large_qwen25.c, a few minutes on 2 threads) and the server tests
+# on it (tests/server/test_server_large.py, CTest server_large: the venv's openai client).
+test-large: all venv
 	bash scripts/fetch_models.sh qwen2.5-1.5b
 	cd $(BUILD) && ctest --output-on-failure -L large
 

@@ -16,11 +16,12 @@ MODEL_ID = "SmolLM2-135M-Instruct.Q4_1"
 
 
 class Server:
-    """A running `veloxquant serve ARGS --port 0`; .port, .url, .stop() (SIGTERM, exit code)."""
+    """A running `veloxquant serve -m MODEL --port 0 ARGS` (model: the default model unless
+    given); .port, .url, .stop() (SIGTERM, exit code)."""
 
-    def __init__(self, *args, timeout=120):
+    def __init__(self, *args, timeout=120, model=MODEL):
         self.log = []
-        cmd = [CLI, "serve", "-m", MODEL, "--port", "0", *args]
+        cmd = [CLI, "serve", "-m", model, "--port", "0", *args]
         self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                                      text=True)
         deadline = time.time() + timeout
