@@ -2099,12 +2099,20 @@ static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_hea
         for (int64_t t0 = tmin; t0 < tmax;) { /* each page once for the whole tile */
             int64_t cnt;
             const uint16_t *kp = f16_rows(c, K, t0, tmax, &cnt);
-            for (int j = 0; j < nb; j++) {
+            for (int j = 0, je; j < nb; j = je) {
                 const int64_t ta = t0 > lo[j] ? t0 : lo[j];
                 const int64_t tb = t0 + cnt < nv[j] ? t0 + cnt : nv[j];
+                /* the next queries that also see the whole page at the same score-row offset
+                 * go in the same call when their rows are contiguous (ng == gh): each key is
+                 * then converted once for all of them; every score is the same arithmetic */
+                je = j + 1;
+                if (ng == gh && ta == t0 && tb == t0 + cnt)
+                    while (je < nb && lo[je] <= t0 && nv[je] >= t0 + cnt &&
+                           a_end[je] - b0[je] == a_end[j] - b0[j])
+                        je++;
                 if (ta < tb)
-                    gk->scores_f16(q16 + (size_t)j * (size_t)gh * (size_t)d, ng, kp + (ta - t0) * d,
-                                   tb - ta, d, b1, scale,
+                    gk->scores_f16(q16 + (size_t)j * (size_t)gh * (size_t)d, ng * (je - j),
+                                   kp + (ta - t0) * d, tb - ta, d, b1, scale,
                                    w + (size_t)j * gh * ws + (a_end[j] + ta - b0[j]), ws);
             }
             t0 += cnt;

@@ -34,7 +34,7 @@ TEST(kernels_bitwise) {
     ASSERT(vq_ggml_expf_ref(-200.0f) == 0.0f);
     ASSERT(vq_ggml_expf_ref(-95.0f) > 0.0f && vq_ggml_expf_ref(-95.0f) < 1e-38f); /* subnormal */
     ASSERT(isinf(vq_ggml_expf_ref(100.0f)));
-    enum { D = 128, NT = 83, G = 5 };
+    enum { D = 128, NT = 83, G = 14 }; /* G: 6-row chunks of the batch scores and a rest */
     static float w0[96], w1[96], q[G * D], acc0[G * 64 * D], acc1[G * 64 * D], p[G * NT];
     static float s0[G * NT], s1[G * NT], o0[G * D];
     static uint16_t kv[NT * D];
@@ -48,7 +48,7 @@ TEST(kernels_bitwise) {
             const int b1 = rep % 2, d = rep % 3 == 0 ? 64
                                       : rep % 3 == 1 ? 128
                                                      : 80; /* 80: b1 leftover */
-            const int g = 1 + rep % G;
+            const int g = 1 + (rep / 2) % G;
             for (int i = 0; i < NT * D; i++) kv[i] = H(frand() * 4.0f);
             for (int i = 0; i < G * D; i++) q[i] = F(H(frand() * 3.0f));
             for (int t = 0; t < 4; t++) {

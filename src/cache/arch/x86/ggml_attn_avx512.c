@@ -61,33 +61,50 @@ static inline __m512 reduce16x4(__m512 a, __m512 b, __m512 c, __m512 d) {
     return _mm512_add_ps(x, _mm512_permute_ps(x, 0xB1));
 }
 
+/* Scores of query rows h0 .. h0 + g - 1 against the 4 keys t .. t + 3 (batch order: one
+ * 16-lane fma chain per row and key over d, reduce16x4, times scale). Each key is converted
+ * once for the g rows. */
+static inline __attribute__((always_inline)) void scores4(const float *q, const int g,
+                                                          const uint16_t *k, int64_t t, int d,
+                                                          float scale, float *w, size_t ws) {
+    const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512 acc[6][4];
+    for (int h = 0; h < g; h++)
+        for (int r = 0; r < 4; r++) acc[h][r] = _mm512_setzero_ps();
+    for (int s = 0; s < d; s += 16) {
+        __m512 kv[4];
+        for (int r = 0; r < 4; r++)
+            kv[r] = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(k + (t + r) * d + s)));
+        for (int h = 0; h < g; h++) {
+            const __m512 qv = _mm512_loadu_ps(q + (size_t)h * (size_t)d + s);
+            for (int r = 0; r < 4; r++) acc[h][r] = _mm512_fmadd_ps(kv[r], qv, acc[h][r]);
+        }
+    }
+    for (int h = 0; h < g; h++) {
+        const __m512 red = _mm512_permutexvar_ps(
+            pick, reduce16x4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]));
+        _mm_storeu_ps(w + (size_t)h * ws + (size_t)t,
+                      _mm_mul_ps(_mm512_castps512_ps128(red), _mm_set1_ps(scale)));
+    }
+}
+
 void vq_ggml_scores_f16_avx512(const float *q, int G, const uint16_t *k, int64_t n, int d, int b1,
                                float scale, float *w, size_t ws) {
     int64_t t = 0;
-    if (!b1 && G <= 4) {
-        const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-        for (; t + 4 <= n; t += 4) {
-            __m512 acc[4][4];
-            for (int h = 0; h < G; h++)
-                for (int r = 0; r < 4; r++) acc[h][r] = _mm512_setzero_ps();
-            for (int s = 0; s < d; s += 16) {
-                __m512 kv[4];
-                for (int r = 0; r < 4; r++)
-                    kv[r] = _mm512_cvtph_ps(
-                        _mm256_loadu_si256((const __m256i *)(k + (t + r) * d + s)));
-                for (int h = 0; h < G; h++) {
-                    const __m512 qv = _mm512_loadu_ps(q + (size_t)h * (size_t)d + s);
-                    for (int r = 0; r < 4; r++) acc[h][r] = _mm512_fmadd_ps(kv[r], qv, acc[h][r]);
+    if (!b1) /* any number of rows (a batch's queries), 6 at a time: 24 accumulators */
+        for (; t + 4 <= n; t += 4)
+            for (int h0 = 0; h0 < G; h0 += 6) {
+                const float *qh = q + (size_t)h0 * (size_t)d;
+                float *wh = w + (size_t)h0 * ws;
+                switch (G - h0 < 6 ? G - h0 : 6) {
+                case 1: scores4(qh, 1, k, t, d, scale, wh, ws); break;
+                case 2: scores4(qh, 2, k, t, d, scale, wh, ws); break;
+                case 3: scores4(qh, 3, k, t, d, scale, wh, ws); break;
+                case 4: scores4(qh, 4, k, t, d, scale, wh, ws); break;
+                case 5: scores4(qh, 5, k, t, d, scale, wh, ws); break;
+                default: scores4(qh, 6, k, t, d, scale, wh, ws); break;
                 }
             }
-            for (int h = 0; h < G; h++) {
-                const __m512 red = _mm512_permutexvar_ps(
-                    pick, reduce16x4(acc[h][0], acc[h][1], acc[h][2], acc[h][3]));
-                _mm_storeu_ps(w + (size_t)h * ws + (size_t)t,
-                              _mm_mul_ps(_mm512_castps512_ps128(red), _mm_set1_ps(scale)));
-            }
-        }
-    }
     if (b1 && d % 64 == 0 && G <= 4) {
         const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
         for (; t + 4 <= n; t += 4) {
