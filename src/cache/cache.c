@@ -2140,11 +2140,17 @@ static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_hea
         for (int64_t t0 = tmin; t0 < tmax;) {
             int64_t cnt;
             const uint16_t *vp = f16_rows(c, V, t0, tmax, &cnt);
-            for (int j = 0; j < nb; j++) {
+            for (int j = 0, je; j < nb; j = je) {
                 const int64_t ta = t0 > lo[j] ? t0 : lo[j];
                 const int64_t tb = t0 + cnt < nv[j] ? t0 + cnt : nv[j];
+                je = j + 1; /* as for the scores: rows of consecutive queries in one call */
+                if (ng == gh && ta == t0 && tb == t0 + cnt)
+                    while (je < nb && lo[je] <= t0 && nv[je] >= t0 + cnt &&
+                           a_end[je] - b0[je] == a_end[j] - b0[j])
+                        je++;
                 if (ta < tb)
-                    gk->pv_f16(acc + (size_t)j * (size_t)gh * S * (size_t)d, ng, vp + (ta - t0) * d,
+                    gk->pv_f16(acc + (size_t)j * (size_t)gh * S * (size_t)d, ng * (je - j),
+                               vp + (ta - t0) * d,
                                w + (size_t)j * gh * ws + (a_end[j] + ta - b0[j]), ws, ta, tb - ta,
                                d, b1, 0, (int)S);
             }
