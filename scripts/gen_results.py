@@ -57,6 +57,8 @@ TABLES = {
         ("bench/results/llama_bench_smollm2_8192_1b74d4e.json", "bench", {}),
     "smollm2-speed-8192-e4f3852":
         ("bench/results/llama_bench_smollm2_8192_e4f3852.json", "bench", {"attention": True}),
+    "smollm2-speed-424a996":
+        ("bench/results/llama_bench_smollm2_424a996.json", "bench", {"attention": True}),
     # Gemma 3 270M Q4_K_M
     "gemma3-presets": ("docs/results/gemma3-presets-ctx2048/results.json", "presets", {}),
     "gemma3-speed": ("bench/results/llama_bench_gemma3.json", "bench", {}),
