@@ -6,6 +6,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -83,3 +84,25 @@ class Server:
             print(text[-4000:])
             return rc or 1
         return rc
+
+
+def run_loadtest(model, threads, clients, requests, n, timeout=900):
+    """scripts/serve_loadtest.py on the benchmark's server (kv4, 16 slots of 2048 tokens, the
+    default budget) for model: 0 errors, tokens, the percentiles, two or more sequences at
+    once, and (not under a sanitizer, whose shadow memory counts) the server's peak RSS within
+    the KV budget plus the model; the bound holds when the budget's unused part covers the
+    fixed buffers (docs/SERVE.md, "Memory"). Returns the script's JSON result."""
+    script = os.path.join(ROOT, "scripts", "serve_loadtest.py")
+    serve = "-m %s --kv kv4 --parallel 16 -c 2048 -t %s" % (model, threads)
+    r = subprocess.run([sys.executable, script, "--serve", serve, "-C", str(clients), "-R",
+                        str(requests), "-n", str(n)], capture_output=True, text=True,
+                       timeout=timeout)
+    assert r.returncode == 0, r.stderr
+    res = json.loads(r.stdout.splitlines()[0])
+    assert res["errors"] == 0 and res["completion_tokens"] > 0, res
+    for k in ("ttft_p50_s", "ttft_p99_s", "latency_p50_s", "latency_p99_s", "aggregate_tok_s"):
+        assert res[k] > 0, (k, res)
+    assert res["max_active"] >= 2, res
+    if not any(v in os.environ for v in ("ASAN_OPTIONS", "TSAN_OPTIONS")):
+        assert res["rss_within_budget_plus_model"] is True, res
+    return res

@@ -10,14 +10,13 @@ import json
 import os
 import socket
 import subprocess
-import sys
 import threading
 import time
 
 import openai
 import pytest
 
-from serverlib import CLI, MODEL, MODEL_ID, Server
+from serverlib import CLI, MODEL, MODEL_ID, Server, run_loadtest
 
 KEY = "sekret-key"
 CTX = 512
@@ -269,18 +268,7 @@ def test_load_script():
     requests on the benchmark's kv4 server (16 slots of 2048 tokens, the default budget); 0
     errors, the percentiles reported, and the server's peak RSS within the KV budget plus the
     model (not under a sanitizer, whose shadow memory counts)."""
-    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "serve_loadtest.py")
-    serve = "-m %s --kv kv4 --parallel 16 -c 2048 -t %s" % (MODEL, THREADS)
-    r = subprocess.run([sys.executable, script, "--serve", serve, "-C", "8", "-R", "2", "-n",
-                        "16"], capture_output=True, text=True, timeout=600)
-    assert r.returncode == 0, r.stderr
-    res = json.loads(r.stdout.splitlines()[0])
-    assert res["errors"] == 0 and res["completion_tokens"] > 0, res
-    for k in ("ttft_p50_s", "ttft_p99_s", "latency_p50_s", "latency_p99_s", "aggregate_tok_s"):
-        assert res[k] > 0, (k, res)
-    assert res["max_active"] >= 2, res
-    if not any(v in os.environ for v in ("ASAN_OPTIONS", "TSAN_OPTIONS")):
-        assert res["rss_within_budget_plus_model"] is True, res
+    run_loadtest(MODEL, THREADS, 8, 2, 16, timeout=600)
 
 
 def test_metrics(srv):

@@ -8,12 +8,11 @@ import concurrent.futures as cf
 import json
 import os
 import subprocess
-import sys
 
 import openai
 import pytest
 
-from serverlib import CLI, MODELS, Server
+from serverlib import CLI, MODELS, Server, run_loadtest
 
 QWEN = os.path.join(MODELS, "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf")
 QWEN_ID = "qwen2.5-coder-1.5b-instruct-q4_k_m"
@@ -83,15 +82,4 @@ def test_batched_equals_alone_kv4():
 
 
 def test_load_script_small():
-    script = os.path.join(os.path.dirname(__file__), "..", "..", "scripts", "serve_loadtest.py")
-    # the benchmark's server (16 slots of 2048 tokens, the default budget): the bound holds
-    # when the budget's unused part covers the fixed buffers (tokenizer, activations, each
-    # slot's cache work buffers: about 120 MB here; docs/SERVE.md, "Memory")
-    serve = "-m %s --kv kv4 --parallel 16 -c 2048 -t %s" % (QWEN, THREADS)
-    r = subprocess.run([sys.executable, script, "--serve", serve, "-C", "4", "-R", "1", "-n",
-                        "16"], capture_output=True, text=True, timeout=900)
-    assert r.returncode == 0, r.stderr
-    res = json.loads(r.stdout.splitlines()[0])
-    assert res["errors"] == 0 and res["completion_tokens"] > 0, res
-    assert res["max_active"] >= 2, res
-    assert res["rss_within_budget_plus_model"] is True, res
+    run_loadtest(QWEN, THREADS, 4, 1, 16)
