@@ -2017,6 +2017,18 @@ static int layer_all_window(const vq_cache *c, const struct vq_layer *L) {
     return 1;
 }
 
+/* attend_f16's tile queries j .. end - 1 all see the whole page [t0, t1) (query j does) at
+ * the same score-row offset: their scores and V^T P go in one kernel call (their rows are
+ * contiguous when a tile item holds all heads of its group), so that each key and value is
+ * converted once for all of them; every score and lane chain is the same arithmetic. Returns
+ * end (> j). */
+static int page_run(int j, int nb, int64_t t0, int64_t t1, const int64_t *lo, const int64_t *nv,
+                    const int64_t *a_end, const int64_t *b0) {
+    int e = j + 1;
+    while (e < nb && lo[e] <= t0 && nv[e] >= t1 && a_end[e] - b0[e] == a_end[j] - b0[j]) e++;
+    return e;
+}
+
 /* Attention of n_q queries on a layer whose K and V are plain fp16 rows (L->f16_exact, or
  * f16_window with every row still in the windows), in
  * llama.cpp's operation order (non-flash CPU path, ggml_attn.h): q rounded to fp16; scores by
@@ -2102,14 +2114,9 @@ static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_hea
             for (int j = 0, je; j < nb; j = je) {
                 const int64_t ta = t0 > lo[j] ? t0 : lo[j];
                 const int64_t tb = t0 + cnt < nv[j] ? t0 + cnt : nv[j];
-                /* the next queries that also see the whole page at the same score-row offset
-                 * go in the same call when their rows are contiguous (ng == gh): each key is
-                 * then converted once for all of them; every score is the same arithmetic */
-                je = j + 1;
-                if (ng == gh && ta == t0 && tb == t0 + cnt)
-                    while (je < nb && lo[je] <= t0 && nv[je] >= t0 + cnt &&
-                           a_end[je] - b0[je] == a_end[j] - b0[j])
-                        je++;
+                je = ng == gh && ta == t0 && tb == t0 + cnt
+                       ? page_run(j, nb, t0, t0 + cnt, lo, nv, a_end, b0)
+                       : j + 1;
                 if (ta < tb)
                     gk->scores_f16(q16 + (size_t)j * (size_t)gh * (size_t)d, ng * (je - j),
                                    kp + (ta - t0) * d, tb - ta, d, b1, scale,
@@ -2143,11 +2150,9 @@ static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_hea
             for (int j = 0, je; j < nb; j = je) {
                 const int64_t ta = t0 > lo[j] ? t0 : lo[j];
                 const int64_t tb = t0 + cnt < nv[j] ? t0 + cnt : nv[j];
-                je = j + 1; /* as for the scores: rows of consecutive queries in one call */
-                if (ng == gh && ta == t0 && tb == t0 + cnt)
-                    while (je < nb && lo[je] <= t0 && nv[je] >= t0 + cnt &&
-                           a_end[je] - b0[je] == a_end[j] - b0[j])
-                        je++;
+                je = ng == gh && ta == t0 && tb == t0 + cnt
+                       ? page_run(j, nb, t0, t0 + cnt, lo, nv, a_end, b0)
+                       : j + 1;
                 if (ta < tb)
                     gk->pv_f16(acc + (size_t)j * (size_t)gh * S * (size_t)d, ng * (je - j),
                                vp + (ta - t0) * d,
