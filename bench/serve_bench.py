@@ -23,7 +23,6 @@ import datetime
 import json
 import os
 import platform
-import shlex
 import statistics
 import subprocess
 import sys
@@ -48,14 +47,6 @@ def git_commit():
                               capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "?"
-
-
-def model_name(serve):
-    a = shlex.split(serve)
-    for i, x in enumerate(a):
-        if x in ("-m", "--model") and i + 1 < len(a):
-            return os.path.basename(a[i + 1])
-    return "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def run_once(serve, clients, requests, n, reserve):
@@ -125,7 +116,7 @@ def main():
     home = os.path.expanduser("~")
     serve = a.serve.replace(home + "/", "~/") if home != "/" else a.serve
     out = {
-        "model": model_name(a.serve), "serve": serve, "max_tokens": a.max_tokens,
+        "model": results[counts[0][0]][0]["model"], "serve": serve, "max_tokens": a.max_tokens,
         "reserve": a.reserve,
         "rounds": a.rounds, "veloxquant_commit": git_commit(), "cpu": cpu_name(),
         "nproc": os.cpu_count(), "kv_budget": results[counts[0][0]][0]["kv_budget"],

@@ -193,7 +193,7 @@ def main():
     finally:
         rc = srv.stop() if srv else 0
     res = {
-        "serve": args.serve, "clients": args.clients, "requests": args.clients * args.requests,
+        "serve": args.serve, "model": model, "clients": args.clients, "requests": args.clients * args.requests,
         "max_tokens": args.max_tokens, "reserve": args.reserve,
         "errors": stats["errors"], "wall_s": round(wall, 3),
         "ttft_p50_s": pct(stats["ttft"], 50), "ttft_p99_s": pct(stats["ttft"], 99),

@@ -2017,15 +2017,16 @@ static int layer_all_window(const vq_cache *c, const struct vq_layer *L) {
     return 1;
 }
 
-/* attend_f16's tile queries j .. end - 1 all see the whole page [t0, t1) (query j does) at
- * the same score-row offset: their scores and V^T P go in one kernel call (their rows are
- * contiguous when a tile item holds all heads of its group), so that each key and value is
- * converted once for all of them; every score and lane chain is the same arithmetic. Returns
- * end (> j). */
-static int page_run(int j, int nb, int64_t t0, int64_t t1, const int64_t *lo, const int64_t *nv,
-                    const int64_t *a_end, const int64_t *b0) {
+/* attend_f16's run of tile queries j .. end - 1 that go in one scores / V^T P call for the
+ * page [t0, t1): when query j sees the whole page, the next ones that see it too at the same
+ * score-row offset join, as long as their rows are contiguous (rows: a tile item holds all
+ * heads of its group), so that each key and value is converted once for all of them; every
+ * score and lane chain is the same arithmetic. Returns end (> j). */
+static int page_run(int j, int nb, int rows, int64_t t0, int64_t t1, const int64_t *lo,
+                    const int64_t *nv, const int64_t *a_end, const int64_t *b0) {
     int e = j + 1;
-    while (e < nb && lo[e] <= t0 && nv[e] >= t1 && a_end[e] - b0[e] == a_end[j] - b0[j]) e++;
+    if (rows && lo[j] <= t0 && nv[j] >= t1)
+        while (e < nb && lo[e] <= t0 && nv[e] >= t1 && a_end[e] - b0[e] == a_end[j] - b0[j]) e++;
     return e;
 }
 
@@ -2114,9 +2115,7 @@ static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_hea
             for (int j = 0, je; j < nb; j = je) {
                 const int64_t ta = t0 > lo[j] ? t0 : lo[j];
                 const int64_t tb = t0 + cnt < nv[j] ? t0 + cnt : nv[j];
-                je = ng == gh && ta == t0 && tb == t0 + cnt
-                       ? page_run(j, nb, t0, t0 + cnt, lo, nv, a_end, b0)
-                       : j + 1;
+                je = page_run(j, nb, ng == gh, t0, t0 + cnt, lo, nv, a_end, b0);
                 if (ta < tb)
                     gk->scores_f16(q16 + (size_t)j * (size_t)gh * (size_t)d, ng * (je - j),
                                    kp + (ta - t0) * d, tb - ta, d, b1, scale,
@@ -2150,9 +2149,7 @@ static void attend_f16(const vq_cache *c, int layer, const float *q, int n_q_hea
             for (int j = 0, je; j < nb; j = je) {
                 const int64_t ta = t0 > lo[j] ? t0 : lo[j];
                 const int64_t tb = t0 + cnt < nv[j] ? t0 + cnt : nv[j];
-                je = ng == gh && ta == t0 && tb == t0 + cnt
-                       ? page_run(j, nb, t0, t0 + cnt, lo, nv, a_end, b0)
-                       : j + 1;
+                je = page_run(j, nb, ng == gh, t0, t0 + cnt, lo, nv, a_end, b0);
                 if (ta < tb)
                     gk->pv_f16(acc + (size_t)j * (size_t)gh * S * (size_t)d, ng * (je - j),
                                vp + (ta - t0) * d,
