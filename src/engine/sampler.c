@@ -143,11 +143,23 @@ static void sift_down(struct cand *h, int n, int i) {
 }
 
 static int32_t argmax(const float *logits, int n) {
-    /* the largest value (NaN never wins a >), then its first index: two passes the compiler
-     * vectorizes, the id of the one-pass scan (first maximum, NaN skipped, 0 if none) */
+    /* the largest value (NaN never wins a >; max is exact in any order), then its first index:
+     * two passes over blocks of 16 the compiler vectorizes, the id of the one-pass scan (first
+     * maximum, NaN skipped, 0 if none) */
+    float m16[16];
+    int i = 0;
+    for (int k = 0; k < 16; k++) m16[k] = -INFINITY;
+    for (; i + 16 <= n; i += 16)
+        for (int k = 0; k < 16; k++) m16[k] = logits[i + k] > m16[k] ? logits[i + k] : m16[k];
     float mx = -INFINITY;
-    for (int i = 0; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
-    for (int i = 0; i < n; i++)
+    for (int k = 0; k < 16; k++) mx = m16[k] > mx ? m16[k] : mx;
+    for (; i < n; i++) mx = logits[i] > mx ? logits[i] : mx;
+    for (i = 0; i + 16 <= n; i += 16) {
+        int hit = 0;
+        for (int k = 0; k < 16; k++) hit |= logits[i + k] == mx;
+        if (hit) break;
+    }
+    for (; i < n; i++)
         if (logits[i] == mx) return i;
     return 0;
 }

@@ -398,28 +398,23 @@ void vq_vec_dotr4_q6_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride
     }
 }
 
-/* Super-blocks ahead that the repacked kernels ask for into L2, a line for each line read
+/* Bytes ahead that the repacked kernels ask for into L1, one request for each line they read
  * (the groups of a thread's tiles follow each other in memory, so the stream runs on across
- * tiles), and, for the same line, the super-block just ahead into L1. 4 ahead into L2 read a
- * 191 MB Q6_K and a 131 MB Q4_K matrix on one token 5-40 % faster than 2 ahead into L1 on the
- * Intel Xeon (noisy shared VM; 8 ahead about the same); the second, near request raised one
- * thread's stream from huge-page memory from 14.6 to 15.8 GB/s (Q4_K) and 14.3 to 14.8 GB/s
- * (Q6_K) against a plain read's 17.3-18.7 (idle machine; bench/bench_read_bw.c). */
-#ifndef VQ_PF_X16
-#define VQ_PF_X16 4
-#endif
-#ifndef VQ_PF_X16_HINT
-#define VQ_PF_X16_HINT _MM_HINT_T1
-#endif
-#ifndef VQ_PF_X16_NEAR
-#define VQ_PF_X16_NEAR 1
+ * groups and tiles). The hardware's L2 streamer brings the lines from memory; this request only
+ * has to be early enough to cover the L2 latency, and a request far enough ahead to miss in L2
+ * holds a fill buffer for a memory round trip. One thread streaming 800 MB of a Q4_K / Q6_K
+ * matrix from huge-page memory on one token (Intel Xeon, idle; plain read 17.8 GB/s,
+ * bench/bench_read_bw.c), GB/s of weights: 2048 B ahead into L1 17.2-17.5 (Q4_K) and
+ * 17.0-17.4 (Q6_K); 1024 B 16.5-16.8 / 16.3-16.6; 2816 B 16.1-16.5 / 15.7; 3360 B 13.2-15.3 /
+ * 13.6; 4096 B 11-12; the earlier pair of requests (4 super-blocks ahead into L2 and one into
+ * L1) 14.6-15.1 / 15.0; none 14.8-15.8 / 13.5. */
+#ifndef VQ_PF_X16_BYTES
+#define VQ_PF_X16_BYTES 2048
 #endif
 
-/* The line at p of a repacked super-block of sb bytes, VQ_PF_X16 super-blocks ahead into L2
- * and VQ_PF_X16_NEAR ahead into L1. */
-static inline __attribute__((always_inline)) void pf_x16(const uint8_t *p, size_t sb) {
-    _mm_prefetch((const char *)(p + VQ_PF_X16 * sb), VQ_PF_X16_HINT);
-    _mm_prefetch((const char *)(p + VQ_PF_X16_NEAR * sb), _MM_HINT_T0);
+/* Asks for the line VQ_PF_X16_BYTES past p into L1. */
+static inline __attribute__((always_inline)) void pf_x16(const uint8_t *p) {
+    _mm_prefetch((const char *)(p + VQ_PF_X16_BYTES), _MM_HINT_T0);
 }
 
 /* ---- Q4_K repacked in 16-row groups (ggml.h, "repacked weights") --------------------------
@@ -454,7 +449,7 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *g = w + (size_t)i * (VQ_X16_ROWS * sizeof(vq_block_q4_K));
         for (int l = 0; l < 4; l++) /* d, dmin, scales */
-            pf_x16(g + 64 * l, VQ_X16_ROWS * sizeof(vq_block_q4_K));
+            pf_x16(g + 64 * l);
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
         const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + 32)));
         /* ggml's utmp unpacking, one row per lane: sc0..3, sc4..7, m0..3, m4..7 */
@@ -481,8 +476,7 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
         for (int p = 0; p < 4; p++) {
             __m512i lo[8], hi[8];
             for (int t = 0; t < T; t++) lo[t] = hi[t] = _mm512_setzero_si512();
-            for (int l = 0; l < 8; l++)
-                pf_x16(q + 512 * p + 64 * l, VQ_X16_ROWS * sizeof(vq_block_q4_K));
+            for (int l = 0; l < 8; l++) pf_x16(q + 512 * p + 64 * l);
             for (int k = 0; k < 8; k++) {
                 const __m512i raw = _mm512_loadu_si512(q + 64 * (8 * p + k));
                 const __m512i wl = _mm512_and_si512(raw, m15);
@@ -572,7 +566,7 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *g = w + (size_t)i * (VQ_X16_ROWS * sizeof(vq_block_q6_K));
         for (int l = 0; l < 5; l++) /* d and scales */
-            pf_x16(g + 64 * l, VQ_X16_ROWS * sizeof(vq_block_q6_K));
+            pf_x16(g + 64 * l);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
         /* sd[j]: scale j of each row in both int16 halves of its word */
         __m512i sd[16];
@@ -591,7 +585,7 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
         }
         for (int k = 0; k < 8; k++) {
             const uint8_t *wk = g + 288 + 384 * k; /* ql (h 0), ql (h 0, +32), qh (h 0), h 1 */
-            for (int l = 0; l < 6; l++) pf_x16(wk + 64 * l, VQ_X16_ROWS * sizeof(vq_block_q6_K));
+            for (int l = 0; l < 6; l++) pf_x16(wk + 64 * l);
             /* (sc[2k], sc[2k+1]) of each row against the pair (bsums[2k], bsums[2k+1]) */
             const __m512i sp = _mm512_mask_blend_epi16(0xAAAAAAAAu, sd[2 * k], sd[2 * k + 1]);
             __m512i s[8];
