@@ -230,8 +230,9 @@ void vq_codec_score_multi(const vq_codec *c, const void *const *qs, int nq, cons
             c->score(c, qs[j], (const uint8_t *)codes, n_tokens, scores[j]);
         return;
     }
-    for (int j = 0; j < nq; j += 4)
-        c->score_multi(c, qs + j, nq - j < 4 ? nq - j : 4, (const uint8_t *)codes, n_tokens,
+    const int mx = c->multi_max > 0 ? c->multi_max : 4;
+    for (int j = 0; j < nq; j += mx)
+        c->score_multi(c, qs + j, nq - j < mx ? nq - j : mx, (const uint8_t *)codes, n_tokens,
                        scores + j);
 }
 
@@ -253,8 +254,9 @@ void vq_codec_accumulate_multi(const vq_codec *c, const void *codes, int64_t n_t
             c->accumulate(c, (const uint8_t *)codes, n_tokens, w[j], acc[j]);
         return;
     }
-    for (int j = 0; j < nq; j += 4)
-        c->accumulate_multi(c, (const uint8_t *)codes, n_tokens, w + j, nq - j < 4 ? nq - j : 4,
+    const int mx = c->multi_max > 0 ? c->multi_max : 4;
+    for (int j = 0; j < nq; j += mx)
+        c->accumulate_multi(c, (const uint8_t *)codes, n_tokens, w + j, nq - j < mx ? nq - j : mx,
                             acc + j);
 }
 

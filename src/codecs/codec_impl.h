@@ -51,27 +51,30 @@ struct vq_codec {
     void (*prepare_query)(const struct vq_codec *c, const float *q, void *qs);
     void (*score)(const struct vq_codec *c, const void *qs, const uint8_t *codes, int64_t n_tokens,
                   float *scores);
-    /* optional (NULL: score per query): nq (1..4) prepared queries over the same codes, each
-     * score bit-identical to score's for that query alone */
+    /* the most queries (weight vectors) score_multi / accumulate_multi take in one call
+     * (0: 4) */
+    int multi_max;
+    /* optional (NULL: score per query): nq (1..multi_max) prepared queries over the same
+     * codes, each score bit-identical to score's for that query alone */
     void (*score_multi)(const struct vq_codec *c, const void *const *qs, int nq,
                         const uint8_t *codes, int64_t n_tokens, float *const *scores);
     void (*accumulate)(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
                        const float *w, float *acc);
-    /* optional (NULL: accumulate per weight vector): nq (1..4) weight vectors over the same
-     * codes into their own accumulators, each the same bits as accumulate's alone */
+    /* optional (NULL: accumulate per weight vector): nq (1..multi_max) weight vectors over
+     * the same codes into their own accumulators, each the same bits as accumulate's alone */
     void (*accumulate_multi)(const struct vq_codec *c, const uint8_t *codes, int64_t n_tokens,
                              const float *const *w, int nq, float *const *acc);
     void (*finish)(const struct vq_codec *c, const float *acc, float *out);
 };
 
 /* vq_codec_score for nq >= 1 prepared queries qs[j] over the same codes into scores[j]: the
- * codec's score_multi in groups of up to 4 queries where it has one, else one score per query;
+ * codec's score_multi in groups of up to multi_max queries where it has one, else one score per query;
  * the same bits as nq vq_codec_score calls. Hot path: preconditions are asserts. */
 void vq_codec_score_multi(const vq_codec *c, const void *const *qs, int nq, const void *codes,
                           int64_t n_tokens, float *const *scores);
 
 /* vq_codec_accumulate for nq >= 1 weight vectors w[j] into acc[j] over the same codes, in
- * groups of up to 4 where the codec has accumulate_multi; the same bits as nq calls. */
+ * groups of up to multi_max where the codec has accumulate_multi; the same bits as nq calls. */
 void vq_codec_accumulate_multi(const vq_codec *c, const void *codes, int64_t n_tokens,
                                const float *const *w, int nq, float *const *acc);
 

@@ -154,6 +154,7 @@ void vq_wk_codec_setup(struct vq_codec *c) {
     /* the AVX-512 (non-VBMI) kernels have multi-query twins: one lookup for every query */
     if (m->acc == vq_wk_accumulate_avx512) c->accumulate_multi = wk_codec_accumulate_multi;
     if (m->score == vq_wk_score_avx512) c->score_multi = wk_codec_score_multi;
+    c->multi_max = 6; /* a GQA group of 6 query heads (Qwen2.5) in one pass */
 #endif
 }
 

@@ -99,7 +99,7 @@ void vq_wk_accumulate_avx2(const vq_wk *k, const uint8_t *codes, int64_t n, cons
                            float *acc);
 void vq_wk_score_avx512(const vq_wk *k, const float *qs, const uint8_t *codes, int64_t n,
                         float *scores);
-/* nq (1..4) queries qs[j] over the same records, each scores[j] the bits of
+/* nq (>= 1) queries qs[j] over the same records, each scores[j] the bits of
  * vq_wk_score_avx512 with qs[j] (the codes unpacked once for all). */
 void vq_wk_score_multi_avx512(const vq_wk *k, const float *const *qs, int nq, const uint8_t *codes,
                               int64_t n, float *const *scores);

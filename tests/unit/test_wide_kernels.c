@@ -116,6 +116,39 @@ static int run_case(vq_rng *g, int bits, int lin, int sym, int d, int n) {
             }
         }
     }
+#ifdef VQ_HAVE_X86
+    /* the AVX-512 multi-query kernels: nq = 1..8 queries (5 and 6 in one pass, more split) and
+     * weight vectors, each exactly the bits of its own single call */
+    if (vq_isa_available(VQ_ISA_AVX512))
+        for (int nq = 1; nq <= 8; nq++) {
+            static float qm[8][1040], wm[8][64], sm[8][64], am[8][1040], a1[1040];
+            const float *qp[8], *wp[8];
+            float *sp[8], *ap[8];
+            for (int j = 0; j < nq; j++) {
+                for (int i = 0; i < k.dpad; i++) qm[j][i] = i < d ? (float)vq_rng_normal(g) : 0;
+                for (int t = 0; t < n; t++) wm[j][t] = (float)vq_rng_normal(g);
+                for (int i = 0; i < k.dpad; i++) am[j][i] = (float)i * 0.01f;
+                qp[j] = qm[j];
+                wp[j] = wm[j];
+                sp[j] = sm[j];
+                ap[j] = am[j];
+            }
+            vq_wk_score_multi_avx512(&k, qp, nq, codes, n, sp);
+            vq_wk_accumulate_multi_avx512(&k, codes, n, wp, nq, ap);
+            for (int j = 0; j < nq; j++) {
+                vq_wk_score_avx512(&k, qm[j], codes, n, s_x);
+                for (int i = 0; i < k.dpad; i++) a1[i] = (float)i * 0.01f;
+                vq_wk_accumulate_avx512(&k, codes, n, wm[j], a1);
+                if (memcmp(s_x, sm[j], sizeof(float) * (size_t)n) ||
+                    memcmp(a1, am[j], sizeof(float) * (size_t)k.dpad)) {
+                    if (bad < 4)
+                        fprintf(stderr, "  multi b=%d lin=%d d=%d n=%d nq=%d: query %d differs\n",
+                                bits, lin, d, n, nq, j);
+                    bad++;
+                }
+            }
+        }
+#endif
     free(codes);
     return bad;
 }

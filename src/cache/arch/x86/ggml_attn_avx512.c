@@ -88,6 +88,38 @@ static inline __attribute__((always_inline)) void scores4(const float *q, const 
     }
 }
 
+/* scores4 for b1 (ggml's vec_dot_f16: four 16-lane chains j over the 64-element chunks of d,
+ * summed (x0 + x2) + (x1 + x3), then reduce16x4) for query rows h0 .. h0 + g - 1 against the
+ * 4 keys t .. t + 3; each 16-element piece of a key is converted once for the g rows. */
+static inline __attribute__((always_inline)) void scores4_b1(const float *q, const int g,
+                                                             const uint16_t *k, int64_t t, int d,
+                                                             float scale, float *w, size_t ws) {
+    const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    __m512 y[6][4];
+    for (int r = 0; r < 4; r++) {
+        __m512 x[6][4];
+        for (int h = 0; h < g; h++)
+            for (int j = 0; j < 4; j++) x[h][j] = _mm512_setzero_ps();
+        for (int s = 0; s < d; s += 64)
+            for (int j = 0; j < 4; j++) {
+                const __m512 kv = _mm512_cvtph_ps(
+                    _mm256_loadu_si256((const __m256i *)(k + (t + r) * d + s + 16 * j)));
+                for (int h = 0; h < g; h++)
+                    x[h][j] = _mm512_fmadd_ps(
+                        kv, _mm512_loadu_ps(q + (size_t)h * (size_t)d + s + 16 * j), x[h][j]);
+            }
+        for (int h = 0; h < g; h++)
+            y[h][r] = _mm512_add_ps(_mm512_add_ps(x[h][0], x[h][2]),
+                                    _mm512_add_ps(x[h][1], x[h][3]));
+    }
+    for (int h = 0; h < g; h++) {
+        const __m512 red = _mm512_permutexvar_ps(pick,
+                                                 reduce16x4(y[h][0], y[h][1], y[h][2], y[h][3]));
+        _mm_storeu_ps(w + (size_t)h * ws + (size_t)t,
+                      _mm_mul_ps(_mm512_castps512_ps128(red), _mm_set1_ps(scale)));
+    }
+}
+
 void vq_ggml_scores_f16_avx512(const float *q, int G, const uint16_t *k, int64_t n, int d, int b1,
                                float scale, float *w, size_t ws) {
     int64_t t = 0;
@@ -105,32 +137,24 @@ void vq_ggml_scores_f16_avx512(const float *q, int G, const uint16_t *k, int64_t
                 default: scores4(qh, 6, k, t, d, scale, wh, ws); break;
                 }
             }
-    if (b1 && d % 64 == 0 && G <= 4) {
-        const __m512i pick = _mm512_setr_epi32(0, 4, 8, 12, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    if (b1 && d % 64 == 0)
         for (; t + 4 <= n; t += 4) {
             if (t + VQ_PF_ROWS + 4 <= n) /* 4 rows, VQ_PF_ROWS ahead */
                 for (int64_t o = 0; o < 4 * (int64_t)d; o += 32)
                     vq_prefetch(k + (t + VQ_PF_ROWS) * d + o);
-            for (int h = 0; h < G; h++) {
-                const float *qh = q + (size_t)h * (size_t)d;
-                __m512 y[4];
-                for (int r = 0; r < 4; r++) {
-                    __m512 x[4] = {_mm512_setzero_ps(), _mm512_setzero_ps(), _mm512_setzero_ps(),
-                                   _mm512_setzero_ps()};
-                    for (int s = 0; s < d; s += 64)
-                        for (int j = 0; j < 4; j++)
-                            x[j] = _mm512_fmadd_ps(
-                                _mm512_cvtph_ps(_mm256_loadu_si256(
-                                    (const __m256i *)(k + (t + r) * d + s + 16 * j))),
-                                _mm512_loadu_ps(qh + s + 16 * j), x[j]);
-                    y[r] = _mm512_add_ps(_mm512_add_ps(x[0], x[2]), _mm512_add_ps(x[1], x[3]));
+            for (int h0 = 0; h0 < G; h0 += 6) {
+                const float *qh = q + (size_t)h0 * (size_t)d;
+                float *wh = w + (size_t)h0 * ws;
+                switch (G - h0 < 6 ? G - h0 : 6) {
+                case 1: scores4_b1(qh, 1, k, t, d, scale, wh, ws); break;
+                case 2: scores4_b1(qh, 2, k, t, d, scale, wh, ws); break;
+                case 3: scores4_b1(qh, 3, k, t, d, scale, wh, ws); break;
+                case 4: scores4_b1(qh, 4, k, t, d, scale, wh, ws); break;
+                case 5: scores4_b1(qh, 5, k, t, d, scale, wh, ws); break;
+                default: scores4_b1(qh, 6, k, t, d, scale, wh, ws); break;
                 }
-                const __m512 red = _mm512_permutexvar_ps(pick, reduce16x4(y[0], y[1], y[2], y[3]));
-                _mm_storeu_ps(w + (size_t)h * ws + (size_t)t,
-                              _mm_mul_ps(_mm512_castps512_ps128(red), _mm_set1_ps(scale)));
             }
         }
-    }
     if (t < n)
         vq_ggml_scores_rows(vq_ggml_dot_f16_avx512, q, G, k + t * d, n - t, d, b1, scale, w + t,
                             ws);

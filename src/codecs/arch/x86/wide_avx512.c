@@ -129,18 +129,73 @@ VQ_INLINE void score_tm(const vq_wk *k, const float *const *qs, const int NQ, co
     }
 }
 
-VQ_INLINE void score_tq(const vq_wk *k, const float *const *qs, int nq, const uint8_t *codes,
+/* score_tm for NQ (5..6) queries, four tokens per step: 4 x NQ accumulators in registers
+ * where 8 x NQ would not fit. A token of the 8-token blocks keeps score_tm's arithmetic (the
+ * same FMA chain, fold8, and hsum8x8's pairing ((x0 + x1) + (x2 + x3)) + ((x4 + x5) + (x6 +
+ * x7)) by three HADDs over 4 tokens), the tokens after the last whole block its
+ * _mm512_reduce_add_ps: every scores[j] has the bits of the single-query call. */
+VQ_INLINE void score_t4(const vq_wk *k, const float *const *qs, const int NQ, const uint8_t *codes,
                         int64_t n, float *const *scores, const int LIN, const int B) {
-    switch (nq) {
-    case 1: score_tm(k, qs, 1, codes, n, scores, LIN, B); break;
-    case 2: score_tm(k, qs, 2, codes, n, scores, LIN, B); break;
-    case 3: score_tm(k, qs, 3, codes, n, scores, LIN, B); break;
-    default: score_tm(k, qs, 4, codes, n, scores, LIN, B); break;
+    unpack_k u;
+    unpack_init(k, &u, LIN, B);
+    const int d = k->d, dfull = d & ~15, rec = k->rec;
+    const int64_t nb = n & ~(int64_t)7;
+    int64_t t = 0;
+    for (; t < nb; t += 4) {
+        const uint8_t *r0 = codes + t * rec;
+        vq_pf_span(r0 + VQ_PF_RECS * (size_t)rec, 4 * (size_t)rec);
+        __m512 acc[6][4];
+        for (int j = 0; j < NQ; j++)
+            for (int i = 0; i < 4; i++) acc[j][i] = _mm512_setzero_ps();
+        for (int c = 0; c < d; c += 16) {
+            const int cnt = c < dfull ? 16 : 8;
+            for (int i = 0; i < 4; i++) {
+                const __m512 l = lev16(&u, r0 + i * rec + 2, rec, c, cnt, LIN, B);
+                for (int j = 0; j < NQ; j++)
+                    acc[j][i] = _mm512_fmadd_ps(l, _mm512_loadu_ps(qs[j] + c), acc[j][i]);
+            }
+        }
+        float sc[4];
+        for (int i = 0; i < 4; i++) sc[i] = vq_tq_sf16(r0 + i * rec);
+        const __m128 scv = _mm_loadu_ps(sc);
+        for (int j = 0; j < NQ; j++) {
+            const __m256 t0 = _mm256_hadd_ps(fold8(acc[j][0]), fold8(acc[j][1]));
+            const __m256 t1 = _mm256_hadd_ps(fold8(acc[j][2]), fold8(acc[j][3]));
+            const __m256 u0 = _mm256_hadd_ps(t0, t1);
+            const __m128 sum = _mm_add_ps(_mm256_castps256_ps128(u0), _mm256_extractf128_ps(u0, 1));
+            _mm_storeu_ps(scores[j] + t, _mm_mul_ps(sum, scv));
+        }
+    }
+    for (; t < n; t++) {
+        const uint8_t *r = codes + t * rec;
+        for (int j = 0; j < NQ; j++) {
+            __m512 acc = _mm512_setzero_ps();
+            for (int c = 0; c < d; c += 16)
+                acc = _mm512_fmadd_ps(lev16(&u, r + 2, rec, c, c < dfull ? 16 : 8, LIN, B),
+                                      _mm512_loadu_ps(qs[j] + c), acc);
+            scores[j][t] = vq_tq_sf16(r) * _mm512_reduce_add_ps(acc);
+        }
     }
 }
 
-/* NQ (1..3) weight vectors w[j] into acc[j]; 64 coordinates (4 vectors) of each accumulator
- * stay in registers across all tokens, even and odd tokens in separate accumulators (two
+VQ_INLINE void score_tq(const vq_wk *k, const float *const *qs, int nq, const uint8_t *codes,
+                        int64_t n, float *const *scores, const int LIN, const int B) {
+    for (int j = 0; j < nq;) { /* up to 4 at a time, or 5 / 6 in one pass */
+        const int m = nq - j;
+        switch (m > 6 ? 4 : m) {
+        case 1: score_tm(k, qs + j, 1, codes, n, scores + j, LIN, B); break;
+        case 2: score_tm(k, qs + j, 2, codes, n, scores + j, LIN, B); break;
+        case 3: score_tm(k, qs + j, 3, codes, n, scores + j, LIN, B); break;
+        case 4: score_tm(k, qs + j, 4, codes, n, scores + j, LIN, B); break;
+        case 5: score_t4(k, qs + j, 5, codes, n, scores + j, LIN, B); break;
+        default: score_t4(k, qs + j, 6, codes, n, scores + j, LIN, B); break;
+        }
+        j += m > 6 ? 4 : m;
+    }
+}
+
+/* NQ (1..6) weight vectors w[j] into acc[j]; 64 coordinates (4 vectors; 32 for NQ > 3) of each
+ * accumulator stay in registers across all tokens, even and odd tokens in separate accumulators (two
  * independent FMA chains) added at the end; each level vector is looked up once for every
  * query, so each acc[j] gets the same bits as with NQ = 1. Per 16 tokens the scaled weights
  * w[j][t] * scale_t are formed at once (vq_tq_weights16: one gather of the sf16 scales and one
@@ -153,13 +208,14 @@ VQ_INLINE void acc_tm(const vq_wk *k, const uint8_t *codes, int64_t n, const flo
     unpack_k u;
     unpack_init(k, &u, LIN, B);
     const int d = k->d, rec = k->rec;
-    for (int j0 = 0; j0 < d; j0 += 64) {
-        const int nv = (d - j0 + 15) / 16 < 4 ? (d - j0 + 15) / 16 : 4;
+    const int PV = NQ > 3 ? 2 : 4; /* vectors per pass: at most 24 accumulators */
+    for (int j0 = 0; j0 < d; j0 += 16 * PV) {
+        const int nv = (d - j0 + 15) / 16 < PV ? (d - j0 + 15) / 16 : PV;
         const int last = j0 + 16 * nv > d ? 8 : 16; /* codes in the last vector */
-        __m512 a[3][4], b[3][4];
-#pragma GCC unroll 4
+        __m512 a[6][4], b[6][4];
+#pragma GCC unroll 6
         for (int j = 0; j < NQ; j++)
-#pragma GCC unroll 4
+#pragma GCC unroll 6
             for (int v = 0; v < 4; v++) {
                 a[j][v] = _mm512_setzero_ps();
                 b[j][v] = _mm512_setzero_ps();
@@ -168,25 +224,30 @@ VQ_INLINE void acc_tm(const vq_wk *k, const uint8_t *codes, int64_t n, const flo
         for (int64_t t0 = 0; t0 + 2 <= n; t0 += 16) {
             const int m = n - t0 < 16 ? (int)(n - t0) : 16;
             const __mmask16 mk = (__mmask16)((1u << m) - 1u);
-            __m512 wv[3];
+            __m512 wv[6];
+            float wb[6][16]; /* NQ > 3: the weights broadcast from memory (no registers) */
             vq_tq_weights16(codes + t0 * rec, rec, mk, w, t0, NQ, wv);
+            if (NQ > 3)
+#pragma GCC unroll 6
+                for (int j = 0; j < NQ; j++) _mm512_storeu_ps(wb[j], wv[j]);
             for (int p = 0; p + 1 < m; p += 2) {
                 t = t0 + p + 2;
                 const uint8_t *r = codes + (t0 + p) * rec;
                 vq_pf_span(r + VQ_PF_RECS * (size_t)rec, 2 * (size_t)rec);
                 const __m512i i0 = _mm512_set1_epi32(p), i1 = _mm512_set1_epi32(p + 1);
-                __m512 w0[3], w1[3];
-#pragma GCC unroll 4
+                __m512 w0[6], w1[6];
+#pragma GCC unroll 6
                 for (int j = 0; j < NQ; j++) {
-                    w0[j] = _mm512_permutexvar_ps(i0, wv[j]);
-                    w1[j] = _mm512_permutexvar_ps(i1, wv[j]);
+                    w0[j] = NQ > 3 ? _mm512_set1_ps(wb[j][p]) : _mm512_permutexvar_ps(i0, wv[j]);
+                    w1[j] = NQ > 3 ? _mm512_set1_ps(wb[j][p + 1])
+                                   : _mm512_permutexvar_ps(i1, wv[j]);
                 }
-#pragma GCC unroll 4
+#pragma GCC unroll 6
                 for (int v = 0; v < nv; v++) {
                     const int cnt = v == nv - 1 ? last : 16;
                     const __m512 l0 = lev16(&u, r + 2, rec, j0 + 16 * v, cnt, LIN, B);
                     const __m512 l1 = lev16(&u, r + rec + 2, rec, j0 + 16 * v, cnt, LIN, B);
-#pragma GCC unroll 4
+#pragma GCC unroll 6
                     for (int j = 0; j < NQ; j++) {
                         a[j][v] = _mm512_fmadd_ps(w0[j], l0, a[j][v]);
                         b[j][v] = _mm512_fmadd_ps(w1[j], l1, b[j][v]);
@@ -197,18 +258,18 @@ VQ_INLINE void acc_tm(const vq_wk *k, const uint8_t *codes, int64_t n, const flo
         if (t < n) { /* an odd last token */
             const uint8_t *r = codes + t * rec;
             const float s0 = vq_tq_sf16(r);
-#pragma GCC unroll 4
+#pragma GCC unroll 6
             for (int v = 0; v < nv; v++) {
                 const __m512 l0 = lev16(&u, r + 2, rec, j0 + 16 * v, v == nv - 1 ? last : 16, LIN,
                                         B);
-#pragma GCC unroll 4
+#pragma GCC unroll 6
                 for (int j = 0; j < NQ; j++)
                     a[j][v] = _mm512_fmadd_ps(_mm512_set1_ps(w[j][t] * s0), l0, a[j][v]);
             }
         }
-#pragma GCC unroll 4
+#pragma GCC unroll 6
         for (int j = 0; j < NQ; j++)
-#pragma GCC unroll 4
+#pragma GCC unroll 6
             for (int v = 0; v < nv; v++) {
                 const __mmask16 m = v == nv - 1 && last == 8 ? 0xff : 0xffff;
                 float *p = acc[j] + j0 + 16 * v;
@@ -227,11 +288,17 @@ VQ_INLINE void acc_t(const vq_wk *k, const uint8_t *codes, int64_t n, const floa
 
 VQ_INLINE void acc_tq(const vq_wk *k, const uint8_t *codes, int64_t n, const float *const *w,
                       int nq, float *const *acc, const int LIN, const int B) {
-    for (int j = 0; j < nq; j += 3) { /* at most 3 at a time: 24 accumulators in registers */
-        const int m = nq - j < 3 ? nq - j : 3;
-        if (m == 1) acc_tm(k, codes, n, w + j, 1, acc + j, LIN, B);
-        else if (m == 2) acc_tm(k, codes, n, w + j, 2, acc + j, LIN, B);
-        else acc_tm(k, codes, n, w + j, 3, acc + j, LIN, B);
+    for (int j = 0; j < nq;) { /* at most 6 at a time: 24 accumulators in registers */
+        const int m = nq - j < 6 ? nq - j : 6;
+        switch (m) {
+        case 1: acc_tm(k, codes, n, w + j, 1, acc + j, LIN, B); break;
+        case 2: acc_tm(k, codes, n, w + j, 2, acc + j, LIN, B); break;
+        case 3: acc_tm(k, codes, n, w + j, 3, acc + j, LIN, B); break;
+        case 4: acc_tm(k, codes, n, w + j, 4, acc + j, LIN, B); break;
+        case 5: acc_tm(k, codes, n, w + j, 5, acc + j, LIN, B); break;
+        default: acc_tm(k, codes, n, w + j, 6, acc + j, LIN, B); break;
+        }
+        j += m;
     }
 }
 
@@ -248,8 +315,8 @@ void vq_wk_accumulate_multi_avx512(const vq_wk *k, const uint8_t *codes, int64_t
     }
 }
 
-/* nq (1..4) queries over the same records; each scores[j] the same bits as vq_wk_score_avx512
- * with qs[j]. */
+/* nq (any >= 1; 5 or 6 in one pass) queries over the same records; each scores[j] the same
+ * bits as vq_wk_score_avx512 with qs[j]. */
 void vq_wk_score_multi_avx512(const vq_wk *k, const float *const *qs, int nq, const uint8_t *codes,
                               int64_t n, float *const *scores) {
     switch (k->lin ? 0 : k->bits) {
