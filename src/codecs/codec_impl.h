@@ -68,8 +68,8 @@ struct vq_codec {
 };
 
 /* vq_codec_score for nq >= 1 prepared queries qs[j] over the same codes into scores[j]: the
- * codec's score_multi in groups of up to multi_max queries where it has one, else one score per query;
- * the same bits as nq vq_codec_score calls. Hot path: preconditions are asserts. */
+ * codec's score_multi in groups of up to multi_max queries where it has one, else one score
+ * per query; the same bits as nq vq_codec_score calls. Hot path: preconditions are asserts. */
 void vq_codec_score_multi(const vq_codec *c, const void *const *qs, int nq, const void *codes,
                           int64_t n_tokens, float *const *scores);
 

@@ -194,12 +194,13 @@ VQ_INLINE void score_tq(const vq_wk *k, const float *const *qs, int nq, const ui
     }
 }
 
-/* NQ (1..6) weight vectors w[j] into acc[j]; 64 coordinates (4 vectors; 32 for NQ > 3) of each
- * accumulator stay in registers across all tokens, even and odd tokens in separate accumulators (two
- * independent FMA chains) added at the end; each level vector is looked up once for every
- * query, so each acc[j] gets the same bits as with NQ = 1. Per 16 tokens the scaled weights
- * w[j][t] * scale_t are formed at once (vq_tq_weights16: one gather of the sf16 scales and one
- * VMULPS per query, the scalar products bit for bit), then broadcast per token by VPERMPS;
+/* NQ (1..6) weight vectors w[j] into acc[j]; 64 coordinates (4 vectors; 32 for NQ > 3) of
+ * each accumulator stay in registers across all tokens, even and odd tokens in separate
+ * accumulators (two independent FMA chains) added at the end; each level vector is looked up
+ * once for every query, so each acc[j] gets the same bits as with NQ = 1. Per 16 tokens the
+ * scaled weights w[j][t] * scale_t are formed at once (vq_tq_weights16: one gather of the sf16
+ * scales and one VMULPS per query, the scalar products bit for bit), then broadcast per token
+ * by VPERMPS (NQ > 3: from a copy in memory, which leaves the registers to the accumulators);
  * the loops over queries and vectors are unrolled so that GCC keeps the 24 accumulators in
  * registers (with the arrays in memory it stored them after every token pair; §9.11 of
  * docs/ALGORITHMS.md, as for the 1..4-bit kernels). */
