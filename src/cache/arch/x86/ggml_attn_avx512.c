@@ -120,40 +120,37 @@ static inline __attribute__((always_inline)) void scores4_b1(const float *q, con
     }
 }
 
+/* scores4 (b1 = 0) or scores4_b1 for g (1..6) rows: the row count a compile-time constant. */
+static inline __attribute__((always_inline)) void scores4_g(const float *q, int g,
+                                                            const uint16_t *k, int64_t t, int d,
+                                                            int b1, float scale, float *w,
+                                                            size_t ws) {
+#define VQ_SCORES4(G) \
+    b1 ? scores4_b1(q, G, k, t, d, scale, w, ws) : scores4(q, G, k, t, d, scale, w, ws)
+    switch (g) {
+    case 1: VQ_SCORES4(1); break;
+    case 2: VQ_SCORES4(2); break;
+    case 3: VQ_SCORES4(3); break;
+    case 4: VQ_SCORES4(4); break;
+    case 5: VQ_SCORES4(5); break;
+    default: VQ_SCORES4(6); break;
+    }
+#undef VQ_SCORES4
+}
+
 void vq_ggml_scores_f16_avx512(const float *q, int G, const uint16_t *k, int64_t n, int d, int b1,
                                float scale, float *w, size_t ws) {
     int64_t t = 0;
-    if (!b1) /* any number of rows (a batch's queries), 6 at a time: 24 accumulators */
-        for (; t + 4 <= n; t += 4)
-            for (int h0 = 0; h0 < G; h0 += 6) {
-                const float *qh = q + (size_t)h0 * (size_t)d;
-                float *wh = w + (size_t)h0 * ws;
-                switch (G - h0 < 6 ? G - h0 : 6) {
-                case 1: scores4(qh, 1, k, t, d, scale, wh, ws); break;
-                case 2: scores4(qh, 2, k, t, d, scale, wh, ws); break;
-                case 3: scores4(qh, 3, k, t, d, scale, wh, ws); break;
-                case 4: scores4(qh, 4, k, t, d, scale, wh, ws); break;
-                case 5: scores4(qh, 5, k, t, d, scale, wh, ws); break;
-                default: scores4(qh, 6, k, t, d, scale, wh, ws); break;
-                }
-            }
-    if (b1 && d % 64 == 0)
+    /* any number of rows (a batch's queries, a decode step's GQA group), 6 at a time against
+     * 4 keys: 24 accumulators (b1: d a multiple of 64, else the rows one by one below) */
+    if (!b1 || d % 64 == 0)
         for (; t + 4 <= n; t += 4) {
-            if (t + VQ_PF_ROWS + 4 <= n) /* 4 rows, VQ_PF_ROWS ahead */
+            if (b1 && t + VQ_PF_ROWS + 4 <= n) /* decode: 4 rows, VQ_PF_ROWS ahead */
                 for (int64_t o = 0; o < 4 * (int64_t)d; o += 32)
                     vq_prefetch(k + (t + VQ_PF_ROWS) * d + o);
-            for (int h0 = 0; h0 < G; h0 += 6) {
-                const float *qh = q + (size_t)h0 * (size_t)d;
-                float *wh = w + (size_t)h0 * ws;
-                switch (G - h0 < 6 ? G - h0 : 6) {
-                case 1: scores4_b1(qh, 1, k, t, d, scale, wh, ws); break;
-                case 2: scores4_b1(qh, 2, k, t, d, scale, wh, ws); break;
-                case 3: scores4_b1(qh, 3, k, t, d, scale, wh, ws); break;
-                case 4: scores4_b1(qh, 4, k, t, d, scale, wh, ws); break;
-                case 5: scores4_b1(qh, 5, k, t, d, scale, wh, ws); break;
-                default: scores4_b1(qh, 6, k, t, d, scale, wh, ws); break;
-                }
-            }
+            for (int h0 = 0; h0 < G; h0 += 6)
+                scores4_g(q + (size_t)h0 * (size_t)d, G - h0 < 6 ? G - h0 : 6, k, t, d, b1, scale,
+                          w + (size_t)h0 * ws, ws);
         }
     if (t < n)
         vq_ggml_scores_rows(vq_ggml_dot_f16_avx512, q, G, k + t * d, n - t, d, b1, scale, w + t,
