@@ -220,6 +220,9 @@ void vq_codec_score(const vq_codec *c, const void *qs, const void *codes, int64_
     c->score(c, qs, (const uint8_t *)codes, n_tokens, scores);
 }
 
+/* The most queries one score_multi / accumulate_multi call of c takes (codec_impl.h). */
+static inline int multi_max(const vq_codec *c) { return c->multi_max > 0 ? c->multi_max : 4; }
+
 void vq_codec_score_multi(const vq_codec *c, const void *const *qs, int nq, const void *codes,
                           int64_t n_tokens, float *const *scores) {
     VQ_ASSERT(c && nq >= 1 && n_tokens >= 0 && n_tokens % c->block_tokens == 0);
@@ -230,7 +233,7 @@ void vq_codec_score_multi(const vq_codec *c, const void *const *qs, int nq, cons
             c->score(c, qs[j], (const uint8_t *)codes, n_tokens, scores[j]);
         return;
     }
-    const int mx = c->multi_max > 0 ? c->multi_max : 4;
+    const int mx = multi_max(c);
     for (int j = 0; j < nq; j += mx)
         c->score_multi(c, qs + j, nq - j < mx ? nq - j : mx, (const uint8_t *)codes, n_tokens,
                        scores + j);
@@ -254,7 +257,7 @@ void vq_codec_accumulate_multi(const vq_codec *c, const void *codes, int64_t n_t
             c->accumulate(c, (const uint8_t *)codes, n_tokens, w[j], acc[j]);
         return;
     }
-    const int mx = c->multi_max > 0 ? c->multi_max : 4;
+    const int mx = multi_max(c);
     for (int j = 0; j < nq; j += mx)
         c->accumulate_multi(c, (const uint8_t *)codes, n_tokens, w + j, nq - j < mx ? nq - j : mx,
                             acc + j);

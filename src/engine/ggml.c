@@ -881,12 +881,12 @@ void vq_ggml_matmul_multi(const struct vq_ggml_mm_job *jobs, int n_jobs, int64_t
         first[i + 1] = first[i] + (jobs[i].n_rows + VQ_MM_TILE - 1) / VQ_MM_TILE;
     const int64_t n_tiles = first[n_jobs];
 #ifdef _OPENMP
-    int nt = n_threads > 0 ? n_threads : omp_get_max_threads();
-    if (n_tiles * n_tok < 8) nt = 1;
-        /* guided: large contiguous runs of tiles first (each thread streams its weights in long
+    /* guided: large contiguous runs of tiles first (each thread streams its weights in long
      * runs), then smaller ones, so that a thread slowed down (a Q6_K tile among Q4_K ones, a
      * descheduled vCPU, its share of the memory bus) does not leave the other waiting at the
      * end; rows are independent, so the split never changes the bits */
+    int nt = n_threads > 0 ? n_threads : omp_get_max_threads();
+    if (n_tiles * n_tok < 8) nt = 1;
 #pragma omp parallel for num_threads(nt) schedule(guided)
 #else
     (void)n_threads;
