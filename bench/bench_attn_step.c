@@ -18,6 +18,8 @@
  * name alone means keys and values at its default bits (vecinfer and spectral on their
  * data-free fallback: the same code widths and kernels as calibrated, the work does not
  * depend on the calibration).
+ * Shape: VQ_BENCH_SHAPE=qwen25 models Qwen2.5-1.5B instead (28 layers, 2 kv heads, 12 query
+ * heads, head_dim 128; its Q4_K_M weights are 1066 MiB: pass that as sweep_mib to match).
  * Usage: bench_attn_step [depth=8192] [repeats=15] [threads=1] [sweep_mib=94] [config...]
  * Output: one CSV line per config: config,depth,threads,attn_ms,attn_ms_min,vs_fp16
  * (vs_fp16 = fp16's median / this median; fp16 always runs first).
@@ -31,7 +33,10 @@
 #include "bench_util.h"
 #include "veloxquant.h"
 
-enum { N_LAYERS = 30, N_KV = 3, N_Q = 9, HEAD_DIM = 64 };
+/* The cache's shape: SmolLM2-135M's by default; VQ_BENCH_SHAPE=qwen25 gives Qwen2.5-1.5B's
+ * (28 layers, 2 kv heads, 12 query heads, head_dim 128: 6 query heads per kv head). */
+enum { MAX_Q = 12, MAX_DIM = 128 };
+static int N_LAYERS = 30, N_KV = 3, N_Q = 9, HEAD_DIM = 64;
 
 /* The sweep's sum goes here so that the reads are kept. */
 static volatile float g_sink;
@@ -84,7 +89,7 @@ static double run(const char *name, int64_t depth, int reps, int threads, const 
     }
     const size_t row = (size_t)N_KV * HEAD_DIM, batch = 512;
     float *k = malloc(batch * row * sizeof(float)), *v = malloc(batch * row * sizeof(float));
-    float q[N_Q * HEAD_DIM], out[N_Q * HEAD_DIM], cs[N_KV * HEAD_DIM];
+    float q[MAX_Q * MAX_DIM], out[MAX_Q * MAX_DIM], cs[MAX_Q * MAX_DIM];
     double *t = malloc((size_t)reps * sizeof(double));
     if (!k || !v || !t) {
         fprintf(stderr, "bench_attn_step: out of memory\n");
@@ -116,7 +121,7 @@ static double run(const char *name, int64_t depth, int reps, int threads, const 
             for (size_t i = 0; i < per; i += 16) a += sweep[(size_t)l * per + i];
             g_sink += a;
             const double t0 = now_ms();
-            st = vq_cache_attend(c, l, q, N_Q, 1, NULL, 0.125f, out);
+            st = vq_cache_attend(c, l, q, N_Q, 1, NULL, (float)(1.0 / sqrt(HEAD_DIM)), out);
             ms += now_ms() - t0;
             if (st != VQ_STATUS_OK) {
                 fprintf(stderr, "bench_attn_step: attend: %s\n", vq_status_str(st));
@@ -138,6 +143,13 @@ static double run(const char *name, int64_t depth, int reps, int threads, const 
 int main(int argc, char **argv) {
     const int64_t depth = argc > 1 ? atoll(argv[1]) : 8192;
     const int reps = argc > 2 ? atoi(argv[2]) : 15, threads = argc > 3 ? atoi(argv[3]) : 1;
+    const char *shape = getenv("VQ_BENCH_SHAPE");
+    if (shape && !strcmp(shape, "qwen25")) {
+        N_LAYERS = 28, N_KV = 2, N_Q = 12, HEAD_DIM = 128;
+    } else if (shape && *shape && strcmp(shape, "smollm2")) {
+        fprintf(stderr, "bench_attn_step: VQ_BENCH_SHAPE=%s: use smollm2 or qwen25\n", shape);
+        return 2;
+    }
     const int sweep_mib = argc > 4 ? atoi(argv[4]) : 94;
     if (depth < 1 || depth > (1 << 20) || reps < 1 || threads < 1 || sweep_mib < 0) {
         fprintf(stderr,

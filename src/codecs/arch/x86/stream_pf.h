@@ -30,6 +30,14 @@ static inline void vq_pf_span(const uint8_t *p, size_t n) {
     vq_prefetch(p + n - 1);
 }
 
+/* Asks for every line of the n bytes from p (any n >= 1) into every cache level: for steps of
+ * several records (vq_pf_span's three requests would leave lines of a longer span to the
+ * hardware prefetchers, which stop at each 4 KB page). */
+static inline void vq_pf_lines(const uint8_t *p, size_t n) {
+    const uintptr_t e = (uintptr_t)p + n;
+    for (uintptr_t a = (uintptr_t)p & ~(uintptr_t)63; a < e; a += 64) vq_prefetch((const void *)a);
+}
+
 /* The bytes [p, p + bytes) asked for in n (< 1: 1) steps of equal whole lines (the last may be
  * shorter or empty): a kernel working through n pieces of one block asks for the next block a
  * step per piece, a steady stream instead of a burst (the KIVI key tiles: a step per width

@@ -95,6 +95,7 @@ VQ_INLINE void score_tm(const vq_wk *k, const float *const *qs, const int NQ, co
     int64_t t = 0;
     for (; t + 8 <= n; t += 8) {
         const uint8_t *r0 = codes + t * rec;
+        vq_pf_lines(r0 + VQ_PF_RECS * (size_t)rec, 8 * (size_t)rec);
         __m512 acc[4][8];
         for (int j = 0; j < NQ; j++)
             for (int i = 0; i < 8; i++) acc[j][i] = _mm512_setzero_ps();
@@ -143,7 +144,7 @@ VQ_INLINE void score_t4(const vq_wk *k, const float *const *qs, const int NQ, co
     int64_t t = 0;
     for (; t < nb; t += 4) {
         const uint8_t *r0 = codes + t * rec;
-        vq_pf_span(r0 + VQ_PF_RECS * (size_t)rec, 4 * (size_t)rec);
+        vq_pf_lines(r0 + VQ_PF_RECS * (size_t)rec, 4 * (size_t)rec);
         __m512 acc[6][4];
         for (int j = 0; j < NQ; j++)
             for (int i = 0; i < 4; i++) acc[j][i] = _mm512_setzero_ps();
@@ -194,90 +195,115 @@ VQ_INLINE void score_tq(const vq_wk *k, const float *const *qs, int nq, const ui
     }
 }
 
-/* NQ (1..6) weight vectors w[j] into acc[j]; 64 coordinates (4 vectors; 32 for NQ > 3) of
- * each accumulator stay in registers across all tokens, even and odd tokens in separate
- * accumulators (two independent FMA chains) added at the end; each level vector is looked up
- * once for every query, so each acc[j] gets the same bits as with NQ = 1. Per 16 tokens the
- * scaled weights w[j][t] * scale_t are formed at once (vq_tq_weights16: one gather of the sf16
- * scales and one VMULPS per query, the scalar products bit for bit), then broadcast per token
- * by VPERMPS (NQ > 3: from a copy in memory, which leaves the registers to the accumulators);
- * the loops over queries and vectors are unrolled so that GCC keeps the 24 accumulators in
- * registers (with the arrays in memory it stored them after every token pair; §9.11 of
- * docs/ALGORITHMS.md, as for the 1..4-bit kernels). */
+/* Tokens per chunk of acc_tm (a multiple of 16), and the most coordinates one coordinate
+ * block holds (its accumulators wait in memory between chunks). */
+#define ACC_CHUNK 64
+#define ACC_DBLK 256
+
+/* NQ (1..6) weight vectors w[j] into acc[j]. The tokens are taken in chunks of ACC_CHUNK:
+ * per chunk the scaled weights w[j][t] * scale_t are formed once (vq_tq_weights16: one gather
+ * of the sf16 scales and one VMULPS per query per 16 tokens, the scalar products bit for bit)
+ * and kept in memory, then every pass over the coordinates (64 of them, 4 vectors, a pass; 32
+ * for NQ > 3: at most 24 accumulators) runs over the chunk, whose records stay in L1, while
+ * the next chunk's lines are asked for a few per token pair (vq_pf_steps). Even and odd tokens
+ * go to separate accumulators (two independent FMA chains), which wait in memory between
+ * chunks and are added to acc at the end, so each acc[j] gets the same bits as with NQ = 1 and
+ * as with any chunk size. (Passes over all n tokens, each reading the whole stream again, had
+ * the value attention of a Qwen2.5-shaped decode step at depth 32768 reading its records four
+ * times.) Head dims above ACC_DBLK go in blocks of ACC_DBLK coordinates, each over all tokens.
+ * The loops over queries and vectors are unrolled so that GCC keeps the accumulators in
+ * registers (§9.11 of docs/ALGORITHMS.md, as for the 1..4-bit kernels). */
 VQ_INLINE void acc_tm(const vq_wk *k, const uint8_t *codes, int64_t n, const float *const *w,
                       const int NQ, float *const *acc, const int LIN, const int B) {
     unpack_k u;
     unpack_init(k, &u, LIN, B);
     const int d = k->d, rec = k->rec;
-    const int PV = NQ > 3 ? 2 : 4; /* vectors per pass: at most 24 accumulators */
-    for (int j0 = 0; j0 < d; j0 += 16 * PV) {
-        const int nv = (d - j0 + 15) / 16 < PV ? (d - j0 + 15) / 16 : PV;
-        const int last = j0 + 16 * nv > d ? 8 : 16; /* codes in the last vector */
-        __m512 a[6][4], b[6][4];
+    const int PV = NQ > 3 ? 2 : 4; /* vectors per pass */
+    float sa[6][ACC_DBLK] __attribute__((aligned(64))),
+        sb[6][ACC_DBLK] __attribute__((aligned(64)));
+    float wb[6][ACC_CHUNK] __attribute__((aligned(64)));
+    for (int jb = 0; jb < d && n > 0; jb += ACC_DBLK) {
+        const int je = d - jb < ACC_DBLK ? d : jb + ACC_DBLK;
+        const int npass = (je - jb + 16 * PV - 1) / (16 * PV);
+        for (int64_t c0 = 0; c0 < n; c0 += ACC_CHUNK) {
+            const int cn = n - c0 < ACC_CHUNK ? (int)(n - c0) : ACC_CHUNK;
+            const int first = c0 == 0, fin = c0 + ACC_CHUNK >= n;
+            for (int t0 = 0; t0 < cn; t0 += 16) {
+                const int m = cn - t0 < 16 ? cn - t0 : 16;
+                __m512 wv[6];
+                vq_tq_weights16(codes + (c0 + t0) * rec, rec, (__mmask16)((1u << m) - 1u), w,
+                                c0 + t0, NQ, wv);
 #pragma GCC unroll 6
-        for (int j = 0; j < NQ; j++)
-#pragma GCC unroll 6
-            for (int v = 0; v < 4; v++) {
-                a[j][v] = _mm512_setzero_ps();
-                b[j][v] = _mm512_setzero_ps();
+                for (int j = 0; j < NQ; j++) _mm512_store_ps(wb[j] + t0, wv[j]);
             }
-        int64_t t = 0;
-        for (int64_t t0 = 0; t0 + 2 <= n; t0 += 16) {
-            const int m = n - t0 < 16 ? (int)(n - t0) : 16;
-            const __mmask16 mk = (__mmask16)((1u << m) - 1u);
-            __m512 wv[6];
-            float wb[6][16]; /* NQ > 3: the weights broadcast from memory (no registers) */
-            vq_tq_weights16(codes + t0 * rec, rec, mk, w, t0, NQ, wv);
-            if (NQ > 3)
-#pragma GCC unroll 6
-                for (int j = 0; j < NQ; j++) _mm512_storeu_ps(wb[j], wv[j]);
-            for (int p = 0; p + 1 < m; p += 2) {
-                t = t0 + p + 2;
-                const uint8_t *r = codes + (t0 + p) * rec;
-                vq_pf_span(r + VQ_PF_RECS * (size_t)rec, 2 * (size_t)rec);
-                const __m512i i0 = _mm512_set1_epi32(p), i1 = _mm512_set1_epi32(p + 1);
-                __m512 w0[6], w1[6];
-#pragma GCC unroll 6
-                for (int j = 0; j < NQ; j++) {
-                    w0[j] = NQ > 3 ? _mm512_set1_ps(wb[j][p]) : _mm512_permutexvar_ps(i0, wv[j]);
-                    w1[j] = NQ > 3 ? _mm512_set1_ps(wb[j][p + 1])
-                                   : _mm512_permutexvar_ps(i1, wv[j]);
-                }
-#pragma GCC unroll 6
-                for (int v = 0; v < nv; v++) {
-                    const int cnt = v == nv - 1 ? last : 16;
-                    const __m512 l0 = lev16(&u, r + 2, rec, j0 + 16 * v, cnt, LIN, B);
-                    const __m512 l1 = lev16(&u, r + rec + 2, rec, j0 + 16 * v, cnt, LIN, B);
-#pragma GCC unroll 6
-                    for (int j = 0; j < NQ; j++) {
-                        a[j][v] = _mm512_fmadd_ps(w0[j], l0, a[j][v]);
-                        b[j][v] = _mm512_fmadd_ps(w1[j], l1, b[j][v]);
-                    }
-                }
-            }
-        }
-        if (t < n) { /* an odd last token */
-            const uint8_t *r = codes + t * rec;
-            const float s0 = vq_tq_sf16(r);
-#pragma GCC unroll 6
-            for (int v = 0; v < nv; v++) {
-                const __m512 l0 = lev16(&u, r + 2, rec, j0 + 16 * v, v == nv - 1 ? last : 16, LIN,
-                                        B);
+            struct vq_pf_steps ps = vq_pf_steps_init(fin ? NULL : codes + (c0 + ACC_CHUNK) * rec,
+                                                     (size_t)ACC_CHUNK * (size_t)rec,
+                                                     cn / 2 * npass);
+            for (int j0 = jb; j0 < je; j0 += 16 * PV) {
+                const int nv = (je - j0 + 15) / 16 < PV ? (je - j0 + 15) / 16 : PV;
+                const int last = j0 + 16 * nv > d ? 8 : 16; /* codes in the last vector */
+                __m512 a[6][4], b[6][4];
 #pragma GCC unroll 6
                 for (int j = 0; j < NQ; j++)
-                    a[j][v] = _mm512_fmadd_ps(_mm512_set1_ps(w[j][t] * s0), l0, a[j][v]);
+#pragma GCC unroll 6
+                    for (int v = 0; v < 4; v++) {
+                        const int o = j0 - jb + 16 * v;
+                        a[j][v] = first || v >= nv ? _mm512_setzero_ps()
+                                                   : _mm512_load_ps(sa[j] + o);
+                        b[j][v] = first || v >= nv ? _mm512_setzero_ps()
+                                                   : _mm512_load_ps(sb[j] + o);
+                    }
+                int p = 0;
+                for (; p + 1 < cn; p += 2) {
+                    const uint8_t *r = codes + (c0 + p) * rec;
+                    vq_pf_step(&ps);
+                    __m512 w0[6], w1[6];
+#pragma GCC unroll 6
+                    for (int j = 0; j < NQ; j++) {
+                        w0[j] = _mm512_set1_ps(wb[j][p]);
+                        w1[j] = _mm512_set1_ps(wb[j][p + 1]);
+                    }
+#pragma GCC unroll 6
+                    for (int v = 0; v < nv; v++) {
+                        const int cnt = v == nv - 1 ? last : 16;
+                        const __m512 l0 = lev16(&u, r + 2, rec, j0 + 16 * v, cnt, LIN, B);
+                        const __m512 l1 = lev16(&u, r + rec + 2, rec, j0 + 16 * v, cnt, LIN, B);
+#pragma GCC unroll 6
+                        for (int j = 0; j < NQ; j++) {
+                            a[j][v] = _mm512_fmadd_ps(w0[j], l0, a[j][v]);
+                            b[j][v] = _mm512_fmadd_ps(w1[j], l1, b[j][v]);
+                        }
+                    }
+                }
+                if (p < cn) { /* an odd last token (only the last chunk can have one) */
+                    const uint8_t *r = codes + (c0 + p) * rec;
+#pragma GCC unroll 6
+                    for (int v = 0; v < nv; v++) {
+                        const __m512 l0 = lev16(&u, r + 2, rec, j0 + 16 * v,
+                                                v == nv - 1 ? last : 16, LIN, B);
+#pragma GCC unroll 6
+                        for (int j = 0; j < NQ; j++)
+                            a[j][v] = _mm512_fmadd_ps(_mm512_set1_ps(wb[j][p]), l0, a[j][v]);
+                    }
+                }
+#pragma GCC unroll 6
+                for (int j = 0; j < NQ; j++)
+#pragma GCC unroll 6
+                    for (int v = 0; v < nv; v++) {
+                        const int o = j0 - jb + 16 * v;
+                        if (!fin) {
+                            _mm512_store_ps(sa[j] + o, a[j][v]);
+                            _mm512_store_ps(sb[j] + o, b[j][v]);
+                            continue;
+                        }
+                        const __mmask16 m = v == nv - 1 && last == 8 ? 0xff : 0xffff;
+                        float *q = acc[j] + j0 + 16 * v;
+                        _mm512_mask_storeu_ps(q, m,
+                                              _mm512_add_ps(_mm512_maskz_loadu_ps(m, q),
+                                                            _mm512_add_ps(a[j][v], b[j][v])));
+                    }
             }
         }
-#pragma GCC unroll 6
-        for (int j = 0; j < NQ; j++)
-#pragma GCC unroll 6
-            for (int v = 0; v < nv; v++) {
-                const __mmask16 m = v == nv - 1 && last == 8 ? 0xff : 0xffff;
-                float *p = acc[j] + j0 + 16 * v;
-                _mm512_mask_storeu_ps(
-                    p, m,
-                    _mm512_add_ps(_mm512_maskz_loadu_ps(m, p), _mm512_add_ps(a[j][v], b[j][v])));
-            }
     }
 }
 
