@@ -348,8 +348,10 @@ void vq_tq_codec_set_multi(struct vq_codec *c, const vq_tq_kern *k) {
     if (c->isa == VQ_ISA_AVX512 && vq_tq_i16_cpu(k))
         c->accumulate_multi = tq_codec_accumulate_multi_i16;
     else if (c->isa == VQ_ISA_AVX512 &&
-             (lay == 4 || lay == 8 || lay == 16 || lay == 9 || lay == 5 || lay == 10))
+             (lay == 4 || lay == 8 || lay == 16 || lay == 9 || lay == 5 || lay == 10)) {
         c->accumulate_multi = tq_codec_accumulate_multi;
+        c->multi_max = k->d > 64 ? 6 : 4; /* a GQA group of 6 (Qwen2.5) in one pass */
+    }
 #else
     (void)k;
 #endif

@@ -435,8 +435,8 @@ static void multi_query_case(int d);
  * give each query the same bits as its own score / accumulate call, for 1..6 queries and
  * odd token counts, on every ISA. */
 TEST(multi_query_kernels_bitwise) {
-    const int dims[] = {64, 256, 96}; /* 256, 96: turboquant's d > 64 pairs (96: a partial chunk) */
-    for (int di = 0; di < 3; di++) multi_query_case(dims[di]);
+    const int dims[] = {64, 256, 96, 128}; /* d > 64: turboquant's pairs / groups (96: a partial chunk) */
+    for (int di = 0; di < 4; di++) multi_query_case(dims[di]);
 }
 
 static void multi_query_case(int d) {

@@ -455,14 +455,95 @@ VQ_INLINE void acc_t2(const vq_tq_kern *k, const uint8_t *codes, int64_t n, cons
     }
 }
 
+/* Tokens per chunk of acc_wide_multi (even). */
+#define ACC_CHUNK 64
+
 /* d > 64: the queries in pairs through acc_t2 (a last odd one, and the 2-bit layout with its
  * own kernel, through acc_t). */
+/* d > 64, NQ (3..6) weight vectors over the ACC_CHUNK-token chunk of m tokens at codes
+ * (weights w[j] + t for its token t): every code is looked up once for all queries, and each
+ * query's accumulator takes acc_t's FMA sequence with its weight (w[j][t] * scale_t, formed
+ * 16 at a time by vq_tq_weights16: the scalar products bit for bit), so each acc[j] gets the
+ * bits of acc_t alone. Per chunk of 128 coordinates two halves of 4 vectors: NQ x 4
+ * accumulators in registers. */
+VQ_INLINE void acc_tm_chunk(const vq_tq_kern *k, const uint8_t *codes, int m,
+                            const float *const *w, const int NQ, float *const *acc, int BA,
+                            int BB) {
+    const __m512 lut = _mm512_loadu_ps(k->lut);
+    const int nc = k->n_chunks, rl = k->rec;
+    const int last_lanes = (k->d - (nc - 1) * VQ_TQ_CHUNK) / 8;
+    float wb[6][ACC_CHUNK] __attribute__((aligned(64)));
+    for (int t0 = 0; t0 < m; t0 += 16) {
+        const int r = m - t0 < 16 ? m - t0 : 16;
+        __m512 wv[6];
+        vq_tq_weights16(codes + (size_t)t0 * (size_t)rl, rl, (__mmask16)((1u << r) - 1u), w, t0,
+                        NQ, wv);
+#pragma GCC unroll 6
+        for (int j = 0; j < NQ; j++) _mm512_store_ps(wb[j] + t0, wv[j]);
+    }
+    for (int c = 0; c < nc; c++) {
+        const int full = c < nc - 1 || last_lanes == 16;
+        const __mmask16 mk = (__mmask16)(full ? 0xFFFF : (1u << last_lanes) - 1u);
+        for (int h = 0; h < 8; h += 4) {
+            __m512 v[6][4];
+#pragma GCC unroll 6
+            for (int j = 0; j < NQ; j++)
+#pragma GCC unroll 4
+                for (int kk = 0; kk < 4; kk++)
+                    v[j][kk] = _mm512_loadu_ps(acc[j] + c * VQ_TQ_CHUNK + 16 * (h + kk));
+            for (int t = 0; t < m; t++) {
+                const uint8_t *r = codes + (size_t)t * (size_t)rl;
+                if (c == 0 && h == 0) vq_pf_span(r + VQ_PF_RECS * (size_t)rl, (size_t)rl);
+                __m512i X, Bs;
+                chunk_src(k, r, c, full, mk, BA, BB, &X, &Bs);
+#pragma GCC unroll 4
+                for (int kk = 0; kk < 4; kk++) {
+                    const __m512 lv = _mm512_permutexvar_ps(code_idx(X, Bs, h + kk, BA, BB), lut);
+#pragma GCC unroll 6
+                    for (int j = 0; j < NQ; j++) {
+                        const __m512 ws = _mm512_set1_ps(wb[j][t]);
+                        v[j][kk] = full ? _mm512_fmadd_ps(lv, ws, v[j][kk])
+                                        : _mm512_mask3_fmadd_ps(lv, ws, v[j][kk], mk);
+                    }
+                }
+            }
+#pragma GCC unroll 6
+            for (int j = 0; j < NQ; j++)
+#pragma GCC unroll 4
+                for (int kk = 0; kk < 4; kk++)
+                    _mm512_storeu_ps(acc[j] + c * VQ_TQ_CHUNK + 16 * (h + kk), v[j][kk]);
+        }
+    }
+}
+
 VQ_INLINE void acc_wide_multi(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
                               const float *const *w, int nq, float *const *acc, int BA, int BB) {
-    int j = 0;
-    if (!(BA == 2 && BB == 0))
-        for (; j + 2 <= nq; j += 2) acc_t2(k, codes, n, w[j], w[j + 1], acc[j], acc[j + 1], BA, BB);
-    for (; j < nq; j++) acc_t(k, codes, n, w[j], acc[j], BA, BB);
+    /* tokens in chunks of ACC_CHUNK (even: acc2x_t's token pairs stay the same): every query
+     * pair runs over a chunk while its records are in L1, so a stream is read once, not once
+     * per pair; each accumulator's FMA sequence (load acc, the tokens in order, store) and
+     * thus its bits do not depend on the chunking */
+    for (int64_t c0 = 0; c0 < n; c0 += ACC_CHUNK) {
+        const int64_t m = n - c0 < ACC_CHUNK ? n - c0 : ACC_CHUNK;
+        const uint8_t *cc = codes + c0 * k->rec;
+        int j = 0;
+        const float *wc[6];
+        if (!(BA == 2 && BB == 0))
+            while (nq - j >= 3) { /* 3..6 queries at a time: one lookup for all */
+                const int q = nq - j < 6 ? nq - j : 6;
+                for (int i = 0; i < q; i++) wc[i] = w[j + i] + c0;
+                switch (q) {
+                case 3: acc_tm_chunk(k, cc, (int)m, wc, 3, acc + j, BA, BB); break;
+                case 4: acc_tm_chunk(k, cc, (int)m, wc, 4, acc + j, BA, BB); break;
+                case 5: acc_tm_chunk(k, cc, (int)m, wc, 5, acc + j, BA, BB); break;
+                default: acc_tm_chunk(k, cc, (int)m, wc, 6, acc + j, BA, BB); break;
+                }
+                j += q;
+            }
+        if (!(BA == 2 && BB == 0))
+            for (; j + 2 <= nq; j += 2)
+                acc_t2(k, cc, m, w[j] + c0, w[j + 1] + c0, acc[j], acc[j + 1], BA, BB);
+        for (; j < nq; j++) acc_t(k, cc, m, w[j] + c0, acc[j], BA, BB);
+    }
 }
 
 /* The multi-query accumulate of one bit layout: record pairs for d <= 64, query pairs above. */
@@ -500,9 +581,10 @@ void vq_tq_accumulate_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t 
     }
 }
 
-/* nq (1..4) weight vectors over the same records; the bit layouts of vq_tq_accumulate_avx512
- * only (vq_tq_codec_set_multi); each acc[j] the same bits as vq_tq_accumulate_avx512 with
- * w[j]. d <= 64: every record pair unpacked once for all; d > 64: once per pair of queries. */
+/* nq (1..4; d > 64: 1..6) weight vectors over the same records; the bit layouts of
+ * vq_tq_accumulate_avx512 only (vq_tq_codec_set_multi); each acc[j] the same bits as
+ * vq_tq_accumulate_avx512 with w[j]. d <= 64: every record pair unpacked once for all; d > 64:
+ * every code looked up once for 3..6 queries (once per pair for 2, except one 2-bit plane). */
 void vq_tq_accumulate_multi_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
                                    const float *const *w, int nq, float *const *acc) {
     switch (k->bits_a * 4 + k->bits_b) {
