@@ -425,21 +425,26 @@ static void kivi_prepare_query(const struct vq_codec *c, const float *q, void *q
     }
 }
 
-/* Keys, up to 4 queries: per block the integer queries (prep: each query folded with the
+/* Keys, up to VQ_KIVI_MAX_Q queries: per block the integer queries (prep: each query folded with the
  * block's scales and quantized per width class), then one score_tiles pass over the tiles
  * (the codes unpacked once for all queries), which prefetches the next block as it goes. */
 static void kivi_score_multi(const struct vq_codec *c, const void *const *qs, int nq,
                              const uint8_t *codes, int64_t n_tokens, float *const *scores) {
     const struct vq_kivi_impl *im = c->impl;
     const int d = im->d, g = im->g;
-    float bias[4], dl[4][KIVI_MAX_CLS], *out[4];
-    int16_t qb[4][1024];
-    int16_t *qw[4] = {qb[0], qb[1], qb[2], qb[3]};
-    const int16_t *qi[4] = {qb[0], qb[1], qb[2], qb[3]};
-    float *dw[4] = {dl[0], dl[1], dl[2], dl[3]};
-    const float *dp[4] = {dl[0], dl[1], dl[2], dl[3]};
-    const float *q[4];
-    for (int j = 0; j < nq; j++) q[j] = qs[j];
+    float bias[VQ_KIVI_MAX_Q], dl[VQ_KIVI_MAX_Q][KIVI_MAX_CLS], *out[VQ_KIVI_MAX_Q];
+    int16_t qb[VQ_KIVI_MAX_Q][1024];
+    int16_t *qw[VQ_KIVI_MAX_Q];
+    const int16_t *qi[VQ_KIVI_MAX_Q];
+    float *dw[VQ_KIVI_MAX_Q];
+    const float *dp[VQ_KIVI_MAX_Q], *q[VQ_KIVI_MAX_Q];
+    for (int j = 0; j < nq; j++) {
+        q[j] = qs[j];
+        qw[j] = qb[j];
+        qi[j] = qb[j];
+        dw[j] = dl[j];
+        dp[j] = dl[j];
+    }
     const int64_t nb = n_tokens / g;
     for (int64_t b = 0; b < nb; b++) {
         const uint8_t *blk = codes + (size_t)b * c->block_bytes;
@@ -614,6 +619,7 @@ static vq_status kivi_init(struct vq_codec *c) {
     c->prepare_query = kivi_prepare_query;
     c->score = kivi_score;
     c->score_multi = p->role == VQ_ROLE_KEY ? kivi_score_multi : NULL;
+    c->multi_max = VQ_KIVI_MAX_Q;
     c->accumulate = kivi_accumulate;
     c->finish = kivi_finish;
     return VQ_STATUS_OK;

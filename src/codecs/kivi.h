@@ -87,12 +87,16 @@ float vq_kivi_quant16_ref(const float *qp, int n, int qmax, int16_t *qi);
  * qmax[k]), qi[j] and delta[j][k] as vq_kivi_quant16_ref of its qp. qi and delta are the same
  * bits in every kernel family (qp is an exact product); bias is the family's fold (the
  * reference's within float rounding). Pure. */
+/* The most queries one prep / score_tiles call takes (a GQA group of 6 query heads per kv
+ * head, as in Qwen2.5, in one pass over the codes). */
+#define VQ_KIVI_MAX_Q 6
+
 typedef void (*vq_kivi_prep_fn)(const float *const *q, int nq, const uint8_t *s16,
                                 const uint8_t *z16, int d, int ncls, const int *nch,
                                 const int *qmax, int16_t *const *qi, float *const *delta,
                                 float *bias);
 
-/* Scores of one key block's tiles for nq (1..4) queries. The block's code area (after the
+/* Scores of one key block's tiles for nq (1..VQ_KIVI_MAX_Q) queries. The block's code area (after the
  * scales and zeros) holds ncls width classes; class k (nch[k] channels, a multiple of 8, at
  * bits[k] in 2..8) starts at area + off[k] with its ceil(g / 16) tiles one after another; its
  * integer query entries follow those of the classes before it in qi[j], and delta[j][k] is

@@ -650,10 +650,10 @@ TEST(channel_widths_zero) {
         else
             for (int t = 0; t < n; t++)
                 ASSERT_LE(fabs(sc[t] - sc_scalar[t]), 1e-5 * (1.0 + fabs(sc_scalar[t])));
-        /* up to 4 queries at once: each the bits of its own single-query score */
-        for (int nq = 1; nq <= 4; nq++) {
-            void *qs[4];
-            float one[4][48], many[4][48], *outs[4];
+        /* up to 6 queries at once: each the bits of its own single-query score */
+        for (int nq = 1; nq <= 6; nq++) {
+            void *qs[6];
+            float one[6][48], many[6][48], *outs[6];
             for (int j = 0; j < nq; j++) {
                 qs[j] = vq_alloc(vq_codec_query_bytes(c));
                 vq_codec_prepare_query(c, q[j], qs[j]);
@@ -690,7 +690,7 @@ TEST(tiles_vs_ref) {
         for (int rep = 0; rep < 300; rep++) {
             const int ncls = 1 + rep % 7,
                       g = rep % 5 == 0 ? 64 : 1 + (int)(urand() * (rep % 2 ? 150 : 70));
-            const int nq = 1 + rep % 4;
+            const int nq = 1 + rep % VQ_KIVI_MAX_Q;
             int bits[7], nch[7];
             size_t off[7], o0 = 0;
             for (int k = 0; k < ncls; k++) {
@@ -709,11 +709,14 @@ TEST(tiles_vs_ref) {
                                               vq_kivi_tile_bytes(VQ_KIVI_TILE, nch[k], bits[k]));
                 o0 += vq_kivi_tile_bytes(g, nch[k], bits[k]);
             }
-            int16_t qb[4][7 * 40];
-            float db[4][7], bias[4], ob[4][150], rb[4][150];
-            const int16_t *qi[4] = {qb[0], qb[1], qb[2], qb[3]};
-            const float *dl[4] = {db[0], db[1], db[2], db[3]};
-            float *o[4] = {ob[0], ob[1], ob[2], ob[3]}, *r[4] = {rb[0], rb[1], rb[2], rb[3]};
+            int16_t qb[VQ_KIVI_MAX_Q][7 * 40];
+            float db[VQ_KIVI_MAX_Q][7], bias[VQ_KIVI_MAX_Q], ob[VQ_KIVI_MAX_Q][150],
+                rb[VQ_KIVI_MAX_Q][150];
+            const int16_t *qi[VQ_KIVI_MAX_Q];
+            const float *dl[VQ_KIVI_MAX_Q];
+            float *o[VQ_KIVI_MAX_Q], *r[VQ_KIVI_MAX_Q];
+            for (int j = 0; j < VQ_KIVI_MAX_Q; j++)
+                qi[j] = qb[j], dl[j] = db[j], o[j] = ob[j], r[j] = rb[j];
             for (int j = 0; j < nq; j++) {
                 for (int k = 0, c0 = 0; k < ncls; c0 += nch[k], k++) {
                     const int qm = vq_kivi_qmax(nch[k], bits[k]);
@@ -749,14 +752,14 @@ TEST(prep_vs_ref) {
     const vq_kivi_fold_fn folds[3] = {vq_kivi_fold_avx2, vq_kivi_fold_avx512,
                                       vq_kivi_fold_avx512vbmi};
     const enum vq_isa isas[3] = {VQ_ISA_AVX2, VQ_ISA_AVX512, VQ_ISA_AVX512};
-    static float qb[4][1024], qf[1024];
-    static int16_t r16[4][1024], o16[4][1024];
+    static float qb[VQ_KIVI_MAX_Q][1024], qf[1024];
+    static int16_t r16[VQ_KIVI_MAX_Q][1024], o16[VQ_KIVI_MAX_Q][1024];
     static uint8_t hdr[4 * 1024];
     for (int v = 0; v < 3; v++) {
         if (!vq_isa_available(isas[v]) || (v == 2 && !vq_cpu_avx512vbmi())) continue;
         int bad = 0, checks = 0;
         for (int rep = 0; rep < 300; rep++) {
-            const int ncls = 1 + rep % 5, nq = 1 + rep % 4;
+            const int ncls = 1 + rep % 5, nq = 1 + rep % VQ_KIVI_MAX_Q;
             int nch[5], qmax[5], d = 0;
             for (int k = 0; k < ncls; k++) {
                 nch[k] = 8 * (1 + (int)(urand() * (rep % 10 == 0 ? 50 : 6)));
@@ -784,14 +787,16 @@ TEST(prep_vs_ref) {
                 hdr[2 * i] = (uint8_t)h;
                 hdr[2 * i + 1] = (uint8_t)(h >> 8);
             }
-            const float *q[4] = {qb[0], qb[1], qb[2], qb[3]};
+            const float *q[VQ_KIVI_MAX_Q];
+            for (int j = 0; j < VQ_KIVI_MAX_Q; j++) q[j] = qb[j];
             for (int j = 0; j < nq; j++)
                 for (int c = 0; c < d; c++) qb[j][c] = rep % 13 == 4 && j == 1 ? 0.0f : nrand();
             if (rep % 17 == 3) qb[0][rep % d] = rep % 2 ? INFINITY : 3e38f;
-            float rd[4][5], od[4][5], rb[4], ob[4];
-            int16_t *ri[4] = {r16[0], r16[1], r16[2], r16[3]},
-                    *oi[4] = {o16[0], o16[1], o16[2], o16[3]};
-            float *rdp[4] = {rd[0], rd[1], rd[2], rd[3]}, *odp[4] = {od[0], od[1], od[2], od[3]};
+            float rd[VQ_KIVI_MAX_Q][5], od[VQ_KIVI_MAX_Q][5], rb[VQ_KIVI_MAX_Q], ob[VQ_KIVI_MAX_Q];
+            int16_t *ri[VQ_KIVI_MAX_Q], *oi[VQ_KIVI_MAX_Q];
+            float *rdp[VQ_KIVI_MAX_Q], *odp[VQ_KIVI_MAX_Q];
+            for (int j = 0; j < VQ_KIVI_MAX_Q; j++)
+                ri[j] = r16[j], oi[j] = o16[j], rdp[j] = rd[j], odp[j] = od[j];
             vq_kivi_prep_ref(q, nq, hdr, hdr + 2 * d, d, ncls, nch, qmax, ri, rdp, rb);
             fns[v](q, nq, hdr, hdr + 2 * d, d, ncls, nch, qmax, oi, odp, ob);
             for (int j = 0; j < nq; j++, checks++) {

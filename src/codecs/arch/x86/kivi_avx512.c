@@ -366,7 +366,7 @@ void VQ_KIVI_FN(vq_kivi_prep)(const float *const *q, int nq, const uint8_t *s16,
                               float *const *delta, float *bias) {
     /* measured (one thread, per block): 3 queries x 4 classes 95 -> 60 ns, 2 x 2 51 -> 35; with
      * one class, or fewer than 4 pairs, the general path is as fast or faster (1 x 1: 21 vs 35) */
-    if (d == 64 && ncls >= 2 && ncls <= 4 && nq * ncls >= 4) {
+    if (d == 64 && ncls >= 2 && ncls <= 4 && nq * ncls >= 4 && nq <= 4) { /* 16 (j, k) lanes */
         int done = 0;
         switch (nq) {
         case 1: done = prep64(q, 1, s16, z16, ncls, nch, qmax, qi, delta, bias); break;

@@ -124,6 +124,13 @@ void vq_kivi_score_tiles_avx2(const int16_t *const *qi, const float *const *delt
                               const uint8_t *area, int ncls, const int *bits, const int *nch,
                               const size_t *off, int g, const float *bias, float *const *out,
                               const uint8_t *pf, size_t pf_bytes) {
+    if (nq > 4) { /* 16 ymm registers: at most 4 queries a pass */
+        vq_kivi_score_tiles_avx2(qi, delta, 4, area, ncls, bits, nch, off, g, bias, out, pf,
+                                 pf_bytes);
+        vq_kivi_score_tiles_avx2(qi + 4, delta + 4, nq - 4, area, ncls, bits, nch, off, g, bias + 4,
+                                 out + 4, NULL, 0);
+        return;
+    }
     switch (nq) {
     case 1: tiles(qi, delta, 1, area, ncls, bits, nch, off, g, bias, out, pf, pf_bytes); break;
     case 2: tiles(qi, delta, 2, area, ncls, bits, nch, off, g, bias, out, pf, pf_bytes); break;

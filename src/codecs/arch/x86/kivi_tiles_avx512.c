@@ -12,7 +12,7 @@
  * Each pair then meets each query's two int16 entries (one dword broadcast) in VPMADDWD +
  * VPADDD, exact int32 class sums per token; per class the sums become floats once, times the
  * class's delta, added to the score in class order: the reference's bits. A last partial tile
- * (G % 16 != 0) takes the reference. The queries are a template constant (1..4) so their
+ * (G % 16 != 0) takes the reference. The queries are a template constant (1..6) so their
  * accumulators stay in registers; the codes are widened once for all of them.
  *
  * kivi_tiles_avx512vnni.c compiles this file again with AVX512_VNNI (VQ_KIVI_VNNI): one
@@ -110,13 +110,13 @@ VQ_INLINE void tiles(const int16_t *const *qi, const float *const *delta, const 
     const int nt = g / VQ_KIVI_TILE;
     struct vq_pf_steps ps = vq_pf_steps_init(pf, pf_bytes, nt * ncls);
     for (int i = 0; i < nt; i++) {
-        __m512 f[4];
+        __m512 f[VQ_KIVI_MAX_Q];
         for (int j = 0; j < NQ; j++) f[j] = _mm512_set1_ps(bias[j]);
         for (int k = 0, c0 = 0; k < ncls; c0 += nch[k], k++) {
             vq_pf_step(&ps); /* the next block, a step before each class of each tile */
             const uint8_t *tile = area + off[k] +
                                   (size_t)i * vq_kivi_tile_bytes(16, nch[k], bits[k]);
-            __m512i a[4];
+            __m512i a[VQ_KIVI_MAX_Q];
             for (int j = 0; j < NQ; j++) a[j] = _mm512_setzero_si512();
 #define CLASS_TILE(B) class_tile(qi, NQ, c0, tile, nch[k], a, B)
             VQ_KIVI_WITH_BITS(bits[k], CLASS_TILE);
@@ -138,6 +138,8 @@ void TILES_FN(const int16_t *const *qi, const float *const *delta, int nq, const
     case 1: tiles(qi, delta, 1, area, ncls, bits, nch, off, g, bias, out, pf, pf_bytes); break;
     case 2: tiles(qi, delta, 2, area, ncls, bits, nch, off, g, bias, out, pf, pf_bytes); break;
     case 3: tiles(qi, delta, 3, area, ncls, bits, nch, off, g, bias, out, pf, pf_bytes); break;
-    default: tiles(qi, delta, 4, area, ncls, bits, nch, off, g, bias, out, pf, pf_bytes); break;
+    case 4: tiles(qi, delta, 4, area, ncls, bits, nch, off, g, bias, out, pf, pf_bytes); break;
+    case 5: tiles(qi, delta, 5, area, ncls, bits, nch, off, g, bias, out, pf, pf_bytes); break;
+    default: tiles(qi, delta, 6, area, ncls, bits, nch, off, g, bias, out, pf, pf_bytes); break;
     }
 }

@@ -466,9 +466,8 @@ VQ_INLINE void acc_t2(const vq_tq_kern *k, const uint8_t *codes, int64_t n, cons
  * 16 at a time by vq_tq_weights16: the scalar products bit for bit), so each acc[j] gets the
  * bits of acc_t alone. Per chunk of 128 coordinates two halves of 4 vectors: NQ x 4
  * accumulators in registers. */
-VQ_INLINE void acc_tm_chunk(const vq_tq_kern *k, const uint8_t *codes, int m,
-                            const float *const *w, const int NQ, float *const *acc, int BA,
-                            int BB) {
+VQ_INLINE void acc_tm_chunk(const vq_tq_kern *k, const uint8_t *codes, int m, const float *const *w,
+                            const int NQ, float *const *acc, int BA, int BB) {
     const __m512 lut = _mm512_loadu_ps(k->lut);
     const int nc = k->n_chunks, rl = k->rec;
     const int last_lanes = (k->d - (nc - 1) * VQ_TQ_CHUNK) / 8;
@@ -476,8 +475,8 @@ VQ_INLINE void acc_tm_chunk(const vq_tq_kern *k, const uint8_t *codes, int m,
     for (int t0 = 0; t0 < m; t0 += 16) {
         const int r = m - t0 < 16 ? m - t0 : 16;
         __m512 wv[6];
-        vq_tq_weights16(codes + (size_t)t0 * (size_t)rl, rl, (__mmask16)((1u << r) - 1u), w, t0,
-                        NQ, wv);
+        vq_tq_weights16(codes + (size_t)t0 * (size_t)rl, rl, (__mmask16)((1u << r) - 1u), w, t0, NQ,
+                        wv);
 #pragma GCC unroll 6
         for (int j = 0; j < NQ; j++) _mm512_store_ps(wb[j] + t0, wv[j]);
     }
