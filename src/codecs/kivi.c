@@ -425,8 +425,8 @@ static void kivi_prepare_query(const struct vq_codec *c, const float *q, void *q
     }
 }
 
-/* Keys, up to VQ_KIVI_MAX_Q queries: per block the integer queries (prep: each query folded with the
- * block's scales and quantized per width class), then one score_tiles pass over the tiles
+/* Keys, up to VQ_KIVI_MAX_Q queries: per block the integer queries (prep: each query folded
+ * with the block's scales and quantized per width class), then one score_tiles pass over the tiles
  * (the codes unpacked once for all queries), which prefetches the next block as it goes. */
 static void kivi_score_multi(const struct vq_codec *c, const void *const *qs, int nq,
                              const uint8_t *codes, int64_t n_tokens, float *const *scores) {
