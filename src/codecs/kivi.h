@@ -99,8 +99,8 @@ typedef void (*vq_kivi_prep_fn)(const float *const *q, int nq, const uint8_t *s1
 /* Scores of one key block's tiles for nq (1..VQ_KIVI_MAX_Q) queries. The block's code area
  * (after the scales and zeros) holds ncls width classes; class k (nch[k] channels, a multiple
  * of 8, at bits[k] in 2..8) starts at area + off[k] with its ceil(g / 16) tiles one after
- * another; its integer query entries follow those of the classes before it in qi[j], and delta[j][k] is
- * their scale. For token t < g:
+ * another; its integer query entries follow those of the classes before it in qi[j], and
+ * delta[j][k] is their scale. For token t < g:
  *   out[j][t] = bias[j] + delta[j][0] * S_0 + delta[j][1] * S_1 + ...   (left to right, each
  *   product rounded to float before its add), S_k = sum over the class of qi * code (int32,
  *   exact, as float by round to nearest).
