@@ -76,6 +76,8 @@ TABLES = {
                              {"attention": True, "memory": True}),
     "qwen25-speed-32768-a2e8632": ("bench/results/generate_qwen25_32768_a2e8632.json", "bench",
                                    {"attention": True, "memory": True}),
+    "qwen25-speed-8192-62916dc": ("bench/results/llama_bench_qwen25_8192_62916dc.json", "bench",
+                                  {"attention": True, "memory": True}),
     "qwen25-speed-32768-62916dc": ("bench/results/generate_qwen25_32768_62916dc.json", "bench",
                                    {"attention": True, "memory": True}),
     "qwen25-serve": ("bench/results/serve_qwen25.json", "serve", {}),
