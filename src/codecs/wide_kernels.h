@@ -28,10 +28,10 @@
  * 8.0, 7 bits 11.3 / 12.3; VBMI 6 bits 6.7 / 5.7, 7 bits 8.0 / 6.7 (symmetric 7.2 / 5.8),
  * symmetric 8 bits 8.3 / 6.9. Score keeps 8 tokens in flight (8 accumulators, then one
  * horizontal-sum tree gives 8 scores); accumulate keeps up to 4 vectors of the accumulator in
- * registers across a chunk of tokens (AVX-512: 64 tokens, every coordinate pass over a chunk
- * before the next chunk, so each record is read from memory once). Sums run in another order than the reference: SIMD results
- * equal the reference up to float rounding (tests/unit/test_wide_kernels.c bounds the
- * difference).
+ * registers across a chunk of 64 tokens (every coordinate pass over a chunk before the next
+ * chunk, so each record is read from memory once). Sums run in another order than the
+ * reference: SIMD results equal the reference up to float rounding
+ * (tests/unit/test_wide_kernels.c bounds the difference).
  *
  * All kernels are thread-safe (read-only k), never allocate and accept n = 0.
  */

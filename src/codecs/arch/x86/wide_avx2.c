@@ -79,6 +79,7 @@ VQ_INLINE void score_t(const vq_wk *k, const float *qs, const uint8_t *codes, in
     int64_t t = 0;
     for (; t + 8 <= n; t += 8) {
         const uint8_t *r0 = codes + t * rec;
+        vq_pf_lines(r0 + VQ_PF_RECS * (size_t)rec, 8 * (size_t)rec);
         __m256 acc[8];
         float sc[8];
         for (int i = 0; i < 8; i++) acc[i] = _mm256_setzero_ps();
@@ -99,39 +100,59 @@ VQ_INLINE void score_t(const vq_wk *k, const float *qs, const uint8_t *codes, in
     }
 }
 
-/* 32 coordinates (4 vectors) of the accumulator stay in registers across all tokens; even and
- * odd tokens go to separate accumulators (two independent FMA chains), added at the end. */
+/* Tokens per chunk of acc_t (even). */
+#define ACC_CHUNK 64
+
+/* 32 coordinates (4 vectors) of the accumulator stay in registers per pass; even and odd
+ * tokens go to separate accumulators (two independent FMA chains), added to acc at the end.
+ * The tokens go in chunks of ACC_CHUNK, every pass over a chunk while its records are in L1
+ * (the accumulators wait in sa / sb between chunks: the same FMA order and final sums, so the
+ * same bits as passes over all tokens, which read a long run of records from memory once per
+ * pass), and the next chunk's lines are asked for a few per token pair. */
 VQ_INLINE void acc_t(const vq_wk *k, const uint8_t *codes, int64_t n, const float *w, float *acc,
                      const int LIN, const int B) {
     const unpack_k u = unpack_init(B);
-    const int d = k->d, rec = k->rec;
-    for (int j0 = 0; j0 < d; j0 += 32) {
-        const int nv = (d - j0) / 8 < 4 ? (d - j0) / 8 : 4;
-        __m256 a[4], b[4];
-        for (int v = 0; v < 4; v++) {
-            a[v] = _mm256_setzero_ps();
-            b[v] = _mm256_setzero_ps();
-        }
-        int64_t t = 0;
-        for (; t + 2 <= n; t += 2) {
-            const uint8_t *r = codes + t * rec;
-            vq_pf_span(r + VQ_PF_RECS * (size_t)rec, 2 * (size_t)rec);
-            const __m256 w0 = _mm256_set1_ps(w[t] * vq_tq_sf16(r));
-            const __m256 w1 = _mm256_set1_ps(w[t + 1] * vq_tq_sf16(r + rec));
-            for (int v = 0; v < nv; v++) {
-                a[v] = _mm256_fmadd_ps(w0, lev8(k, &u, r + 2, j0 + 8 * v, LIN, B), a[v]);
-                b[v] = _mm256_fmadd_ps(w1, lev8(k, &u, r + rec + 2, j0 + 8 * v, LIN, B), b[v]);
+    const int d = k->d, rec = k->rec, npass = (d + 31) / 32;
+    float sa[1024] __attribute__((aligned(32))), sb[1024] __attribute__((aligned(32)));
+    for (int64_t c0 = 0; c0 < n; c0 += ACC_CHUNK) {
+        const int64_t cn = n - c0 < ACC_CHUNK ? n - c0 : ACC_CHUNK;
+        const int first = c0 == 0, fin = c0 + ACC_CHUNK >= n;
+        struct vq_pf_steps ps = vq_pf_steps_init(fin ? NULL : codes + (c0 + ACC_CHUNK) * rec,
+                                                 (size_t)ACC_CHUNK * (size_t)rec,
+                                                 (int)(cn / 2) * npass);
+        for (int j0 = 0; j0 < d; j0 += 32) {
+            const int nv = (d - j0) / 8 < 4 ? (d - j0) / 8 : 4;
+            __m256 a[4], b[4];
+            for (int v = 0; v < 4; v++) {
+                a[v] = first || v >= nv ? _mm256_setzero_ps() : _mm256_load_ps(sa + j0 + 8 * v);
+                b[v] = first || v >= nv ? _mm256_setzero_ps() : _mm256_load_ps(sb + j0 + 8 * v);
             }
-        }
-        if (t < n) {
-            const uint8_t *r = codes + t * rec;
-            const __m256 w0 = _mm256_set1_ps(w[t] * vq_tq_sf16(r));
-            for (int v = 0; v < nv; v++)
-                a[v] = _mm256_fmadd_ps(w0, lev8(k, &u, r + 2, j0 + 8 * v, LIN, B), a[v]);
-        }
-        for (int v = 0; v < nv; v++) {
-            float *p = acc + j0 + 8 * v;
-            _mm256_storeu_ps(p, _mm256_add_ps(_mm256_loadu_ps(p), _mm256_add_ps(a[v], b[v])));
+            int64_t t = 0;
+            for (; t + 2 <= cn; t += 2) {
+                const uint8_t *r = codes + (c0 + t) * rec;
+                vq_pf_step(&ps);
+                const __m256 w0 = _mm256_set1_ps(w[c0 + t] * vq_tq_sf16(r));
+                const __m256 w1 = _mm256_set1_ps(w[c0 + t + 1] * vq_tq_sf16(r + rec));
+                for (int v = 0; v < nv; v++) {
+                    a[v] = _mm256_fmadd_ps(w0, lev8(k, &u, r + 2, j0 + 8 * v, LIN, B), a[v]);
+                    b[v] = _mm256_fmadd_ps(w1, lev8(k, &u, r + rec + 2, j0 + 8 * v, LIN, B), b[v]);
+                }
+            }
+            if (t < cn) { /* an odd last token (only the last chunk can have one) */
+                const uint8_t *r = codes + (c0 + t) * rec;
+                const __m256 w0 = _mm256_set1_ps(w[c0 + t] * vq_tq_sf16(r));
+                for (int v = 0; v < nv; v++)
+                    a[v] = _mm256_fmadd_ps(w0, lev8(k, &u, r + 2, j0 + 8 * v, LIN, B), a[v]);
+            }
+            for (int v = 0; v < nv; v++) {
+                if (!fin) {
+                    _mm256_store_ps(sa + j0 + 8 * v, a[v]);
+                    _mm256_store_ps(sb + j0 + 8 * v, b[v]);
+                    continue;
+                }
+                float *p = acc + j0 + 8 * v;
+                _mm256_storeu_ps(p, _mm256_add_ps(_mm256_loadu_ps(p), _mm256_add_ps(a[v], b[v])));
+            }
         }
     }
 }
