@@ -606,8 +606,8 @@ TEST(channel_widths_zero) {
     for (int t = 0; t < n; t++)
         for (int c = 0; c < d; c++) x[t * d + c] = (float)(c % 5) + (0.5f + 0.05f * c) * nrand();
     int checks = 0, over = 0, mean_bad = 0;
-    float sc_scalar[48], q[4][64], wt[48];
-    for (int j = 0; j < 4; j++)
+    float sc_scalar[48], q[6][64], wt[48];
+    for (int j = 0; j < 6; j++)
         for (int i = 0; i < d; i++) q[j][i] = nrand();
     for (int t = 0; t < n; t++) wt[t] = t % 5 == 2 ? 0.0f : (float)urand();
     int n_isa = 0;
