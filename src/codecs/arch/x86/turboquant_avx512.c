@@ -458,8 +458,6 @@ VQ_INLINE void acc_t2(const vq_tq_kern *k, const uint8_t *codes, int64_t n, cons
 /* Tokens per chunk of acc_wide_multi (even). */
 #define ACC_CHUNK 64
 
-/* d > 64: the queries in pairs through acc_t2 (a last odd one, and the 2-bit layout with its
- * own kernel, through acc_t). */
 /* d > 64, NQ (3..6) weight vectors over the ACC_CHUNK-token chunk of m tokens at codes
  * (weights w[j] + t for its token t): every code is looked up once for all queries, and each
  * query's accumulator takes acc_t's FMA sequence with its weight (w[j][t] * scale_t, formed
@@ -515,32 +513,32 @@ VQ_INLINE void acc_tm_chunk(const vq_tq_kern *k, const uint8_t *codes, int m, co
     }
 }
 
+/* d > 64: 3..6 queries at a time through acc_tm_chunk, a last pair through acc_t2, a last odd
+ * one (and every query of the 2-bit layout, which has its own kernel) through acc_t. The
+ * tokens go in chunks of ACC_CHUNK (even: acc2x_t's token pairs stay the same), every query
+ * over a chunk while its records are in L1, so a stream is read once, not once per group;
+ * each accumulator's FMA sequence (load acc, the tokens in order, store) and thus its bits do
+ * not depend on the chunking. */
 VQ_INLINE void acc_wide_multi(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
                               const float *const *w, int nq, float *const *acc, int BA, int BB) {
-    /* tokens in chunks of ACC_CHUNK (even: acc2x_t's token pairs stay the same): every query
-     * pair runs over a chunk while its records are in L1, so a stream is read once, not once
-     * per pair; each accumulator's FMA sequence (load acc, the tokens in order, store) and
-     * thus its bits do not depend on the chunking */
+    const int grouped = !(BA == 2 && BB == 0);
     for (int64_t c0 = 0; c0 < n; c0 += ACC_CHUNK) {
         const int64_t m = n - c0 < ACC_CHUNK ? n - c0 : ACC_CHUNK;
         const uint8_t *cc = codes + c0 * k->rec;
         int j = 0;
         const float *wc[6];
-        if (!(BA == 2 && BB == 0))
-            while (nq - j >= 3) { /* 3..6 queries at a time: one lookup for all */
-                const int q = nq - j < 6 ? nq - j : 6;
-                for (int i = 0; i < q; i++) wc[i] = w[j + i] + c0;
-                switch (q) {
-                case 3: acc_tm_chunk(k, cc, (int)m, wc, 3, acc + j, BA, BB); break;
-                case 4: acc_tm_chunk(k, cc, (int)m, wc, 4, acc + j, BA, BB); break;
-                case 5: acc_tm_chunk(k, cc, (int)m, wc, 5, acc + j, BA, BB); break;
-                default: acc_tm_chunk(k, cc, (int)m, wc, 6, acc + j, BA, BB); break;
-                }
-                j += q;
+        for (; grouped && nq - j >= 3; j += nq - j < 6 ? nq - j : 6) {
+            const int q = nq - j < 6 ? nq - j : 6;
+            for (int i = 0; i < q; i++) wc[i] = w[j + i] + c0;
+            switch (q) {
+            case 3: acc_tm_chunk(k, cc, (int)m, wc, 3, acc + j, BA, BB); break;
+            case 4: acc_tm_chunk(k, cc, (int)m, wc, 4, acc + j, BA, BB); break;
+            case 5: acc_tm_chunk(k, cc, (int)m, wc, 5, acc + j, BA, BB); break;
+            default: acc_tm_chunk(k, cc, (int)m, wc, 6, acc + j, BA, BB); break;
             }
-        if (!(BA == 2 && BB == 0))
-            for (; j + 2 <= nq; j += 2)
-                acc_t2(k, cc, m, w[j] + c0, w[j + 1] + c0, acc[j], acc[j + 1], BA, BB);
+        }
+        for (; grouped && j + 2 <= nq; j += 2)
+            acc_t2(k, cc, m, w[j] + c0, w[j + 1] + c0, acc[j], acc[j + 1], BA, BB);
         for (; j < nq; j++) acc_t(k, cc, m, w[j] + c0, acc[j], BA, BB);
     }
 }
