@@ -709,6 +709,9 @@ static_assert(sizeof g_avx2 == sizeof g_ref && sizeof g_avx512 == sizeof g_ref &
 static const struct vq_ggml_kernels g_x16_ref[] = {KX_(VQ_GGML_Q4_K, vq_vec_dot_x16_q4_K_q8_K_ref),
                                                    KX_(VQ_GGML_Q6_K, vq_vec_dot_x16_q6_K_q8_K_ref)};
 #ifdef VQ_HAVE_X86
+static const struct vq_ggml_kernels g_x16_avx2[] = {
+    KX_(VQ_GGML_Q4_K, vq_vec_dot_x16_q4_K_q8_K_avx2),
+    KX_(VQ_GGML_Q6_K, vq_vec_dot_x16_q6_K_q8_K_avx2)};
 static const struct vq_ggml_kernels g_x16_vnni[] = {
     KX_(VQ_GGML_Q4_K, vq_vec_dot_x16_q4_K_q8_K_avx512vnni),
     KX_(VQ_GGML_Q6_K, vq_vec_dot_x16_q6_K_q8_K_avx512vnni)};
@@ -722,8 +725,10 @@ const struct vq_ggml_kernels *vq_ggml_kernels_x16(uint32_t type, enum vq_isa isa
     if (isa == VQ_ISA_SCALAR) return &g_x16_ref[i];
 #ifdef VQ_HAVE_X86
     if (isa == VQ_ISA_AVX512 && vq_cpu_avx512vnni()) return &g_x16_vnni[i];
-#endif
+    return &g_x16_avx2[i]; /* AVX2, or AVX-512 without VNNI */
+#else
     return NULL;
+#endif
 }
 
 const struct vq_ggml_kernels *vq_ggml_kernels(uint32_t type, enum vq_isa isa) {

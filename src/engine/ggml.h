@@ -260,6 +260,10 @@ void vq_vec_dot_x16_q4_K_q8_K_ref(int64_t n, const void *w, const void *a, size_
  * order (vec_dot's) whatever gemm says. */
 void vq_vec_dot_x16_q6_K_q8_K_ref(int64_t n, const void *w, const void *a, size_t a_stride,
                                   int n_tok, int gemm, float *out, size_t ld_out);
+void vq_vec_dot_x16_q6_K_q8_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                                   int n_tok, int gemm, float *out, size_t ld_out);
+void vq_vec_dot_x16_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
+                                   int n_tok, int gemm, float *out, size_t ld_out);
 void vq_vec_dot_x16_q6_K_q8_K_avx512vnni(int64_t n, const void *w, const void *a, size_t a_stride,
                                          int n_tok, int gemm, float *out, size_t ld_out);
 void vq_vec_dot_x16_q4_K_q8_K_avx512vnni(int64_t n, const void *w, const void *a, size_t a_stride,
