@@ -41,16 +41,38 @@ static inline __attribute__((always_inline)) __m256i bcast4(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
+/* The int16 PMADDUBSW pair sums of one nibble of the 8 code vectors at qp (64 bytes apart)
+ * against the 4-byte activation groups at y[t]->qs + ao + 4 k, for T tokens. The pointer goes
+ * through an empty asm so that the compiler reloads the codes for the second nibble instead of
+ * keeping all 8 vectors alive (which spilled them and the sums). */
+static inline __attribute__((always_inline)) void q4_K_nibble(const uint8_t *qp,
+                                                              const vq_block_q8_K *const y[8],
+                                                              int ao, const int hi, const int T,
+                                                              __m256i s16[8]) {
+    const __m256i m15 = _mm256_set1_epi8(15);
+    __asm__("" : "+r"(qp));
+    for (int t = 0; t < T; t++) s16[t] = _mm256_setzero_si256();
+#pragma GCC unroll 8
+    for (int k = 0; k < 8; k++) {
+        const __m256i raw = _mm256_loadu_si256((const __m256i *)(qp + 64 * k));
+        const __m256i wq = _mm256_and_si256(hi ? _mm256_srli_epi16(raw, 4) : raw, m15);
+        for (int t = 0; t < T; t++)
+            s16[t] = _mm256_add_epi16(s16[t],
+                                      _mm256_maddubs_epi16(wq, bcast4(y[t]->qs + ao + 4 * k)));
+    }
+}
+
 /* ---- Q4_K ----------------------------------------------------------------------------------
- * Half hf of a super-block (rows 8 hf .. 8 hf + 7): per 64-element chunk p the two 32-element
- * sub-blocks' PMADDUBSW pair sums are gathered in int16 over the 8 code vectors (lo: low
- * nibbles, sub-block 2p; hi: high nibbles, 2p + 1), then PMADDWD by the rows' scales gives
- * isum_p, and the rows' (m[2p], m[2p+1]) by the token's block-pair sums imin_p. */
+ * Half hf of a super-block (rows 8 hf .. 8 hf + 7): per 32-element sub-block s (the low
+ * nibbles of chunk p = s / 2 for even s, the high ones for odd s) the PMADDUBSW pair sums of
+ * the 8 code vectors are gathered in int16, then PMADDWD by the rows' scales gives the
+ * sub-block's scaled sum; the two of chunk p make isum_p, and the rows' (m[2p], m[2p+1]) by
+ * the token's block-pair sums imin_p. One nibble at a time keeps T <= 8 tokens' sums in
+ * registers (the code vector is loaded once per nibble, from L1 the second time). */
 static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint8_t *w,
                                                            const uint8_t *a, size_t a_stride,
                                                            const int T, const int gemm, float *out,
                                                            size_t ld_out) {
-    const __m256i m15 = _mm256_set1_epi8(15);
     const __m256i k1 = _mm256_set1_epi32(0x3f3f3f3f), k2 = _mm256_set1_epi32(0x0f0f0f0f),
                   k3 = _mm256_set1_epi32(0x03030303);
     /* PSHUFB selectors within a 128-bit lane (word j adds 4 j): byte b of each 32-bit word into
@@ -59,11 +81,11 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
     const __m256i off2 = _mm256_or_si256(off, _mm256_slli_epi32(off, 16));
     __m256i bsel[4];
     for (int b = 0; b < 4; b++)
-        bsel[b] = _mm256_add_epi32(off2, _mm256_set1_epi32((int)(0x80008000u | (unsigned)b << 16 |
-                                                                  (unsigned)b)));
+        bsel[b] = _mm256_add_epi32(
+            off2, _mm256_set1_epi32((int)(0x80008000u | (unsigned)b << 16 | (unsigned)b)));
     const __m256i psel[2] = {_mm256_add_epi32(off2, _mm256_set1_epi32((int)0x80018000u)),
                              _mm256_add_epi32(off2, _mm256_set1_epi32((int)0x80038002u))};
-    __m256 acc[2][4], accm[2][4];
+    __m256 acc[2][8], accm[2][8];
     for (int hf = 0; hf < 2; hf++)
         for (int t = 0; t < T; t++) acc[hf][t] = accm[hf][t] = _mm256_setzero_ps();
     const int64_t nb = n / VQ_QK_K;
@@ -71,8 +93,8 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
         const uint8_t *g = w + (size_t)i * (VQ_X16_ROWS * sizeof(vq_block_q4_K));
         for (int l = 0; l < 4; l++) /* d, dmin, scales */
             pf_x16(g + 64 * l);
-        const vq_block_q8_K *y[4];
-        int32_t bsp[4][4]; /* token t: (BS[2p], BS[2p+1]) as int16 pairs */
+        const vq_block_q8_K *y[8];
+        int32_t bsp[8][4]; /* token t: (BS[2p], BS[2p+1]) as int16 pairs */
         for (int t = 0; t < T; t++) {
             y[t] = (const vq_block_q8_K *)(const void *)(a + (size_t)t * a_stride +
                                                          (size_t)i * sizeof(vq_block_q8_K));
@@ -98,40 +120,29 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
             const __m256i m47 = _mm256_or_si256(
                 _mm256_and_si256(_mm256_srli_epi32(u2, 4), k2),
                 _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), k3), 4));
-            __m256i itot[4], mtot[4];
+            __m256i itot[8], mtot[8];
             for (int t = 0; t < T; t++) itot[t] = mtot[t] = _mm256_setzero_si256();
             for (int p = 0; p < 4; p++) {
-                __m256i lo[4], hi[4];
-                for (int t = 0; t < T; t++) lo[t] = hi[t] = _mm256_setzero_si256();
-                for (int k = 0; k < 8; k++) {
-                    const __m256i raw = _mm256_loadu_si256(
-                        (const __m256i *)(q + 64 * (8 * p + k) + 32 * hf));
-                    const __m256i wl = _mm256_and_si256(raw, m15);
-                    const __m256i wh = _mm256_and_si256(_mm256_srli_epi16(raw, 4), m15);
-                    for (int t = 0; t < T; t++) {
-                        lo[t] = _mm256_add_epi16(
-                            lo[t], _mm256_maddubs_epi16(wl, bcast4(y[t]->qs + 64 * p + 4 * k)));
-                        hi[t] = _mm256_add_epi16(
-                            hi[t],
-                            _mm256_maddubs_epi16(wh, bcast4(y[t]->qs + 64 * p + 32 + 4 * k)));
-                    }
-                }
                 const __m256i scs = p < 2 ? sc03 : sc47, ms = p < 2 ? m03 : m47;
+                __m256i s16[8], isum[8];
+                q4_K_nibble(q + 512 * p + 32 * hf, y, 64 * p, 0, T, s16);
                 const __m256i sl = _mm256_shuffle_epi8(scs, bsel[2 * (p & 1)]);
+                for (int t = 0; t < T; t++) isum[t] = _mm256_madd_epi16(s16[t], sl);
+                q4_K_nibble(q + 512 * p + 32 * hf, y, 64 * p + 32, 1, T, s16);
                 const __m256i sh = _mm256_shuffle_epi8(scs, bsel[2 * (p & 1) + 1]);
+                for (int t = 0; t < T; t++)
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sh));
                 const __m256i mp = _mm256_shuffle_epi8(ms, psel[p & 1]);
                 for (int t = 0; t < T; t++) {
-                    const __m256i isum = _mm256_add_epi32(_mm256_madd_epi16(lo[t], sl),
-                                                          _mm256_madd_epi16(hi[t], sh));
                     const __m256i imin = _mm256_madd_epi16(mp, _mm256_set1_epi32(bsp[t][p]));
                     if (gemm) {
                         const __m256 ya = _mm256_set1_ps(y[t]->d);
-                        acc[hf][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum),
+                        acc[hf][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]),
                                                      _mm256_mul_ps(d, ya), acc[hf][t]);
                         accm[hf][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin),
                                                       _mm256_mul_ps(dmin, ya), accm[hf][t]);
                     } else {
-                        itot[t] = _mm256_add_epi32(itot[t], isum);
+                        itot[t] = _mm256_add_epi32(itot[t], isum[t]);
                         mtot[t] = _mm256_add_epi32(mtot[t], imin);
                     }
                 }
@@ -155,6 +166,11 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
 void vq_vec_dot_x16_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a, size_t a_stride,
                                    int n_tok, int gemm, float *out, size_t ld_out) {
     const uint8_t *wb = w, *ab = a;
+    if (gemm) { /* whole groups of 4 (8 tokens in one pass) */
+        if (n_tok == 8) x16_q4_K(n, wb, ab, a_stride, 8, 1, out, ld_out);
+        else x16_q4_K(n, wb, ab, a_stride, 4, 1, out, ld_out);
+        return;
+    }
     for (int t = 0; t < n_tok; t += 4) {
         const uint8_t *at = ab + (size_t)t * a_stride;
         float *o = out + (size_t)t * ld_out;
@@ -162,10 +178,7 @@ void vq_vec_dot_x16_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a, size
         case 1: x16_q4_K(n, wb, at, a_stride, 1, 0, o, ld_out); break;
         case 2: x16_q4_K(n, wb, at, a_stride, 2, 0, o, ld_out); break;
         case 3: x16_q4_K(n, wb, at, a_stride, 3, 0, o, ld_out); break;
-        default:
-            if (gemm) x16_q4_K(n, wb, at, a_stride, 4, 1, o, ld_out);
-            else x16_q4_K(n, wb, at, a_stride, 4, 0, o, ld_out);
-            break;
+        default: x16_q4_K(n, wb, at, a_stride, 4, 0, o, ld_out); break;
         }
     }
 }
@@ -241,10 +254,9 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
                             for (int t = 0; t < T; t++)
                                 s[t] = _mm256_add_epi32(
                                     s[t],
-                                    _mm256_madd_epi16(
-                                        _mm256_maddubs_epi16(qv,
-                                                             bcast4(y[t]->qs + 32 * gp + 4 * k)),
-                                        sc));
+                                    _mm256_madd_epi16(_mm256_maddubs_epi16(
+                                                          qv, bcast4(y[t]->qs + 32 * gp + 4 * k)),
+                                                      sc));
                         }
                     }
                 }
