@@ -56,9 +56,13 @@ static inline __attribute__((always_inline)) void q4_K_nibble(const uint8_t *qp,
     for (int k = 0; k < 8; k++) {
         const __m256i raw = _mm256_loadu_si256((const __m256i *)(qp + 64 * k));
         const __m256i wq = _mm256_and_si256(hi ? _mm256_srli_epi16(raw, 4) : raw, m15);
-        for (int t = 0; t < T; t++)
+        for (int t = 0; t < T; t++) {
             s16[t] = _mm256_add_epi16(s16[t],
                                       _mm256_maddubs_epi16(wq, bcast4(y[t]->qs + ao + 4 * k)));
+            /* one running sum per token: without this GCC reassociates the 8 adds into a
+             * tree over all products, keeping 8 T of them alive (spilled to the stack) */
+            __asm__("" : "+x"(s16[t]));
+        }
     }
 }
 
@@ -120,21 +124,27 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
             const __m256i m47 = _mm256_or_si256(
                 _mm256_and_si256(_mm256_srli_epi32(u2, 4), k2),
                 _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), k3), 4));
+            /* the rows' scales per sub-block (both int16 halves) and (m[2p], m[2p+1]) per
+             * chunk, parked in memory: the hot loop keeps only its T sums in registers */
+            __m256i scv[8], mpv[4];
+            for (int p = 0; p < 4; p++) {
+                const __m256i scs = p < 2 ? sc03 : sc47, ms = p < 2 ? m03 : m47;
+                scv[2 * p] = _mm256_shuffle_epi8(scs, bsel[2 * (p & 1)]);
+                scv[2 * p + 1] = _mm256_shuffle_epi8(scs, bsel[2 * (p & 1) + 1]);
+                mpv[p] = _mm256_shuffle_epi8(ms, psel[p & 1]);
+            }
+            __asm__ volatile("" : : "r"(scv), "r"(mpv) : "memory");
             __m256i itot[8], mtot[8];
             for (int t = 0; t < T; t++) itot[t] = mtot[t] = _mm256_setzero_si256();
             for (int p = 0; p < 4; p++) {
-                const __m256i scs = p < 2 ? sc03 : sc47, ms = p < 2 ? m03 : m47;
                 __m256i s16[8], isum[8];
                 q4_K_nibble(q + 512 * p + 32 * hf, y, 64 * p, 0, T, s16);
-                const __m256i sl = _mm256_shuffle_epi8(scs, bsel[2 * (p & 1)]);
-                for (int t = 0; t < T; t++) isum[t] = _mm256_madd_epi16(s16[t], sl);
+                for (int t = 0; t < T; t++) isum[t] = _mm256_madd_epi16(s16[t], scv[2 * p]);
                 q4_K_nibble(q + 512 * p + 32 * hf, y, 64 * p + 32, 1, T, s16);
-                const __m256i sh = _mm256_shuffle_epi8(scs, bsel[2 * (p & 1) + 1]);
                 for (int t = 0; t < T; t++)
-                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], sh));
-                const __m256i mp = _mm256_shuffle_epi8(ms, psel[p & 1]);
+                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], scv[2 * p + 1]));
                 for (int t = 0; t < T; t++) {
-                    const __m256i imin = _mm256_madd_epi16(mp, _mm256_set1_epi32(bsp[t][p]));
+                    const __m256i imin = _mm256_madd_epi16(mpv[p], _mm256_set1_epi32(bsp[t][p]));
                     if (gemm) {
                         const __m256 ya = _mm256_set1_ps(y[t]->d);
                         acc[hf][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]),
@@ -193,7 +203,7 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
                                                            const int T, float *out, size_t ld_out) {
     const __m256i m15 = _mm256_set1_epi8(15), m48 = _mm256_set1_epi8(48);
     const __m256i lo16 = _mm256_set1_epi32(0xffff);
-    __m256 acc[4][2][8]; /* [token][half][lane k] */
+    __m256 acc[8][2][8]; /* [token][half][lane k] */
     for (int t = 0; t < T; t++)
         for (int hf = 0; hf < 2; hf++)
             for (int k = 0; k < 8; k++) acc[t][hf][k] = _mm256_setzero_ps();
@@ -210,8 +220,8 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
                     _mm_loadl_epi64((const __m128i *)(g + 32 + 16 * j + 8 * hf)));
                 sd[hf][j] = _mm256_or_si256(_mm256_and_si256(v, lo16), _mm256_slli_epi32(v, 16));
             }
-        const vq_block_q8_K *y[4];
-        __m256 dd[4][2];
+        const vq_block_q8_K *y[8];
+        __m256 dd[8][2];
         for (int t = 0; t < T; t++) {
             y[t] = (const vq_block_q8_K *)(const void *)(a + (size_t)t * a_stride +
                                                          (size_t)i * sizeof(vq_block_q8_K));
@@ -226,7 +236,7 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
             for (int hf = 0; hf < 2; hf++) {
                 /* (sc[2k], sc[2k+1]) of each row against the pair (bsums[2k], bsums[2k+1]) */
                 const __m256i sp = _mm256_blend_epi16(sd[hf][2 * k], sd[hf][2 * k + 1], 0xAA);
-                __m256i s[4];
+                __m256i s[8];
                 for (int t = 0; t < T; t++) {
                     int32_t bp;
                     memcpy(&bp, y[t]->bsums + 2 * k, 4);
@@ -251,12 +261,14 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
                             const __m256i qv = _mm256_or_si256(_mm256_and_si256(low, m15),
                                                                _mm256_and_si256(hib, m48));
                             const __m256i sc = sd[hf][2 * gp + (k >= 4)];
-                            for (int t = 0; t < T; t++)
+                            for (int t = 0; t < T; t++) {
                                 s[t] = _mm256_add_epi32(
                                     s[t],
                                     _mm256_madd_epi16(_mm256_maddubs_epi16(
                                                           qv, bcast4(y[t]->qs + 32 * gp + 4 * k)),
                                                       sc));
+                                __asm__("" : "+x"(s[t])); /* one running sum (q4_K_nibble) */
+                            }
                         }
                     }
                 }
@@ -280,6 +292,10 @@ void vq_vec_dot_x16_q6_K_q8_K_avx2(int64_t n, const void *w, const void *a, size
                                    int n_tok, int gemm, float *out, size_t ld_out) {
     (void)gemm; /* one order */
     const uint8_t *wb = w, *ab = a;
+    if (n_tok == 8) { /* 8 tokens in one pass */
+        x16_q6_K(n, wb, ab, a_stride, 8, out, ld_out);
+        return;
+    }
     for (int t = 0; t < n_tok; t += 4) {
         const uint8_t *at = ab + (size_t)t * a_stride;
         float *o = out + (size_t)t * ld_out;
