@@ -128,11 +128,7 @@ static const struct vq_ggml_attn_kernels g_ref = {vq_ggml_dot_f16_ref, vq_ggml_s
                                                   vq_ggml_scale_round_f16_ref,
                                                   vq_ggml_softmax_exp_ref, vq_ggml_pv_f16_ref};
 #ifdef VQ_HAVE_X86
-static void scores_f16_avx2_(const float *q, int G, const uint16_t *k, int64_t n, int d, int b1,
-                             float scale, float *w, size_t ws) {
-    vq_ggml_scores_rows(vq_ggml_dot_f16_avx2, q, G, k, n, d, b1, scale, w, ws);
-}
-static const struct vq_ggml_attn_kernels g_avx2 = {vq_ggml_dot_f16_avx2, scores_f16_avx2_,
+static const struct vq_ggml_attn_kernels g_avx2 = {vq_ggml_dot_f16_avx2, vq_ggml_scores_f16_avx2,
                                                    vq_ggml_scale_round_f16_avx2,
                                                    vq_ggml_softmax_exp_avx2, vq_ggml_pv_f16_avx2};
 static const struct vq_ggml_attn_kernels g_avx512 = {

@@ -73,6 +73,8 @@ void vq_ggml_pv_f16_ref(float *acc, int G, const uint16_t *v, const float *p, si
 #ifdef VQ_HAVE_X86
 /* src/cache/arch/x86/; only called after the ISA check of vq_ggml_attn_kernels. */
 void vq_ggml_dot_f16_avx2(const float *q, int G, const uint16_t *k, int d, int b1, float *out);
+void vq_ggml_scores_f16_avx2(const float *q, int G, const uint16_t *k, int64_t n, int d, int b1,
+                             float scale, float *w, size_t ws);
 void vq_ggml_scale_round_f16_avx2(float *x, int64_t n, float scale);
 double vq_ggml_softmax_exp_avx2(float *w, int64_t n, float max);
 void vq_ggml_pv_f16_avx2(float *acc, int G, const uint16_t *v, const float *p, size_t ps,

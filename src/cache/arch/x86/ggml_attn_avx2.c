@@ -51,6 +51,82 @@ void vq_ggml_dot_f16_avx2(const float *q, int G, const uint16_t *k, int d, int b
     }
 }
 
+/* The 8-lane halves (lo: elements s .. s + 7 of every 16-element step s, hi: s + 8 .. s + 15)
+ * of the 16-lane chains of rows 0 .. G - 1 against the 4 keys k + r d (r < 4): half h0 8 is
+ * one pass over d with G x 4 accumulators in registers (the two halves are independent
+ * chains, so running them one after the other changes no bits). */
+static inline __attribute__((always_inline)) void half_chains(const float *q, const int G,
+                                                              const uint16_t *k, int d, int off,
+                                                              __m256 acc[3][4]) {
+    for (int h = 0; h < G; h++)
+        for (int r = 0; r < 4; r++) acc[h][r] = _mm256_setzero_ps();
+    for (int s = off; s < d; s += 16) {
+        __m256 qv[3];
+        for (int h = 0; h < G; h++) qv[h] = _mm256_loadu_ps(q + (size_t)h * (size_t)d + s);
+        for (int r = 0; r < 4; r++) {
+            const __m256 kv = ld_h8(k + (size_t)r * (size_t)d + s);
+            for (int h = 0; h < G; h++) acc[h][r] = _mm256_fmadd_ps(kv, qv[h], acc[h][r]);
+        }
+    }
+}
+
+/* reduce16 (hsum256(hi + lo): lo128 + hi128, then lanes (0 + 2, 1 + 3), then their sum) of
+ * four (lo, hi) pairs at once, with the same additions; the four sums in r[0..3]. */
+static inline void reduce16x4(const __m256 lo[4], const __m256 hi[4], float r[4]) {
+    __m256 v[4];
+    for (int i = 0; i < 4; i++) v[i] = _mm256_add_ps(hi[i], lo[i]);
+    /* [a0 | a1], [a2 | a3]: a_i = lo128(v_i) + hi128(v_i) */
+    const __m256 a01 = _mm256_add_ps(_mm256_permute2f128_ps(v[0], v[1], 0x20),
+                                     _mm256_permute2f128_ps(v[0], v[1], 0x31));
+    const __m256 a23 = _mm256_add_ps(_mm256_permute2f128_ps(v[2], v[3], 0x20),
+                                     _mm256_permute2f128_ps(v[2], v[3], 0x31));
+    /* per 128-bit lane: (a[0] + a[2], a[1] + a[3]) of a0, a2 | a1, a3 */
+    const __m256 b = _mm256_add_ps(_mm256_shuffle_ps(a01, a23, _MM_SHUFFLE(1, 0, 1, 0)),
+                                   _mm256_shuffle_ps(a01, a23, _MM_SHUFFLE(3, 2, 3, 2)));
+    /* (b[0] + b[1]) per row: c0, c2 in lanes 0, 1; c1, c3 in lanes 4, 5 */
+    const __m256 c = _mm256_add_ps(_mm256_shuffle_ps(b, b, _MM_SHUFFLE(2, 0, 2, 0)),
+                                   _mm256_shuffle_ps(b, b, _MM_SHUFFLE(3, 1, 3, 1)));
+    float f[8];
+    _mm256_storeu_ps(f, c);
+    r[0] = f[0];
+    r[1] = f[4];
+    r[2] = f[1];
+    r[3] = f[5];
+}
+
+/* Scores of G (1..3) rows against the 4 keys t .. t + 3 (b1 = 0): each key piece converted once
+ * for the G rows, the four keys' reductions done together. */
+static inline __attribute__((always_inline)) void scores4(const float *q, const int G,
+                                                          const uint16_t *k, int64_t t, int d,
+                                                          float scale, float *w, size_t ws) {
+    __m256 lo[3][4], hi[3][4];
+    half_chains(q, G, k + t * d, d, 0, lo);
+    half_chains(q, G, k + t * d, d, 8, hi);
+    for (int h = 0; h < G; h++) {
+        float r[4];
+        reduce16x4(lo[h], hi[h], r);
+        for (int i = 0; i < 4; i++) w[(size_t)h * ws + (size_t)t + (size_t)i] = r[i] * scale;
+    }
+}
+
+void vq_ggml_scores_f16_avx2(const float *q, int G, const uint16_t *k, int64_t n, int d, int b1,
+                             float scale, float *w, size_t ws) {
+    int64_t t = 0;
+    if (!b1) /* rows 3 at a time against 4 keys (12 accumulators per half) */
+        for (; t + 4 <= n; t += 4)
+            for (int h0 = 0; h0 < G; h0 += 3) {
+                const float *qh = q + (size_t)h0 * (size_t)d;
+                float *wh = w + (size_t)h0 * ws;
+                switch (G - h0 < 3 ? G - h0 : 3) {
+                case 1: scores4(qh, 1, k, t, d, scale, wh, ws); break;
+                case 2: scores4(qh, 2, k, t, d, scale, wh, ws); break;
+                default: scores4(qh, 3, k, t, d, scale, wh, ws); break;
+                }
+            }
+    if (t < n)
+        vq_ggml_scores_rows(vq_ggml_dot_f16_avx2, q, G, k + t * d, n - t, d, b1, scale, w + t, ws);
+}
+
 void vq_ggml_scale_round_f16_avx2(float *x, int64_t n, float scale) {
     int64_t i = 0;
     const __m256 s = _mm256_set1_ps(scale);
