@@ -938,7 +938,12 @@ TEST(random_operation_sequences) {
                 const int bad = urand() < 0.2;
                 if (bad) vv[(size_t)(urand() * (double)(k * n_kv * d))] = NAN;
                 const vq_status st = vq_cache_append(c, 0, kk, vv, VQ_DTYPE_F32, k);
-                if (bad) {
+                if (bad && n + k > p.max_tokens) {
+                    /* both errors apply; the contract names no order between them (the
+                     * sequence reaches this case on some machines only: earlier tests draw
+                     * numbers per available ISA) */
+                    ASSERT(st == VQ_STATUS_NON_FINITE || st == VQ_STATUS_CAPACITY);
+                } else if (bad) {
                     ASSERT_STATUS(st, VQ_STATUS_NON_FINITE);
                 } else if (n + k > p.max_tokens) {
                     ASSERT_STATUS(st, VQ_STATUS_CAPACITY);
