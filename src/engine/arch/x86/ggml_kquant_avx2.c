@@ -41,27 +41,35 @@ static inline __attribute__((always_inline)) __m256i bcast4(const int8_t *p) {
     return _mm256_set1_epi32(v);
 }
 
-/* The int16 PMADDUBSW pair sums of one nibble of the 8 code vectors at qp (64 bytes apart)
- * against the 4-byte activation groups at y[t]->qs + ao + 4 k, for T tokens. The pointer goes
- * through an empty asm so that the compiler reloads the codes for the second nibble instead of
- * keeping all 8 vectors alive (which spilled them and the sums). */
+/* The int16 PMADDUBSW pair sums of one nibble of the 8 code vectors at qp (64 bytes apart),
+ * halves h0 .. h0 + NH - 1 (32 bytes each), against the 4-byte activation groups at
+ * y[t]->qs + ao + 4 k, for T tokens: s16[h][t]. One broadcast of an activation group serves
+ * both halves. The pointer goes through an empty asm so that the compiler reloads the codes
+ * for the second nibble instead of keeping all 8 vectors alive (which spilled them). */
 static inline __attribute__((always_inline)) void q4_K_nibble(const uint8_t *qp,
                                                               const vq_block_q8_K *const y[8],
                                                               int ao, const int hi, const int T,
-                                                              __m256i s16[8]) {
+                                                              const int h0, const int NH,
+                                                              __m256i s16[2][8]) {
     const __m256i m15 = _mm256_set1_epi8(15);
     __asm__("" : "+r"(qp));
-    for (int t = 0; t < T; t++) s16[t] = _mm256_setzero_si256();
+    for (int h = h0; h < h0 + NH; h++)
+        for (int t = 0; t < T; t++) s16[h][t] = _mm256_setzero_si256();
 #pragma GCC unroll 8
     for (int k = 0; k < 8; k++) {
-        const __m256i raw = _mm256_loadu_si256((const __m256i *)(qp + 64 * k));
-        const __m256i wq = _mm256_and_si256(hi ? _mm256_srli_epi16(raw, 4) : raw, m15);
+        __m256i wq[2];
+        for (int h = h0; h < h0 + NH; h++) {
+            const __m256i raw = _mm256_loadu_si256((const __m256i *)(qp + 64 * k + 32 * h));
+            wq[h] = _mm256_and_si256(hi ? _mm256_srli_epi16(raw, 4) : raw, m15);
+        }
         for (int t = 0; t < T; t++) {
-            s16[t] = _mm256_add_epi16(s16[t],
-                                      _mm256_maddubs_epi16(wq, bcast4(y[t]->qs + ao + 4 * k)));
-            /* one running sum per token: without this GCC reassociates the 8 adds into a
-             * tree over all products, keeping 8 T of them alive (spilled to the stack) */
-            __asm__("" : "+x"(s16[t]));
+            const __m256i av = bcast4(y[t]->qs + ao + 4 * k);
+            for (int h = h0; h < h0 + NH; h++) {
+                s16[h][t] = _mm256_add_epi16(s16[h][t], _mm256_maddubs_epi16(wq[h], av));
+                /* one running sum per (half, token): without this GCC reassociates the 8 adds
+                 * into a tree over all products, keeping them alive (spilled to the stack) */
+                __asm__("" : "+x"(s16[h][t]));
+            }
         }
     }
 }
@@ -71,8 +79,8 @@ static inline __attribute__((always_inline)) void q4_K_nibble(const uint8_t *qp,
  * nibbles of chunk p = s / 2 for even s, the high ones for odd s) the PMADDUBSW pair sums of
  * the 8 code vectors are gathered in int16, then PMADDWD by the rows' scales gives the
  * sub-block's scaled sum; the two of chunk p make isum_p, and the rows' (m[2p], m[2p+1]) by
- * the token's block-pair sums imin_p. One nibble at a time keeps T <= 8 tokens' sums in
- * registers (the code vector is loaded once per nibble, from L1 the second time). */
+ * the token's block-pair sums imin_p. Up to 4 tokens run both halves in one pass (16
+ * accumulators at most), 8 tokens one half at a time. */
 static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint8_t *w,
                                                            const uint8_t *a, size_t a_stride,
                                                            const int T, const int gemm, float *out,
@@ -89,6 +97,7 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
             off2, _mm256_set1_epi32((int)(0x80008000u | (unsigned)b << 16 | (unsigned)b)));
     const __m256i psel[2] = {_mm256_add_epi32(off2, _mm256_set1_epi32((int)0x80018000u)),
                              _mm256_add_epi32(off2, _mm256_set1_epi32((int)0x80038002u))};
+    const int NH = T <= 4 ? 2 : 1; /* halves per pass */
     __m256 acc[2][8], accm[2][8];
     for (int hf = 0; hf < 2; hf++)
         for (int t = 0; t < T; t++) acc[hf][t] = accm[hf][t] = _mm256_setzero_ps();
@@ -108,11 +117,11 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
         }
         const uint8_t *q = g + 256;
         for (int l = 0; l < 32; l++) pf_x16(q + 64 * l);
+        /* per half: the rows' scales per sub-block (both int16 halves) and (m[2p], m[2p+1])
+         * per chunk (ggml's utmp unpacking, one row per lane), parked in memory: the hot loop
+         * keeps only its sums in registers */
+        __m256i scv[2][8], mpv[2][4];
         for (int hf = 0; hf < 2; hf++) {
-            const __m256 d = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16 * hf)));
-            const __m256 dmin = _mm256_cvtph_ps(
-                _mm_loadu_si128((const __m128i *)(g + 32 + 16 * hf)));
-            /* ggml's utmp unpacking, one row per lane: sc0..3, sc4..7, m0..3, m4..7 */
             const __m256i u0 = _mm256_loadu_si256((const __m256i *)(g + 64 + 32 * hf));
             const __m256i u1 = _mm256_loadu_si256((const __m256i *)(g + 128 + 32 * hf));
             const __m256i u2 = _mm256_loadu_si256((const __m256i *)(g + 192 + 32 * hf));
@@ -124,46 +133,61 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
             const __m256i m47 = _mm256_or_si256(
                 _mm256_and_si256(_mm256_srli_epi32(u2, 4), k2),
                 _mm256_slli_epi32(_mm256_and_si256(_mm256_srli_epi32(u1, 6), k3), 4));
-            /* the rows' scales per sub-block (both int16 halves) and (m[2p], m[2p+1]) per
-             * chunk, parked in memory: the hot loop keeps only its T sums in registers */
-            __m256i scv[8], mpv[4];
             for (int p = 0; p < 4; p++) {
                 const __m256i scs = p < 2 ? sc03 : sc47, ms = p < 2 ? m03 : m47;
-                scv[2 * p] = _mm256_shuffle_epi8(scs, bsel[2 * (p & 1)]);
-                scv[2 * p + 1] = _mm256_shuffle_epi8(scs, bsel[2 * (p & 1) + 1]);
-                mpv[p] = _mm256_shuffle_epi8(ms, psel[p & 1]);
+                scv[hf][2 * p] = _mm256_shuffle_epi8(scs, bsel[2 * (p & 1)]);
+                scv[hf][2 * p + 1] = _mm256_shuffle_epi8(scs, bsel[2 * (p & 1) + 1]);
+                mpv[hf][p] = _mm256_shuffle_epi8(ms, psel[p & 1]);
             }
-            __asm__ volatile("" : : "r"(scv), "r"(mpv) : "memory");
-            __m256i itot[8], mtot[8];
-            for (int t = 0; t < T; t++) itot[t] = mtot[t] = _mm256_setzero_si256();
+        }
+        __asm__ volatile("" : : "r"(scv), "r"(mpv) : "memory");
+#pragma GCC unroll 2
+        for (int h0 = 0; h0 < 2; h0 += NH) {
+            __m256i itot[2][8], mtot[2][8];
+            for (int hf = h0; hf < h0 + NH; hf++)
+                for (int t = 0; t < T; t++) itot[hf][t] = mtot[hf][t] = _mm256_setzero_si256();
             for (int p = 0; p < 4; p++) {
-                __m256i s16[8], isum[8];
-                q4_K_nibble(q + 512 * p + 32 * hf, y, 64 * p, 0, T, s16);
-                for (int t = 0; t < T; t++) isum[t] = _mm256_madd_epi16(s16[t], scv[2 * p]);
-                q4_K_nibble(q + 512 * p + 32 * hf, y, 64 * p + 32, 1, T, s16);
-                for (int t = 0; t < T; t++)
-                    isum[t] = _mm256_add_epi32(isum[t], _mm256_madd_epi16(s16[t], scv[2 * p + 1]));
-                for (int t = 0; t < T; t++) {
-                    const __m256i imin = _mm256_madd_epi16(mpv[p], _mm256_set1_epi32(bsp[t][p]));
-                    if (gemm) {
-                        const __m256 ya = _mm256_set1_ps(y[t]->d);
-                        acc[hf][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum[t]),
-                                                     _mm256_mul_ps(d, ya), acc[hf][t]);
-                        accm[hf][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin),
-                                                      _mm256_mul_ps(dmin, ya), accm[hf][t]);
-                    } else {
-                        itot[t] = _mm256_add_epi32(itot[t], isum[t]);
-                        mtot[t] = _mm256_add_epi32(mtot[t], imin);
+                __m256i s16[2][8], isum[2][8];
+                q4_K_nibble(q + 512 * p, y, 64 * p, 0, T, h0, NH, s16);
+                for (int hf = h0; hf < h0 + NH; hf++)
+                    for (int t = 0; t < T; t++)
+                        isum[hf][t] = _mm256_madd_epi16(s16[hf][t], scv[hf][2 * p]);
+                q4_K_nibble(q + 512 * p, y, 64 * p + 32, 1, T, h0, NH, s16);
+                for (int hf = h0; hf < h0 + NH; hf++)
+                    for (int t = 0; t < T; t++) {
+                        const __m256i is = _mm256_add_epi32(
+                            isum[hf][t], _mm256_madd_epi16(s16[hf][t], scv[hf][2 * p + 1]));
+                        const __m256i imin = _mm256_madd_epi16(mpv[hf][p],
+                                                               _mm256_set1_epi32(bsp[t][p]));
+                        if (gemm) {
+                            const __m256 ya = _mm256_set1_ps(y[t]->d);
+                            const __m256 d = _mm256_cvtph_ps(
+                                _mm_loadu_si128((const __m128i *)(g + 16 * hf)));
+                            const __m256 dmin = _mm256_cvtph_ps(
+                                _mm_loadu_si128((const __m128i *)(g + 32 + 16 * hf)));
+                            acc[hf][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is),
+                                                         _mm256_mul_ps(d, ya), acc[hf][t]);
+                            accm[hf][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin),
+                                                          _mm256_mul_ps(dmin, ya), accm[hf][t]);
+                        } else {
+                            itot[hf][t] = _mm256_add_epi32(itot[hf][t], is);
+                            mtot[hf][t] = _mm256_add_epi32(mtot[hf][t], imin);
+                        }
                     }
-                }
             }
             if (!gemm)
-                for (int t = 0; t < T; t++) {
-                    const __m256 ya = _mm256_set1_ps(y[t]->d);
-                    acc[hf][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(itot[t]), _mm256_mul_ps(d, ya),
-                                                 acc[hf][t]);
-                    accm[hf][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mtot[t]),
-                                                  _mm256_mul_ps(dmin, ya), accm[hf][t]);
+                for (int hf = h0; hf < h0 + NH; hf++) {
+                    const __m256 d = _mm256_cvtph_ps(
+                        _mm_loadu_si128((const __m128i *)(g + 16 * hf)));
+                    const __m256 dmin = _mm256_cvtph_ps(
+                        _mm_loadu_si128((const __m128i *)(g + 32 + 16 * hf)));
+                    for (int t = 0; t < T; t++) {
+                        const __m256 ya = _mm256_set1_ps(y[t]->d);
+                        acc[hf][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(itot[hf][t]),
+                                                     _mm256_mul_ps(d, ya), acc[hf][t]);
+                        accm[hf][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mtot[hf][t]),
+                                                      _mm256_mul_ps(dmin, ya), accm[hf][t]);
+                    }
                 }
         }
     }
