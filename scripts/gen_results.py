@@ -361,8 +361,27 @@ def table_files(root):
     return table(["file", "why no table"], "ll", rows)
 
 
+def table_ppl_speed(path, d, opts):
+    """bench/ppl_speed.sh: perplexity's batched prefill per cache, medians of alternated runs."""
+    header = ["`%s`: %s, `perplexity -c %d --chunks %d -t %d`, medians of %d alternated rounds; "
+              "veloxquant commit %s; %s (%d CPUs); %s.%s" % (
+                  path, d["model"], d["ctx"], d["chunks"], d["threads"], d["reps"],
+                  d["veloxquant_commit"], d["cpu"], d["nproc"], d["date"],
+                  " " + d["note"][0].upper() + d["note"][1:] + "." if d.get("note") else ""),
+              "", "```sh", d["command"], "```", ""]
+    head = ["KV", "prefill tok/s", "runs", "× our fp16", "KV MB", "perplexity"]
+    out = []
+    for r in d["rows"]:
+        kvb = r.get("kv_bytes")
+        out.append([r["kv"], num(r["prefill_tok_s"], "%.1f"),
+                    " / ".join("%.1f" % x for x in r["samples"]), num(r["x_fp16"], "%.2f"),
+                    num(kvb / 1e6 if kvb is not None else None, "%.1f"),
+                    num(r.get("ppl"), "%.4f")])
+    return header + table(head, "lrlrrr", out)
+
+
 KINDS = {"sweep": table_sweep, "presets": table_presets, "bench": table_bench,
-         "serve": table_serve}
+         "serve": table_serve, "ppl_speed": table_ppl_speed}
 
 
 def generate(root, name):

@@ -593,6 +593,10 @@ void vq_ggml_quantize_act_isa(enum vq_isa isa, enum vq_ggml_act act, const float
             vq_quantize_row_q8_K_avx512(x, y, n);
             return;
         }
+        if (isa == VQ_ISA_AVX2 && vq_ggml_isa_available(isa)) {
+            vq_quantize_row_q8_K_avx2(x, y, n);
+            return;
+        }
     }
     if (act == VQ_ACT_Q8A) {
         if (isa == VQ_ISA_AUTO) isa = vq_ggml_isa_default();

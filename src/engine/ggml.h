@@ -284,6 +284,7 @@ void vq_ggml_quantize_act_isa(enum vq_isa isa, enum vq_ggml_act act, const float
 void vq_quantize_row_q8a_avx2(const float *x, void *y, int64_t n);
 void vq_quantize_row_q8a_avx512(const float *x, void *y, int64_t n);
 void vq_quantize_row_q8_K_avx512(const float *x, void *y, int64_t n);
+void vq_quantize_row_q8_K_avx2(const float *x, void *y, int64_t n);
 /* Returns the ISA the engine uses for VQ_ISA_AUTO: $VQ_ISA if set and available, else the best
  * of avx512 / avx2 / scalar this CPU and build support. Thread-safe. */
 enum vq_isa vq_ggml_isa_default(void);

@@ -371,3 +371,53 @@ void vq_quantize_row_q8a_avx2(const float *x, void *y, int64_t n) {
         b[i].s = vq_ggml_h2f(vq_ggml_f2h(d * (float)sum));
     }
 }
+
+/* vq_quantize_row_q8_K_ref on 8-lane vectors (the AVX-512 twin's steps): the block's largest
+ * magnitude, the first element that has it (its sign sets the codes' sign), the codes by
+ * VCVTPS2DQ (round to nearest even, as nearest_int) clamped at 127, 16-element sums. The same
+ * bytes as the reference (tests/unit/test_ggml_types.c). */
+void vq_quantize_row_q8_K_avx2(const float *x, void *y, int64_t n) {
+    vq_block_q8_K *b = y;
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    const __m256i c127 = _mm256_set1_epi32(127);
+    for (int64_t i = 0; i < n / VQ_QK_K; i++, x += VQ_QK_K) {
+        __m256 mx = _mm256_setzero_ps();
+        for (int g = 0; g < 32; g++)
+            mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * g)));
+        __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(mx, 1), _mm256_castps256_ps128(mx));
+        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+        const float amax = _mm_cvtss_f32(m4);
+        memset(&b[i], 0, sizeof b[i]);
+        if (!(amax > 0)) continue; /* all zero (the reference skips NaN too) */
+        float max = 0;
+        for (int g = 0; g < 32; g++) {
+            const int hit = _mm256_movemask_ps(
+                _mm256_cmp_ps(_mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * g)),
+                              _mm256_set1_ps(amax), _CMP_EQ_OQ));
+            if (hit) {
+                max = x[8 * g + __builtin_ctz((unsigned)hit)];
+                break;
+            }
+        }
+        const float iscale = -127.0f / max;
+        const __m256 s = _mm256_set1_ps(iscale);
+        for (int g = 0; g < 16; g++) {
+            const __m256i q0 = _mm256_min_epi32(
+                _mm256_cvtps_epi32(_mm256_mul_ps(s, _mm256_loadu_ps(x + 16 * g))), c127);
+            const __m256i q1 = _mm256_min_epi32(
+                _mm256_cvtps_epi32(_mm256_mul_ps(s, _mm256_loadu_ps(x + 16 * g + 8))), c127);
+            /* int32 -> int8 in element order: packs per 128-bit lane, then a permute */
+            const __m256i p = _mm256_permute4x64_epi64(_mm256_packs_epi32(q0, q1), 0xD8);
+            _mm_storeu_si128(
+                (__m128i *)(b[i].qs + 16 * g),
+                _mm_packs_epi16(_mm256_castsi256_si128(p), _mm256_extracti128_si256(p, 1)));
+            const __m256i s8 = _mm256_add_epi32(q0, q1);
+            __m128i s4 = _mm_add_epi32(_mm256_extracti128_si256(s8, 1), _mm256_castsi256_si128(s8));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0x4E));
+            s4 = _mm_add_epi32(s4, _mm_shuffle_epi32(s4, 0xB1));
+            b[i].bsums[g] = (int16_t)_mm_cvtsi128_si32(s4);
+        }
+        b[i].d = 1 / iscale;
+    }
+}

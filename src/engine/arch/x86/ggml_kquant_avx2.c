@@ -26,7 +26,8 @@
 #include "engine/ggml.h"
 
 /* Bytes ahead that the kernels ask for into L1, one request per 64-byte line read (the VNNI
- * kernels' distance, ggml_kquant_avx512vnni.c). */
+ * kernels' distance, ggml_kquant_avx512vnni.c; on the AMD EPYC VM, Qwen2.5 decode on 1 and 2
+ * threads was the same within noise with 1024, 2048 and 4096). */
 #ifndef VQ_PF_X16_BYTES
 #define VQ_PF_X16_BYTES 2048
 #endif
