@@ -333,6 +333,13 @@ static void tq_codec_accumulate_multi(const struct vq_codec *c, const uint8_t *c
     vq_tq_accumulate_multi_avx512(&m->k, codes, n_tokens, w, nq, acc);
 }
 
+static void tq_codec_accumulate_multi_avx2(const struct vq_codec *c, const uint8_t *codes,
+                                           int64_t n_tokens, const float *const *w, int nq,
+                                           float *const *acc) {
+    const struct vq_tq_base *m = (const struct vq_tq_base *)c->impl;
+    vq_tq_accumulate_multi_avx2(&m->k, codes, n_tokens, w, nq, acc);
+}
+
 static void tq_codec_accumulate_multi_i16(const struct vq_codec *c, const uint8_t *codes,
                                           int64_t n_tokens, const float *const *w, int nq,
                                           float *const *acc) {
@@ -351,6 +358,10 @@ void vq_tq_codec_set_multi(struct vq_codec *c, const vq_tq_kern *k) {
              (lay == 4 || lay == 8 || lay == 16 || lay == 9 || lay == 5 || lay == 10)) {
         c->accumulate_multi = tq_codec_accumulate_multi;
         c->multi_max = k->d > 64 ? 6 : 4; /* a GQA group of 6 (Qwen2.5) in one pass */
+    } else if (c->isa == VQ_ISA_AVX2 &&
+               (lay == 4 || lay == 8 || lay == 16 || lay == 9 || lay == 5 || lay == 10)) {
+        c->accumulate_multi = tq_codec_accumulate_multi_avx2; /* groups of 3 inside */
+        c->multi_max = 6;
     }
 #else
     (void)k;

@@ -154,6 +154,9 @@ void vq_tq_score_avx2(const vq_tq_kern *k, const float *qs, const uint8_t *codes
                       float *scores);
 void vq_tq_accumulate_avx2(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
                            float *acc);
+/* nq (>= 1) weight vectors at once, each accumulator the bits of its vq_tq_accumulate_avx2. */
+void vq_tq_accumulate_multi_avx2(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                                 const float *const *w, int nq, float *const *acc);
 void vq_tq_score_avx512(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
                         float *scores);
 void vq_tq_accumulate_multi_avx512(const vq_tq_kern *k, const uint8_t *codes, int64_t n,

@@ -430,7 +430,8 @@ TEST(use_ref_kernels) {
 static void multi_query_case(int d);
 
 /* vq_codec_score_multi / vq_codec_accumulate_multi (the optional multi-query kernels: KIVI keys
- * (every ISA), turboquant_mse / _rvq values (d = 64, 256 and 96) and 5..8-bit and int8 scores
+ * (every ISA), turboquant_mse / _rvq values (d = 64, 256, 96 and 128; AVX-512 and AVX2) and
+ * 5..8-bit and int8 scores
  * and values on AVX-512 without VBMI's kernels; the loop elsewhere)
  * give each query the same bits as its own score / accumulate call, for 1..6 queries and
  * odd token counts, on every ISA. */

@@ -166,6 +166,85 @@ VQ_INLINE void acc_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const
     }
 }
 
+/* acc_t for Q (1..3) weight vectors at once: each record is loaded and each code looked up
+ * once per group of KK coordinate slots for the Q queries (Q x KK <= 8 accumulators beside
+ * the Q weights), the tokens walked once per group; every query's fma sequence over the
+ * tokens is acc_t's, so each accumulator gets the bits of its own acc_t call. */
+VQ_INLINE void acc_multi_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                           const float *const *w, float *const *acc, const int Q, const int KK,
+                           int BA, int BB) {
+    const __m256 lo = _mm256_loadu_ps(k->lut), hi = _mm256_loadu_ps(k->lut + 8);
+    const int nc = k->n_chunks, rl = k->rec;
+    for (int c = 0; c < nc; c++) {
+        for (int h = 0; h < 2; h++) {
+            const int nv = half_lanes(k, c, h);
+            if (nv == 0) continue;
+            const size_t off = (size_t)(c * VQ_TQ_CHUNK + h * 8);
+            const __m256i msk = _mm256_cmpgt_epi32(_mm256_set1_epi32(nv),
+                                                   _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+#pragma GCC unroll 8
+            for (int kg = 0; kg < 8; kg += KK) {
+                __m256 v[3][8];
+                for (int q = 0; q < Q; q++)
+                    for (int j = 0; j < KK; j++)
+                        v[q][j] = _mm256_loadu_ps(acc[q] + off + 16 * (kg + j));
+                for (int64_t t = 0; t < n; t++) {
+                    const uint8_t *r = codes + t * rl;
+                    if (kg == 0) vq_pf_span(r + VQ_PF_RECS * (size_t)rl, (size_t)rl);
+                    const float sf = vq_tq_sf16(r);
+                    __m256 ws[3];
+                    for (int q = 0; q < Q; q++) ws[q] = _mm256_set1_ps(w[q][t] * sf);
+                    __m256i A, B;
+                    half_src(ld_lanes8(r + k->off_a + (c * 16 + h * 8) * BA, BA, nv),
+                             BB ? ld_lanes8(r + k->off_b + (c * 16 + h * 8) * BB, BB, nv)
+                                : _mm256_setzero_si256(),
+                             BA, BB, &A, &B);
+                    for (int j = 0; j < KK; j++) {
+                        const __m256 lv = lookup(A, B, kg + j, BA, BB, lo, hi);
+                        for (int q = 0; q < Q; q++) v[q][j] = _mm256_fmadd_ps(lv, ws[q], v[q][j]);
+                    }
+                }
+                for (int q = 0; q < Q; q++)
+                    for (int j = 0; j < KK; j++) {
+                        float *dst = acc[q] + off + 16 * (kg + j);
+                        if (nv == 8) _mm256_storeu_ps(dst, v[q][j]);
+                        else _mm256_maskstore_ps(dst, msk, v[q][j]); /* padding lanes kept */
+                    }
+            }
+        }
+    }
+}
+
+VQ_INLINE void acc_multi_lay(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                             const float *const *w, float *const *acc, int Q, int BA, int BB) {
+    switch (Q) {
+    case 1: acc_multi_t(k, codes, n, w, acc, 1, 8, BA, BB); break;
+    case 2: acc_multi_t(k, codes, n, w, acc, 2, 4, BA, BB); break;
+    default: acc_multi_t(k, codes, n, w, acc, 3, 2, BA, BB); break;
+    }
+}
+
+/* nq weight vectors in groups of up to 3 (4: 2 + 2); each accumulator the bits of its own
+ * vq_tq_accumulate_avx2 call. */
+void vq_tq_accumulate_multi_avx2(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
+                                 const float *const *w, int nq, float *const *acc) {
+    for (int q0 = 0; q0 < nq;) {
+        const int rest = nq - q0, Q = rest == 4 ? 2 : rest < 3 ? rest : 3;
+        switch (k->bits_a * 4 + k->bits_b) {
+        case 4: acc_multi_lay(k, codes, n, w + q0, acc + q0, Q, 1, 0); break;
+        case 8: acc_multi_lay(k, codes, n, w + q0, acc + q0, Q, 2, 0); break;
+        case 16: acc_multi_lay(k, codes, n, w + q0, acc + q0, Q, 4, 0); break;
+        case 9: acc_multi_lay(k, codes, n, w + q0, acc + q0, Q, 2, 1); break;
+        case 5: acc_multi_lay(k, codes, n, w + q0, acc + q0, Q, 1, 1); break;
+        case 10: acc_multi_lay(k, codes, n, w + q0, acc + q0, Q, 2, 2); break;
+        default:
+            for (int q = 0; q < Q; q++) vq_tq_accumulate_ref(k, codes, n, w[q0 + q], acc[q0 + q]);
+            break;
+        }
+        q0 += Q;
+    }
+}
+
 /* AVX2 score; same result as vq_tq_score_ref up to summation order. */
 void vq_tq_score_avx2(const vq_tq_kern *k, const float *qs, const uint8_t *codes, int64_t n,
                       float *scores) {
