@@ -131,6 +131,20 @@ static void wk_codec_accumulate_multi(const struct vq_codec *c, const uint8_t *c
     const struct vq_wk_base *m = (const struct vq_wk_base *)c->impl;
     vq_wk_accumulate_multi_avx512(&m->k, codes, n_tokens, w, nq, acc);
 }
+
+static void wk_codec_score_multi_avx2(const struct vq_codec *c, const void *const *qs, int nq,
+                                      const uint8_t *codes, int64_t n_tokens,
+                                      float *const *scores) {
+    const struct vq_wk_base *m = (const struct vq_wk_base *)c->impl;
+    vq_wk_score_multi_avx2(&m->k, (const float *const *)qs, nq, codes, n_tokens, scores);
+}
+
+static void wk_codec_accumulate_multi_avx2(const struct vq_codec *c, const uint8_t *codes,
+                                           int64_t n_tokens, const float *const *w, int nq,
+                                           float *const *acc) {
+    const struct vq_wk_base *m = (const struct vq_wk_base *)c->impl;
+    vq_wk_accumulate_multi_avx2(&m->k, codes, n_tokens, w, nq, acc);
+}
 #endif
 
 void vq_wk_codec_finish(const struct vq_codec *c, const float *acc, float *out) {
@@ -154,6 +168,9 @@ void vq_wk_codec_setup(struct vq_codec *c) {
     /* the AVX-512 (non-VBMI) kernels have multi-query twins: one lookup for every query */
     if (m->acc == vq_wk_accumulate_avx512) c->accumulate_multi = wk_codec_accumulate_multi;
     if (m->score == vq_wk_score_avx512) c->score_multi = wk_codec_score_multi;
+    /* AVX2: groups of 3 queries inside */
+    if (m->acc == vq_wk_accumulate_avx2) c->accumulate_multi = wk_codec_accumulate_multi_avx2;
+    if (m->score == vq_wk_score_avx2) c->score_multi = wk_codec_score_multi_avx2;
     c->multi_max = 6; /* a GQA group of 6 query heads (Qwen2.5) in one pass */
 #endif
 }

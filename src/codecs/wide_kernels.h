@@ -104,6 +104,12 @@ void vq_wk_score_avx512(const vq_wk *k, const float *qs, const uint8_t *codes, i
  * vq_wk_score_avx512 with qs[j] (the codes unpacked once for all). */
 void vq_wk_score_multi_avx512(const vq_wk *k, const float *const *qs, int nq, const uint8_t *codes,
                               int64_t n, float *const *scores);
+/* nq (>= 1) queries at once, each scores[j] the bits of vq_wk_score_avx2 with qs[j]. */
+void vq_wk_score_multi_avx2(const vq_wk *k, const float *const *qs, int nq, const uint8_t *codes,
+                            int64_t n, float *const *scores);
+/* nq (>= 1) weight vectors at once, each accumulator the bits of its vq_wk_accumulate_avx2. */
+void vq_wk_accumulate_multi_avx2(const vq_wk *k, const uint8_t *codes, int64_t n,
+                                 const float *const *w, int nq, float *const *acc);
 /* nq weight vectors over the same records, each acc[j] the bits of vq_wk_accumulate_avx512. */
 void vq_wk_accumulate_multi_avx512(const vq_wk *k, const uint8_t *codes, int64_t n,
                                    const float *const *w, int nq, float *const *acc);

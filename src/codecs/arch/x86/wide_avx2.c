@@ -157,6 +157,156 @@ VQ_INLINE void acc_t(const vq_wk *k, const uint8_t *codes, int64_t n, const floa
     }
 }
 
+/* score_t for Q (1..3) queries: 4 tokens x Q queries of accumulators, each code converted
+ * once for the Q queries. Tokens in whole groups of 8 (score_t's hsum8x8 blocks) are reduced
+ * 4 at a time with hsum8x8's additions (its hadd pairs, then the two 128-bit halves), the
+ * others one by one with hsum1, as score_t does; every fma chain over d is score_t's, so each
+ * query's scores are the bits of its own score_t call. */
+VQ_INLINE void score_multi_t(const vq_wk *k, const float *const *qs, const uint8_t *codes,
+                             int64_t n, float *const *scores, const int Q, const int LIN,
+                             const int B) {
+    const unpack_k u = unpack_init(B);
+    const int d = k->d, rec = k->rec;
+    const int64_t n8 = n / 8 * 8;
+    int64_t t = 0;
+    for (; t < n8; t += 4) {
+        const uint8_t *r0 = codes + t * rec;
+        if ((t & 7) == 0) vq_pf_lines(r0 + VQ_PF_RECS * (size_t)rec, 8 * (size_t)rec);
+        __m256 acc[3][4];
+        for (int q = 0; q < Q; q++)
+            for (int i = 0; i < 4; i++) acc[q][i] = _mm256_setzero_ps();
+        for (int j = 0; j < d; j += 8)
+            for (int i = 0; i < 4; i++) {
+                const __m256 l = lev8(k, &u, r0 + i * rec + 2, j, LIN, B);
+                for (int q = 0; q < Q; q++)
+                    acc[q][i] = _mm256_fmadd_ps(l, _mm256_loadu_ps(qs[q] + j), acc[q][i]);
+            }
+        const __m128 sc = _mm_setr_ps(vq_tq_sf16(r0), vq_tq_sf16(r0 + rec),
+                                      vq_tq_sf16(r0 + 2 * rec), vq_tq_sf16(r0 + 3 * rec));
+        for (int q = 0; q < Q; q++) {
+            const __m256 u4 = _mm256_hadd_ps(_mm256_hadd_ps(acc[q][0], acc[q][1]),
+                                             _mm256_hadd_ps(acc[q][2], acc[q][3]));
+            const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(u4), _mm256_extractf128_ps(u4, 1));
+            _mm_storeu_ps(scores[q] + t, _mm_mul_ps(s4, sc));
+        }
+    }
+    for (; t < n; t++) {
+        const uint8_t *r = codes + t * rec;
+        __m256 acc[3];
+        for (int q = 0; q < Q; q++) acc[q] = _mm256_setzero_ps();
+        for (int j = 0; j < d; j += 8) {
+            const __m256 l = lev8(k, &u, r + 2, j, LIN, B);
+            for (int q = 0; q < Q; q++)
+                acc[q] = _mm256_fmadd_ps(l, _mm256_loadu_ps(qs[q] + j), acc[q]);
+        }
+        for (int q = 0; q < Q; q++) scores[q][t] = vq_tq_sf16(r) * hsum1(acc[q]);
+    }
+}
+
+VQ_INLINE void score_multi_q(const vq_wk *k, const float *const *qs, const uint8_t *codes,
+                             int64_t n, float *const *scores, int Q, const int LIN, const int B) {
+    switch (Q) {
+    case 1: score_multi_t(k, qs, codes, n, scores, 1, LIN, B); break;
+    case 2: score_multi_t(k, qs, codes, n, scores, 2, LIN, B); break;
+    default: score_multi_t(k, qs, codes, n, scores, 3, LIN, B); break;
+    }
+}
+
+void vq_wk_score_multi_avx2(const vq_wk *k, const float *const *qs, int nq, const uint8_t *codes,
+                            int64_t n, float *const *scores) {
+    for (int q0 = 0; q0 < nq;) {
+        const int rest = nq - q0, Q = rest == 4 ? 2 : rest < 3 ? rest : 3;
+        switch (k->lin ? 0 : k->bits) {
+        case 0: score_multi_q(k, qs + q0, codes, n, scores + q0, Q, 1, 8); break;
+        case 5: score_multi_q(k, qs + q0, codes, n, scores + q0, Q, 0, 5); break;
+        case 6: score_multi_q(k, qs + q0, codes, n, scores + q0, Q, 0, 6); break;
+        case 7: score_multi_q(k, qs + q0, codes, n, scores + q0, Q, 0, 7); break;
+        default: score_multi_q(k, qs + q0, codes, n, scores + q0, Q, 0, 8); break;
+        }
+        q0 += Q;
+    }
+}
+
+/* acc_t for Q (1..3) weight vectors: each code converted once for the Q queries. Passes of
+ * 8 coordinates (Q x even / odd chains), the tokens in the same chunks, the scaled weights
+ * w[q][t] x scale(t) formed once per chunk (the product acc_t broadcasts); every query's
+ * per-lane FMA sequence (even tokens, odd tokens, chunk after chunk, acc += a + b at the end)
+ * is acc_t's, so each accumulator gets the bits of its own acc_t call. */
+VQ_INLINE void acc_multi_t(const vq_wk *k, const uint8_t *codes, int64_t n, const float *const *w,
+                           float *const *acc, const int Q, const int LIN, const int B) {
+    const unpack_k u = unpack_init(B);
+    const int d = k->d, rec = k->rec, npass = d / 8;
+    float sa[3][1024] __attribute__((aligned(32))), sb[3][1024] __attribute__((aligned(32)));
+    float ws[3][ACC_CHUNK];
+    for (int64_t c0 = 0; c0 < n; c0 += ACC_CHUNK) {
+        const int64_t cn = n - c0 < ACC_CHUNK ? n - c0 : ACC_CHUNK;
+        const int first = c0 == 0, fin = c0 + ACC_CHUNK >= n;
+        struct vq_pf_steps ps = vq_pf_steps_init(fin ? NULL : codes + (c0 + ACC_CHUNK) * rec,
+                                                 (size_t)ACC_CHUNK * (size_t)rec,
+                                                 (int)(cn / 2) * npass);
+        for (int64_t t = 0; t < cn; t++) {
+            const float sf = vq_tq_sf16(codes + (c0 + t) * rec);
+            for (int q = 0; q < Q; q++) ws[q][t] = w[q][c0 + t] * sf;
+        }
+        for (int j0 = 0; j0 < d; j0 += 8) {
+            __m256 a[3], b[3];
+            for (int q = 0; q < Q; q++) {
+                a[q] = first ? _mm256_setzero_ps() : _mm256_load_ps(sa[q] + j0);
+                b[q] = first ? _mm256_setzero_ps() : _mm256_load_ps(sb[q] + j0);
+            }
+            int64_t t = 0;
+            for (; t + 2 <= cn; t += 2) {
+                const uint8_t *r = codes + (c0 + t) * rec;
+                vq_pf_step(&ps);
+                const __m256 l0 = lev8(k, &u, r + 2, j0, LIN, B);
+                const __m256 l1 = lev8(k, &u, r + rec + 2, j0, LIN, B);
+                for (int q = 0; q < Q; q++) {
+                    a[q] = _mm256_fmadd_ps(_mm256_broadcast_ss(&ws[q][t]), l0, a[q]);
+                    b[q] = _mm256_fmadd_ps(_mm256_broadcast_ss(&ws[q][t + 1]), l1, b[q]);
+                }
+            }
+            if (t < cn) { /* an odd last token (only the last chunk can have one) */
+                const __m256 l0 = lev8(k, &u, codes + (c0 + t) * rec + 2, j0, LIN, B);
+                for (int q = 0; q < Q; q++)
+                    a[q] = _mm256_fmadd_ps(_mm256_broadcast_ss(&ws[q][t]), l0, a[q]);
+            }
+            for (int q = 0; q < Q; q++) {
+                if (!fin) {
+                    _mm256_store_ps(sa[q] + j0, a[q]);
+                    _mm256_store_ps(sb[q] + j0, b[q]);
+                    continue;
+                }
+                float *p = acc[q] + j0;
+                _mm256_storeu_ps(p, _mm256_add_ps(_mm256_loadu_ps(p), _mm256_add_ps(a[q], b[q])));
+            }
+        }
+    }
+}
+
+VQ_INLINE void acc_multi_q(const vq_wk *k, const uint8_t *codes, int64_t n, const float *const *w,
+                           float *const *acc, int Q, const int LIN, const int B) {
+    switch (Q) {
+    case 1: acc_multi_t(k, codes, n, w, acc, 1, LIN, B); break;
+    case 2: acc_multi_t(k, codes, n, w, acc, 2, LIN, B); break;
+    default: acc_multi_t(k, codes, n, w, acc, 3, LIN, B); break;
+    }
+}
+
+void vq_wk_accumulate_multi_avx2(const vq_wk *k, const uint8_t *codes, int64_t n,
+                                 const float *const *w, int nq, float *const *acc) {
+    for (int q0 = 0; q0 < nq;) {
+        const int rest = nq - q0, Q = rest == 4 ? 2 : rest < 3 ? rest : 3;
+        switch (k->lin ? 0 : k->bits) {
+        case 0: acc_multi_q(k, codes, n, w + q0, acc + q0, Q, 1, 8); break;
+        case 5: acc_multi_q(k, codes, n, w + q0, acc + q0, Q, 0, 5); break;
+        case 6: acc_multi_q(k, codes, n, w + q0, acc + q0, Q, 0, 6); break;
+        case 7: acc_multi_q(k, codes, n, w + q0, acc + q0, Q, 0, 7); break;
+        default: acc_multi_q(k, codes, n, w + q0, acc + q0, Q, 0, 8); break;
+        }
+        q0 += Q;
+    }
+}
+
 void vq_wk_score_avx2(const vq_wk *k, const float *qs, const uint8_t *codes, int64_t n,
                       float *scores) {
     switch (k->lin ? 0 : k->bits) {
