@@ -8,7 +8,8 @@
  * zero-extended; 5..7-bit codes (8 codes = b bytes, read with one 8-byte load, or a b-byte copy
  * for the last group of a record so no load leaves the record) are broadcast to both 128-bit
  * lanes, one VPSHUFB puts the two bytes holding code l into 32-bit lane l, VPSRLVD by (l*b)
- * mod 8 and a mask finish the index; VGATHERDPS looks the levels up. Each kernel is specialized
+ * mod 8 and a mask finish the index; VGATHERDPS looks the levels up (5-bit codes: four VPERMPS
+ * and three blends instead, the same levels: gathers are slow on AMD Zen). Each kernel is specialized
  * per code kind and width (no per-vector branch on them). Accumulate sums even and odd tokens in
  * separate registers (two FMA chains) and adds them to acc at the end.
  */
@@ -62,6 +63,16 @@ VQ_INLINE __m256 lev8(const vq_wk *k, const unpack_k *u, const uint8_t *p, int j
     __m256i x = _mm256_broadcastsi128_si256(raw);
     x = _mm256_shuffle_epi8(x, u->ctl);
     x = _mm256_and_si256(_mm256_srlv_epi32(x, u->shv), u->msk);
+    if (B == 5) { /* 32 levels: four VPERMPS from the table in memory, blends on bits 3, 4 */
+        const __m256 b3 = _mm256_castsi256_ps(_mm256_slli_epi32(x, 28));
+        const __m256 v01 = _mm256_blendv_ps(
+            _mm256_permutevar8x32_ps(_mm256_loadu_ps(k->lut), x),
+            _mm256_permutevar8x32_ps(_mm256_loadu_ps(k->lut + 8), x), b3);
+        const __m256 v23 = _mm256_blendv_ps(
+            _mm256_permutevar8x32_ps(_mm256_loadu_ps(k->lut + 16), x),
+            _mm256_permutevar8x32_ps(_mm256_loadu_ps(k->lut + 24), x), b3);
+        return _mm256_blendv_ps(v01, v23, _mm256_castsi256_ps(_mm256_slli_epi32(x, 27)));
+    }
     return _mm256_i32gather_ps(k->lut, x, 4);
 }
 
