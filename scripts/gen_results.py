@@ -80,6 +80,12 @@ TABLES = {
                                   {"attention": True, "memory": True}),
     "qwen25-speed-32768-62916dc": ("bench/results/generate_qwen25_32768_62916dc.json", "bench",
                                    {"attention": True, "memory": True}),
+    "qwen25-speed-amd-d889537": ("bench/results/llama_bench_qwen25_amd_d889537.json", "bench", {}),
+    "qwen25-speed-amd-2048-7cc3bfe": ("bench/results/llama_bench_qwen25_amd_2048_7cc3bfe.json",
+                                      "bench", {"attention": True, "memory": True}),
+    "qwen25-speed-amd-2048-8cb7953": ("bench/results/generate_qwen25_amd_2048_8cb7953.json",
+                                      "bench", {"attention": True, "memory": True}),
+    "smollm2-ppl-speed-amd": ("bench/results/ppl_speed_smollm2_amd.json", "ppl_speed", {}),
     "qwen25-serve": ("bench/results/serve_qwen25.json", "serve", {}),
     # veloxquant serve on the default model
     "smollm2-serve": ("bench/results/serve_smollm2.json", "serve", {}),

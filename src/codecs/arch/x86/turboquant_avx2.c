@@ -132,44 +132,11 @@ VQ_INLINE void score_t(const vq_tq_kern *k, const float *qs, const uint8_t *code
     }
 }
 
-VQ_INLINE void acc_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
-                     float *acc, int BA, int BB) {
-    const __m256 lo = _mm256_loadu_ps(k->lut), hi = _mm256_loadu_ps(k->lut + 8);
-    const int nc = k->n_chunks, rl = k->rec;
-    for (int c = 0; c < nc; c++) {
-        for (int h = 0; h < 2; h++) {
-            const int nv = half_lanes(k, c, h);
-            if (nv == 0) continue;
-            float *ac = acc + c * VQ_TQ_CHUNK + h * 8;
-            __m256 v[8];
-            for (int kk = 0; kk < 8; kk++) v[kk] = _mm256_loadu_ps(ac + 16 * kk);
-            for (int64_t t = 0; t < n; t++) {
-                const uint8_t *r = codes + t * rl;
-                vq_pf_span(r + VQ_PF_RECS * (size_t)rl, (size_t)rl);
-                const __m256 ws = _mm256_set1_ps(w[t] * vq_tq_sf16(r));
-                __m256i A, B;
-                half_src(ld_lanes8(r + k->off_a + (c * 16 + h * 8) * BA, BA, nv),
-                         BB ? ld_lanes8(r + k->off_b + (c * 16 + h * 8) * BB, BB, nv)
-                            : _mm256_setzero_si256(),
-                         BA, BB, &A, &B);
-                for (int kk = 0; kk < 8; kk++)
-                    v[kk] = _mm256_fmadd_ps(lookup(A, B, kk, BA, BB, lo, hi), ws, v[kk]);
-            }
-            if (nv == 8) {
-                for (int kk = 0; kk < 8; kk++) _mm256_storeu_ps(ac + 16 * kk, v[kk]);
-            } else { /* padding lanes are left untouched */
-                const __m256i msk = _mm256_cmpgt_epi32(_mm256_set1_epi32(nv),
-                                                       _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
-                for (int kk = 0; kk < 8; kk++) _mm256_maskstore_ps(ac + 16 * kk, msk, v[kk]);
-            }
-        }
-    }
-}
-
-/* acc_t for Q (1..3) weight vectors at once: each record is loaded and each code looked up
- * once per group of KK coordinate slots for the Q queries (Q x KK <= 8 accumulators beside
- * the Q weights), the tokens walked once per group; every query's fma sequence over the
- * tokens is acc_t's, so each accumulator gets the bits of its own acc_t call. */
+/* Accumulate for Q (1..3) weight vectors at once: per half chunk (8 lanes x 8 coordinate
+ * slots kk), each record is loaded and each code looked up once per group of KK slots for the
+ * Q queries (Q x KK accumulators beside the Q weights), the tokens walked once per group; each
+ * accumulator lane runs its fma chain over the tokens in order (acc += level x w[t] x scale),
+ * so a query gets the same bits with any Q and KK. One query: Q = 1, KK = 8 (one walk). */
 VQ_INLINE void acc_multi_t(const vq_tq_kern *k, const uint8_t *codes, int64_t n,
                            const float *const *w, float *const *acc, const int Q, const int KK,
                            int BA, int BB) {
@@ -262,13 +229,15 @@ void vq_tq_score_avx2(const vq_tq_kern *k, const float *qs, const uint8_t *codes
 /* AVX2 accumulate; same result as vq_tq_accumulate_ref up to rounding. */
 void vq_tq_accumulate_avx2(const vq_tq_kern *k, const uint8_t *codes, int64_t n, const float *w,
                            float *acc) {
+    const float *const w1[1] = {w};
+    float *const a1[1] = {acc};
     switch (k->bits_a * 4 + k->bits_b) {
-    case 4: acc_t(k, codes, n, w, acc, 1, 0); break;
-    case 8: acc_t(k, codes, n, w, acc, 2, 0); break;
-    case 16: acc_t(k, codes, n, w, acc, 4, 0); break;
-    case 9: acc_t(k, codes, n, w, acc, 2, 1); break;
-    case 5: acc_t(k, codes, n, w, acc, 1, 1); break;
-    case 10: acc_t(k, codes, n, w, acc, 2, 2); break;
+    case 4: acc_multi_t(k, codes, n, w1, a1, 1, 8, 1, 0); break;
+    case 8: acc_multi_t(k, codes, n, w1, a1, 1, 8, 2, 0); break;
+    case 16: acc_multi_t(k, codes, n, w1, a1, 1, 8, 4, 0); break;
+    case 9: acc_multi_t(k, codes, n, w1, a1, 1, 8, 2, 1); break;
+    case 5: acc_multi_t(k, codes, n, w1, a1, 1, 8, 1, 1); break;
+    case 10: acc_multi_t(k, codes, n, w1, a1, 1, 8, 2, 2); break;
     default: vq_tq_accumulate_ref(k, codes, n, w, acc); break;
     }
 }

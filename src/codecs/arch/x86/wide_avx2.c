@@ -114,6 +114,24 @@ VQ_INLINE void score_t(const vq_wk *k, const float *qs, const uint8_t *codes, in
 /* Tokens per chunk of acc_t (even). */
 #define ACC_CHUNK 64
 
+/* Chunk c0 of the accumulate kernels: its token count, whether it is the first / the last,
+ * and the requests for the next chunk's lines, spread over npass passes of its token pairs. */
+struct acc_chunk {
+    int64_t cn;
+    int first, fin;
+    struct vq_pf_steps ps;
+};
+VQ_INLINE struct acc_chunk acc_chunk_at(const uint8_t *codes, int64_t n, int64_t c0, int rec,
+                                        int npass) {
+    struct acc_chunk ch;
+    ch.cn = n - c0 < ACC_CHUNK ? n - c0 : ACC_CHUNK;
+    ch.first = c0 == 0;
+    ch.fin = c0 + ACC_CHUNK >= n;
+    ch.ps = vq_pf_steps_init(ch.fin ? NULL : codes + (c0 + ACC_CHUNK) * rec,
+                             (size_t)ACC_CHUNK * (size_t)rec, (int)(ch.cn / 2) * npass);
+    return ch;
+}
+
 /* 32 coordinates (4 vectors) of the accumulator stay in registers per pass; even and odd
  * tokens go to separate accumulators (two independent FMA chains), added to acc at the end.
  * The tokens go in chunks of ACC_CHUNK, every pass over a chunk while its records are in L1
@@ -126,11 +144,9 @@ VQ_INLINE void acc_t(const vq_wk *k, const uint8_t *codes, int64_t n, const floa
     const int d = k->d, rec = k->rec, npass = (d + 31) / 32;
     float sa[1024] __attribute__((aligned(32))), sb[1024] __attribute__((aligned(32)));
     for (int64_t c0 = 0; c0 < n; c0 += ACC_CHUNK) {
-        const int64_t cn = n - c0 < ACC_CHUNK ? n - c0 : ACC_CHUNK;
-        const int first = c0 == 0, fin = c0 + ACC_CHUNK >= n;
-        struct vq_pf_steps ps = vq_pf_steps_init(fin ? NULL : codes + (c0 + ACC_CHUNK) * rec,
-                                                 (size_t)ACC_CHUNK * (size_t)rec,
-                                                 (int)(cn / 2) * npass);
+        struct acc_chunk ch = acc_chunk_at(codes, n, c0, rec, npass);
+        const int64_t cn = ch.cn;
+        const int first = ch.first, fin = ch.fin;
         for (int j0 = 0; j0 < d; j0 += 32) {
             const int nv = (d - j0) / 8 < 4 ? (d - j0) / 8 : 4;
             __m256 a[4], b[4];
@@ -141,7 +157,7 @@ VQ_INLINE void acc_t(const vq_wk *k, const uint8_t *codes, int64_t n, const floa
             int64_t t = 0;
             for (; t + 2 <= cn; t += 2) {
                 const uint8_t *r = codes + (c0 + t) * rec;
-                vq_pf_step(&ps);
+                vq_pf_step(&ch.ps);
                 const __m256 w0 = _mm256_set1_ps(w[c0 + t] * vq_tq_sf16(r));
                 const __m256 w1 = _mm256_set1_ps(w[c0 + t + 1] * vq_tq_sf16(r + rec));
                 for (int v = 0; v < nv; v++) {
@@ -250,11 +266,9 @@ VQ_INLINE void acc_multi_t(const vq_wk *k, const uint8_t *codes, int64_t n, cons
     float sa[3][1024] __attribute__((aligned(32))), sb[3][1024] __attribute__((aligned(32)));
     float ws[3][ACC_CHUNK];
     for (int64_t c0 = 0; c0 < n; c0 += ACC_CHUNK) {
-        const int64_t cn = n - c0 < ACC_CHUNK ? n - c0 : ACC_CHUNK;
-        const int first = c0 == 0, fin = c0 + ACC_CHUNK >= n;
-        struct vq_pf_steps ps = vq_pf_steps_init(fin ? NULL : codes + (c0 + ACC_CHUNK) * rec,
-                                                 (size_t)ACC_CHUNK * (size_t)rec,
-                                                 (int)(cn / 2) * npass);
+        struct acc_chunk ch = acc_chunk_at(codes, n, c0, rec, npass);
+        const int64_t cn = ch.cn;
+        const int first = ch.first, fin = ch.fin;
         for (int64_t t = 0; t < cn; t++) {
             const float sf = vq_tq_sf16(codes + (c0 + t) * rec);
             for (int q = 0; q < Q; q++) ws[q][t] = w[q][c0 + t] * sf;
@@ -268,7 +282,7 @@ VQ_INLINE void acc_multi_t(const vq_wk *k, const uint8_t *codes, int64_t n, cons
             int64_t t = 0;
             for (; t + 2 <= cn; t += 2) {
                 const uint8_t *r = codes + (c0 + t) * rec;
-                vq_pf_step(&ps);
+                vq_pf_step(&ch.ps);
                 const __m256 l0 = lev8(k, &u, r + 2, j0, LIN, B);
                 const __m256 l1 = lev8(k, &u, r + rec + 2, j0, LIN, B);
                 for (int q = 0; q < Q; q++) {
