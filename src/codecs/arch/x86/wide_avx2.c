@@ -8,10 +8,12 @@
  * zero-extended; 5..7-bit codes (8 codes = b bytes, read with one 8-byte load, or a b-byte copy
  * for the last group of a record so no load leaves the record) are broadcast to both 128-bit
  * lanes, one VPSHUFB puts the two bytes holding code l into 32-bit lane l, VPSRLVD by (l*b)
- * mod 8 and a mask finish the index; VGATHERDPS looks the levels up (5-bit codes: four VPERMPS
- * and three blends instead, the same levels: gathers are slow on AMD Zen). Each kernel is specialized
- * per code kind and width (no per-vector branch on them). Accumulate sums even and odd tokens in
- * separate registers (two FMA chains) and adds them to acc at the end.
+ * mod 8 and a mask finish the index; VGATHERDPS looks the levels up (5-bit codes: four
+ * VPERMPS and three blends instead, the same levels: gathers are slow on AMD Zen). Each kernel
+ * is specialized per code kind and width (no per-vector branch on them). Accumulate sums even
+ * and odd tokens in separate registers (two FMA chains) and adds them to acc at the end. The
+ * multi-query twins take up to 3 queries per pass over the codes, each query's bits those of
+ * its own call (docs/ALGORITHMS.md §9.6).
  */
 #include <immintrin.h>
 #include <stdint.h>
