@@ -12,8 +12,8 @@
  * VPERMPS and three blends instead, the same levels: gathers are slow on AMD Zen). Each kernel
  * is specialized per code kind and width (no per-vector branch on them). Accumulate sums even
  * and odd tokens in separate registers (two FMA chains) and adds them to acc at the end. The
- * multi-query twins take up to 3 queries per pass over the codes, each query's bits those of
- * its own call (docs/ALGORITHMS.md §9.6).
+ * multi-query twins take up to 3 (scores) or 6 (values) queries per pass over the codes, each
+ * query's bits those of its own call (docs/ALGORITHMS.md §9.6).
  */
 #include <immintrin.h>
 #include <stdint.h>
@@ -256,8 +256,9 @@ void vq_wk_score_multi_avx2(const vq_wk *k, const float *const *qs, int nq, cons
     }
 }
 
-/* acc_t for Q (1..3) weight vectors: each code converted once for the Q queries. Passes of
- * 8 coordinates (Q x even / odd chains), the tokens in the same chunks, the scaled weights
+/* acc_t for Q (1..6) weight vectors: each code converted once for the Q queries. Passes of
+ * 8 coordinates (Q x even / odd chains: 12 accumulators for a Qwen2.5 group of 6, the
+ * weights broadcast from memory), the tokens in the same chunks, the scaled weights
  * w[q][t] x scale(t) formed once per chunk (the product acc_t broadcasts); every query's
  * per-lane FMA sequence (even tokens, odd tokens, chunk after chunk, acc += a + b at the end)
  * is acc_t's, so each accumulator gets the bits of its own acc_t call. */
@@ -265,8 +266,8 @@ VQ_INLINE void acc_multi_t(const vq_wk *k, const uint8_t *codes, int64_t n, cons
                            float *const *acc, const int Q, const int LIN, const int B) {
     const unpack_k u = unpack_init(B);
     const int d = k->d, rec = k->rec, npass = d / 8;
-    float sa[3][1024] __attribute__((aligned(32))), sb[3][1024] __attribute__((aligned(32)));
-    float ws[3][ACC_CHUNK];
+    float sa[6][1024] __attribute__((aligned(32))), sb[6][1024] __attribute__((aligned(32)));
+    float ws[6][ACC_CHUNK];
     for (int64_t c0 = 0; c0 < n; c0 += ACC_CHUNK) {
         struct acc_chunk ch = acc_chunk_at(codes, n, c0, rec, npass);
         const int64_t cn = ch.cn;
@@ -276,7 +277,7 @@ VQ_INLINE void acc_multi_t(const vq_wk *k, const uint8_t *codes, int64_t n, cons
             for (int q = 0; q < Q; q++) ws[q][t] = w[q][c0 + t] * sf;
         }
         for (int j0 = 0; j0 < d; j0 += 8) {
-            __m256 a[3], b[3];
+            __m256 a[6], b[6];
             for (int q = 0; q < Q; q++) {
                 a[q] = first ? _mm256_setzero_ps() : _mm256_load_ps(sa[q] + j0);
                 b[q] = first ? _mm256_setzero_ps() : _mm256_load_ps(sb[q] + j0);
@@ -315,14 +316,17 @@ VQ_INLINE void acc_multi_q(const vq_wk *k, const uint8_t *codes, int64_t n, cons
     switch (Q) {
     case 1: acc_multi_t(k, codes, n, w, acc, 1, LIN, B); break;
     case 2: acc_multi_t(k, codes, n, w, acc, 2, LIN, B); break;
-    default: acc_multi_t(k, codes, n, w, acc, 3, LIN, B); break;
+    case 3: acc_multi_t(k, codes, n, w, acc, 3, LIN, B); break;
+    case 4: acc_multi_t(k, codes, n, w, acc, 4, LIN, B); break;
+    case 5: acc_multi_t(k, codes, n, w, acc, 5, LIN, B); break;
+    default: acc_multi_t(k, codes, n, w, acc, 6, LIN, B); break;
     }
 }
 
 void vq_wk_accumulate_multi_avx2(const vq_wk *k, const uint8_t *codes, int64_t n,
                                  const float *const *w, int nq, float *const *acc) {
     for (int q0 = 0; q0 < nq;) {
-        const int rest = nq - q0, Q = rest == 4 ? 2 : rest < 3 ? rest : 3;
+        const int Q = nq - q0 < 6 ? nq - q0 : 6;
         switch (k->lin ? 0 : k->bits) {
         case 0: acc_multi_q(k, codes, n, w + q0, acc + q0, Q, 1, 8); break;
         case 5: acc_multi_q(k, codes, n, w + q0, acc + q0, Q, 0, 5); break;
