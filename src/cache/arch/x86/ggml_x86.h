@@ -34,6 +34,14 @@ static inline void vq_pf_rows4(const void *w, size_t stride, int ahead, size_t o
     for (size_t k = 0; k < 4 * bsize; k += 64) vq_prefetch_l2(pf + k);
 }
 
+/* Largest of the 8 floats of v (exact in any order). */
+static inline float hmax256(__m256 v) {
+    __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
+    m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
+    return _mm_cvtss_f32(m4);
+}
+
 /* Software prefetch for the slot-major V^T P (pv_f16 of ggml_attn_*.c): the rows of `slot`
  * (tokens t0 + t with t = slot mod S, every S-th row of this call's n rows: 8 KB apart at
  * head_dim 64, a stride the hardware prefetchers do not follow), asked for a few slots before

@@ -348,10 +348,7 @@ void vq_quantize_row_q8a_avx2(const float *x, void *y, int64_t n) {
             v[j] = _mm256_loadu_ps(x + 8 * j);
             mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, v[j]));
         }
-        __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(mx, 1), _mm256_castps256_ps128(mx));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        const float amax = _mm_cvtss_f32(m4);
+        const float amax = hmax256(mx);
         const float d = amax / 127.0f, id = amax > 0 ? 127.0f / amax : 0.0f;
         const __m256 m = _mm256_set1_ps(id);
         __m256i q[4];
@@ -384,10 +381,7 @@ void vq_quantize_row_q8_K_avx2(const float *x, void *y, int64_t n) {
         __m256 mx = _mm256_setzero_ps();
         for (int g = 0; g < 32; g++)
             mx = _mm256_max_ps(mx, _mm256_andnot_ps(sign, _mm256_loadu_ps(x + 8 * g)));
-        __m128 m4 = _mm_max_ps(_mm256_extractf128_ps(mx, 1), _mm256_castps256_ps128(mx));
-        m4 = _mm_max_ps(m4, _mm_movehl_ps(m4, m4));
-        m4 = _mm_max_ss(m4, _mm_movehdup_ps(m4));
-        const float amax = _mm_cvtss_f32(m4);
+        const float amax = hmax256(mx);
         memset(&b[i], 0, sizeof b[i]);
         if (!(amax > 0)) continue; /* all zero (the reference skips NaN too) */
         float max = 0;

@@ -24,17 +24,7 @@
 #include <string.h>
 
 #include "engine/ggml.h"
-
-/* Bytes ahead that the kernels ask for into L1, one request per 64-byte line read (the VNNI
- * kernels' distance, ggml_kquant_avx512vnni.c; on the AMD EPYC VM, Qwen2.5 decode on 1 and 2
- * threads was the same within noise with 1024, 2048 and 4096). */
-#ifndef VQ_PF_X16_BYTES
-#define VQ_PF_X16_BYTES 2048
-#endif
-
-static inline __attribute__((always_inline)) void pf_x16(const uint8_t *p) {
-    _mm_prefetch((const char *)(p + VQ_PF_X16_BYTES), _MM_HINT_T0);
-}
+#include "engine/arch/x86/kquant_x86.h"
 
 static inline __attribute__((always_inline)) __m256i bcast4(const int8_t *p) {
     int32_t v;
@@ -112,9 +102,7 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
         for (int t = 0; t < T; t++) {
             y[t] = (const vq_block_q8_K *)(const void *)(a + (size_t)t * a_stride +
                                                          (size_t)i * sizeof(vq_block_q8_K));
-            const __m256i b = _mm256_loadu_si256((const __m256i *)y[t]->bsums);
-            _mm_storeu_si128((__m128i *)bsp[t], _mm256_castsi256_si128(_mm256_permute4x64_epi64(
-                                                    _mm256_hadd_epi16(b, b), 0x08)));
+            _mm_storeu_si128((__m128i *)bsp[t], q8_K_pair_sums(y[t]));
         }
         const uint8_t *q = g + 256;
         for (int l = 0; l < 32; l++) pf_x16(q + 64 * l);
@@ -141,6 +129,11 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
                 mpv[hf][p] = _mm256_shuffle_epi8(ms, psel[p & 1]);
             }
         }
+        __m256 dv[2], dmv[2]; /* d and dmin of each half's rows */
+        for (int hf = 0; hf < 2; hf++) {
+            dv[hf] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 16 * hf)));
+            dmv[hf] = _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)(g + 32 + 16 * hf)));
+        }
         __asm__ volatile("" : : "r"(scv), "r"(mpv) : "memory");
 #pragma GCC unroll 2
         for (int h0 = 0; h0 < 2; h0 += NH) {
@@ -162,14 +155,10 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
                                                                _mm256_set1_epi32(bsp[t][p]));
                         if (gemm) {
                             const __m256 ya = _mm256_set1_ps(y[t]->d);
-                            const __m256 d = _mm256_cvtph_ps(
-                                _mm_loadu_si128((const __m128i *)(g + 16 * hf)));
-                            const __m256 dmin = _mm256_cvtph_ps(
-                                _mm_loadu_si128((const __m128i *)(g + 32 + 16 * hf)));
                             acc[hf][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(is),
-                                                         _mm256_mul_ps(d, ya), acc[hf][t]);
+                                                         _mm256_mul_ps(dv[hf], ya), acc[hf][t]);
                             accm[hf][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(imin),
-                                                          _mm256_mul_ps(dmin, ya), accm[hf][t]);
+                                                          _mm256_mul_ps(dmv[hf], ya), accm[hf][t]);
                         } else {
                             itot[hf][t] = _mm256_add_epi32(itot[hf][t], is);
                             mtot[hf][t] = _mm256_add_epi32(mtot[hf][t], imin);
@@ -177,19 +166,14 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
                     }
             }
             if (!gemm)
-                for (int hf = h0; hf < h0 + NH; hf++) {
-                    const __m256 d = _mm256_cvtph_ps(
-                        _mm_loadu_si128((const __m128i *)(g + 16 * hf)));
-                    const __m256 dmin = _mm256_cvtph_ps(
-                        _mm_loadu_si128((const __m128i *)(g + 32 + 16 * hf)));
+                for (int hf = h0; hf < h0 + NH; hf++)
                     for (int t = 0; t < T; t++) {
                         const __m256 ya = _mm256_set1_ps(y[t]->d);
                         acc[hf][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(itot[hf][t]),
-                                                     _mm256_mul_ps(d, ya), acc[hf][t]);
+                                                     _mm256_mul_ps(dv[hf], ya), acc[hf][t]);
                         accm[hf][t] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(mtot[hf][t]),
-                                                      _mm256_mul_ps(dmin, ya), accm[hf][t]);
+                                                      _mm256_mul_ps(dmv[hf], ya), accm[hf][t]);
                     }
-                }
         }
     }
     for (int t = 0; t < T; t++)

@@ -23,6 +23,7 @@
 
 #include "engine/ggml.h"
 #include "cache/arch/x86/ggml_x86.h"
+#include "engine/arch/x86/kquant_x86.h"
 
 static inline const uint8_t *row_at(const void *w, size_t stride, int r) {
     return (const uint8_t *)w + (size_t)r * stride;
@@ -58,13 +59,6 @@ static inline __m128i q4_K_scales_mins(const uint8_t *q) {
     u[2] = mins_lo;
     u[0] &= k1;
     return _mm_set_epi32((int)u[3], (int)u[2], (int)u[1], (int)u[0]);
-}
-
-/* The 8 block-pair sums of a Q8_K block as int16: BS[s] = bsums[2s] + bsums[2s + 1], the
- * activation sum of 32-element sub-block s (exact: |BS| <= 32 x 128). */
-static inline __m128i q8_K_pair_sums(const vq_block_q8_K *y) {
-    const __m256i b = _mm256_loadu_si256((const __m256i *)y->bsums);
-    return _mm256_castsi256_si128(_mm256_permute4x64_epi64(_mm256_hadd_epi16(b, b), 0x08));
 }
 
 /* Sum over the four 32-bit words of each 128-bit lane of a[0..3]: word j of lane r of the
@@ -396,25 +390,6 @@ void vq_vec_dotr4_q6_K_q8_K_avx512vnni(int64_t n, const void *w, size_t w_stride
         out[2 * q] = hsum256(_mm512_castps512_ps256(acc[q]));
         out[2 * q + 1] = hsum256(_mm512_extractf32x8_ps(acc[q], 1));
     }
-}
-
-/* Bytes ahead that the repacked kernels ask for into L1, one request for each line they read
- * (the groups of a thread's tiles follow each other in memory, so the stream runs on across
- * groups and tiles). The hardware's L2 streamer brings the lines from memory; this request only
- * has to be early enough to cover the L2 latency, and a request far enough ahead to miss in L2
- * holds a fill buffer for a memory round trip. One thread streaming 800 MB of a Q4_K / Q6_K
- * matrix from huge-page memory on one token (Intel Xeon, idle; plain read 17.8 GB/s,
- * bench/bench_read_bw.c), GB/s of weights: 2048 B ahead into L1 17.2-17.5 (Q4_K) and
- * 17.0-17.4 (Q6_K); 1024 B 16.5-16.8 / 16.3-16.6; 2816 B 16.1-16.5 / 15.7; 3360 B 13.2-15.3 /
- * 13.6; 4096 B 11-12; the earlier pair of requests (4 super-blocks ahead into L2 and one into
- * L1) 14.6-15.1 / 15.0; none 14.8-15.8 / 13.5. */
-#ifndef VQ_PF_X16_BYTES
-#define VQ_PF_X16_BYTES 2048
-#endif
-
-/* Asks for the line VQ_PF_X16_BYTES past p into L1. */
-static inline __attribute__((always_inline)) void pf_x16(const uint8_t *p) {
-    _mm_prefetch((const char *)(p + VQ_PF_X16_BYTES), _MM_HINT_T0);
 }
 
 /* ---- Q4_K repacked in 16-row groups (ggml.h, "repacked weights") --------------------------
