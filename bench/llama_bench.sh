@@ -221,7 +221,8 @@ for d in $DEPTHS; do
 done
 
 export DEPTHS THREADS KVS LLAMA_KVS REPS PREFILL GEN MODEL LLAMA_CPP_PYTHON_VERSION
-LB_CPU=$(lscpu | sed -n 's/^Model name: *//p' | head -1)
+# the CPU and the kernel variant ours ran, as the library reports them (veloxquant version -v)
+LB_CPU=$("$VQ" version --verbose | sed -n 's/^cpu: //p')
 export LB_CPU LB_VQ_COMMIT LB_VERSION
 python3 - "$tmp" "$OUT" <<'PY'
 import datetime, json, os, statistics, sys

@@ -69,16 +69,12 @@ for r in $(seq "$REPS"); do
 done
 
 python3 - "$tmp" "$OUT" "$KVS" "$REPS" "$COMMIT" "$START" "$CTX" "$CHUNKS" "$THREADS" \
-    "${MODEL:-}" <<'PY'
-import json, os, platform, statistics, sys, time
-tmp, out, kvs, reps, commit, start, ctx, chunks, threads, model = sys.argv[1:11]
+    "${MODEL:-}" "$VQ" <<'PY'
+import json, os, statistics, subprocess, sys, time
+tmp, out, kvs, reps, commit, start, ctx, chunks, threads, model, vq = sys.argv[1:12]
 kvs, reps = kvs.split(), int(reps)
-cpu = platform.processor() or "unknown"
-try:
-    with open("/proc/cpuinfo") as f:
-        cpu = next(l.split(":", 1)[1].strip() for l in f if l.startswith("model name"))
-except (OSError, StopIteration):
-    pass
+cpu = subprocess.run([vq, "version", "--verbose"], capture_output=True, text=True).stdout
+cpu = next((l[5:] for l in cpu.splitlines() if l.startswith("cpu: ")), "unknown")
 rows, base = [], None
 for kv in kvs:
     runs = [json.load(open(os.path.join(tmp, "%s.%d.json" % (kv, r)))) for r in range(1, reps + 1)]

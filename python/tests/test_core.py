@@ -10,6 +10,12 @@ import pytest
 import veloxquant as vq
 
 
+def test_cpu_names_the_kernels():
+    line = vq.cpu()
+    assert "; kernels: " in line and line.split("; kernels: ")[1].split()[0] in (
+        "scalar", "avx2", "avx512"), line
+
+
 def test_methods_match_cli(cli):
     ours = {m["name"]: m for m in vq.methods()}
     theirs = json.loads(subprocess.check_output([cli, "methods", "--json"]))

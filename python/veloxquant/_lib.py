@@ -48,6 +48,7 @@ def _fn(name, restype, *argtypes):
 P = C.c_void_p
 status_str = _fn("vq_status_str", C.c_char_p, C.c_int)
 version = _fn("vq_version", C.c_char_p)
+cpu_describe = _fn("vq_cpu_describe", C.c_int, C.c_char_p, C.c_size_t)
 method_info_get = _fn("vq_method_info_get", C.c_int, C.c_int, C.POINTER(MethodInfo))
 method_name = _fn("vq_method_name", C.c_char_p, C.c_int)
 preset_count = _fn("vq_kv_preset_count", C.c_int)

@@ -19,6 +19,15 @@ def version():
     return L.version().decode()
 
 
+def cpu():
+    """This machine as the library sees it, one line: the CPU's brand, family and model and the
+    kernel variant it runs ("...; kernels: avx512 (vnni, vbmi)"; $VQ_ISA forces one)."""
+    n = L.cpu_describe(None, 0)
+    buf = C.create_string_buffer(n + 1)
+    L.cpu_describe(buf, n + 1)
+    return buf.value.decode()
+
+
 def methods():
     """Every KV-cache method of the library: a list of dicts with name, params, bits_per_elem
     (the formula, d = head_dim), needs_calibration, implemented, and for built methods

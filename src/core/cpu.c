@@ -5,6 +5,7 @@
 #ifdef _OPENMP
 #include <omp.h>
 #endif
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -97,6 +98,49 @@ int vq_cpu_avx512vbmi(void) {
 int vq_cpu_avx512vnni(void) {
     pthread_once(&g_isa_once, isa_init);
     return g_vnni;
+}
+
+#ifdef VQ_CPU_X86
+/* The brand string (CPUID 0x80000002..4, blanks trimmed) into name[49], and the display family
+ * and model (the extended fields folded in as Intel and AMD document them). 0 if the CPU has
+ * no brand string. */
+static int x86_identity(char name[49], unsigned *family, unsigned *model) {
+    unsigned a, b, c, d, r[12];
+    if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
+    const unsigned base = (a >> 8) & 0xf, ext = (a >> 20) & 0xff;
+    *family = base == 0xf ? base + ext : base;
+    *model = (a >> 4) & 0xf;
+    if (base == 0x6 || base == 0xf) *model |= ((a >> 16) & 0xf) << 4;
+    if (__get_cpuid_max(0x80000000, NULL) < 0x80000004) return 0;
+    for (unsigned i = 0; i < 3; i++)
+        __get_cpuid(0x80000002 + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
+    memcpy(name, r, 48);
+    name[48] = 0;
+    char *s = name;
+    while (*s == ' ') s++;
+    size_t n = strlen(s);
+    while (n && s[n - 1] == ' ') n--;
+    memmove(name, s, n);
+    name[n] = 0;
+    return n > 0;
+}
+#endif
+
+int vq_cpu_describe(char *buf, size_t cap) {
+    pthread_once(&g_isa_once, isa_init);
+    char cpu[96] = "unknown CPU";
+#ifdef VQ_CPU_X86
+    char name[49];
+    unsigned family = 0, model = 0;
+    if (x86_identity(name, &family, &model))
+        snprintf(cpu, sizeof cpu, "%s (family %u model %u)", name, family, model);
+#endif
+    const char *extra = "";
+    if (g_default == VQ_ISA_AVX512)
+        extra = g_vnni && g_vbmi ? " (vnni, vbmi)" : g_vnni ? " (vnni)" : g_vbmi ? " (vbmi)" : "";
+    const char *forced = getenv("VQ_ISA");
+    return snprintf(buf, cap, "%s; kernels: %s%s%s", cpu, vq_isa_name(g_default), extra,
+                    forced && *forced ? " (set by VQ_ISA)" : "");
 }
 
 /* Static name of a variant ("auto", "scalar", "avx2", "avx512"; "unknown" out of range). */

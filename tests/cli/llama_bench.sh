@@ -48,6 +48,7 @@ d = json.load(open(sys.argv[1]))
 engines = sys.argv[2:]
 assert d["depths"] == [0, 40] and d["threads"] == [1] and d["reps"] == 2, d
 assert d["prefill_tokens"] == 16 and d["decode_tokens"] == 4, d
+assert "; kernels: " in d["cpu"], d["cpu"]  # veloxquant version --verbose's cpu line
 rows = d["rows"]
 want = {"veloxquant": ["fp16", "kv4"], "llama.cpp": ["f16", "q4_0"]}
 keys = [(r["depth"], r["engine"], r["kv"]) for r in rows]

@@ -110,6 +110,19 @@ TEST(map_huge) {
             mapped);
 }
 
+TEST(describe) {
+    char line[256], small[8];
+    const int n = vq_cpu_describe(line, sizeof line);
+    ASSERT(n > 0 && (size_t)n == strlen(line));
+    ASSERT(strstr(line, "; kernels: ") != NULL);
+    ASSERT(strstr(line, vq_isa_name(vq_isa_default())) != NULL);
+    /* truncated, NUL-terminated, the full length returned */
+    memset(small, 'x', sizeof small);
+    ASSERT(vq_cpu_describe(small, sizeof small) == n);
+    ASSERT(small[7] == 0 && strlen(small) == 7 && !strncmp(small, line, 7));
+    ASSERT(vq_cpu_describe(NULL, 0) == n);
+}
+
 int main(void) {
     /* Children first: the parent must not have initialised the dispatch yet. */
     r_none = child_default(NULL);
@@ -123,5 +136,6 @@ int main(void) {
     RUN(names_and_resolve);
     RUN(alloc);
     RUN(map_huge);
+    RUN(describe);
     return TEST_REPORT();
 }

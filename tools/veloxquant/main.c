@@ -13,14 +13,24 @@
 #include "opts.h"
 
 static int cmd_version(int argc, char **argv) {
-    static const struct option lo[] = {{"help", no_argument, 0, 'h'}, {0, 0, 0, 0}};
+    static const struct option lo[] = {
+        {"help", no_argument, 0, 'h'}, {"verbose", no_argument, 0, 'v'}, {0, 0, 0, 0}};
     optind = 1;
     opterr = 0;
-    int c;
-    while ((c = getopt_long(argc, argv, ":h", lo, NULL)) != -1) {
+    int c, verbose = 0;
+    while ((c = getopt_long(argc, argv, ":hv", lo, NULL)) != -1) {
         if (c == 'h') {
-            printf("usage: veloxquant version\n\nPrints the library version.\n");
+            printf(
+                "usage: veloxquant version [-v|--verbose]\n\n"
+                "Prints the library version; --verbose adds the CPU as the library sees it\n"
+                "(brand, family, model), the kernel variant it runs (VQ_ISA=scalar|avx2|\n"
+                "avx512 forces one) and the default thread count (OMP_NUM_THREADS or the\n"
+                "cores), the line the benchmark scripts record.\n");
             return 0;
+        }
+        if (c == 'v') {
+            verbose = 1;
+            continue;
         }
         vq_cli_bad_option("version", c, argc, argv, lo);
         return 2;
@@ -30,6 +40,11 @@ static int cmd_version(int argc, char **argv) {
         return 2;
     }
     printf("veloxquant %s\n", vq_version());
+    if (verbose) {
+        char cpu[256];
+        vq_cpu_describe(cpu, sizeof cpu);
+        printf("cpu: %s\nthreads: %d by default\n", cpu, vq_threads_resolve(0));
+    }
     return 0;
 }
 
