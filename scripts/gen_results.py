@@ -86,6 +86,12 @@ TABLES = {
     "qwen25-speed-amd-2048-8cb7953": ("bench/results/generate_qwen25_amd_2048_8cb7953.json",
                                       "bench", {"attention": True, "memory": True}),
     "smollm2-ppl-speed-amd": ("bench/results/ppl_speed_smollm2_amd.json", "ppl_speed", {}),
+    "qwen25-speed-zen5": ("bench/results/llama_bench_qwen25_zen5_b059fb7.json", "bench", {}),
+    "qwen25-speed-zen5-2048": ("bench/results/llama_bench_qwen25_zen5_2048_b059fb7.json", "bench",
+                               {"attention": True, "memory": True}),
+    "qwen25-speed-zen5-2048-r5": ("bench/results/llama_bench_qwen25_zen5_2048_r5.json", "bench",
+                                  {"attention": True, "memory": True}),
+    "smollm2-ppl-speed-zen5": ("bench/results/ppl_speed_smollm2_zen5.json", "ppl_speed", {}),
     "qwen25-serve": ("bench/results/serve_qwen25.json", "serve", {}),
     # veloxquant serve on the default model
     "smollm2-serve": ("bench/results/serve_smollm2.json", "serve", {}),

@@ -36,6 +36,9 @@
 #include "engine/tokenizer.h"
 #include "engine/chat.h"
 
+/* The weight kernels' tables, block layouts and 16-row repacking (bench/bench_kquant.c). */
+#include "engine/ggml.h"
+
 /* Calibration artifacts attached to a cache configuration (vq_calib_attach_diag / _sets) and
  * the precomputed codebook / rotation tables (`precompute`). */
 #include "artifact/artifact.h"
