@@ -86,10 +86,10 @@ int main(int argc, char **argv) {
     const int64_t cols = argc > 1 ? atoll(argv[1]) : 1536;
     const int64_t rows = argc > 2 ? atoll(argv[2]) : 256;
     const int reps = argc > 3 ? atoi(argv[3]) : 200;
-    if (cols < 256 || cols % 256 || cols > VQ_X16_MAX_COLS || rows < 16 || rows % 16 ||
-        reps < 1) {
-        fprintf(stderr, "usage: bench_kquant [cols=1536, a multiple of 256] [rows=256, a multiple "
-                        "of 16] [reps=200]\n");
+    if (cols < 256 || cols % 256 || cols > VQ_X16_MAX_COLS || rows < 16 || rows % 16 || reps < 1) {
+        fprintf(stderr,
+                "usage: bench_kquant [cols=1536, a multiple of 256] [rows=256, a multiple "
+                "of 16] [reps=200]\n");
         return 2;
     }
     char cpu[256];

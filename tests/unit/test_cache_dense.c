@@ -26,16 +26,18 @@ static double worst_rel(const float *a, const float *b, size_t n) {
 }
 
 TEST(kernels_match_reference) {
-    const int nqs[] = {1, 3, 4, 5, 9};
-    const int ds[] = {8, 20, 64, 72, 256};
+    /* blocks of 8, 4 and 1 queries / weight rows, alone and together; channels in 16 / 32 /
+     * 64-wide steps with tails */
+    const int nqs[] = {1, 3, 4, 5, 8, 9, 13, 17};
+    const int ds[] = {8, 20, 40, 64, 72, 256};
     const int64_t ns[] = {1, 15, 16, 17, 33, 70};
     for (int isa = VQ_ISA_SCALAR + 1; isa < VQ_ISA_COUNT; isa++) {
         if (!vq_isa_available((enum vq_isa)isa)) continue;
         const struct vq_dense_kernels *k = vq_dense_kernels((enum vq_isa)isa);
         double ws = 0, wp = 0;
-        for (size_t a = 0; a < 5; a++)
-            for (size_t b = 0; b < 5; b++)
-                for (size_t e = 0; e < 6; e++) {
+        for (size_t a = 0; a < sizeof nqs / sizeof nqs[0]; a++)
+            for (size_t b = 0; b < sizeof ds / sizeof ds[0]; b++)
+                for (size_t e = 0; e < sizeof ns / sizeof ns[0]; e++) {
                     const int nq = nqs[a], d = ds[b];
                     const int64_t n = ns[e];
                     const size_t ldk = (size_t)n + 3, lds = (size_t)n + 5;
