@@ -26,9 +26,9 @@ static double worst_rel(const float *a, const float *b, size_t n) {
 }
 
 TEST(kernels_match_reference) {
-    /* blocks of 8, 4 and 1 queries / weight rows, alone and together; channels in 16 / 32 /
+    /* blocks of 8 or 6, 4 and 1 queries / weight rows, alone and together; channels in 16 / 32 /
      * 64-wide steps with tails */
-    const int nqs[] = {1, 3, 4, 5, 8, 9, 13, 17};
+    const int nqs[] = {1, 3, 4, 5, 6, 8, 9, 13, 17};
     const int ds[] = {8, 20, 40, 64, 72, 256};
     const int64_t ns[] = {1, 15, 16, 17, 33, 70};
     for (int isa = VQ_ISA_SCALAR + 1; isa < VQ_ISA_COUNT; isa++) {

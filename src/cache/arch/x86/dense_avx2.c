@@ -1,7 +1,8 @@
 /*
  * dense_avx2.c — AVX2 decode-once attention kernels (contract in cache/dense.h): scores as
- * 4 queries x 16 keys of broadcast-FMA over the transposed keys, values as 4 weight rows x 16
- * channels over the value rows; masked tails.
+ * 6 queries x 16 keys of broadcast-FMA over the transposed keys, values as 6 weight rows x 16
+ * channels over the value rows (then 4 and 1: 12 accumulators, 2 loads and a broadcast fill
+ * the 16 registers; 6 rows share each load from L2, 4 did before); masked tails.
  */
 #include <immintrin.h>
 #include <math.h>
@@ -17,12 +18,12 @@ static inline __attribute__((always_inline)) void sc_block(const float *q, int j
                                                            const float *kt, size_t ldk, __m256i m0,
                                                            __m256i m1, float scale, float *s,
                                                            size_t lds) {
-    __m256 a0[4], a1[4];
-    for (int j = 0; j < 4; j++) a0[j] = a1[j] = _mm256_setzero_ps();
+    __m256 a0[6], a1[6];
+    for (int j = 0; j < 6; j++) a0[j] = a1[j] = _mm256_setzero_ps();
     for (int i = 0; i < d; i++) {
         const float *kr = kt + (size_t)i * ldk;
         const __m256 k0 = _mm256_maskload_ps(kr, m0), k1 = _mm256_maskload_ps(kr + 8, m1);
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < 6; j++)
             if (j < jn) {
                 const __m256 qv = _mm256_broadcast_ss(q + (size_t)j * (size_t)d + (size_t)i);
                 a0[j] = _mm256_fmadd_ps(qv, k0, a0[j]);
@@ -41,6 +42,9 @@ void vq_dense_scores_avx2(const float *q, int nq, int d, const float *kt, size_t
     for (int64_t t = 0; t < n; t += 16) {
         const __m256i m0 = tail8(n - t), m1 = tail8(n - t - 8);
         int j = 0;
+        for (; j + 6 <= nq; j += 6)
+            sc_block(q + (size_t)j * (size_t)d, 6, d, kt + t, ldk, m0, m1, scale,
+                     s + (size_t)j * lds + (size_t)t, lds);
         for (; j + 4 <= nq; j += 4)
             sc_block(q + (size_t)j * (size_t)d, 4, d, kt + t, ldk, m0, m1, scale,
                      s + (size_t)j * lds + (size_t)t, lds);
@@ -54,8 +58,8 @@ static inline __attribute__((always_inline)) void pv_block(float *acc, int jn, i
                                                            const float *p, size_t ldp,
                                                            const float *v, int64_t n, __m256i m0,
                                                            __m256i m1) {
-    __m256 a0[4], a1[4];
-    for (int j = 0; j < 4; j++) {
+    __m256 a0[6], a1[6];
+    for (int j = 0; j < 6; j++) {
         a0[j] = j < jn ? _mm256_maskload_ps(acc + (size_t)j * (size_t)d, m0) : _mm256_setzero_ps();
         a1[j] = j < jn ? _mm256_maskload_ps(acc + (size_t)j * (size_t)d + 8, m1)
                        : _mm256_setzero_ps();
@@ -63,7 +67,7 @@ static inline __attribute__((always_inline)) void pv_block(float *acc, int jn, i
     for (int64_t t = 0; t < n; t++) {
         const float *vr = v + (size_t)t * (size_t)d;
         const __m256 v0 = _mm256_maskload_ps(vr, m0), v1 = _mm256_maskload_ps(vr + 8, m1);
-        for (int j = 0; j < 4; j++)
+        for (int j = 0; j < 6; j++)
             if (j < jn) {
                 const __m256 w = _mm256_broadcast_ss(p + (size_t)j * ldp + (size_t)t);
                 a0[j] = _mm256_fmadd_ps(w, v0, a0[j]);
@@ -81,6 +85,9 @@ void vq_dense_pv_avx2(float *acc, int nq, int d, const float *p, size_t ldp, con
     for (int i0 = 0; i0 < d; i0 += 16) {
         const __m256i m0 = tail8(d - i0), m1 = tail8(d - i0 - 8);
         int j = 0;
+        for (; j + 6 <= nq; j += 6)
+            pv_block(acc + (size_t)j * (size_t)d + (size_t)i0, 6, d, p + (size_t)j * ldp, ldp,
+                     v + i0, n, m0, m1);
         for (; j + 4 <= nq; j += 4)
             pv_block(acc + (size_t)j * (size_t)d + (size_t)i0, 4, d, p + (size_t)j * ldp, ldp,
                      v + i0, n, m0, m1);
