@@ -124,8 +124,9 @@ VQ_API const char *vq_isa_name(enum vq_isa isa);
 /* Writes a one-line description of this machine as the library sees it into buf (at most cap
  * bytes, always NUL-terminated when cap > 0): the CPU's brand string with its family and model
  * (x86; "unknown CPU" elsewhere) and the kernel variant VQ_ISA_AUTO runs, e.g. "AMD EPYC (family
- * 26 model 2); kernels: avx512 (vnni, vbmi)", noting when $VQ_ISA chose it. Returns the length
- * the full line needs (snprintf's contract). For benchmark records and bug reports. Thread-safe. */
+ * 26 model 2); kernels: avx512 (vnni, vbmi)", then " (VQ_ISA=value)" when $VQ_ISA is set (the
+ * variant named is what the request resolved to, as in vq_isa_default). Returns the length the
+ * full line needs (snprintf's contract). For benchmark records and bug reports. Thread-safe. */
 VQ_API int vq_cpu_describe(char *buf, size_t cap);
 /* The threads a call given n_threads runs on: n_threads when > 0, else the OpenMP default
  * (omp_get_max_threads(): OMP_NUM_THREADS or the cores), 1 in a build without OpenMP. What the

@@ -138,9 +138,10 @@ int vq_cpu_describe(char *buf, size_t cap) {
     const char *extra = "";
     if (g_default == VQ_ISA_AVX512)
         extra = g_vnni && g_vbmi ? " (vnni, vbmi)" : g_vnni ? " (vnni)" : g_vbmi ? " (vbmi)" : "";
-    const char *forced = getenv("VQ_ISA");
-    return snprintf(buf, cap, "%s; kernels: %s%s%s", cpu, vq_isa_name(g_default), extra,
-                    forced && *forced ? " (set by VQ_ISA)" : "");
+    const char *env = getenv("VQ_ISA");
+    char forced[48] = "";
+    if (env && *env) snprintf(forced, sizeof forced, " (VQ_ISA=%.32s)", env);
+    return snprintf(buf, cap, "%s; kernels: %s%s%s", cpu, vq_isa_name(g_default), extra, forced);
 }
 
 /* Static name of a variant ("auto", "scalar", "avx2", "avx512"; "unknown" out of range). */
