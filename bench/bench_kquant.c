@@ -56,7 +56,7 @@ static void run(enum vq_isa isa, uint32_t type, int64_t rows, int64_t cols, int 
         exit(1);
     }
     for (int r = 0; r < 8; r++) {
-        for (int64_t i = 0; i < cols; i++) x[i] = (float)rand() / RAND_MAX - 0.5f;
+        for (int64_t i = 0; i < cols; i++) x[i] = (float)(rand() & 0xffff) / 65536.0f - 0.5f;
         vq_quantize_row_q8_K_ref(x, a + (size_t)r * ab, cols);
     }
     const size_t gbytes = wbytes / (size_t)(rows / 16);

@@ -111,7 +111,7 @@ static int x86_identity(char name[49], unsigned *family, unsigned *model) {
     *family = base == 0xf ? base + ext : base;
     *model = (a >> 4) & 0xf;
     if (base == 0x6 || base == 0xf) *model |= ((a >> 16) & 0xf) << 4;
-    if (__get_cpuid_max(0x80000000, NULL) < 0x80000004) return 0;
+    if ((unsigned)__get_cpuid_max(0x80000000u, NULL) < 0x80000004u) return 0;
     for (unsigned i = 0; i < 3; i++)
         __get_cpuid(0x80000002 + i, &r[4 * i], &r[4 * i + 1], &r[4 * i + 2], &r[4 * i + 3]);
     memcpy(name, r, 48);
