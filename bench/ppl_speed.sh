@@ -68,13 +68,13 @@ for r in $(seq "$REPS"); do
     done
 done
 
+# the CPU and the kernel variant ours ran, as the library reports them (as llama_bench.sh)
+CPU=$("$VQ" version --verbose | sed -n 's/^cpu: //p')
 python3 - "$tmp" "$OUT" "$KVS" "$REPS" "$COMMIT" "$START" "$CTX" "$CHUNKS" "$THREADS" \
-    "${MODEL:-}" "$VQ" <<'PY'
-import json, os, statistics, subprocess, sys, time
-tmp, out, kvs, reps, commit, start, ctx, chunks, threads, model, vq = sys.argv[1:12]
+    "${MODEL:-}" "$CPU" <<'PY'
+import json, os, statistics, sys, time
+tmp, out, kvs, reps, commit, start, ctx, chunks, threads, model, cpu = sys.argv[1:12]
 kvs, reps = kvs.split(), int(reps)
-cpu = subprocess.run([vq, "version", "--verbose"], capture_output=True, text=True).stdout
-cpu = next((l[5:] for l in cpu.splitlines() if l.startswith("cpu: ")), "unknown")
 rows, base = [], None
 for kv in kvs:
     runs = [json.load(open(os.path.join(tmp, "%s.%d.json" % (kv, r)))) for r in range(1, reps + 1)]
