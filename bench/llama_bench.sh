@@ -24,6 +24,11 @@
 #            give each cache's byte bound against our fp16: the ratio if both steps streamed
 #            their bytes at one rate
 # llama-bench feeds random token ids; veloxquant reads data/corpus_en.txt and decodes greedily.
+# LLAMA_FILL=state: llama.cpp's cells at depth > 0 run bench/llama_depth.c instead, the same two
+# tests on a cache restored from a state of 512 evaluated tokens repeated up to the depth (what
+# llama-bench restores before its repetitions after evaluating the depth once); our side always
+# evaluates its depth (VQ_FILL=once: once per cell, one run whose prefill follows DEPTH-PREFILL
+# tokens and whose decode starts at DEPTH).
 set -euo pipefail
 
 LLAMA_CPP_PYTHON_VERSION=0.3.36
@@ -57,6 +62,13 @@ Environment (defaults in brackets):
   PREFILL    prompt tokens of the prefill test [512]
   GEN        decode steps of the decode test [128]
   CORPUS     prompt text of the veloxquant runs [data/corpus_en.txt]
+  LLAMA_FILL llama.cpp's depth: eval (llama-bench evaluates it once per run) or state
+             (bench/llama_depth.c: 512 evaluated tokens repeated up to the depth and
+             restored, as llama-bench restores its own fill; for depths whose fill takes
+             hours) [eval]
+  VQ_FILL    veloxquant's depth: each (its prefill and decode tests each evaluate it) or
+             once (one run: the prefill of PREFILL tokens after DEPTH-PREFILL, then GEN
+             steps at DEPTH; every depth >= PREFILL) [each]
   LLAMA_CACHE  llama.cpp's sdist and build [~/.cache/veloxquant/llama.cpp-$LLAMA_CPP_PYTHON_VERSION]
   JOBS       build jobs [2]
 Short run: DEPTHS="0 512" THREADS=1 KVS="fp16 kv4" LLAMA_KVS="f16 q4_0" REPS=1 $0
@@ -95,6 +107,8 @@ GEN="${GEN:-128}"
 CORPUS="${CORPUS:-$ROOT/data/corpus_en.txt}"
 LLAMA_CACHE="${LLAMA_CACHE:-$HOME/.cache/veloxquant/llama.cpp-$LLAMA_CPP_PYTHON_VERSION}"
 JOBS="${JOBS:-2}"
+LLAMA_FILL="${LLAMA_FILL:-eval}"
+VQ_FILL="${VQ_FILL:-each}"
 
 is_uint() { [[ "$1" =~ ^[0-9]+$ ]]; }
 for v in $DEPTHS; do is_uint "$v" || die "DEPTHS: '$v' is not a token count"; done
@@ -113,6 +127,17 @@ for v in $LLAMA_KVS; do
     *) die "LLAMA_KVS: '$v' is not one of f16 f16-fa q8_0 q5_0 q5_1 q4_0 q4_1 iq4_nl" ;;
     esac
 done
+case "$LLAMA_FILL" in
+eval | state) ;;
+*) die "LLAMA_FILL: '$LLAMA_FILL' is not eval or state" ;;
+esac
+case "$VQ_FILL" in
+each | once) ;;
+*) die "VQ_FILL: '$VQ_FILL' is not each or once" ;;
+esac
+if [ "$VQ_FILL" = once ]; then
+    for v in $DEPTHS; do [ "$v" -ge "$PREFILL" ] || die "VQ_FILL=once: depth $v < PREFILL"; done
+fi
 if [ -z "$DEPTHS" ] || [ -z "$THREADS" ] || [ -z "$KVS$LLAMA_KVS" ]; then
     die "DEPTHS, THREADS and KVS or LLAMA_KVS must not be empty"
 fi
@@ -120,6 +145,7 @@ fi
 # ---- llama-bench: sdist -> vendor/llama.cpp -> cmake --target llama-bench (cached)
 SRC="$LLAMA_CACHE/src/llama_cpp_python-$LLAMA_CPP_PYTHON_VERSION/vendor/llama.cpp"
 LB="$LLAMA_CACHE/build/bin/llama-bench"
+LD="$LLAMA_CACHE/build/bin/llama_depth" # bench/llama_depth.c, linked against the same build
 NOAMX="$LLAMA_CACHE/noamx.so"
 build_llama_bench() {
     mkdir -p "$LLAMA_CACHE/src"
@@ -156,6 +182,15 @@ if [ -n "$LLAMA_KVS" ] || [ "$BUILD_ONLY" = 1 ]; then # LLAMA_KVS="": veloxquant
         gcc -shared -fPIC -O2 "$ROOT/scripts/golden/noamx.c" -o "$NOAMX" -ldl ||
             die "cannot build $NOAMX"
     fi
+    if [ "$LLAMA_FILL" = state ] &&
+        { [ ! -x "$LD" ] || [ "$ROOT/bench/llama_depth.c" -nt "$LD" ]; }; then
+        b="$LLAMA_CACHE/build"
+        gcc -O2 -std=c11 -D_POSIX_C_SOURCE=200809L -I"$SRC/include" -I"$SRC/ggml/include" \
+            -c "$ROOT/bench/llama_depth.c" -o "$LD.o" &&
+            g++ -o "$LD" "$LD.o" "$b/common/libllama-common-base.a" "$b/src/libllama.a" \
+                "$b/ggml/src/libggml.a" "$b/ggml/src/libggml-cpu.a" "$b/ggml/src/libggml-base.a" \
+                -ldl -lm -fopenmp -lpthread || die "cannot build $LD"
+    fi
 fi
 if [ "$BUILD_ONLY" = 1 ]; then
     echo "$LB"
@@ -187,10 +222,12 @@ fi
 run_llama() { # $1 cache, $2 depth, $3 threads, $4 output file
     local type=${1%-fa} fa=on
     [ "$1" = f16 ] && fa=off # f16: llama.cpp's default; a quantized V needs flash attention
+    local prog=("$LB" -o json) # LLAMA_FILL=state: the depth restored by llama_depth
+    [ "$LLAMA_FILL" = state ] && [ "$2" -gt 0 ] && prog=("$LD")
     LD_PRELOAD="$NOAMX${LD_PRELOAD:+ $LD_PRELOAD}" /usr/bin/time -f %M -o "$4.rss" \
-        "$LB" -m "$MODEL" -p "$PREFILL" -n "$GEN" \
-        -d "$2" -t "$3" -ctk "$type" -ctv "$type" -fa "$fa" -r 1 -o json > "$4" 2> "$4.err" ||
-        { cat "$4.err" >&2; die "llama-bench failed ($1, depth $2, $3 threads)"; }
+        "${prog[@]}" -m "$MODEL" -p "$PREFILL" -n "$GEN" \
+        -d "$2" -t "$3" -ctk "$type" -ctv "$type" -fa "$fa" -r 1 > "$4" 2> "$4.err" ||
+        { cat "$4.err" >&2; die "${prog[0]##*/} failed ($1, depth $2, $3 threads)"; }
 }
 prompt_file() { # $1 tokens -> a file of the corpus' first bytes, ~6 bytes per token
     local f="$tmp/prompt-$1.txt"
@@ -200,6 +237,15 @@ prompt_file() { # $1 tokens -> a file of the corpus' first bytes, ~6 bytes per t
 run_vq() { # $1 cache, $2 depth, $3 threads, $4 output prefix (.pp, .tg)
     local args=(--kv "$1") np=$(($2 > 0 ? $2 : 1))
     [ "$1" = fp16 ] && args=(--method fp16)
+    if [ "$VQ_FILL" = once ]; then # both tests from one run, one fill
+        /usr/bin/time -f %M -o "$4.pp.rss" \
+            "$VQ" generate -m "$MODEL" -f "$(prompt_file "$2")" -t "$3" --prompt-tokens "$2" \
+            --depth $(($2 - PREFILL)) -n $((GEN + 1)) -c $(($2 + GEN + 1)) "${args[@]}" \
+            --timings --json > "$4.pp" 2> "$4.err" ||
+            { cat "$4.err" >&2; die "veloxquant generate failed ($1, depth $2)"; }
+        cp "$4.pp" "$4.tg" && cp "$4.pp.rss" "$4.tg.rss"
+        return
+    fi
     /usr/bin/time -f %M -o "$4.pp.rss" \
         "$VQ" generate -m "$MODEL" -f "$(prompt_file $(($2 + PREFILL)))" -t "$3" \
         --prompt-tokens $(($2 + PREFILL)) --depth "$2" -n 0 -c $(($2 + PREFILL + 1)) \
@@ -220,7 +266,8 @@ for d in $DEPTHS; do
     done
 done
 
-export DEPTHS THREADS KVS LLAMA_KVS REPS PREFILL GEN MODEL LLAMA_CPP_PYTHON_VERSION
+export DEPTHS THREADS KVS LLAMA_KVS REPS PREFILL GEN MODEL LLAMA_CPP_PYTHON_VERSION LLAMA_FILL \
+    VQ_FILL
 # the CPU and the kernel variant ours ran, as the library reports them (veloxquant version -v)
 LB_CPU=$("$VQ" version --verbose | sed -n 's/^cpu: //p')
 export LB_CPU LB_VQ_COMMIT LB_VERSION
@@ -263,7 +310,9 @@ for d in depths:
             for r in range(1, reps + 1):
                 base = os.path.join(tmp, "vq-%s-%d-%d-%d" % (kv, d, th, r))
                 pp, tg = json.load(open(base + ".pp")), json.load(open(base + ".tg"))
-                assert pp["depth"] == d and pp["prefill_tokens"] == prefill, pp
+                once = E["VQ_FILL"] == "once"  # the prefill then ran after d - prefill
+                assert pp["depth"] == d - (prefill if once else 0), pp
+                assert pp["prefill_tokens"] == prefill, pp
                 c["pp"].append(pp["prefill_tok_s"])
                 c.setdefault("rss", []).append(max(rss_mb(base + ".pp.rss"),
                                                    rss_mb(base + ".tg.rss")))
@@ -328,7 +377,8 @@ meta = {
     "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
     "model": os.path.basename(E["MODEL"]), "depths": depths, "threads": threads, "reps": reps,
     "prefill_tokens": prefill, "decode_tokens": gen,
-    "omp_wait_policy": E.get("OMP_WAIT_POLICY"), "rows": rows,
+    "omp_wait_policy": E.get("OMP_WAIT_POLICY"), "llama_fill": E["LLAMA_FILL"],
+    "vq_fill": E["VQ_FILL"], "rows": rows,
 }
 with open(out + ".tmp", "w") as f:
     json.dump(meta, f, indent=1)
@@ -339,8 +389,9 @@ def fmt(x, p=1):
     return "-" if x is None else "%.*f" % (p, x)
 
 
-who = "llama.cpp %s (llama-bench %s, llama-cpp-python %s's vendored source) beside " % (
-    commit, E["LB_VERSION"], lcp)
+who = "llama.cpp %s (llama-bench %s, llama-cpp-python %s's vendored source%s) beside " % (
+    commit, E["LB_VERSION"], lcp, "; its depths restored from a state of 512 evaluated tokens "
+    "repeated (LLAMA_FILL=state, bench/llama_depth.c)" if E["LLAMA_FILL"] == "state" else "")
 print("%sveloxquant %s on %s; %s (%d CPUs), threads %s, %s; prefill of %d tokens and %d decode "
       "steps at each depth, median of %d run(s).\n"
       % (who if lkvs else "", meta["veloxquant_commit"], meta["model"], meta["cpu"],

@@ -34,6 +34,12 @@ grep -q "KVS: 'kv9'" "$ERR" && ok || bad "bad KVS message"
 LLAMA_KVS="q3_k" expect_exit 1 bash "$SCRIPT"
 grep -q "LLAMA_KVS: 'q3_k'" "$ERR" && ok || bad "bad LLAMA_KVS message"
 KVS="" LLAMA_KVS="" expect_exit 1 bash "$SCRIPT"
+LLAMA_FILL=restore expect_exit 1 bash "$SCRIPT"
+grep -q "LLAMA_FILL: 'restore' is not eval or state" "$ERR" && ok || bad "bad LLAMA_FILL message"
+VQ_FILL=twice expect_exit 1 bash "$SCRIPT"
+grep -q "VQ_FILL: 'twice' is not each or once" "$ERR" && ok || bad "bad VQ_FILL message"
+VQ_FILL=once DEPTHS="0 600" expect_exit 1 bash "$SCRIPT"
+grep -q "VQ_FILL=once: depth 0 < PREFILL" "$ERR" && ok || bad "VQ_FILL=once depth message"
 [ ! -e "$LLAMA_CACHE" ] && ok || bad "a refused value started a llama.cpp build"
 LLAMA_KVS="" CORPUS="$TMP/none.txt" expect_exit 1 bash "$SCRIPT" --vq "$VQ"
 grep -q "none.txt missing" "$ERR" && ok || bad "missing corpus message"
@@ -81,6 +87,18 @@ check_json "$TMP/vq.json" veloxquant && ok || bad "veloxquant-only JSON"
 [ "$(grep -c '^| [0-9]* | 1 | veloxquant |' "$OUT")" = 4 ] && ok || bad "table rows"
 grep -q "prefill of 16 tokens and 4 decode steps" "$OUT" && ok || bad "table header"
 grep -q "llama.cpp" "$OUT" && bad "a veloxquant-only table names llama.cpp" || ok
+# VQ_FILL=once: each cell's prefill (after depth - 16) and decode (at depth) from one run
+expect_exit 0 env DEPTHS="16 40" THREADS=1 KVS="fp16" REPS=2 PREFILL=16 GEN=4 VQ_FILL=once \
+    LLAMA_KVS="" bash "$SCRIPT" --vq "$VQ" --out "$TMP/once.json"
+python3 - "$TMP/once.json" <<'PY' && ok || bad "VQ_FILL=once JSON"
+import json, sys
+d = json.load(open(sys.argv[1]))
+assert d["vq_fill"] == "once" and d["llama_fill"] == "eval", d
+assert [(r["depth"], r["kv"]) for r in d["rows"]] == [(16, "fp16"), (40, "fp16")], d["rows"]
+for r in d["rows"]:
+    assert len(r["prefill_samples"]) == len(r["decode_samples"]) == 2, r
+    assert r["prefill_tok_s"] > 0 and r["decode_tok_s"] > 0 and r["decode_attn_ms"] > 0, r
+PY
 
 BUILT="$HOME/.cache/veloxquant/llama.cpp-0.3.36"
 if [ -x "$BUILT/build/bin/llama-bench" ]; then
@@ -88,6 +106,24 @@ if [ -x "$BUILT/build/bin/llama-bench" ]; then
         --vq "$VQ" --out "$TMP/both.json"
     check_json "$TMP/both.json" llama.cpp veloxquant && ok || bad "both engines' JSON"
     grep -q "^llama.cpp [0-9a-f]* (llama-bench " "$OUT" && ok || bad "table names llama.cpp"
+    # LLAMA_FILL=state: depth 40 through bench/llama_depth.c (built on first use), depth 0
+    # through llama-bench; then llama_depth alone, 16 evaluated cells repeated up to 40
+    LLAMA_CACHE="$BUILT" expect_exit 0 "${TINY[@]}" LLAMA_KVS="f16 q4_0" LLAMA_FILL=state \
+        bash "$SCRIPT" --vq "$VQ" --out "$TMP/state.json"
+    check_json "$TMP/state.json" llama.cpp veloxquant && ok || bad "LLAMA_FILL=state JSON"
+    grep -q "restored from a state" "$OUT" && ok || bad "table says the depth was restored"
+    expect_exit 0 env LD_PRELOAD="$BUILT/noamx.so" "$BUILT/build/bin/llama_depth" -m "$MODEL" \
+        -d 40 -s 16 -p 8 -n 2 -t 1 -ctk q8_0 -ctv q8_0 -fa on -r 2
+    python3 - "$OUT" <<'PY' && ok || bad "llama_depth JSON"
+import json, sys
+t = json.load(open(sys.argv[1]))
+assert [(x["n_prompt"], x["n_gen"], x["n_depth"], x["depth_seed"]) for x in t] == \
+    [(8, 0, 40, 16), (0, 2, 40, 16)], t
+assert all(len(x["samples_ns"]) == 2 and min(x["samples_ns"]) > 0 for x in t), t
+assert t[0]["type_k"] == "q8_0" and t[0]["flash_attn"] is True, t
+PY
+    expect_exit 2 "$BUILT/build/bin/llama_depth" -m "$MODEL" -d 0
+    grep -q "'0' is not an integer >= 1" "$ERR" && ok || bad "llama_depth -d 0 message"
 else
     echo "llama_bench: llama-bench not built ($BUILT); the two-engine run is not checked"
 fi
