@@ -91,6 +91,8 @@ TABLES = {
                                {"attention": True, "memory": True}),
     "qwen25-speed-zen5-2048-r5": ("bench/results/llama_bench_qwen25_zen5_2048_r5.json", "bench",
                                   {"attention": True, "memory": True}),
+    "qwen25-speed-zen5-32768": ("bench/results/llama_bench_qwen25_zen5_32768_cb050ab.json",
+                                "bench", {"attention": True, "memory": True}),
     "smollm2-ppl-speed-zen5": ("bench/results/ppl_speed_smollm2_zen5.json", "ppl_speed", {}),
     "qwen25-serve": ("bench/results/serve_qwen25.json", "serve", {}),
     # veloxquant serve on the default model
@@ -274,6 +276,9 @@ def bench_command(d):
         env.append("PREFILL=%d" % d["prefill_tokens"])
     if d.get("decode_tokens", 128) != 128:
         env.append("GEN=%d" % d["decode_tokens"])
+    for k in ("llama_fill", "vq_fill"):  # how each side reached its depth, when not the default
+        if d.get(k, "eval" if k == "llama_fill" else "each") not in ("eval", "each"):
+            env.append("%s=%s" % (k.upper(), d[k]))
     return " ".join(env) + " bench/llama_bench.sh"
 
 
