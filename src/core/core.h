@@ -99,6 +99,11 @@ int vq_cpu_avx512vbmi(void);
  * engine's int8 weight kernels, which pick a VNNI variant inside the AVX-512 one; else 0.
  * Thread-safe. */
 int vq_cpu_avx512vnni(void);
+/* Bytes ahead of its position that a kernel streaming weights from memory asks for each line
+ * (the repacked K-quant kernels, engine/arch/x86/kquant_x86.h): chosen once per process from
+ * the CPU (2048, or 6144 on AMD Zen 5 and later), $VQ_PF_BYTES (64 .. 65536) overriding; a
+ * multiple of 64. Thread-safe (computed once with the ISA detection). */
+size_t vq_cpu_stream_prefetch(void);
 
 /* Seconds on the monotonic clock (CLOCK_MONOTONIC), for intervals only. Thread-safe. */
 double vq_clock_s(void);

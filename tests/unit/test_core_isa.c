@@ -1,5 +1,6 @@
 /* test_core_isa.c — ISA detection and the $VQ_ISA override (each case in a forked child so
- * the once-only initialisation starts fresh), names, resolve rules, aligned zeroed allocation,
+ * the once-only initialisation starts fresh), the weight kernels' prefetch distance and
+ * $VQ_PF_BYTES, names, resolve rules, aligned zeroed allocation,
  * huge-page mappings. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -32,6 +33,28 @@ static int child_default(const char *env) {
     return rd == 1 ? v : -1;
 }
 
+/* Runs vq_cpu_stream_prefetch() in a child with VQ_PF_BYTES=env; returns it (0 on failure). */
+static size_t child_pf(const char *env) {
+    int fds[2];
+    if (pipe(fds) != 0) return 0;
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(fds[0]);
+        if (env) setenv("VQ_PF_BYTES", env, 1);
+        else unsetenv("VQ_PF_BYTES");
+        size_t v = vq_cpu_stream_prefetch();
+        ssize_t w = write(fds[1], &v, sizeof v);
+        _exit(w == (ssize_t)sizeof v ? 0 : 1);
+    }
+    close(fds[1]);
+    size_t v = 0;
+    ssize_t rd = read(fds[0], &v, sizeof v);
+    close(fds[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return rd == (ssize_t)sizeof v ? v : 0;
+}
+
 static int best_avail(void) {
     return vq_isa_available(VQ_ISA_AVX512) ? VQ_ISA_AVX512
          : vq_isa_available(VQ_ISA_AVX2)   ? VQ_ISA_AVX2
@@ -48,6 +71,20 @@ TEST(env_override) {
     ASSERT_EQ_INT(r_avx2, vq_isa_available(VQ_ISA_AVX2) ? VQ_ISA_AVX2 : VQ_ISA_SCALAR);
     ASSERT_EQ_INT(r_avx512, best);
     ASSERT_EQ_INT(r_bogus, best);
+}
+
+/* the CPU's choice (2048, or 6144 on AMD Zen 5 and later), a whole line, $VQ_PF_BYTES in
+ * 64 .. 65536 rounded down to one, anything else ignored */
+static const char *const pf_env[8] = {NULL, "4096", "100", "65536", "63", "70000", "8k", ""};
+static size_t pf_got[8];
+
+TEST(stream_prefetch) {
+    const size_t def = pf_got[0];
+    ASSERT(def == 2048 || def == 6144);
+    ASSERT(pf_got[1] == 4096);
+    ASSERT(pf_got[2] == 64);
+    ASSERT(pf_got[3] == 65536);
+    for (int i = 4; i < 8; i++) ASSERT(pf_got[i] == def);
 }
 
 TEST(names_and_resolve) {
@@ -131,8 +168,10 @@ int main(void) {
     r_avx2 = child_default("avx2");
     r_avx512 = child_default("avx512");
     r_bogus = child_default("sse9");
+    for (int i = 0; i < 8; i++) pf_got[i] = child_pf(pf_env[i]);
     unsetenv("VQ_ISA");
     RUN(env_override);
+    RUN(stream_prefetch);
     RUN(names_and_resolve);
     RUN(alloc);
     RUN(map_huge);

@@ -76,6 +76,7 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
                                                            const uint8_t *a, size_t a_stride,
                                                            const int T, const int gemm, float *out,
                                                            size_t ld_out) {
+    const size_t pf = vq_cpu_stream_prefetch(); /* kquant_x86.h, pf_x16 */
     const __m256i k1 = _mm256_set1_epi32(0x3f3f3f3f), k2 = _mm256_set1_epi32(0x0f0f0f0f),
                   k3 = _mm256_set1_epi32(0x03030303);
     /* PSHUFB selectors within a 128-bit lane (word j adds 4 j): byte b of each 32-bit word into
@@ -96,7 +97,7 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *g = w + (size_t)i * (VQ_X16_ROWS * sizeof(vq_block_q4_K));
         for (int l = 0; l < 4; l++) /* d, dmin, scales */
-            pf_x16(g + 64 * l);
+            pf_x16(pf, g + 64 * l);
         const vq_block_q8_K *y[8];
         int32_t bsp[8][4]; /* token t: (BS[2p], BS[2p+1]) as int16 pairs */
         for (int t = 0; t < T; t++) {
@@ -105,7 +106,7 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
             _mm_storeu_si128((__m128i *)bsp[t], q8_K_pair_sums(y[t]));
         }
         const uint8_t *q = g + 256;
-        for (int l = 0; l < 32; l++) pf_x16(q + 64 * l);
+        for (int l = 0; l < 32; l++) pf_x16(pf, q + 64 * l);
         /* per half: the rows' scales per sub-block (both int16 halves) and (m[2p], m[2p+1])
          * per chunk (ggml's utmp unpacking, one row per lane), parked in memory: the hot loop
          * keeps only its sums in registers */
@@ -210,6 +211,7 @@ void vq_vec_dot_x16_q4_K_q8_K_avx2(int64_t n, const void *w, const void *a, size
 static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint8_t *w,
                                                            const uint8_t *a, size_t a_stride,
                                                            const int T, float *out, size_t ld_out) {
+    const size_t pf = vq_cpu_stream_prefetch(); /* kquant_x86.h, pf_x16 */
     const __m256i m15 = _mm256_set1_epi8(15), m48 = _mm256_set1_epi8(48);
     const __m256i lo16 = _mm256_set1_epi32(0xffff);
     __m256 acc[8][2][8]; /* [token][half][lane k] */
@@ -220,7 +222,7 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *g = w + (size_t)i * (VQ_X16_ROWS * sizeof(vq_block_q6_K));
         for (int l = 0; l < 5; l++) /* d and scales */
-            pf_x16(g + 64 * l);
+            pf_x16(pf, g + 64 * l);
         /* sd[hf][j]: scale j of each row of half hf in both int16 halves of its word */
         __m256i sd[2][16];
         for (int hf = 0; hf < 2; hf++)
@@ -241,7 +243,7 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
         }
         for (int k = 0; k < 8; k++) {
             const uint8_t *wk = g + 288 + 384 * k; /* ql (h 0), ql (h 0, +32), qh (h 0), h 1 */
-            for (int l = 0; l < 6; l++) pf_x16(wk + 64 * l);
+            for (int l = 0; l < 6; l++) pf_x16(pf, wk + 64 * l);
             for (int hf = 0; hf < 2; hf++) {
                 /* (sc[2k], sc[2k+1]) of each row against the pair (bsums[2k], bsums[2k+1]) */
                 const __m256i sp = _mm256_blend_epi16(sd[hf][2 * k], sd[hf][2 * k + 1], 0xAA);

@@ -405,6 +405,7 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
                                                            const uint8_t *a, size_t a_stride,
                                                            const int T, const int gemm, float *out,
                                                            size_t ld_out) {
+    const size_t pf = vq_cpu_stream_prefetch(); /* kquant_x86.h, pf_x16 */
     const __m512i m15 = _mm512_set1_epi8(15);
     const __m512i k1 = _mm512_set1_epi32(0x3f3f3f3f), k2 = _mm512_set1_epi32(0x0f0f0f0f),
                   k3 = _mm512_set1_epi32(0x03030303);
@@ -424,7 +425,7 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *g = w + (size_t)i * (VQ_X16_ROWS * sizeof(vq_block_q4_K));
         for (int l = 0; l < 4; l++) /* d, dmin, scales */
-            pf_x16(g + 64 * l);
+            pf_x16(pf, g + 64 * l);
         const __m512 d = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
         const __m512 dmin = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)(g + 32)));
         /* ggml's utmp unpacking, one row per lane: sc0..3, sc4..7, m0..3, m4..7 */
@@ -451,7 +452,7 @@ static inline __attribute__((always_inline)) void x16_q4_K(int64_t n, const uint
         for (int p = 0; p < 4; p++) {
             __m512i lo[8], hi[8];
             for (int t = 0; t < T; t++) lo[t] = hi[t] = _mm512_setzero_si512();
-            for (int l = 0; l < 8; l++) pf_x16(q + 512 * p + 64 * l);
+            for (int l = 0; l < 8; l++) pf_x16(pf, q + 512 * p + 64 * l);
             for (int k = 0; k < 8; k++) {
                 const __m512i raw = _mm512_loadu_si512(q + 64 * (8 * p + k));
                 const __m512i wl = _mm512_and_si512(raw, m15);
@@ -527,6 +528,7 @@ void vq_vec_dot_x16_q4_K_q8_K_avx512vnni(int64_t n, const void *w, const void *a
 static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint8_t *w,
                                                            const uint8_t *a, size_t a_stride,
                                                            const int T, float *out, size_t ld_out) {
+    const size_t pf = vq_cpu_stream_prefetch(); /* kquant_x86.h, pf_x16 */
     const __m512i m15 = _mm512_set1_epi8(15), m48 = _mm512_set1_epi8(48);
     /* PSHUFB selector of a 16-byte row of scales broadcast to the four 128-bit lanes: dword w
      * of lane L gets row 4 L + w's byte into the high byte of both its int16 halves, which an
@@ -541,7 +543,7 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
     for (int64_t i = 0; i < nb; i++) {
         const uint8_t *g = w + (size_t)i * (VQ_X16_ROWS * sizeof(vq_block_q6_K));
         for (int l = 0; l < 5; l++) /* d and scales */
-            pf_x16(g + 64 * l);
+            pf_x16(pf, g + 64 * l);
         const __m512 dw = _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)g));
         /* sd[j]: scale j of each row in both int16 halves of its word */
         __m512i sd[16];
@@ -560,7 +562,7 @@ static inline __attribute__((always_inline)) void x16_q6_K(int64_t n, const uint
         }
         for (int k = 0; k < 8; k++) {
             const uint8_t *wk = g + 288 + 384 * k; /* ql (h 0), ql (h 0, +32), qh (h 0), h 1 */
-            for (int l = 0; l < 6; l++) pf_x16(wk + 64 * l);
+            for (int l = 0; l < 6; l++) pf_x16(pf, wk + 64 * l);
             /* (sc[2k], sc[2k+1]) of each row against the pair (bsums[2k], bsums[2k+1]) */
             const __m512i sp = _mm512_mask_blend_epi16(0xAAAAAAAAu, sd[2 * k], sd[2 * k + 1]);
             __m512i s[8];
