@@ -301,7 +301,7 @@ int main(int argc, char **argv) {
             state = tile_state(buf, n, (uint32_t)depth, &state_n);
             free(buf);
         }
-        if (t > 0) printf(",\n");
+        if (printed) printf(",\n");
         printf(
             "  {\"n_prompt\": %ld, \"n_gen\": %ld, \"n_depth\": %ld, \"n_threads\": %ld, "
             "\"type_k\": \"%s\", \"type_v\": \"%s\", \"flash_attn\": %s, \"depth_seed\": %ld,"

@@ -122,6 +122,12 @@ assert [(x["n_prompt"], x["n_gen"], x["n_depth"], x["depth_seed"]) for x in t] =
 assert all(len(x["samples_ns"]) == 2 and min(x["samples_ns"]) > 0 for x in t), t
 assert t[0]["type_k"] == "q8_0" and t[0]["flash_attn"] is True, t
 PY
+    # f16 without flash attention: V stored transposed, tiled column by column; decode only
+    expect_exit 0 env LD_PRELOAD="$BUILT/noamx.so" "$BUILT/build/bin/llama_depth" -m "$MODEL" \
+        -d 40 -s 16 -p 0 -n 2 -t 1 -ctk f16 -ctv f16 -fa off -r 1
+    python3 -c "import json, sys; t = json.load(open(sys.argv[1])); \
+assert [(x['n_prompt'], x['n_gen'], x['flash_attn']) for x in t] == [(0, 2, False)], t" "$OUT" &&
+        ok || bad "llama_depth decode-only JSON"
     expect_exit 2 "$BUILT/build/bin/llama_depth" -m "$MODEL" -d 0
     grep -q "'0' is not an integer >= 1" "$ERR" && ok || bad "llama_depth -d 0 message"
 else
