@@ -91,6 +91,7 @@ TABLES = {
                                {"attention": True, "memory": True}),
     "qwen25-speed-zen5-2048-r5": ("bench/results/llama_bench_qwen25_zen5_2048_r5.json", "bench",
                                   {"attention": True, "memory": True}),
+    "qwen25-speed-zen5-pf": ("bench/results/llama_bench_qwen25_zen5_1c3603f.json", "bench", {}),
     "qwen25-speed-zen5-32768": ("bench/results/llama_bench_qwen25_zen5_32768_cb050ab.json",
                                 "bench", {"attention": True, "memory": True}),
     "smollm2-ppl-speed-zen5": ("bench/results/ppl_speed_smollm2_zen5.json", "ppl_speed", {}),
