@@ -55,6 +55,15 @@ static void detect_x86(void) {
 }
 #endif
 
+#ifdef VQ_CPU_X86
+/* The display family of CPUID leaf 1's EAX (the extended field folded in as Intel and AMD
+ * document it). */
+static unsigned x86_family(unsigned eax) {
+    const unsigned base = (eax >> 8) & 0xf;
+    return base == 0xf ? base + ((eax >> 20) & 0xff) : base;
+}
+#endif
+
 /* The weight kernels' prefetch distance (vq_cpu_stream_prefetch): 6144 bytes on AMD family
  * 26 and later (Zen 5), 2048 elsewhere; $VQ_PF_BYTES (64 .. 65536, rounded down to a whole
  * line) overrides. Measured on Qwen2.5 1.5B decode steps (docs/ALGORITHMS.md §9.19): on the Intel
@@ -64,10 +73,8 @@ static void stream_pf_init(void) {
 #ifdef VQ_CPU_X86
     unsigned a, b, c, d;
     if (__get_cpuid(0, &a, &b, &c, &d) && b == 0x68747541u && d == 0x69746e65u &&
-        c == 0x444d4163u && __get_cpuid(1, &a, &b, &c, &d)) { /* "AuthenticAMD" */
-        const unsigned base = (a >> 8) & 0xf, fam = base == 0xf ? base + ((a >> 20) & 0xff) : base;
-        if (fam >= 26) g_stream_pf = 6144;
-    }
+        c == 0x444d4163u && __get_cpuid(1, &a, &b, &c, &d) && x86_family(a) >= 26)
+        g_stream_pf = 6144; /* "AuthenticAMD", Zen 5 or later */
 #endif
     const char *env = getenv("VQ_PF_BYTES");
     if (env && *env) {
@@ -136,8 +143,8 @@ size_t vq_cpu_stream_prefetch(void) {
 static int x86_identity(char name[49], unsigned *family, unsigned *model) {
     unsigned a, b, c, d, r[12];
     if (!__get_cpuid(1, &a, &b, &c, &d)) return 0;
-    const unsigned base = (a >> 8) & 0xf, ext = (a >> 20) & 0xff;
-    *family = base == 0xf ? base + ext : base;
+    const unsigned base = (a >> 8) & 0xf;
+    *family = x86_family(a);
     *model = (a >> 4) & 0xf;
     if (base == 0x6 || base == 0xf) *model |= ((a >> 16) & 0xf) << 4;
     if ((unsigned)__get_cpuid_max(0x80000000u, NULL) < 0x80000004u) return 0;
