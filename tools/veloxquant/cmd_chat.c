@@ -299,7 +299,10 @@ static int chat_loop(const struct chat_opts *o, struct chat_state *s) {
             fputs("> ", stdout);
             fflush(stdout);
         }
-        g_sigint = 0;
+        /* after the quit hint a Ctrl-C quits even if it came before this read began (it
+         * then interrupts no read: the flag says it happened) */
+        if (quit_armed && g_sigint) break;
+        if (!quit_armed) g_sigint = 0;
         errno = 0;
         ssize_t n = getline(&s->line, &s->line_cap, stdin);
         if (n < 0) {
@@ -307,6 +310,7 @@ static int chat_loop(const struct chat_opts *o, struct chat_state *s) {
                 clearerr(stdin);
                 if (quit_armed) break;
                 quit_armed = true;
+                g_sigint = 0; /* the next Ctrl-C, from here on, is the second */
                 fputs("\n(Ctrl-C again or Ctrl-D to quit)\n", stderr);
                 continue;
             }
